@@ -1,0 +1,124 @@
+"""Audit: walk a field back to the bytes it came from, re-hashing every snapshot on the way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .compile.registry import ensure_database
+from .core.errors import UsageError
+from .core.paths import Layout
+from .core.store import sha256_file
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _verify(lay: Layout, snapshot_path: str, sha256: str) -> bool:
+    path = lay.root / snapshot_path
+    try:
+        return sha256_file(Path(path)) == sha256
+    except FileNotFoundError:
+        return False
+
+
+def audit(lay: Layout, reference_id: str, field: str) -> dict[str, Any]:
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    try:
+        return _audit(con, lay, reference_id, field, seen=())
+    finally:
+        con.close()
+
+
+def _audit(
+    con: duckdb.DuckDBPyConnection, lay: Layout, reference_id: str, field: str, seen: tuple[str, ...]
+) -> dict[str, Any]:
+    if field.startswith("param."):
+        params = _rows(
+            con,
+            "SELECT * FROM parameters WHERE reference_id = ? AND name = ?",
+            [reference_id, field.removeprefix("param.")],
+        )
+        if not params:
+            raise UsageError(f"reference {reference_id} has no parameter {field!r}")
+        p = params[0]
+        return {
+            "reference_id": reference_id,
+            "field": field,
+            "value": p["value"],
+            "unit": p["unit"],
+            "direction": p["direction"],
+            "status": "design-choice",
+            "confidence": "assumed",
+            "provenance": [],
+            "why": p["why"],
+        }
+    found = _rows(con, "SELECT * FROM fields WHERE reference_id = ? AND field = ?", [reference_id, field])
+    if not found:
+        refs = [r["reference_id"] for r in _rows(con, "SELECT reference_id FROM reference_models ORDER BY 1", [])]
+        if reference_id not in refs:
+            raise UsageError(f"no reference {reference_id!r}; known: {', '.join(refs)}")
+        raise UsageError(f"reference {reference_id} has no field {field!r} (try `fabricref show {reference_id}`)")
+    f = found[0]
+    result: dict[str, Any] = {
+        "reference_id": reference_id,
+        "field": field,
+        "value": f["value_number"] if f["value_number"] is not None else f["value_text"],
+        "value_text": f["value_text"],
+        "unit": f["unit"],
+        "direction": f["direction"],
+        "status": f["status"],
+        "confidence": f["confidence"],
+        "provenance": [],
+    }
+    if f["chosen"]:
+        result["chosen"] = f["chosen"]
+        result["choice_reason"] = f["choice_reason"]
+    citations = _rows(
+        con,
+        "SELECT * FROM field_citations WHERE reference_id = ? AND field = ? ORDER BY source_id, rule_id",
+        [reference_id, field],
+    )
+    for c in citations:
+        result["provenance"].append(
+            {
+                "source_id": c["source_id"],
+                "rule_id": c["rule_id"],
+                "revision": c["revision"],
+                "url": c["url"],
+                "retrieved_at": c["retrieved_at"],
+                "sha256": c["sha256"],
+                "snapshot_path": c["snapshot_path"],
+                "locator": c["locator"],
+                "excerpt": c["excerpt"],
+                "stated": c["stated"],
+                "origin": c["origin"],
+                "chosen": c["chosen"],
+                "carried_from_revision": c["carried_from_revision"],
+                "verified": _verify(lay, c["snapshot_path"], c["sha256"]),
+            }
+        )
+    if f["status"] == "derived":
+        inputs = [
+            r["input"]
+            for r in _rows(
+                con,
+                "SELECT input FROM field_inputs WHERE reference_id = ? AND field = ? ORDER BY position",
+                [reference_id, field],
+            )
+        ]
+        result["formula"] = f["formula"]
+        result["inputs"] = [_audit(con, lay, reference_id, name, (*seen, field)) for name in inputs if name not in seen]
+    if f["status"] == "unknown":
+        result["reason"] = f["reason"]
+        result["evidence_needed"] = f["evidence_needed"]
+    return result
+
+
+def all_verified(node: dict[str, Any]) -> bool:
+    return all(p["verified"] for p in node["provenance"]) and all(all_verified(i) for i in node.get("inputs", []))

@@ -1,0 +1,323 @@
+"""The command line: the only module that knows about argv, exit codes and printing.
+
+Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from .core.errors import FabricrefError, UsageError
+from .core.paths import Layout, layout
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="fabricref: GPU-cluster network reference data, every fact traceable to the document it came from.",
+    pretty_exceptions_enable=False,
+)
+# markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.
+out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 200)
+
+RootOpt = Annotated[Path | None, typer.Option("--root", help="Checkout root (default: found from the cwd).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _lay(root: Path | None) -> Layout:
+    return layout(root)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+
+
+@app.command()
+def retrieve(
+    root: RootOpt = None,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Fetch the documents over HTTP (default: check pins only).")
+    ] = False,
+    source: Annotated[str | None, typer.Option("--source", help="Only this source id.")] = None,
+    mirror: Annotated[
+        str | None, typer.Option("--mirror", help="Fetch https://host/path from MIRROR/host/path.")
+    ] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", help="Refuse responses larger than this.")] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Refuse instead of waiting if another refresh runs.")
+    ] = False,
+) -> None:
+    """Check every pinned snapshot against its SHA-256 (default), or --refresh: fetch and pin new revisions."""
+    from .core.sources import load_sources
+    from .retrieve import stage
+    from .retrieve.fetch import FetchPolicy
+
+    lay = _lay(root)
+    sources = load_sources(lay, source)
+    if not refresh:
+        if mirror:
+            raise UsageError("--mirror only applies with --refresh")
+        entries = stage.verify(lay, sources)
+        if source is None:
+            stage.write_manifest(lay, entries)
+        out.print(f"verified {len(entries)} pinned snapshot(s) against their SHA-256")
+        return
+    outcomes = stage.refresh(
+        lay, sources, mirror=mirror, policy=FetchPolicy.from_env(max_bytes=max_bytes), wait_for_lock=not no_wait
+    )
+    table = Table("source", "outcome", "revision", "detail")
+    for o in outcomes:
+        table.add_row(o.source_id, o.action, str(o.revision or ""), o.detail)
+    out.print(table)
+    failed = [o for o in outcomes if o.action == "failed"]
+    if failed:
+        raise FabricrefError(
+            f"{len(failed)} source(s) could not be retrieved; their pins are unchanged:\n"
+            + "\n".join(f"  - {o.source_id}: {o.detail}" for o in failed)
+        )
+
+
+@app.command()
+def pin(
+    source: Annotated[str, typer.Argument(help="Source id.")],
+    file: Annotated[
+        Path | None, typer.Option("--file", help="HTML to pin (default: sources/transcriptions/ID.html).")
+    ] = None,
+    retrieved_at: Annotated[
+        str | None, typer.Option("--retrieved-at", help="RFC 3339 UTC time (default: read_on).")
+    ] = None,
+    root: RootOpt = None,
+) -> None:
+    """Pin a project transcription of a document as the source's next revision (origin: transcription)."""
+    from .core.sources import load_sources
+    from .retrieve import stage
+
+    lay = _lay(root)
+    (src,) = load_sources(lay, source)
+    outcome = stage.pin_file(lay, src, file, retrieved_at)
+    out.print(f"{outcome.source_id}: {outcome.action} (revision {outcome.revision}) {outcome.detail}")
+
+
+@app.command()
+def extract(root: RootOpt = None) -> None:
+    """Run every source's rules over its current snapshot; write registry/claims/."""
+    from .core.sources import load_sources
+    from .extract import stage
+
+    lay = _lay(root)
+    stats = stage.run(lay, load_sources(lay))
+    out.print(
+        f"extracted {len(stats.parsed) + len(stats.reused)} source(s): parsed {len(stats.parsed)}, "
+        f"reused {len(stats.reused)} unchanged snapshot(s)"
+    )
+
+
+@app.command(name="compile")
+def compile_(root: RootOpt = None) -> None:
+    """Resolve reference models into field records; write the registry (Parquet + DuckDB)."""
+    from .compile import stage
+
+    refs = stage.run(_lay(root))
+    out.print(f"compiled {len(refs)} reference(s) into {_lay(root).relative(_lay(root).registry_dir)}/")
+
+
+@app.command()
+def audit(
+    reference: Annotated[str, typer.Argument(help="Reference id, e.g. nvidia-gb200-nvl72.")],
+    field: Annotated[str, typer.Argument(help="Field key, e.g. scale_up.bandwidth_per_accelerator.")],
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+) -> None:
+    """Trace a field to the documents it came from, re-verifying each snapshot's SHA-256 now."""
+    from . import audit as auditing
+
+    lay = _lay(root)
+    result = auditing.audit(lay, reference, field)
+    if as_json:
+        _print_json(result)
+    else:
+        tree = Tree(_audit_label(result))
+        _audit_tree(tree, result)
+        out.print(tree)
+    if not auditing.all_verified(result):
+        raise FabricrefError("a snapshot no longer matches its pinned SHA-256 (see 'verified: false' above)")
+
+
+def _value_text(node: dict[str, Any]) -> str:
+    value = node["value"]
+    if value is None:
+        return "(empty)"
+    unit = node.get("unit")
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    if unit and unit != "count":
+        text += f" {unit}"
+    if node.get("direction"):
+        text += f" ({node['direction'].replace('_', ' ')})"
+    return text
+
+
+def _audit_label(node: dict[str, Any]) -> str:
+    status = f"[{node['status']}, confidence {node['confidence']}]"
+    return f"{node['reference_id']} {node['field']} = {_value_text(node)}  {status}"
+
+
+def _audit_tree(tree: Tree, node: dict[str, Any]) -> None:
+    if node.get("chosen"):
+        tree.add(f"taken from {node['chosen']}: {node['choice_reason']}")
+    for p in node["provenance"]:
+        mark = "verified" if p["verified"] else "HASH MISMATCH"
+        leaf = tree.add(f"{p['source_id']} rule {p['rule_id']} (revision {p['revision']}, {p['origin']}) — {mark}")
+        leaf.add(f"url: {p['url']}")
+        leaf.add(f"retrieved_at: {p['retrieved_at']}")
+        leaf.add(f"sha256: {p['sha256']}")
+        leaf.add(f"snapshot: {p['snapshot_path']}")
+        leaf.add(f"locator: {p['locator']}")
+        leaf.add(f"excerpt: {p['excerpt']!r}")
+        leaf.add(f"stated: {p['stated']}")
+    if "formula" in node:
+        tree.add(f"formula: {node['formula']}")
+        for child in node.get("inputs", []):
+            _audit_tree(tree.add(_audit_label(child)), child)
+    if node.get("reason"):
+        tree.add(f"unknown because: {node['reason']}")
+    if node.get("why"):
+        tree.add(f"design choice: {node['why']}")
+
+
+@app.command()
+def query(
+    sql: Annotated[str | None, typer.Argument(help="A SELECT statement.")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Run a saved query (e.g. registry/queries/x.sql).")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    root: RootOpt = None,
+) -> None:
+    """Query the registry with SQL, read-only."""
+    from . import query as querying
+
+    if fmt not in ("table", "csv", "json"):
+        raise UsageError(f"--format {fmt!r}: expected table, csv or json")
+    if (sql is None) == (file is None):
+        raise UsageError("give either SQL or --file, not both or neither")
+    lay = _lay(root)
+    if file is not None:
+        path = file if file.is_absolute() or file.exists() else lay.root / file
+        try:
+            sql = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{file}: cannot read saved query: {exc.strerror}") from None
+    assert sql is not None
+    columns, rows = querying.run(lay, sql)
+    if fmt == "json":
+        _print_json([dict(zip(columns, row, strict=True)) for row in rows])
+    elif fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        sys.stdout.write(buf.getvalue())
+    else:
+        table = Table(*columns)
+        for row in rows:
+            table.add_row(*["" if v is None else str(v) for v in row])
+        out.print(table)
+
+
+@app.command()
+def references(as_json: JsonOpt = False, root: RootOpt = None) -> None:
+    """List the references: id, kind, title and counts of fields by status."""
+    from . import query as querying
+
+    columns, rows = querying.run(
+        _lay(root),
+        """
+        SELECT r.reference_id, r.kind, r.title,
+               count(*) FILTER (WHERE f.status = 'published') AS published,
+               count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
+               count(*) FILTER (WHERE f.status = 'derived') AS derived,
+               count(*) FILTER (WHERE f.status = 'unknown') AS unknown
+        FROM reference_models r JOIN fields f USING (reference_id)
+        GROUP BY ALL ORDER BY r.reference_id""",
+    )
+    _emit(columns, rows, as_json)
+
+
+@app.command()
+def show(
+    reference: Annotated[str, typer.Argument(help="Reference id.")], as_json: JsonOpt = False, root: RootOpt = None
+) -> None:
+    """Print a reference's fields: key, value, unit, status, source."""
+    from . import query as querying
+
+    lay = _lay(root)
+    columns, rows = querying.run(
+        lay,
+        f"""
+        SELECT f.field, coalesce(f.value_text, '') AS value, f.unit, f.direction, f.status,
+               coalesce(c.sources, f.formula, f.reason) AS source
+        FROM fields f LEFT JOIN (
+            SELECT reference_id, field, string_agg(source_id, ', ' ORDER BY source_id) AS sources
+            FROM field_citations GROUP BY ALL) c USING (reference_id, field)
+        WHERE f.reference_id = '{reference.replace("'", "''")}'
+        ORDER BY f.field""",
+    )
+    if not rows:
+        raise UsageError(f"no reference {reference!r} (see `fabricref references`)")
+    _emit(columns, rows, as_json, title=reference)
+
+
+@app.command()
+def history(
+    source: Annotated[str, typer.Argument(help="Source id.")], as_json: JsonOpt = False, root: RootOpt = None
+) -> None:
+    """List every pinned revision of a source."""
+    from .core import pins
+    from .core.paths import check_slug
+
+    lay = _lay(root)
+    check_slug(source, "source id")
+    hist = pins.load(lay, source)
+    if hist is None:
+        raise UsageError(f"no pins for source {source!r} ({lay.relative(lay.pins_file(source))} does not exist)")
+    rows = [(r.revision, r.retrieved_at, r.sha256, r.size, r.origin, r.etag, r.last_modified) for r in hist.revisions]
+    _emit(["revision", "retrieved_at", "sha256", "size", "origin", "etag", "last_modified"], rows, as_json)
+
+
+def _emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: str | None = None) -> None:
+    if as_json:
+        _print_json([dict(zip(columns, row, strict=True)) for row in rows])
+        return
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*["" if v is None else str(v) for v in row])
+    out.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
+    try:
+        app(args=argv, prog_name="fabricref")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except FabricrefError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

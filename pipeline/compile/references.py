@@ -1,0 +1,263 @@
+"""Reference models (`models/references/<id>.yaml`) resolved into field records.
+
+Cited fields take their value from claims (both cited when two documents state it; a disagreement
+fails unless the model names the one it takes and why). Derived fields are evaluated with the safe
+formula language in dependency order. Unknown fields stay empty with their reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core import expr
+from ..core.errors import CompileError, FabricrefError
+from ..core.paths import Layout, check_slug
+from ..core.schemas import load_yaml, validate
+from ..core.vocabulary import FieldSpec, vocabulary
+
+CONFIDENCE_ORDER = ("published", "preliminary", "assumed", "unknown")
+PARAM_PREFIX = "param."
+
+
+@dataclass
+class Reference:
+    id: str
+    kind: str
+    title: str
+    form_factor: str
+    summary: str
+    parameters: dict[str, dict[str, Any]]
+    fields: dict[str, dict[str, Any]]
+    path: Path
+    model_sha256: str
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def load_reference(path: Path) -> Reference:
+    data, doc = load_yaml(path)
+    validate(data, "reference.schema.json", path, doc)
+    check_slug(data["id"], f"reference id in {path}")
+    if data["id"] != path.stem:
+        raise CompileError(f"{path}: at $.id: {data['id']!r} must equal the file name {path.stem!r}")
+    vocab = vocabulary()
+    for key in data["fields"]:
+        spec = vocab.get(key)
+        if spec is None:
+            raise CompileError(f"{path}: at $.fields.{key}: not a key of schemas/vocabulary.json")
+        if data["form_factor"] not in spec.applies_to:
+            raise CompileError(f"{path}: at $.fields.{key}: does not apply to a {data['form_factor']}")
+    missing = [k for k, s in vocab.items() if data["form_factor"] in s.applies_to and k not in data["fields"]]
+    if missing:
+        raise CompileError(
+            f"{path}: at $.fields: {len(missing)} vocabulary key(s) left out: {', '.join(missing)}; "
+            "cite them, derive them, or declare them unknown with a reason"
+        )
+    return Reference(
+        id=data["id"],
+        kind=data["kind"],
+        title=data["title"],
+        form_factor=data["form_factor"],
+        summary=data.get("summary", ""),
+        parameters=data.get("parameters", {}),
+        fields=data["fields"],
+        path=path,
+        model_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+    )
+
+
+def load_references(lay: Layout) -> list[Reference]:
+    refs = [load_reference(p) for p in sorted(lay.references_dir.glob("*.yaml"))]
+    if not refs:
+        raise CompileError(f"no reference models in {lay.relative(lay.references_dir)}")
+    return refs
+
+
+def _weakest(values: list[str]) -> str:
+    return max(values, key=CONFIDENCE_ORDER.index) if values else "unknown"
+
+
+def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a["value_number"] is not None or b["value_number"] is not None:
+        if a["value_number"] is None or b["value_number"] is None:
+            return False
+        return math.isclose(a["value_number"], b["value_number"], rel_tol=1e-9, abs_tol=1e-12)
+    return " ".join(a["value_text"].split()).casefold() == " ".join(b["value_text"].split()).casefold()
+
+
+def _describe(claim: dict[str, Any]) -> str:
+    if claim["value_number"] is not None:
+        unit = f" {claim['unit']}" if claim["unit"] and claim["unit"] != "count" else ""
+        direction = f" {claim['direction']}" if claim["direction"] else ""
+        return f"{claim['value_number']:g}{unit}{direction}"
+    return repr(claim["value_text"])
+
+
+def _base_record(ref: Reference, key: str, spec: FieldSpec) -> dict[str, Any]:
+    return {
+        "record": "field",
+        "reference_id": ref.id,
+        "field": key,
+        "value_number": None,
+        "value_text": None,
+        "unit": spec.stored_unit,
+        "direction": spec.direction,
+    }
+
+
+def _cited(
+    ref: Reference, key: str, spec: FieldSpec, decl: dict[str, Any], claims: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    where = f"{ref.path}: at $.fields.{key}"
+    cited = []
+    for cite in decl["cite"]:
+        claim = claims.get(cite)
+        if claim is None:
+            source_id = cite.split("#")[0]
+            known = any(k.startswith(source_id + "#") for k in claims)
+            what = f"source {source_id} has no rule {cite.split('#')[1]!r}" if known else f"no source {source_id!r}"
+            raise CompileError(f"{where}.cite: {cite!r} does not exist ({what})")
+        if claim["field"] != key:
+            raise CompileError(f"{where}.cite: {cite!r} reads {claim['field']!r}, not {key!r}")
+        cited.append((cite, claim))
+    chosen_id = decl.get("take")
+    if chosen_id and chosen_id not in decl["cite"]:
+        raise CompileError(f"{where}.take: {chosen_id!r} is not among the cited {decl['cite']}")
+    disagree = [c for c in cited if not _agree(c[1], cited[0][1])]
+    if disagree and not chosen_id:
+        values = "; ".join(f"{cid} says {_describe(c)}" for cid, c in cited)
+        raise CompileError(f"{where}: cited documents disagree ({values}); name the one taken with take: and why:")
+    chosen = dict(cited)[chosen_id] if chosen_id else cited[0][1]
+    statuses = [c["status"] for _, c in cited]
+    status = chosen["status"] if chosen_id else ("published" if "published" in statuses else "preliminary")
+    record = _base_record(ref, key, spec)
+    record.update(
+        {
+            "value_number": chosen["value_number"],
+            "value_text": chosen["value_text"],
+            "status": status,
+            "confidence": status,
+            "provenance": [c["provenance"] for _, c in cited],
+            "chosen": chosen_id,
+            "choice_reason": decl.get("why"),
+        }
+    )
+    return record
+
+
+def resolve(ref: Reference, claims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """All field records of one reference, validated against schemas/field.schema.json."""
+    vocab = vocabulary()
+    records: dict[str, dict[str, Any]] = {}
+    derived: dict[str, dict[str, Any]] = {}
+    for key, decl in sorted(ref.fields.items()):
+        spec = vocab[key]
+        if "cite" in decl:
+            records[key] = _cited(ref, key, spec, decl, claims)
+        elif "unknown" in decl:
+            record = _base_record(ref, key, spec)
+            record.update(
+                {
+                    "status": "unknown",
+                    "confidence": "unknown",
+                    "provenance": [],
+                    "reason": decl["unknown"],
+                    "evidence_needed": decl.get("evidence_needed"),
+                }
+            )
+            records[key] = record
+        else:
+            if spec.type == "text":
+                raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {key} is text; only numbers are derived")
+            derived[key] = decl
+    for key in _derivation_order(ref, derived):
+        records[key] = _derive(ref, key, vocab[key], derived[key]["formula"], records)
+    for key, record in records.items():
+        validate(record, "field.schema.json", f"{ref.path} field {key}")
+    ref.records = records
+    return records
+
+
+def _derivation_order(ref: Reference, derived: dict[str, dict[str, Any]]) -> list[str]:
+    """Topological order of derived fields; a cycle is an error that names it."""
+    deps: dict[str, list[str]] = {}
+    for key, decl in derived.items():
+        try:
+            names = expr.names(decl["formula"])
+        except FabricrefError as exc:
+            raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {exc}") from None
+        for name in names:
+            if name.startswith(PARAM_PREFIX):
+                if name[len(PARAM_PREFIX) :] not in ref.parameters:
+                    raise CompileError(f"{ref.path}: at $.fields.{key}.formula: no parameter {name!r}")
+            elif name not in ref.fields:
+                raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {name!r} is not a field of {ref.id}")
+        deps[key] = [n for n in names if n in derived]
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(key: str, trail: list[str]) -> None:
+        if state.get(key) == 2:
+            return
+        if state.get(key) == 1:
+            cycle = [*trail[trail.index(key) :], key]
+            raise CompileError(f"{ref.path}: derived fields form a cycle: {' -> '.join(cycle)}")
+        state[key] = 1
+        for dep in deps[key]:
+            visit(dep, [*trail, key])
+        state[key] = 2
+        order.append(key)
+
+    for key in sorted(derived):
+        visit(key, [])
+    return order
+
+
+def _derive(
+    ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    where = f"{ref.path}: at $.fields.{key}.formula"
+    confidences: list[str] = []
+
+    def lookup(name: str) -> expr.Value:
+        if name.startswith(PARAM_PREFIX):
+            param = ref.parameters[name[len(PARAM_PREFIX) :]]
+            confidences.append("assumed")
+            return expr.Value.of(param["value"], param["unit"], param.get("direction"))
+        record = records[name]
+        if record["status"] == "unknown" or record["value_number"] is None:
+            raise CompileError(f"{where}: input {name} is {record['status']} with no number; cannot derive {key}")
+        confidences.append(record["confidence"])
+        return expr.Value.of(record["value_number"], record["unit"], record["direction"])
+
+    try:
+        value = expr.evaluate(formula, lookup)
+        number = value.in_unit(spec.stored_unit or "count")
+    except FabricrefError as exc:
+        raise CompileError(f"{where}: {exc}") from None
+    if spec.direction and value.direction != spec.direction:
+        raise CompileError(
+            f"{where}: result is {value.direction or 'without direction'}, but {key} is stored {spec.direction}"
+        )
+    if not math.isfinite(number):
+        raise CompileError(f"{where}: result is not a finite number")
+    if spec.type == "count":
+        if abs(number - round(number)) > 1e-9 or number < 0:
+            raise CompileError(f"{where}: a count must be a whole non-negative number, got {number:g}")
+        number = float(round(number))
+    record = _base_record(ref, key, spec)
+    record.update(
+        {
+            "value_number": number,
+            "value_text": f"{number:g}",
+            "status": "derived",
+            "confidence": _weakest(confidences),
+            "formula": formula,
+            "inputs": expr.names(formula),
+            "provenance": [],
+        }
+    )
+    return record

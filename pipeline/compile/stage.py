@@ -1,0 +1,146 @@
+"""Compile: claims + reference models + pins → field records → registry tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core import pins
+from ..core.errors import CompileError
+from ..core.paths import Layout
+from ..core.schemas import load_json
+from ..core.sources import Source, load_sources
+from ..core.store import SnapshotStore
+from ..core.vocabulary import vocabulary
+from . import registry
+from .references import Reference, load_references, resolve
+
+
+def load_claims(lay: Layout, sources: list[Source]) -> dict[str, dict[str, Any]]:
+    claims: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        path = lay.claims_dir / f"{source.id}.json"
+        if not path.exists():
+            raise CompileError(f"{lay.relative(path)} is missing: run the extract stage first")
+        for claim in load_json(path)["claims"]:
+            claims[f"{claim['source_id']}#{claim['rule_id']}"] = claim
+    return claims
+
+
+def run(lay: Layout) -> list[Reference]:
+    sources = load_sources(lay)
+    claims = load_claims(lay, sources)
+    refs = load_references(lay)
+    for ref in refs:
+        resolve(ref, claims)
+    registry.write_tables(lay, rows(lay, sources, claims, refs))
+    registry.build_database(lay)
+    return refs
+
+
+def rows(
+    lay: Layout, sources: list[Source], claims: dict[str, dict[str, Any]], refs: list[Reference]
+) -> dict[str, list[tuple[Any, ...]]]:
+    vocab = vocabulary()
+    out: dict[str, list[tuple[Any, ...]]] = {name: [] for name in registry.TABLES}
+    store = SnapshotStore(lay.store_dir)
+    for ref in refs:
+        out["reference_models"].append(
+            (ref.id, ref.kind, ref.title, ref.form_factor, ref.summary, lay.relative(ref.path), ref.model_sha256)
+        )
+        for name, p in sorted(ref.parameters.items()):
+            out["parameters"].append((ref.id, name, p["value"], p["unit"], p.get("direction"), p["why"]))
+        for key, r in sorted(ref.records.items()):
+            out["fields"].append(
+                (
+                    ref.id,
+                    key,
+                    r["value_number"],
+                    r["value_text"],
+                    r["unit"],
+                    r["direction"],
+                    r["status"],
+                    r["confidence"],
+                    r.get("formula"),
+                    r.get("reason"),
+                    r.get("evidence_needed"),
+                    r.get("chosen"),
+                    r.get("choice_reason"),
+                    vocab[key].description,
+                )
+            )
+            for p in r.get("provenance", []):
+                cite = f"{p['source_id']}#{p['rule_id']}"
+                out["field_citations"].append(
+                    (
+                        ref.id,
+                        key,
+                        p["source_id"],
+                        p["rule_id"],
+                        p["revision"],
+                        p["sha256"],
+                        p["retrieved_at"],
+                        p["url"],
+                        p["snapshot_path"],
+                        p["locator"],
+                        p["excerpt"],
+                        p.get("stated"),
+                        p["origin"],
+                        p.get("carried_from_revision"),
+                        r.get("chosen") in (None, cite),
+                    )
+                )
+            for position, name in enumerate(r.get("inputs", [])):
+                out["field_inputs"].append((ref.id, key, position, name))
+    for source in sources:
+        out["sources"].append(
+            (
+                source.id,
+                source.url,
+                source.publisher,
+                source.title,
+                source.document_type,
+                source.media_type,
+                source.status,
+                source.read_on,
+                len(source.rules),
+            )
+        )
+        history = pins.load(lay, source.id)
+        for rev in history.revisions if history else []:
+            out["snapshots"].append(
+                (
+                    source.id,
+                    rev.revision,
+                    rev.retrieved_at,
+                    rev.sha256,
+                    rev.size,
+                    rev.media_type,
+                    rev.url,
+                    rev.final_url,
+                    rev.etag,
+                    rev.last_modified,
+                    rev.origin,
+                    lay.relative(store.path_for(rev.sha256)),
+                    rev.revision == history.current.revision,
+                )
+            )
+    for claim in claims.values():
+        p = claim["provenance"]
+        out["claims"].append(
+            (
+                claim["source_id"],
+                claim["rule_id"],
+                claim["field"],
+                claim["subject"],
+                claim["value_number"],
+                claim["value_text"],
+                claim["unit"],
+                claim["direction"],
+                claim["status"],
+                p["revision"],
+                p["sha256"],
+                p["locator"],
+                p["excerpt"],
+            )
+        )
+    return out

@@ -1,0 +1,162 @@
+"""Units with their dimensions, decimal vs binary prefixes and bandwidth direction kept explicit.
+
+Most errors in this field are unit errors (Gb/s vs GB/s, GB vs GiB, per direction vs bidirectional), so
+units are case-sensitive and nothing is guessed: an unknown unit is an error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .errors import ValidationError
+
+# Dimension exponents over the base quantities (bytes, seconds, watts).
+Dims = tuple[int, int, int]
+DIMENSIONLESS: Dims = (0, 0, 0)
+DATA: Dims = (1, 0, 0)
+TIME: Dims = (0, 1, 0)
+RATE: Dims = (1, -1, 0)
+POWER: Dims = (0, 0, 1)
+
+DIRECTIONS = ("per_direction", "bidirectional")
+
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+
+def _build_units() -> dict[str, tuple[float, Dims]]:
+    units: dict[str, tuple[float, Dims]] = {"count": (1.0, DIMENSIONLESS), "1": (1.0, DIMENSIONLESS)}
+    for prefix, factor in {**_DECIMAL, **_BINARY}.items():
+        units[f"{prefix}B"] = (factor, DATA)
+        units[f"{prefix}B/s"] = (factor, RATE)
+    for prefix, factor in _DECIMAL.items():
+        units[f"{prefix}b"] = (factor / 8, DATA)
+        units[f"{prefix}b/s"] = (factor / 8, RATE)
+        if prefix:
+            units[f"{prefix}bps"] = (factor / 8, RATE)
+            units[f"{prefix}Bps"] = (factor, RATE)
+            units[f"{prefix}bit/s"] = (factor / 8, RATE)
+    units.update(
+        {
+            "W": (1.0, POWER),
+            "kW": (1e3, POWER),
+            "MW": (1e6, POWER),
+            "s": (1.0, TIME),
+            "ms": (1e-3, TIME),
+            "us": (1e-6, TIME),
+            "µs": (1e-6, TIME),
+            "ns": (1e-9, TIME),
+        }
+    )
+    return units
+
+
+UNITS = _build_units()
+
+
+def unit_info(unit: str) -> tuple[float, Dims]:
+    try:
+        return UNITS[unit]
+    except KeyError:
+        raise ValidationError(
+            f"unknown unit {unit!r}: expected one of B, kB, MB, GB, TB, KiB, MiB, GiB, TiB, b, Gb, "
+            "B/s, GB/s, TB/s, b/s, Gb/s, Tb/s, W, kW, s, ms, us, ns, count (case matters: Gb/s is bits, GB/s bytes)"
+        ) from None
+
+
+def is_rate(unit: str) -> bool:
+    return unit_info(unit)[1] == RATE
+
+
+def convert(value: float, from_unit: str, to_unit: str) -> float:
+    f_factor, f_dims = unit_info(from_unit)
+    t_factor, t_dims = unit_info(to_unit)
+    if f_dims != t_dims:
+        raise ValidationError(f"cannot convert {from_unit} to {to_unit}: different dimensions")
+    return value * f_factor / t_factor
+
+
+def convert_direction(value: float, from_dir: str | None, to_dir: str | None) -> float:
+    """A symmetric link's bidirectional figure is twice its per-direction figure; nothing else converts."""
+    if from_dir == to_dir:
+        return value
+    if from_dir is None or to_dir is None:
+        raise ValidationError(
+            f"bandwidth direction missing: have {from_dir or 'unstated'}, need {to_dir or 'unstated'}"
+        )
+    return value * 2 if (from_dir, to_dir) == ("per_direction", "bidirectional") else value / 2
+
+
+_NUMBER_WORDS = {
+    "zero": 0,
+    "one": 1,
+    "single": 1,
+    "two": 2,
+    "dual": 2,
+    "three": 3,
+    "four": 4,
+    "quad": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "sixteen": 16,
+    "eighteen": 18,
+    "thirty-six": 36,
+    "seventy-two": 72,
+}
+
+_NUMBER_RE = re.compile(r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$")
+
+
+def parse_number(text: str) -> float:
+    """'1,128' → 1128, '1.8' → 1.8, 'Eight' → 8, '18x' → 18. Anything else is an error."""
+    cleaned = text.strip().rstrip("x×").strip()
+    word = _NUMBER_WORDS.get(cleaned.lower())
+    if word is not None:
+        return float(word)
+    if not _NUMBER_RE.fullmatch(cleaned):
+        raise ValidationError(f"{text!r} is not a number: expected digits (e.g. 1,128 or 1.8) or a number word")
+    value = float(cleaned.replace(",", ""))
+    if not math.isfinite(value):
+        raise ValidationError(f"{text!r} is not a finite number")
+    return value
+
+
+_QUANTITY_RE = re.compile(r"^\s*(?P<num>[+-]?[\d.,]+)\s*(?P<unit>[A-Za-zµ/]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Quantity:
+    value: float
+    unit: str
+    direction: str | None = None
+
+    def to(self, unit: str, direction: str | None = None) -> Quantity:
+        value = convert(self.value, self.unit, unit)
+        if is_rate(unit):
+            value = convert_direction(value, self.direction, direction)
+        return Quantity(value, unit, direction if is_rate(unit) else None)
+
+    def __str__(self) -> str:
+        text = f"{self.value:g} {self.unit}"
+        return f"{text} ({self.direction.replace('_', ' ')})" if self.direction else text
+
+
+def parse_quantity(text: str, direction: str | None = None) -> Quantity:
+    """'400Gb/s' → Quantity(400, 'Gb/s'). A rate needs a direction: per_direction or bidirectional."""
+    match = _QUANTITY_RE.match(text)
+    if not match:
+        raise ValidationError(f"{text!r} is not a quantity: expected a number followed by a unit, e.g. 400Gb/s")
+    value = parse_number(match["num"])
+    unit = match["unit"]
+    unit_info(unit)
+    if is_rate(unit) and direction is not None and direction not in DIRECTIONS:
+        raise ValidationError(f"direction {direction!r}: expected one of {', '.join(DIRECTIONS)}")
+    return Quantity(value, unit, direction if is_rate(unit) else None)

@@ -1,0 +1,1 @@
+"""Stage 2 — extract: declarative rules turn pinned snapshots into claims (field records per source)."""

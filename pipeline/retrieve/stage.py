@@ -1,0 +1,179 @@
+"""What becomes a revision: pinned-mode verification, refresh over HTTP, and pinning transcriptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core import pins
+from ..core.errors import FabricrefError, IntegrityError, ValidationError
+from ..core.files import atomic_write_json, exclusive_lock
+from ..core.paths import Layout
+from ..core.sources import Source
+from ..core.store import SnapshotStore, sha256_bytes, sha256_file
+from .fetch import FetchPolicy, fetch
+
+
+def store(lay: Layout) -> SnapshotStore:
+    return SnapshotStore(lay.store_dir)
+
+
+def manifest_entry(lay: Layout, source: Source, rev: pins.Revision) -> dict[str, object]:
+    return {
+        "source_id": source.id,
+        "revision": rev.revision,
+        "sha256": rev.sha256,
+        "size": rev.size,
+        "media_type": rev.media_type,
+        "retrieved_at": rev.retrieved_at,
+        "url": rev.url,
+        "final_url": rev.final_url,
+        "origin": rev.origin,
+        "snapshot_path": lay.relative(store(lay).path_for(rev.sha256)),
+    }
+
+
+def verify(lay: Layout, sources: list[Source]) -> list[dict[str, object]]:
+    """Pinned mode: every source's current pin re-hashed against the stored bytes. Changes nothing."""
+    snapshots = store(lay)
+    entries, problems = [], []
+    for source in sources:
+        try:
+            history = pins.load(lay, source.id)
+            if history is None:
+                raise IntegrityError(
+                    f"{lay.relative(lay.pins_file(source.id))}: source {source.id} has no pin; "
+                    f"run `fabricref pin {source.id}` (transcription) or "
+                    f"`fabricref retrieve --refresh --source {source.id}`"
+                )
+            current = history.current
+            snapshots.read(current.sha256)
+            transcription = lay.transcription_file(source.id)
+            if current.origin == "transcription" and transcription.exists():
+                actual = sha256_file(transcription)
+                if actual != current.sha256:
+                    raise IntegrityError(
+                        f"{lay.relative(transcription)}: edited since it was pinned (pinned {current.sha256}, "
+                        f"file hashes to {actual}); run `fabricref pin {source.id}` to add it as a new revision"
+                    )
+            entries.append(manifest_entry(lay, source, current))
+        except FabricrefError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise IntegrityError("\n".join(problems))
+    return entries
+
+
+def write_manifest(lay: Layout, entries: list[dict[str, object]]) -> None:
+    atomic_write_json(lay.snapshots_manifest, {"snapshots": sorted(entries, key=lambda e: str(e["source_id"]))})
+
+
+@dataclass
+class RefreshOutcome:
+    source_id: str
+    action: str  # "new-revision" | "unchanged" | "not-modified" | "failed"
+    detail: str
+    revision: int | None = None
+
+
+def refresh(
+    lay: Layout,
+    sources: list[Source],
+    *,
+    mirror: str | None = None,
+    policy: FetchPolicy | None = None,
+    wait_for_lock: bool = True,
+) -> list[RefreshOutcome]:
+    """Fetch each source; changed bytes become a new revision, unchanged bytes add nothing."""
+    outcomes: list[RefreshOutcome] = []
+    snapshots = store(lay)
+    with exclusive_lock(pins.lock_path(lay), wait=wait_for_lock):
+        for source in sources:
+            history = pins.load(lay, source.id)
+            current = history.current if history else None
+            try:
+                result = fetch(
+                    source.url,
+                    source.media_type,
+                    mirror=mirror,
+                    etag=current.etag if current else None,
+                    last_modified=current.last_modified if current else None,
+                    policy=policy,
+                )
+            except FabricrefError as exc:
+                outcomes.append(RefreshOutcome(source.id, "failed", str(exc)))
+                continue
+            if result.not_modified:
+                outcomes.append(
+                    RefreshOutcome(
+                        source.id,
+                        "not-modified",
+                        "HTTP 304: unchanged, no new revision",
+                        current.revision if current else None,
+                    )
+                )
+                continue
+            sha = sha256_bytes(result.data)
+            if current is not None and sha == current.sha256:
+                outcomes.append(
+                    RefreshOutcome(
+                        source.id, "unchanged", f"same bytes ({sha[:12]}), no new revision", current.revision
+                    )
+                )
+                continue
+            # Bytes first, then the pin: a crash in between leaves an unreferenced snapshot, never a dangling pin.
+            snapshots.put(result.data)
+            revision = pins.Revision(
+                revision=(current.revision + 1) if current else 1,
+                retrieved_at=pins.utc_now(),
+                sha256=sha,
+                size=len(result.data),
+                media_type=result.media_type,
+                url=source.url,
+                final_url=result.final_url,
+                etag=result.etag,
+                last_modified=result.last_modified,
+                origin="retrieved",
+            )
+            pins.append(lay, source.id, revision)
+            outcomes.append(
+                RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(result.data)} bytes", revision.revision)
+            )
+    return outcomes
+
+
+def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at: str | None = None) -> RefreshOutcome:
+    """Pin a project-written transcription of a document (origin: transcription) as the next revision."""
+    path = file or lay.transcription_file(source.id)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no transcription file to pin for source {source.id}") from None
+    when = retrieved_at or (f"{source.read_on}T00:00:00Z" if source.read_on else None)
+    if when is None:
+        raise ValidationError(
+            f"{lay.relative(source.path) if source.path else source.id}: at $.read_on: a transcription needs the "
+            "date its facts were read (read_on: YYYY-MM-DD) or --retrieved-at"
+        )
+    with exclusive_lock(pins.lock_path(lay)):
+        history = pins.load(lay, source.id)
+        current = history.current if history else None
+        sha = sha256_bytes(data)
+        if current is not None and current.sha256 == sha:
+            return RefreshOutcome(
+                source.id, "unchanged", f"already pinned as revision {current.revision}", current.revision
+            )
+        store(lay).put(data)
+        revision = pins.Revision(
+            revision=(current.revision + 1) if current else 1,
+            retrieved_at=when,
+            sha256=sha,
+            size=len(data),
+            media_type=source.media_type,
+            url=source.url,
+            final_url=source.url,
+            origin="transcription",
+            note="Project transcription of the document's facts in its own labels; not the vendor's bytes.",
+        )
+        pins.append(lay, source.id, revision)
+    return RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(data)} bytes", revision.revision)

@@ -1,0 +1,83 @@
+"""Shared fixtures: a private copy of the checkout per test, and an in-process CLI runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.core.paths import Layout
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def working_tree_files(root: Path = ROOT) -> list[str]:
+    """Files git tracks plus new files it does not ignore: the checkout as a developer has it now."""
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True, capture_output=True
+    ).stdout.decode()
+    return sorted(p for p in out.split("\0") if p and (root / p).is_file())
+
+
+def copy_checkout(dest: Path, with_git: bool = False) -> Path:
+    for rel in working_tree_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+    if with_git:
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        }
+        for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"]):
+            subprocess.run(cmd, cwd=dest, check=True, env=env)
+    return dest
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Layout:
+    """A private copy of the checkout (sources, pins, snapshots, models): tests never touch the real one."""
+    return Layout(copy_checkout(tmp_path / "repo"))
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    def run(*args: str, root: Path | None = None) -> Result:
+        argv = [*args, "--root", str(root)] if root is not None else list(args)
+        capsys.readouterr()
+        code = main(argv)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def built_registry(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """The shipped data run through retrieve → extract → compile once, in a private copy."""
+    lay = Layout(copy_checkout(tmp_path_factory.mktemp("built") / "repo"))
+    for verb in ("retrieve", "extract", "compile"):
+        assert main([verb, "--root", str(lay.root)]) == 0
+    return lay
+
+
+def env_with_venv() -> dict[str, str]:
+    return {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
