@@ -81,3 +81,9 @@ def built_registry(tmp_path_factory: pytest.TempPathFactory) -> Layout:
 
 def env_with_venv() -> dict[str, str]:
     return {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
+
+
+@pytest.fixture(scope="session")
+def httpserver_listen_address() -> tuple[str, int]:
+    """pytest-httpserver on 127.0.0.1 (any free port): tests talk only to loopback."""
+    return ("127.0.0.1", 0)
