@@ -1,0 +1,147 @@
+"""compile: reference models bound to claims; the statuses hold their promises."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pipeline.compile import stage
+from pipeline.core.errors import CompileError, FabricrefError
+from pipeline.core.sources import load_sources
+from pipeline.extract.stage import run as extract
+
+
+@pytest.fixture
+def extracted(repo):
+    extract(repo, load_sources(repo))
+    return repo
+
+
+def edit_model(lay, ref_id, old, new):
+    path = lay.references_dir / f"{ref_id}.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_disagreeing_documents_fail_unless_the_model_says_which_it_takes(extracted):
+    path = edit_model(
+        extracted,
+        "nvidia-dgx-h100",
+        "    take: nvidia-hgx-h100-blog#hgx-h100-gpu-model\n    why: The BasePOD page names the architecture",
+        "    note: The BasePOD page names the architecture",
+    )
+    with pytest.raises(CompileError) as err:
+        stage.run(extracted)
+    text = str(err.value)
+    assert f"{path}: at $.fields.accelerator.model: cited documents disagree" in text
+    assert "'NVIDIA Hopper'" in text and "'H100 Tensor Core'" in text
+
+
+def test_citing_a_missing_source_or_rule_is_an_error(extracted):
+    edit_model(extracted, "nvidia-dgx-h100", "nvidia-hgx-h100-blog#hgx-h100-nvlink-bandwidth]", "no-such-doc#x]")
+    with pytest.raises(CompileError, match="'no-such-doc#x' does not exist \\(no source 'no-such-doc'\\)"):
+        stage.run(extracted)
+
+
+def test_a_left_out_key_must_be_declared(extracted):
+    edit_model(
+        extracted,
+        "nvidia-dgx-h100",
+        "  commercial.price:\n    unknown: No vendor document read states a price; "
+        "third-party prices are not vendor facts.\n",
+        "",
+    )
+    with pytest.raises(CompileError, match="left out: commercial.price"):
+        stage.run(extracted)
+
+
+def test_cycles_among_derived_fields_are_named(extracted):
+    edit_model(
+        extracted,
+        "nvidia-dgx-h100",
+        "  accelerator.memory_total:\n    cite: [nvidia-dgx-basepod-core-components#dgx-h100-gpu-memory-total]",
+        "  accelerator.memory_total:\n    formula: accelerator.memory * 8",
+    )
+    with pytest.raises(
+        CompileError, match="cycle: accelerator.memory -> accelerator.memory_total -> accelerator.memory"
+    ):
+        stage.run(extracted)
+
+
+def test_unit_mismatch_in_a_formula(extracted):
+    edit_model(
+        extracted,
+        "nvidia-dgx-h100",
+        "formula: scale_out.nic.count * scale_out.nic.speed / accelerator.count",
+        "formula: scale_out.nic.speed + accelerator.memory_total",
+    )
+    with pytest.raises(CompileError, match="unit mismatch"):
+        stage.run(extracted)
+
+
+def test_formula_outside_the_language_is_refused(extracted):
+    edit_model(
+        extracted,
+        "nvidia-dgx-h100",
+        "formula: accelerator.memory_total / accelerator.count",
+        "formula: __import__('os').getcwd()",
+    )
+    with pytest.raises(FabricrefError, match="not allowed"):
+        stage.run(extracted)
+
+
+def test_deriving_from_an_unknown_is_refused(extracted):
+    edit_model(
+        extracted,
+        "nvidia-dgx-h100",
+        "formula: accelerator.memory_total / accelerator.count",
+        "formula: accelerator.memory_bandwidth * 2",
+    )
+    with pytest.raises(CompileError, match="input accelerator.memory_bandwidth is unknown"):
+        stage.run(extracted)
+
+
+def test_statuses_hold_their_promises(built_registry):
+    import duckdb
+
+    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    broken = con.execute("""
+        SELECT reference_id, field, status FROM fields f WHERE
+          (status IN ('published', 'preliminary') AND NOT EXISTS (
+              SELECT 1 FROM field_citations c WHERE c.reference_id = f.reference_id AND c.field = f.field
+                AND regexp_full_match(c.sha256, '[0-9a-f]{64}') AND c.locator <> '' AND c.excerpt <> ''))
+          OR (status = 'unknown' AND (value_number IS NOT NULL OR value_text IS NOT NULL OR coalesce(reason, '') = ''))
+          OR (status = 'derived' AND (formula IS NULL OR NOT EXISTS (
+              SELECT 1 FROM field_inputs i WHERE i.reference_id = f.reference_id AND i.field = f.field)))
+          OR status NOT IN ('published', 'preliminary', 'derived', 'unknown')
+    """).fetchall()
+    statuses = {row[0] for row in con.execute("SELECT DISTINCT status FROM fields").fetchall()}
+    con.close()
+    assert broken == []
+    assert {"published", "derived", "unknown"} <= statuses
+
+
+def test_physical_facts_nobody_states_stay_unknown(built_registry):
+    import duckdb
+
+    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    rows = con.execute("""SELECT DISTINCT status FROM fields WHERE field IN ('physical.cable_lengths',
+        'physical.cage_types', 'physical.rack_positions', 'commercial.price', 'oem.board_population',
+        'physical.nic_gpu_pairing')""").fetchall()
+    con.close()
+    assert rows == [("unknown",)]
+
+
+def test_every_network_bandwidth_carries_unit_and_direction(built_registry):
+    """Link bandwidths say per direction or bidirectional; memory bandwidth is not a link and has none."""
+    import duckdb
+
+    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    rows = con.execute(
+        "SELECT field, unit, direction FROM fields WHERE unit LIKE '%/s' AND field <> 'accelerator.memory_bandwidth'"
+    ).fetchall()
+    con.close()
+    assert rows and all(re.fullmatch(r"[GT][bB]/s", u) and d in ("per_direction", "bidirectional") for _, u, d in rows)

@@ -1,0 +1,109 @@
+"""extract: declarative rules over snapshots, with failures that name source, rule and selector."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.core.errors import ExtractionError
+from pipeline.core.sources import Rule
+from pipeline.core.vocabulary import vocabulary
+from pipeline.extract import rules
+from pipeline.extract.stage import ExtractStats, run
+
+DOC = b"""<html><head><script>document.write('<td>999</td>')</script><style>td{}</style></head><body>
+<table id="spec">
+<tr><th>GPUs</th><td>Eight GPUs</td></tr>
+<tr><th>NVLink</th><td>900 GB/s bidirectional</td></tr>
+<tr><th>Port</th><td>400G OSFP</td></tr>
+<tr><th>Port</th><td>200G QSFP</td></tr>
+<tr><th>Memory</th><td>lots</td></tr>
+</table>
+<ul><li onclick="alert(1)">Model <b>X&lt;script&gt;</b></li></ul>
+</body></html>"""
+
+
+def rule(**kw) -> Rule:
+    base = {
+        "id": "r",
+        "field": "accelerator.count",
+        "subject": "s",
+        "select": {"row": "GPUs"},
+        "parse": {"type": "count"},
+    }
+    base.update(kw)
+    return Rule.model_validate(base)
+
+
+def apply(r: Rule) -> rules.Parsed:
+    return rules.apply(rules.parse_document(DOC), r, vocabulary()[r.field], "doc-src", 3)
+
+
+def test_row_label_and_pattern_give_value_locator_and_excerpt():
+    parsed = apply(rule(parse={"type": "count", "pattern": r"(?P<value>\w+) GPUs"}))
+    assert parsed.value_number == 8
+    assert parsed.locator == "table#spec > tr:nth-of-type(1)"
+    assert parsed.excerpt == "GPUs Eight GPUs"
+
+
+def test_bandwidth_is_converted_to_the_vocabulary_unit_and_direction():
+    r = rule(
+        field="scale_out.nic.speed",
+        select={"row": "NVLink"},
+        parse={"type": "quantity", "pattern": r"(?P<value>\d+) (?P<unit>GB/s)", "direction": "bidirectional"},
+    )
+    parsed = apply(r)
+    # 900 GB/s bidirectional = 450 GB/s per direction = 3600 Gb/s per direction
+    assert (parsed.value_number, parsed.unit, parsed.direction) == (3600.0, "Gb/s", "per_direction")
+    assert parsed.stated == "900 GB/s (bidirectional)"
+
+
+def test_rule_matching_nothing_names_source_rule_and_selector():
+    with pytest.raises(ExtractionError) as err:
+        apply(rule(id="missing-row", select={"row": "CPUs"}))
+    assert str(err.value) == (
+        "source doc-src revision 3 rule missing-row (table row 'CPUs'): matched nothing; expected one element"
+    )
+
+
+def test_rule_matching_several_elements_fails_unless_it_asks_for_the_first():
+    speed = {"type": "quantity", "pattern": r"(?P<value>\d+)G", "unit": "Gb/s", "direction": "per_direction"}
+    with pytest.raises(ExtractionError, match="matched 2 elements; expected exactly one"):
+        apply(rule(field="scale_out.nic.speed", select={"row": "Port"}, parse=speed))
+    first = apply(rule(field="scale_out.nic.speed", select={"row": "Port", "expect": "first"}, parse=speed))
+    assert first.value_number == 400
+
+
+def test_value_that_does_not_parse_is_an_error():
+    with pytest.raises(ExtractionError, match="value does not parse"):
+        apply(rule(select={"row": "Memory"}))
+    with pytest.raises(ExtractionError, match="pattern .* not found"):
+        apply(rule(select={"row": "Memory"}, parse={"type": "count", "pattern": r"(?P<value>\d+)"}))
+
+
+def test_scripts_are_never_run_and_markup_stays_text():
+    parsed = apply(rule(field="accelerator.model", select={"css": "li"}, parse={"type": "text"}))
+    assert parsed.value_text == "Model X<script>"  # text, as data: escaped wherever it is rendered later
+    doc = rules.parse_document(DOC)
+    assert "document.write" not in doc.get_text()
+
+
+def test_unchanged_snapshots_are_not_parsed_again(repo):
+    from pipeline.core.sources import load_sources
+
+    sources = load_sources(repo)
+    first = run(repo, sources)
+    assert sorted(first.parsed) == sorted(s.id for s in sources) and not first.reused
+    second = run(repo, sources)
+    assert not second.parsed and sorted(second.reused) == sorted(s.id for s in sources)
+
+
+def test_a_failing_rule_fails_the_stage_with_a_per_field_report_and_writes_nothing(repo):
+    from pipeline.core.sources import load_sources
+
+    path = repo.source_file("nvidia-hgx-h100-blog")
+    path.write_text(path.read_text().replace("select: {row: NVSwitch}", "select: {row: NVSwitches}"))
+    with pytest.raises(ExtractionError) as err:
+        run(repo, load_sources(repo))
+    assert "nvidia-hgx-h100-blog revision 1 rule hgx-h100-nvswitch-count (table row 'NVSwitches')" in str(err.value)
+    assert not repo.claims_dir.exists()
+    assert isinstance(ExtractStats(), ExtractStats)
