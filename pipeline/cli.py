@@ -263,7 +263,8 @@ def show(
     columns, rows = querying.run(
         lay,
         f"""
-        SELECT f.field, coalesce(f.value_text, '') AS value, f.unit, f.direction, f.status,
+        SELECT f.field, coalesce(printf('%g', f.value_number), f.value_text, '') AS value,
+               f.unit, f.direction, f.status,
                coalesce(c.sources, f.formula, f.reason) AS source
         FROM fields f LEFT JOIN (
             SELECT reference_id, field, string_agg(source_id, ', ' ORDER BY source_id) AS sources

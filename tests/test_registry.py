@@ -32,7 +32,25 @@ KEY_FIGURES = {
     ("nvidia-gb200-nvl72", "scale_out.nic.speed"): (400, "Gb/s", "per_direction", "published"),
     ("nvidia-gb200-nvl72", "scale_out.bandwidth_per_accelerator"): (400, "Gb/s", "per_direction", "derived"),
     ("nvidia-gb200-nvl72", "frontend.nic.count"): (36, "count", None, "derived"),
+    ("nvidia-dgx-b200", "accelerator.count"): (8, "count", None, "published"),
+    ("nvidia-dgx-b200", "accelerator.memory_total"): (1440, "GB", None, "published"),
+    ("nvidia-dgx-b200", "accelerator.memory"): (180, "GB", None, "derived"),
+    ("nvidia-dgx-b200", "scale_up.switch.count"): (2, "count", None, "published"),
+    ("nvidia-dgx-b200", "scale_up.bandwidth_per_accelerator"): (1800, "GB/s", "bidirectional", "published"),
+    ("nvidia-dgx-b200", "scale_up.aggregate_bandwidth"): (14.4, "TB/s", "bidirectional", "published"),
+    ("nvidia-dgx-b200", "scale_out.nic.count"): (8, "count", None, "published"),
+    ("nvidia-dgx-b200", "scale_out.nic.speed"): (400, "Gb/s", "per_direction", "published"),
+    ("nvidia-dgx-b200", "power.max_system"): (14.3, "kW", None, "published"),
 }
+
+
+def test_the_b200_memory_disagreement_is_resolved_by_the_model_with_a_reason(built_registry, cli):
+    result = cli("audit", "nvidia-dgx-b200", "accelerator.memory_total", "--json", root=built_registry.root)
+    audit = json.loads(result.out)
+    assert audit["chosen"] == "nvidia-dgx-b200-user-guide-introduction#gpu-memory-total"
+    assert "1.4TB" in audit["choice_reason"]
+    stated = sorted(p["stated"] for p in audit["provenance"])
+    assert stated == ["1.4 TB", "1440 GB"]
 
 
 @pytest.mark.parametrize(("key", "expected"), sorted(KEY_FIGURES.items()))
@@ -121,7 +139,8 @@ def test_query_formats_and_provenance_view(built_registry, cli):
         "excerpt FROM field_provenance WHERE field = 'scale_up.bandwidth_per_accelerator' ORDER BY 1, 6"
     )
     rows = json.loads(cli("query", "--format", "json", sql, root=built_registry.root).out)
-    assert len(rows) == 3 and all(r["sha256"] for r in rows)
+    assert {r["reference_id"] for r in rows} >= {"nvidia-dgx-h100", "nvidia-dgx-b200", "nvidia-gb200-nvl72"}
+    assert all(len(r["sha256"]) == 64 and r["excerpt"] for r in rows)
     csv_out = cli("query", "--format", "csv", "SELECT 1 AS a, 'x' AS b", root=built_registry.root).out
     assert csv_out == "a,b\n1,x\n"
     assert cli("query", "--format", "xml", "SELECT 1", root=built_registry.root).code == 2
