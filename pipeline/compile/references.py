@@ -16,7 +16,8 @@ from typing import Any
 from ..core import expr
 from ..core.errors import CompileError, FabricrefError
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_yaml, validate
+from ..core.schemas import load_json, load_yaml, validate
+from ..core.units import Quantity
 from ..core.vocabulary import FieldSpec, vocabulary
 
 CONFIDENCE_ORDER = ("published", "preliminary", "assumed", "unknown")
@@ -73,7 +74,30 @@ def load_references(lay: Layout) -> list[Reference]:
     refs = [load_reference(p) for p in sorted(lay.references_dir.glob("*.yaml"))]
     if not refs:
         raise CompileError(f"no reference models in {lay.relative(lay.references_dir)}")
+    check_identities(lay, refs)
     return refs
+
+
+def check_identities(lay: Layout, refs: list[Reference]) -> None:
+    """A model id keeps its meaning forever: kind and title must match models/identities.json."""
+    path = lay.root / "models" / "identities.json"
+    data = load_json(path)
+    validate(data, "identities.schema.json", path)
+    known = data["references"]
+    for ref in refs:
+        entry = known.get(ref.id)
+        if entry is None:
+            raise CompileError(
+                f"{ref.path}: reference {ref.id!r} has no permanent identity; add it to {lay.relative(path)} "
+                "with its kind and title"
+            )
+        for key in ("kind", "title"):
+            if getattr(ref, key) != entry[key]:
+                raise CompileError(
+                    f"{ref.path}: at $.{key}: {getattr(ref, key)!r} but {ref.id} is permanently {entry[key]!r} "
+                    f"({lay.relative(path)}); a model id keeps its meaning — an illustrative model is never "
+                    "relabelled as a vendor reference"
+                )
 
 
 def _weakest(values: list[str]) -> str:
@@ -120,8 +144,11 @@ def _cited(
             known = any(k.startswith(source_id + "#") for k in claims)
             what = f"source {source_id} has no rule {cite.split('#')[1]!r}" if known else f"no source {source_id!r}"
             raise CompileError(f"{where}.cite: {cite!r} does not exist ({what})")
-        if claim["field"] != key:
-            raise CompileError(f"{where}.cite: {cite!r} reads {claim['field']!r}, not {key!r}")
+        expected = decl.get("reads", key)
+        if claim["field"] != expected:
+            raise CompileError(f"{where}.cite: {cite!r} reads {claim['field']!r}, not {expected!r}")
+        if expected != key:
+            claim = _restate(claim, vocabulary()[expected], spec, f"{where}.reads")
         cited.append((cite, claim))
     chosen_id = decl.get("take")
     if chosen_id and chosen_id not in decl["cite"]:
@@ -146,6 +173,22 @@ def _cited(
         }
     )
     return record
+
+
+def _restate(claim: dict[str, Any], source: FieldSpec, target: FieldSpec, where: str) -> dict[str, Any]:
+    """A claim read under another key, converted to this key's unit and direction (or refused)."""
+    if source.type != target.type:
+        raise CompileError(f"{where}: a {source.type} cannot be read as a {target.type}")
+    same = source.stored_unit == target.stored_unit and source.direction == target.direction
+    if claim["value_number"] is None or same:
+        return claim
+    try:
+        value = Quantity(claim["value_number"], claim["unit"], claim["direction"]).to(
+            target.stored_unit or "count", target.direction
+        )
+    except FabricrefError as exc:
+        raise CompileError(f"{where}: {exc}") from None
+    return {**claim, "value_number": value.value, "unit": value.unit, "direction": value.direction}
 
 
 def resolve(ref: Reference, claims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

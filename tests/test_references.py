@@ -1,0 +1,147 @@
+"""The reference set: every reference compiles, every cited fact audits to a verified hash, ids keep meaning."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+
+from pipeline.audit import all_verified, audit
+from pipeline.compile import stage
+from pipeline.core.errors import CompileError
+from pipeline.core.sources import load_sources
+from pipeline.extract.stage import run as extract
+
+REFERENCES = {
+    "nvidia-dgx-h100": "vendor",
+    "nvidia-dgx-b200": "vendor",
+    "nvidia-gb200-nvl72": "vendor",
+    "amd-mi300x-pollara400": "vendor",
+    "amd-mi325x-pollara400": "vendor",
+    "amd-mi355x-pollara400": "vendor",
+    "amd-helios": "vendor",
+    "illustrative-h100-4096": "illustrative",
+}
+
+# Checked by hand against the transcribed documents (value, unit, direction, status).
+KEY_FIGURES = {
+    ("amd-mi300x-pollara400", "accelerator.count"): (8, "count", None, "published"),
+    ("amd-mi300x-pollara400", "accelerator.memory"): (192, "GB", None, "published"),
+    ("amd-mi300x-pollara400", "accelerator.memory_total"): (1536, "GB", None, "derived"),
+    ("amd-mi300x-pollara400", "scale_up.links_per_accelerator"): (7, "count", None, "published"),
+    ("amd-mi300x-pollara400", "scale_up.domain_size"): (8, "count", None, "derived"),
+    ("amd-mi300x-pollara400", "scale_up.switch.count"): (0, "count", None, "derived"),
+    ("amd-mi300x-pollara400", "scale_out.nic.speed"): (400, "Gb/s", "per_direction", "published"),
+    ("amd-mi325x-pollara400", "accelerator.memory_total"): (2000, "GB", None, "published"),
+    ("amd-mi325x-pollara400", "accelerator.memory_bandwidth"): (6, "TB/s", None, "published"),
+    ("amd-mi325x-pollara400", "accelerator.memory_bandwidth_total"): (48, "TB/s", None, "derived"),
+    ("amd-mi355x-pollara400", "accelerator.memory"): (288, "GB", None, "published"),
+    ("amd-mi355x-pollara400", "accelerator.memory_total"): (2304, "GB", None, "derived"),
+    ("amd-mi355x-pollara400", "accelerator.memory_bandwidth"): (8, "TB/s", None, "published"),
+    ("amd-helios", "accelerator.count"): (72, "count", None, "preliminary"),
+    ("amd-helios", "accelerator.memory_total"): (31000, "GB", None, "preliminary"),
+    ("amd-helios", "scale_up.domain_size"): (72, "count", None, "derived"),
+    ("amd-helios", "scale_up.aggregate_bandwidth"): (260, "TB/s", "bidirectional", "preliminary"),
+    ("amd-helios", "scale_out.nic.speed"): (800, "Gb/s", "per_direction", "preliminary"),
+    ("illustrative-h100-4096", "cluster.accelerators"): (4096, "count", None, "derived"),
+    ("illustrative-h100-4096", "fabric.leaf.count"): (128, "count", None, "derived"),
+    ("illustrative-h100-4096", "fabric.spine.count"): (128, "count", None, "derived"),
+    ("illustrative-h100-4096", "fabric.core.count"): (64, "count", None, "derived"),
+    ("illustrative-h100-4096", "fabric.bisection_bandwidth"): (819.2, "Tb/s", "per_direction", "derived"),
+    ("illustrative-h100-4096", "cluster.endpoint_speed"): (400, "Gb/s", "per_direction", "published"),
+}
+
+
+def rows(lay, sql):
+    con = duckdb.connect(str(lay.duckdb_path), read_only=True)
+    try:
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def test_every_reference_compiles_with_its_kind(built_registry):
+    found = {r["reference_id"]: r["kind"] for r in rows(built_registry, "SELECT * FROM reference_models")}
+    assert found == REFERENCES
+
+
+@pytest.mark.parametrize(("key", "expected"), sorted(KEY_FIGURES.items()))
+def test_key_figures(built_registry, key, expected):
+    (row,) = rows(
+        built_registry,
+        f"SELECT value_number, unit, direction, status FROM fields "
+        f"WHERE reference_id = '{key[0]}' AND field = '{key[1]}'",
+    )
+    assert (row["value_number"], row["unit"], row["direction"], row["status"]) == pytest.approx(expected)
+
+
+def test_every_published_or_preliminary_field_audits_to_a_verified_hash(built_registry):
+    cited = rows(built_registry, "SELECT reference_id, field FROM fields WHERE status IN ('published', 'preliminary')")
+    assert len(cited) > 80
+    for row in cited:
+        result = audit(built_registry, row["reference_id"], row["field"])
+        assert result["provenance"], row
+        assert all_verified(result), row
+
+
+def test_announced_products_are_preliminary_and_shipping_ones_published(built_registry):
+    statuses = rows(built_registry, "SELECT reference_id, status, count(*) AS n FROM fields GROUP BY ALL")
+    helios = {r["status"] for r in statuses if r["reference_id"] == "amd-helios"}
+    assert "published" not in helios and "preliminary" in helios
+    nvidia = {r["status"] for r in statuses if r["reference_id"].startswith("nvidia-")}
+    assert "preliminary" not in nvidia
+
+
+def test_illustrative_fields_rest_on_named_design_choices(built_registry):
+    result = audit(built_registry, "illustrative-h100-4096", "fabric.leaf.count")
+    assert result["status"] == "derived" and result["confidence"] == "assumed"
+    params = [i for i in result["inputs"] if i["field"].startswith("param.")]
+    assert [p["field"] for p in params] == ["param.leaf_down_ports"]
+    assert params[0]["status"] == "design-choice" and params[0]["why"]
+    server_fact = next(i for i in result["inputs"] if i["field"] == "cluster.building_block.scale_out_nics")
+    assert server_fact["provenance"][0]["source_id"] == "nvidia-dgx-basepod-core-components"
+
+
+def test_the_gib_label_is_kept_apart_from_decimal_gb(built_registry):
+    (claim,) = rows(built_registry, "SELECT value_number, unit FROM claims WHERE rule_id = 'mi355x-vram'")
+    assert claim["value_number"] == pytest.approx(288 * 2**30 / 1e9)  # 309.24 GB: what "288 GiB" means
+    result = audit(built_registry, "amd-mi355x-pollara400", "accelerator.memory")
+    assert result["value"] == 288 and result["chosen"].startswith("theregister-")
+    assert "GiB" in result["choice_reason"]
+
+
+def test_saved_queries_run(built_registry, cli):
+    for path in sorted((built_registry.queries_dir).glob("*.sql")):
+        result = cli("query", "--file", str(path), "--format", "json", root=built_registry.root)
+        assert result.code == 0, (path, result.err)
+        assert json.loads(result.out), path
+
+
+@pytest.fixture
+def extracted(repo):
+    extract(repo, load_sources(repo))
+    return repo
+
+
+def test_compile_refuses_relabelling_the_illustrative_model_as_a_vendor_reference(extracted):
+    path = extracted.references_dir / "illustrative-h100-4096.yaml"
+    path.write_text(path.read_text().replace("kind: illustrative", "kind: vendor"))
+    with pytest.raises(CompileError, match="permanently 'illustrative'.*never relabelled as a vendor reference"):
+        stage.run(extracted)
+
+
+def test_compile_refuses_a_changed_title_or_an_unregistered_id(extracted):
+    path = extracted.references_dir / "illustrative-h100-4096.yaml"
+    original = path.read_text()
+    path.write_text(original.replace("title: Illustrative 4,096-GPU", "title: NVIDIA 4,096-GPU"))
+    with pytest.raises(CompileError, match=r"at \$\.title"):
+        stage.run(extracted)
+    path.write_text(original)
+    (extracted.references_dir / "new-thing.yaml").write_text(
+        original.replace("id: illustrative-h100-4096", "id: new-thing")
+    )
+    with pytest.raises(CompileError, match="has no permanent identity"):
+        stage.run(extracted)
