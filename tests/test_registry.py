@@ -136,7 +136,8 @@ def test_query_syntax_error_gives_duckdbs_message(built_registry, cli):
 def test_query_formats_and_provenance_view(built_registry, cli):
     sql = (
         "SELECT reference_id, field, value_number, unit, status, source_id, url, retrieved_at, sha256, locator, "
-        "excerpt FROM field_provenance WHERE field = 'scale_up.bandwidth_per_accelerator' ORDER BY 1, 6"
+        "excerpt FROM field_provenance WHERE field = 'scale_up.bandwidth_per_accelerator' AND status = 'published' "
+        "ORDER BY 1, 6"
     )
     rows = json.loads(cli("query", "--format", "json", sql, root=built_registry.root).out)
     assert {r["reference_id"] for r in rows} >= {"nvidia-dgx-h100", "nvidia-dgx-b200", "nvidia-gb200-nvl72"}
