@@ -277,6 +277,50 @@ def show(
     _emit(columns, rows, as_json, title=reference)
 
 
+@app.command(name="topology")
+def topology_(
+    topology_id: Annotated[str | None, typer.Argument(help="Reference or cluster id (omit with --all).")] = None,
+    as_json: JsonOpt = False,
+    build_all: Annotated[
+        bool, typer.Option("--all", help="Build every topology and write registry/topology/.")
+    ] = False,
+    root: RootOpt = None,
+) -> None:
+    """Summarize a reference's or cluster's topology: parts, links by network, domains, oversubscription, hops."""
+    from .topology import stage
+    from .topology.summary import summarize
+
+    lay = _lay(root)
+    if build_all:
+        summaries = stage.run(lay)
+        out.print(f"built {len(summaries)} topologies into {lay.relative(stage.topology_dir(lay))}/")
+        return
+    if topology_id is None:
+        raise UsageError("give a reference or cluster id, or --all")
+    summary = summarize(stage.build(lay, topology_id))
+    if as_json:
+        _print_json(summary)
+        return
+    table = Table("property", "value", title=f"{summary['topology_id']} — {summary['title']}")
+    for key in (
+        "kind",
+        "accelerators",
+        "scale_up_domains",
+        "scale_up_domain_size",
+        "nodes_by_kind",
+        "edges_by_network",
+        "per_accelerator",
+        "oversubscription",
+        "bisection_bandwidth_gbps",
+        "hops",
+        "scale_out_protocol",
+    ):
+        value = summary[key]
+        table.add_row(key, json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value))
+    out.print(table)
+    out.print(summary["caveat"])
+
+
 @app.command()
 def history(
     source: Annotated[str, typer.Argument(help="Source id.")], as_json: JsonOpt = False, root: RootOpt = None

@@ -32,6 +32,7 @@ class Reference:
     form_factor: str
     summary: str
     parameters: dict[str, dict[str, Any]]
+    assumptions: dict[str, dict[str, Any]]
     fields: dict[str, dict[str, Any]]
     path: Path
     model_sha256: str
@@ -51,6 +52,20 @@ def load_reference(path: Path) -> Reference:
             raise CompileError(f"{path}: at $.fields.{key}: not a key of schemas/vocabulary.json")
         if data["form_factor"] not in spec.applies_to:
             raise CompileError(f"{path}: at $.fields.{key}: does not apply to a {data['form_factor']}")
+    for key, assumption in data.get("assumptions", {}).items():
+        spec = vocab.get(key)
+        if spec is None:
+            raise CompileError(f"{path}: at $.assumptions.{key}: not a key of schemas/vocabulary.json")
+        if data["fields"].get(key, {}).get("unknown") is None:
+            raise CompileError(
+                f"{path}: at $.assumptions.{key}: only an unknown field may carry an assumption; {key} is stated"
+            )
+        try:
+            Quantity(float(assumption["value"]), assumption["unit"], assumption.get("direction")).to(
+                spec.stored_unit or "count", spec.direction
+            )
+        except FabricrefError as exc:
+            raise CompileError(f"{path}: at $.assumptions.{key}: {exc}") from None
     missing = [k for k, s in vocab.items() if data["form_factor"] in s.applies_to and k not in data["fields"]]
     if missing:
         raise CompileError(
@@ -64,6 +79,7 @@ def load_reference(path: Path) -> Reference:
         form_factor=data["form_factor"],
         summary=data.get("summary", ""),
         parameters=data.get("parameters", {}),
+        assumptions=data.get("assumptions", {}),
         fields=data["fields"],
         path=path,
         model_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),

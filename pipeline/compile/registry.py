@@ -45,6 +45,17 @@ TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
         ],
         ["reference_id", "name"],
     ),
+    "assumptions": (
+        [
+            ("reference_id", "VARCHAR"),
+            ("field", "VARCHAR"),
+            ("value", "DOUBLE"),
+            ("unit", "VARCHAR"),
+            ("direction", "VARCHAR"),
+            ("why", "VARCHAR"),
+        ],
+        ["reference_id", "field"],
+    ),
     "fields": (
         [
             ("reference_id", "VARCHAR"),
@@ -155,44 +166,63 @@ VIEWS = {
 }
 
 
-def write_tables(lay: Layout, rows: dict[str, Iterable[Sequence[Any]]]) -> None:
-    """Write every table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
-    lay.tables_dir.mkdir(parents=True, exist_ok=True)
+def write_table(
+    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
+) -> Path:
+    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET threads = 1")
         con.execute("SET preserve_insertion_order = true")
-        for name, (columns, order) in TABLES.items():
-            cols = ", ".join(f'"{c}" {t}' for c, t in columns)
-            con.execute(f'CREATE TABLE "{name}" ({cols})')
-            data = list(rows.get(name, []))
-            if data:
-                marks = ", ".join("?" for _ in columns)
-                con.executemany(f'INSERT INTO "{name}" VALUES ({marks})', data)
-            target = lay.tables_dir / f"{name}.parquet"
-            fd, tmp = tempfile.mkstemp(dir=lay.tables_dir, prefix=f".{name}.", suffix=".parquet")
-            os.close(fd)
-            try:
-                keys = ", ".join(f'"{k}"' for k in order)
-                con.execute(
-                    f"COPY (SELECT * FROM \"{name}\" ORDER BY {keys}) TO '{tmp}' "
-                    "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
-                )
-                os.replace(tmp, target)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-        for stale in lay.tables_dir.glob("*.parquet"):
-            if stale.stem not in TABLES:
-                stale.unlink()
+        cols = ", ".join(f'"{c}" {t}' for c, t in columns)
+        con.execute(f'CREATE TABLE "{name}" ({cols})')
+        data = list(rows)
+        if data:
+            # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
+            series = [list(col) for col in zip(*data, strict=True)]
+            select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
+            con.execute(f'INSERT INTO "{name}" SELECT {select}', series)
+        target = directory / f"{name}.parquet"
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
+        os.close(fd)
+        try:
+            keys = ", ".join(f'"{k}"' for k in order)
+            con.execute(
+                f"COPY (SELECT * FROM \"{name}\" ORDER BY {keys}) TO '{tmp}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
+            )
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        return target
     finally:
         con.close()
 
 
+def write_tables(lay: Layout, rows: dict[str, Iterable[Sequence[Any]]]) -> None:
+    for name, (columns, order) in TABLES.items():
+        write_table(lay.tables_dir, name, columns, order, rows.get(name, []))
+    for stale in lay.tables_dir.glob("*.parquet"):
+        if stale.stem not in TABLES:
+            stale.unlink()
+
+
+# Later stages write their own Parquet tables here; the DuckDB registry loads every one of them.
+STAGE_TABLE_DIRS = ("topology", "traffic")
+
+
+def _all_tables(lay: Layout) -> list[tuple[str, Path]]:
+    tables = [(name, lay.tables_dir / f"{name}.parquet") for name in sorted(TABLES)]
+    for sub in STAGE_TABLE_DIRS:
+        tables += [(p.stem, p) for p in sorted((lay.registry_dir / sub).glob("*.parquet"))]
+    return tables
+
+
 def tables_hash(lay: Layout) -> str:
     digest = hashlib.sha256()
-    for name in sorted(TABLES):
-        path = lay.tables_dir / f"{name}.parquet"
+    for name, path in _all_tables(lay):
         if not path.exists():
             raise FabricrefError(f"{lay.relative(path)} is missing: run `dvc repro` (or `fabricref compile`)")
         digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
@@ -209,9 +239,8 @@ def build_database(lay: Layout) -> Path:
     try:
         con = duckdb.connect(tmp)
         try:
-            for name in TABLES:
-                path = (lay.tables_dir / f"{name}.parquet").as_posix()
-                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM read_parquet(?)', [path])
+            for name, path in _all_tables(lay):
+                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM read_parquet(?)', [path.as_posix()])
             for name, sql in VIEWS.items():
                 con.execute(f'CREATE VIEW "{name}" AS {sql}')
             con.execute("CREATE TABLE _build (tables_sha256 VARCHAR)")

@@ -10,6 +10,7 @@ from ..core.paths import Layout
 from ..core.schemas import load_json
 from ..core.sources import Source, load_sources
 from ..core.store import SnapshotStore
+from ..core.units import Quantity
 from ..core.vocabulary import vocabulary
 from . import registry
 from .references import Reference, load_references, resolve
@@ -49,6 +50,12 @@ def rows(
         )
         for name, p in sorted(ref.parameters.items()):
             out["parameters"].append((ref.id, name, p["value"], p["unit"], p.get("direction"), p["why"]))
+        for key, a in sorted(ref.assumptions.items()):
+            spec = vocab[key]
+            value = Quantity(float(a["value"]), a["unit"], a.get("direction")).to(
+                spec.stored_unit or "count", spec.direction
+            )
+            out["assumptions"].append((ref.id, key, value.value, value.unit, value.direction, a["why"]))
         for key, r in sorted(ref.records.items()):
             out["fields"].append(
                 (

@@ -1,0 +1,1 @@
+"""Stage 4 — topology: references become networkx graphs of their real parts; clusters are built from them."""

@@ -1,0 +1,260 @@
+"""One building block (a server or a rack) as a template of parts and links, instantiated cheaply many times.
+
+Parts are separate concepts (system, tray, cpu, accelerator, nic, scale_up_switch); containment is a node
+attribute (`within`), never a link. Links carry their network, per-direction bandwidth in Gb/s, a latency
+assumption, and the field (with its status) the bandwidth came from. Wiring no source states (which NIC
+sits beside which GPU) is an explicit, labelled assumption on the edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import CompileError
+from .facts import Defaults, Fact, Facts
+
+PAIRING_NOTE = (
+    "assumed pairing: NIC i beside accelerator i (and CPU by position); no source in the registry states the "
+    "physical NIC–GPU pairing or PCIe switch placement"
+)
+
+
+@dataclass
+class Template:
+    """Relative node names with attributes, and links between them; `prefix` makes them unique per block."""
+
+    nodes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    edges: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    accelerators: list[str] = field(default_factory=list)
+    scale_out_nics: list[str] = field(default_factory=list)  # index = rail
+    frontend_nics: list[str] = field(default_factory=list)
+    root: str = "system"
+    nic_speed: Fact | None = None
+    frontend_speed: Fact | None = None
+    facts: dict[str, Fact] = field(default_factory=dict)
+
+    def node(self, name: str, kind: str, **attrs: Any) -> str:
+        self.nodes.append((name, {"kind": kind, **attrs}))
+        return name
+
+    def link(self, a: str, b: str, attrs: dict[str, Any]) -> None:
+        self.edges.append((a, b, attrs))
+
+
+def link_attrs(
+    network: str,
+    gbps: float | None,
+    fact: Fact | None,
+    latency_ns: float,
+    *,
+    links: int | None = 1,
+    status: str | None = None,
+    note: str = "",
+) -> dict[str, Any]:
+    return {
+        "network": network,
+        "bandwidth_gbps": None if gbps is None else round(gbps, 6),
+        "unit": "Gb/s",
+        "direction": "per_direction",
+        "links": links,
+        "latency_ns": latency_ns,
+        "field": fact.key if fact else "",
+        "status": status or (fact.status if fact else "assumed"),
+        "note": note,
+    }
+
+
+def _scale_up(t: Template, facts: Facts, dflt: Defaults, gpus: list[str], switches: list[str]) -> None:
+    per_acc = facts.get("scale_up.bandwidth_per_accelerator", required=False)
+    lat = dflt.latency_ns["scale_up"]
+    if switches:
+        share = None if not per_acc.known else per_acc.gbps() / len(switches)  # type: ignore[operator]
+        note = f"per-accelerator scale-up bandwidth split evenly over {len(switches)} switch node(s)"
+        attrs = link_attrs("scale_up", share, per_acc, lat, note=note)
+        for g in gpus:
+            for s in switches:
+                t.link(g, s, attrs)
+        return
+    per_link = facts.get("scale_up.bandwidth_per_link", required=False)
+    if per_link.known:
+        gbps, fact, note = per_link.gbps(), per_link, "direct link between two accelerators"
+    elif per_acc.known:
+        gbps = per_acc.gbps() / (len(gpus) - 1)  # type: ignore[operator]
+        fact, note = per_acc, f"per-accelerator bandwidth split evenly over {len(gpus) - 1} direct links"
+    else:
+        gbps, fact, note = None, per_link, "bandwidth unknown: no source or assumption states it"
+    attrs = link_attrs("scale_up", gbps, fact, lat, note=note)
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1 :]:
+            t.link(a, b, attrs)
+
+
+def _host_wiring(
+    t: Template, facts: Facts, dflt: Defaults, gpus: list[str], cpus: list[str], nics: list[str], fnics: list[str]
+) -> None:
+    host_fact = Fact("host_link", dflt.host_gbps, "Gb/s", "per_direction", "assumed", dflt.host_why)
+    host = link_attrs("host", dflt.host_gbps, host_fact, dflt.latency_ns["host"], status="assumed", note=dflt.host_why)
+    paired = link_attrs("host", dflt.host_gbps, host_fact, dflt.latency_ns["host"], status="assumed", note=PAIRING_NOTE)
+    for i, g in enumerate(gpus):
+        t.link(g, cpus[i * len(cpus) // len(gpus)], host)
+    for i, n in enumerate(nics):
+        t.link(n, gpus[i * len(gpus) // len(nics)], paired)
+        t.link(n, cpus[i * len(cpus) // len(nics)], host)
+    for i, f in enumerate(fnics):
+        t.link(f, cpus[i * len(cpus) // len(fnics)], host)
+
+
+def server_template(facts: Facts, dflt: Defaults) -> Template:
+    t = Template()
+    n_gpu = facts.count("accelerator.count")
+    n_cpu = facts.count("cpu.count")
+    n_sw = facts.count("scale_up.switch.count")
+    n_nic = facts.count("scale_out.nic.count")
+    n_fnic = facts.count("frontend.nic.count")
+    _check_domain(facts, n_gpu)
+    t.node("system", "system", role="server", label=facts.title)
+    t.node("baseboard", "tray", role="accelerator_baseboard", within="system", label="accelerator baseboard")
+    t.node("host-tray", "tray", role="cpu_tray", within="system", label="CPU / host tray")
+    cpus = [
+        t.node(
+            f"cpu{i}",
+            "cpu",
+            within="host-tray",
+            label=facts.text("cpu.model") or "CPU",
+            assumed=facts.get("cpu.count").status == "assumed",
+        )
+        for i in range(n_cpu)
+    ]
+    gpus = [
+        t.node(f"gpu{i}", "accelerator", within="baseboard", label=facts.text("accelerator.model") or "GPU", index=i)
+        for i in range(n_gpu)
+    ]
+    switches = [
+        t.node(
+            f"sus{i}",
+            "scale_up_switch",
+            within="baseboard",
+            label=facts.text("scale_up.technology") or "scale-up switch",
+        )
+        for i in range(n_sw)
+    ]
+    nics = [
+        t.node(
+            f"nic{i}",
+            "nic",
+            role="scale_out",
+            rail=i,
+            within="host-tray",
+            label=facts.text("scale_out.nic.model") or "backend NIC",
+            assumed=facts.get("scale_out.nic.count").status == "assumed",
+        )
+        for i in range(n_nic)
+    ]
+    fnics = [
+        t.node(
+            f"fnic{i}",
+            "nic",
+            role="frontend",
+            within="host-tray",
+            label=facts.text("frontend.nic.model") or "frontend NIC",
+        )
+        for i in range(n_fnic)
+    ]
+    _scale_up(t, facts, dflt, gpus, switches)
+    _host_wiring(t, facts, dflt, gpus, cpus, nics, fnics)
+    _finish(t, facts, gpus, nics, fnics)
+    return t
+
+
+def rack_template(facts: Facts, dflt: Defaults) -> Template:
+    t = Template()
+    trays = facts.count("tray.compute.count")
+    per_tray_gpu = facts.count("tray.compute.accelerators")
+    per_tray_cpu = facts.count("tray.compute.cpus")
+    per_tray_nic = facts.count("tray.compute.scale_out_nics")
+    per_tray_fnic = facts.count("tray.compute.frontend_nics")
+    switch_trays = facts.count("tray.switch.count")
+    chips = facts.get("scale_up.switch.count", required=False)
+    _check_domain(facts, trays * per_tray_gpu)
+    t.node("system", "system", role="rack", label=facts.title)
+    gpus: list[str] = []
+    nics: list[str] = []
+    fnics: list[str] = []
+    for k in range(trays):
+        tray = t.node(f"ct{k}", "tray", role="compute", within="system", label=f"compute tray {k}")
+        cpus = [
+            t.node(f"ct{k}/cpu{i}", "cpu", within=tray, label=facts.text("cpu.model") or "CPU")
+            for i in range(per_tray_cpu)
+        ]
+        tg = [
+            t.node(
+                f"ct{k}/gpu{i}",
+                "accelerator",
+                within=tray,
+                label=facts.text("accelerator.model") or "GPU",
+                index=k * per_tray_gpu + i,
+            )
+            for i in range(per_tray_gpu)
+        ]
+        tn = [
+            t.node(
+                f"ct{k}/nic{i}",
+                "nic",
+                role="scale_out",
+                rail=i,
+                within=tray,
+                label=facts.text("scale_out.nic.model") or "backend NIC",
+            )
+            for i in range(per_tray_nic)
+        ]
+        tf = [
+            t.node(
+                f"ct{k}/fnic{i}",
+                "nic",
+                role="frontend",
+                within=tray,
+                label=facts.text("frontend.nic.model") or "frontend NIC",
+            )
+            for i in range(per_tray_fnic)
+        ]
+        _host_wiring(t, facts, dflt, tg, cpus, tn, tf)
+        gpus += tg
+        nics += tn
+        fnics += tf
+    per_switch_tray = 1
+    aggregate = True
+    if chips.known and chips.value and int(chips.value) % switch_trays == 0:
+        per_switch_tray, aggregate = int(chips.value) // switch_trays, False
+    switches = []
+    for s in range(switch_trays):
+        tray = t.node(f"st{s}", "tray", role="switch", within="system", label=f"scale-up switch tray {s}")
+        for c in range(per_switch_tray):
+            label = "aggregate of this tray's switch chips (chip count not stated)" if aggregate else "switch chip"
+            switches.append(t.node(f"st{s}/sw{c}", "scale_up_switch", within=tray, label=label, aggregate=aggregate))
+    _scale_up(t, facts, dflt, gpus, switches)
+    _finish(t, facts, gpus, nics, fnics)
+    return t
+
+
+def _check_domain(facts: Facts, accelerators: int) -> None:
+    domain = facts.get("scale_up.domain_size", required=False)
+    if domain.known and int(domain.value) != accelerators:  # type: ignore[arg-type]
+        raise CompileError(
+            f"reference {facts.reference_id}: scale_up.domain_size is {domain.value:g} but the block holds "
+            f"{accelerators} accelerators; a block must be exactly one scale-up domain"
+        )
+
+
+def _finish(t: Template, facts: Facts, gpus: list[str], nics: list[str], fnics: list[str]) -> None:
+    t.accelerators, t.scale_out_nics, t.frontend_nics = gpus, nics, fnics
+    t.nic_speed = facts.get("scale_out.nic.speed")
+    t.frontend_speed = facts.get("frontend.nic.speed", required=False)
+
+
+def template(facts: Facts, dflt: Defaults) -> Template:
+    if facts.form_factor == "server":
+        return server_template(facts, dflt)
+    if facts.form_factor == "rack":
+        return rack_template(facts, dflt)
+    raise CompileError(f"reference {facts.reference_id} is a {facts.form_factor}: build it as a cluster")

@@ -1,0 +1,223 @@
+"""Build networkx graphs: one building block for a reference, or a whole cluster on its fabric.
+
+The regular parts are stamped from one template per block (one attribute dict shared per link class),
+so a 131,072-accelerator cluster builds in seconds while the interface stays a plain networkx Graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from ..core.errors import CompileError
+from .blocks import Template, link_attrs, template
+from .clusters import Cluster
+from .facts import Defaults, Facts
+
+CAVEAT = (
+    "A logical model: parts and links as the sources state them, with labelled assumptions where they do not. "
+    "Nothing physical (rack positions, cable lengths, cage types) is implied."
+)
+
+
+def _stamp(g: nx.Graph, t: Template, prefix: str, block: int | None, domain: str, within: str | None) -> None:
+    p = f"{prefix}/" if prefix else ""
+    nodes = []
+    for name, attrs in t.nodes:
+        a = dict(attrs)
+        if "within" in a:
+            a["within"] = p + a["within"]
+        elif within:
+            a["within"] = within
+        if block is not None:
+            a["block"] = block
+        if a["kind"] in ("accelerator", "scale_up_switch"):
+            a["domain"] = domain
+        nodes.append((p + name, a))
+    g.add_nodes_from(nodes)
+    g.add_edges_from((p + a, p + b, d) for a, b, d in t.edges)
+
+
+def build_reference(facts: Facts, dflt: Defaults) -> nx.Graph:
+    t = template(facts, dflt)
+    g = nx.Graph(
+        topology_id=facts.reference_id,
+        reference=facts.reference_id,
+        form_factor=facts.form_factor,
+        kind=facts.kind,
+        title=facts.title,
+        caveat=CAVEAT,
+    )
+    _stamp(g, t, facts.reference_id, None, f"{facts.reference_id}/domain", None)
+    g.graph["scale_out_protocol"] = facts.text("scale_out.protocol")
+    _speeds(g, t)
+    return g
+
+
+def _speeds(g: nx.Graph, t: Template) -> None:
+    g.graph["scale_out_nic_gbps"] = t.nic_speed.gbps() if t.nic_speed and t.nic_speed.known else None
+    g.graph["frontend_nic_gbps"] = t.frontend_speed.gbps() if t.frontend_speed and t.frontend_speed.known else None
+
+
+def _check(condition: bool, cluster: Cluster, message: str) -> None:
+    if not condition:
+        raise CompileError(f"{cluster.path or cluster.id}: {message}")
+
+
+def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults) -> nx.Graph:
+    t = template(facts, dflt)
+    f = cluster.fabric
+    rails = len(t.scale_out_nics)
+    _check(rails > 0, cluster, f"building block {cluster.building_block} has no scale-out NICs")
+    speed = t.nic_speed.gbps() if t.nic_speed else None
+    _check(speed is not None, cluster, "the building block's scale_out.nic.speed is unknown")
+    endpoints = cluster.blocks * rails
+    _check(
+        endpoints % f.leaf_down == 0,
+        cluster,
+        f"{endpoints} endpoints do not fill leaves of {f.leaf_down} down ports evenly",
+    )
+    if f.rail_optimized:
+        _check(
+            cluster.blocks % f.leaf_down == 0,
+            cluster,
+            f"rail-optimized: {cluster.blocks} blocks must be a multiple of the {f.leaf_down} leaf down ports",
+        )
+    leaves = endpoints // f.leaf_down
+    _check(leaves % f.leaves_per_pod == 0, cluster, f"{leaves} leaves do not split into pods of {f.leaves_per_pod}")
+    pods = leaves // f.leaves_per_pod
+    _check(
+        f.leaf_up % f.spines_per_pod == 0,
+        cluster,
+        f"{f.leaf_up} leaf uplinks do not split evenly over {f.spines_per_pod} spines per pod",
+    )
+    leaf_trunk = f.leaf_up // f.spines_per_pod
+    spine_down = f.leaves_per_pod * leaf_trunk
+    if f.radix:
+        _check(
+            f.leaf_down + f.leaf_up <= f.radix, cluster, f"leaf uses {f.leaf_down + f.leaf_up} ports > radix {f.radix}"
+        )
+    g = nx.Graph(
+        topology_id=cluster.id,
+        reference=cluster.building_block,
+        kind=cluster.kind,
+        title=cluster.title,
+        form_factor="cluster",
+        caveat=CAVEAT,
+        scale_out_protocol=f.protocol or facts.text("scale_out.protocol"),
+    )
+    lat = dflt.latency_ns
+    width = len(str(cluster.blocks - 1))
+    racks = cluster.blocks_per_rack
+    for b in range(cluster.blocks):
+        within = None
+        if racks:
+            within = f"rack{b // racks:0{width}d}"
+            if b % racks == 0:
+                g.add_node(within, kind="system", role="rack", label=f"rack {b // racks}")
+        _stamp(g, t, f"b{b:0{width}d}", b, f"b{b:0{width}d}", within)
+    nic_edge = link_attrs("scale_out", speed, t.nic_speed, lat["scale_out"], note="endpoint link")
+    leaf_name = [f"leaf{i:05d}" for i in range(leaves)]
+    for i, name in enumerate(leaf_name):
+        g.add_node(name, kind="leaf", tier=1, pod=i // f.leaves_per_pod, label=f"leaf {i}")
+    edges: list[tuple[str, str, dict[str, Any]]] = []
+    for b in range(cluster.blocks):
+        prefix = f"b{b:0{width}d}/"
+        for r, nic in enumerate(t.scale_out_nics):
+            g_index = b * rails + r
+            leaf = (b // f.leaf_down) * rails + r if f.rail_optimized else g_index // f.leaf_down
+            edges.append((prefix + nic, leaf_name[leaf], nic_edge))
+    trunk = link_attrs(
+        "scale_out",
+        speed * leaf_trunk,
+        t.nic_speed,
+        lat["scale_out"],
+        links=leaf_trunk,
+        note=f"trunk of {leaf_trunk} link(s) leaf → spine",
+    )
+    spines = []
+    for p in range(pods):
+        for j in range(f.spines_per_pod):
+            name = f"spine{p:03d}-{j:03d}"
+            spines.append((p, j, name))
+            g.add_node(name, kind="spine", tier=2, pod=p, plane=j, label=f"spine {j} of pod {p}")
+            for li in range(f.leaves_per_pod):
+                edges.append((leaf_name[p * f.leaves_per_pod + li], name, trunk))
+    if f.tiers == 3:
+        c = f.cores_per_plane
+        if f.spine_up is not None:
+            _check(f.spine_up % c == 0, cluster, f"{f.spine_up} spine uplinks do not split over {c} cores per plane")
+            links = f.spine_up // c
+            core_trunk = link_attrs(
+                "scale_out",
+                speed * links,
+                t.nic_speed,
+                lat["scale_out"],
+                links=links,
+                note=f"trunk of {links} link(s) spine → core",
+            )
+            if f.radix:
+                _check(
+                    spine_down + f.spine_up <= f.radix,
+                    cluster,
+                    f"spine uses {spine_down + f.spine_up} ports > radix {f.radix}",
+                )
+                _check(pods * links <= f.radix, cluster, f"core uses {pods * links} ports > radix {f.radix}")
+        else:
+            bw = speed * spine_down / f.spine_oversubscription / c  # type: ignore[operator]
+            core_trunk = link_attrs(
+                "scale_out",
+                bw,
+                t.nic_speed,
+                lat["scale_out"],
+                links=None,
+                status="assumed",
+                note=(
+                    f"aggregation trunk carrying the published 1:{f.spine_oversubscription:g} oversubscription as "
+                    "bandwidth; port counts are not published"
+                ),
+            )
+        for j in range(f.spines_per_pod):
+            for k in range(c):
+                name = f"core{j:03d}-{k:03d}"
+                g.add_node(name, kind="core", tier=3, plane=j, label=f"core {k} of plane {j}")
+        for _pod, j, name in spines:
+            for k in range(c):
+                edges.append((name, f"core{j:03d}-{k:03d}", core_trunk))
+    g.add_edges_from(edges)
+    _frontend(g, cluster, t, width, lat["frontend"])
+    g.graph.update(pods=pods, leaves=leaves, rails=rails)
+    _speeds(g, t)
+    return g
+
+
+def _frontend(g: nx.Graph, cluster: Cluster, t: Template, width: int, latency: float) -> None:
+    """A separate frontend/service network: frontend NICs (attached to CPUs) → frontend switches → one core."""
+    if not t.frontend_nics:
+        return
+    speed = t.frontend_speed.gbps() if t.frontend_speed and t.frontend_speed.known else None
+    per = cluster.frontend_blocks_per_switch
+    switches = (cluster.blocks + per - 1) // per
+    g.add_node("fe-core", kind="frontend_switch", role="core", label="frontend core")
+    down = link_attrs("frontend", speed, t.frontend_speed, latency, note="frontend access link")
+    for s in range(switches):
+        name = f"fe{s:04d}"
+        g.add_node(name, kind="frontend_switch", role="access", label=f"frontend switch {s}")
+        blocks = range(s * per, min((s + 1) * per, cluster.blocks))
+        up = None if speed is None else speed * len(t.frontend_nics) * len(blocks)
+        g.add_edge(
+            name,
+            "fe-core",
+            **link_attrs(
+                "frontend",
+                up,
+                t.frontend_speed,
+                latency,
+                status="assumed",
+                note="non-blocking uplink assumed; the frontend design is not sourced",
+            ),
+        )
+        for b in blocks:
+            for nic in t.frontend_nics:
+                g.add_edge(f"b{b:0{width}d}/{nic}", name, **down)

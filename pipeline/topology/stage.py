@@ -1,0 +1,91 @@
+"""The topology stage: every reference and every shipped cluster, exported and tabled deterministically."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import networkx as nx
+
+from ..compile.registry import write_table
+from ..core.errors import UsageError
+from ..core.files import atomic_write_json
+from ..core.paths import Layout
+from . import export
+from .build import build_cluster, build_reference
+from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
+from .facts import defaults, load_facts
+from .summary import summarize
+
+
+def topology_dir(lay: Layout):
+    return lay.registry_dir / "topology"
+
+
+def _params(lay: Layout):
+    def params_for(reference_id: str) -> dict[str, Any]:
+        return load_facts(lay, reference_id).parameters  # type: ignore[attr-defined]
+
+    return params_for
+
+
+def load_clusters(lay: Layout) -> list[Cluster]:
+    return [load_cluster(p, _params(lay)) for p in cluster_paths(lay)]
+
+
+def build(lay: Layout, topology_id: str) -> nx.Graph:
+    """Choosing a reference or a cluster rebuilds its topology from the registry."""
+    path = find_cluster(lay, topology_id)
+    if path is not None:
+        cluster = load_cluster(path, _params(lay))
+        return build_cluster(cluster, load_facts(lay, cluster.building_block), defaults(lay))
+    facts = load_facts(lay, topology_id)
+    if facts.form_factor == "cluster":
+        raise UsageError(
+            f"{topology_id} is a cluster-level reference: its topology is the cluster model "
+            f"models/clusters/{topology_id}.yaml, which does not exist"
+        )
+    return build_reference(facts, defaults(lay))
+
+
+def run(lay: Layout) -> list[dict[str, Any]]:
+    out = topology_dir(lay)
+    out.mkdir(parents=True, exist_ok=True)
+    import duckdb
+
+    from ..compile.registry import ensure_database
+
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    try:
+        refs = [
+            r[0]
+            for r in con.execute(
+                "SELECT reference_id FROM reference_models WHERE form_factor <> 'cluster' ORDER BY 1"
+            ).fetchall()
+        ]
+    finally:
+        con.close()
+    graphs = [build(lay, r) for r in refs] + [build(lay, c.id) for c in load_clusters(lay)]
+    nodes, edges, summaries = [], [], []
+    written = set()
+    for g in graphs:
+        tid = g.graph["topology_id"]
+        summary = summarize(g)
+        summaries.append((tid, json.dumps(summary, sort_keys=True)))
+        nodes += export.node_rows(g)
+        edges += export.edge_rows(g)
+        if tid in refs:  # per-reference exports; clusters are large and live in the tables
+            export.write_node_link(g, out / f"{tid}.json")
+            export.write_graphml(g, out / f"{tid}.graphml")
+            written |= {f"{tid}.json", f"{tid}.graphml"}
+    write_table(out, "topology_nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes)
+    write_table(out, "topology_edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], edges)
+    write_table(
+        out, "topology_summaries", [("topology_id", "VARCHAR"), ("summary", "VARCHAR")], ["topology_id"], summaries
+    )
+    atomic_write_json(out / "summaries.json", {tid: json.loads(s) for tid, s in summaries})
+    written |= {"topology_nodes.parquet", "topology_edges.parquet", "topology_summaries.parquet", "summaries.json"}
+    for stale in out.iterdir():
+        if stale.is_file() and stale.name not in written:
+            stale.unlink()
+    return [json.loads(s) for _, s in summaries]

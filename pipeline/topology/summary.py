@@ -1,0 +1,145 @@
+"""What a topology amounts to: counts, per-accelerator bandwidth by network, oversubscription, bisection, hops.
+
+Computed from the graph's structure in one pass over the edges plus two small searches, never by
+enumerating every pair of accelerators, so it stays fast at 131,072 accelerators.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+import networkx as nx
+
+TIER_OF = {"leaf": 1, "spine": 2, "core": 3}
+NO_FABRIC = "no scale-out fabric in this topology (a single building block)"
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def summarize(g: nx.Graph) -> dict[str, Any]:
+    kind = nx.get_node_attributes(g, "kind")
+    role = nx.get_node_attributes(g, "role")
+    nodes_by_kind = dict(sorted(Counter(kind.values()).items()))
+    edges_by_network: Counter[str] = Counter()
+    # Bandwidth between switch tiers and at endpoints, summed per direction; None if any link is unknown.
+    down: dict[str, float] = defaultdict(float)  # per switch: sum of links toward endpoints
+    up: dict[str, float] = defaultdict(float)
+    tier_up_total: dict[int, float] = defaultdict(float)
+    endpoint_total = 0.0
+    unknown_bw = False
+    for a, b, d in g.edges(data=True):
+        net = d["network"]
+        edges_by_network[net] += 1
+        if net != "scale_out":
+            continue
+        ka, kb = kind[a], kind[b]
+        bw = d["bandwidth_gbps"]
+        if bw is None:
+            unknown_bw = True
+            continue
+        if ka == "nic" or kb == "nic":
+            sw = b if ka == "nic" else a
+            down[sw] += bw
+            endpoint_total += bw
+            continue
+        lo, hi = (a, b) if TIER_OF[ka] < TIER_OF[kb] else (b, a)
+        up[lo] += bw
+        down[hi] += bw
+        tier_up_total[TIER_OF[kind[lo]]] += bw
+    accelerators = [n for n, k in kind.items() if k == "accelerator"]
+    domains = Counter(g.nodes[n].get("domain") for n in accelerators)
+    sizes = sorted(set(domains.values()))
+    first = accelerators[0] if accelerators else None
+    per_acc: dict[str, Any] = {}
+    if first is not None:
+        su = [d["bandwidth_gbps"] for _, _, d in g.edges(first, data=True) if d["network"] == "scale_up"]
+        per_acc["scale_up_gbps"] = None if not su or None in su else _round(sum(su))
+        block_nodes = _block_members(g, first)
+        gpus = sum(1 for n in block_nodes if kind[n] == "accelerator")
+        for r, key in (("scale_out", "scale_out"), ("frontend", "frontend")):
+            nics = [n for n in block_nodes if kind[n] == "nic" and role.get(n) == r]
+            speed = g.graph.get(f"{key}_nic_gbps")
+            per_acc[f"{key}_nics"] = _round(len(nics) / gpus) if gpus else None
+            per_acc[f"{key}_gbps"] = None if speed is None or not gpus else _round(len(nics) * speed / gpus)
+    oversub: dict[str, Any] = {}
+    for tier_kind in ("leaf", "spine"):
+        sw = next((n for n, k in kind.items() if k == tier_kind), None)
+        if sw is not None and up.get(sw):
+            oversub[tier_kind] = _round(down[sw] / up[sw])
+    bisection = None
+    if endpoint_total and not unknown_bw:
+        capacities = [endpoint_total, *(tier_up_total[t] for t in sorted(tier_up_total))]
+        bisection = _round(min(capacities) / 2)
+    return {
+        "topology_id": g.graph["topology_id"],
+        "title": g.graph.get("title"),
+        "kind": g.graph.get("kind"),
+        "nodes_by_kind": nodes_by_kind,
+        "edges_by_network": dict(sorted(edges_by_network.items())),
+        "accelerators": len(accelerators),
+        "scale_up_domains": len(domains),
+        "scale_up_domain_size": sizes[0] if len(sizes) == 1 else sizes,
+        "per_accelerator": per_acc,
+        "oversubscription": oversub,
+        "bisection_bandwidth_gbps": bisection,
+        "bisection_note": None
+        if bisection is not None
+        else "no scale-out fabric in this topology (a single building block)",
+        "hops": _hops(g, kind, accelerators, domains),
+        "scale_out_protocol": g.graph.get("scale_out_protocol"),
+        "caveat": g.graph.get("caveat"),
+    }
+
+
+def _block_members(g: nx.Graph, node: str) -> list[str]:
+    block = g.nodes[node].get("block")
+    if block is None:
+        return list(g.nodes)
+    prefix = node.split("/", 1)[0] + "/"
+    return [n for n in g.nodes if n.startswith(prefix)] if g.number_of_nodes() < 5000 else _prefix_scan(g, prefix)
+
+
+def _prefix_scan(g: nx.Graph, prefix: str) -> list[str]:
+    out = []
+    started = False
+    for n in g.nodes:  # blocks are stamped contiguously, so stop after the block ends
+        if n.startswith(prefix):
+            out.append(n)
+            started = True
+        elif started:
+            break
+    return out
+
+
+def _hops(g: nx.Graph, kind: dict[str, str], accelerators: list[str], domains: Counter[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not accelerators:
+        return out
+    first_domain = g.nodes[accelerators[0]].get("domain")
+    members = [n for n in accelerators if g.nodes[n].get("domain") == first_domain][:128]
+    switches = (
+        {n for n in g.nodes if kind[n] == "scale_up_switch" and g.nodes[n].get("domain") == first_domain}
+        if g.number_of_nodes() < 20000
+        else {m for a in members for m in g[a] if kind[m] == "scale_up_switch"}
+    )
+    sub = nx.Graph()
+    sub.add_nodes_from(members)
+    sub.add_nodes_from(switches)
+    sub.add_edges_from((a, b) for a in members for b, d in g[a].items() if d["network"] == "scale_up" and b in sub)
+    if sub.number_of_edges() and nx.is_connected(sub):
+        ecc = nx.eccentricity(sub, v=members)
+        out["within_domain_max"] = max(ecc.values())
+    else:
+        out["within_domain_max"] = None
+    if len(domains) > 1:
+        last = accelerators[-1]
+        view = nx.subgraph_view(g, filter_edge=lambda a, b: g[a][b]["network"] in ("scale_out", "host"))
+        try:
+            out["across_fabric"] = nx.shortest_path_length(view, accelerators[0], last)
+            out["across_fabric_between"] = [accelerators[0], last]
+        except nx.NetworkXNoPath:
+            out["across_fabric"] = None
+    return out

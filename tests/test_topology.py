@@ -1,0 +1,176 @@
+"""Topologies: parts are separate concepts, domains hold, networks stay apart, clusters match hand sums."""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import pytest
+
+from pipeline.core.errors import CompileError
+from pipeline.topology import stage
+from pipeline.topology.export import write_graphml, write_node_link
+from pipeline.topology.facts import load_facts
+from pipeline.topology.summary import summarize
+
+REFERENCES = [
+    "amd-helios",
+    "amd-mi300x-pollara400",
+    "amd-mi325x-pollara400",
+    "amd-mi355x-pollara400",
+    "nvidia-dgx-b200",
+    "nvidia-dgx-h100",
+    "nvidia-gb200-nvl72",
+]
+CLUSTERS = ["illustrative-h100-4096", "meta-style-h100-24576"]
+
+
+@pytest.fixture(scope="module")
+def graphs(built_registry):
+    return {tid: stage.build(built_registry, tid) for tid in REFERENCES + CLUSTERS}
+
+
+def kinds(g: nx.Graph, kind: str, role: str | None = None) -> list[str]:
+    return [n for n, d in g.nodes(data=True) if d["kind"] == kind and (role is None or d.get("role") == role)]
+
+
+@pytest.mark.parametrize("ref", REFERENCES)
+def test_reference_counts_equal_the_registry(built_registry, graphs, ref):
+    g, facts = graphs[ref], load_facts(built_registry, ref)
+    assert len(kinds(g, "accelerator")) == facts.count("accelerator.count")
+    assert len(kinds(g, "cpu")) == facts.count("cpu.count")
+    assert len(kinds(g, "nic", "scale_out")) == facts.count("scale_out.nic.count")
+    assert len(kinds(g, "nic", "frontend")) == facts.count("frontend.nic.count")
+    if facts.form_factor == "rack":
+        assert len(kinds(g, "tray", "compute")) == facts.count("tray.compute.count")
+        assert len(kinds(g, "tray", "switch")) == facts.count("tray.switch.count")
+    else:
+        assert len(kinds(g, "scale_up_switch")) == facts.count("scale_up.switch.count")
+
+
+def test_known_shapes(graphs):
+    assert summarize(graphs["nvidia-dgx-h100"])["scale_up_domain_size"] == 8
+    assert len(kinds(graphs["nvidia-dgx-h100"], "scale_up_switch")) == 4
+    assert summarize(graphs["nvidia-gb200-nvl72"])["scale_up_domain_size"] == 72
+    assert len(kinds(graphs["nvidia-gb200-nvl72"], "tray", "compute")) == 18
+    assert summarize(graphs["amd-helios"])["scale_up_domain_size"] == 72
+    mi300 = graphs["amd-mi300x-pollara400"]
+    assert not kinds(mi300, "scale_up_switch")
+    assert sum(1 for *_, d in mi300.edges(data=True) if d["network"] == "scale_up") == 28  # full mesh of 8
+
+
+@pytest.mark.parametrize("tid", REFERENCES + CLUSTERS)
+def test_domains_and_networks_stay_apart(graphs, tid):
+    g = graphs[tid]
+    gpus = kinds(g, "accelerator")
+    assert all(g.nodes[n].get("domain") for n in gpus)  # every accelerator in exactly one domain (one attribute)
+    for a, b, d in g.edges(data=True):
+        ka, kb = g.nodes[a]["kind"], g.nodes[b]["kind"]
+        if d["network"] == "scale_up":
+            assert g.nodes[a]["domain"] == g.nodes[b]["domain"]  # no scale-up link crosses domains
+            assert {ka, kb} <= {"accelerator", "scale_up_switch"}
+        if d["network"] == "frontend":
+            assert "accelerator" not in (ka, kb)  # the frontend never touches an accelerator directly
+        if d["network"] == "scale_out":
+            assert "accelerator" not in (ka, kb) and "cpu" not in (ka, kb)
+    # The frontend reaches accelerators only through a host: frontend NICs hang off CPUs.
+    for nic in kinds(g, "nic", "frontend"):
+        hosts = {g.nodes[m]["kind"] for m, d in g[nic].items() if d["network"] == "host"}
+        assert hosts == {"cpu"}
+    # Two accelerators of one domain are joined by scale-up links alone.
+    domain = g.nodes[gpus[0]]["domain"]
+    same = [n for n in gpus if g.nodes[n]["domain"] == domain]
+    view = nx.subgraph_view(g, filter_edge=lambda a, b: g[a][b]["network"] == "scale_up")
+    assert nx.has_path(view, same[0], same[-1])
+    # Containment is a relation (an attribute), never a link.
+    assert all(g.nodes[n]["kind"] not in ("system", "tray") for e in g.edges for n in e)
+
+
+def test_illustrative_cluster_matches_its_registry_fields_and_hand_sums(built_registry, graphs):
+    g = graphs["illustrative-h100-4096"]
+    s = summarize(g)
+    facts = load_facts(built_registry, "illustrative-h100-4096")
+    assert s["nodes_by_kind"]["leaf"] == facts.count("fabric.leaf.count") == 128
+    assert s["nodes_by_kind"]["spine"] == facts.count("fabric.spine.count") == 128
+    assert s["nodes_by_kind"]["core"] == facts.count("fabric.core.count") == 64
+    assert s["accelerators"] == facts.count("cluster.accelerators") == 4096
+    assert s["oversubscription"] == {"leaf": 1.0, "spine": 1.0}
+    # 4,096 endpoints × 400 Gb/s / 2, non-blocking at every tier.
+    assert (
+        s["bisection_bandwidth_gbps"]
+        == pytest.approx(4096 * 400 / 2)
+        == facts.get("fabric.bisection_bandwidth").value * 1000
+    )
+    assert s["hops"]["within_domain_max"] == 2 and s["hops"]["across_fabric"] == 8
+    # Rail-optimized: every leaf serves one rail only.
+    for leaf in kinds(g, "leaf")[:16]:
+        rails = {g.nodes[n]["rail"] for n in g[leaf] if g.nodes[n]["kind"] == "nic"}
+        assert len(rails) == 1
+
+
+def test_meta_style_cluster_hand_sums(graphs):
+    g = graphs["meta-style-h100-24576"]
+    s = summarize(g)
+    assert s["accelerators"] == 24576 and s["scale_up_domain_size"] == 8 and s["scale_up_domains"] == 3072
+    assert s["nodes_by_kind"]["leaf"] == 1536  # one ToR per rack of 16 GPUs
+    assert g.graph["pods"] == 8  # 8 pods of 3,072 GPUs
+    assert s["oversubscription"] == {"leaf": 1.0, "spine": 7.0}  # full bisection in the pod, 1:7 above it
+    # Endpoints: 24,576 × 400 Gb/s = 9,830.4 Tb/s; the aggregation layer carries 1/7 of it; bisection is half.
+    assert s["bisection_bandwidth_gbps"] == pytest.approx(24576 * 400 / 7 / 2)
+    # Not rail-optimized: a ToR serves the 16 NICs of its own rack (two servers).
+    leaf = kinds(g, "leaf")[0]
+    blocks = {g.nodes[n]["block"] for n in g[leaf] if g.nodes[n]["kind"] == "nic"}
+    assert blocks == {0, 1}
+    racks = {g.nodes[f"b{b:04d}/system"]["within"] for b in blocks}
+    assert racks == {"rack0000"}
+
+
+def test_exports_are_byte_identical_across_two_builds(built_registry, tmp_path):
+    for n in (1, 2):
+        g = stage.build(built_registry, "nvidia-gb200-nvl72")
+        write_node_link(g, tmp_path / f"a{n}.json")
+        write_graphml(g, tmp_path / f"a{n}.graphml")
+    assert (tmp_path / "a1.json").read_bytes() == (tmp_path / "a2.json").read_bytes()
+    assert (tmp_path / "a1.graphml").read_bytes() == (tmp_path / "a2.graphml").read_bytes()
+    data = json.loads((tmp_path / "a1.json").read_text())
+    link = next(e for e in data["links"] if e["network"] == "scale_up")
+    assert link["unit"] == "Gb/s" and link["direction"] == "per_direction" and link["field"] and link["status"]
+    assert nx.read_graphml(tmp_path / "a1.graphml").number_of_nodes() == len(data["nodes"])
+
+
+def test_unstated_wiring_is_labelled_as_an_assumption(graphs):
+    g = graphs["nvidia-dgx-h100"]
+    gpu_nic = [
+        d for a, b, d in g.edges(data=True) if {g.nodes[a]["kind"], g.nodes[b]["kind"]} == {"accelerator", "nic"}
+    ]
+    assert gpu_nic and all(d["status"] == "assumed" and "pairing" in d["note"] for d in gpu_nic)
+
+
+def test_a_needed_unknown_without_an_assumption_is_a_clear_error(repo, cli):
+    path = repo.references_dir / "amd-mi300x-pollara400.yaml"
+    text = path.read_text()
+    start = text.index("  cpu.count:\n    value: 2")
+    end = text.index("  scale_out.nic.count:\n    value: 8")
+    path.write_text(text[:start] + text[end:])
+    for verb in ("retrieve", "extract", "compile"):
+        assert cli(verb, root=repo.root).code == 0
+    result = cli("topology", "amd-mi300x-pollara400", root=repo.root)
+    assert result.code == 1
+    assert "needs cpu.count, which is unknown" in result.err and "assumptions:" in result.err
+
+
+def test_cli_topology_json_keys(built_registry, cli):
+    result = cli("topology", "meta-style-h100-24576", "--json", root=built_registry.root)
+    data = json.loads(result.out)
+    assert {
+        "nodes_by_kind",
+        "edges_by_network",
+        "scale_up_domain_size",
+        "oversubscription",
+        "bisection_bandwidth_gbps",
+    } <= data.keys()
+    assert cli("topology", "no-such-thing", root=built_registry.root).code == 2
+
+
+def test_compile_error_type_is_exported():
+    assert issubclass(CompileError, Exception)
