@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,79 @@ def _audit(
 
 def all_verified(node: dict[str, Any]) -> bool:
     return all(p["verified"] for p in node["provenance"]) and all(all_verified(i) for i in node.get("inputs", []))
+
+
+TRAFFIC_PREFIX = "traffic:"
+
+
+def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
+    """A traffic row with its lineage: each registry field it rests on is audited down to verified hashes."""
+    parts = target[len(TRAFFIC_PREFIX) :].split(":")
+    if len(parts) != 2:
+        raise UsageError(
+            f"{target!r}: expected traffic:TOPOLOGY:WORKLOAD (e.g. traffic:nvidia-gb200-nvl72:moe-train-ep16)"
+        )
+    topology_id, workload_id = parts
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    try:
+        rows = _rows(
+            con,
+            "SELECT * FROM traffic WHERE topology_id = ? AND workload_id = ? AND phase = ?",
+            [topology_id, workload_id, phase],
+        )
+        if not rows:
+            known = _rows(
+                con,
+                "SELECT phase FROM traffic WHERE topology_id = ? AND workload_id = ? ORDER BY 1",
+                [topology_id, workload_id],
+            )
+            raise UsageError(
+                f"no traffic phase {phase!r} for {workload_id} on {topology_id}"
+                + (
+                    f"; phases: {', '.join(r['phase'] for r in known)}"
+                    if known
+                    else " (run `dvc repro`, or check the ids)"
+                )
+            )
+        row = rows[0]
+        lineage = []
+        for entry in json.loads(row["lineage"]):
+            reference_id, rest = entry.split(":", 1)
+            field, status = rest[:-1].split("[")
+            found = _rows(con, "SELECT 1 FROM fields WHERE reference_id = ? AND field = ?", [reference_id, field])
+            node = (
+                _audit(con, lay, reference_id, field, seen=())
+                if found
+                else {
+                    "reference_id": reference_id,
+                    "field": field,
+                    "status": status,
+                    "confidence": status,
+                    "value": None,
+                    "provenance": [],
+                    "why": "a labelled topology assumption (models/topology/defaults.yaml or the model's "
+                    "`assumptions:`), not a vendor fact",
+                }
+            )
+            lineage.append(node)
+    finally:
+        con.close()
+    return {
+        "reference_id": target,
+        "field": phase,
+        "value": row["seconds"],
+        "unit": "s",
+        "direction": None,
+        "status": "derived",
+        "confidence": row["confidence"],
+        "provenance": [],
+        "formula": "fixed path overhead + bytes ÷ effective bandwidth + queueing",
+        "terms": {
+            "latency_s": row["latency_s"],
+            "bandwidth_s": row["bandwidth_s"],
+            "queueing_s": row["queueing_s"],
+            "dominant": row["dominant"],
+        },
+        "row": row,
+        "inputs": lineage,
+    }

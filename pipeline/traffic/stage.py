@@ -1,0 +1,263 @@
+"""The traffic stage: every shipped workload on each of its targets, plus failures and sharing, as tables."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..compile.registry import write_table
+from ..core.files import atomic_write_json
+from ..core.paths import Layout
+from ..topology import stage as topology
+from ..topology.facts import defaults
+from . import CAVEAT, ha
+from .phases import Phase, phases, revealing, sizing_summary
+from .view import View
+from .workloads import Workload, find_workload, load_workload, workload_paths
+
+TRAFFIC_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("description", "VARCHAR"),
+    ("collective", "VARCHAR"),
+    ("algorithm", "VARCHAR"),
+    ("group_size", "INTEGER"),
+    ("concurrent_groups", "INTEGER"),
+    ("count", "BIGINT"),
+    ("bytes_per_rank", "DOUBLE"),
+    ("bytes_on_wire_per_rank", "DOUBLE"),
+    ("network", "VARCHAR"),
+    ("tier", "VARCHAR"),
+    ("hops", "INTEGER"),
+    ("bottleneck_gbps", "DOUBLE"),
+    ("effective_gbps", "DOUBLE"),
+    ("latency_s", "DOUBLE"),
+    ("bandwidth_s", "DOUBLE"),
+    ("queueing_s", "DOUBLE"),
+    ("seconds", "DOUBLE"),
+    ("total_seconds", "DOUBLE"),
+    ("dominant", "VARCHAR"),
+    ("confidence", "VARCHAR"),
+    ("lineage", "VARCHAR"),
+    ("notes", "VARCHAR"),
+]
+LINK_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("link_class", "VARCHAR"),
+    ("bytes", "DOUBLE"),
+    ("capacity_gbps", "DOUBLE"),
+    ("busy_seconds", "DOUBLE"),
+    ("utilization", "DOUBLE"),
+]
+WORKLOAD_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("accelerators", "INTEGER"),
+    ("accelerators_per_progress", "INTEGER"),
+    ("fits_in_one_domain", "BOOLEAN"),
+    ("communication_seconds", "DOUBLE"),
+    ("dominant_phase", "VARCHAR"),
+    ("confidence", "VARCHAR"),
+    ("sizing", "VARCHAR"),
+    ("caveat", "VARCHAR"),
+]
+FAILURE_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("failure", "VARCHAR"),
+    ("route_survives", "BOOLEAN"),
+    ("bandwidth_before_gbps", "DOUBLE"),
+    ("bandwidth_after_gbps", "DOUBLE"),
+    ("explanation", "VARCHAR"),
+    ("not_established", "VARCHAR"),
+]
+SHARING_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("other_workload", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("network", "VARCHAR"),
+    ("other_utilization", "DOUBLE"),
+    ("added_queueing_s", "DOUBLE"),
+    ("protected", "BOOLEAN"),
+    ("explanation", "VARCHAR"),
+]
+
+
+@dataclass
+class Result:
+    topology_id: str
+    workload: Workload
+    phases: list[Phase]
+    revealing: dict[str, Any]
+    sizing: dict[str, Any]
+    failures: list[dict[str, Any]]
+
+    @property
+    def communication_seconds(self) -> float:
+        return sum(p.total_seconds for p in self.phases)
+
+    @property
+    def confidence(self) -> str:
+        from ..compile.references import CONFIDENCE_ORDER
+
+        return max((p.confidence for p in self.phases), key=CONFIDENCE_ORDER.index, default="unknown")
+
+
+def lineage_text(p: Phase) -> str:
+    return json.dumps(sorted(f"{x.reference_id}:{x.field}[{x.status}]" for x in p.lineage))
+
+
+def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0, view: View | None = None) -> Result:
+    """Choosing a workload lays traffic onto the installed wiring; the wiring itself is not changed."""
+    view = view or View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    result_phases = phases(view, workload, offset)
+    failures: list[dict[str, Any]] = []
+    t = workload.training or {}
+    if view.summary["nodes_by_kind"].get("leaf") and t.get("dp", 1) > 1:
+        accs = view.accelerators[offset : offset + workload.accelerators]
+        peers = [accs[t["tp"] * d] for d in range(t["dp"])]
+        far = max(peers[1:], key=lambda b: view.tier(peers[0], b), default=None)
+        if far is not None:
+            failures = ha.scenarios(view, peers[0], far)
+    return Result(topology_id, workload, result_phases, revealing(view, workload), sizing_summary(workload), failures)
+
+
+def sharing(lay: Layout, topology_id: str, first: Workload, second: Workload) -> tuple[Result, Result, list[tuple]]:
+    """Two workloads side by side (the second placed after the first): the queueing each imposes on the other."""
+    view = View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    a = estimate(lay, topology_id, first, 0, view)
+    b = estimate(lay, topology_id, second, first.accelerators, view)
+    rows = []
+    for me, other in ((a, b), (b, a)):
+        step = other.communication_seconds or 1.0
+        util = {}
+        for p in other.phases:
+            if p.network.startswith("scale_up") or p.network in ("scale_out", "scale_up+scale_out"):
+                net = "scale_out" if "scale_out" in p.network else "scale_up"
+                busy = p.bytes_on_wire_per_rank * p.count / ((p.effective_gbps or 1) * 1e9 / 8)
+                util[net] = min(0.95, util.get(net, 0.0) + busy / step)
+        for p in me.phases:
+            net = "frontend" if p.network == "frontend" else ("scale_out" if "scale_out" in p.network else "scale_up")
+            # The two workloads hold disjoint accelerators (so disjoint scale-up domains here) and the frontend is a
+            # separate network: only the shared scale-out fabric can make one queue behind the other.
+            u = util.get("scale_out", 0.0) if net == "scale_out" else 0.0
+            added = p.bandwidth_s / (1 - u) - p.bandwidth_s if u else 0.0
+            protected = u == 0.0
+            why = (
+                "no link class shared with the other workload: this phase is protected"
+                if protected
+                else f"shares the {net} fabric with {other.workload.id} busy {u:.0%} of its step: fluid-share queueing"
+            )
+            rows.append(
+                (topology_id, me.workload.id, other.workload.id, p.phase, net, u, added * p.count, protected, why)
+            )
+    return a, b, rows
+
+
+def run(lay: Layout) -> dict[str, Any]:
+    out = lay.registry_dir / "traffic"
+    out.mkdir(parents=True, exist_ok=True)
+    workloads = [load_workload(p) for p in workload_paths(lay)]
+    traffic, links, summary, failures, shared = [], [], [], [], []
+    metrics: dict[str, Any] = {"caveat": CAVEAT}
+    views: dict[str, View] = {}
+    endpoint = defaults(lay).latency_ns["endpoint"]
+    for w in workloads:
+        for target in w.targets:
+            view = views.setdefault(target, View(topology.build(lay, target), endpoint))
+            r = estimate(lay, target, w, 0, view)
+            for p in r.phases:
+                traffic.append(
+                    (
+                        target,
+                        w.id,
+                        p.phase,
+                        p.description,
+                        p.collective,
+                        p.algorithm,
+                        p.group_size,
+                        p.concurrent_groups,
+                        p.count,
+                        p.bytes_per_rank,
+                        p.bytes_on_wire_per_rank,
+                        p.network,
+                        p.tier,
+                        p.hops,
+                        p.bottleneck_gbps,
+                        p.effective_gbps,
+                        p.latency_s,
+                        p.bandwidth_s,
+                        p.queueing_s,
+                        p.seconds,
+                        p.total_seconds,
+                        p.dominant,
+                        p.confidence,
+                        lineage_text(p),
+                        p.notes,
+                    )
+                )
+                for k, link in enumerate(p.links):
+                    links.append(
+                        (
+                            target,
+                            w.id,
+                            f"{p.phase}#{k}",
+                            link["link_class"],
+                            link["bytes"],
+                            link["capacity_gbps"],
+                            link["busy_seconds"],
+                            link["utilization"],
+                        )
+                    )
+            top = max(r.phases, key=lambda p: p.total_seconds)
+            summary.append(
+                (
+                    target,
+                    w.id,
+                    w.accelerators,
+                    r.revealing["accelerators_per_progress"],
+                    r.revealing["fits_in_one_domain"],
+                    r.communication_seconds,
+                    top.phase,
+                    r.confidence,
+                    json.dumps(r.sizing, sort_keys=True),
+                    CAVEAT,
+                )
+            )
+            for f in r.failures:
+                failures.append(
+                    (
+                        target,
+                        w.id,
+                        f["failure"],
+                        f["route_survives"],
+                        f["bandwidth_before_gbps"],
+                        f["bandwidth_after_gbps"],
+                        f["explanation"],
+                        f["not_established"],
+                    )
+                )
+            metrics[f"{w.id}@{target}"] = {
+                "communication_seconds": round(r.communication_seconds, 9),
+                "dominant_phase": top.phase,
+                "confidence": r.confidence,
+                "fits_in_one_domain": r.revealing["fits_in_one_domain"],
+            }
+            if w.shares_with:
+                other = find_workload(lay, w.shares_with)
+                if target in other.targets:
+                    shared += sharing(lay, target, w, other)[2]
+    write_table(out, "traffic", TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"], traffic)
+    write_table(out, "traffic_links", LINK_COLUMNS, ["topology_id", "workload_id", "phase"], links)
+    write_table(out, "traffic_workloads", WORKLOAD_COLUMNS, ["topology_id", "workload_id"], summary)
+    write_table(out, "traffic_failures", FAILURE_COLUMNS, ["topology_id", "workload_id", "failure"], failures)
+    write_table(
+        out, "traffic_sharing", SHARING_COLUMNS, ["topology_id", "workload_id", "other_workload", "phase"], shared
+    )
+    atomic_write_json(out / "metrics.json", metrics)
+    return metrics

@@ -1,0 +1,125 @@
+"""What ranks can reach on an installed topology: per-rank bandwidth on each network, the tier two
+accelerators are separated by, path latency, oversubscription, and the fields (with status) behind each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import pairwise
+from typing import Any
+
+import networkx as nx
+
+from ..core.errors import UsageError
+from ..topology.summary import summarize
+
+# Tier separating two accelerators: 0 same scale-up domain, 1 same leaf, 2 same pod (via spine), 3 via core.
+TIER_NAMES = {
+    0: "scale-up domain",
+    1: "one leaf",
+    2: "leaf-spine (same pod)",
+    3: "spine-core (across pods)",
+    9: "host path (no backend fabric)",
+}
+
+
+@dataclass(frozen=True)
+class Lineage:
+    reference_id: str
+    field: str
+    status: str  # published | preliminary | derived | assumed | unknown
+
+
+@dataclass
+class Path:
+    tier: int
+    network: str
+    per_rank_gbps: float | None
+    latency_s: float
+    hops: int
+    lineage: set[Lineage] = field(default_factory=set)
+
+
+class View:
+    def __init__(self, g: nx.Graph, endpoint_ns: float) -> None:
+        self.g = g
+        self.endpoint_s = endpoint_ns * 1e-9
+        self.reference = g.graph.get("reference")
+        self.kind = nx.get_node_attributes(g, "kind")
+        self.accelerators = [n for n, k in self.kind.items() if k == "accelerator"]
+        self.summary = summarize(g)
+
+    @cached_property
+    def domain_size(self) -> int:
+        size = self.summary["scale_up_domain_size"]
+        return size if isinstance(size, int) else min(size)
+
+    def check_size(self, needed: int, what: str) -> None:
+        if needed > len(self.accelerators):
+            raise UsageError(
+                f"{what} needs {needed} accelerators; topology {self.g.graph['topology_id']} has "
+                f"{len(self.accelerators)}"
+            )
+
+    def domain(self, acc: str) -> str:
+        return self.g.nodes[acc]["domain"]
+
+    def _lineage(self, d: dict[str, Any]) -> Lineage:
+        return Lineage(self.reference, d["field"] or "topology-defaults", d["status"])
+
+    def nics(self, acc: str) -> list[str]:
+        return [
+            n for n, d in self.g[acc].items() if self.kind[n] == "nic" and self.g.nodes[n].get("role") == "scale_out"
+        ]
+
+    def leaf(self, acc: str) -> str | None:
+        for nic in self.nics(acc):
+            for m in self.g[nic]:
+                if self.kind[m] == "leaf":
+                    return m
+        return None
+
+    def tier(self, a: str, b: str) -> int:
+        if self.domain(a) == self.domain(b):
+            return 0
+        la, lb = self.leaf(a), self.leaf(b)
+        if la is None or lb is None:
+            return 9
+        if la == lb:
+            return 1
+        if self.g.nodes[la].get("pod") == self.g.nodes[lb].get("pod") or "core" not in self.summary["nodes_by_kind"]:
+            return 2
+        return 3
+
+    def scale_up(self, acc: str) -> Path:
+        edges = [d for _, d in self.g[acc].items() if d["network"] == "scale_up"]
+        bws = [d["bandwidth_gbps"] for d in edges]
+        gbps = None if not bws or None in bws else sum(bws)
+        hops = self.summary["hops"].get("within_domain_max") or 1
+        latency = self.endpoint_s + hops * (edges[0]["latency_ns"] * 1e-9 if edges else 0)
+        return Path(0, "scale_up", gbps, latency, hops, {self._lineage(d) for d in edges})
+
+    def scale_out(self, a: str, b: str, tier: int, concurrent: bool = True) -> tuple[Path, float]:
+        """Path between accelerators in different domains, and the oversubscription factor a fully busy fabric
+        imposes on it (1 when the path stays under one leaf)."""
+        if tier == 9:
+            raise UsageError(
+                f"topology {self.g.graph['topology_id']} has no backend fabric between "
+                f"{a} and {b}: build a cluster to cross scale-up domains"
+            )
+        nic_edges = [d for nic in self.nics(a) for m, d in self.g[nic].items() if self.kind[m] == "leaf"]
+        host = [d for nic in self.nics(a) for m, d in self.g[nic].items() if m == a]
+        gbps = sum(d["bandwidth_gbps"] for d in nic_edges) if nic_edges else None
+        path = nx.shortest_path(
+            nx.subgraph_view(self.g, filter_edge=lambda u, v: self.g[u][v]["network"] in ("scale_out", "host")), a, b
+        )
+        pairs = list(pairwise(path))
+        latency = self.endpoint_s + sum(self.g[u][v]["latency_ns"] for u, v in pairs) * 1e-9
+        lineage = {self._lineage(self.g[u][v]) for u, v in pairs} | {self._lineage(d) for d in nic_edges + host}
+        factor = 1.0
+        over = self.summary["oversubscription"]
+        if concurrent and tier >= 2:
+            factor *= over.get("leaf", 1.0)
+        if concurrent and tier >= 3:
+            factor *= over.get("spine", 1.0)
+        return Path(tier, "scale_out", gbps, latency, len(pairs), lineage), factor

@@ -1,0 +1,247 @@
+"""Traffic: hand-computed costs, TP-beyond-domain errors, local vs cross-domain KV, failures, lineage."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pipeline.core.errors import UsageError
+from pipeline.topology import stage as topology
+from pipeline.traffic import collectives, sizing
+from pipeline.traffic.stage import estimate, sharing
+from pipeline.traffic.workloads import find_workload, load_workload
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("op", "n", "factor", "steps"),
+    [
+        ("all-reduce", 8, 2 * 7 / 8, 14),
+        ("reduce-scatter", 8, 7 / 8, 7),
+        ("all-gather", 8, 7 / 8, 7),
+        ("all-to-all", 8, 7 / 8, 7),
+        ("broadcast", 8, 1.0, 7),
+        ("send", 2, 1.0, 1),
+    ],
+)
+def test_alpha_beta_costs(op, n, factor, steps):
+    est = collectives.estimate(op, n, GIB, 50e9, 5e-6)  # 400 Gb/s = 50 GB/s per direction
+    assert est.bytes_on_wire_per_rank == pytest.approx(factor * GIB)
+    assert est.bandwidth_seconds == pytest.approx(factor * GIB / 50e9)
+    assert est.latency_seconds == pytest.approx(steps * 5e-6)
+    assert est.dominant == "bandwidth"
+
+
+def test_small_messages_are_latency_bound_and_tree_has_log_steps():
+    est = collectives.estimate("all-reduce", 1024, 4096, 50e9, 5e-6)
+    assert est.dominant == "latency" and est.steps == 2 * 1023
+    tree = collectives.estimate("all-reduce", 1024, 4096, 50e9, 5e-6, algorithm="tree")
+    assert tree.steps == 2 * 10 and tree.latency_seconds < est.latency_seconds
+
+
+def test_efficiency_is_explicit_and_bad_inputs_fail():
+    assert collectives.estimate("send", 2, 1e9, 1e9, 0, efficiency=0.5).bandwidth_seconds == pytest.approx(2.0)
+    for kwargs in ({"op": "gather"}, {"size_bytes": -1}, {"bandwidth_bytes_per_s": 0}):
+        args = {
+            "op": "all-reduce",
+            "ranks": 8,
+            "size_bytes": 1.0,
+            "bandwidth_bytes_per_s": 1.0,
+            "latency_s": 0.0,
+            **kwargs,
+        }
+        with pytest.raises(UsageError):
+            collectives.estimate(**args)
+
+
+def test_sizing_arithmetic():
+    assert sizing.memory(70e9, "mixed-adam")["bytes"] == pytest.approx(1.26e12)  # 18 B/param
+    assert sizing.memory(70e9, "bf16-weights")["bytes"] == pytest.approx(140e9)
+    kv = sizing.kv_cache(80, 8, 128, "bf16", 32768)
+    assert kv["bytes_per_token"] == 2 * 80 * 8 * 128 * 2 == 327_680  # KV heads, not query heads
+    cap = sizing.capacity(100, 200, 1000, 8)
+    assert (cap.demand_tokens_per_second, cap.groups, cap.accelerators) == (20_000, 20, 160)
+    assert sizing.capacity(100, 200, 1000, 8, headroom=0.25).groups == 25
+
+
+def _workload(tmp_path, text):
+    path = tmp_path / "w.yaml"
+    path.write_text(text.replace("ID", "w"))
+    return load_workload(path)
+
+
+BIG_TP = """\
+id: ID
+title: too much tensor parallelism
+kind: inference
+model: {params: 70.0e9, layers: 80, hidden: 8192, kv_heads: 8, head_dim: 128, dtype: bf16}
+inference: {mode: aggregated, tp: 16, prompt_tokens: 1024, output_tokens: 10}
+targets: [nvidia-dgx-h100]
+"""
+
+
+def test_tp_beyond_the_domain_is_an_error_that_says_so(built_registry, tmp_path):
+    with pytest.raises(UsageError) as err:
+        estimate(built_registry, "illustrative-h100-4096", _workload(tmp_path, BIG_TP))
+    text = str(err.value)
+    assert "tensor parallel degree 16" in text and "nvidia-dgx-h100" in text and "(8 accelerators)" in text
+    # The same TP 16 fits inside one 72-GPU NVL72 domain.
+    r = estimate(built_registry, "nvidia-gb200-nvl72", _workload(tmp_path, BIG_TP))
+    assert r.revealing["fits_in_one_domain"]
+
+
+def test_kv_transfer_is_local_in_nvl72_and_crosses_the_fabric_between_8_gpu_servers(built_registry):
+    w = find_workload(built_registry, "llama70b-serve-disaggregated")
+    per_rank = 327_680 * 32_768 / 8
+    local = next(p for p in estimate(built_registry, "nvidia-gb200-nvl72", w).phases if p.phase == "kv-transfer")
+    assert local.network == "scale_up" and local.bytes_per_rank == per_rank
+    assert local.bandwidth_s == pytest.approx(per_rank / 900e9)  # 1.8 TB/s bidirectional = 900 GB/s per direction
+    remote = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "kv-transfer")
+    assert remote.network == "scale_out" and remote.bottleneck_gbps == 400
+    assert remote.bandwidth_s == pytest.approx(per_rank / 50e9)  # 400 Gb/s = 50 GB/s per direction
+    assert remote.bandwidth_s / local.bandwidth_s == pytest.approx(18)
+
+
+def test_oversubscription_shows_as_queueing(built_registry):
+    w = find_workload(built_registry, "llama70b-train-tp8-dp512")
+    meta = next(p for p in estimate(built_registry, "meta-style-h100-24576", w).phases if p.phase == "dp-all-reduce")
+    flat = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "dp-all-reduce")
+    assert flat.queueing_s == 0 and flat.effective_gbps == 400
+    assert meta.effective_gbps == pytest.approx(400 / 7) and meta.dominant == "queueing"
+    assert meta.queueing_s == pytest.approx(6 * meta.bandwidth_s)  # 7× the time at 1/7 of the bandwidth
+    # DP gradients: 70e9 / TP 8 × 2 bytes per rank, ring all-reduce over 512 ranks.
+    assert meta.bytes_per_rank == pytest.approx(70e9 / 8 * 2)
+    assert meta.bandwidth_s == pytest.approx(2 * 511 / 512 * 70e9 / 8 * 2 / 50e9)
+
+
+def test_hierarchical_collectives_when_a_group_spans_domains_with_several_ranks_each(built_registry):
+    w = find_workload(built_registry, "llama8b-fsdp-dp64")
+    r = estimate(built_registry, "illustrative-h100-4096", w)
+    rs = next(p for p in r.phases if p.phase == "dp-reduce-scatter")
+    assert "hierarchical" in rs.algorithm and rs.network == "scale_up+scale_out"
+    # FSDP moves ≈1.5× the data-parallel all-reduce volume: RS once + AG twice vs AR once.
+    sharded = sum(p.bytes_on_wire_per_rank * p.count for p in r.phases)
+    flat_ar = collectives.wire_factor("all-reduce", 64) * 8e9 * 2
+    assert sharded / flat_ar == pytest.approx(1.5, rel=0.05)
+
+
+def test_choosing_a_workload_changes_traffic_not_wiring(built_registry):
+    before = topology.build(built_registry, "illustrative-h100-4096")
+    estimate(built_registry, "illustrative-h100-4096", find_workload(built_registry, "moe-train-ep16"))
+    after = topology.build(built_registry, "illustrative-h100-4096")
+    assert before.number_of_edges() == after.number_of_edges()
+    assert sorted(before.edges(data="bandwidth_gbps")) == sorted(after.edges(data="bandwidth_gbps"))
+
+
+def test_failure_scenario_states_route_and_bandwidth_and_what_is_not_established(built_registry):
+    r = estimate(built_registry, "meta-style-h100-24576", find_workload(built_registry, "llama70b-train-tp8-dp512"))
+    nic = next(f for f in r.failures if f["failure"].startswith("backend NIC"))
+    assert nic["route_survives"] and nic["bandwidth_after_gbps"] == nic["bandwidth_before_gbps"] / 2
+    up = next(f for f in r.failures if f["failure"].startswith("uplink"))
+    assert up["bandwidth_after_gbps"] == up["bandwidth_before_gbps"] - 400
+    assert all(
+        "session continuity, failover time and workload throughput are not established" in f["not_established"]
+        for f in r.failures
+    )
+
+
+def test_lineage_and_confidence(built_registry):
+    gb200 = estimate(built_registry, "nvidia-gb200-nvl72", find_workload(built_registry, "moe-train-ep16"))
+    assert gb200.confidence == "published"
+    amd = estimate(built_registry, "amd-mi300x-pollara400", find_workload(built_registry, "llama70b-serve-aggregated"))
+    tp = next(p for p in amd.phases if p.phase == "decode-tp-all-reduce")
+    assert tp.confidence == "assumed"  # rests on the labelled Infinity Fabric per-link assumption
+    assert any(x.field == "scale_up.bandwidth_per_link" and x.status == "assumed" for x in tp.lineage)
+
+
+def test_the_revealing_question(built_registry):
+    agg = estimate(built_registry, "nvidia-dgx-h100", find_workload(built_registry, "llama70b-serve-aggregated"))
+    assert agg.revealing == {
+        "accelerators_per_progress": 8,
+        "for": "one request (its TP group)",
+        "scale_up_domain_size": 8,
+        "domains_spanned": 1,
+        "fits_in_one_domain": True,
+    }
+    dis = estimate(
+        built_registry, "illustrative-h100-4096", find_workload(built_registry, "llama70b-serve-disaggregated")
+    )
+    assert dis.revealing["accelerators_per_progress"] == 16 and not dis.revealing["fits_in_one_domain"]
+
+
+def test_sharing_shows_whether_serving_is_protected(built_registry):
+    train = find_workload(built_registry, "llama70b-train-tp8-pp4-dp32")
+    serve = find_workload(built_registry, "llama70b-serve-disaggregated")
+    _, _, rows = sharing(built_registry, "illustrative-h100-4096", train, serve)
+    by_phase = {(r[1], r[3]): r for r in rows}
+    kv = by_phase[("llama70b-serve-disaggregated", "kv-transfer")]
+    assert kv[7] is False and kv[6] > 0  # shares the scale-out fabric with training: queues behind it
+    assert by_phase[("llama70b-serve-disaggregated", "frontend-request")][7] is True  # separate frontend network
+
+
+def test_cli_estimate_commands(cli, built_registry):
+    result = cli(
+        "estimate",
+        "collective",
+        "--op",
+        "all-reduce",
+        "--ranks",
+        "8",
+        "--bytes",
+        "1GiB",
+        "--bandwidth",
+        "400Gb/s",
+        "--latency",
+        "5us",
+        "--json",
+    )
+    data = json.loads(result.out)
+    assert {
+        "seconds",
+        "latency_seconds",
+        "bandwidth_seconds",
+        "queueing_seconds",
+        "bytes_on_wire_per_rank",
+        "algorithm",
+        "dominant",
+    } <= data.keys()
+    assert math.isclose(data["bandwidth_seconds"], 2 * 7 / 8 * GIB / 50e9)
+    assert "not an exact NCCL" in data["caveat"]
+    bidir = json.loads(
+        cli("estimate", "transfer", "--bytes", "900GB", "--bandwidth", "1.8TB/s", "--latency", "1us", "--json").out
+    )
+    assert bidir["bandwidth_seconds"] == pytest.approx(0.5)
+    assert cli("estimate", "transfer", "--bytes", "1GB", "--bandwidth", "400", "--latency", "1us").code == 2
+    assert cli("estimate", "transfer", "--bytes", "1GB", "--bandwidth", "1GB", "--latency", "1us").code == 2
+    mem = json.loads(cli("estimate", "memory", "--params", "70e9", "--layout", "mixed-adam", "--json").out)
+    assert mem["bytes"] == 1.26e12
+    wl = json.loads(
+        cli(
+            "estimate",
+            "workload",
+            "nvidia-gb200-nvl72",
+            "llama70b-serve-disaggregated",
+            "--json",
+            root=built_registry.root,
+        ).out
+    )
+    assert [p["phase"] for p in wl["phases"]][:2] == ["prefill-tp-all-reduce", "kv-transfer"]
+
+
+def test_traffic_results_are_auditable(built_registry, cli):
+    assert cli("traffic", root=built_registry.root).code == 0
+    result = cli(
+        "audit",
+        "traffic:nvidia-gb200-nvl72:llama70b-serve-disaggregated",
+        "kv-transfer",
+        "--json",
+        root=built_registry.root,
+    )
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["confidence"] == "published" and data["terms"]["dominant"] == "bandwidth"
+    leaf = data["inputs"][0]
+    assert leaf["field"] == "scale_up.bandwidth_per_accelerator" and all(p["verified"] for p in leaf["provenance"])
