@@ -199,3 +199,67 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
         "row": row,
         "inputs": lineage,
     }
+
+
+def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int) -> dict[str, Any]:
+    """The field as it stood at revision N of the documents it cites: values re-read from the old snapshots,
+    hashes re-verified now. A derived field is re-derived from its inputs' values at that revision."""
+    from .core import pins
+    from .core.sources import load_sources
+    from .extract.stage import claims_at
+
+    current = audit(lay, reference_id, field)
+    result = {**current, "revision": revision, "provenance": []}
+    values = []
+    for p in current["provenance"]:
+        (source,) = load_sources(lay, p["source_id"])
+        history = pins.load(lay, source.id)
+        if history is None or revision > len(history.revisions):
+            result["provenance"].append(
+                {**p, "note": f"source {source.id} has no revision {revision}", "verified": False}
+            )
+            continue
+        parsed, errors, rev = claims_at(lay, source, revision)
+        value = parsed.get(p["rule_id"])
+        path = lay.root / p["snapshot_path"].replace(p["sha256"], rev.sha256).replace(
+            f"/{p['sha256'][:2]}/", f"/{rev.sha256[:2]}/"
+        )
+        leaf = {
+            **p,
+            "revision": rev.revision,
+            "sha256": rev.sha256,
+            "retrieved_at": rev.retrieved_at,
+            "snapshot_path": lay.relative(path),
+            "origin": rev.origin,
+            "verified": _verify(lay, lay.relative(path), rev.sha256),
+        }
+        if value is None:
+            leaf.update(
+                {
+                    "excerpt": None,
+                    "stated": None,
+                    "note": f"rule did not match revision {revision}: {errors.get(p['rule_id'])}",
+                }
+            )
+        else:
+            leaf.update(
+                {
+                    "locator": value["locator"],
+                    "excerpt": value["excerpt"],
+                    "stated": value["stated"],
+                    "status_then": value["status"],
+                }
+            )
+            values.append(value)
+        result["provenance"].append(leaf)
+    if values:
+        chosen = values[0]
+        result["value"] = chosen["value_number"] if chosen["value_number"] is not None else chosen["value_text"]
+        result["status"] = chosen["status"]
+    if current["status"] == "derived":
+        result["inputs"] = [
+            audit_at_revision(lay, reference_id, i["field"], revision)
+            for i in current.get("inputs", [])
+            if not i["field"].startswith("param.")
+        ]
+    return result

@@ -137,6 +137,9 @@ def audit(
         str, typer.Argument(help="Field key (e.g. scale_up.bandwidth_per_accelerator), or a traffic phase.")
     ],
     as_json: JsonOpt = False,
+    revision: Annotated[
+        int | None, typer.Option("--revision", help="Audit the field as it stood at revision N.")
+    ] = None,
     root: RootOpt = None,
 ) -> None:
     """Trace a field to the documents it came from, re-verifying each snapshot's SHA-256 now."""
@@ -145,6 +148,8 @@ def audit(
     lay = _lay(root)
     if reference.startswith(auditing.TRAFFIC_PREFIX):
         result = auditing.audit_traffic(lay, reference, field)
+    elif revision is not None:
+        result = auditing.audit_at_revision(lay, reference, field, revision)
     else:
         result = auditing.audit(lay, reference, field)
     if as_json:
@@ -597,6 +602,94 @@ def traffic(root: RootOpt = None) -> None:
 
     metrics = stage.run(_lay(root))
     out.print(f"estimated {len(metrics) - 1} workload × topology pairs into registry/traffic/")
+
+
+@app.command()
+def diff(
+    source: Annotated[str | None, typer.Argument(help="Source id.")] = None,
+    from_rev: Annotated[
+        int | None, typer.Option("--from", help="Older revision (default: the one before --to).")
+    ] = None,
+    to_rev: Annotated[int | None, typer.Option("--to", help="Newer revision (default: current).")] = None,
+    all_sources: Annotated[
+        bool, typer.Option("--all", help="Every source whose latest revision changed something.")
+    ] = False,
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+) -> None:
+    """Field-level diff between two revisions of a source: added, removed, value changed, status changed."""
+    from . import changes
+
+    lay = _lay(root)
+    if all_sources == (source is not None):
+        raise UsageError("give a source id or --all")
+    results = changes.diff_all(lay) if all_sources else [changes.diff(lay, source, from_rev, to_rev)]  # type: ignore[arg-type]
+    if as_json:
+        _print_json(results if all_sources else results[0])
+        return
+    if not results:
+        out.print("no source's latest revision changed a field")
+    for r in results:
+        table = Table(
+            "field",
+            "rule",
+            "change",
+            "old",
+            "new",
+            "status",
+            title=f"{r['source_id']}: revision {r['from']['revision']} ({r['from']['sha256'][:12]}) → "
+            f"{r['to']['revision']} ({r['to']['sha256'][:12]})",
+        )
+        for c in r["changes"]:
+            st = c["old_status"] if c["old_status"] == c["new_status"] else f"{c['old_status']} → {c['new_status']}"
+            table.add_row(c["field"], c["rule"], c["change"], str(c["old"]), str(c["new"]), str(st))
+        out.print(table)
+
+
+@app.command()
+def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
+    """Per source: revision, date, rules matching, fields by status; per reference: fields by status and unknowns."""
+    from .status import status as get_status
+
+    data = get_status(_lay(root))
+    if as_json:
+        _print_json(data)
+    else:
+        table = Table("source", "revision", "retrieved_at", "origin", "hash", "rules", "fields by status")
+        for s_ in data["sources"]:
+            table.add_row(
+                s_["source_id"],
+                str(s_.get("revision")),
+                str(s_.get("retrieved_at", "")),
+                str(s_.get("origin", "")),
+                "ok" if s_.get("hash_ok") else "MISMATCH",
+                "ok" if s_.get("rules_ok") else f"failing: {', '.join(s_.get('failing_rules', []))}",
+                json.dumps(s_.get("fields_by_status", {})),
+            )
+        out.print(table)
+        refs = Table("reference", "fields by status", "unknowns")
+        for r in data["references"]:
+            refs.add_row(r["reference_id"], json.dumps(r["by_status"]), ", ".join(r["unknowns"]))
+        out.print(refs)
+        for line in data["attention"]:
+            out.print(f"needs attention: {line}")
+    if data["attention"]:
+        raise FabricrefError(f"{len(data['attention'])} item(s) need attention")
+
+
+@app.command(name="pin-model")
+def pin_model(
+    models: Annotated[list[str] | None, typer.Argument(help="Model ids (default: every changed model).")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Record a new revision (content hash, date) for every reference or cluster model that changed."""
+    from .core import models as model_revisions
+
+    done = model_revisions.pin(_lay(root), models or None)
+    for model, revision in done:
+        out.print(f"{model}: revision {revision}")
+    if not done:
+        out.print("every model is already pinned at its current content")
 
 
 @app.command()

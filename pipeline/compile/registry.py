@@ -45,6 +45,17 @@ TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
         ],
         ["reference_id", "name"],
     ),
+    "model_revisions": (
+        [
+            ("model", "VARCHAR"),
+            ("revision", "INTEGER"),
+            ("sha256", "VARCHAR"),
+            ("changed_on", "VARCHAR"),
+            ("is_current", "BOOLEAN"),
+            ("pinned", "BOOLEAN"),
+        ],
+        ["model", "revision"],
+    ),
     "assumptions": (
         [
             ("reference_id", "VARCHAR"),

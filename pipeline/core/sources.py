@@ -45,6 +45,7 @@ class Rule(BaseModel):
     parse: Parse
     status: Literal["published", "preliminary"] | None = None
     on_no_match: Literal["fail", "keep-previous"] = "fail"
+    preliminary_when: str | None = None
     note: str | None = None
 
 

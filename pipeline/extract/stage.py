@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -113,7 +114,7 @@ def extract_source(
             "value_text": value["value_text"],
             "unit": value["unit"],
             "direction": value["direction"],
-            "status": rule.status or source.status,
+            "status": claim_status(source, rule, value),
             "provenance": _provenance(lay, source, used_rev, rule.id, value, carried_from),
         }
         if carried_from is not None:
@@ -135,6 +136,33 @@ def _previous_value(
         if rule_id in parsed:
             return parsed[rule_id], older
     return None, history.current
+
+
+def claim_status(source: Source, rule: Any, value: dict[str, Any]) -> str:
+    """A rule may read the status from the text itself ("expected", "up to"): it moves when the document does."""
+    if rule.preliminary_when and re.search(rule.preliminary_when, value["excerpt"]):
+        return "preliminary"
+    return rule.status or source.status
+
+
+def claims_at(
+    lay: Layout, source: Source, revision: int, stats: ExtractStats | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, str], pins.Revision]:
+    """Parsed values (with status) of every rule at one revision, the rules that failed, and the revision."""
+    history = pins.load(lay, source.id)
+    if history is None:
+        raise ExtractionError(f"source {source.id}: no pin")
+    rev = history.get(revision)
+    parsed, errors = parse_snapshot(lay, source, rev, stats)
+    out = {}
+    for rule in source.rules:
+        if rule.id in parsed:
+            out[rule.id] = {
+                **parsed[rule.id],
+                "field": rule.field,
+                "status": claim_status(source, rule, parsed[rule.id]),
+            }
+    return out, errors, rev
 
 
 def run(lay: Layout, sources: list[Source]) -> ExtractStats:

@@ -1,0 +1,79 @@
+"""What moved between two revisions of a source, field by field: added, removed, value changed (old → new,
+with units), status changed. Old snapshot bytes stay in the store, so any two revisions can be compared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .core import pins
+from .core.errors import UsageError
+from .core.paths import Layout
+from .core.sources import load_sources
+from .extract.stage import claims_at
+
+
+def _value(v: dict[str, Any] | None) -> str | None:
+    if v is None:
+        return None
+    if v["value_number"] is not None:
+        unit = f" {v['unit']}" if v["unit"] and v["unit"] != "count" else ""
+        direction = f" ({v['direction'].replace('_', ' ')})" if v["direction"] else ""
+        return f"{v['value_number']:g}{unit}{direction}"
+    return v["value_text"]
+
+
+def diff(lay: Layout, source_id: str, from_rev: int | None = None, to_rev: int | None = None) -> dict[str, Any]:
+    (source,) = load_sources(lay, source_id)
+    history = pins.load(lay, source_id)
+    if history is None:
+        raise UsageError(f"source {source_id} has no pins")
+    to_rev = to_rev or history.current.revision
+    from_rev = from_rev or max(1, to_rev - 1)
+    old, _old_errors, old_pin = claims_at(lay, source, from_rev)
+    new, new_err, new_pin = claims_at(lay, source, to_rev)
+    changes = []
+    for rule in source.rules:
+        a, b = old.get(rule.id), new.get(rule.id)
+        row = {
+            "rule": rule.id,
+            "field": rule.field,
+            "old": _value(a),
+            "new": _value(b),
+            "old_status": a and a["status"],
+            "new_status": b and b["status"],
+        }
+        if a is None and b is None:
+            row["change"] = "unmatched"
+            row["detail"] = new_err.get(rule.id)
+        elif a is None:
+            row["change"] = "added"
+        elif b is None:
+            row["change"] = "removed"
+            row["detail"] = new_err.get(rule.id)
+        elif row["old"] != row["new"]:
+            row["change"] = "value changed"
+        elif a["status"] != b["status"]:
+            row["change"] = "status changed"
+        else:
+            row["change"] = "unchanged"
+        changes.append(row)
+    return {
+        "source_id": source_id,
+        "from": {"revision": from_rev, "sha256": old_pin.sha256, "retrieved_at": old_pin.retrieved_at},
+        "to": {"revision": to_rev, "sha256": new_pin.sha256, "retrieved_at": new_pin.retrieved_at},
+        "changes": changes,
+        "changed": [c for c in changes if c["change"] != "unchanged"],
+    }
+
+
+def diff_all(lay: Layout) -> list[dict[str, Any]]:
+    """Every source whose latest revision changed something compared with the revision before it."""
+    out = []
+    for source in load_sources(lay):
+        history = pins.load(lay, source.id)
+        if history is None or len(history.revisions) < 2:
+            continue
+        result = diff(lay, source.id)
+        if result["changed"]:
+            out.append(result)
+    return out

@@ -1,0 +1,71 @@
+"""Model revisions: every reference and cluster model's content hash and date of change, append-only, so a
+model id's history is kept next to the registry (like the pins of a source)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .errors import ValidationError
+from .files import atomic_write_json
+from .paths import Layout
+from .schemas import load_json, validate
+
+KINDS = ("references", "clusters")
+
+
+def model_files(lay: Layout) -> list[tuple[str, Path]]:
+    return [(f"{kind}/{p.stem}", p) for kind in KINDS for p in sorted((lay.root / "models" / kind).glob("*.yaml"))]
+
+
+def revisions_file(lay: Layout, model: str) -> Path:
+    return lay.root / "models" / "revisions" / f"{model}.json"
+
+
+def history(lay: Layout, model: str) -> list[dict[str, Any]]:
+    path = revisions_file(lay, model)
+    if not path.exists():
+        return []
+    data = load_json(path)
+    validate(data, "model-revisions.schema.json", path)
+    if data["model"] != model:
+        raise ValidationError(f"{path}: at $.model: {data['model']!r} but the file is for {model!r}")
+    return data["revisions"]
+
+
+def current_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pin(lay: Layout, only: list[str] | None = None, today: str | None = None) -> list[tuple[str, int]]:
+    """Append a revision for every model whose content changed since its last pinned revision."""
+    pinned = []
+    day = today or datetime.now(UTC).date().isoformat()
+    for model, path in model_files(lay):
+        if only and model.split("/", 1)[1] not in only and model not in only:
+            continue
+        revs = history(lay, model)
+        sha = current_hash(path)
+        if revs and revs[-1]["sha256"] == sha:
+            continue
+        revs = [*revs, {"revision": len(revs) + 1, "sha256": sha, "changed_on": day}]
+        data = {"model": model, "revisions": revs}
+        validate(data, "model-revisions.schema.json", revisions_file(lay, model))
+        atomic_write_json(revisions_file(lay, model), data)
+        pinned.append((model, len(revs)))
+    return pinned
+
+
+def rows(lay: Layout) -> list[tuple[Any, ...]]:
+    """Every pinned revision, plus an unpinned row when a model's current content was never pinned."""
+    out = []
+    for model, path in model_files(lay):
+        revs = history(lay, model)
+        sha = current_hash(path)
+        for r in revs:
+            out.append((model, r["revision"], r["sha256"], r["changed_on"], r["sha256"] == sha, True))
+        if not revs or revs[-1]["sha256"] != sha:
+            out.append((model, None, sha, None, True, False))
+    return out

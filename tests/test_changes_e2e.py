@@ -1,0 +1,95 @@
+"""Sources change: refresh through a mirror on 127.0.0.1, dvc repro, history, diff, audit --revision, and a
+rule that stops matching — in a temporary clone, so the repository's own pins are never touched."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import copy_checkout, env_with_venv
+
+pytestmark = pytest.mark.slow
+
+SOURCE = "nvidia-hgx-h100-blog"
+PATH = (
+    "/developer.nvidia.com/blog/introducing-nvidia-hgx-h100-an-accelerated-server-platform-for-ai-and-"
+    "high-performance-computing/"
+)
+
+
+def run(cmd: list[str], cwd: Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, cwd=cwd, env=env_with_venv(), capture_output=True, text=True, timeout=900)
+    if ok:
+        assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def refresh(root: Path, server) -> str:
+    return run(["fabricref", "retrieve", "--refresh", "--source", SOURCE, "--mirror", server.url_for("/")], root).stdout
+
+
+def test_sources_change_end_to_end(tmp_path, httpserver):
+    root = copy_checkout(tmp_path / "clone", with_git=True)
+    run(["dvc", "repro"], root)
+    original = (root / "sources" / "transcriptions" / f"{SOURCE}.html").read_bytes()
+    pins_file = root / "sources" / "pins" / f"{SOURCE}.json"
+
+    # 1. Unchanged bytes: no revision, nothing downstream reruns.
+    httpserver.expect_oneshot_request(PATH).respond_with_data(original, content_type="text/html")
+    assert "unchanged" in refresh(root, httpserver)
+    assert len(json.loads(pins_file.read_text())["revisions"]) == 1
+    assert "up to date" in run(["dvc", "status"], root).stdout
+
+    # 2. A corrected figure: a new revision, and dvc repro reruns the stages downstream of the change.
+    changed = original.replace(b"900 gigabytes", b"950 gigabytes")
+    httpserver.expect_oneshot_request(PATH).respond_with_data(
+        changed, content_type="text/html", headers={"ETag": '"r2"'}
+    )
+    assert "new-revision" in refresh(root, httpserver)
+    out = run(["dvc", "repro"], root).stdout
+    assert "Running stage 'extract'" in out and "Running stage 'compile'" in out
+    history = json.loads(run(["fabricref", "history", SOURCE, "--json"], root).stdout)
+    assert [h["revision"] for h in history] == [1, 2]
+    assert [h["origin"] for h in history] == ["transcription", "retrieved"] and history[1]["etag"] == '"r2"'
+    diff = json.loads(run(["fabricref", "diff", SOURCE, "--json"], root).stdout)
+    moved = {c["rule"]: c for c in diff["changed"]}
+    assert moved["hgx-h100-nvlink-bandwidth"]["change"] == "value changed"
+    assert moved["hgx-h100-nvlink-bandwidth"]["old"] == "900 GB/s (bidirectional)"
+    assert moved["hgx-h100-nvlink-bandwidth"]["new"] == "950 GB/s (bidirectional)"
+    assert len(diff["changed"]) == 1
+    assert json.loads(run(["fabricref", "diff", "--all", "--json"], root).stdout)[0]["source_id"] == SOURCE
+    field = ["nvidia-dgx-h100", "scale_up.bandwidth_per_accelerator"]
+    now = json.loads(run(["fabricref", "audit", *field, "--json"], root).stdout)
+    then = json.loads(run(["fabricref", "audit", *field, "--revision", "1", "--json"], root).stdout)
+    assert now["value"] == 950 and then["value"] == 900
+    assert then["provenance"][0]["sha256"] == history[0]["sha256"] and then["provenance"][0]["verified"]
+    assert now["provenance"][0]["sha256"] == history[1]["sha256"] and now["provenance"][0]["verified"]
+
+    # 3. The page is restructured: the rule no longer matches; the run fails with a per-field report.
+    restructured = changed.replace(b"GPU-to-GPU communication", b"GPU communication")
+    httpserver.expect_oneshot_request(PATH).respond_with_data(restructured, content_type="text/html")
+    assert "new-revision" in refresh(root, httpserver)
+    failed = run(["dvc", "repro"], root, ok=False)
+    assert failed.returncode != 0
+    report = failed.stdout + failed.stderr
+    assert (
+        f"source {SOURCE} revision 3 rule hgx-h100-nvlink-bandwidth (table row 'GPU-to-GPU communication')" in report
+    ) and "matched nothing" in report
+    assert run(["fabricref", "status"], root, ok=False).returncode == 1
+
+    # 4. An explicit, declared choice keeps the previous revision's value; the record says so, with both hashes.
+    src = root / "sources" / f"{SOURCE}.yaml"
+    text = src.read_text().replace(
+        "  - id: hgx-h100-nvlink-bandwidth\n", "  - id: hgx-h100-nvlink-bandwidth\n    on_no_match: keep-previous\n"
+    )
+    src.write_text(text)
+    run(["dvc", "repro"], root)
+    kept = json.loads(run(["fabricref", "audit", *field, "--json"], root).stdout)
+    leaf = kept["provenance"][0]
+    assert kept["value"] == 950 and leaf["carried_from_revision"] == 2 and leaf["revision"] == 2
+    assert leaf["sha256"] == history[1]["sha256"]
+    rev3 = json.loads(run(["fabricref", "history", SOURCE, "--json"], root).stdout)[2]["sha256"]
+    assert f"revision 3, sha256 {rev3}" in leaf["stated"]
+    assert run(["fabricref", "status"], root).returncode == 0
