@@ -15,8 +15,8 @@ from .errors import FabricrefError
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise FabricrefError(f"cannot write {path}: {exc.strerror}") from exc
