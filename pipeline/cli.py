@@ -693,6 +693,16 @@ def pin_model(
 
 
 @app.command()
+def report(root: RootOpt = None) -> None:
+    """Build the static HTML report (registry/report/index.html) with drawings and plots, from the registry."""
+    from .report import stage
+
+    lay = _lay(root)
+    path = stage.run(lay)
+    out.print(f"report written to {lay.relative(path / 'index.html')}")
+
+
+@app.command()
 def history(
     source: Annotated[str, typer.Argument(help="Source id.")], as_json: JsonOpt = False, root: RootOpt = None
 ) -> None:

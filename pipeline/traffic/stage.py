@@ -11,7 +11,7 @@ from ..core.files import atomic_write_json
 from ..core.paths import Layout
 from ..topology import stage as topology
 from ..topology.facts import defaults
-from . import CAVEAT, ha
+from . import CAVEAT, ha, plots
 from .phases import Phase, phases, revealing, sizing_summary
 from .view import View
 from .workloads import Workload, find_workload, load_workload, workload_paths
@@ -260,4 +260,7 @@ def run(lay: Layout) -> dict[str, Any]:
         out, "traffic_sharing", SHARING_COLUMNS, ["topology_id", "workload_id", "other_workload", "phase"], shared
     )
     atomic_write_json(out / "metrics.json", metrics)
+    for target in ("nvidia-gb200-nvl72", "illustrative-h100-4096"):
+        views.setdefault(target, View(topology.build(lay, target), endpoint))
+    plots.write(out / "plots", traffic, links, views)
     return metrics

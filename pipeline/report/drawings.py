@@ -1,0 +1,219 @@
+"""Topology drawings with matplotlib: a reference drawn as its parts, a cluster drawn by its structure.
+
+SVG output is deterministic (fixed hash salt, no date metadata, text kept as text), so DVC's lock holds.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+from . import LAYOUT_CAVEAT
+
+plt.rcParams.update({"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8})
+
+KIND_STYLE = {
+    "accelerator": ("#76b900", "GPU"),
+    "cpu": ("#1f77b4", "CPU"),
+    "nic": ("#ff7f0e", "NIC"),
+    "scale_up_switch": ("#2ca02c", "SW"),
+}
+NETWORK_STYLE = {
+    "scale_up": {"color": "#2ca02c", "lw": 1.2, "ls": "-", "label": "scale-up (NVLink / Infinity Fabric / UALoE)"},
+    "host": {"color": "#7f7f7f", "lw": 0.6, "ls": "--", "label": "host (PCIe / chip-to-chip)"},
+    "scale_out": {"color": "#d62728", "lw": 1.2, "ls": "-", "label": "scale-out backend fabric"},
+    "frontend": {"color": "#9467bd", "lw": 1.0, "ls": ":", "label": "frontend / service network"},
+}
+
+
+def _svg(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _legend(ax: Any, networks: set[str]) -> None:
+    handles = [
+        plt.Line2D([0], [0], color=s["color"], lw=s["lw"] * 2, ls=s["ls"], label=s["label"])
+        for n, s in NETWORK_STYLE.items()
+        if n in networks
+    ]
+    handles += [Rectangle((0, 0), 1, 1, color=c, label=name) for c, name in KIND_STYLE.values()]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=7)
+
+
+def _natural(name: str) -> list[Any]:
+    """'ct10' after 'ct9': numbers compared as numbers."""
+    import re
+
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
+
+
+def draw_reference(title: str, nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> bytes:
+    """Trays as rows of their parts; links styled by network; NIC stubs point at the networks they join."""
+    trays = [n for n in nodes if n["kind"] == "tray"]
+    parts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for n in nodes:
+        if n["kind"] in KIND_STYLE:
+            parts[n["within"]].append(n)
+    order = {"accelerator": 1, "scale_up_switch": 2, "cpu": 3, "nic": 4}
+    rows = sorted((t for t in trays if parts.get(t["node"])), key=lambda t: _natural(t["node"]))
+    width = max((len(parts[t["node"]]) for t in rows), default=1)
+    fig, ax = plt.subplots(figsize=(min(3 + width * 0.55, 16), 1.2 + 0.55 * len(rows)))
+    pos: dict[str, tuple[float, float]] = {}
+    for r, tray in enumerate(rows):
+        y = -r
+        members = sorted(parts[tray["node"]], key=lambda n: (order[n["kind"]], _natural(n["node"])))
+        ax.add_patch(
+            FancyBboxPatch(
+                (-0.6, y - 0.32),
+                len(members) + 0.2,
+                0.64,
+                boxstyle="round,pad=0.02",
+                fc="#f7f7f7",
+                ec="#999999",
+                lw=0.6,
+            )
+        )
+        ax.text(-0.75, y, tray["label"] or tray["node"], ha="right", va="center", fontsize=7)
+        for i, n in enumerate(members):
+            color, short = KIND_STYLE[n["kind"]]
+            if n["kind"] == "nic" and n.get("role") == "frontend":
+                color, short = "#9467bd", "fNIC"
+            ax.add_patch(Rectangle((i - 0.4, y - 0.22), 0.8, 0.44, fc=color, ec="black", lw=0.4))
+            ax.text(i, y, short, ha="center", va="center", fontsize=5.5, color="white")
+            pos[n["node"]] = (i, y)
+    networks = set()
+    for e in edges:
+        a, b = pos.get(e["source"]), pos.get(e["target"])
+        if a is None or b is None:
+            continue
+        s = NETWORK_STYLE[e["network"]]
+        networks.add(e["network"])
+        alpha = 0.35 if e["network"] == "scale_up" and len(edges) > 200 else 0.8
+        ax.plot([a[0], b[0]], [a[1], b[1]], color=s["color"], lw=s["lw"], ls=s["ls"], alpha=alpha, zorder=0)
+    networks |= {"scale_out", "frontend"}
+    ax.set_title(f"{title} — parts and links", fontsize=10, loc="left")
+    ax.text(0, 1.01 - 0.0, "", transform=ax.transAxes)
+    ax.set_xlim(-4.5, width + 0.5)
+    ax.set_ylim(-len(rows) + 0.3, 0.7)
+    ax.axis("off")
+    _legend(ax, networks)
+    fig.text(
+        0.01,
+        0.0,
+        LAYOUT_CAVEAT + " NICs attach to the scale-out (backend) and frontend networks outside the system.",
+        fontsize=6.5,
+        color="#555555",
+    )
+    return _svg(fig)
+
+
+def draw_cluster(title: str, summary: dict[str, Any], pods: int, rails: int) -> bytes:
+    """Tiers as rows of grouped boxes (never one dot per part), oversubscription labelled between tiers."""
+    kinds = summary["nodes_by_kind"]
+    over = summary.get("oversubscription", {})
+    domains, size = summary["scale_up_domains"], summary["scale_up_domain_size"]
+    fig, ax = plt.subplots(figsize=(11, 5.2))
+    shown = min(pods, 8)
+    tiers = [("core", kinds.get("core", 0), 3), ("spine", kinds.get("spine", 0), 2), ("leaf", kinds.get("leaf", 0), 1)]
+    colors = {"core": "#d62728", "spine": "#e377c2", "leaf": "#ff9896", "blocks": "#76b900"}
+    for name, count, y in tiers:
+        if not count:
+            continue
+        if name == "core":
+            ax.add_patch(
+                FancyBboxPatch(
+                    (0, y - 0.25), shown * 1.2 - 0.2, 0.5, boxstyle="round,pad=0.02", fc=colors[name], alpha=0.8
+                )
+            )
+            ax.text(shown * 0.6 - 0.1, y, f"core: {count} switches", ha="center", va="center", color="white")
+            continue
+        for p in range(shown):
+            ax.add_patch(
+                FancyBboxPatch((p * 1.2, y - 0.25), 1.0, 0.5, boxstyle="round,pad=0.02", fc=colors[name], alpha=0.85)
+            )
+            ax.text(p * 1.2 + 0.5, y, f"{count // pods} {name}s", ha="center", va="center", fontsize=7)
+    per_pod_domains = domains // pods
+    for p in range(shown):
+        ax.add_patch(
+            FancyBboxPatch((p * 1.2, -0.35), 1.0, 0.7, boxstyle="round,pad=0.02", fc=colors["blocks"], alpha=0.85)
+        )
+        ax.text(
+            p * 1.2 + 0.5,
+            0,
+            f"pod {p}\n{per_pod_domains} domains\n× {size} GPUs",
+            ha="center",
+            va="center",
+            fontsize=6.5,
+        )
+        for y0, y1 in ((0.35, 0.75), (1.25, 1.75), (2.25, 2.75)):
+            if y1 > 2 and not kinds.get("core") and y0 > 2:
+                continue
+            ax.plot([p * 1.2 + 0.5] * 2, [y0, y1], color="#d62728", lw=1.5)
+    if pods > shown:
+        ax.text(shown * 1.2 + 0.1, 0, f"… {pods - shown} more pods", va="center", fontsize=8)
+    right = shown * 1.2 + 0.6
+    ax.text(right, 1.5, f"leaf → spine  {over.get('leaf', 1):g}:1", fontsize=8, va="center")
+    if kinds.get("core"):
+        ax.text(right, 2.5, f"spine → core  {over.get('spine', 1):g}:1", fontsize=8, va="center")
+    ax.text(
+        right,
+        0.5,
+        f"{rails} rail(s) per building block; {summary['accelerators']:,} GPUs;\n"
+        f"bisection {summary['bisection_bandwidth_gbps'] / 1000:,.1f} Tb/s per direction",
+        fontsize=8,
+        va="center",
+    )
+    fe = kinds.get("frontend_switch", 0)
+    ax.add_patch(FancyBboxPatch((right, -0.9), 3.2, 0.5, boxstyle="round,pad=0.02", fc="#9467bd", alpha=0.6))
+    ax.text(
+        right + 1.6,
+        -0.65,
+        f"frontend / service network: {fe} switches (separate)",
+        ha="center",
+        va="center",
+        fontsize=7,
+    )
+    ax.set_xlim(-0.2, right + 3.6)
+    ax.set_ylim(-1.1, 3.5)
+    ax.axis("off")
+    ax.set_title(f"{title} — structure by tier", loc="left", fontsize=10)
+    fig.text(0.01, 0.01, LAYOUT_CAVEAT, fontsize=6.5, color="#555555")
+    return _svg(fig)
+
+
+def bar_chart(title: str, labels: list[str], series: dict[str, list[float]], xlabel: str) -> bytes:
+    """Horizontal stacked bars (e.g. overhead / bandwidth / queueing seconds per workload)."""
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.2))
+    left = [0.0] * len(labels)
+    palette = ["#1f77b4", "#2ca02c", "#d62728", "#ff7f0e", "#9467bd"]
+    for (name, values), color in zip(series.items(), palette, strict=False):
+        ax.barh(labels, values, left=left, label=name, color=color)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize=7)
+    return _svg(fig)
+
+
+def line_chart(title: str, x: list[float], series: dict[str, list[float]], xlabel: str, ylabel: str) -> bytes:
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for name, ys in series.items():
+        ax.plot(x, ys, marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=7)
+    return _svg(fig)

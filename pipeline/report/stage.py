@@ -1,0 +1,198 @@
+"""Build registry/report/ from the registry alone: pages per reference, cluster and workload, drawings, plots.
+
+Everything is escaped (jinja2 autoescape): vendor text and excerpts are data, never markup. The report is
+self-contained: relative links and local SVG files only, no scripts, no network.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from ..compile.registry import ensure_database
+from ..core.files import atomic_write_bytes
+from ..core.paths import Layout
+from ..topology.build import CAVEAT as TOPOLOGY_CAVEAT
+from ..traffic import CAVEAT as TRAFFIC_CAVEAT
+from ..traffic.ha import NOT_ESTABLISHED
+from . import LAYOUT_CAVEAT, drawings
+
+CAVEATS = [
+    TRAFFIC_CAVEAT,
+    NOT_ESTABLISHED,
+    TOPOLOGY_CAVEAT,
+    LAYOUT_CAVEAT,
+    "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
+    "(computed, with formula and inputs), unknown (nobody states it: the value stays empty). Assumed figures "
+    "are labelled.",
+]
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _value(f: dict[str, Any]) -> str:
+    if f["value_number"] is not None:
+        return f"{f['value_number']:g}"
+    return f["value_text"] or ""
+
+
+def report_dir(lay: Layout) -> Path:
+    return lay.registry_dir / "report"
+
+
+def run(lay: Layout) -> Path:
+    out = report_dir(lay)
+    if out.exists():
+        shutil.rmtree(out)
+    env = Environment(
+        loader=FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    try:
+        refs = _rows(
+            con,
+            """SELECT r.*, count(*) FILTER (WHERE f.status = 'published') AS published,
+            count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
+            count(*) FILTER (WHERE f.status = 'derived') AS derived,
+            count(*) FILTER (WHERE f.status = 'unknown') AS unknown
+            FROM reference_models r JOIN fields f USING (reference_id) GROUP BY ALL ORDER BY r.reference_id""",
+        )
+        summaries = {r["topology_id"]: json.loads(r["summary"]) for r in _rows(con, "SELECT * FROM topology_summaries")}
+        clusters = [s for tid, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
+        workloads = _rows(con, "SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
+        drawing_links = []
+        for ref in refs:
+            rid = ref["reference_id"]
+            fields = _rows(con, "SELECT * FROM fields WHERE reference_id = ? ORDER BY field", [rid])
+            cites = defaultdict(list)
+            for c in _rows(con, "SELECT * FROM field_citations WHERE reference_id = ? ORDER BY source_id", [rid]):
+                cites[c["field"]].append(c)
+            for f in fields:
+                f["value"] = _value(f)
+                f["citations"] = cites.get(f["field"], [])
+            nodes = _rows(con, "SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", [rid])
+            has_drawing = bool(nodes)
+            if has_drawing:
+                edges = _rows(con, "SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", [rid])
+                atomic_write_bytes(out / "drawings" / f"{rid}.svg", drawings.draw_reference(ref["title"], nodes, edges))
+                drawing_links.append(
+                    {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
+                )
+            assumptions = _rows(con, "SELECT * FROM assumptions WHERE reference_id = ? ORDER BY field", [rid])
+            summary = summaries.get(rid)
+            page = env.get_template("reference.html.j2").render(
+                title=ref["title"],
+                root="../",
+                caveats=CAVEATS,
+                ref=ref,
+                fields=fields,
+                drawing=has_drawing,
+                assumptions=assumptions,
+                summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
+            )
+            atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
+        for s in clusters:
+            tid = s["topology_id"]
+            pods = _rows(
+                con,
+                "SELECT count(DISTINCT pod) AS n FROM topology_nodes WHERE topology_id = ? AND kind = 'leaf'",
+                [tid],
+            )[0]["n"]
+            rails = _rows(
+                con,
+                "SELECT count(DISTINCT rail) AS n FROM topology_nodes WHERE topology_id = ? AND "
+                "kind = 'nic' AND role = 'scale_out'",
+                [tid],
+            )[0]["n"]
+            atomic_write_bytes(out / "drawings" / f"{tid}.svg", drawings.draw_cluster(s["title"], s, pods, rails))
+            drawing_links.append(
+                {"src": f"drawings/{tid}.svg", "page": f"cluster/{tid}.html", "alt": f"structure of cluster {tid}"}
+            )
+            page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=CAVEATS, s=s)
+            atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
+        traffic = _rows(con, "SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
+        failures = _rows(con, "SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
+        sharing = _rows(con, "SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
+    finally:
+        con.close()
+    by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for w in workloads:
+        key = (w["topology_id"], w["workload_id"])
+        by_workload[w["workload_id"]].append(
+            {
+                **w,
+                "phases": [p for p in traffic if (p["topology_id"], p["workload_id"]) == key],
+                "failures": [f for f in failures if (f["topology_id"], f["workload_id"]) == key],
+                "sharing": [s for s in sharing if (s["topology_id"], s["workload_id"]) == key],
+            }
+        )
+    for wid, targets in sorted(by_workload.items()):
+        page = env.get_template("workload.html.j2").render(
+            title=f"Workload {wid}", root="../", caveats=CAVEATS, targets=targets
+        )
+        atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
+    plots = _plots(out, traffic, lay)
+    index = env.get_template("index.html.j2").render(
+        title="fabricref report",
+        root="",
+        caveats=CAVEATS,
+        references=refs,
+        clusters=clusters,
+        workloads=workloads,
+        drawings=drawing_links,
+        plots=plots,
+    )
+    atomic_write_bytes(out / "index.html", index.encode())
+    return out
+
+
+def _plots(out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+    cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for p in traffic:
+        key = f"{p['workload_id']} @ {p['topology_id']}"
+        for i, term in enumerate(("latency_s", "bandwidth_s", "queueing_s")):
+            cases[key][i] += p[term] * p["count"]
+    labels = sorted(cases)
+    series = {name: [cases[k][i] for k in labels] for i, name in enumerate(("overhead", "bandwidth", "queueing"))}
+    atomic_write_bytes(
+        out / "plots" / "phase-times.svg",
+        drawings.bar_chart(
+            "Communication time per step / request: overhead, bandwidth, queueing", labels, series, "seconds"
+        ),
+    )
+    kv_csv = lay.registry_dir / "traffic" / "plots" / "kv_transfer.csv"
+    result = [{"src": "plots/phase-times.svg", "alt": "time per workload split into overhead, bandwidth, queueing"}]
+    if kv_csv.exists():
+        lines = [line.split(",") for line in kv_csv.read_text().splitlines()[1:]]
+        if lines:
+            x = [float(r[0]) for r in lines]
+            atomic_write_bytes(
+                out / "plots" / "kv-transfer.svg",
+                drawings.line_chart(
+                    "KV-cache transfer: local inside NVL72 vs across the fabric (70B, per decode rank)",
+                    x,
+                    {
+                        "local (NVL72 scale-up)": [float(r[1]) for r in lines],
+                        "cross-domain (400G fabric)": [float(r[2]) for r in lines],
+                    },
+                    "prompt tokens",
+                    "seconds",
+                ),
+            )
+            result.append({"src": "plots/kv-transfer.svg", "alt": "KV transfer time local vs cross-domain"})
+    return result
