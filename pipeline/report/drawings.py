@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.collections import LineCollection
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from . import LAYOUT_CAVEAT
@@ -91,15 +92,18 @@ def draw_reference(title: str, nodes: list[dict[str, Any]], edges: list[dict[str
             ax.add_patch(Rectangle((i - 0.4, y - 0.22), 0.8, 0.44, fc=color, ec="black", lw=0.4))
             ax.text(i, y, short, ha="center", va="center", fontsize=5.5, color="white")
             pos[n["node"]] = (i, y)
-    networks = set()
+    segments: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
     for e in edges:
         a, b = pos.get(e["source"]), pos.get(e["target"])
-        if a is None or b is None:
-            continue
-        s = NETWORK_STYLE[e["network"]]
-        networks.add(e["network"])
-        alpha = 0.35 if e["network"] == "scale_up" and len(edges) > 200 else 0.8
-        ax.plot([a[0], b[0]], [a[1], b[1]], color=s["color"], lw=s["lw"], ls=s["ls"], alpha=alpha, zorder=0)
+        if a is not None and b is not None:
+            segments[e["network"]].append([a, b])
+    networks = set(segments)
+    for network, segs in sorted(segments.items()):
+        s = NETWORK_STYLE[network]
+        alpha = 0.35 if network == "scale_up" and len(segs) > 200 else 0.8
+        ax.add_collection(
+            LineCollection(segs, colors=s["color"], linewidths=s["lw"], linestyles=s["ls"], alpha=alpha, zorder=0)
+        )
     networks |= {"scale_out", "frontend"}
     ax.set_title(f"{title} — parts and links", fontsize=10, loc="left")
     ax.text(0, 1.01 - 0.0, "", transform=ax.transAxes)
