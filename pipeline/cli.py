@@ -337,6 +337,18 @@ estimate_app = typer.Typer(
 app.add_typer(estimate_app, name="estimate")
 
 
+# The keys every cost estimate reports (the issue's JSON contract for `estimate collective` and `transfer`).
+COST_KEYS = (
+    "seconds",
+    "latency_seconds",
+    "bandwidth_seconds",
+    "queueing_seconds",
+    "bytes_on_wire_per_rank",
+    "algorithm",
+    "dominant",
+)
+
+
 def _qty(text: str, kind: str, option: str) -> float:
     """'1.5GiB' → bytes, '400Gb/s' → bytes/s, '5us' → seconds; a missing or wrong unit is bad usage."""
     from .core.units import DATA, RATE, TIME, parse_quantity, unit_info
@@ -402,20 +414,9 @@ def estimate_collective(
         efficiency=efficiency,
     )
     d = est.as_dict()
-    keys = (
-        "seconds",
-        "latency_seconds",
-        "bandwidth_seconds",
-        "queueing_seconds",
-        "bytes_on_wire_per_rank",
-        "algorithm",
-        "dominant",
-        "op",
-        "ranks",
-        "bytes",
-        "steps",
+    _emit_estimate(
+        {k: d[k] for k in (*COST_KEYS, "op", "ranks", "bytes", "steps")}, as_json, f"{op} over {ranks} ranks"
     )
-    _emit_estimate({k: d[k] for k in keys}, as_json, f"{op} over {ranks} ranks")
 
 
 @estimate_app.command("transfer")
@@ -436,16 +437,7 @@ def estimate_transfer(
         _qty(latency, "time", "--latency"),
     )
     d = est.as_dict()
-    keys = (
-        "seconds",
-        "latency_seconds",
-        "bandwidth_seconds",
-        "queueing_seconds",
-        "bytes_on_wire_per_rank",
-        "algorithm",
-        "dominant",
-    )
-    _emit_estimate({k: d[k] for k in keys}, as_json, "transfer")
+    _emit_estimate({k: d[k] for k in COST_KEYS}, as_json, "transfer")
 
 
 @estimate_app.command("memory")
