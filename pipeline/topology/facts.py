@@ -48,6 +48,7 @@ class Facts:
         title: str,
         fields: dict[str, dict[str, Any]],
         assumptions: dict[str, dict[str, Any]],
+        parameters: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.reference_id = reference_id
         self.form_factor = form_factor
@@ -55,6 +56,7 @@ class Facts:
         self.title = title
         self.fields = fields
         self.assumptions = assumptions
+        self.parameters = parameters or {}
 
     def get(self, key: str, required: bool = True) -> Fact:
         row = self.fields.get(key)
@@ -103,9 +105,7 @@ def load_facts(lay: Layout, reference_id: str) -> Facts:
     finally:
         con.close()
     ref = refs[0]
-    facts = Facts(reference_id, ref["form_factor"], ref["kind"], ref["title"], fields, assumptions)
-    facts.parameters = params  # type: ignore[attr-defined]
-    return facts
+    return Facts(reference_id, ref["form_factor"], ref["kind"], ref["title"], fields, assumptions, params)
 
 
 @dataclass(frozen=True)

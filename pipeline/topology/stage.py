@@ -24,7 +24,7 @@ def topology_dir(lay: Layout):
 
 def _params(lay: Layout):
     def params_for(reference_id: str) -> dict[str, Any]:
-        return load_facts(lay, reference_id).parameters  # type: ignore[attr-defined]
+        return load_facts(lay, reference_id).parameters
 
     return params_for
 

@@ -477,11 +477,13 @@ def _frontend(view: View, w: Workload, acc: str) -> Phase:
     if not fnics:
         raise CannotEstimate(f"workload {w.id}: no frontend NIC on the host of {acc}")
     edges = [d for n in fnics for m, d in g[n].items() if d["network"] in ("frontend", "host")]
-    speed = view.summary["per_accelerator"].get("frontend_gbps")
     nic_speed = g.graph.get("frontend_nic_gbps")
     bw = _bytes(nic_speed, f"workload {w.id} frontend")
-    hops = 3 if any(d["network"] == "frontend" for d in edges) else 1
-    latency = view.endpoint_s + hops * 1e-6
+    frontend = [d for d in edges if d["network"] == "frontend"]
+    # Client → frontend core → access switch → frontend NIC → CPU; a lone reference has only the NIC's host hop.
+    hops = 3 if frontend else 1
+    per_hop = (frontend or edges)[0]["latency_ns"] * 1e-9
+    latency = view.endpoint_s + hops * per_hop
     lineage = {Lineage(view.reference, d["field"] or "topology-defaults", d["status"]) for d in edges}
     est = collectives.estimate("send", 2, size, bw, latency)
     return Phase(
@@ -504,7 +506,7 @@ def _frontend(view: View, w: Workload, acc: str) -> Phase:
         est.bandwidth_seconds,
         0.0,
         lineage,
-        f"frontend share per accelerator {speed} Gb/s",
+        f"frontend share per accelerator {view.summary['per_accelerator'].get('frontend_gbps')} Gb/s",
     )
 
 
