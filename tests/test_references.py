@@ -44,6 +44,9 @@ KEY_FIGURES = {
     ("amd-helios", "scale_up.domain_size"): (72, "count", None, "derived"),
     ("amd-helios", "scale_up.aggregate_bandwidth"): (260, "TB/s", "bidirectional", "preliminary"),
     ("amd-helios", "scale_out.nic.speed"): (800, "Gb/s", "per_direction", "preliminary"),
+    ("amd-helios", "accelerator.memory"): (432, "GB", None, "preliminary"),
+    ("amd-helios", "accelerator.memory_bandwidth"): (19.6, "TB/s", None, "preliminary"),
+    ("amd-helios", "accelerator.memory_bandwidth_total"): (1400, "TB/s", None, "preliminary"),
     ("illustrative-h100-4096", "cluster.accelerators"): (4096, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.leaf.count"): (128, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.spine.count"): (128, "count", None, "derived"),
@@ -145,3 +148,11 @@ def test_compile_refuses_a_changed_title_or_an_unregistered_id(extracted):
     )
     with pytest.raises(CompileError, match="has no permanent identity"):
         stage.run(extracted)
+
+
+def test_helios_memory_bandwidth_announced_twice_is_kept_twice_dated(built_registry):
+    per_gpu = audit(built_registry, "amd-helios", "accelerator.memory_bandwidth")
+    rack = audit(built_registry, "amd-helios", "accelerator.memory_bandwidth_total")
+    assert per_gpu["provenance"][0]["source_id"].endswith("2025-06-12")
+    assert rack["provenance"][0]["source_id"].endswith("computex-2026")
+    assert per_gpu["value"] == 19.6 and rack["value"] / 72 == pytest.approx(19.444, abs=1e-3)
