@@ -78,17 +78,23 @@ def _one(size: tuple[int, ...], queue: mp.Queue) -> None:
     )
 
 
-def main() -> None:
+def run_isolated(target, args: tuple) -> object:
+    """Run target(args, queue) in a fresh spawned process, so its peak resident memory is its own."""
     ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(args, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
+def main() -> None:
     header = ("accelerators", "nodes", "edges", "build s", "summary s", "peak MiB", "bisection Tb/s")
     print(" ".join(f"{h:>{w}}" for h, w in zip(header, (12, 9, 9, 8, 9, 9, 15), strict=True)))
     results = []
     for size in SIZES:
-        queue = ctx.Queue()
-        proc = ctx.Process(target=_one, args=(size, queue))
-        proc.start()
-        r = queue.get()
-        proc.join()
+        r = run_isolated(_one, size)
         results.append(r)
         print(
             f"{r['accelerators']:>12,} {r['nodes']:>9,} {r['edges']:>9,} {r['build_s']:>8} {r['summary_s']:>9} "

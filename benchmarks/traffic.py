@@ -7,11 +7,11 @@ the topology's structure (one representative group per phase), never by enumerat
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -25,7 +25,7 @@ CASES = [
 ]
 
 
-def _one(case: tuple[str, str], queue: mp.Queue) -> None:
+def _one(case: tuple[str, str], queue: Any) -> None:
     from pipeline.core.paths import Layout
     from pipeline.topology import stage as topology
     from pipeline.topology.build import build_cluster
@@ -79,16 +79,13 @@ def _one(case: tuple[str, str], queue: mp.Queue) -> None:
 
 
 def main() -> None:
-    ctx = mp.get_context("spawn")
+    from topology import run_isolated  # benchmarks/topology.py: one fresh process per case
+
     print(
         f"{'topology':<24} {'workload':<30} {'GPUs':>7} {'build s':>8} {'estimate s':>10} {'peak MiB':>9} {'comm s':>8}"
     )
     for case in CASES:
-        queue = ctx.Queue()
-        proc = ctx.Process(target=_one, args=(case, queue))
-        proc.start()
-        row = queue.get()
-        proc.join()
+        row = run_isolated(_one, case)
         print(f"{row[0]:<24} {row[1]:<30} {row[2]:>7,} {row[3]:>8} {row[4]:>10} {row[5]:>9,} {row[6]:>8}")
 
 

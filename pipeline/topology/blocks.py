@@ -116,20 +116,15 @@ def server_template(facts: Facts, dflt: Defaults) -> Template:
     t.node("system", "system", role="server", label=facts.title)
     t.node("baseboard", "tray", role="accelerator_baseboard", within="system", label="accelerator baseboard")
     t.node("host-tray", "tray", role="cpu_tray", within="system", label="CPU / host tray")
-    cpus = [
-        t.node(
-            f"cpu{i}",
-            "cpu",
-            within="host-tray",
-            label=facts.text("cpu.model") or "CPU",
-            assumed=facts.get("cpu.count").status == "assumed",
-        )
-        for i in range(n_cpu)
-    ]
-    gpus = [
-        t.node(f"gpu{i}", "accelerator", within="baseboard", label=facts.text("accelerator.model") or "GPU", index=i)
-        for i in range(n_gpu)
-    ]
+    cpus, gpus, nics, fnics = _parts(
+        t,
+        facts,
+        "",
+        gpu_within="baseboard",
+        host_within="host-tray",
+        counts=(n_cpu, n_gpu, n_nic, n_fnic),
+        count_keys=("cpu.count", "scale_out.nic.count"),
+    )
     switches = [
         t.node(
             f"sus{i}",
@@ -138,28 +133,6 @@ def server_template(facts: Facts, dflt: Defaults) -> Template:
             label=facts.text("scale_up.technology") or "scale-up switch",
         )
         for i in range(n_sw)
-    ]
-    nics = [
-        t.node(
-            f"nic{i}",
-            "nic",
-            role="scale_out",
-            rail=i,
-            within="host-tray",
-            label=facts.text("scale_out.nic.model") or "backend NIC",
-            assumed=facts.get("scale_out.nic.count").status == "assumed",
-        )
-        for i in range(n_nic)
-    ]
-    fnics = [
-        t.node(
-            f"fnic{i}",
-            "nic",
-            role="frontend",
-            within="host-tray",
-            label=facts.text("frontend.nic.model") or "frontend NIC",
-        )
-        for i in range(n_fnic)
     ]
     _scale_up(t, facts, dflt, gpus, switches)
     _host_wiring(t, facts, dflt, gpus, cpus, nics, fnics)
@@ -183,41 +156,16 @@ def rack_template(facts: Facts, dflt: Defaults) -> Template:
     fnics: list[str] = []
     for k in range(trays):
         tray = t.node(f"ct{k}", "tray", role="compute", within="system", label=f"compute tray {k}")
-        cpus = [
-            t.node(f"ct{k}/cpu{i}", "cpu", within=tray, label=facts.text("cpu.model") or "CPU")
-            for i in range(per_tray_cpu)
-        ]
-        tg = [
-            t.node(
-                f"ct{k}/gpu{i}",
-                "accelerator",
-                within=tray,
-                label=facts.text("accelerator.model") or "GPU",
-                index=k * per_tray_gpu + i,
-            )
-            for i in range(per_tray_gpu)
-        ]
-        tn = [
-            t.node(
-                f"ct{k}/nic{i}",
-                "nic",
-                role="scale_out",
-                rail=i,
-                within=tray,
-                label=facts.text("scale_out.nic.model") or "backend NIC",
-            )
-            for i in range(per_tray_nic)
-        ]
-        tf = [
-            t.node(
-                f"ct{k}/fnic{i}",
-                "nic",
-                role="frontend",
-                within=tray,
-                label=facts.text("frontend.nic.model") or "frontend NIC",
-            )
-            for i in range(per_tray_fnic)
-        ]
+        cpus, tg, tn, tf = _parts(
+            t,
+            facts,
+            f"ct{k}/",
+            gpu_within=tray,
+            host_within=tray,
+            counts=(per_tray_cpu, per_tray_gpu, per_tray_nic, per_tray_fnic),
+            count_keys=("tray.compute.cpus", "tray.compute.scale_out_nics"),
+            index_base=k * per_tray_gpu,
+        )
         _host_wiring(t, facts, dflt, tg, cpus, tn, tf)
         gpus += tg
         nics += tn
@@ -235,6 +183,63 @@ def rack_template(facts: Facts, dflt: Defaults) -> Template:
     _scale_up(t, facts, dflt, gpus, switches)
     _finish(t, facts, gpus, nics, fnics)
     return t
+
+
+def _parts(
+    t: Template,
+    facts: Facts,
+    prefix: str,
+    *,
+    gpu_within: str,
+    host_within: str,
+    counts: tuple[int, int, int, int],
+    count_keys: tuple[str, str],
+    index_base: int = 0,
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """CPUs, accelerators, backend NICs (one rail each) and frontend NICs of one server or compute tray.
+
+    A part whose count rests on a labelled assumption says so (`assumed`)."""
+    n_cpu, n_gpu, n_nic, n_fnic = counts
+    cpu_assumed, nic_assumed = (facts.get(key).status == "assumed" for key in count_keys)
+    cpus = [
+        t.node(
+            f"{prefix}cpu{i}", "cpu", within=host_within, label=facts.text("cpu.model") or "CPU", assumed=cpu_assumed
+        )
+        for i in range(n_cpu)
+    ]
+    gpus = [
+        t.node(
+            f"{prefix}gpu{i}",
+            "accelerator",
+            within=gpu_within,
+            label=facts.text("accelerator.model") or "GPU",
+            index=index_base + i,
+        )
+        for i in range(n_gpu)
+    ]
+    nics = [
+        t.node(
+            f"{prefix}nic{i}",
+            "nic",
+            role="scale_out",
+            rail=i,
+            within=host_within,
+            label=facts.text("scale_out.nic.model") or "backend NIC",
+            assumed=nic_assumed,
+        )
+        for i in range(n_nic)
+    ]
+    fnics = [
+        t.node(
+            f"{prefix}fnic{i}",
+            "nic",
+            role="frontend",
+            within=host_within,
+            label=facts.text("frontend.nic.model") or "frontend NIC",
+        )
+        for i in range(n_fnic)
+    ]
+    return cpus, gpus, nics, fnics
 
 
 def _check_domain(facts: Facts, accelerators: int) -> None:
