@@ -48,3 +48,45 @@ def run(lay: Layout, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
             raise QueryError(f"SQL error: {exc}") from None
     finally:
         con.close()
+
+
+def rows(lay: Layout, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """One library-owned SELECT with bound parameters (values are never spliced into SQL text)."""
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    try:
+        cursor = con.execute(sql, params or [])
+        return [d[0] for d in cursor.description], cursor.fetchall()
+    finally:
+        con.close()
+
+
+def reference_summaries(lay: Layout) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Every reference: id, kind, title and how many of its fields have each status."""
+    return rows(
+        lay,
+        """
+        SELECT r.reference_id, r.kind, r.title,
+               count(*) FILTER (WHERE f.status = 'published') AS published,
+               count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
+               count(*) FILTER (WHERE f.status = 'derived') AS derived,
+               count(*) FILTER (WHERE f.status = 'unknown') AS unknown
+        FROM reference_models r JOIN fields f USING (reference_id)
+        GROUP BY ALL ORDER BY r.reference_id""",
+    )
+
+
+def reference_fields(lay: Layout, reference_id: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """One reference's fields with the sources they cite (or their formula, or why they are unknown)."""
+    return rows(
+        lay,
+        """
+        SELECT f.field, coalesce(printf('%g', f.value_number), f.value_text, '') AS value,
+               f.unit, f.direction, f.status,
+               coalesce(c.sources, f.formula, f.reason) AS source
+        FROM fields f LEFT JOIN (
+            SELECT reference_id, field, string_agg(source_id, ', ' ORDER BY source_id) AS sources
+            FROM field_citations GROUP BY ALL) c USING (reference_id, field)
+        WHERE f.reference_id = ?
+        ORDER BY f.field""",
+        [reference_id],
+    )

@@ -1,0 +1,36 @@
+"""The command line: the only package that knows about argv, exit codes and printing.
+
+Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
+
+Where verbs go: one module per verb group, each registering its commands on `app` (pipeline/cli/app.py) —
+stages.py (one verb per DVC stage), inspect.py (read the registry / pins / models), estimate.py (the `estimate`
+sub-app). A new group gets its own module, imported below. Commands stay thin: they parse options, call a library
+function and print through output.py; SQL lives in the library with bound parameters. Never import a stage package
+at module level here: import it inside the command, so each verb loads only the code its stage declares.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..core.errors import FabricrefError
+from . import estimate, inspect, stages  # noqa: F401  (importing registers the verbs on `app`)
+from .app import app
+
+__all__ = ["app", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
+    try:
+        app(args=argv, prog_name="fabricref")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except FabricrefError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    return 0

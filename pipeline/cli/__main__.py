@@ -1,0 +1,7 @@
+"""`python -m pipeline.cli`: the same as the `fabricref` script."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

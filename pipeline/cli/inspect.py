@@ -1,0 +1,248 @@
+"""Inspection verbs: read the registry, pins and models (audit, query, show, history, diff, status); they never
+run a stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.tree import Tree
+
+from ..core.errors import FabricrefError, UsageError
+from .app import app
+from .output import JsonOpt, RootOpt, emit, lay_of, out, print_json, write_csv
+
+
+@app.command()
+def audit(
+    reference: Annotated[str, typer.Argument(help="Reference id, or traffic:TOPOLOGY:WORKLOAD for a traffic result.")],
+    field: Annotated[
+        str, typer.Argument(help="Field key (e.g. scale_up.bandwidth_per_accelerator), or a traffic phase.")
+    ],
+    as_json: JsonOpt = False,
+    revision: Annotated[
+        int | None, typer.Option("--revision", help="Audit the field as it stood at revision N.")
+    ] = None,
+    root: RootOpt = None,
+) -> None:
+    """Trace a field to the documents it came from, re-verifying each snapshot's SHA-256 now."""
+    from .. import audit as auditing
+
+    lay = lay_of(root)
+    if reference.startswith(auditing.TRAFFIC_PREFIX):
+        result = auditing.audit_traffic(lay, reference, field)
+    elif revision is not None:
+        result = auditing.audit_at_revision(lay, reference, field, revision)
+    else:
+        result = auditing.audit(lay, reference, field)
+    if as_json:
+        print_json(result)
+    else:
+        tree = Tree(_audit_label(result))
+        _audit_tree(tree, result)
+        out.print(tree)
+    if not auditing.all_verified(result):
+        raise FabricrefError("a snapshot no longer matches its pinned SHA-256 (see 'verified: false' above)")
+
+
+def _value_text(node: dict[str, Any]) -> str:
+    value = node["value"]
+    if value is None:
+        return "(empty)"
+    unit = node.get("unit")
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    if unit and unit != "count":
+        text += f" {unit}"
+    if node.get("direction"):
+        text += f" ({node['direction'].replace('_', ' ')})"
+    return text
+
+
+def _audit_label(node: dict[str, Any]) -> str:
+    status = f"[{node['status']}, confidence {node['confidence']}]"
+    return f"{node['reference_id']} {node['field']} = {_value_text(node)}  {status}"
+
+
+def _audit_tree(tree: Tree, node: dict[str, Any]) -> None:
+    if node.get("chosen"):
+        tree.add(f"taken from {node['chosen']}: {node['choice_reason']}")
+    for p in node["provenance"]:
+        mark = "verified" if p["verified"] else "HASH MISMATCH"
+        leaf = tree.add(f"{p['source_id']} rule {p['rule_id']} (revision {p['revision']}, {p['origin']}) — {mark}")
+        leaf.add(f"url: {p['url']}")
+        leaf.add(f"retrieved_at: {p['retrieved_at']}")
+        leaf.add(f"sha256: {p['sha256']}")
+        leaf.add(f"snapshot: {p['snapshot_path']}")
+        leaf.add(f"locator: {p['locator']}")
+        leaf.add(f"excerpt: {p['excerpt']!r}")
+        leaf.add(f"stated: {p['stated']}")
+    if "formula" in node:
+        tree.add(f"formula: {node['formula']}")
+        for child in node.get("inputs", []):
+            _audit_tree(tree.add(_audit_label(child)), child)
+    if node.get("reason"):
+        tree.add(f"unknown because: {node['reason']}")
+    if node.get("why"):
+        tree.add(f"design choice / assumption: {node['why']}")
+
+
+@app.command()
+def query(
+    sql: Annotated[str | None, typer.Argument(help="A SELECT statement.")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Run a saved query (e.g. registry/queries/x.sql).")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    root: RootOpt = None,
+) -> None:
+    """Query the registry with SQL, read-only."""
+    from .. import query as querying
+
+    if fmt not in ("table", "csv", "json"):
+        raise UsageError(f"--format {fmt!r}: expected table, csv or json")
+    if (sql is None) == (file is None):
+        raise UsageError("give either SQL or --file, not both or neither")
+    lay = lay_of(root)
+    if file is not None:
+        path = file if file.is_absolute() or file.exists() else lay.root / file
+        try:
+            sql = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{file}: cannot read saved query: {exc.strerror}") from None
+    assert sql is not None
+    columns, rows = querying.run(lay, sql)
+    if fmt == "csv":
+        write_csv(columns, rows)
+    else:
+        emit(columns, rows, as_json=fmt == "json")
+
+
+@app.command()
+def references(as_json: JsonOpt = False, root: RootOpt = None) -> None:
+    """List the references: id, kind, title and counts of fields by status."""
+    from .. import query as querying
+
+    columns, rows = querying.reference_summaries(lay_of(root))
+    emit(columns, rows, as_json)
+
+
+@app.command()
+def show(
+    reference: Annotated[str, typer.Argument(help="Reference id.")], as_json: JsonOpt = False, root: RootOpt = None
+) -> None:
+    """Print a reference's fields: key, value, unit, status, source."""
+    from .. import query as querying
+
+    lay = lay_of(root)
+    columns, rows = querying.reference_fields(lay, reference)
+    if not rows:
+        raise UsageError(f"no reference {reference!r} (see `fabricref references`)")
+    emit(columns, rows, as_json, title=reference)
+
+
+@app.command()
+def diff(
+    source: Annotated[str | None, typer.Argument(help="Source id.")] = None,
+    from_rev: Annotated[
+        int | None, typer.Option("--from", help="Older revision (default: the one before --to).")
+    ] = None,
+    to_rev: Annotated[int | None, typer.Option("--to", help="Newer revision (default: current).")] = None,
+    all_sources: Annotated[
+        bool, typer.Option("--all", help="Every source whose latest revision changed something.")
+    ] = False,
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+) -> None:
+    """Field-level diff between two revisions of a source: added, removed, value changed, status changed."""
+    from .. import changes
+
+    lay = lay_of(root)
+    if all_sources == (source is not None):
+        raise UsageError("give a source id or --all")
+    results = changes.diff_all(lay) if all_sources else [changes.diff(lay, source, from_rev, to_rev)]  # type: ignore[arg-type]
+    if as_json:
+        print_json(results if all_sources else results[0])
+        return
+    if not results:
+        out.print("no source's latest revision changed a field")
+    for r in results:
+        table = Table(
+            "field",
+            "rule",
+            "change",
+            "old",
+            "new",
+            "status",
+            title=f"{r['source_id']}: revision {r['from']['revision']} ({r['from']['sha256'][:12]}) → "
+            f"{r['to']['revision']} ({r['to']['sha256'][:12]})",
+        )
+        for c in r["changes"]:
+            st = c["old_status"] if c["old_status"] == c["new_status"] else f"{c['old_status']} → {c['new_status']}"
+            table.add_row(c["field"], c["rule"], c["change"], str(c["old"]), str(c["new"]), str(st))
+        out.print(table)
+
+
+@app.command()
+def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
+    """Per source: revision, date, rules matching, fields by status; per reference: fields by status and unknowns."""
+    from ..status import status as get_status
+
+    data = get_status(lay_of(root))
+    if as_json:
+        print_json(data)
+    else:
+        table = Table("source", "revision", "retrieved_at", "origin", "hash", "rules", "fields by status")
+        for s_ in data["sources"]:
+            table.add_row(
+                s_["source_id"],
+                str(s_.get("revision")),
+                str(s_.get("retrieved_at", "")),
+                str(s_.get("origin", "")),
+                "ok" if s_.get("hash_ok") else "MISMATCH",
+                "ok" if s_.get("rules_ok") else f"failing: {', '.join(s_.get('failing_rules', []))}",
+                json.dumps(s_.get("fields_by_status", {})),
+            )
+        out.print(table)
+        refs = Table("reference", "fields by status", "unknowns")
+        for r in data["references"]:
+            refs.add_row(r["reference_id"], json.dumps(r["by_status"]), ", ".join(r["unknowns"]))
+        out.print(refs)
+        for line in data["attention"]:
+            out.print(f"needs attention: {line}")
+    if data["attention"]:
+        raise FabricrefError(f"{len(data['attention'])} item(s) need attention")
+
+
+@app.command(name="pin-model")
+def pin_model(
+    models: Annotated[list[str] | None, typer.Argument(help="Model ids (default: every changed model).")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Record a new revision (content hash, date) for every reference or cluster model that changed."""
+    from ..core import models as model_revisions
+
+    done = model_revisions.pin(lay_of(root), models or None)
+    for model, revision in done:
+        out.print(f"{model}: revision {revision}")
+    if not done:
+        out.print("every model is already pinned at its current content")
+
+
+@app.command()
+def history(
+    source: Annotated[str, typer.Argument(help="Source id.")], as_json: JsonOpt = False, root: RootOpt = None
+) -> None:
+    """List every pinned revision of a source."""
+    from ..core import pins
+    from ..core.paths import check_slug
+
+    lay = lay_of(root)
+    check_slug(source, "source id")
+    hist = pins.load(lay, source)
+    if hist is None:
+        raise UsageError(f"no pins for source {source!r} ({lay.relative(lay.pins_file(source))} does not exist)")
+    rows = [(r.revision, r.retrieved_at, r.sha256, r.size, r.origin, r.etag, r.last_modified) for r in hist.revisions]
+    emit(["revision", "retrieved_at", "sha256", "size", "origin", "etag", "last_modified"], rows, as_json)

@@ -1,0 +1,52 @@
+"""Printing for every verb: one console, JSON and table emitters, the common options."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..core.paths import Layout, layout
+
+# markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.
+out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 200)
+
+RootOpt = Annotated[Path | None, typer.Option("--root", help="Checkout root (default: found from the cwd).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def lay_of(root: Path | None) -> Layout:
+    """The checkout a command works on (--root, or found from the cwd)."""
+    return layout(root)
+
+
+def print_json(data: Any) -> None:
+    """Sorted keys and a trailing newline, so JSON output is stable and diffable."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+
+
+def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: str | None = None) -> None:
+    """Rows as a JSON list of objects, or as a table (None shown as empty)."""
+    if as_json:
+        print_json([dict(zip(columns, row, strict=True)) for row in rows])
+        return
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*["" if v is None else str(v) for v in row])
+    out.print(table)
+
+
+def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """Rows as CSV with a header line (None written as an empty cell)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    sys.stdout.write(buf.getvalue())

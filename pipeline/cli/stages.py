@@ -1,0 +1,167 @@
+"""Stage verbs: each runs one DVC stage. The stage package is imported inside the command, so running one
+verb loads only that stage's code (the DVC deps of a stage equal its import closure)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..core.errors import FabricrefError, UsageError
+from .app import app
+from .output import JsonOpt, RootOpt, lay_of, out, print_json
+
+
+@app.command()
+def retrieve(
+    root: RootOpt = None,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Fetch the documents over HTTP (default: check pins only).")
+    ] = False,
+    source: Annotated[str | None, typer.Option("--source", help="Only this source id.")] = None,
+    mirror: Annotated[
+        str | None, typer.Option("--mirror", help="Fetch https://host/path from MIRROR/host/path.")
+    ] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", help="Refuse responses larger than this.")] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Refuse instead of waiting if another refresh runs.")
+    ] = False,
+) -> None:
+    """Check every pinned snapshot against its SHA-256 (default), or --refresh: fetch and pin new revisions."""
+    from ..core.sources import load_sources
+    from ..retrieve import stage
+    from ..retrieve.fetch import FetchPolicy
+
+    lay = lay_of(root)
+    sources = load_sources(lay, source)
+    if not refresh:
+        if mirror:
+            raise UsageError("--mirror only applies with --refresh")
+        entries = stage.verify(lay, sources)
+        if source is None:
+            stage.write_manifest(lay, entries)
+        out.print(f"verified {len(entries)} pinned snapshot(s) against their SHA-256")
+        return
+    outcomes = stage.refresh(
+        lay, sources, mirror=mirror, policy=FetchPolicy.from_env(max_bytes=max_bytes), wait_for_lock=not no_wait
+    )
+    table = Table("source", "outcome", "revision", "detail")
+    for o in outcomes:
+        table.add_row(o.source_id, o.action, str(o.revision or ""), o.detail)
+    out.print(table)
+    failed = [o for o in outcomes if o.action == "failed"]
+    if failed:
+        raise FabricrefError(
+            f"{len(failed)} source(s) could not be retrieved; their pins are unchanged:\n"
+            + "\n".join(f"  - {o.source_id}: {o.detail}" for o in failed)
+        )
+
+
+@app.command()
+def pin(
+    source: Annotated[str, typer.Argument(help="Source id.")],
+    file: Annotated[
+        Path | None, typer.Option("--file", help="HTML to pin (default: sources/transcriptions/ID.html).")
+    ] = None,
+    retrieved_at: Annotated[
+        str | None, typer.Option("--retrieved-at", help="RFC 3339 UTC time (default: read_on).")
+    ] = None,
+    root: RootOpt = None,
+) -> None:
+    """Pin a project transcription of a document as the source's next revision (origin: transcription)."""
+    from ..core.sources import load_sources
+    from ..retrieve import stage
+
+    lay = lay_of(root)
+    (src,) = load_sources(lay, source)
+    outcome = stage.pin_file(lay, src, file, retrieved_at)
+    out.print(f"{outcome.source_id}: {outcome.action} (revision {outcome.revision}) {outcome.detail}")
+
+
+@app.command()
+def extract(root: RootOpt = None) -> None:
+    """Run every source's rules over its current snapshot; write registry/claims/."""
+    from ..core.sources import load_sources
+    from ..extract import stage
+
+    lay = lay_of(root)
+    stats = stage.run(lay, load_sources(lay))
+    out.print(
+        f"extracted {len(stats.parsed) + len(stats.reused)} source(s): parsed {len(stats.parsed)}, "
+        f"reused {len(stats.reused)} unchanged snapshot(s)"
+    )
+
+
+@app.command(name="compile")
+def compile_(root: RootOpt = None) -> None:
+    """Resolve reference models into field records; write the registry (Parquet + DuckDB)."""
+    from ..compile import stage
+
+    refs = stage.run(lay_of(root))
+    out.print(f"compiled {len(refs)} reference(s) into {lay_of(root).relative(lay_of(root).registry_dir)}/")
+
+
+@app.command(name="topology")
+def topology_(
+    topology_id: Annotated[str | None, typer.Argument(help="Reference or cluster id (omit with --all).")] = None,
+    as_json: JsonOpt = False,
+    build_all: Annotated[
+        bool, typer.Option("--all", help="Build every topology and write registry/topology/.")
+    ] = False,
+    root: RootOpt = None,
+) -> None:
+    """Summarize a reference's or cluster's topology: parts, links by network, domains, oversubscription, hops."""
+    from ..topology import stage
+    from ..topology.summary import summarize
+
+    lay = lay_of(root)
+    if build_all:
+        summaries = stage.run(lay)
+        out.print(f"built {len(summaries)} topologies into {lay.relative(stage.topology_dir(lay))}/")
+        return
+    if topology_id is None:
+        raise UsageError("give a reference or cluster id, or --all")
+    summary = summarize(stage.build(lay, topology_id))
+    if as_json:
+        print_json(summary)
+        return
+    table = Table("property", "value", title=f"{summary['topology_id']} — {summary['title']}")
+    for key in (
+        "kind",
+        "accelerators",
+        "scale_up_domains",
+        "scale_up_domain_size",
+        "nodes_by_kind",
+        "edges_by_network",
+        "per_accelerator",
+        "oversubscription",
+        "bisection_bandwidth_gbps",
+        "hops",
+        "scale_out_protocol",
+    ):
+        value = summary[key]
+        table.add_row(key, json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value))
+    out.print(table)
+    out.print(summary["caveat"])
+
+
+@app.command()
+def traffic(root: RootOpt = None) -> None:
+    """Lay every shipped workload onto its targets; write registry/traffic/ (tables and metrics)."""
+    from ..traffic import stage
+
+    metrics = stage.run(lay_of(root))
+    out.print(f"estimated {len(metrics) - 1} workload × topology pairs into registry/traffic/")
+
+
+@app.command()
+def report(root: RootOpt = None) -> None:
+    """Build the static HTML report (registry/report/index.html) with drawings and plots, from the registry."""
+    from ..report import stage
+
+    lay = lay_of(root)
+    path = stage.run(lay)
+    out.print(f"report written to {lay.relative(path / 'index.html')}")
