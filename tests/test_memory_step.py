@@ -1,0 +1,146 @@
+"""Memory per rank, activations, FLOPs and step time against figures worked by hand from their papers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pipeline.core.errors import UsageError
+from pipeline.traffic import compute, memory, sizing
+
+
+@pytest.mark.parametrize(
+    ("zero", "expected_gb"),
+    # ZeRO paper (Rajbhandari et al.), Figure 1: 7.5B parameters, K = 12, Nd = 64.
+    # stage 0: 16 × 7.5 = 120; stage 1: 4 × 7.5 + 12 × 7.5 / 64 = 31.40625; stage 2: 2 × 7.5 + 14 × 7.5 / 64
+    # = 16.640625; stage 3: 16 × 7.5 / 64 = 1.875.
+    [(0, 120.0), (1, 31.40625), (2, 16.640625), (3, 1.875)],
+)
+def test_zero_paper_7_5b_on_64_gpus(zero: int, expected_gb: float) -> None:
+    m = memory.training_state(7.5e9, "mixed-adam-16", dp=64, zero=zero)
+    assert m["bytes"] == pytest.approx(expected_gb * 1e9)
+    assert m["total_bytes"] == pytest.approx(120e9)
+
+
+def test_article_training_state_and_tp_pp_split() -> None:
+    assert memory.training_state(70e9)["bytes"] == pytest.approx(1.26e12)  # 70B × 18 B
+    # The issue's "157.5 GB per rank" for TP 8 × DP 512 without sharding: 1.26 TB / 8.
+    assert memory.training_state(70e9, dp=512, tp=8)["bytes"] == pytest.approx(157.5e9)
+    # TP 8 × PP 4: 1.26 TB / 32 = 39.375 GB.
+    assert memory.training_state(70e9, dp=32, tp=8, pp=4)["bytes"] == pytest.approx(39.375e9)
+
+
+def test_expert_weights_are_sharded_over_ep() -> None:
+    # 141B of which 136B in experts; TP 4, DP 16, EP 16: dense 5B / 4 × 18 = 22.5 GB; experts 136B / 16 × 18 = 153 GB.
+    m = memory.training_state(141e9, dp=16, tp=4, expert_params=136e9, ep=16)
+    assert m["bytes"] == pytest.approx(22.5e9 + 153e9)
+    # ZeRO-1 over each weight's own replicas: dense DP 16, experts TP × DP / EP = 4.
+    z1 = memory.training_state(141e9, dp=16, tp=4, expert_params=136e9, ep=16, zero=1)
+    assert z1["bytes"] == pytest.approx(5e9 / 4 * (6 + 12 / 16) + 136e9 / 16 * (6 + 12 / 4))
+    with pytest.raises(UsageError, match="ep 3 must divide"):
+        memory.training_state(141e9, dp=16, tp=4, expert_params=136e9, ep=3)
+
+
+def test_gpt3_175b_layer_activations() -> None:
+    # s = 2048, b = 1, h = 12288, a = 96: sbh = 25,165,824; 5as/h = 80; × (34 + 80) = 2,868,903,936 B.
+    a = memory.activations_per_layer(2048, 1, 12288, 96)
+    assert a["bytes_per_layer"] == 2_868_903_936
+    sbh = 2048 * 12288
+    assert memory.activations_per_layer(2048, 1, 12288, 96, tp=8, sequence_parallel=True)[
+        "bytes_per_layer"
+    ] == pytest.approx(2_868_903_936 / 8)
+    # TP 8 without sequence parallelism: sbh(10 + 24/8 + 80/8) = 23 sbh.
+    assert memory.activations_per_layer(2048, 1, 12288, 96, tp=8)["bytes_per_layer"] == pytest.approx(23 * sbh)
+    assert memory.activations_per_layer(2048, 1, 12288, 96, tp=8, sequence_parallel=True, recompute="selective")[
+        "bytes_per_layer"
+    ] == pytest.approx(34 * sbh / 8)
+    assert memory.activations_per_layer(2048, 1, 12288, 96, recompute="full")["bytes_per_layer"] == 2 * sbh
+
+
+def test_activations_per_rank_counts_1f1b_in_flight() -> None:
+    # 80 layers on PP 4 → 20 per stage; the first stage holds min(4, 8) = 4 micro-batches.
+    a = memory.activations_per_rank(4096, 1, 8192, 64, 80, tp=8, pp=4, microbatches=8, sequence_parallel=True)
+    per = 4096 * 8192 * (34 + 5 * 64 * 4096 / 8192) / 8
+    assert (a["layers_per_stage"], a["microbatches_in_flight"]) == (20, 4)
+    assert a["bytes"] == pytest.approx(per * 20 * 4)
+    assert memory.activations_per_rank(4096, 1, 8192, 64, 80, microbatches=8)["microbatches_in_flight"] == 1
+
+
+def test_article_inference_figures() -> None:
+    assert sizing.memory(70e9, "bf16-weights")["bytes"] == 140e9
+    # Llama-70B: 2 × 80 layers × 8 KV heads × 128 × 2 B = 327,680 B per token; 40,960 B on each of 8 TP ranks.
+    assert memory.kv_bytes_per_token_per_rank(80, 8, 128, 2.0, 1) == 327_680
+    assert memory.kv_bytes_per_token_per_rank(80, 8, 128, 2.0, 8) == 40_960
+    # TP 16 over 8 KV heads: each rank keeps one head (replicated), not half of one.
+    assert memory.kv_bytes_per_token_per_rank(80, 8, 128, 2.0, 16) == 40_960
+    cap = sizing.capacity(100, 200, 1000, 8)
+    assert (cap.demand_tokens_per_second, cap.groups, cap.accelerators) == (20_000, 20, 160)
+
+
+def test_inference_fit_counts_concurrent_sequences() -> None:
+    # 80 GB per rank − 17.5 GB of weights = 62.5 GB; a sequence of 8,392 tokens takes 40,960 × 8,392 B.
+    fit = memory.inference_fit(140e9, 40_960, 8192 + 200, 8, 80e9)
+    assert fit["weights_per_rank_bytes"] == 17.5e9
+    assert fit["max_concurrent_sequences"] == math.floor(62.5e9 / (40_960 * 8392)) == 181
+    assert memory.inference_fit(140e9, 40_960, 100, 8, None)["max_concurrent_sequences"] is None
+    assert memory.inference_fit(140e9, 40_960, 100, 1, 80e9)["max_concurrent_sequences"] == 0
+
+
+def test_tpot_floor_70b_tp8_h100() -> None:
+    # 140 GB / 8 = 17.5 GB of weights per rank read once per token at 3.35 TB/s: ≥ 5.22 ms.
+    d = compute.decode_token(weights_per_rank_bytes=17.5e9, kv_read_per_rank_bytes=0, hbm_bytes_per_second=3.35e12)
+    assert d["tpot_seconds"] == pytest.approx(17.5e9 / 3.35e12)
+    assert 5.2e-3 < d["tpot_seconds"] < 5.25e-3
+    assert d["bound"] == "memory"
+    with_comm = compute.decode_token(
+        weights_per_rank_bytes=17.5e9,
+        kv_read_per_rank_bytes=0,
+        hbm_bytes_per_second=3.35e12,
+        compute=0.01,
+        communication_seconds=0.001,
+    )
+    assert (with_comm["bound"], with_comm["tpot_seconds"]) == ("compute", pytest.approx(0.011))
+
+
+def test_flops_per_token() -> None:
+    # PaLM convention: 6N + 12·L·H·Q·T = 4.2e11 + 12 × 80 × 64 × 128 × 4096.
+    assert compute.training_flops_per_token(70e9, 80, 64, 128, 4096) == 6 * 70e9 + 32_212_254_720
+    assert compute.forward_flops_per_token(70e9, 80, 64, 128, 0) == 2 * 70e9
+    # 1e18 FLOPs on 1,000 accelerators at 1e15 FLOP/s and MFU 0.5: 2 s.
+    assert compute.compute_seconds(1e18, 1000, 1e15, 0.5) == pytest.approx(2.0)
+
+
+def test_training_step_overlap_and_bubble() -> None:
+    # PP 4, 8 micro-batches: bubble 3/8 of the compute; DP 0.5 s hides behind a 2/3 s backward except its last bucket.
+    s = compute.training_step(
+        1.0, pp=4, microbatches=8, exposed_seconds=0.1, dp_seconds=0.5, dp_last_bucket_seconds=0.01
+    )
+    assert s["bubble_seconds"] == pytest.approx(0.375)
+    assert s["dp_exposed_seconds"] == pytest.approx(0.01)
+    assert s["exposed_communication_seconds"] == pytest.approx(0.11)
+    assert s["step_seconds"] == pytest.approx(1.0 + 0.375 + 0.11)
+    # DP longer than the backward pass: the excess shows.
+    long = compute.training_step(1.0, dp_seconds=1.0, dp_last_bucket_seconds=0.01)
+    assert long["dp_exposed_seconds"] == pytest.approx(1.0 - 2.0 / 3.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_bad_numbers_are_refused(bad: float) -> None:
+    with pytest.raises(UsageError, match="params"):
+        memory.training_state(bad)
+    with pytest.raises(UsageError):
+        compute.compute_seconds(1e18, 8, bad, 0.5)
+    with pytest.raises(UsageError, match="mfu"):
+        compute.compute_seconds(1e18, 8, 1e15, bad)
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(UsageError, match="zero stage"):
+        memory.training_state(1e9, zero=4)
+    with pytest.raises(UsageError, match="layout"):
+        memory.training_state(1e9, "adam-32")
+    with pytest.raises(UsageError, match="recompute"):
+        memory.activations_per_layer(1, 1, 1, 1, recompute="some")
+    with pytest.raises(UsageError, match="tp"):
+        memory.training_state(1e9, tp=0)
