@@ -1,14 +1,20 @@
-"""HTTP retrieval with the limits a registry needs: timeouts, a total deadline, bounded retries with
-backoff, a size cap (counted after decompression), same-site redirects only, conditional requests."""
+"""HTTP retrieval with the limits a registry needs: timeouts, a total deadline over connect + headers + body,
+bounded retries with backoff, a size cap applied to decoded bytes as they stream, same-site redirects only
+(judged on decoded, normalised paths), conditional requests, and no credentials in anything stored or printed."""
 
 from __future__ import annotations
 
 import os
+import posixpath
+import socket
 import time
+import zlib
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from urllib.parse import urljoin, urlsplit
+from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+import httpcore
 import httpx
 
 from ..core.errors import FetchError
@@ -69,6 +75,18 @@ def mirror_url(url: str, mirror: str | None) -> str:
     return f"{mirror.rstrip('/')}/{parts.netloc}{tail}{query}"
 
 
+def redact_url(url: str) -> str:
+    """The URL without user:password@: credentials reach the server, never a pin, a log or a message."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 def _origin(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     return parts.scheme.lower(), (parts.hostname or "").lower() + (f":{parts.port}" if parts.port else "")
@@ -78,10 +96,147 @@ def _same_site(start: str, target: str, mirror: str | None, original_host: str) 
     if _origin(start) != _origin(target):
         return False
     if mirror:
-        # On a mirror, the first path segment is the original host: a redirect must stay under it.
-        prefix = urlsplit(mirror).path.rstrip("/") + f"/{original_host}/"
-        return urlsplit(target).path.startswith(prefix)
+        # On a mirror, the first path segment is the original host: a redirect must stay under it. The check is
+        # made on the path as the server will see it: percent-decoded (so %2e%2e and %2f count) and normalised.
+        prefix = posixpath.normpath(unquote(urlsplit(mirror).path) or "/").rstrip("/") + f"/{original_host}/"
+        path = posixpath.normpath(unquote(urlsplit(target).path) or "/")
+        return path.startswith(prefix)
     return True
+
+
+class _Deadline:
+    """Wall-clock end of a whole fetch. Read and connect timeouts bound one socket call each; a server that
+    drips one byte per call would pass them forever, so every call is also clamped to what is left of this."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def clamp(self, timeout: float | None) -> float:
+        left = self.left()
+        if left <= 0:
+            raise httpcore.ReadTimeout(f"total deadline of {self.seconds:g}s exceeded")
+        return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self._inner, self._deadline = inner, deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, self._deadline.clamp(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._deadline.clamp(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        inner = self._inner.start_tls(ssl_context, server_hostname, self._deadline.clamp(timeout))
+        return _DeadlineStream(inner, self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self, deadline: _Deadline) -> None:
+        self._inner, self._deadline = httpcore.SyncBackend(), deadline
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+        return _DeadlineStream(
+            self._inner.connect_tcp(host, port, self._deadline.clamp(timeout), **kwargs), self._deadline
+        )
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        return _DeadlineStream(
+            self._inner.connect_unix_socket(path, self._deadline.clamp(timeout), **kwargs), self._deadline
+        )
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class _DeadlineTransport(httpx.HTTPTransport):
+    """httpx's transport on a network backend that honours the total deadline. httpx exposes no backend option,
+    so the pool is rebuilt with the same settings (constraints.txt pins httpx; a test covers the behaviour)."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__(trust_env=False)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False), network_backend=_DeadlineBackend(deadline)
+        )
+
+
+def _resolves(url: str) -> bool:
+    """A host name that does not resolve will not resolve on retry either (and a retry would only sleep)."""
+    host = urlsplit(url).hostname
+    if not host:
+        return False
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return True
+
+
+# Only these encodings, and only one of them: stacked encodings are how a few KB become gigabytes.
+_DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class _BoundedDecoder:
+    """Decodes a Content-Encoding incrementally, never producing more than the cap allows (zlib max_length)."""
+
+    def __init__(self, encoding: str, url: str, max_bytes: int) -> None:
+        self.url, self.max_bytes, self.size = url, max_bytes, 0
+        self._zlib = zlib.decompressobj(_DECODERS[encoding]) if encoding in _DECODERS else None
+        self._deflate_raw_fallback = encoding == "deflate"
+
+    def _count(self, out: bytes) -> bytes:
+        self.size += len(out)
+        if self.size > self.max_bytes:
+            raise FetchError(f"{self.url}: body exceeds the limit of {self.max_bytes} bytes (decoded)")
+        return out
+
+    def feed(self, data: bytes) -> bytes:
+        if self._zlib is None:
+            return self._count(data)
+        out = bytearray()
+        pending = data
+        while pending:
+            try:
+                piece = self._zlib.decompress(pending, self.max_bytes - self.size + 1)
+            except zlib.error as exc:
+                if self._deflate_raw_fallback and self.size == 0 and not out:
+                    # Some servers send raw deflate without the zlib header.
+                    self._zlib, self._deflate_raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
+                    continue
+                raise FetchError(f"{self.url}: body could not be decoded: {exc}") from None
+            out += self._count(piece)
+            pending = self._zlib.unconsumed_tail
+            if self._zlib.eof:
+                break
+        return bytes(out)
+
+    def finish(self) -> bytes:
+        if self._zlib is None:
+            return b""
+        if not self._zlib.eof:
+            raise FetchError(f"{self.url}: compressed body ends before its end marker (truncated)")
+        return self._count(self._zlib.flush())
+
+
+def _looks_binary(data: bytes) -> bool:
+    """Text documents carry no NUL bytes and few C0 controls; an image or archive labelled text/html does."""
+    sample = data[:65536]
+    if b"\0" in sample:
+        return True
+    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13))
+    return bool(sample) and controls / len(sample) > 0.05
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -106,24 +261,32 @@ def fetch(
     last_modified: str | None = None,
     policy: FetchPolicy | None = None,
 ) -> FetchResult:
-    """Fetch one document. Raises FetchError (naming the URL and what was expected) on any failure."""
+    """Fetch one document. Raises FetchError (naming the URL, credentials removed, and what was expected)."""
     policy = policy or FetchPolicy.from_env()
     start = mirror_url(url, mirror)
+    shown = redact_url(start)
     original_host = urlsplit(url).netloc
-    headers = {"User-Agent": policy.user_agent, "Accept": f"{expected_media_type}, */*;q=0.1"}
+    headers = {
+        "User-Agent": policy.user_agent,
+        "Accept": f"{expected_media_type}, */*;q=0.1",
+        "Accept-Encoding": "gzip, deflate",
+    }
     if etag:
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
+    if not _resolves(start):
+        raise FetchError(f"{shown}: cannot connect: host {urlsplit(start).hostname!r} does not resolve (not retried)")
     timeout = httpx.Timeout(policy.read_timeout, connect=policy.connect_timeout)
-    deadline = time.monotonic() + policy.deadline
+    deadline = _Deadline(policy.deadline)
     log: list[str] = []
     last_error = "no attempt made"
-    with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+    transport = _DeadlineTransport(deadline)
+    with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
                 pause = policy.backoff * 2 ** (attempt - 2)
-                if time.monotonic() + pause > deadline:
+                if pause > deadline.left():
                     break
                 time.sleep(pause)
             try:
@@ -135,17 +298,61 @@ def fetch(
             except _Retry as exc:
                 last_error = str(exc)
                 log.append(f"attempt {attempt}: {exc}")
+                if deadline.left() <= 0:
+                    raise FetchError(f"{shown}: total deadline of {policy.deadline:g}s exceeded ({exc})") from None
                 if exc.wait is not None:
-                    if exc.wait > policy.max_retry_after or time.monotonic() + exc.wait > deadline:
-                        raise FetchError(f"{start}: {exc}; Retry-After {exc.wait:.0f}s exceeds the limit") from None
+                    if exc.wait > policy.max_retry_after or exc.wait > deadline.left():
+                        raise FetchError(f"{shown}: {exc}; Retry-After {exc.wait:.0f}s exceeds the limit") from None
                     time.sleep(exc.wait)
-    raise FetchError(f"{start}: giving up after {len(log)} attempt(s): {last_error}")
+    raise FetchError(f"{shown}: giving up after {len(log)} attempt(s): {last_error}")
 
 
 class _Retry(Exception):
     def __init__(self, message: str, wait: float | None = None) -> None:
         super().__init__(message)
         self.wait = wait
+
+
+def _encoding(response: httpx.Response, shown: str) -> str:
+    codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if len(codings) > 1:
+        raise FetchError(
+            f"{shown}: Content-Encoding {response.headers['content-encoding']!r} refused: expected at most one "
+            "encoding (gzip or deflate); stacked encodings are not decoded"
+        )
+    if codings and codings[0] not in _DECODERS:
+        raise FetchError(f"{shown}: Content-Encoding {codings[0]!r} refused: expected gzip, deflate or none")
+    return codings[0] if codings else "identity"
+
+
+def _read_body(
+    response: httpx.Response, shown: str, media_type: str, policy: FetchPolicy, deadline: _Deadline
+) -> bytes:
+    """Raw bytes off the wire, counted against Content-Length, decoded under the cap as they arrive."""
+    declared = response.headers.get("content-length")
+    if declared is not None and not declared.strip().isdigit():
+        raise FetchError(f"{shown}: Content-Length {declared!r} is not a byte count")
+    encoding = _encoding(response, shown)
+    if declared is not None and encoding == "identity" and int(declared) > policy.max_bytes:
+        raise FetchError(f"{shown}: Content-Length {declared} bytes exceeds the limit of {policy.max_bytes} bytes")
+    decoder = _BoundedDecoder(encoding, shown, policy.max_bytes)
+    raw_size = 0
+    chunks: list[bytes] = []
+    for raw in response.iter_raw():
+        raw_size += len(raw)
+        if raw_size > policy.max_bytes:
+            raise FetchError(f"{shown}: body exceeds the limit of {policy.max_bytes} bytes (as sent)")
+        chunks.append(decoder.feed(raw))
+        if deadline.left() <= 0:
+            raise FetchError(f"{shown}: total deadline of {policy.deadline:g}s exceeded while reading")
+    chunks.append(decoder.finish())
+    if declared is not None and raw_size != int(declared):
+        raise FetchError(f"{shown}: body has {raw_size} bytes but Content-Length declares {declared}; refused")
+    data = b"".join(chunks)
+    if media_type.startswith("text/") and _looks_binary(data):
+        raise FetchError(f"{shown}: binary bytes labelled {media_type}; expected a text document")
+    return data
 
 
 def _one_attempt(
@@ -156,27 +363,29 @@ def _one_attempt(
     mirror: str | None,
     original_host: str,
     policy: FetchPolicy,
-    deadline: float,
+    deadline: _Deadline,
 ) -> FetchResult:
     current = url
     for _ in range(policy.max_redirects + 1):
+        shown = redact_url(current)
         try:
             with client.stream("GET", current, headers=headers) as response:
                 if response.status_code in (301, 302, 303, 307, 308):
                     location = response.headers.get("location")
                     if not location:
-                        raise FetchError(f"{current}: HTTP {response.status_code} redirect without a Location")
+                        raise FetchError(f"{shown}: HTTP {response.status_code} redirect without a Location")
                     target = urljoin(current, location)
                     if not _same_site(url, target, mirror, original_host):
                         raise FetchError(
-                            f"{current}: redirect to {target} refused: redirects must stay on the same site as {url}"
+                            f"{shown}: redirect to {redact_url(target)} refused: redirects must stay on the same "
+                            f"site as {redact_url(url)}"
                         )
                     current = target
                     continue
                 if response.status_code == 304:
                     return FetchResult(
                         not_modified=True,
-                        final_url=current,
+                        final_url=shown,
                         etag=response.headers.get("etag"),
                         last_modified=response.headers.get("last-modified"),
                     )
@@ -184,42 +393,28 @@ def _one_attempt(
                     wait = _retry_after(response) if response.status_code in (429, 503) else None
                     raise _Retry(f"HTTP {response.status_code}", wait)
                 if response.status_code != 200:
-                    raise FetchError(f"{current}: HTTP {response.status_code}; expected 200 with the document")
+                    raise FetchError(f"{shown}: HTTP {response.status_code}; expected 200 with the document")
                 media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
                 if not media_type:
-                    raise FetchError(f"{current}: response has no Content-Type; expected {expected_media_type}")
+                    raise FetchError(f"{shown}: response has no Content-Type; expected {expected_media_type}")
                 if media_type != expected_media_type:
-                    raise FetchError(f"{current}: Content-Type {media_type}; expected {expected_media_type}")
-                declared = response.headers.get("content-length")
-                if declared and declared.isdigit() and int(declared) > policy.max_bytes:
-                    raise FetchError(
-                        f"{current}: Content-Length {declared} bytes exceeds the limit of {policy.max_bytes} bytes"
-                    )
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > policy.max_bytes:
-                        raise FetchError(f"{current}: body exceeds the limit of {policy.max_bytes} bytes (decoded)")
-                    if time.monotonic() > deadline:
-                        raise FetchError(f"{current}: total deadline of {policy.deadline:g}s exceeded while reading")
-                    chunks.append(chunk)
+                    raise FetchError(f"{shown}: Content-Type {media_type}; expected {expected_media_type}")
                 return FetchResult(
                     not_modified=False,
-                    data=b"".join(chunks),
+                    data=_read_body(response, shown, media_type, policy, deadline),
                     media_type=media_type,
-                    final_url=current,
+                    final_url=shown,
                     etag=response.headers.get("etag"),
                     last_modified=response.headers.get("last-modified"),
                 )
         except httpx.TimeoutException as exc:
+            if deadline.left() <= 0:
+                raise FetchError(f"{shown}: total deadline of {policy.deadline:g}s exceeded") from None
             raise _Retry(f"timeout ({type(exc).__name__})") from None
-        except httpx.DecodingError as exc:
-            raise FetchError(f"{current}: body could not be decoded: {exc}") from None
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             raise _Retry(f"connection broke off: {exc}") from None
         except httpx.ConnectError as exc:
             raise _Retry(f"cannot connect: {exc}") from None
         except httpx.HTTPError as exc:
-            raise FetchError(f"{current}: {type(exc).__name__}: {exc}") from None
-    raise FetchError(f"{url}: more than {policy.max_redirects} redirects")
+            raise FetchError(f"{shown}: {type(exc).__name__}: {exc}") from None
+    raise FetchError(f"{redact_url(url)}: more than {policy.max_redirects} redirects")
