@@ -26,7 +26,7 @@ def rule(**kw) -> Rule:
     base = {
         "id": "r",
         "field": "accelerator.count",
-        "subject": "s",
+        "subject": "Demo",
         "select": {"row": "GPUs"},
         "parse": {"type": "count"},
     }

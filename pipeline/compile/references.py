@@ -16,9 +16,11 @@ from typing import Any
 from ..core import expr
 from ..core.errors import CompileError, FabricrefError
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_json, load_yaml, validate
+from ..core.schemas import load_json, load_model, load_yaml, validate
 from ..core.units import Quantity
 from ..core.vocabulary import FieldSpec, vocabulary
+from ..formats.identities import Identities
+from ..formats.reference import Assumption, FieldDecl, Parameter, ReferenceFile, Unknown
 
 CONFIDENCE_ORDER = ("published", "preliminary", "assumed", "unknown")
 PARAM_PREFIX = "param."
@@ -26,68 +28,81 @@ PARAM_PREFIX = "param."
 
 @dataclass
 class Reference:
+    """A reference model as loaded: its typed declarations (pipeline/formats/reference.py, defaults included),
+    the file it came from, the vocabulary it was checked against, and (after `resolve`) its field records."""
+
     id: str
     kind: str
     title: str
     form_factor: str
     summary: str
-    parameters: dict[str, dict[str, Any]]
-    assumptions: dict[str, dict[str, Any]]
-    fields: dict[str, dict[str, Any]]
+    parameters: dict[str, Parameter]
+    assumptions: dict[str, Assumption]
+    fields: dict[str, FieldDecl]
     path: Path
     model_sha256: str
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    vocab: dict[str, FieldSpec] = field(default_factory=dict, repr=False)
 
 
-def load_reference(path: Path) -> Reference:
+def load_reference(path: Path, lay: Layout | None = None) -> Reference:
+    """One reference model, checked against its format and the vocabulary of `lay` (default: the checkout the
+    file sits in, `<root>/models/references/<id>.yaml`)."""
     data, doc = load_yaml(path)
-    validate(data, "reference.schema.json", path, doc)
-    check_slug(data["id"], f"reference id in {path}")
-    if data["id"] != path.stem:
-        raise CompileError(f"{path}: at $.id: {data['id']!r} must equal the file name {path.stem!r}")
-    vocab = vocabulary()
-    for key in data["fields"]:
+    model: ReferenceFile = load_model(ReferenceFile, data, "reference.schema.json", path, doc)
+    check_slug(model.id, f"reference id in {path}")
+    if model.id != path.stem:
+        raise CompileError(f"{path}: at $.id: {model.id!r} must equal the file name {path.stem!r}")
+    vocab = vocabulary(lay or _checkout_of(path))
+    for key in model.fields:
         spec = vocab.get(key)
         if spec is None:
             raise CompileError(f"{path}: at $.fields.{key}: not a key of schemas/vocabulary.json")
-        if data["form_factor"] not in spec.applies_to:
-            raise CompileError(f"{path}: at $.fields.{key}: does not apply to a {data['form_factor']}")
-    for key, assumption in data.get("assumptions", {}).items():
+        if model.form_factor not in spec.applies_to:
+            raise CompileError(f"{path}: at $.fields.{key}: does not apply to a {model.form_factor}")
+    for key, assumption in model.assumptions.items():
         spec = vocab.get(key)
         if spec is None:
             raise CompileError(f"{path}: at $.assumptions.{key}: not a key of schemas/vocabulary.json")
-        if data["fields"].get(key, {}).get("unknown") is None:
+        if not isinstance(model.fields.get(key), Unknown):
             raise CompileError(
                 f"{path}: at $.assumptions.{key}: only an unknown field may carry an assumption; {key} is stated"
             )
         try:
-            Quantity(float(assumption["value"]), assumption["unit"], assumption.get("direction")).to(
+            Quantity(float(assumption.value), assumption.unit, assumption.direction).to(
                 spec.stored_unit or "count", spec.direction
             )
         except FabricrefError as exc:
             raise CompileError(f"{path}: at $.assumptions.{key}: {exc}") from None
-    missing = [k for k, s in vocab.items() if data["form_factor"] in s.applies_to and k not in data["fields"]]
+    missing = [k for k, s in vocab.items() if model.form_factor in s.applies_to and k not in model.fields]
     if missing:
         raise CompileError(
             f"{path}: at $.fields: {len(missing)} vocabulary key(s) left out: {', '.join(missing)}; "
             "cite them, derive them, or declare them unknown with a reason"
         )
     return Reference(
-        id=data["id"],
-        kind=data["kind"],
-        title=data["title"],
-        form_factor=data["form_factor"],
-        summary=data.get("summary", ""),
-        parameters=data.get("parameters", {}),
-        assumptions=data.get("assumptions", {}),
-        fields=data["fields"],
+        id=model.id,
+        kind=model.kind,
+        title=model.title,
+        form_factor=model.form_factor,
+        summary=model.summary,
+        parameters=dict(model.parameters),
+        assumptions=dict(model.assumptions),
+        fields=dict(model.fields),
         path=path,
         model_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        vocab=vocab,
     )
 
 
+def _checkout_of(path: Path) -> Layout | None:
+    """The checkout a model file sits in (`<root>/models/references/<id>.yaml`), when it is one."""
+    root = path.resolve().parents[2]
+    return Layout(root) if (root / "schemas" / "vocabulary.json").is_file() else None
+
+
 def load_references(lay: Layout) -> list[Reference]:
-    refs = [load_reference(p) for p in sorted(lay.references_dir.glob("*.yaml"))]
+    refs = [load_reference(p, lay) for p in sorted(lay.references_dir.glob("*.yaml"))]
     if not refs:
         raise CompileError(f"no reference models in {lay.relative(lay.references_dir)}")
     check_identities(lay, refs)
@@ -97,9 +112,7 @@ def load_references(lay: Layout) -> list[Reference]:
 def check_identities(lay: Layout, refs: list[Reference]) -> None:
     """A model id keeps its meaning forever: kind and title must match models/identities.json."""
     path = lay.root / "models" / "identities.json"
-    data = load_json(path)
-    validate(data, "identities.schema.json", path)
-    known = data["references"]
+    known = load_model(Identities, load_json(path), "identities.schema.json", path).references
     for ref in refs:
         entry = known.get(ref.id)
         if entry is None:
@@ -108,9 +121,10 @@ def check_identities(lay: Layout, refs: list[Reference]) -> None:
                 "with its kind and title"
             )
         for key in ("kind", "title"):
-            if getattr(ref, key) != entry[key]:
+            permanent = getattr(entry, key)
+            if getattr(ref, key) != permanent:
                 raise CompileError(
-                    f"{ref.path}: at $.{key}: {getattr(ref, key)!r} but {ref.id} is permanently {entry[key]!r} "
+                    f"{ref.path}: at $.{key}: {getattr(ref, key)!r} but {ref.id} is permanently {permanent!r} "
                     f"({lay.relative(path)}); a model id keeps its meaning — an illustrative model is never "
                     "relabelled as a vendor reference"
                 )
@@ -164,7 +178,7 @@ def _cited(
         if claim["field"] != expected:
             raise CompileError(f"{where}.cite: {cite!r} reads {claim['field']!r}, not {expected!r}")
         if expected != key:
-            claim = _restate(claim, vocabulary()[expected], spec, f"{where}.reads")
+            claim = _restate(claim, ref.vocab[expected], spec, f"{where}.reads")
         cited.append((cite, claim))
     chosen_id = decl.get("take")
     if chosen_id and chosen_id not in decl["cite"]:
@@ -209,7 +223,7 @@ def _restate(claim: dict[str, Any], source: FieldSpec, target: FieldSpec, where:
 
 def resolve(ref: Reference, claims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """All field records of one reference, validated against schemas/field.schema.json."""
-    vocab = vocabulary()
+    vocab = ref.vocab
     records: dict[str, dict[str, Any]] = {}
     derived: dict[str, dict[str, Any]] = {}
     for key, decl in sorted(ref.fields.items()):

@@ -41,7 +41,7 @@ def run(lay: Layout) -> list[Reference]:
 def rows(
     lay: Layout, sources: list[Source], claims: dict[str, dict[str, Any]], refs: list[Reference]
 ) -> dict[str, list[tuple[Any, ...]]]:
-    vocab = vocabulary()
+    vocab = vocabulary(lay)
     out: dict[str, list[tuple[Any, ...]]] = {name: [] for name in registry.TABLES}
     store = SnapshotStore(lay.store_dir)
     for ref in refs:

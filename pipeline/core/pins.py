@@ -4,52 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ..formats.pins import Origin, PinHistory, Revision
 from .errors import ValidationError
 from .files import atomic_write_json
 from .paths import Layout, check_slug
-from .schemas import load_json, validate
+from .schemas import load_json, load_model, validate
 
-Origin = Literal["retrieved", "transcription"]
-
-
-class Revision(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    revision: int = Field(ge=1)
-    retrieved_at: str
-    sha256: str
-    size: int = Field(ge=0)
-    media_type: str
-    url: str
-    final_url: str
-    etag: str | None = None
-    last_modified: str | None = None
-    origin: Origin
-    note: str | None = None
-
-
-class PinHistory(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    source_id: str
-    revisions: list[Revision]
-
-    @property
-    def current(self) -> Revision:
-        return self.revisions[-1]
-
-    def get(self, number: int) -> Revision:
-        for rev in self.revisions:
-            if rev.revision == number:
-                return rev
-        raise ValidationError(
-            f"source {self.source_id} has no revision {number}: "
-            f"it has {', '.join(str(r.revision) for r in self.revisions)}"
-        )
+__all__ = ["Origin", "PinHistory", "Revision", "append", "load", "load_file", "lock_path", "utc_now"]
 
 
 def utc_now() -> str:
@@ -65,8 +27,7 @@ def load(lay: Layout, source_id: str) -> PinHistory | None:
 
 def load_file(path: Path, source_id: str) -> PinHistory:
     data = load_json(path)
-    validate(data, "pins.schema.json", path)
-    history = PinHistory.model_validate(data)
+    history = load_model(PinHistory, data, "pins.schema.json", path)
     if history.source_id != source_id:
         raise ValidationError(f"{path}: at $.source_id: {history.source_id!r} but the file is for {source_id!r}")
     for index, rev in enumerate(history.revisions, start=1):
@@ -78,11 +39,11 @@ def load_file(path: Path, source_id: str) -> PinHistory:
 def append(lay: Layout, source_id: str, revision: Revision) -> PinHistory:
     """Append one revision; earlier revisions are kept exactly as they were. Caller holds the pins lock."""
     check_slug(source_id, "source id")
-    history = load(lay, source_id) or PinHistory(source_id=source_id, revisions=[])
-    expected = len(history.revisions) + 1
+    earlier = history.revisions if (history := load(lay, source_id)) else []
+    expected = len(earlier) + 1
     if revision.revision != expected:
         raise ValidationError(f"pins for {source_id}: next revision must be {expected}, got {revision.revision}")
-    history.revisions.append(revision)
+    history = PinHistory(source_id=source_id, revisions=[*earlier, revision])
     data = history.model_dump(mode="json")
     validate(data, "pins.schema.json", lay.pins_file(source_id))
     atomic_write_json(lay.pins_file(source_id), data)

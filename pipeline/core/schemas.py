@@ -15,8 +15,6 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .errors import ValidationError
 
-SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
-
 
 def json_path(parts: list[Any] | tuple[Any, ...]) -> str:
     out = "$"
@@ -101,12 +99,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-@cache
 def schema(name: str) -> dict[str, Any]:
-    path = SCHEMAS_DIR / name
-    data = load_json(path)
-    Draft202012Validator.check_schema(data)
-    return data
+    """The JSON Schema of a format, generated from its model in pipeline/formats (never read from a path:
+    the committed schemas/*.json are checked against the same generation)."""
+    from ..formats import schema as generated
+
+    return generated(name)
 
 
 @cache
@@ -131,34 +129,139 @@ def _find_non_finite(value: Any, parts: tuple[Any, ...] = ()) -> tuple[Any, ...]
 
 
 def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> None:
-    """Validate against schemas/<schema_name>; every error gives file[:line], JSON path and expectation."""
+    """Validate against the format behind schemas/<schema_name>; every error gives file[:line], JSON path and
+    expectation, and a failed union names the alternative the value was meant to be and why it failed."""
     bad = _find_non_finite(instance)
     if bad is not None:
         line = _line_of(doc, list(bad)) if doc is not None else None
         loc = f"{where}:{line}" if line else f"{where}"
         raise ValidationError(f"{loc}: at {json_path(bad)}: NaN or infinite number; expected a finite number")
-    errors = sorted(_validator(schema_name).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
-    if not errors:
+    root = schema(schema_name)
+    found: list[tuple[list[Any], str]] = []
+    for error in _validator(schema_name).iter_errors(instance):
+        found.extend(_explained(error, root, ""))
+    if not found:
         return
+    found.sort(key=lambda item: list(map(str, item[0])))
+    _raise(found, where, doc)
+
+
+def load_model(model: Any, instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:
+    """Validate (messages from the generated JSON Schema) and return the typed object the model builds.
+    `model` is a pydantic model class or a union type of pipeline/formats."""
+    from pydantic import BaseModel
+    from pydantic import ValidationError as PydanticError
+
+    validate(instance, schema_name, where, doc)
+    try:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            return model.model_validate(instance)
+        return _adapter(model).validate_python(instance)
+    except PydanticError as exc:
+        # The schema is generated from the model, so only a check made in code (a validator) gets here;
+        # it is reported the same way.
+        found = [([p for p in err["loc"] if p not in _TAGS], err["msg"]) for err in exc.errors()]
+        _raise(found, where, doc)
+
+
+@cache
+def _adapter(model: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(model)
+
+
+_TAGS = {"cite", "formula", "unknown", "css", "row", "training", "inference", "function-after"}
+
+
+def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> None:
     lines = []
-    for error in errors[:10]:
-        parts = list(error.absolute_path)
+    for parts, what in found[:10]:
         line = _line_of(doc, parts) if doc is not None else None
         loc = f"{where}:{line}" if line else f"{where}"
-        lines.append(f"{loc}: at {json_path(parts)}: {_explain(error)}")
-    more = f"\n(and {len(errors) - 10} more)" if len(errors) > 10 else ""
+        lines.append(f"{loc}: at {json_path(parts)}: {what}")
+    more = f"\n(and {len(found) - 10} more)" if len(found) > 10 else ""
     raise ValidationError("\n".join(lines) + more)
+
+
+def _resolve(subschema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = subschema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), subschema)
+    return subschema
+
+
+def _form_name(subschema: dict[str, Any], root: dict[str, Any]) -> str:
+    target = _resolve(subschema, root)
+    name = target.get("title") or target.get("type") or "alternative"
+    return name if isinstance(name, str) else "/".join(name)
+
+
+def _meant(error: Any, root: dict[str, Any]) -> int | None:
+    """Which alternative of a failed oneOf/anyOf the value was meant to be: the one its discriminating key
+    selects, else the only one whose shape (type, required keys, constants) it has."""
+    alternatives = error.validator_value
+    value = error.instance
+    disc = error.schema.get("discriminator")
+    if isinstance(disc, dict) and isinstance(value, dict) and disc.get("propertyName") in value:
+        target = disc.get("mapping", {}).get(str(value[disc["propertyName"]]))
+        for index, alt in enumerate(alternatives):
+            if target is not None and (alt == target or alt.get("$ref") == target):
+                return index
+    by_alt: dict[int, list[Any]] = {}
+    for sub in error.context:
+        by_alt.setdefault(sub.relative_schema_path[0], []).append(sub)
+    fitting = [
+        index
+        for index in range(len(alternatives))
+        if not any(
+            sub.validator in {"type", "required", "const"} and not sub.relative_path for sub in by_alt.get(index, [])
+        )
+    ]
+    return fitting[0] if len(fitting) == 1 else None
+
+
+def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list[Any], str]]:
+    """(absolute path, message) for one jsonschema error, descending into the meant alternative of a union."""
+    if error.validator not in {"oneOf", "anyOf"} or not error.context:
+        return [(list(error.absolute_path), prefix + _explain(error))]
+    alternatives = error.validator_value
+    index = _meant(error, root)
+    if index is None:
+        names = ", ".join(_form_name(alt, root) for alt in alternatives)
+        return [(list(error.absolute_path), f"{prefix}{_short(error.instance)} matches none of the forms {names}")]
+    others_null = all(_resolve(alt, root).get("type") == "null" for i, alt in enumerate(alternatives) if i != index)
+    inner = prefix if others_null else f"{prefix}as `{_form_name(alternatives[index], root)}`: "
+    out: list[tuple[list[Any], str]] = []
+    for sub in error.context:
+        if sub.relative_schema_path[0] == index:
+            out.extend(_explained(sub, root, inner))
+    return out or [(list(error.absolute_path), prefix + _explain(error))]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _explain(error: Any) -> str:
     """jsonschema's message, plus what the schema expected where that is short enough to say."""
-    if error.validator == "additionalProperties":
+    v, limit = error.validator, error.validator_value
+    if v == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         return f"{error.message}; expected only {', '.join(allowed)}" if allowed else error.message
-    if error.validator == "enum":
-        return f"{error.instance!r} is not one of {', '.join(map(repr, error.validator_value))}"
-    if error.validator == "pattern":
-        return f"{error.instance!r} does not match the expected pattern {error.validator_value}"
-    if error.validator in {"oneOf", "anyOf"}:
-        return f"{error.message} (expected exactly one of the declared forms)"
+    if v == "enum":
+        return f"{error.instance!r} is not one of {', '.join(map(repr, limit))}"
+    if v == "pattern":
+        return f"{error.instance!r} does not match the expected pattern {limit}"
+    if v == "minLength":
+        return f"{_short(error.instance)} is too short: expected at least {limit} character(s)"
+    if v == "maxLength":
+        return f"{_short(error.instance)} is too long: expected at most {limit} character(s)"
+    if v == "minItems":
+        return f"{error.message}: expected at least {limit} item(s)"
+    if v == "maxItems":
+        return f"{error.message}: expected at most {limit} item(s)"
+    if v in {"oneOf", "anyOf"}:
+        return f"{_short(error.instance)} matches none of the declared forms"
     return error.message

@@ -6,62 +6,23 @@ import hashlib
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
+from ..formats.source import CssSelect, Parse, RowSelect, Rule, Select, SourceFile
 from .errors import ValidationError
 from .paths import Layout, check_slug
-from .schemas import load_yaml, validate
+from .schemas import load_model, load_yaml
 from .vocabulary import vocabulary
 
-
-class Select(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    css: str | None = None
-    row: str | None = None
-    within: str | None = None
-    expect: Literal["one", "first"] = "one"
-
-    def describe(self) -> str:
-        scope = f" within {self.within!r}" if self.within else ""
-        return f"css {self.css!r}{scope}" if self.css else f"table row {self.row!r}{scope}"
+__all__ = ["CssSelect", "Parse", "RowSelect", "Rule", "Select", "Source", "load_source", "load_sources"]
 
 
-class Parse(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    type: Literal["quantity", "count", "text"]
-    pattern: str | None = None
-    unit: str | None = None
-    direction: Literal["per_direction", "bidirectional"] | None = None
+class Source(SourceFile):
+    """A declared source as loaded: its format (pipeline/formats/source.py) plus the file it came from."""
 
-
-class Rule(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    id: str
-    field: str
-    subject: str
-    select: Select
-    parse: Parse
-    status: Literal["published", "preliminary"] | None = None
-    on_no_match: Literal["fail", "keep-previous"] = "fail"
-    preliminary_when: str | None = None
-    note: str | None = None
-
-
-class Source(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    id: str
-    url: str
-    publisher: str
-    title: str
-    document_type: str
-    media_type: str
-    status: Literal["published", "preliminary"]
-    read_on: str | None = None
-    notes: str | None = None
-    rules: list[Rule] = Field(min_length=1)
-    path: Path | None = Field(default=None, exclude=True)
+    path: SkipJsonSchema[Path | None] = Field(default=None, exclude=True)
 
     @cached_property
     def rules_hash(self) -> str:
@@ -76,30 +37,38 @@ class Source(BaseModel):
         raise ValidationError(f"source {self.id} has no rule {rule_id!r}")
 
 
-def load_source(path: Path) -> Source:
+def _checkout_of(path: Path) -> Layout | None:
+    """The checkout a source file sits in (`<root>/sources/<id>.yaml`), when it is one."""
+    root = path.resolve().parent.parent
+    return Layout(root) if path.resolve().parent.name == "sources" and (root / "schemas").is_dir() else None
+
+
+def load_source(path: Path, lay: Layout | None = None) -> Source:
+    """One source file, checked against its format and against the vocabulary of `lay` (default: the checkout
+    the file sits in, else the one in use)."""
     data, doc = load_yaml(path)
     if isinstance(data, dict) and "id" in data:
         # The id becomes part of paths: refuse tricks before anything else looks at it.
         check_slug(data["id"] if isinstance(data["id"], str) else repr(data["id"]), f"source id in {path}")
-    validate(data, "source.schema.json", path, doc)
-    if data["id"] != path.stem:
-        raise ValidationError(f"{path}: at $.id: {data['id']!r} must equal the file name {path.stem!r}")
-    vocab = vocabulary()
+    source = load_model(SourceFile, data, "source.schema.json", path, doc)
+    if source.id != path.stem:
+        raise ValidationError(f"{path}: at $.id: {source.id!r} must equal the file name {path.stem!r}")
+    vocab = vocabulary(lay or _checkout_of(path))
     seen: set[str] = set()
-    for index, rule in enumerate(data["rules"]):
+    for index, rule in enumerate(source.rules):
         where = f"{path}: at $.rules[{index}]"
-        if rule["id"] in seen:
-            raise ValidationError(f"{where}.id: duplicate rule id {rule['id']!r}")
-        seen.add(rule["id"])
-        spec = vocab.get(rule["field"])
+        if rule.id in seen:
+            raise ValidationError(f"{where}.id: duplicate rule id {rule.id!r}")
+        seen.add(rule.id)
+        spec = vocab.get(rule.field)
         if spec is None:
-            raise ValidationError(f"{where}.field: {rule['field']!r} is not a key of schemas/vocabulary.json")
-        kind = rule["parse"]["type"]
+            raise ValidationError(f"{where}.field: {rule.field!r} is not a key of schemas/vocabulary.json")
+        kind = rule.parse.type
         if spec.type != kind:
-            raise ValidationError(f"{where}.parse.type: {rule['field']} takes a {spec.type}, the rule parses a {kind}")
-        if spec.direction and kind == "quantity" and "direction" not in rule["parse"]:
+            raise ValidationError(f"{where}.parse.type: {rule.field} takes a {spec.type}, the rule parses a {kind}")
+        if spec.direction and kind == "quantity" and rule.parse.direction is None:
             raise ValidationError(
-                f"{where}.parse.direction: {rule['field']} is a bandwidth: say whether the document states it "
+                f"{where}.parse.direction: {rule.field} is a bandwidth: say whether the document states it "
                 "per_direction or bidirectional"
             )
     return Source.model_validate({**data, "path": path})
@@ -114,5 +83,5 @@ def load_sources(lay: Layout, only: str | None = None) -> list[Source]:
             from .errors import UsageError
 
             raise UsageError(f"no source {only!r}: expected {lay.relative(path)}")
-        return [load_source(path)]
-    return [load_source(p) for p in sorted(lay.sources_dir.glob("*.yaml"))]
+        return [load_source(path, lay)]
+    return [load_source(p, lay) for p in sorted(lay.sources_dir.glob("*.yaml"))]

@@ -1,31 +1,40 @@
-"""The field vocabulary (`schemas/vocabulary.json`): every key a reference carries, with its unit."""
+"""The field vocabulary (`schemas/vocabulary.json` of the checkout in use): every key a reference carries,
+with its unit. Read from the Layout's root (so `--root` and FABRICREF_ROOT are honoured) and cached by path
+and content, so an edited vocabulary is never served stale."""
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Literal
+import hashlib
+from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from ..formats.vocabulary import FieldSpec, Vocabulary
+from .errors import ValidationError
+from .paths import Layout, layout
+from .schemas import load_json, load_model
 
-from .schemas import SCHEMAS_DIR, load_json, validate
+__all__ = ["FieldSpec", "vocabulary", "vocabulary_file"]
 
-
-class FieldSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    type: Literal["quantity", "count", "text"]
-    unit: str | None = None
-    direction: Literal["per_direction", "bidirectional"] | None = None
-    applies_to: tuple[str, ...]
-    description: str
-
-    @property
-    def stored_unit(self) -> str | None:
-        return "count" if self.type == "count" else self.unit
+_CACHE: dict[tuple[str, str], dict[str, FieldSpec]] = {}
 
 
-@cache
-def vocabulary() -> dict[str, FieldSpec]:
-    path = SCHEMAS_DIR / "vocabulary.json"
-    data = load_json(path)
-    validate(data, "vocabulary.schema.json", path)
-    return {key: FieldSpec.model_validate(spec) for key, spec in sorted(data["fields"].items())}
+def vocabulary_file(lay: Layout) -> Path:
+    return lay.schemas_dir / "vocabulary.json"
+
+
+def vocabulary(lay: Layout | Path | None = None) -> dict[str, FieldSpec]:
+    """Every vocabulary key with its spec, sorted by key. `lay` is the checkout (a Layout or its root);
+    without it the checkout is found as the CLI finds it ($FABRICREF_ROOT, else from the cwd)."""
+    if not isinstance(lay, Layout):
+        lay = layout(lay)
+    path = vocabulary_file(lay)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ValidationError(f"{path}: file not found (the field vocabulary of {lay.root})") from exc
+    key = (str(path.resolve()), hashlib.sha256(raw).hexdigest())
+    cached = _CACHE.get(key)
+    if cached is None:
+        model: Vocabulary = load_model(Vocabulary, load_json(path), "vocabulary.schema.json", path)
+        cached = {k: model.fields[k] for k in sorted(model.fields)}
+        _CACHE[key] = cached
+    return cached

@@ -47,7 +47,7 @@ def parse_snapshot(
             pass  # a damaged cache entry is simply recomputed
     data = SnapshotStore(lay.store_dir).read(rev.sha256)
     soup = rule_engine.parse_document(data)
-    vocab = vocabulary()
+    vocab = vocabulary(lay)
     parsed: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for rule in source.rules:

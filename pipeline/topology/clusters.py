@@ -9,7 +9,8 @@ from typing import Any
 
 from ..core.errors import CompileError, UsageError
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_yaml, validate
+from ..core.schemas import load_model, load_yaml
+from ..formats.cluster import ClusterFile, DesignSource, ParamRef
 
 
 @dataclass(frozen=True)
@@ -39,62 +40,64 @@ class Cluster:
     fabric: Fabric
     frontend_blocks_per_switch: int
     path: Path | None
-    design_sources: tuple[dict[str, str], ...] = ()
+    design_sources: tuple[DesignSource, ...] = ()
 
 
-def _resolve(value: Any, params: dict[str, Any], where: str) -> int:
-    if isinstance(value, dict):
-        name = value["param"]
-        if name not in params:
-            raise CompileError(f"{where}: no parameter {name!r} in the referenced model")
-        number = params[name]["value"]
+def _resolve(value: int | ParamRef, params: dict[str, Any], where: str) -> int:
+    if isinstance(value, ParamRef):
+        if value.param not in params:
+            raise CompileError(f"{where}: no parameter {value.param!r} in the referenced model")
+        number = params[value.param]["value"]
         if number != int(number):
-            raise CompileError(f"{where}: parameter {name} = {number} is not a whole number")
+            raise CompileError(f"{where}: parameter {value.param} = {number} is not a whole number")
         return int(number)
     return int(value)
 
 
 def load_cluster(path: Path, params_for: Any) -> Cluster:
+    """A cluster model with its defaults (pipeline/formats/cluster.py) and every `{param: name}` count resolved
+    from the parameters of the reference `parameters_from` names (`params_for(reference_id)`)."""
     data, doc = load_yaml(path)
-    validate(data, "cluster.schema.json", path, doc)
-    check_slug(data["id"], f"cluster id in {path}")
-    if data["id"] != path.stem:
-        raise CompileError(f"{path}: at $.id: {data['id']!r} must equal the file name {path.stem!r}")
-    params = params_for(data["parameters_from"]) if data.get("parameters_from") else {}
-    so = data["scale_out"]
+    model: ClusterFile = load_model(ClusterFile, data, "cluster.schema.json", path, doc)
+    check_slug(model.id, f"cluster id in {path}")
+    if model.id != path.stem:
+        raise CompileError(f"{path}: at $.id: {model.id!r} must equal the file name {path.stem!r}")
+    params = params_for(model.parameters_from) if model.parameters_from else {}
+    so = model.scale_out
 
-    def r(key: str, default: Any = None) -> Any:
-        return _resolve(so[key], params, f"{path}: at $.scale_out.{key}") if key in so else default
+    def r(key: str) -> Any:
+        value = getattr(so, key)
+        return None if value is None else _resolve(value, params, f"{path}: at $.scale_out.{key}")
 
     fabric = Fabric(
-        tiers=so["tiers"],
-        rail_optimized=so["rail_optimized"],
+        tiers=so.tiers,
+        rail_optimized=so.rail_optimized,
         leaf_down=r("leaf_down_ports"),
         leaf_up=r("leaf_up_ports"),
         leaves_per_pod=r("leaves_per_pod"),
         spines_per_pod=r("spines_per_pod"),
         spine_up=r("spine_up_ports"),
-        spine_oversubscription=so.get("spine_oversubscription"),
-        cores_per_plane=r("cores_per_plane", 1),
+        spine_oversubscription=so.spine_oversubscription,
+        cores_per_plane=r("cores_per_plane"),
         radix=r("switch_radix"),
-        protocol=so.get("protocol", ""),
+        protocol=so.protocol,
     )
     if fabric.tiers == 3 and (fabric.spine_up is None) == (fabric.spine_oversubscription is None):
         raise CompileError(
             f"{path}: at $.scale_out: a three-tier fabric needs spine_up_ports or spine_oversubscription (exactly one)"
         )
     return Cluster(
-        id=data["id"],
-        title=data["title"],
-        kind=data["kind"],
-        summary=data.get("summary", ""),
-        building_block=data["building_block"],
-        blocks=_resolve(data["building_blocks"], params, f"{path}: at $.building_blocks"),
-        blocks_per_rack=data.get("blocks_per_rack"),
+        id=model.id,
+        title=model.title,
+        kind=model.kind,
+        summary=model.summary,
+        building_block=model.building_block,
+        blocks=_resolve(model.building_blocks, params, f"{path}: at $.building_blocks"),
+        blocks_per_rack=model.blocks_per_rack,
         fabric=fabric,
-        frontend_blocks_per_switch=data["frontend"]["blocks_per_switch"],
+        frontend_blocks_per_switch=model.frontend.blocks_per_switch,
         path=path,
-        design_sources=tuple(data.get("design_sources", [])),
+        design_sources=tuple(model.design_sources),
     )
 
 

@@ -1,60 +1,62 @@
-"""Workload models (`models/workloads/<id>.yaml`), schema-validated."""
+"""Workload models (`models/workloads/<id>.yaml`): validated, typed, defaults filled in by the format."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..core.errors import UsageError, ValidationError
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_yaml, validate
+from ..core.schemas import load_model, load_yaml
+from ..formats.workload import Inference, InferenceWorkload, ModelShape, Training, TrainingWorkload, WorkloadFile
 
 
 @dataclass(frozen=True)
 class Workload:
+    """A workload as loaded: typed parts (pipeline/formats/workload.py) carrying every default, so code reads
+    `w.training.ep` and never repeats a default. Exactly one of `training` / `inference` is set, as `kind` says."""
+
     id: str
     title: str
     kind: str
-    model: dict[str, Any]
-    training: dict[str, Any] | None
-    inference: dict[str, Any] | None
+    model: ModelShape
+    training: Training | None
+    inference: Inference | None
     targets: tuple[str, ...]
     shares_with: str | None
     path: Path | None
 
     @property
     def accelerators(self) -> int:
-        if self.training:
+        if self.training is not None:
             t = self.training
-            return t["tp"] * t["pp"] * t["dp"]
-        i = self.inference or {}
-        if i["mode"] == "disaggregated":
-            return i.get("prefill_tp", 1) + i.get("decode_tp", 1)
-        return i.get("tp", 1)
+            return t.tp * t.pp * t.dp
+        i = self.inference
+        assert i is not None
+        return i.prefill_tp + i.decode_tp if i.mode == "disaggregated" else i.tp
 
 
 def load_workload(path: Path) -> Workload:
     data, doc = load_yaml(path)
-    validate(data, "workload.schema.json", path, doc)
-    check_slug(data["id"], f"workload id in {path}")
-    if data["id"] != path.stem:
-        raise ValidationError(f"{path}: at $.id: {data['id']!r} must equal the file name {path.stem!r}")
-    t = data.get("training")
-    if t and t.get("ep", 1) > 1 and "experts" not in data["model"]:
+    model: TrainingWorkload | InferenceWorkload = load_model(WorkloadFile, data, "workload.schema.json", path, doc)
+    check_slug(model.id, f"workload id in {path}")
+    if model.id != path.stem:
+        raise ValidationError(f"{path}: at $.id: {model.id!r} must equal the file name {path.stem!r}")
+    t = model.training if isinstance(model, TrainingWorkload) else None
+    if t and t.ep > 1 and model.model.experts is None:
         raise ValidationError(f"{path}: at $.training.ep: expert parallelism needs model.experts")
-    if t and t.get("ep", 1) > 1 and (t["dp"] * t["tp"]) % t["ep"]:
-        raise ValidationError(f"{path}: at $.training.ep: ep {t['ep']} must divide dp × tp = {t['dp'] * t['tp']}")
+    if t and t.ep > 1 and (t.dp * t.tp) % t.ep:
+        raise ValidationError(f"{path}: at $.training.ep: ep {t.ep} must divide dp × tp = {t.dp * t.tp}")
     return Workload(
-        data["id"],
-        data["title"],
-        data["kind"],
-        data["model"],
-        t,
-        data.get("inference"),
-        tuple(data["targets"]),
-        data.get("shares_with"),
-        path,
+        id=model.id,
+        title=model.title,
+        kind=model.kind,
+        model=model.model,
+        training=t,
+        inference=model.inference if isinstance(model, InferenceWorkload) else None,
+        targets=tuple(model.targets),
+        shares_with=model.shares_with,
+        path=path,
     )
 
 

@@ -1,0 +1,75 @@
+"""`models/clusters/<id>.yaml`: building blocks of one reference on a declared scale-out fabric and a separate
+frontend. Counts may name a parameter of the building block's reference (`{param: name}`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
+
+from .common import KeyAccess, Slug, Strict
+
+
+class ParamRef(Strict):
+    """A count taken from a parameter of the reference named by `parameters_from`."""
+
+    model_config = ConfigDict(title="param")
+    param: str = Field(min_length=1)
+
+
+Count = Annotated[int, Field(ge=1)] | ParamRef
+Count0 = Annotated[int, Field(ge=0)] | ParamRef
+
+
+class ScaleOut(KeyAccess):
+    protocol: str = ""
+    tiers: Literal[2, 3]
+    rail_optimized: bool
+    leaf_down_ports: Count
+    leaf_up_ports: Count
+    leaves_per_pod: Count
+    spines_per_pod: Count
+    spine_up_ports: Count | None = Field(default=None, description="Three tiers: uplink ports per spine.")
+    spine_oversubscription: float | None = Field(
+        default=None,
+        ge=1,
+        description="Three tiers, instead of spine_up_ports: spine downlink to uplink bandwidth ratio, when the "
+        "port count is not published.",
+    )
+    cores_per_plane: Count = 1
+    switch_radix: Count | None = None
+    notes: str | None = None
+
+
+class Frontend(KeyAccess):
+    blocks_per_switch: int = Field(ge=1)
+    notes: str | None = None
+
+
+class DesignSource(KeyAccess):
+    url: str
+    publisher: str | None = None
+    states: str
+
+
+class ClusterFile(KeyAccess):
+    """A cluster: building blocks of one reference on a declared scale-out fabric and a separate frontend."""
+
+    id: Slug
+    title: str = Field(min_length=3)
+    kind: Literal["illustrative", "modelled-on-published"] = Field(
+        description="A cluster model is never a vendor reference."
+    )
+    summary: str = ""
+    parameters_from: Slug | None = Field(
+        default=None,
+        description="Reference whose parameters {param: name} values read (an illustrative model's design choices).",
+    )
+    design_sources: list[DesignSource] = Field(default_factory=list)
+    building_block: Slug = Field(description="The reference every block is an instance of.")
+    building_blocks: Count
+    blocks_per_rack: int | None = Field(
+        default=None, ge=1, description="Containment only: how blocks are grouped into racks."
+    )
+    scale_out: ScaleOut
+    frontend: Frontend

@@ -1,0 +1,94 @@
+"""Building blocks shared by every format: a strict base model, constrained strings, and the schema writer.
+
+The pydantic models in this package are the one source of truth for every declarative file and record;
+`schemas/*.json` are generated from them (`python -m pipeline.formats`), so the two can never drift.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import GenerateJsonSchema
+
+SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
+KEY_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$"
+
+Slug = Annotated[
+    str,
+    Field(
+        pattern=SLUG_PATTERN,
+        min_length=1,
+        max_length=80,
+        description="Lowercase letters, digits and single hyphens: becomes part of paths.",
+    ),
+]
+FieldKey = Annotated[str, Field(pattern=KEY_PATTERN, description="A key of schemas/vocabulary.json.")]
+Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN)]
+Day = Annotated[str, Field(pattern=DATE_PATTERN, description="A calendar date, YYYY-MM-DD.")]
+Direction = Literal["per_direction", "bidirectional"]
+FieldType = Literal["quantity", "count", "text"]
+FormFactor = Literal["server", "rack", "cluster"]
+Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
+
+
+class Strict(BaseModel):
+    """Unknown keys are refused (a misspelt key is an error, never silently ignored) and nothing is coerced
+    (the string "8" is not the number 8), so the model accepts exactly what its generated schema accepts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class KeyAccess(Strict):
+    """Strict, plus read access by key (`m["tp"]`, `m.get("ep", 1)`, `"experts" in m`) for code written
+    against the plain dicts these models replaced; new code reads attributes."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = getattr(self, key, None) if key in type(self).model_fields else None
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in type(self).model_fields and getattr(self, key) is not None
+
+
+class _Generator(GenerateJsonSchema):
+    """pydantic's generator without a title on every property (noise in a schema people read), and with
+    pattern-keyed maps closed."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def dict_schema(self, schema: Any) -> Any:
+        """A map whose keys follow a pattern refuses every other key, as pydantic does (`patternProperties`
+        alone would let them through)."""
+        out = super().dict_schema(schema)
+        patterns = out.pop("patternProperties", None)
+        if patterns:
+            ((pattern, values),) = patterns.items()
+            out["propertyNames"] = {"pattern": pattern}
+            out["additionalProperties"] = values
+        return out
+
+
+def json_schema(model: Any, name: str, title: str) -> dict[str, Any]:
+    """The JSON Schema of one format, with its `$id` and title; keys sorted when written."""
+    from pydantic import TypeAdapter
+
+    adapter = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+    body = adapter.json_schema(schema_generator=_Generator)
+    body.pop("title", None)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://fabricref.example/schemas/{name}",
+        "title": title,
+        **body,
+    }

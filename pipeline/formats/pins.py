@@ -1,0 +1,46 @@
+"""`sources/pins/<id>.json`: the append-only revision history of one source."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..core.errors import ValidationError
+from .common import Sha256, Slug, Strict
+
+Origin = Literal["retrieved", "transcription"]
+
+
+class Revision(Strict):
+    revision: int = Field(ge=1)
+    retrieved_at: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$", description="UTC, RFC 3339.")
+    sha256: Sha256
+    size: int = Field(ge=0)
+    media_type: str
+    url: str
+    final_url: str
+    etag: str | None = None
+    last_modified: str | None = None
+    origin: Origin
+    note: str | None = None
+
+
+class PinHistory(Strict):
+    """Append-only revision history of one source."""
+
+    source_id: Slug
+    revisions: list[Revision] = Field(min_length=1)
+
+    @property
+    def current(self) -> Revision:
+        return self.revisions[-1]
+
+    def get(self, number: int) -> Revision:
+        for rev in self.revisions:
+            if rev.revision == number:
+                return rev
+        raise ValidationError(
+            f"source {self.source_id} has no revision {number}: "
+            f"it has {', '.join(str(r.revision) for r in self.revisions)}"
+        )

@@ -1,0 +1,112 @@
+"""`sources/<id>.yaml`: one declared document and the rules that read facts from it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Discriminator, Field, Tag
+
+from .common import FieldKey, FieldType, Slug, Strict
+
+Status = Literal["published", "preliminary"]
+DocumentType = Literal[
+    "datasheet",
+    "user-guide",
+    "product-page",
+    "reference-architecture",
+    "technical-blog",
+    "announcement",
+    "press-coverage",
+    "paper",
+    "manual",
+]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class _SelectBase(Strict):
+    within: NonEmpty | None = Field(default=None, description="CSS selector of the element to search in.")
+    expect: Literal["one", "first"] = "one"
+
+    def describe(self) -> str:
+        scope = f" within {self.within!r}" if self.within else ""
+        css, row = getattr(self, "css", None), getattr(self, "row", None)
+        return f"css {css!r}{scope}" if css else f"table row {row!r}{scope}"
+
+
+class CssSelect(_SelectBase):
+    """The value is the text of the element a CSS selector matches."""
+
+    model_config = ConfigDict(title="css")
+    css: NonEmpty
+    row: None = None
+
+
+class RowSelect(_SelectBase):
+    """The value is the last cell of the table row whose first cell (th or td) has this text."""
+
+    model_config = ConfigDict(title="row")
+    row: NonEmpty
+    css: None = None
+
+
+def _select_form(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return "css" if value.get("css") is not None else "row" if value.get("row") is not None else None
+    return "css" if isinstance(value, CssSelect) else "row" if isinstance(value, RowSelect) else None
+
+
+Select = Annotated[
+    Annotated[CssSelect, Tag("css")] | Annotated[RowSelect, Tag("row")],
+    Discriminator(_select_form, custom_error_type="select", custom_error_message="expected css or row"),
+]
+
+
+class Parse(Strict):
+    type: FieldType
+    pattern: NonEmpty | None = Field(
+        default=None, description="A regular expression with a named group 'value' (and optionally 'unit')."
+    )
+    unit: NonEmpty | None = Field(
+        default=None, description="The unit when the text states it outside the matched value (e.g. '400G' → Gb/s)."
+    )
+    direction: Literal["per_direction", "bidirectional"] | None = Field(
+        default=None, description="Required for bandwidths: what the document states."
+    )
+
+
+class Rule(Strict):
+    id: Slug
+    field: FieldKey
+    subject: str = Field(min_length=2, description="The product the fact is about, in the document's words.")
+    select: Select
+    parse: Parse
+    status: Status | None = Field(default=None, description="Overrides the source's status for this fact.")
+    on_no_match: Literal["fail", "keep-previous"] = "fail"
+    preliminary_when: NonEmpty | None = Field(
+        default=None,
+        description="A regular expression: when the matched text contains it (e.g. 'expected|up to|planned'), "
+        "the fact is preliminary.",
+    )
+    note: str | None = None
+
+
+class SourceFile(Strict):
+    """A declared source document and the rules that read facts from it."""
+
+    id: Slug
+    url: str = Field(pattern=r"^https?://[^\s/$.?#][^\s]*$", description="The document as read.")
+    publisher: str = Field(
+        min_length=2, description="Who published it (the vendor, or the press outlet that relayed an announcement)."
+    )
+    title: str = Field(min_length=3)
+    document_type: DocumentType
+    media_type: str = Field(pattern=r"^[a-z]+/[a-z0-9.+-]+$", description="Expected media type, e.g. text/html.")
+    status: Status = Field(
+        description="What a fact from this document is: shipping product documentation is published; "
+        "an announcement is preliminary."
+    )
+    read_on: str | None = Field(
+        default=None, pattern=r"^\d{4}-\d{2}-\d{2}$", description="When the facts were read (for transcriptions)."
+    )
+    notes: str | None = None
+    rules: list[Rule] = Field(min_length=1)

@@ -1,0 +1,89 @@
+"""`models/workloads/<id>.yaml`: model size, parallelism and sequence lengths, laid onto a topology by the
+traffic stage. Every default a workload may leave out lives here, not in the code that reads it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Discriminator, Field, Tag
+
+from .common import Dtype, KeyAccess, Slug
+
+Positive = Annotated[int, Field(ge=1)]
+
+
+class Experts(KeyAccess):
+    count: int = Field(ge=2)
+    top_k: Positive
+    moe_layers: Positive
+
+
+class ModelShape(KeyAccess):
+    params: float = Field(gt=0)
+    layers: Positive
+    hidden: Positive
+    kv_heads: Positive
+    head_dim: Positive
+    dtype: Dtype
+    experts: Experts | None = None
+
+
+class Training(KeyAccess):
+    tp: Positive
+    pp: Positive
+    dp: Positive
+    ep: Positive = 1
+    sharded: bool = Field(default=False, description="FSDP / ZeRO-3: reduce-scatter gradients, all-gather parameters.")
+    micro_batch: Positive
+    microbatches: Positive
+    seq_len: Positive
+    grad_dtype: Dtype = "bf16"
+    optimizer_layout: str = "mixed-adam"
+
+
+class Inference(KeyAccess):
+    mode: Literal["aggregated", "disaggregated"]
+    tp: Positive = 1
+    prefill_tp: Positive = 1
+    decode_tp: Positive = 1
+    prefill_offset: int | None = Field(
+        default=None,
+        ge=0,
+        description="Accelerator index where the decode pool starts (disaggregated); default: right after the "
+        "prefill pool.",
+    )
+    batch: Positive = 1
+    prompt_tokens: Positive
+    output_tokens: Positive
+    requests_per_second: float | None = Field(default=None, ge=0)
+    group_tokens_per_second: float | None = Field(default=None, gt=0)
+    bytes_per_token_on_frontend: float = Field(default=4.0, gt=0)
+
+
+class _WorkloadBase(KeyAccess):
+    id: Slug
+    title: str = Field(min_length=3)
+    summary: str = ""
+    model: ModelShape
+    targets: list[str] = Field(min_length=1)
+    shares_with: Slug | None = Field(
+        default=None, description="Another workload id running on the same cluster at the same time."
+    )
+
+
+class TrainingWorkload(_WorkloadBase):
+    model_config = ConfigDict(title="training")
+    kind: Literal["training"]
+    training: Training
+
+
+class InferenceWorkload(_WorkloadBase):
+    model_config = ConfigDict(title="inference")
+    kind: Literal["inference"]
+    inference: Inference
+
+
+WorkloadFile = Annotated[
+    Annotated[TrainingWorkload, Tag("training")] | Annotated[InferenceWorkload, Tag("inference")],
+    Discriminator("kind"),
+]
