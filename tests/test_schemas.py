@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pipeline.core.errors import ValidationError
 from pipeline.core.paths import check_slug
 from pipeline.core.sources import load_source, load_sources
+from pipeline.formats import generated
+from pipeline.formats.__main__ import main as formats_main
 
 GOOD = """\
 id: demo-doc
@@ -102,3 +106,257 @@ def test_nan_is_refused(tmp_path):
 
 def test_shipped_sources_all_validate(repo):
     assert len(load_sources(repo)) >= 6
+
+
+# --- One source of truth per format: models generate the schemas, both accept the same documents ---------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_schemas_are_the_ones_the_models_generate():
+    """Edit pipeline/formats, then run `python -m pipeline.formats`: a hand edit of schemas/ fails here."""
+    made = generated()
+    committed = sorted(p.name for p in (ROOT / "schemas").glob("*.schema.json"))
+    assert committed == sorted(made), "every schema file comes from a model, and every model has its file"
+    for name, text in made.items():
+        assert (ROOT / "schemas" / name).read_text(encoding="utf-8") == text, f"schemas/{name} is stale"
+
+
+def test_generation_is_deterministic_and_check_mode_names_a_stale_schema(tmp_path, capsys):
+    (tmp_path / "sources").mkdir()
+    (tmp_path / "schemas").mkdir()
+    assert formats_main(["--root", str(tmp_path)]) == 0
+    first = {p.name: p.read_bytes() for p in (tmp_path / "schemas").iterdir()}
+    assert formats_main(["--root", str(tmp_path)]) == 0
+    assert {p.name: p.read_bytes() for p in (tmp_path / "schemas").iterdir()} == first
+    assert formats_main(["--check", "--root", str(tmp_path)]) == 0
+    stale = tmp_path / "schemas" / "workload.schema.json"
+    stale.write_text(stale.read_text().replace('"minimum": 1', '"minimum": 0', 1))
+    capsys.readouterr()
+    assert formats_main(["--check", "--root", str(tmp_path)]) == 1
+    assert "schemas/workload.schema.json: differs from the schema generated" in capsys.readouterr().out
+
+
+def _both(schema_name: str, instance: dict) -> tuple[bool, bool]:
+    """(JSON Schema accepts, pydantic model accepts) for one document, the schema read from the committed file."""
+    import json
+
+    from jsonschema import Draft202012Validator
+    from pydantic import TypeAdapter
+    from pydantic import ValidationError as PydanticError
+
+    from pipeline.formats import FORMATS
+
+    committed = json.loads((ROOT / "schemas" / schema_name).read_text())
+    by_schema = Draft202012Validator(committed).is_valid(instance)
+    try:
+        TypeAdapter(FORMATS[schema_name][0]).validate_python(instance)
+        by_model = True
+    except PydanticError:
+        by_model = False
+    return by_schema, by_model
+
+
+def _rule(**changes):
+    rule = {"id": "r", "field": "accelerator.count", "subject": "Demo", "select": {"row": "GPUs"}}
+    rule["parse"] = {"type": "count"}
+    rule.update(changes)
+    return rule
+
+
+def _source(**rule_changes):
+    return {
+        "id": "demo-doc",
+        "url": "https://example.test/demo.html",
+        "publisher": "Example",
+        "title": "Demo document",
+        "document_type": "datasheet",
+        "media_type": "text/html",
+        "status": "published",
+        "rules": [_rule(**rule_changes)],
+    }
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"select": {}},
+        {"select": {"within": "table"}},
+        {"select": {"css": "td", "row": "GPUs"}},
+        {"select": {"css": ""}},
+        {"parse": {"type": "count", "pattern": ""}},
+        {"subject": "D"},
+        {"id": "a--b"},
+        {"parse": {"type": "count", "colour": "red"}},
+    ],
+)
+def test_a_bad_rule_is_refused_by_both_the_model_and_the_schema(changes):
+    """Case 5 of issue 11: pydantic accepted `select: {}` and an empty pattern that the JSON Schema refused."""
+    assert _both("source.schema.json", _source(**changes)) == (False, False)
+
+
+@pytest.mark.parametrize(
+    "changes", [{"select": {"css": "td.x", "within": "table"}}, {"select": {"row": "GPUs", "expect": "first"}}]
+)
+def test_a_good_rule_is_accepted_by_both(changes):
+    assert _both("source.schema.json", _source(**changes)) == (True, True)
+
+
+def _shipped(pattern: str) -> list[Path]:
+    return sorted(ROOT.glob(pattern))
+
+
+@pytest.mark.parametrize(
+    ("schema_name", "pattern"),
+    [
+        ("source.schema.json", "sources/*.yaml"),
+        ("reference.schema.json", "models/references/*.yaml"),
+        ("cluster.schema.json", "models/clusters/*.yaml"),
+        ("workload.schema.json", "models/workloads/*.yaml"),
+        ("topology-defaults.schema.json", "models/topology/defaults.yaml"),
+        ("pins.schema.json", "sources/pins/*.json"),
+        ("model-revisions.schema.json", "models/revisions/*/*.json"),
+        ("identities.schema.json", "models/identities.json"),
+        ("vocabulary.schema.json", "schemas/vocabulary.json"),
+    ],
+)
+def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
+    from pipeline.core.schemas import load_json, load_yaml
+
+    paths = _shipped(pattern)
+    assert paths
+    for path in paths:
+        data = load_json(path) if path.suffix == ".json" else load_yaml(path)[0]
+        assert _both(schema_name, data) == (True, True), path
+
+
+REFERENCE = ROOT / "models" / "references" / "nvidia-dgx-h100.yaml"
+SHORT = "    unknown: No document declared in this registry states the H100 SXM memory bandwidth yet.\n"
+
+
+@pytest.mark.parametrize(
+    ("replacement", "expected"),
+    [
+        (
+            "    unknown: too short\n",
+            "at $.fields.accelerator.memory_bandwidth.unknown: as `unknown`: 'too short' is too short: "
+            "expected at least 10 character(s)",
+        ),
+        (
+            "    unknown: No document declared in this registry states it.\n    evidence: a datasheet\n",
+            "at $.fields.accelerator.memory_bandwidth: as `unknown`: Additional properties are not allowed "
+            "('evidence' was unexpected); expected only evidence_needed, unknown",
+        ),
+        ("    cite: []\n", "at $.fields.accelerator.memory_bandwidth.cite: as `cite`: [] should be non-empty"),
+        ("    formula: ''\n", "at $.fields.accelerator.memory_bandwidth.formula: as `formula`: '' is too short"),
+        (
+            "    note: nobody says\n",
+            "at $.fields.accelerator.memory_bandwidth: {'note': 'nobody says', 'evidence_needed': ",
+        ),
+    ],
+)
+def test_a_union_failure_names_the_alternative_meant_and_why(tmp_path, replacement, expected):
+    """Case 5 of issue 11: a `oneOf` failure used to print the whole object "is not valid under any of the given
+    schemas"; now the discriminating key picks the alternative, and its own error is reported with file:line."""
+    from pipeline.compile.references import load_reference
+
+    text = REFERENCE.read_text()
+    assert SHORT in text
+    path = tmp_path / REFERENCE.name
+    path.write_text(text.replace(SHORT, replacement))
+    line = text.splitlines().index(SHORT.rstrip("\n")) + 1
+    with pytest.raises(ValidationError) as err:
+        load_reference(path)
+    message = str(err.value)
+    assert expected in message
+    assert message.startswith(f"{path}:{line}: at $.fields.accelerator.memory_bandwidth") or message.startswith(
+        f"{path}:{line - 1}: at $.fields.accelerator.memory_bandwidth"
+    )
+    assert "is not valid under any of the given schemas" not in message
+    if "note:" in replacement:
+        assert message.endswith("matches none of the forms cite, formula, unknown")
+
+
+def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
+    from pipeline.traffic.workloads import load_workload
+
+    source = ROOT / "models" / "workloads" / "llama8b-fsdp-dp64.yaml"
+    path = tmp_path / source.name
+    path.write_text(source.read_text().replace("  sharded: true\n", "  sharded: true\n  tp_size: 2\n"))
+    with pytest.raises(ValidationError) as err:
+        load_workload(path)
+    line = path.read_text().splitlines().index("training:") + 1
+    assert (
+        f"{path}:{line}: at $.training: as `training`: Additional properties are not allowed ('tp_size' was "
+        "unexpected)" in str(err.value)
+    )
+
+
+def test_workloads_and_clusters_are_typed_with_their_defaults():
+    """Defaults live in pipeline/formats, not in the code that reads a workload."""
+    from pipeline.core.paths import Layout
+    from pipeline.traffic.workloads import load_workload, workload_paths
+
+    loaded = {p.stem: load_workload(p) for p in workload_paths(Layout(ROOT))}
+    assert loaded, "workloads are discovered under models/workloads"
+    for w in loaded.values():
+        if w.kind == "training":
+            assert w.inference is None and w.training is not None
+            assert w.accelerators == w.training.tp * w.training.pp * w.training.dp
+            assert w.training.ep >= 1 and w.training.optimizer_layout
+        else:
+            assert w.training is None and w.inference is not None
+            assert w.inference.bytes_per_token_on_frontend > 0
+    fsdp = loaded["llama8b-fsdp-dp64"]
+    assert fsdp.training.ep == 1  # not written in the file: the model's default
+    assert fsdp.training.sharded is True
+
+
+# --- The vocabulary is the one of the checkout in use (case 8 of issue 11) -------------------------------------
+
+
+def _mini_checkout(root: Path, count_type: str = "count") -> Path:
+    import json
+
+    (root / "sources").mkdir(parents=True)
+    (root / "schemas").mkdir()
+    vocab = json.loads((ROOT / "schemas" / "vocabulary.json").read_text())
+    vocab["fields"]["accelerator.count"]["type"] = count_type
+    if count_type == "quantity":
+        vocab["fields"]["accelerator.count"]["unit"] = "GB"
+    (root / "schemas" / "vocabulary.json").write_text(json.dumps(vocab))
+    (root / "sources" / "demo-doc.yaml").write_text(GOOD)
+    return root
+
+
+def test_the_vocabulary_is_read_from_the_root_in_use_and_follows_its_content(tmp_path, monkeypatch):
+    import json
+
+    from pipeline.core.paths import Layout
+    from pipeline.core.vocabulary import vocabulary
+
+    other = Layout(_mini_checkout(tmp_path / "other", count_type="quantity"))
+    assert vocabulary(Layout(ROOT))["accelerator.count"].type == "count"
+    assert vocabulary(other)["accelerator.count"].type == "quantity"
+    # A source of that checkout is checked against that checkout's vocabulary, not the installed one.
+    with pytest.raises(ValidationError, match=r"accelerator.count takes a quantity, the rule parses a count"):
+        load_sources(other)
+    # FABRICREF_ROOT names the checkout when no layout is passed.
+    monkeypatch.setenv("FABRICREF_ROOT", str(other.root))
+    monkeypatch.chdir(tmp_path)
+    assert vocabulary()["accelerator.count"].type == "quantity"
+    # The same path with new content is read again: cached by path and content, never served stale.
+    path = other.root / "schemas" / "vocabulary.json"
+    data = json.loads(path.read_text())
+    data["fields"]["accelerator.count"] = {**data["fields"]["accelerator.count"], "type": "count"}
+    path.write_text(json.dumps(data))
+    assert vocabulary(other)["accelerator.count"].type == "count"
+    assert load_sources(other)[0].rules[0].field == "accelerator.count"
+
+
+def test_cli_root_reads_the_vocabulary_of_that_checkout(tmp_path, cli):
+    """`fabricref retrieve --root X` loads X's sources against X's vocabulary (it used to use the installed one)."""
+    other = _mini_checkout(tmp_path / "other", count_type="text")
+    result = cli("retrieve", root=other)
+    assert result.code == 1
+    assert "accelerator.count takes a text, the rule parses a count" in result.err + result.out
