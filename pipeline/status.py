@@ -28,7 +28,7 @@ def status(lay: Layout) -> dict[str, Any]:
         rev = history.current
         row.update(revision=rev.revision, retrieved_at=rev.retrieved_at, origin=rev.origin, sha256=rev.sha256)
         try:
-            store.read(rev.sha256)
+            store.read(rev.sha256, size=rev.size)
             row["hash_ok"] = True
         except FabricrefError as exc:
             row["hash_ok"] = False

@@ -14,6 +14,20 @@ from .schemas import load_json, load_model, validate
 __all__ = ["Origin", "PinHistory", "Revision", "append", "load", "load_file", "lock_path", "utc_now"]
 
 
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def check_timestamp(value: str, where: str) -> str:
+    """A retrieval date must be a real UTC instant in one fixed form (2026-02-30 is not a date)."""
+    try:
+        parsed = datetime.strptime(value, TIMESTAMP_FORMAT) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.strftime(TIMESTAMP_FORMAT) != value:
+        raise ValidationError(f"{where}: {value!r} is not a real UTC time; expected YYYY-MM-DDTHH:MM:SSZ")
+    return value
+
+
 def utc_now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
@@ -31,6 +45,7 @@ def load_file(path: Path, source_id: str) -> PinHistory:
     if history.source_id != source_id:
         raise ValidationError(f"{path}: at $.source_id: {history.source_id!r} but the file is for {source_id!r}")
     for index, rev in enumerate(history.revisions, start=1):
+        check_timestamp(rev.retrieved_at, f"{path}: at $.revisions[{index - 1}].retrieved_at")
         if rev.revision != index:
             raise ValidationError(f"{path}: at $.revisions[{index - 1}].revision: expected {index}, got {rev.revision}")
     return history

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import re
+import stat
 from pathlib import Path
 
 from .errors import IntegrityError
 from .files import atomic_write_bytes
 
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+# A snapshot is a document, not a data set: reading more than this without a pinned size is refused.
+MAX_UNPINNED_BYTES = 256 * 1024 * 1024
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -34,27 +39,60 @@ class SnapshotStore:
         return self.root / "sha256" / sha256[:2] / sha256
 
     def put(self, data: bytes) -> str:
-        """Store bytes; a snapshot already present is verified, never overwritten."""
+        """Store bytes; a snapshot already present is verified, never overwritten — unless it is corrupt, in
+        which case these bytes (which hash to its name) repair it."""
         sha = sha256_bytes(data)
         path = self.path_for(sha)
-        if path.exists():
-            self.verify(sha)
-            return sha
+        if path.exists() or path.is_symlink():
+            try:
+                self.read(sha, size=len(data))
+                return sha
+            except IntegrityError:
+                self.repair(sha, data)
+                return sha
         atomic_write_bytes(path, data, mode=0o444)
         return sha
 
-    def read(self, sha256: str) -> bytes:
-        """The stored bytes, re-hashed now: a missing or altered snapshot is an error naming the file."""
+    def repair(self, sha256: str, data: bytes) -> None:
+        """Replace a missing or corrupt copy with bytes proven to hash to its name."""
+        if sha256_bytes(data) != sha256:
+            raise IntegrityError(f"refusing to repair snapshot {sha256} with bytes that hash differently")
+        path = self.path_for(sha256)
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_symlink() or not path.is_file():
+                path.unlink()
+        atomic_write_bytes(path, data, mode=0o444)
+
+    def read(self, sha256: str, size: int | None = None) -> bytes:
+        """The stored bytes, re-hashed now. The entry must be a regular file (no FIFO, device or symbolic link)
+        of the pinned size, and is read with a bound: a missing, altered or odd entry is an error naming it."""
         path = self.path_for(sha256)
         try:
-            data = path.read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             raise IntegrityError(f"{path}: snapshot missing from the store (pinned sha256 {sha256})") from None
+        except OSError as exc:
+            what = "a symbolic link" if path.is_symlink() else (exc.strerror or "unreadable")
+            raise IntegrityError(f"{path}: store entry is {what}; expected a regular file") from None
+        info = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(info.st_mode):
+            problem = "store entry is not a regular file; expected the pinned snapshot"
+        elif size is not None and info.st_size != size:
+            problem = f"size mismatch: {size} bytes pinned, {info.st_size} stored"
+        if problem:
+            os.close(fd)
+            raise IntegrityError(f"{path}: {problem}")
+        limit = size if size is not None else MAX_UNPINNED_BYTES
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise IntegrityError(f"{path}: store entry is larger than {limit} bytes; expected the pinned snapshot")
         actual = sha256_bytes(data)
         if actual != sha256:
             raise IntegrityError(f"{path}: hash mismatch: pinned sha256 {sha256}, stored bytes hash to {actual}")
         return data
 
-    def verify(self, sha256: str) -> bool:
-        self.read(sha256)
+    def verify(self, sha256: str, size: int | None = None) -> bool:
+        self.read(sha256, size)
         return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,7 +12,7 @@ from ..core.errors import FabricrefError, IntegrityError, ValidationError
 from ..core.files import atomic_write_json, exclusive_lock
 from ..core.paths import Layout
 from ..core.sources import Source
-from ..core.store import SnapshotStore, sha256_bytes, sha256_file
+from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes, sha256_file
 from .fetch import FetchPolicy, fetch
 
 
@@ -47,7 +49,7 @@ def verify(lay: Layout, sources: list[Source]) -> list[dict[str, object]]:
                     f"`fabricref retrieve --refresh --source {source.id}`"
                 )
             current = history.current
-            snapshots.read(current.sha256)
+            snapshots.read(current.sha256, size=current.size)
             transcription = lay.transcription_file(source.id)
             if current.origin == "transcription" and transcription.exists():
                 actual = sha256_file(transcription)
@@ -71,7 +73,7 @@ def write_manifest(lay: Layout, entries: list[dict[str, object]]) -> None:
 @dataclass
 class RefreshOutcome:
     source_id: str
-    action: str  # "new-revision" | "unchanged" | "not-modified" | "failed"
+    action: str  # "new-revision" | "unchanged" | "repaired" | "not-modified" | "failed"
     detail: str
     revision: int | None = None
 
@@ -115,6 +117,20 @@ def refresh(
                 continue
             sha = sha256_bytes(result.data)
             if current is not None and sha == current.sha256:
+                try:
+                    snapshots.read(sha, size=current.size)
+                except IntegrityError as exc:
+                    # The server's bytes hash to the pinned name: they are the pinned document, so they mend it.
+                    snapshots.repair(sha, result.data)
+                    outcomes.append(
+                        RefreshOutcome(
+                            source.id,
+                            "repaired",
+                            f"same bytes ({sha[:12]}); the stored copy was corrupt and is repaired: {exc}",
+                            current.revision,
+                        )
+                    )
+                    continue
                 outcomes.append(
                     RefreshOutcome(
                         source.id, "unchanged", f"same bytes ({sha[:12]}), no new revision", current.revision
@@ -142,19 +158,42 @@ def refresh(
     return outcomes
 
 
+def _read_document(path: Path, source_id: str) -> bytes:
+    """A transcription to pin: a readable regular file (a FIFO would block, a directory is a usage slip)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: no transcription file to pin for source {source_id}") from None
+    except IsADirectoryError:
+        raise ValidationError(f"{path}: is a directory; expected the transcription file to pin") from None
+    except OSError as exc:
+        raise ValidationError(f"{path}: cannot read: {exc.strerror}; expected a readable file") from None
+    info = os.fstat(fd)
+    problem = None
+    if stat.S_ISDIR(info.st_mode):
+        problem = "is a directory; expected the transcription file to pin"
+    elif not stat.S_ISREG(info.st_mode):
+        problem = "not a regular file; expected the transcription file to pin"
+    elif info.st_size > MAX_UNPINNED_BYTES:
+        problem = f"{info.st_size} bytes; a transcription is at most {MAX_UNPINNED_BYTES}"
+    if problem:
+        os.close(fd)
+        raise ValidationError(f"{path}: {problem}")
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
 def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at: str | None = None) -> RefreshOutcome:
     """Pin a project-written transcription of a document (origin: transcription) as the next revision."""
     path = file or lay.transcription_file(source.id)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ValidationError(f"{path}: no transcription file to pin for source {source.id}") from None
     when = retrieved_at or (f"{source.read_on}T00:00:00Z" if source.read_on else None)
     if when is None:
         raise ValidationError(
             f"{lay.relative(source.path) if source.path else source.id}: at $.read_on: a transcription needs the "
             "date its facts were read (read_on: YYYY-MM-DD) or --retrieved-at"
         )
+    pins.check_timestamp(when, f"{path}: retrieved_at")  # before anything is written: no orphan snapshot
+    data = _read_document(path, source.id)
     with exclusive_lock(pins.lock_path(lay)):
         history = pins.load(lay, source.id)
         current = history.current if history else None
