@@ -183,3 +183,42 @@ def test_unresolvable_host_is_not_retried():
     with pytest.raises(FabricrefError, match=r"no-such-host\.invalid.*does not resolve"):
         fetch(URL, "text/html", mirror="http://no-such-host.invalid", policy=policy)
     assert time.monotonic() - started < 2  # backoff would have slept 2 + 4 + 8 s
+
+
+def test_refresh_reports_each_source_and_keeps_one_deadline_overall(repo, httpserver):
+    """Several sources fetched a few at a time: progress is told of each, outcomes keep the declared order, and
+    a source that cannot start before the whole-refresh deadline fails without being fetched."""
+    for n in range(3):
+        add_source(repo, f"doc-{n}", f"https://example.test/docs/{n}.html")
+
+    def slow(_: Request) -> Response:
+        time.sleep(0.6)
+        return Response(PAGE_V1, content_type="text/html")
+
+    for n in range(3):
+        httpserver.expect_request(f"/example.test/docs/{n}.html").respond_with_handler(slow)
+    sources = load_sources(repo)
+    sources = [s for s in sources if s.id.startswith("doc-")]
+    seen: list[tuple[str, int, int]] = []
+    policy = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, refresh_deadline=1.0, concurrency=1)
+    outcomes = stage.refresh(
+        repo,
+        sources,
+        mirror=httpserver.url_for("/"),
+        policy=policy,
+        progress=lambda o, d, t: seen.append((o.source_id, d, t)),
+    )
+    assert [o.source_id for o in outcomes] == ["doc-0", "doc-1", "doc-2"]
+    assert sorted(d for _, d, _ in seen) == [1, 2, 3] and {t for _, _, t in seen} == {3}
+    assert outcomes[0].action == "new-revision"
+    assert outcomes[-1].action == "failed" and "refresh deadline of 1s" in outcomes[-1].detail
+
+
+def test_fetch_environment_knobs_are_checked(monkeypatch):
+    monkeypatch.setenv("FABRICREF_FETCH_DEADLINE", "nan")
+    with pytest.raises(FabricrefError, match="FABRICREF_FETCH_DEADLINE='nan'"):
+        FetchPolicy.from_env()
+    monkeypatch.setenv("FABRICREF_FETCH_DEADLINE", "7")
+    monkeypatch.setenv("FABRICREF_FETCH_CONCURRENCY", "2")
+    policy = FetchPolicy.from_env()
+    assert (policy.deadline, policy.concurrency) == (7.0, 2)

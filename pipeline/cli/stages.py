@@ -45,9 +45,17 @@ def retrieve(
             stage.write_manifest(lay, entries)
         out.print(f"verified {len(entries)} pinned snapshot(s) against their SHA-256")
         return
-    outcomes = stage.refresh(
-        lay, sources, mirror=mirror, policy=FetchPolicy.from_env(max_bytes=max_bytes), wait_for_lock=not no_wait
+    policy = FetchPolicy.from_env(max_bytes=max_bytes)
+    out.print(
+        f"refreshing {len(sources)} source(s), {policy.concurrency} at a time, "
+        f"deadline {policy.deadline:g}s per document and {policy.refresh_deadline:g}s overall"
     )
+
+    def progress(o: stage.RefreshOutcome, done: int, total: int) -> None:
+        # One line per source as it settles; rich drops the styling when stdout is not a terminal.
+        out.print(f"[{done}/{total}] {o.source_id}: {o.action}" + (f" — {o.detail}" if o.action == "failed" else ""))
+
+    outcomes = stage.refresh(lay, sources, mirror=mirror, policy=policy, wait_for_lock=not no_wait, progress=progress)
     table = Table("source", "outcome", "revision", "detail")
     for o in outcomes:
         table.add_row(o.source_id, o.action, str(o.revision or ""), o.detail)

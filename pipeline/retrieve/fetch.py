@@ -4,6 +4,7 @@ bounded retries with backoff, a size cap applied to decoded bytes as they stream
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import socket
@@ -17,7 +18,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpcore
 import httpx
 
-from ..core.errors import FetchError
+from ..core.errors import FetchError, UsageError
 
 RETRYABLE_STATUS = {500, 502, 503, 504, 429}
 
@@ -32,6 +33,8 @@ class FetchPolicy:
     backoff: float = 1.0
     max_retry_after: float = 60.0
     max_redirects: int = 5
+    refresh_deadline: float = 600.0  # over a whole refresh, however many sources
+    concurrency: int = 4  # documents fetched at once during a refresh
     user_agent: str = "fabricref/0.1 (+reference-data pipeline)"
 
     @classmethod
@@ -45,10 +48,19 @@ class FetchPolicy:
             ("max_bytes", int),
             ("attempts", int),
             ("backoff", float),
+            ("refresh_deadline", float),
+            ("concurrency", int),
         ):
-            raw = os.environ.get(f"FABRICREF_FETCH_{name.upper()}")
+            env = f"FABRICREF_FETCH_{name.upper()}"
+            raw = os.environ.get(env)
             if raw:
-                values[name] = kind(raw)
+                try:
+                    value = kind(raw)
+                except ValueError:
+                    value = None
+                if value is None or not math.isfinite(value) or value <= 0 or value > 1e9:
+                    raise UsageError(f"environment {env}={raw!r}: expected a positive {kind.__name__} below 1e9")
+                values[name] = value
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import pins
-from ..core.errors import FabricrefError, IntegrityError, ValidationError
+from ..core.errors import FabricrefError, FetchError, IntegrityError, ValidationError
 from ..core.files import atomic_write_json, exclusive_lock
 from ..core.paths import Layout
 from ..core.sources import Source
 from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes, sha256_file
-from .fetch import FetchPolicy, fetch
+from .fetch import FetchPolicy, FetchResult, fetch
 
 
 def store(lay: Layout) -> SnapshotStore:
@@ -78,6 +82,23 @@ class RefreshOutcome:
     revision: int | None = None
 
 
+ProgressFn = Callable[["RefreshOutcome", int, int], None]
+
+
+def _fetch_one(source: Source, current: pins.Revision | None, mirror: str | None, policy: FetchPolicy, end: float):
+    left = end - time.monotonic()
+    if left <= 0:
+        raise FetchError(f"{source.url}: not fetched: the refresh deadline of {policy.refresh_deadline:g}s passed")
+    return fetch(
+        source.url,
+        source.media_type,
+        mirror=mirror,
+        etag=current.etag if current else None,
+        last_modified=current.last_modified if current else None,
+        policy=dataclasses.replace(policy, deadline=min(policy.deadline, left)),
+    )
+
+
 def refresh(
     lay: Layout,
     sources: list[Source],
@@ -85,77 +106,71 @@ def refresh(
     mirror: str | None = None,
     policy: FetchPolicy | None = None,
     wait_for_lock: bool = True,
+    progress: ProgressFn | None = None,
 ) -> list[RefreshOutcome]:
-    """Fetch each source; changed bytes become a new revision, unchanged bytes add nothing."""
-    outcomes: list[RefreshOutcome] = []
-    snapshots = store(lay)
+    """Fetch each source; changed bytes become a new revision, unchanged bytes add nothing.
+
+    Documents are fetched a few at a time (policy.concurrency) under one deadline for the whole refresh; what
+    they become is recorded one at a time by this thread, so pins and store see one writer. `progress` is told
+    of each source as it is settled. Outcomes come back in the order of `sources`.
+    """
+    policy = policy or FetchPolicy.from_env()
+    outcomes: dict[str, RefreshOutcome] = {}
+    end = time.monotonic() + policy.refresh_deadline
     with exclusive_lock(pins.lock_path(lay), wait=wait_for_lock):
-        for source in sources:
-            history = pins.load(lay, source.id)
-            current = history.current if history else None
-            try:
-                result = fetch(
-                    source.url,
-                    source.media_type,
-                    mirror=mirror,
-                    etag=current.etag if current else None,
-                    last_modified=current.last_modified if current else None,
-                    policy=policy,
-                )
-            except FabricrefError as exc:
-                outcomes.append(RefreshOutcome(source.id, "failed", str(exc)))
-                continue
-            if result.not_modified:
-                outcomes.append(
-                    RefreshOutcome(
-                        source.id,
-                        "not-modified",
-                        "HTTP 304: unchanged, no new revision",
-                        current.revision if current else None,
-                    )
-                )
-                continue
-            sha = sha256_bytes(result.data)
-            if current is not None and sha == current.sha256:
+        histories = {s.id: pins.load(lay, s.id) for s in sources}
+        currents = {sid: h.current if h else None for sid, h in histories.items()}
+        with ThreadPoolExecutor(max_workers=max(1, min(policy.concurrency, len(sources) or 1))) as pool:
+            futures = {pool.submit(_fetch_one, s, currents[s.id], mirror, policy, end): s for s in sources}
+            for future in as_completed(futures):
+                source = futures[future]
                 try:
-                    snapshots.read(sha, size=current.size)
-                except IntegrityError as exc:
-                    # The server's bytes hash to the pinned name: they are the pinned document, so they mend it.
-                    snapshots.repair(sha, result.data)
-                    outcomes.append(
-                        RefreshOutcome(
-                            source.id,
-                            "repaired",
-                            f"same bytes ({sha[:12]}); the stored copy was corrupt and is repaired: {exc}",
-                            current.revision,
-                        )
-                    )
-                    continue
-                outcomes.append(
-                    RefreshOutcome(
-                        source.id, "unchanged", f"same bytes ({sha[:12]}), no new revision", current.revision
-                    )
-                )
-                continue
-            # Bytes first, then the pin: a crash in between leaves an unreferenced snapshot, never a dangling pin.
-            snapshots.put(result.data)
-            revision = pins.Revision(
-                revision=(current.revision + 1) if current else 1,
-                retrieved_at=pins.utc_now(),
-                sha256=sha,
-                size=len(result.data),
-                media_type=result.media_type,
-                url=source.url,
-                final_url=result.final_url,
-                etag=result.etag,
-                last_modified=result.last_modified,
-                origin="retrieved",
+                    outcome = _record(lay, source, currents[source.id], future.result())
+                except FabricrefError as exc:
+                    outcome = RefreshOutcome(source.id, "failed", str(exc))
+                outcomes[source.id] = outcome
+                if progress is not None:
+                    progress(outcome, len(outcomes), len(sources))
+    return [outcomes[s.id] for s in sources]
+
+
+def _record(lay: Layout, source: Source, current: pins.Revision | None, result: FetchResult) -> RefreshOutcome:
+    """What one fetched document becomes: nothing, a repair of the stored copy, or a new revision."""
+    snapshots = store(lay)
+    if result.not_modified:
+        return RefreshOutcome(
+            source.id, "not-modified", "HTTP 304: unchanged, no new revision", current.revision if current else None
+        )
+    sha = sha256_bytes(result.data)
+    if current is not None and sha == current.sha256:
+        try:
+            snapshots.read(sha, size=current.size)
+        except IntegrityError as exc:
+            # The server's bytes hash to the pinned name: they are the pinned document, so they mend it.
+            snapshots.repair(sha, result.data)
+            return RefreshOutcome(
+                source.id,
+                "repaired",
+                f"same bytes ({sha[:12]}); the stored copy was corrupt and is repaired: {exc}",
+                current.revision,
             )
-            pins.append(lay, source.id, revision)
-            outcomes.append(
-                RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(result.data)} bytes", revision.revision)
-            )
-    return outcomes
+        return RefreshOutcome(source.id, "unchanged", f"same bytes ({sha[:12]}), no new revision", current.revision)
+    # Bytes first, then the pin: a crash in between leaves an unreferenced snapshot, never a dangling pin.
+    snapshots.put(result.data)
+    revision = pins.Revision(
+        revision=(current.revision + 1) if current else 1,
+        retrieved_at=pins.utc_now(),
+        sha256=sha,
+        size=len(result.data),
+        media_type=result.media_type,
+        url=source.url,
+        final_url=result.final_url,
+        etag=result.etag,
+        last_modified=result.last_modified,
+        origin="retrieved",
+    )
+    pins.append(lay, source.id, revision)
+    return RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(result.data)} bytes", revision.revision)
 
 
 def _read_document(path: Path, source_id: str) -> bytes:
