@@ -64,21 +64,61 @@ def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:
 @estimate_app.command("collective")
 def estimate_collective(
     op: Annotated[
-        str, typer.Option("--op", help="all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, send")
+        str,
+        typer.Option("--op", help="all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, reduce, send"),
     ],
     ranks: Annotated[int, typer.Option("--ranks", help="Ranks in the group.")],
-    size: Annotated[str, typer.Option("--bytes", help="Buffer size S as nccl-tests defines it, e.g. 1GiB.")],
-    bandwidth: Annotated[str, typer.Option("--bandwidth", help="Effective per-rank bandwidth, e.g. 400Gb/s.")],
-    latency: Annotated[str, typer.Option("--latency", help="Per-step latency, e.g. 5us.")],
-    algorithm: Annotated[str, typer.Option("--algorithm", help="ring or tree.")] = "ring",
+    size: Annotated[
+        str | None, typer.Option("--bytes", help="Buffer size S as nccl-tests defines it, e.g. 1GiB.")
+    ] = None,
+    topology_id: Annotated[
+        str | None,
+        typer.Option("--topology", help="Reference or cluster id: bandwidth, hops and link classes from its wiring."),
+    ] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option("--sweep", help="MIN:MAX, powers of two like all_reduce_perf -b MIN -e MAX -f 2 (topology mode)."),
+    ] = None,
+    bandwidth: Annotated[
+        str | None, typer.Option("--bandwidth", help="Parametric mode: effective per-rank bandwidth, e.g. 400Gb/s.")
+    ] = None,
+    latency: Annotated[
+        str | None, typer.Option("--latency", help="Parametric mode: per-step latency, e.g. 5us.")
+    ] = None,
+    algorithm: Annotated[
+        str | None,
+        typer.Option(
+            "--algorithm",
+            help="Force one: ring, tree, nvls, collnet, one-shot, recursive-doubling (default: the fastest available; "
+            "parametric mode: ring or tree, default ring).",
+        ),
+    ] = None,
     direction: Annotated[
         str, typer.Option("--direction", help="per_direction (default) or bidirectional.")
     ] = "per_direction",
     efficiency: Annotated[float, typer.Option("--efficiency", help="Explicit scaling of the bandwidth (0-1].")] = 1.0,
     as_json: JsonOpt = False,
+    root: RootOpt = None,
 ) -> None:
-    """Alpha-beta cost of one collective: latency, bandwidth and queueing terms, and which dominates."""
+    """One collective: time, algbw and busbw (nccl-tests conventions), chosen algorithm and protocol.
+
+    Topology mode (--topology) takes line rates, hops and link classes from the installed wiring and efficiencies
+    and latencies from models/calibration/collectives.yaml; parametric mode (--bandwidth, --latency) costs a ring
+    or tree at the bandwidth and latency given."""
+    if topology_id is not None:
+        if bandwidth is not None or latency is not None or efficiency != 1.0:
+            raise UsageError(
+                "--topology takes bandwidth, latency and efficiency from the wiring and the calibration; "
+                "drop --bandwidth / --latency / --efficiency"
+            )
+        _collective_on_topology(topology_id, op, ranks, size, sweep, algorithm, as_json, root)
+        return
+    if sweep is not None:
+        raise UsageError("--sweep needs --topology")
+    if size is None or bandwidth is None or latency is None:
+        raise UsageError("parametric mode needs --bytes, --bandwidth and --latency (or use --topology ID)")
     from ..traffic import collectives
+    from ..traffic.algorithms import bus_factor
 
     rate = _qty(bandwidth, "rate", "--bandwidth")
     if direction not in ("per_direction", "bidirectional"):
@@ -91,13 +131,100 @@ def estimate_collective(
         _qty(size, "bytes", "--bytes"),
         rate,
         _qty(latency, "time", "--latency"),
-        algorithm=algorithm,
+        algorithm=algorithm or "ring",
         efficiency=efficiency,
     )
     d = est.as_dict()
+    algbw = est.bytes / est.seconds / 1e9 if est.seconds > 0 else 0.0
+    extra = {
+        "protocol": "as given (parametric: the bandwidth and latency stated on the command line)",
+        "algbw_gb_per_s": algbw,
+        "busbw_gb_per_s": algbw * bus_factor(op, ranks),
+    }
     _emit_estimate(
-        {k: d[k] for k in (*COST_KEYS, "op", "ranks", "bytes", "steps")}, as_json, f"{op} over {ranks} ranks"
+        {**{k: d[k] for k in (*COST_KEYS, "op", "ranks", "bytes", "steps")}, **extra},
+        as_json,
+        f"{op} over {ranks} ranks",
     )
+
+
+def _size_arg(text: str, option: str) -> int:
+    """A byte count: a plain integer, nccl-tests' K / M / G suffixes (powers of 1024, as all_reduce_perf -b -e
+    read them), or a quantity with its unit, e.g. 256MiB."""
+    text = text.strip()
+    if text[:-1].isdigit() and text[-1:] in ("K", "M", "G"):
+        value: float = int(text[:-1]) * 1024 ** ("KMG".index(text[-1]) + 1)
+    else:
+        value = int(text) if text.isdigit() else _qty(text, "bytes", option)
+    if value != int(value) or value < 1:
+        raise UsageError(f"{option} {text!r}: expected a whole number of bytes of at least 1")
+    return int(value)
+
+
+def _collective_on_topology(
+    topology_id: str,
+    op: str,
+    ranks: int,
+    size: str | None,
+    sweep: str | None,
+    algorithm: str | None,
+    as_json: bool,
+    root: Any,
+) -> None:
+    from ..traffic import CAVEAT
+    from ..traffic.calculator import sweep as sweep_rows
+    from ..traffic.calculator import topology_estimate, view_for
+
+    lay = lay_of(root)
+    view = view_for(lay, topology_id)
+    if sweep is not None:
+        if size is not None:
+            raise UsageError("give --bytes or --sweep, not both")
+        low_text, sep, high_text = sweep.partition(":")
+        if not sep:
+            raise UsageError(f"--sweep {sweep!r}: expected MIN:MAX, e.g. 8:8GiB")
+        low, high = _size_arg(low_text, "--sweep MIN"), _size_arg(high_text, "--sweep MAX")
+        rows = sweep_rows(lay, view, op, ranks, low, high, algorithm)
+        if as_json:
+            print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": CAVEAT})
+            return
+        table = Table(
+            "bytes", "seconds", "algbw GB/s", "busbw GB/s", "algorithm", "protocol", title=f"{op} on {topology_id}"
+        )
+        for r in rows:
+            table.add_row(
+                str(r["bytes"]),
+                f"{r['seconds']:.4g}",
+                f"{r['algbw_gb_per_s']:.2f}",
+                f"{r['busbw_gb_per_s']:.2f}",
+                r["algorithm"],
+                r["protocol"],
+            )
+        out.print(table)
+        out.print(CAVEAT)
+        return
+    if size is None:
+        raise UsageError("--topology needs --bytes SIZE or --sweep MIN:MAX")
+    d = topology_estimate(lay, view, op, ranks, float(_size_arg(size, "--bytes")), algorithm)
+    if as_json:
+        print_json({**d, "caveat": CAVEAT})
+        return
+    keys = (
+        "algorithm",
+        "protocol",
+        "seconds",
+        "latency_seconds",
+        "bandwidth_seconds",
+        "algbw_gb_per_s",
+        "busbw_gb_per_s",
+        "ranks_per_domain",
+        "domains",
+        "dominant",
+        "confidence",
+    )
+    _emit_estimate({k: d[k] for k in keys}, False, f"{op} over {ranks} ranks on {topology_id}")
+    for a in d["assumptions"]:
+        out.print(f"- {a}")
 
 
 @estimate_app.command("transfer")

@@ -357,7 +357,9 @@ def _recursive_doubling(ctx: _Ctx, op: str, f: Fabric, size: float, p: str) -> C
     if rounds_up:
         assert f.up is not None
         b = rounds_up * size
-        stages.append(Stage("exchange rounds inside the domain", "scale_up", b, b / ctx.rate(f.up, "recursive-doubling", p)))
+        stages.append(
+            Stage("exchange rounds inside the domain", "scale_up", b, b / ctx.rate(f.up, "recursive-doubling", p))
+        )
         latency += rounds_up * ctx.step_s(f.up, "ring", p)
     if rounds_out:
         assert f.out is not None

@@ -113,10 +113,7 @@ class Calibration(_Strict):
     pipeline: Pipeline
 
     @model_validator(mode="after")
-    def _references(self) -> Calibration:
-        for path, n in self.numbers():
-            if n.source is not None and n.source not in self.sources:
-                raise ValueError(f"{path}: source {n.source!r} is not declared under `sources`")
+    def _protocols(self) -> Calibration:
         for name, algo in self.algorithms.items():
             if set(algo.base_latency_us.protocols()) != set(algo.protocol_factor.protocols()):
                 raise ValueError(f"algorithms.{name}: base_latency_us and protocol_factor name different protocols")
@@ -151,23 +148,37 @@ class Calibration(_Strict):
 
 
 def _pydantic_message(err: dict[str, object]) -> str:
-    msg = str(err["msg"])
-    return msg.removeprefix("Value error, ")
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    got = err.get("input")
+    if isinstance(got, str | int | float | bool) and not str(err.get("type", "")).startswith("value_error"):
+        msg += f", got {got!r}"
+    return msg
 
 
 def load_calibration_file(path: Path) -> Calibration:
     """Parse and validate; every error names file:line, the JSON path and what was expected."""
     data, doc = load_yaml(path)
     try:
-        return Calibration.model_validate(data)
+        cal = Calibration.model_validate(data)
     except PydanticError as exc:
         lines = []
         for err in exc.errors()[:10]:
             parts = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-            line = _line_of(doc, list(parts))
-            where = f"{path}:{line}" if line else str(path)
-            lines.append(f"{where}: at {json_path(parts)}: {_pydantic_message(dict(err))}")
+            lines.append(f"{_where(path, doc, parts)}: at {json_path(parts)}: {_pydantic_message(dict(err))}")
         raise ValidationError("\n".join(lines)) from None
+    for dotted, n in cal.numbers():
+        if n.source is not None and n.source not in cal.sources:
+            parts = [*dotted.split("."), "source"]
+            raise ValidationError(
+                f"{_where(path, doc, parts)}: at {json_path(parts)}: source {n.source!r} is not declared under "
+                f"`sources` (declared: {', '.join(sorted(cal.sources))})"
+            )
+    return cal
+
+
+def _where(path: Path, doc: object, parts: list[object]) -> str:
+    line = _line_of(doc, list(parts))
+    return f"{path}:{line}" if line else str(path)
 
 
 @cache

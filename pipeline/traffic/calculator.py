@@ -1,0 +1,178 @@
+"""A collective on an installed topology: the wiring gives ranks per domain, line rates, link technologies and
+path hops; the calibration gives efficiencies and latencies; `algorithms` chooses and costs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import UsageError
+from ..core.paths import Layout
+from .algorithms import Cost, Fabric, Tier, estimate
+from .calibration import Calibration, load_calibration, weakest
+from .view import View
+
+GBPS_TO_BYTES = 1e9 / 8
+# Switches a scale-out path crosses, by tier (same leaf; leaf-spine-leaf; leaf-spine-core-spine-leaf).
+SWITCHES_BY_TIER = {1: 1, 2: 3, 3: 5}
+
+
+@dataclass
+class Placed:
+    """A group of ranks placed on a topology, and the fabric the collective sees there."""
+
+    fabric: Fabric
+    accelerators: list[str]
+    technologies: dict[str, str]
+    lineage: set[tuple[str, str]]  # (what, status) of each topology figure used
+    notes: list[str]
+
+
+def view_for(lay: Layout, topology_id: str) -> View:
+    """The installed wiring of a reference or cluster, as the traffic stage sees it."""
+    from ..topology import stage as topology
+    from ..topology.facts import defaults
+
+    return View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+
+
+def _technology(lay: Layout, reference: str) -> str:
+    from ..topology.facts import load_facts
+
+    return load_facts(lay, reference).text("scale_up.technology")
+
+
+def place(
+    view: View, cal: Calibration, ranks: int, accelerators: list[str] | None = None, technology: str | None = None
+) -> Placed:
+    """Ranks on the first accelerators in topology order (scale-up domains filled in order), or on the ones given."""
+    if ranks < 1:
+        raise UsageError(f"--ranks must be at least 1, got {ranks}")
+    accs = accelerators if accelerators is not None else view.accelerators[:ranks]
+    if len(accs) < ranks:
+        raise UsageError(
+            f"{ranks} ranks need {ranks} accelerators; topology {view.g.graph['topology_id']} has {len(accs)}"
+        )
+    by_domain: dict[str, list[str]] = {}
+    for a in accs:
+        by_domain.setdefault(view.domain(a), []).append(a)
+    sizes = {len(m) for m in by_domain.values()}
+    if len(sizes) != 1:
+        raise UsageError(
+            f"{ranks} ranks fill scale-up domains unevenly ({sorted(len(m) for m in by_domain.values())}); "
+            f"use a multiple of the domain size {view.domain_size} or fewer ranks than one domain"
+        )
+    local, domains = sizes.pop(), len(by_domain)
+    lineage: set[tuple[str, str]] = set()
+    notes: list[str] = []
+    techs: dict[str, str] = {}
+    up = out = None
+    nvls = one_shot = False
+    first = accs[0]
+    if local > 1:
+        path = view.scale_up(first)
+        if path.per_rank_gbps is None:
+            raise UsageError(
+                f"the scale-up bandwidth of {view.reference} is unknown: no source or assumption states it"
+            )
+        tech = technology if technology is not None else view.g.graph.get("scale_up_technology", "")
+        name, lc = cal.link_class("scale_up", tech)
+        techs["scale_up"] = f"{tech or 'not stated'} -> {name}"
+        # NCCL's NVLink step latency was measured GPU → switch → GPU: only hops beyond those two add.
+        per_hop = (path.latency_s - view.endpoint_s) / path.hops if path.hops else 0.0
+        up = Tier("scale_up", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, max(0, path.hops - 2) * per_hop)
+        lineage |= {(f"{x.reference_id}:{x.field}", x.status) for x in path.lineage}
+        switched = view.summary["nodes_by_kind"].get("scale_up_switch", 0) > 0
+        peers = {m for m, d in view.g[first].items() if d["network"] == "scale_up" and view.kind[m] == "accelerator"}
+        mesh = len(peers) >= len(by_domain[view.domain(first)]) - 1
+        nvls = switched and lc.nvls is not None
+        one_shot = lc.one_shot and (switched or mesh)
+    if domains > 1:
+        others = [m[0] for m in by_domain.values()]
+        far = max(others[1:], key=lambda b: view.tier(first, b))
+        tier = view.tier(first, far)
+        path, factor = view.scale_out(first, far, tier)
+        if path.per_rank_gbps is None:
+            raise UsageError(
+                f"the scale-out bandwidth of {view.reference} is unknown: no source or assumption states it"
+            )
+        proto = view.g.graph.get("scale_out_protocol", "")
+        name, lc = cal.link_class("scale_out", proto)
+        techs["scale_out"] = f"{proto or 'not stated'} -> {name}"
+        edges = [d for nic in view.nics(first) for m, d in view.g[nic].items() if view.kind[m] == "leaf"]
+        switch_ns = edges[0]["latency_ns"] if edges else 0
+        extra = (SWITCHES_BY_TIER.get(tier, 1) - 1) * switch_ns * 1e-9
+        out = Tier("scale_out", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, extra, factor)
+        lineage |= {(f"{x.reference_id}:{x.field}", x.status) for x in path.lineage}
+        if extra:
+            notes.append(
+                f"assumed: NCCL's network step latency covers one switch; the {SWITCHES_BY_TIER[tier] - 1} further "
+                f"switch(es) of this path add {switch_ns:g} ns each (topology defaults)"
+            )
+        if factor != 1:
+            notes.append(
+                f"every rank crosses the oversubscribed tier at once: the fabric share per rank is 1/{factor:g} of "
+                "its NIC (fluid share)"
+            )
+    collnet = bool(view.g.graph.get("scale_out_in_network_reduction"))
+    fabric = Fabric(ranks, local, domains, up, out, nvls=nvls, collnet=collnet, one_shot=one_shot)
+    return Placed(fabric, list(accs), techs, lineage, notes)
+
+
+def confidence(cost: Cost, placed: Placed) -> str:
+    statuses = [n.status for _, n in cost.used] + ["published" if s == "derived" else s for _, s in placed.lineage]
+    return weakest(statuses)
+
+
+def topology_estimate(
+    lay: Layout, view: View, op: str, ranks: int, size: float, algorithm: str | None = None
+) -> dict[str, Any]:
+    """One collective on the topology: the chosen algorithm and protocol, time, algbw and busbw, and why."""
+    cal = load_calibration(lay.root)
+    placed = place(view, cal, ranks, technology=_technology(lay, view.reference))
+    cost = estimate(cal, op, placed.fabric, size, algorithm)
+    return result_dict(cost, placed, view)
+
+
+def result_dict(cost: Cost, placed: Placed, view: View) -> dict[str, Any]:
+    d = cost.as_dict()
+    f = placed.fabric
+    d.update(
+        {
+            "topology_id": view.g.graph["topology_id"],
+            "ranks_per_domain": f.local,
+            "domains": f.domains,
+            "link_classes": placed.technologies,
+            "confidence": confidence(cost, placed),
+            "topology_lineage": sorted(f"{w}[{s}]" for w, s in placed.lineage),
+            "assumptions": [*d["assumptions"], *placed.notes],
+        }
+    )
+    return d
+
+
+def sweep(
+    lay: Layout, view: View, op: str, ranks: int, low: int, high: int, algorithm: str | None = None
+) -> list[dict[str, Any]]:
+    """One row per power-of-two size from low to high, like `all_reduce_perf -b low -e high -f 2`."""
+    if low < 1 or high < low:
+        raise UsageError(f"--sweep {low}:{high}: expected 1 <= MIN <= MAX")
+    cal = load_calibration(lay.root)
+    placed = place(view, cal, ranks, technology=_technology(lay, view.reference))
+    rows = []
+    size = low
+    while size <= high:
+        cost = estimate(cal, op, placed.fabric, float(size), algorithm)
+        rows.append(
+            {
+                "bytes": size,
+                "seconds": cost.seconds,
+                "algbw_gb_per_s": cost.algbw_gb_per_s,
+                "busbw_gb_per_s": cost.busbw_gb_per_s,
+                "algorithm": cost.algorithm,
+                "protocol": cost.protocol,
+                "confidence": confidence(cost, placed),
+            }
+        )
+        size *= 2
+    return rows
