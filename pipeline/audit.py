@@ -214,11 +214,14 @@ def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int)
     for p in current["provenance"]:
         (source,) = load_sources(lay, p["source_id"])
         history = pins.load(lay, source.id)
-        if history is None or revision > len(history.revisions):
-            result["provenance"].append(
-                {**p, "note": f"source {source.id} has no revision {revision}", "verified": False}
+        count = 0 if history is None else len(history.revisions)
+        if not 1 <= revision <= count:
+            # A revision that does not exist is a wrong argument, not a changed snapshot: no hash is involved.
+            have = f"it has 1…{count}" if count else "it has no pinned revision"
+            raise UsageError(
+                f"source {source.id} (cited by {reference_id} {field}) has no revision {revision} ({have}); "
+                f"see `fabricref history {source.id}`"
             )
-            continue
         parsed, errors, rev = claims_at(lay, source, revision)
         value = parsed.get(p["rule_id"])
         path = lay.root / p["snapshot_path"].replace(p["sha256"], rev.sha256).replace(

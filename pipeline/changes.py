@@ -27,8 +27,8 @@ def diff(lay: Layout, source_id: str, from_rev: int | None = None, to_rev: int |
     history = pins.load(lay, source_id)
     if history is None:
         raise UsageError(f"source {source_id} has no pins")
-    to_rev = to_rev or history.current.revision
-    from_rev = from_rev or max(1, to_rev - 1)
+    to_rev = history.get(to_rev).revision if to_rev is not None else history.current.revision
+    from_rev = history.get(from_rev).revision if from_rev is not None else max(1, to_rev - 1)
     old, _old_errors, old_pin = claims_at(lay, source, from_rev)
     new, new_err, new_pin = claims_at(lay, source, to_rev)
     changes = []

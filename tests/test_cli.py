@@ -33,3 +33,34 @@ def test_show_takes_the_id_as_a_bound_parameter(built_registry, cli):
     result = cli("show", "x' OR '1'='1", root=built_registry.root)
     assert result.code == 2
     assert "no reference \"x' OR '1'='1\"" in result.err
+
+
+def test_audit_of_a_revision_the_source_does_not_have_is_bad_usage_not_a_hash_alarm(built_registry, cli):
+    """Every shipped source has one revision: asking for revision 7 is a wrong argument (exit 2), and nothing
+    about it says a snapshot's hash changed."""
+    result = cli(
+        "audit", "nvidia-gb200-nvl72", "scale_up.bandwidth_per_accelerator", "--revision", "7", root=built_registry.root
+    )
+    assert result.code == 2
+    assert "has no revision 7 (it has 1…1)" in result.err
+    assert "HASH MISMATCH" not in result.out
+    assert "SHA-256" not in result.err
+    zero = cli(
+        "audit", "nvidia-gb200-nvl72", "scale_up.bandwidth_per_accelerator", "--revision", "0", root=built_registry.root
+    )
+    assert zero.code == 2 and "has no revision 0 (it has 1…1)" in zero.err
+
+
+def test_audit_at_an_existing_revision_verifies_its_hash(built_registry, cli):
+    result = cli(
+        "audit", "nvidia-gb200-nvl72", "scale_up.bandwidth_per_accelerator", "--revision", "1", root=built_registry.root
+    )
+    assert result.code == 0
+    assert "verified" in result.out and "HASH MISMATCH" not in result.out
+
+
+def test_diff_to_a_revision_the_source_does_not_have_is_bad_usage(repo, cli):
+    source = sorted((repo.root / "sources" / "pins").glob("*.json"))[0].stem
+    result = cli("diff", source, "--to", "9", root=repo.root)
+    assert result.code == 2
+    assert f"source {source} has no revision 9 (it has 1…1)" in result.err

@@ -33,6 +33,8 @@ def audit(
 
     lay = lay_of(root)
     if reference.startswith(auditing.TRAFFIC_PREFIX):
+        if revision is not None:
+            raise UsageError("--revision applies to a reference field, not to a traffic result")
         result = auditing.audit_traffic(lay, reference, field)
     elif revision is not None:
         result = auditing.audit_at_revision(lay, reference, field, revision)
