@@ -204,6 +204,7 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
 def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int) -> dict[str, Any]:
     """The field as it stood at revision N of the documents it cites: values re-read from the old snapshots,
     hashes re-verified now. A derived field is re-derived from its inputs' values at that revision."""
+    from .changes import require_revision
     from .core import pins
     from .core.sources import load_sources
     from .extract.stage import claims_at
@@ -214,14 +215,7 @@ def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int)
     for p in current["provenance"]:
         (source,) = load_sources(lay, p["source_id"])
         history = pins.load(lay, source.id)
-        count = 0 if history is None else len(history.revisions)
-        if not 1 <= revision <= count:
-            # A revision that does not exist is a wrong argument, not a changed snapshot: no hash is involved.
-            have = f"it has 1…{count}" if count else "it has no pinned revision"
-            raise UsageError(
-                f"source {source.id} (cited by {reference_id} {field}) has no revision {revision} ({have}); "
-                f"see `fabricref history {source.id}`"
-            )
+        require_revision(history, revision)  # a missing revision is bad usage, not a hash mismatch
         parsed, errors, rev = claims_at(lay, source, revision)
         value = parsed.get(p["rule_id"])
         path = lay.root / p["snapshot_path"].replace(p["sha256"], rev.sha256).replace(

@@ -22,13 +22,25 @@ def _value(v: dict[str, Any] | None) -> str | None:
     return v["value_text"]
 
 
+def require_revision(history: pins.PinHistory | None, number: int) -> int:
+    """A revision the user named must exist (pins are numbered 1..M without gaps); if not, that is bad usage
+    (exit 2), never an integrity alarm."""
+    count = 0 if history is None else len(history.revisions)
+    if not 1 <= number <= count:
+        have = f"it has 1…{count}" if count else "it has no pinned revision"
+        source = "this source" if history is None else f"source {history.source_id}"
+        where = "" if history is None else f"; see `fabricref history {history.source_id}`"
+        raise UsageError(f"{source} has no revision {number} ({have}){where}")
+    return number
+
+
 def diff(lay: Layout, source_id: str, from_rev: int | None = None, to_rev: int | None = None) -> dict[str, Any]:
     (source,) = load_sources(lay, source_id)
     history = pins.load(lay, source_id)
     if history is None:
         raise UsageError(f"source {source_id} has no pins")
-    to_rev = history.get(to_rev).revision if to_rev is not None else history.current.revision
-    from_rev = history.get(from_rev).revision if from_rev is not None else max(1, to_rev - 1)
+    to_rev = require_revision(history, to_rev) if to_rev is not None else history.current.revision
+    from_rev = require_revision(history, from_rev) if from_rev is not None else max(1, to_rev - 1)
     old, _old_errors, old_pin = claims_at(lay, source, from_rev)
     new, new_err, new_pin = claims_at(lay, source, to_rev)
     changes = []
