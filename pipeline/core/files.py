@@ -7,14 +7,40 @@ import fcntl
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .errors import FabricrefError
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the kernel tells (Linux /proc), else swapped under a
+    lock so no other thread of ours creates a file while it is briefly 0."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        old = os.umask(0o077)
+        os.umask(old)
+    return old
+
+
+def new_file_mode() -> int:
+    """The mode open(2) would give a new file: 0o666 less the umask (mkstemp alone gives 0o600)."""
+    return 0o666 & ~current_umask()
+
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write via a temporary file in the same directory and rename it over the target. The file gets `mode`
+    if given (the snapshot store passes read-only modes), else the mode the user's umask gives new files."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -22,11 +48,10 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
         raise FabricrefError(f"cannot write {path}: {exc.strerror}") from exc
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), new_file_mode() if mode is None else mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
