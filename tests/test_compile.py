@@ -82,6 +82,45 @@ def test_unit_mismatch_in_a_formula(extracted):
         stage.run(extracted)
 
 
+def test_a_formula_result_never_gains_or_loses_a_bandwidth_direction(extracted):
+    """8 NICs x 400 Gb/s per direction is not a memory bandwidth: the direction would be silently dropped."""
+    path = edit_model(
+        extracted,
+        "nvidia-dgx-h100",
+        "  accelerator.memory_bandwidth_total:\n    unknown: No document declared in this registry states the "
+        "system's summed memory bandwidth, nor the per-GPU figure it would be derived from.",
+        "  accelerator.memory_bandwidth_total:\n    formula: scale_out.nic.count * scale_out.nic.speed",
+    )
+    with pytest.raises(CompileError) as err:
+        stage.run(extracted)
+    assert str(err.value) == (
+        f"{path}: at $.fields.accelerator.memory_bandwidth_total.formula: result is per_direction, "
+        "but accelerator.memory_bandwidth_total is stored without direction"
+    )
+
+
+def test_a_claim_read_under_a_key_of_another_dimension_names_reference_field_source_and_units(extracted):
+    path = edit_model(
+        extracted,
+        "illustrative-h100-4096",
+        "    reads: scale_out.nic.speed",
+        "    reads: accelerator.memory_total",
+    )
+    edit_model(
+        extracted,
+        "illustrative-h100-4096",
+        "nvidia-dgx-basepod-core-components#dgx-h100-nic-speed]",
+        "nvidia-dgx-basepod-core-components#dgx-h100-gpu-memory-total]",
+    )
+    with pytest.raises(CompileError) as err:
+        stage.run(extracted)
+    assert str(err.value) == (
+        f"{path}: at $.fields.cluster.endpoint_speed.cite: "
+        "'nvidia-dgx-basepod-core-components#dgx-h100-gpu-memory-total' states GB, but cluster.endpoint_speed "
+        "is stored in Gb/s per_direction: cannot convert GB to Gb/s: different dimensions"
+    )
+
+
 def test_formula_outside_the_language_is_refused(extracted):
     edit_model(
         extracted,

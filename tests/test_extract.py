@@ -57,6 +57,18 @@ def test_bandwidth_is_converted_to_the_vocabulary_unit_and_direction():
     assert parsed.stated == "900 GB/s (bidirectional)"
 
 
+def test_a_claim_records_the_unit_the_document_states_not_the_one_the_rule_expected():
+    """A rule that declares Gb/s over a document that says GB/s is out of date: an error, never a relabel."""
+    stated = {"type": "quantity", "pattern": r"(?P<value>\d+) (?P<unit>\S+)", "direction": "bidirectional"}
+    with pytest.raises(ExtractionError) as err:
+        apply(rule(field="scale_out.nic.speed", select={"row": "NVLink"}, parse={**stated, "unit": "Gb/s"}))
+    assert "the document states 'GB/s' but the rule declares unit 'Gb/s'" in str(err.value)
+    assert "rule r (table row 'NVLink')" in str(err.value)
+    # The same unit under another spelling agrees: GBps is GB/s. 900 GB/s bidirectional = 3600 Gb/s per direction.
+    same = apply(rule(field="scale_out.nic.speed", select={"row": "NVLink"}, parse={**stated, "unit": "GBps"}))
+    assert (same.value_number, same.unit, same.value_text) == (3600.0, "Gb/s", "900 GB/s")
+
+
 def test_rule_matching_nothing_names_source_rule_and_selector():
     with pytest.raises(ExtractionError) as err:
         apply(rule(id="missing-row", select={"row": "CPUs"}))

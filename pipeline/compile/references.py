@@ -177,8 +177,9 @@ def _cited(
         expected = decl.get("reads", key)
         if claim["field"] != expected:
             raise CompileError(f"{where}.cite: {cite!r} reads {claim['field']!r}, not {expected!r}")
-        if expected != key:
-            claim = _restate(claim, ref.vocab[expected], spec, f"{where}.reads")
+        if expected != key and ref.vocab[expected].type != spec.type:
+            raise CompileError(f"{where}.reads: a {ref.vocab[expected].type} cannot be read as a {spec.type}")
+        claim = _in_field_unit(claim, key, spec, f"{where}.cite: {cite!r}")
         cited.append((cite, claim))
     chosen_id = decl.get("take")
     if chosen_id and chosen_id not in decl["cite"]:
@@ -205,19 +206,27 @@ def _cited(
     return record
 
 
-def _restate(claim: dict[str, Any], source: FieldSpec, target: FieldSpec, where: str) -> dict[str, Any]:
-    """A claim read under another key, converted to this key's unit and direction (or refused)."""
-    if source.type != target.type:
-        raise CompileError(f"{where}: a {source.type} cannot be read as a {target.type}")
-    same = source.stored_unit == target.stored_unit and source.direction == target.direction
-    if claim["value_number"] is None or same:
+def _in_field_unit(claim: dict[str, Any], key: str, spec: FieldSpec, where: str) -> dict[str, Any]:
+    """The claim converted from the unit and direction it states to the field's stored ones (never relabelled).
+
+    A claim's number is in its own `unit`; the vocabulary may have changed since it was extracted, or the
+    claim may be read under another key (`reads:`), so the number is always converted, or refused.
+    """
+    number = claim["value_number"]
+    if number is None:
+        if spec.type != "text":
+            raise CompileError(f"{where} has no number, but {key} takes a {spec.type}")
         return claim
+    if spec.type == "text":
+        raise CompileError(f"{where} states a number, but {key} takes text")
+    have = f"{claim['unit'] or 'no unit'}{' ' + claim['direction'] if claim['direction'] else ''}"
+    want = f"{spec.stored_unit or 'no unit'}{' ' + spec.direction if spec.direction else ''}"
+    if not claim["unit"]:
+        raise CompileError(f"{where} states {number:g} with no unit; {key} is stored in {want}")
     try:
-        value = Quantity(claim["value_number"], claim["unit"], claim["direction"]).to(
-            target.stored_unit or "count", target.direction
-        )
+        value = Quantity(number, claim["unit"], claim["direction"]).to(spec.stored_unit or "count", spec.direction)
     except FabricrefError as exc:
-        raise CompileError(f"{where}: {exc}") from None
+        raise CompileError(f"{where} states {have}, but {key} is stored in {want}: {exc}") from None
     return {**claim, "value_number": value.value, "unit": value.unit, "direction": value.direction}
 
 
@@ -311,9 +320,11 @@ def _derive(
         number = value.in_unit(spec.stored_unit or "count")
     except FabricrefError as exc:
         raise CompileError(f"{where}: {exc}") from None
-    if spec.direction and value.direction != spec.direction:
+    if value.direction != spec.direction:
+        # Either way round is a relabel: a bandwidth given a direction nobody stated, or one dropped.
         raise CompileError(
-            f"{where}: result is {value.direction or 'without direction'}, but {key} is stored {spec.direction}"
+            f"{where}: result is {value.direction or 'without direction'}, "
+            f"but {key} is stored {spec.direction or 'without direction'}"
         )
     if not math.isfinite(number):
         raise CompileError(f"{where}: result is not a finite number")

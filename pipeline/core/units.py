@@ -75,6 +75,8 @@ def convert(value: float, from_unit: str, to_unit: str) -> float:
     t_factor, t_dims = unit_info(to_unit)
     if f_dims != t_dims:
         raise ValidationError(f"cannot convert {from_unit} to {to_unit}: different dimensions")
+    if f_factor == t_factor:
+        return value  # exact: a value kept in its own unit (or a synonym, Gbps = Gb/s) is not rounded
     return value * f_factor / t_factor
 
 

@@ -13,7 +13,7 @@ from soupsieve import SelectorSyntaxError
 
 from ..core.errors import ExtractionError, ValidationError
 from ..core.sources import Rule
-from ..core.units import parse_number, parse_quantity
+from ..core.units import parse_number, parse_quantity, unit_info
 from ..core.vocabulary import FieldSpec
 
 EXCERPT_LIMIT = 400
@@ -126,6 +126,12 @@ def apply(soup: BeautifulSoup, rule: Rule, spec: FieldSpec, source_id: str, revi
             if number < 0 or number != int(number):
                 raise ValidationError(f"{value_text!r} is not a whole, non-negative count")
             return Parsed(number, value_text, "count", None, value_text, _locator(anchor), excerpt)
+        if unit_text and rule.parse.unit and unit_info(unit_text) != unit_info(rule.parse.unit):
+            # The document's own unit is what it states; a rule that expected another one is out of date.
+            raise ValidationError(
+                f"the document states {unit_text!r} but the rule declares unit {rule.parse.unit!r}; "
+                "fix the rule (the claim records the unit the document states)"
+            )
         unit = unit_text or rule.parse.unit
         if not unit:
             raise ValidationError("no unit: add a 'unit' group to the pattern or parse.unit to the rule")

@@ -1,11 +1,16 @@
-"""Run every source's rules over its pinned snapshot and write claims, reusing work by snapshot hash."""
+"""Run every source's rules over its pinned snapshot and write claims, reusing verified cached parses."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import hashlib
+import importlib.metadata
 import json
 import re
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..core import pins
@@ -15,18 +20,123 @@ from ..core.paths import Layout
 from ..core.schemas import validate
 from ..core.sources import Source
 from ..core.store import SnapshotStore
-from ..core.vocabulary import vocabulary
+from ..core.vocabulary import FieldSpec, vocabulary
 from . import rules as rule_engine
+
+CACHE_FORMAT = 2
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the `pipeline` package
 
 
 @dataclass
 class ExtractStats:
     parsed: list[str] = field(default_factory=list)  # snapshots actually parsed this run
     reused: list[str] = field(default_factory=list)  # snapshots whose results came from the cache
+    rejected: list[str] = field(default_factory=list)  # cache entries that failed verification (then parsed)
 
 
-def _cache_path(lay: Layout, sha256: str, rules_hash: str):
-    return lay.cache_dir / "extract" / f"{sha256}-{rules_hash[:16]}.json"
+def _sha256_json(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _imports(path: Path, package_root: Path) -> set[Path]:
+    """Files of the `pipeline` package that one module imports (relative imports and `pipeline.` imports)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    here = path.relative_to(package_root).parent.parts
+    found: set[Path] = set()
+    for node in ast.walk(tree):
+        targets: list[tuple[str, ...]] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+            elif node.module and node.module.split(".")[0] == package_root.name:
+                base = ()
+            else:
+                continue
+            module = tuple(node.module.split(".")) if node.module else ()
+            if not node.level:
+                module = module[1:]
+            targets = [(*base, *module)] + [(*base, *module, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [
+                tuple(alias.name.split("."))[1:]
+                for alias in node.names
+                if alias.name.split(".")[0] == package_root.name
+            ]
+        for parts in targets:
+            for candidate in (
+                package_root.joinpath(*parts).with_suffix(".py"),
+                package_root.joinpath(*parts, "__init__.py"),
+            ):
+                if parts and candidate.is_file():
+                    found.add(candidate)
+    return found
+
+
+def code_files(package_root: Path = PACKAGE_ROOT) -> list[Path]:
+    """pipeline/extract/*.py and every module of the package they import, transitively: the extractor's code."""
+    todo = sorted((package_root / "extract").glob("*.py"))
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        todo.extend(sorted(_imports(path, package_root) - seen))
+    return sorted(seen)
+
+
+def code_version(package_root: Path = PACKAGE_ROOT) -> str:
+    """Hash of the extractor's source files (and the HTML parser's version): any edit recomputes every entry."""
+    parts = {
+        p.relative_to(package_root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in code_files(package_root)
+    }
+    libraries = {name: importlib.metadata.version(name) for name in ("beautifulsoup4", "soupsieve")}
+    return _sha256_json({"files": parts, "libraries": libraries, "python": list(sys.version_info[:2])})
+
+
+_CODE_VERSION: str | None = None
+
+
+def _code_version() -> str:
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        _CODE_VERSION = code_version()
+    return _CODE_VERSION
+
+
+def cache_key(source: Source, rev: pins.Revision, vocab: dict[str, FieldSpec]) -> dict[str, Any]:
+    """Everything that shapes a parse result: snapshot, rules, the vocabulary entries they use, code."""
+    used = {rule.field: vocab[rule.field].model_dump(mode="json") for rule in source.rules if rule.field in vocab}
+    return {
+        "format": CACHE_FORMAT,
+        "source_id": source.id,
+        "revision": rev.revision,
+        "snapshot_sha256": rev.sha256,
+        "rules_sha256": source.rules_hash,
+        "vocabulary_sha256": _sha256_json(used),
+        "code_version": _code_version(),
+    }
+
+
+def _cache_path(lay: Layout, key: dict[str, Any]) -> Path:
+    return lay.cache_dir / "extract" / f"{key['snapshot_sha256']}-{_sha256_json(key)[:32]}.json"
+
+
+def _read_cache(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached payload if the entry is for exactly this key and its digest matches; else None."""
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    payload = entry.get("payload")
+    if not isinstance(payload, dict) or entry.get("payload_sha256") != _sha256_json(payload):
+        return None
+    if not isinstance(payload.get("parsed"), dict) or not isinstance(payload.get("errors"), dict):
+        return None
+    return payload
 
 
 def parse_snapshot(
@@ -34,20 +144,23 @@ def parse_snapshot(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Rule id → parsed value for one revision's bytes, plus rule id → error for rules that failed.
 
-    Results are cached by (snapshot sha256, rules hash): an unchanged snapshot is not parsed again.
+    Results are cached under a key of everything that shapes them (snapshot sha256, rules, the vocabulary
+    entries the rules use, the extractor's code). An entry is used only if it stores exactly that key and
+    its payload still matches its digest; anything else (stale, edited, damaged) is recomputed and replaced.
     """
-    cache = _cache_path(lay, rev.sha256, source.rules_hash)
+    vocab = vocabulary(lay)
+    key = cache_key(source, rev, vocab)
+    cache = _cache_path(lay, key)
     if cache.exists():
-        try:
-            cached = json.loads(cache.read_text())
+        payload = _read_cache(cache, key)
+        if payload is not None:
             if stats is not None:
                 stats.reused.append(source.id)
-            return cached["parsed"], cached["errors"]
-        except (ValueError, KeyError):
-            pass  # a damaged cache entry is simply recomputed
+            return payload["parsed"], payload["errors"]
+        if stats is not None:
+            stats.rejected.append(source.id)
     data = SnapshotStore(lay.store_dir).read(rev.sha256)
     soup = rule_engine.parse_document(data)
-    vocab = vocabulary(lay)
     parsed: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for rule in source.rules:
@@ -57,8 +170,9 @@ def parse_snapshot(
             errors[rule.id] = str(exc)
     if stats is not None:
         stats.parsed.append(source.id)
+    payload = {"parsed": parsed, "errors": errors}
     with contextlib.suppress(FabricrefError):  # the cache is an optimisation; a read-only checkout still extracts
-        atomic_write_json(cache, {"parsed": parsed, "errors": errors})
+        atomic_write_json(cache, {"key": key, "payload": payload, "payload_sha256": _sha256_json(payload)})
     return parsed, errors
 
 
