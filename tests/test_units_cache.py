@@ -95,7 +95,7 @@ def test_an_edited_cache_entry_never_reaches_the_claims(repo):
     extract_stage.run(repo, load_sources(repo))
     edited = _edit_speed_in_cache(repo, 4000.0)
     stats = extract_stage.run(repo, load_sources(repo))
-    assert stats.parsed, "the edited entry must be recomputed, not reused"
+    assert stats.parsed == stats.rejected and len(stats.parsed) == 1, "the edited entry is recomputed, not reused"
     claims = load_claims(repo, load_sources(repo))
     numbers = {c["value_number"] for c in claims.values() if c["field"] == SPEED}
     assert 4000.0 not in numbers and 400.0 in numbers
@@ -104,6 +104,15 @@ def test_an_edited_cache_entry_never_reaches_the_claims(repo):
     assert '"value_number": 4000.0' not in edited.read_text()
     third = extract_stage.run(repo, load_sources(repo))
     assert not third.parsed
+
+
+def test_a_damaged_entry_is_recomputed(repo):
+    extract_stage.run(repo, load_sources(repo))
+    damaged = cache_entries(repo)[0]
+    damaged.write_text(damaged.read_text()[:100])
+    stats = extract_stage.run(repo, load_sources(repo))
+    assert len(stats.parsed) == 1 and stats.rejected == stats.parsed
+    assert json.loads(damaged.read_text())["payload_sha256"]
 
 
 def test_an_entry_written_under_another_key_is_not_reused(repo):
