@@ -1,0 +1,192 @@
+"""Placement: every rank of a workload on one accelerator of the installed topology, and every group checked.
+
+Ranks are numbered with tensor parallelism innermost, then data parallel, then pipeline stages
+(rank = tp + TP·(dp + DP·pp)). By default they fill scale-up domains in topology order, accelerators inside a
+domain by their index, so local index i sits beside NIC i (rail i) in every domain: rails stay aligned. A
+declared list of accelerators (one per rank) replaces the default. Every TP / PP / DP / EP group is built —
+not one representative — and every TP group must lie inside one scale-up domain; the error names the group
+and the accelerators it spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from ..core.errors import UsageError
+
+
+class PlacementError(UsageError):
+    """A workload cannot be laid onto the topology as declared (exit code 2: the request is wrong)."""
+
+
+def ordered_accelerators(g: nx.Graph) -> list[str]:
+    """Accelerators domain by domain (domains in topology order), each domain by accelerator index."""
+    by_domain: dict[str, list[tuple[int, str]]] = {}
+    for n, d in g.nodes(data=True):
+        if d.get("kind") == "accelerator":
+            by_domain.setdefault(d.get("domain") or n, []).append((int(d.get("index", 0)), n))
+    return [n for members in by_domain.values() for _, n in sorted(members)]
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Rank groups by kind. `expert` groups are the ranks holding the same expert (its data-parallel replicas)."""
+
+    tp: tuple[tuple[int, ...], ...] = ()
+    pp: tuple[tuple[int, ...], ...] = ()
+    dp: tuple[tuple[int, ...], ...] = ()
+    ep: tuple[tuple[int, ...], ...] = ()
+    expert: tuple[tuple[int, ...], ...] = ()
+
+    def items(self) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
+        return [("TP", self.tp), ("PP", self.pp), ("DP", self.dp), ("EP", self.ep), ("expert-DP", self.expert)]
+
+
+def training_groups(tp: int, pp: int, dp: int, ep: int = 1) -> Groups:
+    """All groups of a TP × PP × DP (× EP over the TP·DP plane of each stage) layout."""
+
+    def rank(t: int, d: int, p: int) -> int:
+        return t + tp * (d + dp * p)
+
+    tps = tuple(tuple(rank(t, d, p) for t in range(tp)) for p in range(pp) for d in range(dp))
+    pps = tuple(tuple(rank(t, d, p) for p in range(pp)) for d in range(dp) for t in range(tp))
+    dps = tuple(tuple(rank(t, d, p) for d in range(dp)) for p in range(pp) for t in range(tp))
+    eps: tuple[tuple[int, ...], ...] = ()
+    experts: tuple[tuple[int, ...], ...] = ()
+    if ep > 1:
+        plane = tp * dp
+        # The EP group walks the TP·DP plane in rank order: flat index i = t + TP·d.
+        flat = [[rank(i % tp, i // tp, p) for i in range(plane)] for p in range(pp)]
+        eps = tuple(tuple(f[k : k + ep]) for f in flat for k in range(0, plane, ep))
+        experts = tuple(tuple(f[k + e] for k in range(0, plane, ep)) for f in flat for e in range(ep))
+    return Groups(tps, pps, dps, eps, experts)
+
+
+@dataclass
+class Placement:
+    """Which accelerator each rank runs on, the groups, and the scale-up domain of every accelerator."""
+
+    topology_id: str
+    accelerators: list[str]
+    groups: Groups
+    domain: dict[str, str] = field(default_factory=dict)
+    declared: bool = False
+
+    def members(self, group: Sequence[int]) -> list[str]:
+        return [self.accelerators[r] for r in group]
+
+    def domains(self, group: Sequence[int]) -> list[str]:
+        return [self.domain[self.accelerators[r]] for r in group]
+
+
+def place(
+    g: nx.Graph,
+    ranks: int,
+    groups: Groups,
+    *,
+    offset: int = 0,
+    declared: Sequence[str] | None = None,
+    what: str = "workload",
+) -> Placement:
+    """Map ranks to accelerators (declared, or domains filled in order from `offset`) and validate every group."""
+    tid = g.graph.get("topology_id", "?")
+    domain = {n: d.get("domain") or n for n, d in g.nodes(data=True) if d.get("kind") == "accelerator"}
+    if declared is not None:
+        accs = list(declared)
+        if len(accs) != ranks:
+            raise PlacementError(f"{what}: the declared placement names {len(accs)} accelerators for {ranks} ranks")
+        unknown = [a for a in accs if a not in domain]
+        if unknown:
+            raise PlacementError(f"{what}: declared accelerators not in topology {tid}: {', '.join(unknown[:5])}")
+        twice = sorted({a for a in accs if accs.count(a) > 1})
+        if twice:
+            raise PlacementError(f"{what}: declared placement uses an accelerator twice: {', '.join(twice[:5])}")
+    else:
+        order = ordered_accelerators(g)
+        if offset < 0 or offset + ranks > len(order):
+            raise PlacementError(
+                f"{what} needs {ranks} accelerators from index {offset}; topology {tid} has {len(order)}"
+            )
+        accs = order[offset : offset + ranks]
+    p = Placement(tid, accs, groups, domain, declared is not None)
+    validate(p, what)
+    return p
+
+
+def _span(p: Placement, group: Sequence[int]) -> str:
+    by: dict[str, list[str]] = {}
+    for r in group:
+        a = p.accelerators[r]
+        by.setdefault(p.domain[a], []).append(a)
+    return "; ".join(f"domain {d}: {', '.join(members)}" for d, members in by.items())
+
+
+def validate(p: Placement, what: str) -> None:
+    """Every TP group inside one scale-up domain (tensor parallelism never crosses the scale-out fabric)."""
+    for i, group in enumerate(p.groups.tp):
+        if len(set(p.domains(group))) > 1:
+            raise PlacementError(
+                f"{what} on {p.topology_id}: TP group {i} (ranks {group[0]}–{group[-1]}) straddles "
+                f"{len(set(p.domains(group)))} scale-up domains ({_span(p, group)}); tensor parallelism must stay "
+                "inside one scale-up domain: choose a TP degree that divides the domain size"
+            )
+
+
+def check_degrees(model: Mapping[str, Any], training: Mapping[str, Any], what: str) -> None:
+    """Degrees must divide what they split: TP the hidden size and the KV heads, PP the layers, EP the experts."""
+    tp, pp, dp, ep = training["tp"], training["pp"], training["dp"], training.get("ep", 1)
+    checks = [
+        (tp, "training.tp", model["hidden"], "model.hidden"),
+        (pp, "training.pp", model["layers"], "model.layers"),
+    ]
+    if model["kv_heads"] >= tp:
+        checks.append((tp, "training.tp", model["kv_heads"], "model.kv_heads"))
+    experts = model.get("experts")
+    if ep > 1 and experts:
+        checks.append((ep, "training.ep", experts["count"], "model.experts.count"))
+        checks.append((ep, "training.ep", tp * dp, "training.tp × training.dp"))
+    for degree, key, value, of in checks:
+        if value % degree:
+            raise PlacementError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")
+
+
+def attention_params(model: Mapping[str, Any]) -> float:
+    """Parameters of the attention projections (Q and O: hidden², K and V: hidden × kv_heads × head_dim, per layer).
+
+    An MoE workload declares its total parameters, not how they split; this is the part that every expert-parallel
+    rank holds (replicated across EP), everything else is counted as expert weights — a labelled derivation."""
+    h, kv = model["hidden"], model["kv_heads"] * model["head_dim"]
+    return float(model["layers"] * (2 * h * h + 2 * h * kv))
+
+
+@dataclass(frozen=True)
+class GradientShards:
+    """Gradient parameters a rank holds: dense ones (split by TP·PP, replicated over DP) and expert ones
+    (split by EP·PP, replicated over the ranks holding the same expert)."""
+
+    dense_params_per_rank: float
+    expert_params_per_rank: float
+    formula: str
+
+    @property
+    def params_per_rank(self) -> float:
+        return self.dense_params_per_rank + self.expert_params_per_rank
+
+
+def gradient_shards(model: Mapping[str, Any], training: Mapping[str, Any]) -> GradientShards:
+    """Count expert weights once per EP shard: an expert lives on one rank of each EP group, not on every rank."""
+    tp, pp, ep = training["tp"], training["pp"], training.get("ep", 1)
+    params = float(model["params"])
+    if ep <= 1 or not model.get("experts"):
+        return GradientShards(params / (tp * pp), 0.0, "params / (tp · pp)")
+    dense = min(params, attention_params(model))
+    return GradientShards(
+        dense / (tp * pp),
+        (params - dense) / (ep * pp),
+        "dense / (tp · pp) + (params − dense) / (ep · pp); dense = layers · (2·hidden² + 2·hidden·kv_heads·head_dim) "
+        "(attention projections; embeddings and norms counted with the experts — a labelled derivation)",
+    )

@@ -1,0 +1,457 @@
+"""Routing flows between accelerators over the installed graph, as a sparse incidence matrix (links × flows).
+
+A physical link is an edge of the topology graph; each direction is a separate link id (2·edge for
+source → target as the graph stores the edge, 2·edge + 1 for the reverse), with the edge's per-direction
+bandwidth as capacity. A flow's column holds the fraction of its bytes that crosses each link:
+
+* inside one scale-up domain: the shortest paths over that domain's scale-up links, split uniformly
+  (a switched domain spreads a pair over every switch; a mesh gives a pair its one direct link);
+* across domains: accelerator → its paired scale-out NIC (host link) → leaf → equal-cost shortest paths
+  over the switches, split uniformly at every hop (ECMP) → leaf → the destination's NIC → accelerator;
+  on a rail-optimized fabric a pair on different rails climbs to the spines, unless PXN is declared
+  (a labelled assumption): the source first hands the data over scale-up to the peer of its domain that
+  sits on the destination's rail.
+
+The backend never routes over the frontend network or through CPUs: traffic between accelerators uses
+the scale-up and scale-out networks only, whatever a plain shortest path over the whole graph would say.
+Domains with identical wiring share one table of local paths; switch-to-switch paths are computed once per
+pair of leaves, vectorised per destination leaf. No Python loop walks every flow or every link.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
+
+from ..core.errors import UsageError
+
+GBPS_TO_BYTES = 1e9 / 8
+SWITCH_KINDS = ("leaf", "spine", "core")
+PXN_NOTE = (
+    "PXN assumed (declared): a flow to another rail first crosses the scale-up domain to the peer on the "
+    "destination's rail and leaves through that peer's NIC"
+)
+
+
+class CannotRoute(UsageError):
+    """No backend path joins two accelerators (e.g. two domains of a lone server with no fabric)."""
+
+
+def tier_name(kind_a: str, kind_b: str) -> str:
+    """Name a link by what it joins, never by a class average ("leaf uplinks" on a 1:1 ToR was misleading)."""
+    pair = tuple(sorted((kind_a, kind_b)))
+    return {
+        ("accelerator", "scale_up_switch"): "accelerator–scale-up switch",
+        ("accelerator", "accelerator"): "accelerator–accelerator (direct)",
+        ("accelerator", "nic"): "accelerator–NIC (host)",
+        ("leaf", "nic"): "NIC–leaf",
+        ("leaf", "spine"): "leaf–spine",
+        ("core", "spine"): "spine–core",
+    }.get(pair, f"{pair[0]}–{pair[1]}")
+
+
+@dataclass
+class Routes:
+    """Flows routed: incidence (directed links × flows, fraction of each flow's bytes) and per-flow latency."""
+
+    incidence: sp.csr_matrix
+    latency_ns: np.ndarray
+    hops: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+
+class Fabric:
+    """The installed graph as arrays: links with capacities, accelerators with their domains, NICs and leaves.
+
+    Links are registered as routes touch them (a job on 4,096 accelerators of a 24,576-accelerator cluster
+    never indexes the other domains); link ids are stable for the life of the object."""
+
+    def __init__(self, g: nx.Graph, *, pxn: bool = False) -> None:
+        self.g = g
+        self.pxn = pxn
+        self.topology_id = g.graph.get("topology_id", "?")
+        node_data = list(g.nodes(data=True))
+        self.nodes = [n for n, _ in node_data]
+        self.index = dict(zip(self.nodes, range(len(self.nodes)), strict=True))
+        self.kind = np.array([d.get("kind", "") for _, d in node_data], dtype=object)
+        self._ids: dict[tuple[str, str], int] = {}
+        self.edges: list[tuple[str, str]] = []
+        self.edge_data: list[dict[str, Any]] = []
+        self._arrays: dict[str, np.ndarray] = {}
+        self._accelerators(node_data)
+        self._switches()
+        self._local_cache: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+
+    # ---- links -----------------------------------------------------------------------------------
+    def link(self, a: str, b: str) -> int:
+        """Directed link id a → b (2·edge when a is the edge's first endpoint by name, else 2·edge + 1)."""
+        got = self._ids.get((a, b))
+        if got is None:
+            u, v = (a, b) if a <= b else (b, a)
+            e = len(self.edges)
+            self.edges.append((u, v))
+            self.edge_data.append(self.g[u][v])
+            self._ids[(u, v)], self._ids[(v, u)] = 2 * e, 2 * e + 1
+            self._arrays.clear()
+            got = self._ids[(a, b)]
+        return got
+
+    @property
+    def n_links(self) -> int:
+        return 2 * len(self.edges)
+
+    def _array(self, name: str) -> np.ndarray:
+        if not self._arrays:
+            data = self.edge_data
+            gbps = np.array([np.nan if d["bandwidth_gbps"] is None else d["bandwidth_gbps"] for d in data])
+            eu = np.fromiter((self.index[u] for u, _ in self.edges), dtype=np.int64, count=len(self.edges))
+            ev = np.fromiter((self.index[v] for _, v in self.edges), dtype=np.int64, count=len(self.edges))
+            tail, head = np.empty(2 * eu.size, dtype=np.int64), np.empty(2 * eu.size, dtype=np.int64)
+            tail[0::2], tail[1::2], head[0::2], head[1::2] = eu, ev, ev, eu
+            endpoint = np.isin(self.kind, ("accelerator", "nic"))
+            self._arrays.update(
+                capacity=np.repeat(gbps * GBPS_TO_BYTES, 2),  # bytes/s per direction, per directed link
+                latency=np.repeat(np.array([d["latency_ns"] or 0.0 for d in data], dtype=float), 2),
+                network=np.array([d["network"] for d in data], dtype=object),
+                eu=eu,
+                ev=ev,
+                tail=tail,
+                head=head,
+                # Access links touch an accelerator or a NIC: what a rank injects or receives, shared by its flows.
+                access=endpoint[tail] | endpoint[head],
+            )
+        return self._arrays[name]
+
+    @property
+    def capacity(self) -> np.ndarray:
+        return self._array("capacity")
+
+    @property
+    def latency(self) -> np.ndarray:
+        return self._array("latency")
+
+    @property
+    def network(self) -> np.ndarray:
+        return self._array("network")
+
+    @property
+    def eu(self) -> np.ndarray:
+        return self._array("eu")
+
+    @property
+    def ev(self) -> np.ndarray:
+        return self._array("ev")
+
+    @property
+    def tail(self) -> np.ndarray:
+        return self._array("tail")
+
+    @property
+    def head(self) -> np.ndarray:
+        return self._array("head")
+
+    @property
+    def access(self) -> np.ndarray:
+        return self._array("access")
+
+    # ---- structure -------------------------------------------------------------------------------
+    def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
+        domains: dict[str, list[tuple[int, str]]] = {}
+        for n, d in node_data:
+            if d.get("kind") == "accelerator":
+                domains.setdefault(d.get("domain") or n, []).append((int(d.get("index", 0)), n))
+        self.domain_names = list(domains)
+        self.domain_members: list[list[str]] = [[a for _, a in sorted(m)] for m in domains.values()]
+        acc = [n for n, d in node_data if d.get("kind") == "accelerator"]
+        self.accs = acc
+        self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
+        n = len(acc)
+        self.acc_domain = np.zeros(n, dtype=np.int64)
+        self.acc_local = np.zeros(n, dtype=np.int64)
+        for d, members in enumerate(self.domain_members):
+            pos = [self.acc_pos[a] for a in members]
+            self.acc_domain[pos] = d
+            self.acc_local[pos] = np.arange(len(members))
+        # Filled per domain when a route first touches it (see _ensure).
+        self.acc_rail = np.full(n, -1, dtype=np.int64)
+        self.acc_leaf = np.full(n, -1, dtype=np.int64)  # node index of the paired NIC's leaf
+        self.acc_has_nic = np.zeros(n, dtype=bool)
+        self.acc_up = np.full(n, -1, dtype=np.int64)  # link acc → NIC
+        self.acc_down = np.full(n, -1, dtype=np.int64)  # link NIC → acc
+        self.acc_nic_up = np.full(n, -1, dtype=np.int64)  # link NIC → leaf
+        self.acc_nic_down = np.full(n, -1, dtype=np.int64)  # link leaf → NIC
+        self.domain_ready = np.zeros(len(self.domain_members), dtype=bool)
+        self.domain_sig = np.full(len(self.domain_members), -1, dtype=np.int64)
+        self.domain_arcs: dict[int, np.ndarray] = {}
+        self.sig_local: list[nx.DiGraph] = []
+        self.sig_arcs: list[dict[tuple[int, int], int]] = []
+        self._sig_ids: dict[Any, int] = {}
+        self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        rails = [d.get("rail") for _, d in node_data if d.get("kind") == "nic" and d.get("role") == "scale_out"]
+        self.rail_peer = np.full((len(self.domain_members), max((r or 0 for r in rails), default=0) + 1), -1)
+
+    @cached_property
+    def rail_optimized(self) -> bool:
+        """Every leaf serves one rail only (so a pair on different rails must climb above the leaves)."""
+        leaf_rails: dict[str, set[int]] = {}
+        for nic in self.nodes:
+            d = self.g.nodes[nic]
+            if d.get("kind") == "nic" and d.get("role") == "scale_out":
+                for m in self.g[nic]:
+                    if self.kind[self.index[m]] == "leaf":
+                        leaf_rails.setdefault(m, set()).add(int(d.get("rail") or 0))
+        return bool(leaf_rails) and all(len(r) == 1 for r in leaf_rails.values())
+
+    def _ensure(self, domains: np.ndarray) -> None:
+        """Index a domain's accelerators, NICs, leaves and scale-up wiring the first time a route needs it."""
+        g, kind, index = self.g, self.kind, self.index
+        for d in np.unique(domains[~self.domain_ready[domains]]):
+            members = self.domain_members[d]
+            for a in members:
+                i = self.acc_pos[a]
+                nics = sorted(
+                    (m for m in g[a] if kind[index[m]] == "nic" and g.nodes[m].get("role") == "scale_out"),
+                    key=lambda m: int(g.nodes[m].get("rail") or 0),
+                )
+                if not nics:
+                    continue
+                nic = nics[0]
+                self.acc_has_nic[i] = True
+                self.acc_rail[i] = int(g.nodes[nic].get("rail") or 0)
+                if self.rail_peer[d, self.acc_rail[i]] < 0:
+                    self.rail_peer[d, self.acc_rail[i]] = i
+                self.acc_up[i], self.acc_down[i] = self.link(a, nic), self.link(nic, a)
+                leaves = [m for m in g[nic] if kind[index[m]] == "leaf"]
+                if leaves:
+                    self.acc_leaf[i] = index[leaves[0]]
+                    self.acc_nic_up[i], self.acc_nic_down[i] = self.link(nic, leaves[0]), self.link(leaves[0], nic)
+            # Domains wired alike share one table of local paths: local order = accelerators by index, then
+            # switches by name; the signature is the local wiring.
+            switches = sorted({s for a in members for s in g[a] if kind[index[s]] == "scale_up_switch"})
+            local_nodes = members + switches
+            pos = {n: k for k, n in enumerate(local_nodes)}
+            arcs = sorted(
+                (pos[a], pos[b], data["bandwidth_gbps"])
+                for a in local_nodes
+                for b, data in g[a].items()
+                if b in pos and data["network"] == "scale_up"
+            )
+            key = (len(members), len(switches), tuple(arcs))
+            if key not in self._sig_ids:
+                self._sig_ids[key] = len(self.sig_local)
+                h = nx.DiGraph()
+                h.add_nodes_from(range(len(local_nodes)))
+                h.add_edges_from((u, v) for u, v, _ in arcs)
+                self.sig_local.append(h)
+                self.sig_arcs.append({(u, v): k for k, (u, v, _) in enumerate(arcs)})
+            sig = self._sig_ids[key]
+            self.domain_sig[d] = sig
+            self.domain_arcs[int(d)] = np.array(
+                [self.link(local_nodes[u], local_nodes[v]) for u, v, _ in arcs], dtype=np.int64
+            )
+            self._sig_tables.pop(sig, None)
+            self.domain_ready[d] = True
+
+    def _sig_table(self, sig: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row of each domain in the table or -1, table of link ids: domains of this signature × local arcs)."""
+        if sig not in self._sig_tables:
+            ds = np.flatnonzero(self.domain_sig == sig)
+            row = np.full(self.domain_sig.size, -1, dtype=np.int64)
+            row[ds] = np.arange(ds.size)
+            self._sig_tables[sig] = (row, np.stack([self.domain_arcs[int(d)] for d in ds]))
+        return self._sig_tables[sig]
+
+    def _switches(self) -> None:
+        """The switch graph (leaf, spine, core over scale-out links), indexed once: it is small."""
+        self.sw_nodes = np.flatnonzero(np.isin(self.kind, SWITCH_KINDS))
+        self.sw_local = np.full(len(self.nodes), -1, dtype=np.int64)
+        self.sw_local[self.sw_nodes] = np.arange(self.sw_nodes.size)
+        tail, head, link = [], [], []
+        for i in self.sw_nodes:
+            a = self.nodes[i]
+            for b, data in self.g[a].items():
+                j = self.index[b]
+                if self.sw_local[j] >= 0 and data["network"] == "scale_out":
+                    tail.append(self.sw_local[i])
+                    head.append(self.sw_local[j])
+                    link.append(self.link(a, b))
+        self.arc_tail = np.array(tail, dtype=np.int64)
+        self.arc_head = np.array(head, dtype=np.int64)
+        self.arc_link = np.array(link, dtype=np.int64)
+        k = self.sw_nodes.size
+        self.sw_adj = sp.csr_matrix((np.ones(self.arc_tail.size), (self.arc_tail, self.arc_head)), shape=(k, k))
+
+    # ---- routing -----------------------------------------------------------------------------------
+    def positions(self, accelerators: Sequence[str]) -> np.ndarray:
+        try:
+            return np.fromiter((self.acc_pos[a] for a in accelerators), dtype=np.int64, count=len(accelerators))
+        except KeyError as exc:
+            raise CannotRoute(f"{exc.args[0]} is not an accelerator of topology {self.topology_id}") from None
+
+    def _local_paths(self, sig: int, s: int, t: int) -> list[tuple[int, float]]:
+        """Arc columns and fractions of a pair inside a domain: uniform over its shortest scale-up paths."""
+        key = (sig, s, t)
+        if key not in self._local_cache:
+            h, arcs = self.sig_local[sig], self.sig_arcs[sig]
+            try:
+                paths = list(nx.all_shortest_paths(h, s, t))
+            except nx.NetworkXNoPath:
+                paths = []
+            frac: dict[int, float] = {}
+            for path in paths:
+                for u, v in itertools.pairwise(path):
+                    frac[arcs[(u, v)]] = frac.get(arcs[(u, v)], 0.0) + 1.0 / len(paths)
+            self._local_cache[key] = sorted(frac.items())
+        return self._local_cache[key]
+
+    def _intra(self, src: np.ndarray, dst: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Entries (link, column, fraction) for pairs inside one domain; src/dst are accelerator positions."""
+        rows, cs, vals = [], [], []
+        if src.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        dom = self.acc_domain[src]
+        sig = self.domain_sig[dom]
+        ls, lt = self.acc_local[src], self.acc_local[dst]
+        keys = np.stack([sig, ls, lt], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(uniq.shape[0] + 1))
+        for u, (sg, s, t) in enumerate(uniq):
+            sel = order[bounds[u] : bounds[u + 1]]
+            local = self._local_paths(int(sg), int(s), int(t))
+            if not local:
+                raise CannotRoute(
+                    f"no scale-up path between {self.accs[src[sel[0]]]} and {self.accs[dst[sel[0]]]} "
+                    f"on topology {self.topology_id}"
+                )
+            row, table = self._sig_table(int(sg))
+            table_rows = row[dom[sel]]
+            for arc, f in local:
+                rows.append(table[table_rows, arc])
+                cs.append(cols[sel])
+                vals.append(np.full(sel.size, f))
+        return np.concatenate(rows), np.concatenate(cs), np.concatenate(vals)
+
+    def _leaf_pairs(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ECMP over the switches for each (source leaf, destination leaf) pair: entries (link, pair, fraction).
+
+        Per destination leaf: distances from a BFS (scipy, in C); every switch splits what it holds equally
+        over its neighbours one hop closer; the mass is pushed level by level as a sparse product for all
+        source leaves of that destination at once."""
+        rows, cols, vals = [], [], []
+        if pairs.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        k = self.sw_nodes.size
+        s_loc, t_loc = self.sw_local[pairs[:, 0]], self.sw_local[pairs[:, 1]]
+        dests, t_inv = np.unique(t_loc, return_inverse=True)
+        order = np.argsort(t_inv.ravel(), kind="stable")
+        bounds = np.searchsorted(t_inv.ravel()[order], np.arange(dests.size + 1))
+        chunk = max(1, int(2e7 // max(k, 1)))
+        for start in range(0, dests.size, chunk):
+            block = dests[start : start + chunk]
+            dist = shortest_path(self.sw_adj, directed=True, unweighted=True, indices=block)
+            dist = np.atleast_2d(dist)
+            for row in range(block.size):
+                d = dist[row]
+                sel = order[bounds[start + row] : bounds[start + row + 1]]
+                srcs = s_loc[sel]
+                if not np.isfinite(d[srcs]).all():
+                    bad = sel[~np.isfinite(d[srcs])][0]
+                    raise CannotRoute(
+                        f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
+                        f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
+                    )
+                closer = np.flatnonzero(d[self.arc_head] == d[self.arc_tail] - 1)
+                tail, head = self.arc_tail[closer], self.arc_head[closer]
+                out = np.bincount(tail, minlength=k).astype(float)
+                w = 1.0 / out[tail]
+                step = sp.csr_matrix((w, (head, tail)), shape=(k, k))
+                ns = srcs.size
+                cur = sp.csr_matrix((np.ones(ns), (srcs, np.arange(ns))), shape=(k, ns))
+                total = cur
+                for _ in range(int(d[srcs].max())):
+                    cur = step @ cur
+                    total = total + cur
+                arc_flow = sp.diags(w) @ total.tocsr()[tail, :]
+                arc_flow = arc_flow.tocoo()
+                rows.append(self.arc_link[closer][arc_flow.row])
+                cols.append(sel[arc_flow.col])
+                vals.append(arc_flow.data)
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+
+    def route(self, src: Sequence[str] | np.ndarray, dst: Sequence[str] | np.ndarray) -> Routes:
+        """Route flows src[i] → dst[i] (accelerator names or positions)."""
+        s = src if isinstance(src, np.ndarray) else self.positions(src)
+        t = dst if isinstance(dst, np.ndarray) else self.positions(dst)
+        nf = s.size
+        if np.any(s == t):
+            i = int(np.flatnonzero(s == t)[0])
+            raise CannotRoute(f"a flow from {self.accs[s[i]]} to itself has no path")
+        notes: list[str] = []
+        self._ensure(np.concatenate([self.acc_domain[s], self.acc_domain[t]]))
+        same = self.acc_domain[s] == self.acc_domain[t]
+        parts = []
+        cols = np.arange(nf)
+        if same.any():
+            parts.append(self._intra(s[same], t[same], cols[same]))
+        cross = ~same
+        if cross.any():
+            cs, ct, ccols = s[cross], t[cross], cols[cross]
+            if self.pxn and self.rail_optimized:
+                # Hand over to the peer on the destination's rail first (a labelled assumption).
+                proxy = self.rail_peer[self.acc_domain[cs], np.maximum(self.acc_rail[ct], 0)]
+                proxy = np.where((proxy >= 0) & (self.acc_rail[ct] >= 0), proxy, cs)
+                moved = proxy != cs
+                if moved.any():
+                    parts.append(self._intra(cs[moved], proxy[moved], ccols[moved]))
+                    notes.append(PXN_NOTE)
+                cs = proxy
+            missing = ~self.acc_has_nic[cs] | ~self.acc_has_nic[ct]
+            if missing.any():
+                i = int(np.flatnonzero(missing)[0])
+                a = self.accs[cs[i]] if not self.acc_has_nic[cs[i]] else self.accs[ct[i]]
+                raise CannotRoute(f"accelerator {a} has no scale-out NIC on topology {self.topology_id}")
+            noleaf = (self.acc_leaf[cs] < 0) | (self.acc_leaf[ct] < 0)
+            if noleaf.any():
+                i = int(np.flatnonzero(noleaf)[0])
+                raise CannotRoute(
+                    f"topology {self.topology_id} has no backend fabric between {self.accs[cs[i]]} and "
+                    f"{self.accs[ct[i]]}: build a cluster to cross scale-up domains"
+                )
+            for links in (self.acc_up[cs], self.acc_nic_up[cs], self.acc_nic_down[ct], self.acc_down[ct]):
+                parts.append((links, ccols, np.ones(ccols.size)))
+            ls, lt = self.acc_leaf[cs], self.acc_leaf[ct]
+            apart = ls != lt
+            if apart.any():
+                leaf_pairs = np.stack([ls[apart], lt[apart]], axis=1)
+                uniq, inverse = np.unique(leaf_pairs, axis=0, return_inverse=True)
+                r, pc, v = self._leaf_pairs(uniq)
+                pair_matrix = sp.csc_matrix((v, (r, pc)), shape=(self.n_links, uniq.shape[0]))
+                pick = sp.csr_matrix(
+                    (np.ones(inverse.size), (inverse.ravel(), ccols[apart])), shape=(uniq.shape[0], nf)
+                )
+                fab = (pair_matrix @ pick).tocoo()
+                parts.append((fab.row, fab.col, fab.data))
+        rows = np.concatenate([p[0] for p in parts])
+        cc = np.concatenate([p[1] for p in parts])
+        vv = np.concatenate([p[2] for p in parts])
+        inc = sp.csr_matrix((vv, (rows, cc)), shape=(self.n_links, nf))
+        inc.sum_duplicates()
+        lat = np.asarray(inc.T @ self.latency).ravel()
+        hops = np.asarray(inc.sum(axis=0)).ravel()
+        return Routes(inc, lat, hops, notes)
+
+    def unknown_capacity(self, inc: sp.csr_matrix) -> list[str]:
+        """Links a set of flows uses whose bandwidth no source or assumption states."""
+        used = np.flatnonzero(np.asarray(inc.sum(axis=1)).ravel() > 0)
+        bad = used[np.isnan(self.capacity[used])]
+        return [f"{self.edges[i // 2][0]}–{self.edges[i // 2][1]}" for i in bad[:5]]
