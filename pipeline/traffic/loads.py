@@ -339,3 +339,183 @@ def busy_fraction(load: PhaseLoad, capacity: np.ndarray, count: int, step_s: flo
     with np.errstate(divide="ignore", invalid="ignore"):
         busy = np.where(capacity > 0, load.link_bytes * count / capacity, 0.0)
     return busy / step_s if step_s > 0 else busy * 0
+
+
+# ---- a workload's phases, every group of every phase routed at once ---------------------------------
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """Read a workload section whether it is a mapping or a typed model."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+@dataclass
+class RoutedPhase:
+    phase: str
+    collective: str
+    count: int
+    bytes_per_rank: float
+    group_size: int
+    groups: int
+    load: PhaseLoad
+
+
+def _merge(parts: Sequence[Sequence[Stage]]) -> list[Stage]:
+    """Communications that run at the same time: stage i of each joins one stage (flows concatenated)."""
+    out = []
+    for i in range(max((len(p) for p in parts), default=0)):
+        here = [p[i] for p in parts if i < len(p)]
+        out.append(
+            Stage(
+                [a for s in here for a in s.src],
+                [b for s in here for b in s.dst],
+                np.concatenate([s.bytes for s in here]),
+                max(s.steps for s in here),
+                here[0].what,
+            )
+        )
+    return out
+
+
+def _dtype_bytes(dtype: str) -> float:
+    from .sizing import dtype_bytes
+
+    return dtype_bytes(dtype)
+
+
+def workload_phases(
+    fabric: Fabric, w: Any, endpoint_s: float, offset: int = 0, capacity: np.ndarray | None = None
+) -> tuple[Any, list[RoutedPhase]]:
+    """Place `w` (every group validated) and cost each backend phase with all its groups routed at once."""
+    from .placement import check_degrees, gradient_shards, place, training_groups
+
+    g = fabric.g
+    m, t, inf = w.model, w.training, w.inference
+    what = f"workload {w.id}"
+    act_bytes = _dtype_bytes(_get(m, "dtype"))
+    phases: list[RoutedPhase] = []
+
+    def add(name: str, op: str, groups: list[list[str]], size: float, count: int, dom: dict[str, str]) -> None:
+        algorithm, stages = collective_stages(op, groups, size, dom, f"{what} {name}")
+        if stages:
+            load = cost_phase(fabric, algorithm, stages, endpoint_s, capacity)
+            phases.append(RoutedPhase(name, op, count, size, len(groups[0]), len(groups), load))
+
+    if t is not None:
+        tp, pp, dp, ep = _get(t, "tp"), _get(t, "pp"), _get(t, "dp"), _get(t, "ep", 1) or 1
+        check_degrees(_as_dict(m), _as_dict(t), what)
+        grp = training_groups(tp, pp, dp, ep)
+        p = place(g, tp * pp * dp, grp, offset=offset, what=what)
+        dom = {a: p.domain[a] for a in p.accelerators}
+        act = _get(t, "micro_batch") * _get(t, "seq_len") * _get(m, "hidden") * act_bytes
+        mb = _get(t, "microbatches")
+        if tp > 1:
+            add(
+                "tp-all-reduce",
+                "all-reduce",
+                [p.members(x) for x in grp.tp],
+                act,
+                int(4 * _get(m, "layers") / pp * mb),
+                dom,
+            )
+        if pp > 1:
+            pairs = [(p.accelerators[x[k]], p.accelerators[x[k + 1]]) for x in grp.pp for k in range(pp - 1)]
+            stage = send_stage(pairs, act / tp, f"{what} pp-send")
+            load = cost_phase(fabric, "point-to-point", [stage], endpoint_s, capacity)
+            phases.append(RoutedPhase("pp-send", "send", 2 * mb, act / tp, 2, len(pairs), load))
+        shards = gradient_shards(_as_dict(m), _as_dict(t))
+        gb = _dtype_bytes(_get(t, "grad_dtype", "bf16") or "bf16")
+        dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
+        ops = [("reduce-scatter", 1), ("all-gather", 2)] if _get(t, "sharded") else [("all-reduce", 1)]
+        for op, count in ops:
+            name = {"reduce-scatter": "dp-reduce-scatter", "all-gather": "dp-all-gather"}.get(op, "dp-all-reduce")
+            parts, algs = [], []
+            if dp > 1:
+                a, s = collective_stages(op, [p.members(x) for x in grp.dp], dense, dom, f"{what} {name}")
+                parts.append(s)
+                algs.append(a)
+            if expert and len(grp.expert[0]) > 1:
+                a, s = collective_stages(op, [p.members(x) for x in grp.expert], expert, dom, f"{what} {name}")
+                parts.append(s)
+                algs.append("experts: " + a)
+            if parts:
+                load = cost_phase(fabric, "; ".join(algs), _merge(parts), endpoint_s, capacity)
+                phases.append(RoutedPhase(name, op, count, dense + expert, dp, len(grp.dp), load))
+        if ep > 1:
+            e = _get(m, "experts")
+            tokens = _get(t, "micro_batch") * _get(t, "seq_len") * _get(e, "top_k") * _get(m, "hidden") * act_bytes
+            count = int(4 * _get(e, "moe_layers") / pp * mb)
+            add("ep-all-to-all", "all-to-all", [p.members(x) for x in grp.ep], tokens, count, dom)
+        return p, phases
+    mode = _get(inf, "mode")
+    batch = _get(inf, "batch", 1) or 1
+    hidden = _get(m, "hidden") * act_bytes
+    layers = _get(m, "layers")
+    out_tokens = _get(inf, "output_tokens")
+    prompt = _get(inf, "prompt_tokens")
+    if mode == "aggregated":
+        tp = _get(inf, "tp", 1) or 1
+        grp = _groups_of([list(range(tp))])
+        p = place(g, tp, grp, offset=offset, what=what)
+        dom = {a: p.domain[a] for a in p.accelerators}
+        if tp > 1:
+            members = [p.members(grp.tp[0])]
+            add("prefill-tp-all-reduce", "all-reduce", members, batch * prompt * hidden, 2 * layers, dom)
+            add("decode-tp-all-reduce", "all-reduce", members, batch * hidden, 2 * layers * out_tokens, dom)
+        return p, phases
+    ptp, dtp = _get(inf, "prefill_tp", 1) or 1, _get(inf, "decode_tp", 1) or 1
+    start = _get(inf, "prefill_offset")
+    start = ptp if start is None else start
+    from .placement import ordered_accelerators
+
+    order = ordered_accelerators(g)
+    if offset + start + dtp > len(order) or offset + ptp > len(order):
+        from .placement import PlacementError
+
+        raise PlacementError(f"{what} needs accelerators up to index {offset + start + dtp}; {len(order)} exist")
+    declared = order[offset : offset + ptp] + order[offset + start : offset + start + dtp]
+    grp = _groups_of([list(range(ptp)), list(range(ptp, ptp + dtp))])
+    p = place(g, ptp + dtp, grp, declared=declared, what=what)
+    dom = {a: p.domain[a] for a in p.accelerators}
+    prefill, decode = p.members(grp.tp[0]), p.members(grp.tp[1])
+    if ptp > 1:
+        add("prefill-tp-all-reduce", "all-reduce", [prefill], batch * prompt * hidden, 2 * layers, dom)
+    kv = 2 * layers * _get(m, "kv_heads") * _get(m, "head_dim") * act_bytes * prompt * batch
+    pairs, sizes = [], []
+    for i, a in enumerate(prefill):
+        for j, b in enumerate(decode):
+            # Prefill rank i holds KV heads [i/ptp, (i+1)/ptp); decode rank j needs [j/dtp, (j+1)/dtp).
+            share = max(0.0, min((i + 1) / ptp, (j + 1) / dtp) - max(i / ptp, j / dtp))
+            if share > 0 and a != b:
+                pairs.append((a, b))
+                sizes.append(share * kv)
+    stage = Stage([a for a, _ in pairs], [b for _, b in pairs], np.array(sizes), 1, f"{what} kv-transfer")
+    load = cost_phase(
+        fabric,
+        "point-to-point: each prefill rank's KV heads to the decode ranks that hold them",
+        [stage],
+        endpoint_s,
+        capacity,
+    )
+    phases.append(RoutedPhase("kv-transfer", "send", 1, kv / dtp, 2, len(pairs), load))
+    if dtp > 1:
+        add("decode-tp-all-reduce", "all-reduce", [decode], batch * hidden, 2 * layers * out_tokens, dom)
+    return p, phases
+
+
+def _groups_of(tp_groups: list[list[int]]) -> Any:
+    from .placement import Groups
+
+    return Groups(tp=tuple(tuple(x) for x in tp_groups))
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump()
+    return dict(vars(obj))
