@@ -262,6 +262,10 @@ class PhaseLoad:
         return self.latency_s + self.bandwidth_s + self.queueing_s
 
 
+def _fit(a: np.ndarray, n: int) -> np.ndarray:
+    return a if a.size >= n else np.concatenate([a, np.zeros(n - a.size, dtype=a.dtype)])
+
+
 def cost_phase(
     fabric: Fabric,
     algorithm: str,
@@ -269,11 +273,14 @@ def cost_phase(
     endpoint_s: float,
     capacity: np.ndarray | None = None,
 ) -> PhaseLoad:
-    nl = fabric.n_links
     costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity) for s in stages]
+    nl = fabric.n_links
     if not costs:
         z = np.zeros(nl)
         return PhaseLoad(algorithm, 0.0, 0.0, 0.0, z, z, z.astype(np.int64), np.zeros(0, np.int64), {})
+    for c in costs:  # links registered by a later stage extend the arrays of earlier ones
+        c.link_bytes, c.utilization = _fit(c.link_bytes, nl), _fit(c.utilization, nl)
+        c.flows_per_link = _fit(c.flows_per_link, nl).astype(np.int64)
     longest = max(costs, key=lambda c: c.bandwidth_s + c.queueing_s)
     inj: dict[str, float] = {}
     for c in costs:
@@ -295,10 +302,12 @@ def cost_phase(
 
 def link_rows(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
     """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation."""
-    fwd, rev = load.link_bytes[0::2], load.link_bytes[1::2]
+    nl = fabric.n_links
+    lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
+    fwd, rev = lb[0::2], lb[1::2]
     used = np.flatnonzero((fwd > 0) | (rev > 0))
-    util = np.maximum(load.utilization[0::2], load.utilization[1::2])
-    flows = load.flows_per_link[0::2] + load.flows_per_link[1::2]
+    util = np.maximum(lu[0::2], lu[1::2])
+    flows = lf[0::2] + lf[1::2]
     rows = []
     for e in used:
         a, b = fabric.edges[e]
@@ -334,11 +343,32 @@ def lineage_links(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
     return [fabric.edge_data[e] for e in edges]
 
 
-def busy_fraction(load: PhaseLoad, capacity: np.ndarray, count: int, step_s: float) -> np.ndarray:
-    """Per directed link: the share of a step this phase keeps it busy (bytes × count ÷ capacity ÷ step)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        busy = np.where(capacity > 0, load.link_bytes * count / capacity, 0.0)
-    return busy / step_s if step_s > 0 else busy * 0
+def added_queueing(
+    fabric: Fabric,
+    stages: Sequence[Stage],
+    mine: PhaseLoad,
+    others: Sequence[tuple[PhaseLoad, int]],
+    other_step_s: float,
+) -> float:
+    """Queueing a co-running job adds to one of my phases, on the links both use and nowhere else.
+
+    The other job keeps each link busy for a share of its step (its bytes × count ÷ capacity ÷ step, at most
+    0.95); my phase is re-costed with those shared links' capacities reduced by that share."""
+    nl = fabric.n_links
+    cap = fabric.capacity
+    busy = np.zeros(nl)
+    for load, count in others:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            busy += np.where(cap > 0, _fit(load.link_bytes, nl) * count / cap, 0.0)
+    busy = np.minimum(0.95, busy / other_step_s) if other_step_s > 0 else busy * 0
+    shared = (_fit(mine.link_bytes, nl) > 0) & (busy > 0)
+    if not shared.any():
+        return 0.0
+    reduced = cap.copy()
+    reduced[shared] *= 1 - busy[shared]
+    again = cost_phase(fabric, mine.algorithm, stages, 0.0, capacity=reduced)
+    before = mine.bandwidth_s + mine.queueing_s
+    return max(0.0, again.bandwidth_s + again.queueing_s - before)
 
 
 # ---- a workload's phases, every group of every phase routed at once ---------------------------------
