@@ -437,7 +437,7 @@ def workload_phases(
 
     if t is not None:
         tp, pp, dp, ep = _get(t, "tp"), _get(t, "pp"), _get(t, "dp"), _get(t, "ep", 1) or 1
-        check_degrees(_as_dict(m), _as_dict(t), what)
+        check_degrees(m, t, what)
         grp = training_groups(tp, pp, dp, ep)
         p = place(g, tp * pp * dp, grp, offset=offset, what=what)
         dom = {a: p.domain[a] for a in p.accelerators}
@@ -457,7 +457,7 @@ def workload_phases(
             stage = send_stage(pairs, act / tp, f"{what} pp-send")
             load = cost_phase(fabric, "point-to-point", [stage], endpoint_s, capacity)
             phases.append(RoutedPhase("pp-send", "send", 2 * mb, act / tp, 2, len(pairs), load))
-        shards = gradient_shards(_as_dict(m), _as_dict(t))
+        shards = gradient_shards(m, t)
         gb = _dtype_bytes(_get(t, "grad_dtype", "bf16") or "bf16")
         dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
         ops = [("reduce-scatter", 1), ("all-gather", 2)] if _get(t, "sharded") else [("all-reduce", 1)]
@@ -541,11 +541,3 @@ def _groups_of(tp_groups: list[list[int]]) -> Any:
     from .placement import Groups
 
     return Groups(tp=tuple(tuple(x) for x in tp_groups))
-
-
-def _as_dict(obj: Any) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump()
-    return dict(vars(obj))

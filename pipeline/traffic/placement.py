@@ -136,9 +136,21 @@ def validate(p: Placement, what: str) -> None:
             )
 
 
-def check_degrees(model: Mapping[str, Any], training: Mapping[str, Any], what: str) -> None:
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A workload section as a plain mapping, whether it arrives as a dict or a typed (pydantic) model."""
+    if obj is None:
+        return {}
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump()
+    return dict(vars(obj))
+
+
+def check_degrees(model: Any, training: Any, what: str) -> None:
     """Degrees must divide what they split: TP the hidden size and the KV heads, PP the layers, EP the experts."""
-    tp, pp, dp, ep = training["tp"], training["pp"], training["dp"], training.get("ep", 1)
+    model, training = as_dict(model), as_dict(training)
+    tp, pp, dp, ep = training["tp"], training["pp"], training["dp"], training.get("ep") or 1
     checks = [
         (tp, "training.tp", model["hidden"], "model.hidden"),
         (pp, "training.pp", model["layers"], "model.layers"),
@@ -154,11 +166,12 @@ def check_degrees(model: Mapping[str, Any], training: Mapping[str, Any], what: s
             raise PlacementError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")
 
 
-def attention_params(model: Mapping[str, Any]) -> float:
+def attention_params(model: Any) -> float:
     """Parameters of the attention projections (Q and O: hidden², K and V: hidden × kv_heads × head_dim, per layer).
 
     An MoE workload declares its total parameters, not how they split; this is the part that every expert-parallel
     rank holds (replicated across EP), everything else is counted as expert weights — a labelled derivation."""
+    model = as_dict(model)
     h, kv = model["hidden"], model["kv_heads"] * model["head_dim"]
     return float(model["layers"] * (2 * h * h + 2 * h * kv))
 
@@ -177,9 +190,10 @@ class GradientShards:
         return self.dense_params_per_rank + self.expert_params_per_rank
 
 
-def gradient_shards(model: Mapping[str, Any], training: Mapping[str, Any]) -> GradientShards:
+def gradient_shards(model: Any, training: Any) -> GradientShards:
     """Count expert weights once per EP shard: an expert lives on one rank of each EP group, not on every rank."""
-    tp, pp, ep = training["tp"], training["pp"], training.get("ep", 1)
+    model, training = as_dict(model), as_dict(training)
+    tp, pp, ep = training["tp"], training["pp"], training.get("ep") or 1
     params = float(model["params"])
     if ep <= 1 or not model.get("experts"):
         return GradientShards(params / (tp * pp), 0.0, "params / (tp · pp)")
