@@ -20,7 +20,6 @@ pair of leaves, vectorised per destination leaf. No Python loop walks every flow
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -66,6 +65,40 @@ class Routes:
     latency_ns: np.ndarray
     hops: np.ndarray
     notes: list[str] = field(default_factory=list)
+
+
+class _LocalPaths:
+    """All shortest paths inside one domain's wiring, counted with matrix powers (domains are small).
+
+    An arc u → v lies on a shortest s → t path when d(s,u) + 1 + d(v,t) = d(s,t); the share of the paths
+    it carries is σ(s,u)·σ(v,t) / σ(s,t), σ counting shortest paths."""
+
+    def __init__(self, n: int, arcs: list[tuple[int, int]]) -> None:
+        self.tail = np.array([u for u, _ in arcs], dtype=np.int64)
+        self.head = np.array([v for _, v in arcs], dtype=np.int64)
+        adj = np.zeros((n, n))
+        adj[self.tail, self.head] = 1.0
+        dist = np.full((n, n), np.inf)
+        sigma = np.zeros((n, n))
+        np.fill_diagonal(dist, 0)
+        np.fill_diagonal(sigma, 1)
+        walks = np.eye(n)
+        for k in range(1, n):
+            walks = walks @ adj
+            new = (walks > 0) & np.isinf(dist)
+            if not new.any():
+                break
+            dist[new], sigma[new] = k, walks[new]
+        self.dist, self.sigma = dist, sigma
+
+    def pair(self, s: int, t: int) -> list[tuple[int, float]]:
+        d = self.dist
+        if not np.isfinite(d[s, t]):
+            return []
+        on = d[s, self.tail] + 1 + d[self.head, t] == d[s, t]
+        arcs = np.flatnonzero(on)
+        share = self.sigma[s, self.tail[arcs]] * self.sigma[self.head[arcs], t] / self.sigma[s, t]
+        return [(int(a), float(f)) for a, f in zip(arcs, share, strict=True)]
 
 
 class Fabric:
@@ -191,8 +224,7 @@ class Fabric:
         self.domain_ready = np.zeros(len(self.domain_members), dtype=bool)
         self.domain_sig = np.full(len(self.domain_members), -1, dtype=np.int64)
         self.domain_arcs: dict[int, np.ndarray] = {}
-        self.sig_local: list[nx.DiGraph] = []
-        self.sig_arcs: list[dict[tuple[int, int], int]] = []
+        self.sig_local: list[_LocalPaths] = []
         self._sig_ids: dict[Any, int] = {}
         self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         rails = [d.get("rail") for _, d in node_data if d.get("kind") == "nic" and d.get("role") == "scale_out"]
@@ -247,11 +279,7 @@ class Fabric:
             key = (len(members), len(switches), tuple(arcs))
             if key not in self._sig_ids:
                 self._sig_ids[key] = len(self.sig_local)
-                h = nx.DiGraph()
-                h.add_nodes_from(range(len(local_nodes)))
-                h.add_edges_from((u, v) for u, v, _ in arcs)
-                self.sig_local.append(h)
-                self.sig_arcs.append({(u, v): k for k, (u, v, _) in enumerate(arcs)})
+                self.sig_local.append(_LocalPaths(len(local_nodes), [(u, v) for u, v, _ in arcs]))
             sig = self._sig_ids[key]
             self.domain_sig[d] = sig
             self.domain_arcs[int(d)] = np.array(
@@ -300,16 +328,7 @@ class Fabric:
         """Arc columns and fractions of a pair inside a domain: uniform over its shortest scale-up paths."""
         key = (sig, s, t)
         if key not in self._local_cache:
-            h, arcs = self.sig_local[sig], self.sig_arcs[sig]
-            try:
-                paths = list(nx.all_shortest_paths(h, s, t))
-            except nx.NetworkXNoPath:
-                paths = []
-            frac: dict[int, float] = {}
-            for path in paths:
-                for u, v in itertools.pairwise(path):
-                    frac[arcs[(u, v)]] = frac.get(arcs[(u, v)], 0.0) + 1.0 / len(paths)
-            self._local_cache[key] = sorted(frac.items())
+            self._local_cache[key] = self.sig_local[sig].pair(s, t)
         return self._local_cache[key]
 
     def _intra(self, src: np.ndarray, dst: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, ...]:
