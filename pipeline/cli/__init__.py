@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from ..core.errors import FabricrefError
-from . import estimate, inspect, stages  # noqa: F401  (importing registers the verbs on `app`)
+from . import estimate, inspect, measured, stages  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 
 __all__ = ["app", "main"]

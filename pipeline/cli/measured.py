@@ -1,0 +1,88 @@
+"""The `measured` verbs: nccl-tests / rccl-tests logs pinned by SHA-256, tabled, and compared with the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .app import app
+from .output import JsonOpt, RootOpt, lay_of, out, print_json
+
+measured_app = typer.Typer(
+    no_args_is_help=True, help="Measured nccl-tests / rccl-tests logs: import (pinned by SHA-256) and compare."
+)
+app.add_typer(measured_app, name="measured")
+
+
+@measured_app.command("import")
+def measured_import(
+    file: Annotated[Path, typer.Argument(help="The stdout of all_reduce_perf (or another nccl-tests binary).")],
+    topology_id: Annotated[str, typer.Option("--topology", help="Reference or cluster id the log ran on.")],
+    algorithm: Annotated[
+        str | None,
+        typer.Option("--algorithm", help="The NCCL_ALGO the run forced (ring, tree, nvls, ...); default: none forced."),
+    ] = None,
+    op: Annotated[
+        str | None,
+        typer.Option("--op", help="The operation, when the log does not name its test (must agree when it does)."),
+    ] = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+) -> None:
+    """Read a log (a malformed line is refused with its number), pin its bytes in the store (origin: measured)
+    and load its rows into registry/measurements/measurements.parquet with the file's hash."""
+    from ..traffic.measured import import_log
+
+    lay = lay_of(root)
+    pin, log, new = import_log(lay, file, topology_id, algorithm, op)
+    if as_json:
+        print_json({**pin.model_dump(mode="json"), "rows": len(log.rows), "new": new})
+        return
+    sizes = sorted({r.bytes for r in log.rows})
+    out.print(
+        f"{'pinned' if new else 'already pinned'} {file.name} as {pin.measurement_id} (sha256 {pin.sha256}): "
+        f"{pin.op} on {pin.ranks} ranks / {pin.hosts} host(s), {len(sizes)} sizes {sizes[0]}-{sizes[-1]} B"
+    )
+
+
+@measured_app.command("compare")
+def measured_compare(
+    topology_id: Annotated[str, typer.Option("--topology", help="Reference or cluster id.")],
+    placement: Annotated[str, typer.Option("--placement", help="out-of-place (default) or in-place.")] = (
+        "out-of-place"
+    ),
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+) -> None:
+    """Per measured size: measured busbw, the model's busbw (same op, ranks, forced algorithm), ratio model/measured."""
+    from ..core.errors import UsageError
+    from ..traffic.measured import compare
+
+    if placement not in ("out-of-place", "in-place"):
+        raise UsageError(f"--placement {placement!r}: expected out-of-place or in-place")
+    rows = compare(lay_of(root), topology_id, placement)
+    if as_json:
+        print_json({"topology_id": topology_id, "placement": placement, "rows": rows})
+        return
+    table = Table(
+        "measurement",
+        "bytes",
+        "measured busbw GB/s",
+        "model busbw GB/s",
+        "ratio",
+        "algorithm / protocol",
+        title=f"model vs measured on {topology_id} ({placement})",
+    )
+    for r in rows:
+        table.add_row(
+            r["measurement_id"],
+            str(r["bytes"]),
+            f"{r['measured_busbw_gb_per_s']:.2f}",
+            f"{r['model_busbw_gb_per_s']:.2f}",
+            "" if r["ratio"] is None else f"{r['ratio']:.3f}",
+            f"{r['algorithm']} / {r['protocol']}",
+        )
+    out.print(table)

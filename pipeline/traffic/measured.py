@@ -1,0 +1,229 @@
+"""Measured nccl-tests / rccl-tests logs as first-class inputs: pinned by SHA-256 in the snapshot store like a
+document (origin `measured`), tabled with the log's hash, and compared with the model on the same topology.
+
+Pins live in sources/measured/<measurement-id>.json; the bytes in the content-addressed store; the table
+registry/measurements/measurements.parquet is rebuilt from every pin, so it always equals what the pins name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..core.errors import UsageError, ValidationError
+from ..core.files import atomic_write_json, exclusive_lock
+from ..core.paths import Layout, check_slug
+from ..core.store import SnapshotStore, sha256_bytes
+from .algorithms import ALGORITHMS
+from .nccl_log import Log, parse_text
+
+TABLE = "measurements"
+COLUMNS = [
+    ("measurement_id", "VARCHAR"),
+    ("sha256", "VARCHAR"),
+    ("topology_id", "VARCHAR"),
+    ("op", "VARCHAR"),
+    ("algorithm", "VARCHAR"),
+    ("ranks", "INTEGER"),
+    ("line", "INTEGER"),
+    ("placement", "VARCHAR"),
+    ("bytes", "BIGINT"),
+    ("count", "BIGINT"),
+    ("dtype", "VARCHAR"),
+    ("redop", "VARCHAR"),
+    ("root", "INTEGER"),
+    ("time_us", "DOUBLE"),
+    ("algbw_gb_per_s", "DOUBLE"),
+    ("busbw_gb_per_s", "DOUBLE"),
+]
+
+
+class MeasuredPin(BaseModel):
+    """What was imported: the bytes (by hash), what they were declared to measure, and on which topology."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    measurement_id: str
+    origin: Literal["measured"] = "measured"
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+    file_name: str
+    topology_id: str
+    op: str
+    algorithm: str | None = None
+    ranks: int = Field(ge=1)
+    hosts: int = Field(ge=1)
+    devices: list[str]
+
+
+def measured_dir(lay: Layout) -> Path:
+    return lay.sources_dir / "measured"
+
+
+def table_dir(lay: Layout) -> Path:
+    return lay.registry_dir / "measurements"
+
+
+def _pins(lay: Layout) -> list[tuple[Path, MeasuredPin]]:
+    out = []
+    for path in sorted(measured_dir(lay).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out.append((path, MeasuredPin.model_validate(data)))
+        except (ValueError, TypeError) as exc:
+            raise ValidationError(f"{path}: not a measured-log pin: {exc}") from None
+    return out
+
+
+def import_log(
+    lay: Layout, file: Path, topology_id: str, algorithm: str | None = None, op: str | None = None
+) -> tuple[MeasuredPin, Log, bool]:
+    """Parse first (nothing is written for a bad log), then store the bytes, pin them and rebuild the table.
+    Returns (pin, parsed log, whether the pin is new)."""
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise UsageError(f"--algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+    check_slug(topology_id, "topology id")
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{file}: file not found") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    log = parse_text(text, str(file), op)
+    from .calculator import view_for
+
+    view = view_for(lay, topology_id)
+    if log.ranks > len(view.accelerators):
+        raise UsageError(
+            f"{file}: the log ran on {log.ranks} ranks; topology {topology_id} has {len(view.accelerators)} "
+            "accelerators"
+        )
+    sha = sha256_bytes(data)
+    pin = MeasuredPin(
+        measurement_id=f"{topology_id}-{log.op}-{sha[:12]}",
+        sha256=sha,
+        size=len(data),
+        file_name=file.name,
+        topology_id=topology_id,
+        op=log.op,
+        algorithm=algorithm,
+        ranks=log.ranks,
+        hosts=log.hosts,
+        devices=[f"rank {r} on {h} device {d}: {name}" for r, h, d, name in log.devices],
+    )
+    check_slug(pin.measurement_id, "measurement id")
+    target = measured_dir(lay) / f"{pin.measurement_id}.json"
+    from ..core.pins import lock_path
+
+    with exclusive_lock(lock_path(lay)):
+        new = True
+        if target.exists():
+            old = MeasuredPin.model_validate(json.loads(target.read_text(encoding="utf-8")))
+            if old != pin:
+                raise UsageError(
+                    f"{lay.relative(target)} already pins these bytes with other declarations "
+                    f"(algorithm {old.algorithm!r}); the pin is append-only and was not changed"
+                )
+            new = False
+        SnapshotStore(lay.store_dir).put(data)  # bytes first, then the pin that names them
+        if new:
+            atomic_write_json(target, pin.model_dump(mode="json"))
+        write_measurements(lay)
+    return pin, log, new
+
+
+def _rows(lay: Layout) -> list[tuple[Any, ...]]:
+    store = SnapshotStore(lay.store_dir)
+    rows = []
+    for path, pin in _pins(lay):
+        text = store.read(pin.sha256).decode("utf-8")
+        log = parse_text(text, f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})", pin.op)
+        for r in log.rows:
+            rows.append(
+                (
+                    pin.measurement_id,
+                    pin.sha256,
+                    pin.topology_id,
+                    pin.op,
+                    pin.algorithm or "",
+                    pin.ranks,
+                    r.line,
+                    r.placement,
+                    r.bytes,
+                    r.count,
+                    r.dtype,
+                    r.redop,
+                    r.root,
+                    r.time_us,
+                    r.algbw_gb_per_s,
+                    r.busbw_gb_per_s,
+                )
+            )
+    return rows
+
+
+def write_measurements(lay: Layout) -> Path:
+    from ..compile.registry import write_table
+
+    return write_table(table_dir(lay), TABLE, COLUMNS, ["measurement_id", "placement", "bytes", "line"], _rows(lay))
+
+
+def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> list[dict[str, Any]]:
+    """Per measured size: measured busbw, the model's busbw for the same op, ranks and algorithm, their ratio."""
+    import duckdb
+
+    from .algorithms import estimate
+    from .calculator import place, view_for
+    from .calibration import load_calibration
+
+    path = table_dir(lay) / f"{TABLE}.parquet"
+    if not path.exists():
+        raise UsageError(f"no measurements imported yet ({lay.relative(path)} does not exist): run measured import")
+    con = duckdb.connect(":memory:")
+    try:
+        rows = con.execute(
+            f"SELECT measurement_id, sha256, op, algorithm, ranks, bytes, time_us, busbw_gb_per_s "
+            f"FROM read_parquet('{path}') WHERE topology_id = ? AND placement = ? "
+            "ORDER BY measurement_id, bytes",
+            [topology_id, placement],
+        ).fetchall()
+    finally:
+        con.close()
+    if not rows:
+        raise UsageError(f"no measurements for topology {topology_id!r}: run measured import FILE --topology ID")
+    cal = load_calibration(lay.root)
+    view = view_for(lay, topology_id)
+    from .calculator import _technology, confidence
+
+    tech = _technology(lay, view.reference)
+    placed_by_ranks: dict[int, Any] = {}
+    out = []
+    for mid, sha, op, algorithm, ranks, size, time_us, busbw in rows:
+        placed = placed_by_ranks.get(ranks) or placed_by_ranks.setdefault(
+            ranks, place(view, cal, ranks, technology=tech)
+        )
+        cost = estimate(cal, op, placed.fabric, float(size), algorithm or None)
+        out.append(
+            {
+                "measurement_id": mid,
+                "sha256": sha,
+                "op": op,
+                "ranks": ranks,
+                "bytes": size,
+                "measured_seconds": time_us * 1e-6,
+                "model_seconds": cost.seconds,
+                "measured_busbw_gb_per_s": busbw,
+                "model_busbw_gb_per_s": cost.busbw_gb_per_s,
+                "ratio": cost.busbw_gb_per_s / busbw if busbw > 0 else None,
+                "algorithm": cost.algorithm,
+                "protocol": cost.protocol,
+                "algorithm_declared": algorithm or None,
+                "confidence": confidence(cost, placed),
+            }
+        )
+    return out
