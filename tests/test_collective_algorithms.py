@@ -149,3 +149,15 @@ def test_calculator_on_the_installed_wiring(built_registry, cli):
     bad = cli("estimate", "collective", "--topology", "nvidia-dgx-h100", "--ranks", "8", "--op", "all-reduce",
               "--bytes", "1GiB", "--algorithm", "collnet", root=root)  # fmt: skip
     assert bad.code == 2 and "SHARP" in bad.err
+
+
+def test_sweep_draws_its_curve_deterministically(built_registry, cli, tmp_path):
+    args = ["estimate", "collective", "--topology", "nvidia-dgx-h100", "--ranks", "8", "--op", "all-reduce"]
+    svgs = []
+    for name in ("a.svg", "b.svg"):
+        r = cli(*args, "--sweep", "1K:1G", "--plot", str(tmp_path / name), root=built_registry.root)
+        assert r.code == 0, r.err
+        svgs.append((tmp_path / name).read_bytes())
+    assert svgs[0] == svgs[1] and b"<svg" in svgs[0] and b"busbw" in svgs[0] and b"nvls / Simple" in svgs[0]
+    r = cli(*args, "--bytes", "1G", "--plot", str(tmp_path / "c.svg"), root=built_registry.root)
+    assert r.code == 2 and "--sweep" in r.err and not (tmp_path / "c.svg").exists()

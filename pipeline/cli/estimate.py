@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -79,6 +80,9 @@ def estimate_collective(
         str | None,
         typer.Option("--sweep", help="MIN:MAX, powers of two like all_reduce_perf -b MIN -e MAX -f 2 (topology mode)."),
     ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="With --sweep: write the busbw curve as an SVG file.")
+    ] = None,
     bandwidth: Annotated[
         str | None, typer.Option("--bandwidth", help="Parametric mode: effective per-rank bandwidth, e.g. 400Gb/s.")
     ] = None,
@@ -111,9 +115,9 @@ def estimate_collective(
                 "--topology takes bandwidth, latency and efficiency from the wiring and the calibration; "
                 "drop --bandwidth / --latency / --efficiency"
             )
-        _collective_on_topology(topology_id, op, ranks, size, sweep, algorithm, as_json, root)
+        _collective_on_topology(topology_id, op, ranks, size, sweep, algorithm, as_json, root, plot)
         return
-    if sweep is not None:
+    if sweep is not None or plot is not None:
         raise UsageError("--sweep needs --topology")
     if size is None or bandwidth is None or latency is None:
         raise UsageError("parametric mode needs --bytes, --bandwidth and --latency (or use --topology ID)")
@@ -170,6 +174,7 @@ def _collective_on_topology(
     algorithm: str | None,
     as_json: bool,
     root: Any,
+    plot: Path | None = None,
 ) -> None:
     from ..traffic import CAVEAT
     from ..traffic.calculator import sweep as sweep_rows
@@ -185,6 +190,12 @@ def _collective_on_topology(
             raise UsageError(f"--sweep {sweep!r}: expected MIN:MAX, e.g. 8:8GiB")
         low, high = _size_arg(low_text, "--sweep MIN"), _size_arg(high_text, "--sweep MAX")
         rows = sweep_rows(lay, view, op, ranks, low, high, algorithm)
+        if plot is not None:
+            from ..core.files import atomic_write_bytes
+            from ..traffic.curves import sweep_svg
+
+            title = f"{op} over {ranks} ranks on {topology_id}" + (f" ({algorithm})" if algorithm else "")
+            atomic_write_bytes(plot, sweep_svg(title, rows))
         if as_json:
             print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": CAVEAT})
             return
@@ -203,6 +214,8 @@ def _collective_on_topology(
         out.print(table)
         out.print(CAVEAT)
         return
+    if plot is not None:
+        raise UsageError("--plot draws a curve: it needs --sweep MIN:MAX")
     if size is None:
         raise UsageError("--topology needs --bytes SIZE or --sweep MIN:MAX")
     d = topology_estimate(lay, view, op, ranks, float(_size_arg(size, "--bytes")), algorithm)
