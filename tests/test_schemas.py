@@ -360,3 +360,51 @@ def test_cli_root_reads_the_vocabulary_of_that_checkout(tmp_path, cli):
     result = cli("retrieve", root=other)
     assert result.code == 1
     assert "accelerator.count takes a text, the rule parses a count" in result.err + result.out
+
+
+def test_generated_schemas_use_only_json_schema_keywords():
+    """A constraint pydantic writes under a non-standard name (e.g. `ge` on a union) would be ignored by the JSON
+    Schema validator while the model enforces it: the two would disagree again."""
+    from jsonschema import Draft202012Validator
+
+    from pipeline.formats import FORMATS, schema
+
+    keywords = set(Draft202012Validator.VALIDATORS) | {"then", "else", "$schema", "$id", "$defs", "$ref"}
+    keywords |= {"title", "description", "default", "discriminator"}
+    named = {"properties", "$defs", "mapping", "dependentRequired"}  # their keys are names, not keywords
+
+    def walk(node, parent: str, where: str) -> list[str]:
+        found = []
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if parent not in named and parent != "discriminator" and key not in keywords:
+                    found.append(f"{where}/{key}")
+                found += walk(value, key, f"{where}/{key}")
+        elif isinstance(node, list):
+            for item in node:
+                found += walk(item, parent if parent == "mapping" else "", where)
+        return found
+
+    for name in FORMATS:
+        assert walk(schema(name), "", name) == []
+
+
+def test_a_count_below_its_minimum_says_so_without_naming_a_bare_type(tmp_path):
+    from pipeline.core.schemas import validate
+
+    with pytest.raises(ValidationError) as err:
+        validate({"revision": 0}, "model-revisions.schema.json", "m.json")
+    assert "at $: 'model' is a required property" in str(err.value)
+    workload = {
+        "id": "w",
+        "title": "A workload",
+        "kind": "inference",
+        "model": {"params": 1, "layers": 1, "hidden": 1, "kv_heads": 1, "head_dim": 1, "dtype": "bf16"},
+        "targets": ["x"],
+        "inference": {"mode": "aggregated", "prompt_tokens": 1, "output_tokens": 1, "requests_per_second": -1},
+    }
+    with pytest.raises(ValidationError) as err:
+        validate(workload, "workload.schema.json", "w.yaml")
+    assert (
+        str(err.value) == "w.yaml: at $.inference.requests_per_second: as `inference`: -1 is less than the minimum of 0"
+    )

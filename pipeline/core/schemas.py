@@ -218,6 +218,13 @@ def _meant(error: Any, root: dict[str, Any]) -> int | None:
             sub.validator in {"type", "required", "const"} and not sub.relative_path for sub in by_alt.get(index, [])
         )
     ]
+    if len(fitting) > 1:
+        # e.g. an integer-or-number below its minimum: the alternatives fail alike, so say it once.
+        shapes = {
+            tuple(sorted((sub.validator, tuple(sub.relative_path)) for sub in by_alt.get(i, []))) for i in fitting
+        }
+        if len(shapes) == 1:
+            return fitting[0]
     return fitting[0] if len(fitting) == 1 else None
 
 
@@ -230,8 +237,9 @@ def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list
     if index is None:
         names = ", ".join(_form_name(alt, root) for alt in alternatives)
         return [(list(error.absolute_path), f"{prefix}{_short(error.instance)} matches none of the forms {names}")]
-    others_null = all(_resolve(alt, root).get("type") == "null" for i, alt in enumerate(alternatives) if i != index)
-    inner = prefix if others_null else f"{prefix}as `{_form_name(alternatives[index], root)}`: "
+    # Name the alternative when it is a declared form (a titled model), not a bare type like integer or null.
+    titled = "title" in _resolve(alternatives[index], root)
+    inner = f"{prefix}as `{_form_name(alternatives[index], root)}`: " if titled else prefix
     out: list[tuple[list[Any], str]] = []
     for sub in error.context:
         if sub.relative_schema_path[0] == index:

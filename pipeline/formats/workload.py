@@ -10,6 +10,9 @@ from pydantic import ConfigDict, Discriminator, Field, Tag
 from .common import Dtype, KeyAccess, Slug
 
 Positive = Annotated[int, Field(ge=1)]
+# A number as written: 100 stays the integer 100 (so derived figures print as the file states them), 0.5 a float.
+NonNegative = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
+PositiveNumber = Annotated[int, Field(gt=0)] | Annotated[float, Field(gt=0)]
 
 
 class Experts(KeyAccess):
@@ -19,7 +22,7 @@ class Experts(KeyAccess):
 
 
 class ModelShape(KeyAccess):
-    params: float = Field(gt=0)
+    params: PositiveNumber
     layers: Positive
     hidden: Positive
     kv_heads: Positive
@@ -55,9 +58,9 @@ class Inference(KeyAccess):
     batch: Positive = 1
     prompt_tokens: Positive
     output_tokens: Positive
-    requests_per_second: float | None = Field(default=None, ge=0)
-    group_tokens_per_second: float | None = Field(default=None, gt=0)
-    bytes_per_token_on_frontend: float = Field(default=4.0, gt=0)
+    requests_per_second: NonNegative | None = None
+    group_tokens_per_second: PositiveNumber | None = None
+    bytes_per_token_on_frontend: PositiveNumber = 4.0
 
 
 class _WorkloadBase(KeyAccess):
