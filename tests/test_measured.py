@@ -174,6 +174,14 @@ def test_a_malformed_log_writes_nothing(measured_repo, cli, tmp_path):
     assert not (lay.store_dir / "sha256" / sha[:2] / sha).exists()
 
 
+def test_compare_draws_model_against_measured(measured_repo, cli, tmp_path):
+    svg = tmp_path / "compare.svg"
+    r = cli("measured", "compare", "--topology", "nvidia-dgx-h100", "--plot", str(svg), root=measured_repo.root)
+    assert r.code == 0, r.err
+    text = svg.read_text()
+    assert text.count("measured") >= 3 and "nvls / Simple" in text and "ring / Simple" in text
+
+
 def test_model_agrees_with_the_fixtures(measured_repo, cli):
     """Within ±15 % of measured busbw at ≥ 256 MiB; within 2× of measured time at ≤ 64 KiB."""
     seen = set()

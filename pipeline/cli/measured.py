@@ -54,6 +54,9 @@ def measured_compare(
     placement: Annotated[str, typer.Option("--placement", help="out-of-place (default) or in-place.")] = (
         "out-of-place"
     ),
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write the model-vs-measured busbw curves as an SVG file.")
+    ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = None,
 ) -> None:
@@ -64,6 +67,11 @@ def measured_compare(
     if placement not in ("out-of-place", "in-place"):
         raise UsageError(f"--placement {placement!r}: expected out-of-place or in-place")
     rows = compare(lay_of(root), topology_id, placement)
+    if plot is not None:
+        from ..core.files import atomic_write_bytes
+        from ..traffic.curves import compare_svg
+
+        atomic_write_bytes(plot, compare_svg(f"model vs measured on {topology_id} ({placement})", rows))
     if as_json:
         print_json({"topology_id": topology_id, "placement": placement, "rows": rows})
         return

@@ -37,3 +37,32 @@ def sweep_svg(title: str, model: list[dict[str, Any]], measured: list[dict[str, 
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
+
+
+def compare_svg(title: str, rows: list[dict[str, Any]]) -> bytes:
+    """One panel per measured log: measured busbw (crosses) and the model's (line) at the same sizes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans"})
+    ids = sorted({r["measurement_id"] for r in rows})
+    fig, axes = plt.subplots(len(ids), 1, figsize=(7, 2.6 * len(ids)), squeeze=False)
+    for ax, mid in zip(axes[:, 0], ids, strict=True):
+        mine = sorted((r for r in rows if r["measurement_id"] == mid), key=lambda r: r["bytes"])
+        sizes = [r["bytes"] for r in mine]
+        ax.plot(sizes, [r["model_busbw_gb_per_s"] for r in mine], marker="o", ms=3, label="model")
+        ax.scatter(sizes, [r["measured_busbw_gb_per_s"] for r in mine], marker="x", color="black", label="measured")
+        chosen = sorted({f"{r['algorithm']} / {r['protocol']}" for r in mine})
+        ax.set_title(f"{mid}: {mine[0]['op']}, {mine[0]['ranks']} ranks; model {', '.join(chosen)}", fontsize=8)
+        ax.set_xscale("log", base=2)
+        ax.set_ylabel("busbw GB/s")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[-1, 0].set_xlabel("buffer size S (bytes)")
+    fig.suptitle(title, fontsize=9)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
