@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from pipeline.core.errors import UsageError
-from pipeline.traffic import compute, memory, sizing
+from pipeline.traffic import compute, memory, sizing, step
 
 
 @pytest.mark.parametrize(
@@ -144,3 +145,121 @@ def test_bad_options_are_refused() -> None:
         memory.activations_per_layer(1, 1, 1, 1, recompute="some")
     with pytest.raises(UsageError, match="tp"):
         memory.training_state(1e9, tp=0)
+
+
+class _Phase:
+    def __init__(self, phase: str, total: float, size: float = 0.0, latency: float = 0.0, bandwidth: float = 0.0):
+        self.phase, self.total_seconds, self.bytes_per_rank = phase, total, size
+        self.latency_s, self.bandwidth_s, self.queueing_s = latency, bandwidth, 0.0
+
+
+class _Workload:
+    def __init__(self, kind: str, model: dict, **parts: dict) -> None:
+        self.kind, self.model = kind, model
+        self.training, self.inference = parts.get("training"), parts.get("inference")
+
+
+LLAMA70B = {"params": 70e9, "layers": 80, "hidden": 8192, "kv_heads": 8, "head_dim": 128, "dtype": "bf16"}
+
+
+def _acc(memory_gb: float | None, hbm: float | None, peak: float | None) -> step.Accelerator:
+    """A hypothetical accelerator with round figures (test inputs, not vendor facts)."""
+    values = {
+        "accelerator.memory": memory_gb and memory_gb * 1e9,
+        "accelerator.memory_bandwidth": hbm,
+        "accelerator.peak_dense_bf16": peak,
+        "accelerator.peak_dense_fp8": None,
+    }
+    fields = {
+        k: step.AccField(k, v, "published" if v else "unknown", "" if v else "no source") for k, v in values.items()
+    }
+    return step.Accelerator("test-accelerator", fields)
+
+
+def test_step_training_pp4_fits_and_times() -> None:
+    t = {"tp": 8, "pp": 4, "dp": 32, "micro_batch": 1, "microbatches": 8, "seq_len": 4096}
+    w = _Workload("training", LLAMA70B, training=t)
+    # dp all-reduce of 2.1875 GB per rank (70e9/32 × 2 B): 0.9 s; its 25 MB last bucket 1 ms + 0.9 × 25e6/2.1875e9.
+    phases = [_Phase("tp-all-reduce", 0.2), _Phase("pp-send", 0.05), _Phase("dp-all-reduce", 0.9, 2.1875e9, 1e-3, 0.9)]
+    s = step.estimate(w, phases, _acc(80, 3e12, 1e15), mfu=0.5)
+    state = 70e9 * 18 / 32
+    acts = 4096 * 8192 * 34 / 8 * 20 * 4  # selective + SP, 20 layers per stage, 4 micro-batches in flight
+    assert s["memory_per_rank_bytes"] == pytest.approx(state + acts)
+    assert s["fits"] is True and s["headroom_bytes"] == pytest.approx(80e9 - state - acts)
+    flops = (6 * 70e9 + 12 * 80 * 64 * 128 * 4096) * 8 * 4096 * 32
+    compute_s = flops / (1024 * 1e15 * 0.5)
+    assert s["compute_seconds"] == pytest.approx(compute_s)
+    assert s["bubble_seconds"] == pytest.approx(compute_s * 3 / 8)
+    dp_exposed = max(1e-3 + 0.9 * 25e6 / 2.1875e9, 0.9 - compute_s * 2 / 3)
+    assert s["exposed_communication_seconds"] == pytest.approx(0.25 + dp_exposed)
+    assert s["step_seconds"] == pytest.approx(compute_s * (1 + 3 / 8) + 0.25 + dp_exposed)
+    assert s["missing"] == []
+
+
+def test_step_names_the_field_it_lacked() -> None:
+    t = {"tp": 8, "pp": 1, "dp": 512, "micro_batch": 1, "microbatches": 4, "seq_len": 4096}
+    s = step.estimate(_Workload("training", LLAMA70B, training=t), [_Phase("tp-all-reduce", 0.1)], _acc(80, None, None))
+    assert s["fits"] is False and s["memory_per_rank_bytes"] > 157.5e9
+    assert (s["compute_seconds"], s["step_seconds"]) == (None, None)
+    assert s["missing"] == ["test-accelerator:accelerator.peak_dense_bf16 is unknown (no source)"]
+    unknown = step.estimate(_Workload("training", LLAMA70B, training=t), [], _acc(None, None, None))
+    assert unknown["fits"] == "unknown" and unknown["headroom_bytes"] is None
+    assert "test-accelerator:accelerator.memory is unknown (no source)" in unknown["missing"]
+
+
+def test_step_inference_ttft_and_tpot() -> None:
+    i = {"mode": "aggregated", "tp": 8, "batch": 1, "prompt_tokens": 8192, "output_tokens": 200}
+    w = _Workload("inference", LLAMA70B, inference=i)
+    phases = [_Phase("prefill-tp-all-reduce", 0.05), _Phase("decode-tp-all-reduce", 0.2), _Phase("frontend", 1e-3)]
+    s = step.estimate(w, phases, _acc(80, 3e12, 1e15), mfu=0.5)
+    assert s["max_concurrent_sequences"] == math.floor(62.5e9 / (40_960 * 8392))
+    prefill = 8192 * (2 * 70e9 + 4 * 80 * 64 * 128 * 8192) / (8 * 1e15 * 0.5)
+    assert s["ttft_seconds"] == pytest.approx(prefill + 0.05)
+    memory_s = (17.5e9 + 40_960 * 8292) / 3e12  # weights/TP + KV of prompt + output/2 tokens
+    assert s["tpot_bound"] == "memory"
+    assert s["tpot_seconds"] == pytest.approx(memory_s + 0.2 / 200)
+    assert s["step_seconds"] == pytest.approx(s["ttft_seconds"] + 200 * s["tpot_seconds"])
+
+
+def test_cli_memory_activations_and_bad_input(cli) -> None:
+    def run(*args: str) -> dict:
+        result = cli("estimate", *args, "--json")
+        assert result.code == 0, result.err
+        return json.loads(result.out)
+
+    assert run("memory", "--params", "70e9")["bytes"] == pytest.approx(1.26e12)
+    zero2 = run("memory", "--params", "7.5e9", "--layout", "mixed-adam-16", "--dp", "64", "--zero", "2")
+    assert zero2["bytes"] == pytest.approx(16.640625e9)
+    assert run("memory", "--params", "70e9", "--layout", "bf16-weights", "--tp", "8")["bytes"] == 17.5e9
+    acts = run("activations", "--seq", "2048", "--batch", "1", "--hidden", "12288", "--heads", "96")
+    assert acts["bytes_per_layer"] == 2_868_903_936
+    sel = run(
+        "activations", "--seq", "2048", "--batch", "1", "--hidden", "12288", "--heads", "96", "--tp", "8",
+        "--sequence-parallel", "--recompute", "selective",
+    )  # fmt: skip
+    assert sel["bytes_per_layer"] == 2048 * 12288 * 34 / 8
+    for bad in ("nan", "inf", "-1"):
+        result = cli("estimate", "memory", "--params", bad, "--json")
+        assert result.code == 2 and "--params" in result.err, (bad, result.err)
+    assert cli("estimate", "memory", "--params", "7e9", "--zero", "4").code == 2
+    bad_recompute = cli("estimate", "activations", "--seq", "1", "--batch", "1", "--hidden", "1", "--heads", "1",
+                        "--recompute", "some")  # fmt: skip
+    assert bad_recompute.code == 2 and "recompute" in bad_recompute.err
+
+
+def test_cli_step_on_shipped_data(cli, built_registry) -> None:
+    result = cli(
+        "estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", "--json", root=built_registry.root
+    )
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    # 1.26 TB / TP 8 = 157.5 GB of state per rank (plus activations) against the registry's 80 GB H100.
+    assert data["fits"] is False and data["memory_per_rank_bytes"] > 157.5e9
+    assert data["memory"]["accelerator_memory_bytes"] == 80e9
+    # No pinned document states the H100's peak throughput yet: the step time is unknown and says why.
+    assert data["step_seconds"] is None
+    assert any("accelerator.peak_dense_bf16 is unknown" in m for m in data["missing"])
+    assert "mfu_source" in data and data["mfu"] == 0.5
+    bad = cli("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", "--mfu", "nan",
+              root=built_registry.root)  # fmt: skip
+    assert bad.code == 2 and "mfu" in bad.err

@@ -264,13 +264,104 @@ def estimate_transfer(
 @estimate_app.command("memory")
 def estimate_memory(
     params: Annotated[float, typer.Option("--params", help="Parameter count, e.g. 70e9.")],
-    layout_name: Annotated[str, typer.Option("--layout", help="mixed-adam, bf16-weights, fp8-weights, ...")],
+    layout_name: Annotated[
+        str,
+        typer.Option(
+            "--layout",
+            help="mixed-adam (18 B/param), mixed-adam-16 (ZeRO paper, 16 B/param), bf16-weights, fp8-weights, ...",
+        ),
+    ] = "mixed-adam",
+    dp: Annotated[int, typer.Option("--dp", help="Data-parallel degree (ZeRO partitions over it).")] = 1,
+    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (FSDP = 3); training layouts only.")] = 0,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (splits --expert-params).")] = 1,
+    expert_params: Annotated[
+        float, typer.Option("--expert-params", help="Parameters held in experts (mixture of experts).")
+    ] = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Bytes of model state: 18 B/param for mixed-precision Adam, 2 B/param for bf16 weights, ..."""
-    from ..traffic import sizing
+    """Bytes of model state per rank (`bytes`): 18 B/param for mixed-precision Adam, 16 B/param in the ZeRO
+    paper's layout, split over TP × PP (experts over EP) and partitioned by ZeRO stage over DP."""
+    from ..traffic import memory, sizing
 
-    _emit_estimate(sizing.memory(params, layout_name), as_json, "memory")
+    memory.check_number(params, "--params", strict=True)
+    memory.check_number(expert_params, "--expert-params")
+    if layout_name in memory.TRAINING_LAYOUTS:
+        data = memory.training_state(
+            params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, expert_params=expert_params, ep=ep
+        )
+    else:
+        if zero or expert_params or dp != 1 or ep != 1:
+            raise UsageError(f"--layout {layout_name}: weights only; --dp, --zero, --ep, --expert-params do not apply")
+        for name, value in (("--tp", tp), ("--pp", pp)):
+            memory.check_degree(value, name)
+        data = sizing.memory(params, layout_name)
+        data = {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
+    _emit_estimate(data, as_json, "memory per rank")
+
+
+@estimate_app.command("activations")
+def estimate_activations(
+    seq: Annotated[int, typer.Option("--seq", help="Sequence length s.")],
+    batch: Annotated[int, typer.Option("--batch", help="Micro-batch size b.")],
+    hidden: Annotated[int, typer.Option("--hidden", help="Hidden size h.")],
+    heads: Annotated[int, typer.Option("--heads", help="Attention (query) heads a.")],
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree t.")] = 1,
+    sequence_parallel: Annotated[
+        bool, typer.Option("--sequence-parallel/--no-sequence-parallel", help="Sequence parallelism with TP.")
+    ] = False,
+    recompute: Annotated[str, typer.Option("--recompute", help="none, selective or full.")] = "none",
+    layers: Annotated[int, typer.Option("--layers", help="Layers per stage × this is `bytes`.")] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Activation bytes per transformer layer (`bytes_per_layer`) after Korthikanti et al.: sbh(34 + 5as/h)."""
+    from ..traffic import memory
+
+    data = memory.activations_per_layer(
+        seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    )
+    memory.check_degree(layers, "--layers")
+    _emit_estimate({**data, "layers": layers, "bytes": data["bytes_per_layer"] * layers}, as_json, "activations")
+
+
+@estimate_app.command("step")
+def estimate_step(
+    topology_id: Annotated[str, typer.Argument(help="Reference or cluster id.")],
+    workload_id: Annotated[str, typer.Argument(help="Workload id (models/workloads/).")],
+    mfu: Annotated[
+        float | None, typer.Option("--mfu", help="Fraction of peak reached while computing (default: labelled 0.5).")
+    ] = None,
+    as_json: JsonOpt = False,
+    root: RootOpt = None,
+) -> None:
+    """Memory per rank and whether it fits; compute, exposed communication and step time (TTFT / TPOT for
+    inference). A figure that needs an unknown registry field is unknown, and the field is named."""
+    from ..traffic import compute
+    from ..traffic.stage import step_estimate
+    from ..traffic.workloads import find_workload
+
+    lay = lay_of(root)
+    data = step_estimate(
+        lay, topology_id, find_workload(lay, workload_id), compute.MFU_ASSUMPTION if mfu is None else mfu
+    )
+    data = {"topology_id": topology_id, "workload_id": workload_id, **data}
+    if as_json:
+        from ..traffic import CAVEAT
+
+        print_json({**data, "caveat": CAVEAT})
+        return
+    table = Table("quantity", "value", title=f"{workload_id} on {topology_id}: memory and step time")
+    for key, value in data.items():
+        if isinstance(value, (dict, list)) or key == "mfu_source":
+            continue
+        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else ("unknown" if value is None else str(value)))
+    out.print(table)
+    for m in data["missing"]:
+        out.print(f"missing: {m}")
+    for a in data["assumptions"]:
+        out.print(f"assumed: {a}")
+    out.print(f"mfu {data['mfu']:g}: {data['mfu_source']}")
 
 
 @estimate_app.command("kv")

@@ -19,6 +19,8 @@ DATA: Dims = (1, 0, 0)
 TIME: Dims = (0, 1, 0)
 RATE: Dims = (1, -1, 0)
 POWER: Dims = (0, 0, 1)
+# Arithmetic throughput: floating-point operations (a count) per second.
+COMPUTE: Dims = (0, -1, 0)
 
 DIRECTIONS = ("per_direction", "bidirectional")
 
@@ -48,6 +50,11 @@ def _build_units() -> dict[str, tuple[float, Dims]]:
             "us": (1e-6, TIME),
             "µs": (1e-6, TIME),
             "ns": (1e-9, TIME),
+            "FLOP/s": (1.0, COMPUTE),
+            "TFLOP/s": (1e12, COMPUTE),
+            "PFLOP/s": (1e15, COMPUTE),
+            "TFLOPS": (1e12, COMPUTE),
+            "PFLOPS": (1e15, COMPUTE),
         }
     )
     return units
@@ -62,7 +69,8 @@ def unit_info(unit: str) -> tuple[float, Dims]:
     except KeyError:
         raise ValidationError(
             f"unknown unit {unit!r}: expected one of B, kB, MB, GB, TB, KiB, MiB, GiB, TiB, b, Gb, "
-            "B/s, GB/s, TB/s, b/s, Gb/s, Tb/s, W, kW, s, ms, us, ns, count (case matters: Gb/s is bits, GB/s bytes)"
+            "B/s, GB/s, TB/s, b/s, Gb/s, Tb/s, W, kW, s, ms, us, ns, TFLOP/s, PFLOP/s, count "
+            "(case matters: Gb/s is bits, GB/s bytes)"
         ) from None
 
 

@@ -10,8 +10,9 @@ from ..compile.registry import write_table
 from ..core.files import atomic_write_json
 from ..core.paths import Layout
 from ..topology import stage as topology
-from ..topology.facts import defaults
+from ..topology.facts import defaults, load_facts
 from . import CAVEAT, ha, plots
+from . import step as step_model
 from .phases import Phase, phases, revealing, sizing_summary
 from .view import View
 from .workloads import Workload, find_workload, load_workload, workload_paths
@@ -125,6 +126,16 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
         if far is not None:
             failures = ha.scenarios(view, peers[0], far)
     return Result(topology_id, workload, result_phases, revealing(view, workload), sizing_summary(workload), failures)
+
+
+def step_estimate(
+    lay: Layout, topology_id: str, workload: Workload, mfu: float, view: View | None = None
+) -> dict[str, Any]:
+    """Memory fit and step time of a workload on a topology, from its phases and the accelerator's fields."""
+    view = view or View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    r = estimate(lay, topology_id, workload, 0, view)
+    acc = step_model.accelerator(load_facts(lay, view.reference))
+    return step_model.estimate(workload, r.phases, acc, mfu)
 
 
 def sharing(lay: Layout, topology_id: str, first: Workload, second: Workload) -> tuple[Result, Result, list[tuple]]:

@@ -1,0 +1,290 @@
+"""Does a workload fit, and how long is a step or a token: memory per rank against the registry's accelerator
+memory, compute at the registry's peak × a labelled MFU, and the communication phases that stay exposed.
+
+A figure that needs a registry field no source states is `unknown`, and the output names the field it lacked:
+never a made-up number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..core.units import convert
+from . import compute, memory, sizing
+
+# Registry fields the estimate reads, and the unit it wants each in.
+ACCELERATOR_FIELDS = {
+    "accelerator.memory": "B",
+    "accelerator.memory_bandwidth": "B/s",
+    "accelerator.peak_dense_bf16": "FLOP/s",
+    "accelerator.peak_dense_fp8": "FLOP/s",
+}
+PEAK_FIELD = {"bf16": "accelerator.peak_dense_bf16", "fp8": "accelerator.peak_dense_fp8"}
+
+
+class _FactLike(Protocol):
+    value: float | None
+    unit: str | None
+    status: str
+    note: str
+
+
+class _FactsLike(Protocol):
+    reference_id: str
+
+    def get(self, key: str, required: bool = True) -> _FactLike: ...
+
+
+@dataclass(frozen=True)
+class AccField:
+    key: str
+    value: float | None  # in the unit of ACCELERATOR_FIELDS[key]
+    status: str
+    reason: str = ""
+
+
+@dataclass
+class Accelerator:
+    reference_id: str
+    fields: dict[str, AccField]
+
+    def value(self, key: str, missing: list[str]) -> float | None:
+        f = self.fields.get(key)
+        if f is None or f.value is None:
+            reason = f" ({f.reason})" if f is not None and f.reason else ""
+            missing.append(f"{self.reference_id}:{key} is unknown{reason}")
+            return None
+        return f.value
+
+    def lineage(self) -> list[str]:
+        return sorted(f"{self.reference_id}:{f.key}[{f.status}]" for f in self.fields.values())
+
+
+def accelerator(facts: _FactsLike) -> Accelerator:
+    """The accelerator fields of a reference, converted to base units; unknown ones kept with their reason."""
+    out = {}
+    for key, unit in ACCELERATOR_FIELDS.items():
+        f = facts.get(key, required=False)
+        value = None if f.value is None else convert(f.value, f.unit or unit, unit)
+        out[key] = AccField(key, value, f.status, "" if f.value is not None else f.note)
+    return Accelerator(facts.reference_id, out)
+
+
+@dataclass
+class _Comm:
+    exposed: float = 0.0
+    dp: float = 0.0
+    dp_last_bucket: float = 0.0
+    by_phase: dict[str, float] = field(default_factory=dict)
+
+
+def _heads(m: Any, assumptions: list[str]) -> int:
+    heads = m.get("heads")
+    if heads:
+        return int(heads)
+    assumptions.append("attention heads = hidden / head_dim (the workload does not state them)")
+    return int(m["hidden"] // m["head_dim"])
+
+
+def _experts(m: Any, missing: list[str]) -> tuple[float | None, float | None]:
+    """(expert weights, active parameters): all weights are active for a dense model."""
+    e = m.get("experts")
+    if not e:
+        return 0.0, float(m["params"])
+    expert_params = e.get("params")
+    if expert_params is None:
+        missing.append("model.experts.params (the weights held in experts) is not stated by the workload")
+        return None, None
+    active = m["params"] - expert_params + expert_params * e["top_k"] / e["count"]
+    return float(expert_params), float(active)
+
+
+def _fits(per_rank: float | None, capacity: float | None) -> tuple[bool | str, float | None]:
+    if per_rank is None or capacity is None:
+        return "unknown", None
+    return per_rank <= capacity, capacity - per_rank
+
+
+def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.MFU_ASSUMPTION) -> dict[str, Any]:
+    m, t = w.model, w.training
+    missing: list[str] = []
+    assumptions: list[str] = []
+    tp, pp, dp, ep = t["tp"], t["pp"], t["dp"], t.get("ep", 1)
+    zero = t.get("zero", 3 if t.get("sharded") else 0)
+    heads = _heads(m, assumptions)
+    sp = t.get("sequence_parallel")
+    recompute = t.get("recompute")
+    if sp is None:
+        sp = tp > 1
+        if tp > 1:
+            assumptions.append("sequence parallelism with TP (not declared by the workload)")
+    if recompute is None:
+        recompute = "selective"
+        assumptions.append(
+            "selective activation recompute (not declared by the workload; Korthikanti et al.'s recommended setting)"
+        )
+    expert_params, active = _experts(m, missing)
+    state = act = None
+    if expert_params is not None:
+        state = memory.training_state(
+            m["params"], t.get("optimizer_layout", "mixed-adam"), dp=dp, zero=zero, tp=tp, pp=pp,
+            expert_params=expert_params, ep=ep,
+        )  # fmt: skip
+        act = memory.activations_per_rank(
+            t["seq_len"], t["micro_batch"], m["hidden"], heads, m["layers"], tp=tp, pp=pp,
+            microbatches=t["microbatches"], sequence_parallel=sp, recompute=recompute,
+        )  # fmt: skip
+    per_rank = None if state is None or act is None else state["bytes"] + act["bytes"]
+    capacity = acc.value("accelerator.memory", missing)
+    fits, headroom = _fits(per_rank, capacity)
+
+    comm = _Comm()
+    for p in phases:
+        comm.by_phase[p.phase] = p.total_seconds
+        if p.phase.startswith("dp-"):
+            if not comm.dp:
+                share = min(1.0, compute.DP_BUCKET_BYTES / p.bytes_per_rank) if p.bytes_per_rank else 1.0
+                comm.dp_last_bucket = p.latency_s + (p.bandwidth_s + p.queueing_s) * share
+            comm.dp += p.total_seconds
+        else:
+            comm.exposed += p.total_seconds
+    tokens = t["micro_batch"] * t["microbatches"] * t["seq_len"] * dp
+    flops = None
+    if active is not None:
+        flops = compute.training_flops_per_token(active, m["layers"], heads, m["head_dim"], t["seq_len"]) * tokens
+    peak_key = PEAK_FIELD.get(m["dtype"])
+    peak = acc.value(peak_key, missing) if peak_key else None
+    if peak_key is None:
+        missing.append(f"no registry field holds the peak {m['dtype']} throughput")
+    out: dict[str, Any] = {
+        "kind": "training",
+        "memory_per_rank_bytes": per_rank,
+        "memory": {
+            "state": state,
+            "activations": act,
+            "accelerator_memory_bytes": capacity,
+            "zero": zero,
+        },
+        "fits": fits,
+        "headroom_bytes": headroom,
+        "tokens_per_step": tokens,
+        "flops_per_step": flops,
+        "communication_seconds": sum(comm.by_phase.values()),
+        "compute_seconds": None,
+        "bubble_seconds": None,
+        "exposed_communication_seconds": None,
+        "step_seconds": None,
+    }
+    if flops is not None and peak is not None:
+        c = compute.compute_seconds(flops, tp * pp * dp, peak, mfu)
+        s = compute.training_step(
+            c,
+            pp=pp,
+            microbatches=t["microbatches"],
+            exposed_seconds=comm.exposed,
+            dp_seconds=comm.dp,
+            dp_last_bucket_seconds=comm.dp_last_bucket,
+            dp_overlap_window_seconds=c if zero == 3 else None,
+        )
+        out.update(s)
+        assumptions.append(compute.DP_BUCKET_SOURCE)
+    out.update(_common(acc, missing, assumptions, mfu))
+    return out
+
+
+def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.MFU_ASSUMPTION) -> dict[str, Any]:
+    m, i = w.model, w.inference
+    missing: list[str] = []
+    assumptions: list[str] = []
+    heads = _heads(m, assumptions)
+    _, active = _experts(m, missing)
+    dtype = sizing.dtype_bytes(m["dtype"])
+    weights = m["params"] * dtype
+    batch, prompt, output = i.get("batch", 1), i["prompt_tokens"], i["output_tokens"]
+    if i["mode"] == "aggregated":
+        ptp = dtp = i.get("tp", 1)
+    else:
+        ptp, dtp = i.get("prefill_tp", 1), i.get("decode_tp", 1)
+    capacity = acc.value("accelerator.memory", missing)
+    kv_decode = memory.kv_bytes_per_token_per_rank(m["layers"], m["kv_heads"], m["head_dim"], dtype, dtp)
+    kv_prefill = memory.kv_bytes_per_token_per_rank(m["layers"], m["kv_heads"], m["head_dim"], dtype, ptp)
+    decode_fit = memory.inference_fit(weights, kv_decode, prompt + output, dtp, capacity, batch)
+    prefill_fit = memory.inference_fit(weights, kv_prefill, prompt, ptp, capacity, batch)
+    per_rank = max(decode_fit["bytes"], prefill_fit["bytes"])
+    fits, headroom = _fits(per_rank, capacity)
+
+    by_phase = {p.phase: p.total_seconds for p in phases}
+    prefill_comm = by_phase.get("prefill-tp-all-reduce", 0.0) + by_phase.get("kv-transfer", 0.0)
+    decode_comm = by_phase.get("decode-tp-all-reduce", 0.0) / output
+    peak_key = PEAK_FIELD.get(m["dtype"])
+    peak = acc.value(peak_key, missing) if peak_key else None
+    if peak_key is None:
+        missing.append(f"no registry field holds the peak {m['dtype']} throughput")
+    hbm = acc.value("accelerator.memory_bandwidth", missing)
+    # Decode attends, on average over the generation, to the prompt and half the output.
+    context = prompt + output // 2
+    assumptions.append(f"decode reads the KV cache of prompt + output/2 = {context} tokens per sequence (average)")
+    out: dict[str, Any] = {
+        "kind": "inference",
+        "memory_per_rank_bytes": per_rank,
+        "memory": {
+            "weights_bytes": weights,
+            "decode_pool": decode_fit,
+            "prefill_pool": prefill_fit,
+            "accelerator_memory_bytes": capacity,
+        },
+        "fits": fits,
+        "headroom_bytes": headroom,
+        "max_concurrent_sequences": decode_fit["max_concurrent_sequences"],
+        "communication_seconds": sum(by_phase.values()),
+        "exposed_communication_seconds": sum(by_phase.values()),
+        "compute_seconds": None,
+        "ttft_seconds": None,
+        "tpot_memory_floor_seconds": None,
+        "tpot_seconds": None,
+        "step_seconds": None,
+    }
+    decode_compute = prefill_compute = None
+    if active is not None and peak is not None:
+        prefill_flops = (
+            batch * prompt * compute.forward_flops_per_token(active, m["layers"], heads, m["head_dim"], prompt)
+        )
+        prefill_compute = compute.compute_seconds(prefill_flops, ptp, peak, mfu)
+        decode_flops = batch * compute.forward_flops_per_token(active, m["layers"], heads, m["head_dim"], context)
+        decode_compute = compute.compute_seconds(decode_flops, dtp, peak, mfu)
+        out["ttft_seconds"] = prefill_compute + prefill_comm
+        out["compute_seconds"] = prefill_compute + decode_compute * output
+    if hbm is not None:
+        # Every rank reads its weights; a mixture of experts may skip cold experts (not modelled: all are read).
+        d = compute.decode_token(
+            weights_per_rank_bytes=weights / dtp,
+            kv_read_per_rank_bytes=batch * kv_decode * context,
+            hbm_bytes_per_second=hbm,
+            communication_seconds=decode_comm,
+            compute=decode_compute,
+        )
+        out["tpot_memory_floor_seconds"] = d["memory_seconds"] + decode_comm
+        if decode_compute is not None:
+            out["tpot_seconds"] = d["tpot_seconds"]
+            out["tpot_bound"] = d["bound"]
+    if out["ttft_seconds"] is not None and out["tpot_seconds"] is not None:
+        out["step_seconds"] = out["ttft_seconds"] + output * out["tpot_seconds"]
+    out.update(_common(acc, missing, assumptions, mfu))
+    return out
+
+
+def _common(acc: Accelerator, missing: list[str], assumptions: list[str], mfu: float) -> dict[str, Any]:
+    return {
+        "accelerator_reference": acc.reference_id,
+        "accelerator_fields": acc.lineage(),
+        "mfu": mfu,
+        "mfu_source": compute.MFU_SOURCE if mfu == compute.MFU_ASSUMPTION else "given on the command line",
+        "missing": sorted(set(missing)),
+        "assumptions": assumptions,
+    }
+
+
+def estimate(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.MFU_ASSUMPTION) -> dict[str, Any]:
+    compute.check_mfu(mfu)
+    return training(w, phases, acc, mfu) if w.kind == "training" else inference(w, phases, acc, mfu)
