@@ -78,7 +78,9 @@ def test_status_guards_ci(repo, cli):
 
 def test_model_revisions_are_kept_and_an_unpinned_change_needs_attention(repo, cli):
     model = "references/nvidia-dgx-h100"
-    assert [r["revision"] for r in models.history(repo, model)] == [1]
+    before = [r["revision"] for r in models.history(repo, model)]
+    assert before == list(range(1, len(before) + 1))
+    n = len(before)
     path = repo.references_dir / "nvidia-dgx-h100.yaml"
     path.write_text(
         path.read_text().replace("No vendor document read states a price;", "No vendor page states a price;")
@@ -89,7 +91,7 @@ def test_model_revisions_are_kept_and_an_unpinned_change_needs_attention(repo, c
     assert result.code == 1 and "model references/nvidia-dgx-h100 changed" in result.out
     assert cli("pin-model", "nvidia-dgx-h100", root=repo.root).code == 0
     revs = models.history(repo, model)
-    assert [r["revision"] for r in revs] == [1, 2] and revs[0]["sha256"] != revs[1]["sha256"]
+    assert [r["revision"] for r in revs] == [*before, n + 1] and revs[-2]["sha256"] != revs[-1]["sha256"]
     assert cli("compile", root=repo.root).code == 0
     rows = json.loads(
         cli(
@@ -100,5 +102,8 @@ def test_model_revisions_are_kept_and_an_unpinned_change_needs_attention(repo, c
             root=repo.root,
         ).out
     )
-    assert [(r["revision"], r["is_current"], r["pinned"]) for r in rows] == [(1, False, True), (2, True, True)]
+    assert [(r["revision"], r["is_current"], r["pinned"]) for r in rows] == [
+        *((k, False, True) for k in before),
+        (n + 1, True, True),
+    ]
     assert cli("status", root=repo.root).code == 0

@@ -175,13 +175,15 @@ def test_physical_facts_nobody_states_stay_unknown(built_registry):
 
 
 def test_every_network_bandwidth_carries_unit_and_direction(built_registry):
-    """Link bandwidths say per direction or bidirectional; memory bandwidth is not a link and has none."""
+    """Link bandwidths say per direction or bidirectional; memory bandwidth and arithmetic throughput are not
+    links and have none."""
     import duckdb
 
     con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
     rows = con.execute(
         "SELECT field, unit, direction FROM fields "
-        "WHERE unit LIKE '%/s' AND field NOT LIKE 'accelerator.memory_bandwidth%'"
+        "WHERE unit LIKE '%/s' AND field NOT LIKE 'accelerator.memory_bandwidth%' "
+        "AND field NOT LIKE 'accelerator.peak_dense%'"
     ).fetchall()
     con.close()
     assert rows and all(re.fullmatch(r"[GT][bB]/s", u) and d in ("per_direction", "bidirectional") for _, u, d in rows)

@@ -263,3 +263,22 @@ def test_cli_step_on_shipped_data(cli, built_registry) -> None:
     bad = cli("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", "--mfu", "nan",
               root=built_registry.root)  # fmt: skip
     assert bad.code == 2 and "mfu" in bad.err
+
+
+def test_throughput_fields_are_declared_with_status_on_every_system(built_registry) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    systems = con.execute(
+        "SELECT reference_id FROM reference_models WHERE form_factor IN ('server', 'rack') ORDER BY 1"
+    ).fetchall()
+    rows = con.execute(
+        "SELECT reference_id, field, value_number, unit, direction, status, reason FROM fields "
+        "WHERE field IN ('accelerator.peak_dense_bf16', 'accelerator.peak_dense_fp8') ORDER BY 1, 2"
+    ).fetchall()
+    con.close()
+    assert systems and len(rows) == 2 * len(systems)
+    for ref, key, value, unit, direction, status, reason in rows:
+        assert (unit, direction) == ("TFLOP/s", None), (ref, key)
+        # A figure only with a status that carries provenance; otherwise unknown with its reason.
+        assert (value is None and status == "unknown" and reason) or status in ("published", "preliminary", "derived")
