@@ -7,18 +7,32 @@ from typing import Any
 
 from .core import pins
 from .core.errors import UsageError
+from .core.format import format_distinct, format_quantity
 from .core.paths import Layout
 from .core.sources import load_sources
 from .extract.stage import claims_at
 
 
-def _value(v: dict[str, Any] | None) -> str | None:
+def _raw(v: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """What a claim states: a change in any of these is a value change (compared exactly, not as printed)."""
+    if v is None:
+        return None
+    return (v["value_number"], v["value_text"], v["unit"], v["direction"])
+
+
+def _values(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """Old and new as text with units, with enough digits that different numbers never read the same."""
+    number = (a or b or {}).get("value_number") is not None
+    if a is not None and b is not None and number and a["unit"] == b["unit"]:
+        return format_distinct(a["value_number"], b["value_number"], b["unit"], b["direction"], a["direction"])
+    return _text(a), _text(b)
+
+
+def _text(v: dict[str, Any] | None) -> str | None:
     if v is None:
         return None
     if v["value_number"] is not None:
-        unit = f" {v['unit']}" if v["unit"] and v["unit"] != "count" else ""
-        direction = f" ({v['direction'].replace('_', ' ')})" if v["direction"] else ""
-        return f"{v['value_number']:g}{unit}{direction}"
+        return format_quantity(v["value_number"], v["unit"], v["direction"])
     return v["value_text"]
 
 
@@ -46,11 +60,12 @@ def diff(lay: Layout, source_id: str, from_rev: int | None = None, to_rev: int |
     changes = []
     for rule in source.rules:
         a, b = old.get(rule.id), new.get(rule.id)
+        old_text, new_text = _values(a, b)
         row = {
             "rule": rule.id,
             "field": rule.field,
-            "old": _value(a),
-            "new": _value(b),
+            "old": old_text,
+            "new": new_text,
             "old_status": a and a["status"],
             "new_status": b and b["status"],
         }
@@ -62,7 +77,7 @@ def diff(lay: Layout, source_id: str, from_rev: int | None = None, to_rev: int |
         elif b is None:
             row["change"] = "removed"
             row["detail"] = new_err.get(rule.id)
-        elif row["old"] != row["new"]:
+        elif _raw(a) != _raw(b):
             row["change"] = "value changed"
         elif a["status"] != b["status"]:
             row["change"] = "status changed"

@@ -80,8 +80,7 @@ def reference_fields(lay: Layout, reference_id: str) -> tuple[list[str], list[tu
     return rows(
         lay,
         """
-        SELECT f.field, coalesce(printf('%g', f.value_number), f.value_text, '') AS value,
-               f.unit, f.direction, f.status,
+        SELECT f.field, f.value_number, f.value_text, f.unit, f.direction, f.status,
                coalesce(c.sources, f.formula, f.reason) AS source
         FROM fields f LEFT JOIN (
             SELECT reference_id, field, string_agg(source_id, ', ' ORDER BY source_id) AS sources

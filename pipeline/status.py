@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .core import models, pins
+from .core import model_revisions, pins
 from .core.errors import FabricrefError
 from .core.paths import Layout
 from .core.sources import load_sources
@@ -54,7 +54,7 @@ def status(lay: Layout) -> dict[str, Any]:
         )
         sources.append(row)
     model_rows = []
-    for model, revision, _sha, changed_on, is_current, pinned in models.rows(lay):
+    for model, revision, _sha, changed_on, is_current, pinned in model_revisions.rows(lay):
         if is_current:
             model_rows.append({"model": model, "revision": revision, "changed_on": changed_on, "pinned": pinned})
             if not pinned:

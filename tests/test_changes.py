@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pipeline.changes import diff
-from pipeline.core import models
+from pipeline.core import model_revisions
 from pipeline.core.sources import load_sources
 from pipeline.retrieve.stage import pin_file
 
@@ -54,8 +54,8 @@ def test_diff_reports_status_value_added_and_removed(repo, tmp_path):
     second = {c["rule"]: c for c in diff(repo, "announce-doc")["changes"]}  # default: latest vs the one before
     assert second["nic-speed"]["change"] == "value changed"
     assert (second["nic-speed"]["old"], second["nic-speed"]["new"]) == (
-        "800 Gb/s (per direction)",
-        "1600 Gb/s (per direction)",
+        "800 Gb/s per direction",
+        "1.6 Tb/s per direction",
     )
     assert second["nic-model"]["change"] == "removed" and "matched nothing" in second["nic-model"]["detail"]
 
@@ -78,7 +78,7 @@ def test_status_guards_ci(repo, cli):
 
 def test_model_revisions_are_kept_and_an_unpinned_change_needs_attention(repo, cli):
     model = "references/nvidia-dgx-h100"
-    before = [r["revision"] for r in models.history(repo, model)]
+    before = [r["revision"] for r in model_revisions.history(repo, model)]
     assert before == list(range(1, len(before) + 1))
     n = len(before)
     path = repo.references_dir / "nvidia-dgx-h100.yaml"
@@ -90,7 +90,7 @@ def test_model_revisions_are_kept_and_an_unpinned_change_needs_attention(repo, c
     result = cli("status", root=repo.root)
     assert result.code == 1 and "model references/nvidia-dgx-h100 changed" in result.out
     assert cli("pin-model", "nvidia-dgx-h100", root=repo.root).code == 0
-    revs = models.history(repo, model)
+    revs = model_revisions.history(repo, model)
     assert [r["revision"] for r in revs] == [*before, n + 1] and revs[-2]["sha256"] != revs[-1]["sha256"]
     assert cli("compile", root=repo.root).code == 0
     rows = json.loads(

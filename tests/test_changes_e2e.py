@@ -56,8 +56,8 @@ def test_sources_change_end_to_end(tmp_path, httpserver):
     diff = json.loads(run(["fabricref", "diff", SOURCE, "--json"], root).stdout)
     moved = {c["rule"]: c for c in diff["changed"]}
     assert moved["hgx-h100-nvlink-bandwidth"]["change"] == "value changed"
-    assert moved["hgx-h100-nvlink-bandwidth"]["old"] == "900 GB/s (bidirectional)"
-    assert moved["hgx-h100-nvlink-bandwidth"]["new"] == "950 GB/s (bidirectional)"
+    assert moved["hgx-h100-nvlink-bandwidth"]["old"] == "900 GB/s bidirectional"
+    assert moved["hgx-h100-nvlink-bandwidth"]["new"] == "950 GB/s bidirectional"
     assert len(diff["changed"]) == 1
     assert json.loads(run(["fabricref", "diff", "--all", "--json"], root).stdout)[0]["source_id"] == SOURCE
     field = ["nvidia-dgx-h100", "scale_up.bandwidth_per_accelerator"]

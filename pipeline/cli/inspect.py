@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from ..core.errors import FabricrefError, UsageError
+from ..core.format import format_quantity
 from .app import app
 from .output import JsonOpt, RootOpt, emit, lay_of, out, print_json, write_csv
 
@@ -51,16 +52,7 @@ def audit(
 
 
 def _value_text(node: dict[str, Any]) -> str:
-    value = node["value"]
-    if value is None:
-        return "(empty)"
-    unit = node.get("unit")
-    text = f"{value:g}" if isinstance(value, float) else str(value)
-    if unit and unit != "count":
-        text += f" {unit}"
-    if node.get("direction"):
-        text += f" ({node['direction'].replace('_', ' ')})"
-    return text
+    return format_quantity(node["value"], node.get("unit"), node.get("direction"))
 
 
 def _audit_label(node: dict[str, Any]) -> str:
@@ -135,14 +127,19 @@ def references(as_json: JsonOpt = False, root: RootOpt = None) -> None:
 def show(
     reference: Annotated[str, typer.Argument(help="Reference id.")], as_json: JsonOpt = False, root: RootOpt = None
 ) -> None:
-    """Print a reference's fields: key, value, unit, status, source."""
+    """Print a reference's fields: key, value with unit and direction, status, source."""
     from .. import query as querying
 
     lay = lay_of(root)
-    columns, rows = querying.reference_fields(lay, reference)
+    _columns, rows = querying.reference_fields(lay, reference)
     if not rows:
         raise UsageError(f"no reference {reference!r} (see `fabricref references`)")
-    emit(columns, rows, as_json, title=reference)
+    if as_json:  # exact values for machines
+        columns = ["field", "value", "unit", "direction", "status", "source"]
+        emit(columns, [(f, text if n is None else n, u, d, st, src) for f, n, text, u, d, st, src in rows], True)
+        return
+    shown = [(f, format_quantity(text if n is None else n, u, d), st, src) for f, n, text, u, d, st, src in rows]
+    emit(["field", "value", "status", "source"], shown, False, title=reference)
 
 
 @app.command()
@@ -224,7 +221,7 @@ def pin_model(
     root: RootOpt = None,
 ) -> None:
     """Record a new revision (content hash, date) for every reference or cluster model that changed."""
-    from ..core import models as model_revisions
+    from ..core import model_revisions
 
     done = model_revisions.pin(lay_of(root), models or None)
     for model, revision in done:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import models, pins
+from ..core import model_revisions, pins
 from ..core.errors import CompileError
 from ..core.paths import Layout
 from ..core.schemas import load_json
@@ -98,7 +98,7 @@ def rows(
                 )
             for position, name in enumerate(r.get("inputs", [])):
                 out["field_inputs"].append((ref.id, key, position, name))
-    out["model_revisions"] = models.rows(lay)
+    out["model_revisions"] = model_revisions.rows(lay)
     for source in sources:
         out["sources"].append(
             (

@@ -1,0 +1,116 @@
+"""One way to print a number with its unit, for every human-facing view (CLI tables, audit trees, diffs, report).
+
+Bits stay bits and bytes stay bytes (Gb/s is never shown as GB/s); decimal units get SI prefixes (1000), binary
+units (GiB, TiB/s) IEC prefixes (1024); the direction of a bandwidth is spelled out. Three significant digits by
+default, trailing zeros dropped, large mantissas with thousands separators and never in exponent notation.
+Machine-readable output (JSON, CSV, Parquet) keeps the exact number; this module is only for reading.
+"""
+
+from __future__ import annotations
+
+import math
+
+MISSING = "—"
+
+_SI = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+_IEC = (("Pi", 2.0**50), ("Ti", 2.0**40), ("Gi", 2.0**30), ("Mi", 2.0**20), ("Ki", 2.0**10), ("", 1.0))
+_TIME = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+# Spelling variants of one base unit, written back in the project's spelling.
+_BASES = {"B": "B", "b": "b", "B/s": "B/s", "b/s": "b/s", "bps": "b/s", "bit/s": "b/s", "Bps": "B/s", "W": "W"}
+_DIRECTIONS = {"per_direction": "per direction", "bidirectional": "bidirectional"}
+_COUNTS = {None, "", "count", "1"}
+
+
+def _split(unit: str) -> tuple[str, float, bool, str] | None:
+    """'GiB' → ('Gi', 2**30, True, 'B'); None for a unit this module does not rescale."""
+    for prefix, factor in _IEC:
+        if prefix and unit.startswith(prefix) and unit[len(prefix) :] in ("B", "B/s"):
+            return prefix, factor, True, unit[len(prefix) :]
+    for prefix, factor in (*_SI, ("K", 1e3)):
+        rest = unit[len(prefix) :]
+        if unit.startswith(prefix) and rest in _BASES:
+            return prefix, factor, False, _BASES[rest]
+    return None
+
+
+def _number(x: float, digits: int) -> str:
+    """`digits` significant digits, trailing zeros dropped; from 10**digits up, a whole number with separators."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 10**digits:
+        return f"{round(x):,}"
+    return f"{x:.{digits}g}"  # exponent notation only below 1e-4 of the smallest prefix (e.g. 0.00001 ns)
+
+
+def _round(x: float, digits: int) -> float:
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.{digits}g}")
+
+
+def _scaled(base: float, scales: tuple[tuple[str, float], ...], digits: int) -> tuple[float, str]:
+    """Pick the largest prefix that leaves a mantissa of at least 1 (after rounding), else the smallest one."""
+    for prefix, factor in scales:
+        mantissa = _round(base / factor, digits)
+        if abs(mantissa) >= 1:
+            return mantissa, prefix
+    prefix, factor = scales[-1]
+    return _round(base / factor, digits), prefix
+
+
+def format_count(value: float, digits: int = 3) -> str:
+    """Whole counts exactly with thousands separators ('18,432'); fractional ones to `digits` digits."""
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return _number(_round(value, digits), digits)
+
+
+def format_quantity(
+    value: float | int | str | None, unit: str | None = None, direction: str | None = None, digits: int = 3
+) -> str:
+    """'1.26 TB', '4.9 s', '70 µs', '400 Gb/s per direction', '3.35 TB/s', '18,432'; None → '—'.
+
+    `value` is in `unit` (as stored in the registry); the printed prefix is chosen for reading, the base unit
+    (bits, bytes, seconds, watts) and binary vs decimal are kept. Text values are printed as they are.
+    """
+    if value is None:
+        return MISSING
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool) or not math.isfinite(float(value)):
+        text = str(value)
+    elif unit in _COUNTS:
+        text = format_count(value, digits)
+    elif value == 0:  # no prefix reads better than another: keep the unit as stored
+        text = f"0 {unit}"
+    elif unit in _TIME_UNITS:
+        mantissa, shown = _scaled(float(value) * _TIME_UNITS[unit], _TIME, digits)
+        text = f"{_number(mantissa, digits)} {shown}"
+    elif (parts := _split(unit)) is not None:
+        _prefix, factor, binary, base = parts
+        mantissa, prefix = _scaled(float(value) * factor, _IEC if binary else _SI, digits)
+        text = f"{_number(mantissa, digits)} {prefix}{base}"
+    else:  # a unit we do not rescale (%, FLOP/s...): the number, then the unit as stated
+        text = f"{_number(_round(float(value), digits), digits)} {unit}"
+    if direction:
+        text += " " + _DIRECTIONS.get(direction, direction.replace("_", " "))
+    return text
+
+
+def format_distinct(
+    old: float | int | str | None,
+    new: float | int | str | None,
+    unit: str | None = None,
+    direction: str | None = None,
+    old_direction: str | None = None,
+) -> tuple[str, str]:
+    """Two values of one field, with just enough digits that different numbers never print the same
+    (a diff must not show '1.8 TB/s → 1.8 TB/s' for 1800 → 1801 GB/s)."""
+    old_dir = direction if old_direction is None else old_direction
+    for digits in range(3, 16):
+        a = format_quantity(old, unit, old_dir, digits)
+        b = format_quantity(new, unit, direction, digits)
+        if a != b or old == new:
+            return a, b
+    return a, b
