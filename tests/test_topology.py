@@ -7,7 +7,6 @@ import json
 import networkx as nx
 import pytest
 
-from pipeline.core.errors import CompileError
 from pipeline.topology import stage
 from pipeline.topology.export import write_graphml, write_node_link
 from pipeline.topology.facts import load_facts
@@ -170,7 +169,3 @@ def test_cli_topology_json_keys(built_registry, cli):
         "bisection_bandwidth_gbps",
     } <= data.keys()
     assert cli("topology", "no-such-thing", root=built_registry.root).code == 2
-
-
-def test_compile_error_type_is_exported():
-    assert issubclass(CompileError, Exception)
