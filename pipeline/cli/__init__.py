@@ -4,10 +4,11 @@ Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
 
 Where verbs go: one module per verb group, each registering its commands on `app` (pipeline/cli/app.py):
 stages.py (one verb per DVC stage), inspect.py (read the registry / pins / models), estimate.py (the `estimate`
-sub-app), measured.py (measured logs), new.py (authoring: `new reference`). A new group gets its own module, imported below. Commands stay
-thin: they parse options, call a library function and print through output.py (numbers with units through
-pipeline/core/format.py); SQL lives in the library with bound parameters. Never import a stage package at
-module level here: import it inside the command, so each verb loads only the code its stage declares.
+sub-app), measured.py (measured logs), new.py (authoring: `new reference`). A new group gets its own module,
+imported below. Commands stay thin: they parse options, call a library function and print through output.py
+(numbers with units through pipeline/core/format.py); SQL lives in the library with bound parameters. Never
+import a stage package at module level here: import it inside the command, so each verb loads only the code
+its stage declares.
 """
 
 from __future__ import annotations
