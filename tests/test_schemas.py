@@ -244,7 +244,7 @@ SHORT = "    unknown: No document declared in this registry states the H100 SXM 
         ),
         (
             "    unknown: No document declared in this registry states it.\n    evidence: a datasheet\n",
-            "at $.fields.accelerator.memory_bandwidth: as `unknown`: Additional properties are not allowed "
+            "at $.fields.accelerator.memory_bandwidth.evidence: as `unknown`: Additional properties are not allowed "
             "('evidence' was unexpected); expected only evidence_needed, unknown",
         ),
         ("    cite: []\n", "at $.fields.accelerator.memory_bandwidth.cite: as `cite`: [] should be non-empty"),
@@ -268,10 +268,9 @@ def test_a_union_failure_names_the_alternative_meant_and_why(tmp_path, replaceme
     with pytest.raises(ValidationError) as err:
         load_reference(path)
     message = str(err.value)
-    assert expected in message
-    assert message.startswith(f"{path}:{line}: at $.fields.accelerator.memory_bandwidth") or message.startswith(
-        f"{path}:{line - 1}: at $.fields.accelerator.memory_bandwidth"
-    )
+    # The line of the value at fault: the reason, the empty list, or (for an unexpected key) that key.
+    at_line = line + 1 if "evidence:" in replacement else line if "note:" not in replacement else line - 1
+    assert f"{path}:{at_line}: {expected}" in message
     assert "is not valid under any of the given schemas" not in message
     if "note:" in replacement:
         assert message.endswith("matches none of the forms cite, formula, unknown")
@@ -285,10 +284,10 @@ def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
     path.write_text(source.read_text().replace("  sharded: true\n", "  sharded: true\n  tp_size: 2\n"))
     with pytest.raises(ValidationError) as err:
         load_workload(path)
-    line = path.read_text().splitlines().index("training:") + 1
+    line = path.read_text().splitlines().index("  tp_size: 2") + 1
     assert (
-        f"{path}:{line}: at $.training: as `training`: Additional properties are not allowed ('tp_size' was "
-        "unexpected)" in str(err.value)
+        f"{path}:{line}: at $.training.tp_size: as `training`: Additional properties are not allowed ('tp_size' was "
+        "unexpected); expected only dp, ep, grad_dtype," in str(err.value)
     )
 
 
@@ -407,4 +406,72 @@ def test_a_count_below_its_minimum_says_so_without_naming_a_bare_type(tmp_path):
         validate(workload, "workload.schema.json", "w.yaml")
     assert (
         str(err.value) == "w.yaml: at $.inference.requests_per_second: as `inference`: -1 is less than the minimum of 0"
+    )
+
+
+PROVENANCE = {
+    "source_id": "demo-doc",
+    "rule_id": "gpus",
+    "revision": 1,
+    "sha256": "a" * 64,
+    "retrieved_at": "2026-01-01T00:00:00Z",
+    "url": "https://example.test/demo.html",
+    "snapshot_path": "sources/snapshots/sha256/aa/" + "a" * 64,
+    "locator": "table row 'GPUs'",
+    "excerpt": "8",
+    "origin": "transcription",
+}
+STATED = {
+    "record": "field",
+    "reference_id": "demo",
+    "field": "accelerator.count",
+    "value_number": 8.0,
+    "value_text": "8",
+    "unit": "count",
+    "direction": None,
+    "status": "published",
+    "confidence": "published",
+    "provenance": [PROVENANCE],
+}
+DERIVED = {**STATED, "status": "derived", "formula": "a.b * 2", "inputs": ["a.b"], "provenance": []}
+UNKNOWN = {
+    **STATED,
+    "status": "unknown",
+    "confidence": "unknown",
+    "value_number": None,
+    "value_text": None,
+    "reason": "no document read states it",
+    "provenance": [],
+}
+
+
+@pytest.mark.parametrize(
+    ("record", "valid"),
+    [
+        (STATED, True),
+        (DERIVED, True),
+        (UNKNOWN, True),
+        ({**STATED, "provenance": []}, False),  # published without a snapshot hash
+        ({**STATED, "provenance": [{**PROVENANCE, "sha256": "abc"}]}, False),
+        ({**STATED, "reason": "no document read states it"}, False),
+        ({**DERIVED, "inputs": []}, False),  # derived without inputs
+        ({**DERIVED, "value_number": None}, False),
+        ({**UNKNOWN, "value_number": 8.0}, False),  # unknown with a value
+        ({**UNKNOWN, "reason": "short"}, False),
+        ({**UNKNOWN, "formula": "a.b"}, False),
+        ({**STATED, "status": "guessed"}, False),
+        ({**STATED, "value_number": "8"}, False),  # nothing is coerced
+    ],
+)
+def test_field_record_promises_are_kept_alike_by_model_and_schema(record, valid):
+    assert _both("field.schema.json", record) == (valid, valid)
+
+
+def test_a_record_error_names_the_status_form():
+    from pipeline.core.schemas import validate
+
+    with pytest.raises(ValidationError) as err:
+        validate({**UNKNOWN, "reason": "short"}, "field.schema.json", "record")
+    assert "record: at $.reason: as `unknown`: 'short' is too short: expected at least 10 character(s)" in str(
+        err.value
     )

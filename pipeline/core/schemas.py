@@ -231,7 +231,7 @@ def _meant(error: Any, root: dict[str, Any]) -> int | None:
 def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list[Any], str]]:
     """(absolute path, message) for one jsonschema error, descending into the meant alternative of a union."""
     if error.validator not in {"oneOf", "anyOf"} or not error.context:
-        return [(list(error.absolute_path), prefix + _explain(error))]
+        return [(_where_exactly(error), prefix + _explain(error))]
     alternatives = error.validator_value
     index = _meant(error, root)
     if index is None:
@@ -245,6 +245,17 @@ def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list
         if sub.relative_schema_path[0] == index:
             out.extend(_explained(sub, root, inner))
     return out or [(list(error.absolute_path), prefix + _explain(error))]
+
+
+def _where_exactly(error: Any) -> list[Any]:
+    """The error's path; for one unexpected key, the key itself, so the line points at the misspelt key."""
+    parts = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        declared = error.schema.get("properties", {})
+        extra = [k for k in error.instance if k not in declared]
+        if len(extra) == 1:
+            parts.append(extra[0])
+    return parts
 
 
 def _short(value: Any) -> str:
