@@ -64,3 +64,16 @@ def test_diff_to_a_revision_the_source_does_not_have_is_bad_usage(repo, cli):
     result = cli("diff", source, "--to", "9", root=repo.root)
     assert result.code == 2
     assert f"source {source} has no revision 9 (it has 1…1)" in result.err
+
+
+def test_calculator_tables_print_numbers_with_units(cli):
+    """70e9 params × 18 B = 1.26e12 B; a ring all-reduce over 8 ranks takes 2 × 7 = 14 steps of 5 µs = 70 µs."""
+    memory = cli("estimate", "memory", "--params", "70e9", "--layout", "mixed-adam")
+    assert memory.code == 0
+    assert "│ 1.26 TB " in memory.out and "│ 70,000,000,000 " in memory.out
+    ring = cli(
+        "estimate", "collective", "--op", "all-reduce", "--ranks", "8", "--bytes", "1GB",
+        "--bandwidth", "400Gb/s", "--latency", "5us",
+    )  # fmt: skip
+    assert ring.code == 0
+    assert "│ 70 µs " in ring.out and "│ 1 GB " in ring.out

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from ..core.errors import FabricrefError, UsageError
+from ..core.format import format_quantity
 from .app import app
 from .output import JsonOpt, RootOpt, lay_of, out, print_json
 
@@ -58,8 +59,28 @@ def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:
         return
     table = Table("quantity", "value", title=title)
     for key, value in data.items():
-        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
+        table.add_row(key, _cell(key, value))
     out.print(table)
+
+
+def _unit_of_key(key: str) -> str | None:
+    """The unit a calculator result carries by its key's name (the JSON keeps exact numbers under these names);
+    None for counts, fractions and labels."""
+    if key == "seconds" or key.endswith("_seconds"):
+        return "s"
+    if key.endswith("_gb_per_s"):
+        return "GB/s"
+    if key.endswith("_gbps"):
+        return "Gb/s"
+    if key == "bytes" or key.startswith("bytes_") or key.endswith("_bytes"):
+        return "B"
+    return None
+
+
+def _cell(key: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return format_quantity(value, _unit_of_key(key))
 
 
 @estimate_app.command("collective")
@@ -459,12 +480,12 @@ def estimate_workload(
         "n",
         "network / tier",
         "bytes/rank",
-        "Gb/s eff",
-        "latency s",
-        "bandwidth s",
-        "queueing s",
+        "eff. bw per direction",
+        "latency",
+        "bandwidth",
+        "queueing",
         "× count",
-        "total s",
+        "total",
         "dominant",
         "confidence",
         title=f"{workload_id} on {topology_id}",
@@ -475,13 +496,13 @@ def estimate_workload(
             p["collective"],
             str(p["group_size"]),
             f"{p['network']} / {p['tier']}",
-            f"{p['bytes_per_rank']:.3g}",
-            f"{p['effective_gbps']:.4g}" if p["effective_gbps"] else "?",
-            f"{p['latency_seconds']:.3g}",
-            f"{p['bandwidth_seconds']:.3g}",
-            f"{p['queueing_seconds']:.3g}",
-            str(p["count"]),
-            f"{p['total_seconds']:.4g}",
+            format_quantity(p["bytes_per_rank"], "B"),
+            format_quantity(p["effective_gbps"], "Gb/s") if p["effective_gbps"] else "?",
+            format_quantity(p["latency_seconds"], "s"),
+            format_quantity(p["bandwidth_seconds"], "s"),
+            format_quantity(p["queueing_seconds"], "s"),
+            format_quantity(p["count"], "count"),
+            format_quantity(p["total_seconds"], "s"),
             p["dominant"],
             p["confidence"],
         )
