@@ -77,3 +77,9 @@ def test_calculator_tables_print_numbers_with_units(cli):
     )  # fmt: skip
     assert ring.code == 0
     assert "│ 70 µs " in ring.out and "│ 1 GB " in ring.out
+
+
+def test_pin_model_of_an_unknown_model_is_bad_usage(repo, cli):
+    result = cli("pin-model", "no-such-model", root=repo.root)
+    assert result.code == 2
+    assert "no model 'no-such-model'; known: clusters/" in result.err

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import ValidationError
+from .errors import UsageError, ValidationError
 from .files import atomic_write_json
 from .paths import Layout
 from .schemas import load_json, validate
@@ -43,7 +43,12 @@ def pin(lay: Layout, only: list[str] | None = None, today: str | None = None) ->
     """Append a revision for every model whose content changed since its last pinned revision."""
     pinned = []
     day = today or datetime.now(UTC).date().isoformat()
-    for model, path in model_files(lay):
+    files = model_files(lay)
+    names = {name for model, _path in files for name in (model, model.split("/", 1)[1])}
+    unknown = sorted(set(only or []) - names)
+    if unknown:  # a model id that does not exist is bad usage, never "already pinned"
+        raise UsageError(f"no model {', '.join(map(repr, unknown))}; known: {', '.join(sorted(m for m, _p in files))}")
+    for model, path in files:
         if only and model.split("/", 1)[1] not in only and model not in only:
             continue
         revs = history(lay, model)
