@@ -1,3 +1,4 @@
-"""fabricref: a declarative reference-data pipeline for GPU-cluster networks, with provenance."""
+"""fabricref: a declarative reference-data pipeline for GPU-cluster networks, with provenance.
 
-__version__ = "0.1.0"
+The version is pyproject.toml's (`fabricref --version` reads the installed metadata); it is not repeated here.
+"""
