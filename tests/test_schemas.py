@@ -475,3 +475,17 @@ def test_a_record_error_names_the_status_form():
     assert "record: at $.reason: as `unknown`: 'short' is too short: expected at least 10 character(s)" in str(
         err.value
     )
+
+
+def test_a_json_file_error_names_its_line_too(tmp_path):
+    from pipeline.core.schemas import load_json, validate
+
+    path = tmp_path / "vocabulary.json"
+    text = (ROOT / "schemas" / "vocabulary.json").read_text()
+    path.write_text(text.replace('"unit": "TB/s"', '"unit": 7', 1))
+    line = next(n for n, row in enumerate(path.read_text().splitlines(), start=1) if '"unit": 7' in row)
+    with pytest.raises(ValidationError) as err:
+        validate(load_json(path), "vocabulary.schema.json", path)
+    assert str(err.value).endswith(
+        f"{path}:{line}: at $.fields.accelerator.memory_bandwidth.unit: 7 is not of type 'string' or 'null'"
+    )

@@ -175,6 +175,8 @@ _TAGS = {"cite", "formula", "unknown", "css", "row", "training", "inference", "f
 
 
 def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> None:
+    if doc is None and isinstance(where, Path) and where.suffix == ".json":
+        doc = _json_lines(where)
     lines = []
     for parts, what in found[:10]:
         line = _line_of(doc, parts) if doc is not None else None
@@ -182,6 +184,14 @@ def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> N
         lines.append(f"{loc}: at {json_path(parts)}: {what}")
     more = f"\n(and {len(found) - 10} more)" if len(found) > 10 else ""
     raise ValidationError("\n".join(lines) + more)
+
+
+def _json_lines(path: Path) -> Any:
+    """A JSON file read as YAML (JSON is YAML 1.2) for its line numbers; only on the error path."""
+    try:
+        return load_yaml(path)[1]
+    except (ValidationError, OSError, ValueError):
+        return None
 
 
 def _resolve(subschema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +245,9 @@ def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list
     alternatives = error.validator_value
     index = _meant(error, root)
     if index is None:
+        if all(sub.validator == "type" for sub in error.context):
+            kinds = " or ".join(repr(_form_name(alt, root)) for alt in alternatives)
+            return [(list(error.absolute_path), f"{prefix}{_short(error.instance)} is not of type {kinds}")]
         names = ", ".join(_form_name(alt, root) for alt in alternatives)
         return [(list(error.absolute_path), f"{prefix}{_short(error.instance)} matches none of the forms {names}")]
     # Name the alternative when it is a declared form (a titled model), not a bare type like integer or null.
