@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -159,9 +158,8 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
             )
         row = rows[0]
         lineage = []
-        for entry in json.loads(row["lineage"]):
-            reference_id, rest = entry.split(":", 1)
-            field, status = rest[:-1].split("[")
+        for entry in row["lineage"]:
+            reference_id, field = entry["reference_id"], entry["field"]
             found = _rows(con, "SELECT 1 FROM fields WHERE reference_id = ? AND field = ?", [reference_id, field])
             node = (
                 _audit(con, lay, reference_id, field, seen=())
@@ -169,8 +167,8 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
                 else {
                     "reference_id": reference_id,
                     "field": field,
-                    "status": status,
-                    "confidence": status,
+                    "status": entry["status"],
+                    "confidence": entry["confidence"],
                     "value": None,
                     "provenance": [],
                     "why": "a labelled topology assumption (models/topology/defaults.yaml or the model's "

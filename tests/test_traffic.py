@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pipeline.core.errors import UsageError
+from pipeline.core.errors import UsageError, ValidationError
 from pipeline.topology import stage as topology
 from pipeline.traffic import collectives, sizing
 from pipeline.traffic.stage import estimate, sharing
@@ -245,3 +245,30 @@ def test_traffic_results_are_auditable(built_registry, cli):
     assert data["confidence"] == "published" and data["terms"]["dominant"] == "bandwidth"
     leaf = data["inputs"][0]
     assert leaf["field"] == "scale_up.bandwidth_per_accelerator" and all(p["verified"] for p in leaf["provenance"])
+
+
+DISAGGREGATED = """\
+id: ID
+title: prefill and decode pools
+kind: inference
+model: {params: 70.0e9, layers: 80, hidden: 8192, kv_heads: 8, head_dim: 128, dtype: bf16}
+inference: {mode: disaggregated, prefill_tp: 8, decode_tp: 8, prompt_tokens: 1024, output_tokens: 10START}
+targets: [nvidia-gb200-nvl72]
+"""
+
+
+def test_decode_pool_start_places_the_decode_pool(built_registry, tmp_path):
+    def kv(start: str, target: str = "nvidia-gb200-nvl72"):
+        w = _workload(tmp_path, DISAGGREGATED.replace("START", start))
+        return next(p for p in estimate(built_registry, target, w).phases if p.phase == "kv-transfer")
+
+    assert kv("").notes == kv(", decode_pool_start: 64").notes == "local: both ends in one scale-up domain"
+    # Ranks 64..71 are the last of the 72-GPU domain; one further needs a 73rd accelerator.
+    with pytest.raises(UsageError, match="needs 73 accelerators"):
+        kv(", decode_pool_start: 65")
+    # Between 8-GPU servers the default decode pool sits on the next server, under the same leaf.
+    assert kv("", "illustrative-h100-4096").tier == "one leaf"
+    assert kv(", decode_pool_start: 1024", "illustrative-h100-4096").tier != "one leaf"
+    # The old, misleading name is refused rather than silently ignored.
+    with pytest.raises(ValidationError, match="prefill_offset"):
+        _workload(tmp_path, DISAGGREGATED.replace("START", ", prefill_offset: 64"))

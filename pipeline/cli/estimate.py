@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -426,7 +425,7 @@ def estimate_workload(
 ) -> None:
     """The per-phase table of a workload laid onto a topology's installed wiring."""
     from ..traffic import CAVEAT
-    from ..traffic.stage import estimate, lineage_text
+    from ..traffic.stage import estimate
     from ..traffic.workloads import find_workload
 
     lay = lay_of(root)
@@ -453,7 +452,7 @@ def estimate_workload(
             "total_seconds": p.total_seconds,
             "dominant": p.dominant,
             "confidence": p.confidence,
-            "lineage": json.loads(lineage_text(p)),
+            "lineage": p.lineage_records(),
             "description": p.description,
             "notes": p.notes,
         }

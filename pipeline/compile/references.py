@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import expr
+from ..core import confidence, expr
 from ..core.errors import CompileError, FabricrefError
 from ..core.paths import Layout, check_slug
 from ..core.schemas import load_json, load_model, load_yaml, validate
@@ -22,7 +22,6 @@ from ..core.vocabulary import FieldSpec, vocabulary
 from ..formats.identities import Identities
 from ..formats.reference import Assumption, FieldDecl, Parameter, ReferenceFile, Unknown
 
-CONFIDENCE_ORDER = ("published", "preliminary", "assumed", "unknown")
 PARAM_PREFIX = "param."
 
 
@@ -130,10 +129,6 @@ def check_identities(lay: Layout, refs: list[Reference]) -> None:
                 )
 
 
-def _weakest(values: list[str]) -> str:
-    return max(values, key=CONFIDENCE_ORDER.index) if values else "unknown"
-
-
 def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     if a["value_number"] is not None or b["value_number"] is not None:
         if a["value_number"] is None or b["value_number"] is None:
@@ -197,7 +192,7 @@ def _cited(
             "value_number": chosen["value_number"],
             "value_text": chosen["value_text"],
             "status": status,
-            "confidence": status,
+            "confidence": confidence.of_status(status),
             "provenance": [c["provenance"] for _, c in cited],
             "chosen": chosen_id,
             "choice_reason": decl.get("why"),
@@ -244,7 +239,7 @@ def resolve(ref: Reference, claims: dict[str, dict[str, Any]]) -> dict[str, dict
             record.update(
                 {
                     "status": "unknown",
-                    "confidence": "unknown",
+                    "confidence": confidence.of_status("unknown"),
                     "provenance": [],
                     "reason": decl["unknown"],
                     "evidence_needed": decl.get("evidence_needed"),
@@ -307,7 +302,7 @@ def _derive(
     def lookup(name: str) -> expr.Value:
         if name.startswith(PARAM_PREFIX):
             param = ref.parameters[name[len(PARAM_PREFIX) :]]
-            confidences.append("assumed")
+            confidences.append(confidence.of_status("design-choice"))
             return expr.Value.of(param["value"], param["unit"], param.get("direction"))
         record = records[name]
         if record["status"] == "unknown" or record["value_number"] is None:
@@ -338,7 +333,7 @@ def _derive(
             "value_number": number,
             "value_text": f"{number:g}",
             "status": "derived",
-            "confidence": _weakest(confidences),
+            "confidence": confidence.of_status("derived", confidences),
             "formula": formula,
             "inputs": expr.names(formula),
             "provenance": [],

@@ -49,11 +49,11 @@ class Inference(KeyAccess):
     tp: Positive = 1
     prefill_tp: Positive = 1
     decode_tp: Positive = 1
-    prefill_offset: int | None = Field(
+    decode_pool_start: int | None = Field(
         default=None,
         ge=0,
-        description="Accelerator index where the decode pool starts (disaggregated); default: right after the "
-        "prefill pool.",
+        description="Rank (placement order) where the decode pool starts (disaggregated); default: right after "
+        "the prefill pool.",
     )
     batch: Positive = 1
     prompt_tokens: Positive

@@ -2,7 +2,7 @@
 
 Parts are separate concepts (system, tray, cpu, accelerator, nic, scale_up_switch); containment is a node
 attribute (`within`), never a link. Links carry their network, per-direction bandwidth in Gb/s, a latency
-assumption, and the field (with its status) the bandwidth came from. Wiring no source states (which NIC
+assumption, and the field the bandwidth came from with its status and confidence. Wiring no source states (which NIC
 sits beside which GPU) is an explicit, labelled assumption on the edge.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import confidence
 from ..core.errors import CompileError
 from .facts import Defaults, Fact, Facts
 
@@ -52,6 +53,10 @@ def link_attrs(
     status: str | None = None,
     note: str = "",
 ) -> dict[str, Any]:
+    """A link's attributes; `status` overrides the fact's (an assumed design resting on a fact), and the
+    confidence is then the weaker of the fact's and the override's."""
+    fact_confidence = fact.confidence if fact else "assumed"
+    own = fact_confidence if status is None else confidence.weakest([fact_confidence, confidence.of_status(status)])
     return {
         "network": network,
         "bandwidth_gbps": None if gbps is None else round(gbps, 6),
@@ -61,6 +66,7 @@ def link_attrs(
         "latency_ns": latency_ns,
         "field": fact.key if fact else "",
         "status": status or (fact.status if fact else "assumed"),
+        "confidence": own,
         "note": note,
     }
 

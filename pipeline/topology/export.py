@@ -37,6 +37,7 @@ EDGE_COLUMNS = [
     ("latency_ns", "DOUBLE"),
     ("field", "VARCHAR"),
     ("status", "VARCHAR"),
+    ("confidence", "VARCHAR"),
     ("note", "VARCHAR"),
 ]
 
@@ -77,6 +78,7 @@ def edge_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
             d["latency_ns"],
             d["field"],
             d["status"],
+            d["confidence"],
             d["note"],
         )
         for a, b, d in g.edges(data=True)

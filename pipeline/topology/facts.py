@@ -10,6 +10,7 @@ from typing import Any
 import duckdb
 
 from ..compile.registry import ensure_database
+from ..core import confidence
 from ..core.errors import CompileError, UsageError
 from ..core.paths import Layout
 from ..core.schemas import load_yaml, validate
@@ -17,7 +18,10 @@ from ..core.schemas import load_yaml, validate
 
 @dataclass(frozen=True)
 class Fact:
-    """A value with where it came from: the field key and its status, or 'assumed' with the reason."""
+    """A value with where it came from: the field key, its status and confidence, or 'assumed' with the reason.
+
+    The confidence of a derived field comes from the registry (the weakest of its inputs); for every other
+    status it follows from the status by the one rule in `core.confidence`."""
 
     key: str
     value: float | None
@@ -25,6 +29,13 @@ class Fact:
     direction: str | None
     status: str  # published | preliminary | derived | assumed | unknown
     note: str = ""
+    confidence: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.confidence:
+            if self.status == "derived":
+                raise ValueError(f"{self.key}: a derived fact needs the confidence its inputs give it")
+            object.__setattr__(self, "confidence", confidence.of_status(self.status))
 
     @property
     def known(self) -> bool:
@@ -61,7 +72,15 @@ class Facts:
     def get(self, key: str, required: bool = True) -> Fact:
         row = self.fields.get(key)
         if row is not None and row["status"] != "unknown":
-            return Fact(key, row["value_number"], row["unit"], row["direction"], row["status"], row["value_text"] or "")
+            return Fact(
+                key,
+                row["value_number"],
+                row["unit"],
+                row["direction"],
+                row["status"],
+                row["value_text"] or "",
+                confidence=row["confidence"],
+            )
         if key in self.assumptions:
             a = self.assumptions[key]
             return Fact(key, a["value"], a["unit"], a["direction"], "assumed", a["why"])

@@ -498,7 +498,7 @@ def workload_phases(
             add("decode-tp-all-reduce", "all-reduce", members, batch * hidden, 2 * layers * out_tokens, dom)
         return p, phases
     ptp, dtp = _get(inf, "prefill_tp", 1) or 1, _get(inf, "decode_tp", 1) or 1
-    start = _get(inf, "prefill_offset")
+    start = _get(inf, "decode_pool_start")
     start = ptp if start is None else start
     from .placement import ordered_accelerators
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.files import atomic_write_bytes
 from . import sizing
-from .phases import send
+from .cost import send
 from .view import View
 
 PROMPTS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -44,8 +44,8 @@ def write(out: Path, traffic: list[tuple], links: list[tuple], views: dict[str, 
     if local is not None and cross is not None:
         for tokens in PROMPTS:
             per_rank = sizing.kv_cache(**KV_MODEL, tokens=tokens)["bytes"] / 8  # type: ignore[operator]
-            a = send(local, "kv", "", local.accelerators[0], local.accelerators[8], per_rank, 1, 8)
-            b = send(cross, "kv", "", cross.accelerators[0], cross.accelerators[8], per_rank, 1, 8)
+            a = send(local, "kv", local.accelerators[0], local.accelerators[8], per_rank, concurrent=8)
+            b = send(cross, "kv", cross.accelerators[0], cross.accelerators[8], per_rank, concurrent=8)
             kv_rows.append([tokens, round(a.seconds, 9), round(b.seconds, 9)])
     _csv(
         out / "kv_transfer.csv", ["prompt_tokens", "local_nvl72_seconds", "cross_fabric_8gpu_servers_seconds"], kv_rows

@@ -7,13 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compile.registry import write_table
+from ..core import confidence
 from ..core.files import atomic_write_json
 from ..core.paths import Layout
 from ..topology import stage as topology
 from ..topology.facts import defaults, load_facts
 from . import CAVEAT, ha, plots
 from . import step as step_model
-from .phases import Phase, phases, revealing, sizing_summary
+from .cost import Phase
+from .phases import phases
+from .summaries import revealing, sizing_summary
 from .view import View
 from .workloads import Workload, find_workload, load_workload, workload_paths
 
@@ -41,7 +44,8 @@ TRAFFIC_COLUMNS = [
     ("total_seconds", "DOUBLE"),
     ("dominant", "VARCHAR"),
     ("confidence", "VARCHAR"),
-    ("lineage", "VARCHAR"),
+    # The records a phase rests on, as structured data (never a string to parse back).
+    ("lineage", "STRUCT(reference_id VARCHAR, field VARCHAR, status VARCHAR, confidence VARCHAR)[]"),
     ("notes", "VARCHAR"),
 ]
 LINK_COLUMNS = [
@@ -104,13 +108,7 @@ class Result:
 
     @property
     def confidence(self) -> str:
-        from ..compile.references import CONFIDENCE_ORDER
-
-        return max((p.confidence for p in self.phases), key=CONFIDENCE_ORDER.index, default="unknown")
-
-
-def lineage_text(p: Phase) -> str:
-    return json.dumps(sorted(f"{x.reference_id}:{x.field}[{x.status}]" for x in p.lineage))
+        return confidence.weakest(p.confidence for p in self.phases)
 
 
 def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0, view: View | None = None) -> Result:
@@ -208,7 +206,7 @@ def run(lay: Layout) -> dict[str, Any]:
                         p.total_seconds,
                         p.dominant,
                         p.confidence,
-                        lineage_text(p),
+                        p.lineage_records(),
                         p.notes,
                     )
                 )

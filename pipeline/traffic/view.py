@@ -1,5 +1,6 @@
 """What ranks can reach on an installed topology: per-rank bandwidth on each network, the tier two
-accelerators are separated by, path latency, oversubscription, and the fields (with status) behind each."""
+accelerators are separated by, path latency, oversubscription, and the fields (with status and confidence)
+behind each."""
 
 from __future__ import annotations
 
@@ -23,15 +24,30 @@ TIER_NAMES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, order=True)
 class Lineage:
+    """One record a figure rests on: the field (or labelled topology default) with its status and confidence."""
+
     reference_id: str
     field: str
     status: str  # published | preliminary | derived | assumed | unknown
+    confidence: str  # published | preliminary | assumed | unknown (core.confidence)
+
+    @classmethod
+    def of_edge(cls, reference_id: str, d: dict[str, Any]) -> Lineage:
+        """The record behind a topology edge: its field (or the topology defaults) as the edge carries it."""
+        return cls(
+            reference_id=reference_id,
+            field=d["field"] or "topology-defaults",
+            status=d["status"],
+            confidence=d["confidence"],
+        )
 
 
-@dataclass
-class Path:
+@dataclass(kw_only=True)
+class Route:
+    """What one rank gets towards another on one network: per-rank bandwidth, latency, hops, and lineage."""
+
     tier: int
     network: str
     per_rank_gbps: float | None
@@ -65,7 +81,7 @@ class View:
         return self.g.nodes[acc]["domain"]
 
     def _lineage(self, d: dict[str, Any]) -> Lineage:
-        return Lineage(self.reference, d["field"] or "topology-defaults", d["status"])
+        return Lineage.of_edge(self.reference, d)
 
     def nics(self, acc: str) -> list[str]:
         return [
@@ -91,15 +107,22 @@ class View:
             return 2
         return 3
 
-    def scale_up(self, acc: str) -> Path:
+    def scale_up(self, acc: str) -> Route:
         edges = [d for _, d in self.g[acc].items() if d["network"] == "scale_up"]
         bws = [d["bandwidth_gbps"] for d in edges]
         gbps = None if not bws or None in bws else sum(bws)
         hops = self.summary["hops"].get("within_domain_max") or 1
         latency = self.endpoint_s + hops * (edges[0]["latency_ns"] * 1e-9 if edges else 0)
-        return Path(0, "scale_up", gbps, latency, hops, {self._lineage(d) for d in edges})
+        return Route(
+            tier=0,
+            network="scale_up",
+            per_rank_gbps=gbps,
+            latency_s=latency,
+            hops=hops,
+            lineage={self._lineage(d) for d in edges},
+        )
 
-    def scale_out(self, a: str, b: str, tier: int, concurrent: bool = True) -> tuple[Path, float]:
+    def scale_out(self, a: str, b: str, tier: int, concurrent: bool = True) -> tuple[Route, float]:
         """Path between accelerators in different domains, and the oversubscription factor a fully busy fabric
         imposes on it (1 when the path stays under one leaf)."""
         if tier == 9:
@@ -122,4 +145,7 @@ class View:
             factor *= over.get("leaf", 1.0)
         if concurrent and tier >= 3:
             factor *= over.get("spine", 1.0)
-        return Path(tier, "scale_out", gbps, latency, len(pairs), lineage), factor
+        route = Route(
+            tier=tier, network="scale_out", per_rank_gbps=gbps, latency_s=latency, hops=len(pairs), lineage=lineage
+        )
+        return route, factor

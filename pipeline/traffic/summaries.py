@@ -1,0 +1,59 @@
+"""What a workload amounts to beyond its phases: how many accelerators must talk to make progress (and whether
+they fit one scale-up domain), and the memory it holds (training state, weights, KV cache, serving capacity)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import sizing
+from .view import View
+from .workloads import Workload
+
+
+def revealing(view: View, w: Workload) -> dict[str, Any]:
+    """How many accelerators must communicate to make progress on one step / one request, and does it fit?"""
+    if w.kind == "training":
+        n = w.accelerators
+        what = "one training step (the data-parallel all-reduce joins every replica)"
+    else:
+        i = w.inference or {}
+        n = i.get("tp", 1) if i["mode"] == "aggregated" else i.get("prefill_tp", 1) + i.get("decode_tp", 1)
+        what = "one request (" + ("its TP group" if i["mode"] == "aggregated" else "prefill pool + decode pool") + ")"
+    accs = view.accelerators[:n]
+    domains = len({view.domain(a) for a in accs})
+    return {
+        "accelerators_per_progress": n,
+        "for": what,
+        "scale_up_domain_size": view.domain_size,
+        "domains_spanned": domains,
+        "fits_in_one_domain": domains == 1,
+    }
+
+
+def sizing_summary(w: Workload) -> dict[str, Any]:
+    """Memory the workload holds: training state per rank, or weights, KV cache and serving capacity."""
+    m = w.model
+    out: dict[str, Any] = {}
+    if w.training:
+        t = w.training
+        mem = sizing.memory(m["params"], t.get("optimizer_layout", "mixed-adam"))
+        shards = t["tp"] * t["pp"] * (t["dp"] if t.get("sharded") else 1)
+        out["training_state_bytes"] = mem["bytes"]
+        out["training_state_bytes_per_rank"] = mem["bytes"] / shards
+        out["training_state_layout"] = mem["breakdown"]
+    else:
+        i = w.inference or {}
+        weights = sizing.memory(m["params"], "bf16-weights" if m["dtype"] == "bf16" else "fp8-weights")
+        kv = sizing.kv_cache(m["layers"], m["kv_heads"], m["head_dim"], m["dtype"], i["prompt_tokens"])
+        out["weights_bytes"] = weights["bytes"]
+        out["kv_bytes_per_token"] = kv["bytes_per_token"]
+        out["kv_bytes_per_request"] = kv["bytes"]
+        if i.get("requests_per_second") and i.get("group_tokens_per_second"):
+            group = i.get("tp", 1) if i["mode"] == "aggregated" else i.get("prefill_tp", 1) + i.get("decode_tp", 1)
+            cap = sizing.capacity(i["requests_per_second"], i["output_tokens"], i["group_tokens_per_second"], group)
+            out["capacity"] = {
+                "demand_tokens_per_second": cap.demand_tokens_per_second,
+                "groups": cap.groups,
+                "accelerators": cap.accelerators,
+            }
+    return out
