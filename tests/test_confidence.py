@@ -6,12 +6,19 @@ preliminary figures, and were reported `published` because the traffic code mapp
 
 from __future__ import annotations
 
+from typing import get_args
+
 import duckdb
 import networkx as nx
 import pytest
 
 from pipeline.core import confidence
+from pipeline.formats.records import Confidence
 from pipeline.topology import stage as topology
+from pipeline.traffic import calculator
+from pipeline.traffic.algorithms import Cost as AlgorithmCost
+from pipeline.traffic.calculator import Placed
+from pipeline.traffic.calibration import Number
 from pipeline.traffic.cost import Cost, Phase
 from pipeline.traffic.demand import Communication
 from pipeline.traffic.stage import estimate
@@ -20,7 +27,7 @@ from pipeline.traffic.workloads import find_workload
 
 
 def test_the_order_is_strongest_first():
-    assert confidence.ORDER == ("published", "preliminary", "assumed", "unknown")
+    assert confidence.ORDER == ("published", "measured", "preliminary", "assumed", "unknown")
 
 
 @pytest.mark.parametrize(
@@ -32,6 +39,8 @@ def test_the_order_is_strongest_first():
         (["published", "preliminary", "published"], "preliminary"),
         (["preliminary", "assumed"], "assumed"),
         (["assumed", "published", "unknown"], "unknown"),
+        (["published", "measured"], "measured"),
+        (["measured", "preliminary"], "preliminary"),
     ],
 )
 def test_weakest(values, expected):
@@ -53,6 +62,7 @@ def test_a_status_is_not_a_confidence():
         ("preliminary", (), "preliminary"),
         ("unknown", (), "unknown"),
         ("assumed", (), "assumed"),
+        ("measured", (), "measured"),
         ("design-choice", (), "assumed"),
         ("derived", ("published", "published"), "published"),
         ("derived", ("published", "preliminary"), "preliminary"),
@@ -162,3 +172,29 @@ def test_a_phase_on_published_fields_is_published(built_registry):
     tp = next(p for p in r.phases if p.phase == "tp-all-reduce")
     assert {(x.status, x.confidence) for x in tp.lineage} == {("published", "published")}
     assert tp.confidence == "published"
+
+
+def test_the_field_format_allows_exactly_the_confidences_a_field_can_have():
+    """A field record is never `measured` (that is a calibration number's); every other confidence it may be."""
+    assert set(get_args(Confidence)) == set(confidence.ORDER) - {"measured"}
+
+
+def test_the_collective_calculator_takes_a_derived_figure_at_its_inputs_confidence():
+    """The same bug as case 3 in `estimate collective --topology`: a derived topology figure was `published`."""
+    used = [("algorithms.ring.base_latency_us.Simple", Number(value=8.4, status="published", source="nccl"))]
+    cost = AlgorithmCost(
+        op="all-reduce", algorithm="ring", protocol="Simple", ranks=8, bytes=1.0, latency_seconds=1.0,
+        bandwidth_seconds=1.0, bytes_on_wire_per_rank=1.0, steps=14, stages=[], assumptions=[], used=used,
+    )  # fmt: skip
+    helios = Lineage(
+        reference_id="amd-helios",
+        field="scale_up.bandwidth_per_accelerator",
+        status="derived",
+        confidence="preliminary",
+    )
+    placed = Placed(fabric=None, accelerators=[], technologies={}, lineage={helios}, notes=[])  # type: ignore[arg-type]
+    assert cost.confidence == "published"
+    assert calculator.confidence(cost, placed) == "preliminary"
+    measured = Number(value=0.8, status="measured", measured_sha256="0" * 64)
+    cost.used.append(("link_classes.nvlink4.efficiency", measured))
+    assert cost.confidence == "measured"

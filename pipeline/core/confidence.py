@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# Strongest first. `derived` is not a confidence: it is resolved to the weakest of its inputs.
-ORDER: tuple[str, ...] = ("published", "preliminary", "assumed", "unknown")
+# Strongest first. `derived` is not a confidence: it is resolved to the weakest of its inputs. `measured` (a
+# calibration number from a benchmark log pinned by hash) is as firm as the hardware it ran on; no registry field
+# carries it.
+ORDER: tuple[str, ...] = ("published", "measured", "preliminary", "assumed", "unknown")
 
 # Statuses whose confidence is the status itself; a labelled assumption or a model's design choice is `assumed`.
 _DIRECT = {
     "published": "published",
+    "measured": "measured",
     "preliminary": "preliminary",
     "assumed": "assumed",
     "design-choice": "assumed",

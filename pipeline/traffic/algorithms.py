@@ -20,8 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.confidence import of_status, weakest
 from ..core.errors import UsageError
-from .calibration import Calibration, LinkClass, Number, weakest
+from .calibration import Calibration, LinkClass, Number
 
 OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce", "send")
 ALGORITHMS = ("ring", "tree", "nvls", "collnet", "one-shot", "recursive-doubling")
@@ -124,7 +125,7 @@ class Cost:
 
     @property
     def confidence(self) -> str:
-        return weakest([n.status for _, n in self.used])
+        return weakest(of_status(n.status) for _, n in self.used)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import confidence as rule
 from ..core.errors import UsageError
 from ..core.paths import Layout
 from .algorithms import Cost, Fabric, Tier, estimate
-from .calibration import Calibration, load_calibration, weakest
-from .view import View
+from .calibration import Calibration, load_calibration
+from .view import Lineage, View
 
 GBPS_TO_BYTES = 1e9 / 8
 # Switches a scale-out path crosses, by tier (same leaf; leaf-spine-leaf; leaf-spine-core-spine-leaf).
@@ -24,7 +25,7 @@ class Placed:
     fabric: Fabric
     accelerators: list[str]
     technologies: dict[str, str]
-    lineage: set[tuple[str, str]]  # (what, status) of each topology figure used
+    lineage: set[Lineage]  # each topology figure used, with its status and confidence
     notes: list[str]
 
 
@@ -63,7 +64,7 @@ def place(
             f"use a multiple of the domain size {view.domain_size} or fewer ranks than one domain"
         )
     local, domains = sizes.pop(), len(by_domain)
-    lineage: set[tuple[str, str]] = set()
+    lineage: set[Lineage] = set()
     notes: list[str] = []
     techs: dict[str, str] = {}
     up = out = None
@@ -81,7 +82,7 @@ def place(
         # NCCL's NVLink step latency was measured GPU → switch → GPU: only hops beyond those two add.
         per_hop = (path.latency_s - view.endpoint_s) / path.hops if path.hops else 0.0
         up = Tier("scale_up", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, max(0, path.hops - 2) * per_hop)
-        lineage |= {(f"{x.reference_id}:{x.field}", x.status) for x in path.lineage}
+        lineage |= path.lineage
         switched = view.summary["nodes_by_kind"].get("scale_up_switch", 0) > 0
         peers = {m for m, d in view.g[first].items() if d["network"] == "scale_up" and view.kind[m] == "accelerator"}
         mesh = len(peers) >= len(by_domain[view.domain(first)]) - 1
@@ -103,7 +104,7 @@ def place(
         switch_ns = edges[0]["latency_ns"] if edges else 0
         extra = (SWITCHES_BY_TIER.get(tier, 1) - 1) * switch_ns * 1e-9
         out = Tier("scale_out", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, extra, factor)
-        lineage |= {(f"{x.reference_id}:{x.field}", x.status) for x in path.lineage}
+        lineage |= path.lineage
         if extra:
             notes.append(
                 f"assumed: NCCL's network step latency covers one switch; the {SWITCHES_BY_TIER[tier] - 1} further "
@@ -120,8 +121,9 @@ def place(
 
 
 def confidence(cost: Cost, placed: Placed) -> str:
-    statuses = [n.status for _, n in cost.used] + ["published" if s == "derived" else s for _, s in placed.lineage]
-    return weakest(statuses)
+    """The weakest of the calibration numbers used and of the topology figures (a derived one as its inputs)."""
+    used = [rule.of_status(n.status) for _, n in cost.used]
+    return rule.weakest([*used, *(x.confidence for x in placed.lineage)])
 
 
 def topology_estimate(
@@ -144,7 +146,10 @@ def result_dict(cost: Cost, placed: Placed, view: View) -> dict[str, Any]:
             "domains": f.domains,
             "link_classes": placed.technologies,
             "confidence": confidence(cost, placed),
-            "topology_lineage": sorted(f"{w}[{s}]" for w, s in placed.lineage),
+            "topology_lineage": [
+                {"reference_id": x.reference_id, "field": x.field, "status": x.status, "confidence": x.confidence}
+                for x in sorted(placed.lineage)
+            ],
             "assumptions": [*d["assumptions"], *placed.notes],
         }
     )

@@ -18,8 +18,6 @@ CALIBRATION_PATH = Path("models") / "calibration" / "collectives.yaml"
 PROTOCOLS = ("LL", "LL128", "Simple")
 Protocol = Literal["LL", "LL128", "Simple"]
 Status = Literal["published", "measured", "assumed"]
-# Weakest last: a measured log pinned by hash is as firm as a maintainer's statement for the hardware it ran on.
-STATUS_ORDER = ("published", "measured", "preliminary", "assumed", "unknown")
 SHA_RE = r"^[0-9a-f]{64}$"
 
 
@@ -193,10 +191,3 @@ def load_calibration(root: Path) -> Calibration:
     except FileNotFoundError:
         raise ValidationError(f"{path}: calibration file not found") from None
     return _cached(str(path), stamp)
-
-
-def weakest(statuses: list[str]) -> str:
-    """The weakest status among those used: the estimate's confidence."""
-    if not statuses:
-        return "unknown"
-    return max(statuses, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else len(STATUS_ORDER))
