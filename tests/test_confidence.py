@@ -198,3 +198,18 @@ def test_the_collective_calculator_takes_a_derived_figure_at_its_inputs_confiden
     measured = Number(value=0.8, status="measured", measured_sha256="0" * 64)
     cost.used.append(("link_classes.nvlink4.efficiency", measured))
     assert cost.confidence == "measured"
+
+
+def test_the_step_estimate_names_its_accelerator_fields_with_their_confidence(built_registry):
+    from pipeline.traffic.stage import step_estimate
+
+    w = find_workload(built_registry, "llama70b-serve-aggregated")
+    fields = step_estimate(built_registry, "amd-helios", w, 0.4)["accelerator_fields"]
+    memory = next(f for f in fields if f["field"] == "accelerator.memory")
+    assert memory == {
+        "reference_id": "amd-helios",
+        "field": "accelerator.memory",
+        "status": "preliminary",
+        "confidence": "preliminary",
+    }
+    assert all(f["confidence"] in confidence.ORDER for f in fields)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..core import confidence as rule
 from ..core.units import convert
 from . import compute, memory, sizing
 
@@ -28,6 +29,7 @@ class _FactLike(Protocol):
     unit: str | None
     status: str
     note: str
+    confidence: str
 
 
 class _FactsLike(Protocol):
@@ -42,6 +44,11 @@ class AccField:
     value: float | None  # in the unit of ACCELERATOR_FIELDS[key]
     status: str
     reason: str = ""
+    confidence: str = ""  # of the registry field; by the one rule from the status when not given
+
+    def __post_init__(self) -> None:
+        if not self.confidence:
+            object.__setattr__(self, "confidence", rule.of_status(self.status))
 
 
 @dataclass
@@ -57,8 +64,12 @@ class Accelerator:
             return None
         return f.value
 
-    def lineage(self) -> list[str]:
-        return sorted(f"{self.reference_id}:{f.key}[{f.status}]" for f in self.fields.values())
+    def lineage(self) -> list[dict[str, str]]:
+        """The fields the estimate read, as structured records (the same shape as a traffic phase's lineage)."""
+        return [
+            {"reference_id": self.reference_id, "field": f.key, "status": f.status, "confidence": f.confidence}
+            for f in sorted(self.fields.values(), key=lambda f: f.key)
+        ]
 
 
 def accelerator(facts: _FactsLike) -> Accelerator:
@@ -67,7 +78,7 @@ def accelerator(facts: _FactsLike) -> Accelerator:
     for key, unit in ACCELERATOR_FIELDS.items():
         f = facts.get(key, required=False)
         value = None if f.value is None else convert(f.value, f.unit or unit, unit)
-        out[key] = AccField(key, value, f.status, "" if f.value is not None else f.note)
+        out[key] = AccField(key, value, f.status, "" if f.value is not None else f.note, f.confidence)
     return Accelerator(facts.reference_id, out)
 
 
