@@ -83,7 +83,8 @@ def reference_fields(lay: Layout, reference_id: str) -> tuple[list[str], list[tu
         SELECT f.field, f.value_number, f.value_text, f.unit, f.direction, f.status,
                coalesce(c.sources, f.formula, f.reason) AS source
         FROM fields f LEFT JOIN (
-            SELECT reference_id, field, string_agg(source_id, ', ' ORDER BY source_id) AS sources
+            SELECT reference_id, field,
+                   string_agg(source_id || ' (' || origin || ')', ', ' ORDER BY source_id) AS sources
             FROM field_citations GROUP BY ALL) c USING (reference_id, field)
         WHERE f.reference_id = ?
         ORDER BY f.field""",

@@ -159,3 +159,15 @@ def test_help_lists_the_subcommands(cli):
     for verb in ("retrieve", "extract", "compile", "audit", "query", "references", "show", "history", "pin"):
         assert verb in result.out
     assert cli("no-such-verb").code == 2
+
+
+def test_origin_says_what_each_hash_proves_in_the_view_show_and_audit(built_registry, cli):
+    # The shipped pins are all transcriptions: every citation in the view must say so.
+    sql = "SELECT DISTINCT origin FROM field_provenance WHERE source_id IS NOT NULL"
+    rows = json.loads(cli("query", "--format", "json", sql, root=built_registry.root).out)
+    assert rows == [{"origin": "transcription"}]
+    shown = json.loads(cli("show", "nvidia-dgx-h100", "--json", root=built_registry.root).out)
+    count = next(r for r in shown if r["field"] == "accelerator.count")
+    assert count["source"] == "nvidia-dgx-basepod-core-components (transcription), nvidia-hgx-h100-blog (transcription)"
+    tree = cli("audit", "nvidia-dgx-h100", "accelerator.count", root=built_registry.root).out
+    assert "transcription" in tree and "transcription of the page is unchanged" in tree

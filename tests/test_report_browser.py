@@ -82,3 +82,10 @@ def test_report_is_self_contained_and_escaped(built_report):
     assert "nvidia-gb200-nvl72.svg" in drawings and "meta-style-h100-24576.svg" in drawings
     svg = (built_report / "drawings" / "nvidia-dgx-h100.svg").read_text()
     assert "scale-up" in svg and "rack positions" in svg  # networks told apart; nothing physical implied
+
+
+def test_every_citation_on_a_reference_page_names_its_origin(built_report):
+    page = (built_report / "reference" / "nvidia-dgx-h100.html").read_text()
+    citations = re.findall(r"<div><a href=[^>]+>[^<]+</a> · [0-9-]+ · (\w+) · <span class=\"hash\">", page)
+    assert citations and set(citations) == {"transcription"}
+    assert "its hash proves the transcription is unchanged" in page

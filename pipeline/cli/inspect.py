@@ -60,6 +60,13 @@ def _audit_label(node: dict[str, Any]) -> str:
     return f"{node['reference_id']} {node['field']} = {_value_text(node)}  {status}"
 
 
+_HASH_PROVES = {
+    "transcription": "the project's transcription of the page is unchanged (not what the vendor's server sent)",
+    "retrieved": "the bytes are those the vendor's server sent at retrieved_at",
+    "measured": "the measurement log is unchanged",
+}
+
+
 def _audit_tree(tree: Tree, node: dict[str, Any]) -> None:
     if node.get("chosen"):
         tree.add(f"taken from {node['chosen']}: {node['choice_reason']}")
@@ -69,6 +76,7 @@ def _audit_tree(tree: Tree, node: dict[str, Any]) -> None:
         leaf.add(f"url: {p['url']}")
         leaf.add(f"retrieved_at: {p['retrieved_at']}")
         leaf.add(f"sha256: {p['sha256']}")
+        leaf.add(f"the hash proves: {_HASH_PROVES.get(p['origin'], 'the pinned bytes are unchanged')}")
         leaf.add(f"snapshot: {p['snapshot_path']}")
         leaf.add(f"locator: {p['locator']}")
         leaf.add(f"excerpt: {p['excerpt']!r}")
