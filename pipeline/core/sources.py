@@ -14,6 +14,7 @@ from ..formats.source import CssSelect, Parse, RowSelect, Rule, Select, SourceFi
 from .errors import ValidationError
 from .paths import Layout, check_slug
 from .schemas import load_model, load_yaml
+from .urls import url_problem
 from .vocabulary import vocabulary
 
 __all__ = ["CssSelect", "Parse", "RowSelect", "Rule", "Select", "Source", "load_source", "load_sources"]
@@ -53,6 +54,9 @@ def load_source(path: Path, lay: Layout | None = None) -> Source:
     source = load_model(SourceFile, data, "source.schema.json", path, doc)
     if source.id != path.stem:
         raise ValidationError(f"{path}: at $.id: {source.id!r} must equal the file name {path.stem!r}")
+    problem = url_problem(source.url)
+    if problem:
+        raise ValidationError(f"{path}: at $.url: {source.url!r} {problem}")
     vocab = vocabulary(lay or _checkout_of(path))
     seen: set[str] = set()
     for index, rule in enumerate(source.rules):

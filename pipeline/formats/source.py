@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 
 from .common import FieldKey, FieldType, Slug, Strict
 
@@ -94,7 +95,10 @@ class SourceFile(Strict):
     """A declared source document and the rules that read facts from it."""
 
     id: Slug
-    url: str = Field(pattern=r"^https?://[^\s/$.?#][^\s]*$", description="The document as read.")
+    url: str = Field(
+        pattern=r"^https?://[^\s/$.?#][^\s]*$",
+        description="The publisher's canonical URL of the document (never a mirror's, a private or a personal host).",
+    )
     publisher: str = Field(
         min_length=2, description="Who published it (the vendor, or the press outlet that relayed an announcement)."
     )
@@ -108,5 +112,19 @@ class SourceFile(Strict):
     read_on: str | None = Field(
         default=None, pattern=r"^\d{4}-\d{2}-\d{2}$", description="When the facts were read (for transcriptions)."
     )
+    read_via: str | None = Field(
+        default=None,
+        min_length=3,
+        description="Where the document was read from a copy rather than from `url` itself, how, in general words "
+        "(e.g. 'a stored copy of the article'); `url` stays the publisher's canonical address. No URLs here.",
+    )
     notes: str | None = None
     rules: list[Rule] = Field(min_length=1)
+
+    @field_validator("read_via")
+    @classmethod
+    def _no_address(cls, value: str | None) -> str | None:
+        # A copy's address is exactly what must not be recorded (it is often private or short-lived).
+        if value is not None and re.search(r"[a-z][a-z0-9+.-]*://|www\.", value, re.IGNORECASE):
+            raise ValueError("describe the copy in general words; give no address")
+        return value
