@@ -282,3 +282,49 @@ def test_throughput_fields_are_declared_with_status_on_every_system(built_regist
         assert (unit, direction) == ("TFLOP/s", None), (ref, key)
         # A figure only with a status that carries provenance; otherwise unknown with its reason.
         assert (value is None and status == "unknown" and reason) or status in ("published", "preliminary", "derived")
+
+
+@pytest.mark.slow
+def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_registry) -> None:
+    assert cli("traffic", root=built_registry.root).code == 0
+    result = cli(
+        "query", "--format", "json",
+        "SELECT workload_id, topology_id, memory_per_rank_bytes, fits, headroom_bytes, step_missing "
+        "FROM traffic_workloads ORDER BY 1, 2",
+        root=built_registry.root,
+    )  # fmt: skip
+    rows = {(r["workload_id"], r["topology_id"]): r for r in json.loads(result.out)}
+    dense = rows[("llama70b-train-tp8-dp512", "illustrative-h100-4096")]
+    assert dense["fits"] == "false" and dense["memory_per_rank_bytes"] > 157.5e9 and dense["headroom_bytes"] < 0
+    # EP shards the experts: 5B dense / TP 4 and 136B of experts / EP 16, × 18 B, plus 56 layers of selective +
+    # SP activations (4096 × 6144 × 34 / 4 B each) — not the 634.5 GB of 141B / TP 4.
+    moe = rows[("moe-train-ep16", "illustrative-h100-4096")]
+    assert moe["memory_per_rank_bytes"] == pytest.approx(5e9 / 4 * 18 + 136e9 / 16 * 18 + 56 * 4096 * 6144 * 34 / 4)
+    assert moe["fits"] == "false"
+    # The GB200 NVL72's GPU memory is unknown in the registry: the verdict is unknown and names the field.
+    gb200 = rows[("moe-train-ep16", "nvidia-gb200-nvl72")]
+    assert gb200["fits"] == "unknown" and "nvidia-gb200-nvl72:accelerator.memory is unknown" in gb200["step_missing"]
+    assert rows[("llama70b-train-tp8-pp4-dp32", "illustrative-h100-4096")]["fits"] == "true"
+
+
+def test_workload_memory_options_are_checked(tmp_path) -> None:
+    from pathlib import Path
+
+    from pipeline.core.errors import ValidationError
+    from pipeline.traffic.workloads import load_workload
+
+    shipped = Path(__file__).parent.parent / "models" / "workloads"
+    fsdp = (shipped / "llama8b-fsdp-dp64.yaml").read_text()
+    bad = tmp_path / "llama8b-fsdp-dp64.yaml"
+    bad.write_text(fsdp.replace("  sharded: true\n", "  sharded: true\n  zero: 1\n"))
+    with pytest.raises(ValidationError, match=r"\$\.training\.zero"):
+        load_workload(bad)
+    moe = (shipped / "moe-train-ep16.yaml").read_text()
+    too_many = tmp_path / "moe-train-ep16.yaml"
+    too_many.write_text(moe.replace("params: 136.0e9", "params: 200.0e9"))
+    with pytest.raises(ValidationError, match=r"experts\.params"):
+        load_workload(too_many)
+    (tmp_path / "ok").mkdir()
+    good = tmp_path / "ok" / "llama8b-fsdp-dp64.yaml"
+    good.write_text(fsdp.replace("  sharded: true\n", "  sharded: true\n  zero: 3\n  recompute: full\n"))
+    assert load_workload(good).training.recompute == "full"

@@ -19,6 +19,11 @@ class Experts(KeyAccess):
     count: int = Field(ge=2)
     top_k: Positive
     moe_layers: Positive
+    params: PositiveNumber | None = Field(
+        default=None,
+        description="Parameters held in the experts (all of them; the rest of model.params is dense). Expert "
+        "parallelism shards them, and only top_k / count of them are active per token.",
+    )
 
 
 class ModelShape(KeyAccess):
@@ -27,6 +32,7 @@ class ModelShape(KeyAccess):
     hidden: Positive
     kv_heads: Positive
     head_dim: Positive
+    heads: Positive | None = Field(default=None, description="Attention (query) heads; default hidden / head_dim.")
     dtype: Dtype
     experts: Experts | None = None
 
@@ -41,7 +47,16 @@ class Training(KeyAccess):
     microbatches: Positive
     seq_len: Positive
     grad_dtype: Dtype = "bf16"
-    optimizer_layout: str = "mixed-adam"
+    optimizer_layout: Literal["mixed-adam", "mixed-adam-16"] = "mixed-adam"
+    zero: Literal[0, 1, 2, 3] | None = Field(
+        default=None, description="ZeRO stage over the data-parallel degree; default 3 when sharded, else 0."
+    )
+    sequence_parallel: bool | None = Field(
+        default=None, description="Sequence parallelism with TP; when unstated the memory estimate assumes it."
+    )
+    recompute: Literal["none", "selective", "full"] | None = Field(
+        default=None, description="Activation recompute; when unstated the memory estimate assumes selective."
+    )
 
 
 class Inference(KeyAccess):

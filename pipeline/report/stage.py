@@ -139,6 +139,8 @@ def run(lay: Layout) -> Path:
                 "phases": [p for p in traffic if (p["topology_id"], p["workload_id"]) == key],
                 "failures": [f for f in failures if (f["topology_id"], f["workload_id"]) == key],
                 "sharing": [s for s in sharing if (s["topology_id"], s["workload_id"]) == key],
+                "missing": json.loads(w.get("step_missing") or "[]"),
+                "step_assumptions": json.loads(w.get("step_assumptions") or "[]"),
             }
         )
     for wid, targets in sorted(by_workload.items()):

@@ -68,6 +68,17 @@ WORKLOAD_COLUMNS = [
     ("dominant_phase", "VARCHAR"),
     ("confidence", "VARCHAR"),
     ("sizing", "VARCHAR"),
+    ("memory_per_rank_bytes", "DOUBLE"),
+    ("accelerator_memory_bytes", "DOUBLE"),
+    ("fits", "VARCHAR"),
+    ("headroom_bytes", "DOUBLE"),
+    ("compute_seconds", "DOUBLE"),
+    ("exposed_communication_seconds", "DOUBLE"),
+    ("step_seconds", "DOUBLE"),
+    ("ttft_seconds", "DOUBLE"),
+    ("tpot_seconds", "DOUBLE"),
+    ("step_missing", "VARCHAR"),
+    ("step_assumptions", "VARCHAR"),
     ("caveat", "VARCHAR"),
 ]
 FAILURE_COLUMNS = [
@@ -175,6 +186,7 @@ def run(lay: Layout) -> dict[str, Any]:
     traffic, links, summary, failures, shared = [], [], [], [], []
     metrics: dict[str, Any] = {"caveat": CAVEAT}
     views: dict[str, View] = {}
+    accelerators: dict[str, step_model.Accelerator] = {}
     endpoint = defaults(lay).latency_ns["endpoint"]
     for w in workloads:
         for target in w.targets:
@@ -224,6 +236,10 @@ def run(lay: Layout) -> dict[str, Any]:
                         )
                     )
             top = max(r.phases, key=lambda p: p.total_seconds)
+            if view.reference not in accelerators:
+                accelerators[view.reference] = step_model.accelerator(load_facts(lay, view.reference))
+            st = step_model.estimate(w, r.phases, accelerators[view.reference])
+            fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
             summary.append(
                 (
                     target,
@@ -235,6 +251,17 @@ def run(lay: Layout) -> dict[str, Any]:
                     top.phase,
                     r.confidence,
                     json.dumps(r.sizing, sort_keys=True),
+                    st["memory_per_rank_bytes"],
+                    st["memory"]["accelerator_memory_bytes"],
+                    fits,
+                    st["headroom_bytes"],
+                    st["compute_seconds"],
+                    st["exposed_communication_seconds"],
+                    st["step_seconds"],
+                    st.get("ttft_seconds"),
+                    st.get("tpot_seconds"),
+                    json.dumps(st["missing"]),
+                    json.dumps([*st["assumptions"], f"mfu {st['mfu']:g}: {st['mfu_source']}"]),
                     CAVEAT,
                 )
             )
@@ -256,6 +283,7 @@ def run(lay: Layout) -> dict[str, Any]:
                 "dominant_phase": top.phase,
                 "confidence": r.confidence,
                 "fits_in_one_domain": r.revealing["fits_in_one_domain"],
+                "fits_in_memory": fits,
             }
             if w.shares_with:
                 other = find_workload(lay, w.shares_with)

@@ -47,6 +47,13 @@ def load_workload(path: Path) -> Workload:
         raise ValidationError(f"{path}: at $.training.ep: expert parallelism needs model.experts")
     if t and t.ep > 1 and (t.dp * t.tp) % t.ep:
         raise ValidationError(f"{path}: at $.training.ep: ep {t.ep} must divide dp × tp = {t.dp * t.tp}")
+    if t and t.sharded and t.zero not in (None, 3):
+        raise ValidationError(f"{path}: at $.training.zero: sharded (FSDP) is ZeRO-3; zero {t.zero} contradicts it")
+    e = model.model.experts
+    if e is not None and e.params is not None and e.params > model.model.params:
+        raise ValidationError(
+            f"{path}: at $.model.experts.params: {e.params:g} exceeds the model's params {model.model.params:g}"
+        )
     return Workload(
         id=model.id,
         title=model.title,
