@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -137,20 +138,24 @@ def test_generation_is_deterministic_and_check_mode_names_a_stale_schema(tmp_pat
     assert "schemas/workload.schema.json: differs from the schema generated" in capsys.readouterr().out
 
 
-def _both(schema_name: str, instance: dict) -> tuple[bool, bool]:
-    """(JSON Schema accepts, pydantic model accepts) for one document, the schema read from the committed file."""
+@cache
+def _committed_validator(schema_name: str):
     import json
 
     from jsonschema import Draft202012Validator
-    from pydantic import TypeAdapter
+
+    return Draft202012Validator(json.loads((ROOT / "schemas" / schema_name).read_text()))
+
+
+def _both(schema_name: str, instance: dict) -> tuple[bool, bool]:
+    """(JSON Schema accepts, pydantic model accepts) for one document, the schema read from the committed file."""
     from pydantic import ValidationError as PydanticError
 
-    from pipeline.formats import FORMATS
+    from pipeline.formats import adapter
 
-    committed = json.loads((ROOT / "schemas" / schema_name).read_text())
-    by_schema = Draft202012Validator(committed).is_valid(instance)
+    by_schema = _committed_validator(schema_name).is_valid(instance)
     try:
-        TypeAdapter(FORMATS[schema_name][0]).validate_python(instance)
+        adapter(schema_name).validate_python(instance)
         by_model = True
     except PydanticError:
         by_model = False
