@@ -223,6 +223,7 @@ def _shipped(pattern: str) -> list[Path]:
         ("model-revisions.schema.json", "models/revisions/*/*.json"),
         ("identities.schema.json", "models/identities.json"),
         ("vocabulary.schema.json", "schemas/vocabulary.json"),
+        ("calibration.schema.json", "models/calibration/*.yaml"),
     ],
 )
 def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
@@ -493,4 +494,31 @@ def test_a_json_file_error_names_its_line_too(tmp_path):
         validate(load_json(path), "vocabulary.schema.json", path)
     assert str(err.value).endswith(
         f"{path}:{line}: at $.fields.accelerator.memory_bandwidth.unit: 7 is not of type 'string' or 'null'"
+    )
+
+
+def test_a_calibrated_number_keeps_the_promise_of_its_status(tmp_path):
+    """published needs a source, measured a pinned hash, assumed a note: the tagged union names the form."""
+    from pipeline.traffic.calibration import load_calibration_file
+
+    source = ROOT / "models" / "calibration" / "collectives.yaml"
+    text = source.read_text()
+    good = {"value": 0.5, "status": "assumed", "note": "a teaching value"}
+    assert _both(
+        "calibration.schema.json",
+        {"version": 1, "sources": {}, "link_classes": {}, "algorithms": {}, "pipeline": {"chunk_bytes": good}},
+    ) == (True, True)
+    for bad in ({**good, "note": None}, {"value": 0.5, "status": "published"}, {"value": 0.5, "status": "measured"}):
+        doc = {"version": 1, "sources": {}, "link_classes": {}, "algorithms": {}, "pipeline": {"chunk_bytes": bad}}
+        assert _both("calibration.schema.json", doc) == (False, False), bad
+    first = next(line for line in text.splitlines() if line.strip().startswith("status: assumed"))
+    path = tmp_path / "collectives.yaml"
+    path.write_text(text.replace(first, first.replace("assumed", "measured"), 1))
+    status_line = path.read_text().splitlines().index(first.replace("assumed", "measured")) + 1
+    with pytest.raises(ValidationError) as err:
+        load_calibration_file(path)
+    # The first status in the file is nvlink5's efficiency: `efficiency:` two lines above its status.
+    assert str(err.value) == (
+        f"{path}:{status_line - 2}: at $.link_classes.nvlink5.efficiency: as `measured`: 'measured_sha256' is a "
+        "required property"
     )

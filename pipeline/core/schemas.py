@@ -243,6 +243,20 @@ def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list
     if error.validator not in {"oneOf", "anyOf"} or not error.context:
         return [(_where_exactly(error), prefix + _explain(error))]
     alternatives = error.validator_value
+    disc = error.schema.get("discriminator")
+    if isinstance(disc, dict) and isinstance(error.instance, dict):
+        # A tagged union: a missing or unknown tag is the error, whatever else the value holds.
+        key, tags = disc.get("propertyName"), list(disc.get("mapping", {}))
+        expected = ", ".join(map(repr, tags))
+        if key not in error.instance:
+            return [(list(error.absolute_path), f"{prefix}{key!r} is a required property (one of {expected})")]
+        if str(error.instance[key]) not in tags:
+            return [
+                (
+                    [*error.absolute_path, key],
+                    f"{prefix}{error.instance[key]!r} is not one of {expected}",
+                )
+            ]
     index = _meant(error, root)
     if index is None:
         if all(sub.validator == "type" for sub in error.context):

@@ -13,9 +13,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from .calibration import Calibration
 from .cluster import ClusterFile
 from .common import json_schema
 from .identities import Identities
+from .measured import MeasuredPin
 from .pins import PinHistory
 from .records import Record
 from .reference import ReferenceFile
@@ -27,6 +29,10 @@ from .workload import WorkloadFile
 
 # schema file name → (the model, the schema's title)
 FORMATS: dict[str, tuple[Any, str]] = {
+    "calibration.schema.json": (
+        Calibration,
+        "Calibration of collective costs: efficiencies and latencies as data, each number with its provenance",
+    ),
     "cluster.schema.json": (
         ClusterFile,
         "A cluster: building blocks of one reference on a declared scale-out fabric and a separate frontend",
@@ -37,6 +43,7 @@ FORMATS: dict[str, tuple[Any, str]] = {
         "snapshot; record=field: a reference's field as compiled)",
     ),
     "identities.schema.json": (Identities, "Permanent identities of reference models"),
+    "measured-pin.schema.json": (MeasuredPin, "A measured nccl-tests / rccl-tests log as imported and pinned"),
     "model-revisions.schema.json": (ModelRevisions, "Append-only revisions of one reference or cluster model"),
     "pins.schema.json": (PinHistory, "Append-only revision history of one source"),
     "reference.schema.json": (

@@ -7,16 +7,15 @@ registry/measurements/measurements.parquet is rebuilt from every pin, so it alwa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from ..core.errors import UsageError, ValidationError
 from ..core.files import atomic_write_json, exclusive_lock
 from ..core.paths import Layout, check_slug
+from ..core.schemas import load_json, load_model
 from ..core.store import SnapshotStore, sha256_bytes
+from ..formats.measured import MeasuredPin
 from .algorithms import ALGORITHMS
 from .nccl_log import Log, parse_text
 
@@ -41,24 +40,6 @@ COLUMNS = [
 ]
 
 
-class MeasuredPin(BaseModel):
-    """What was imported: the bytes (by hash), what they were declared to measure, and on which topology."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    measurement_id: str
-    origin: Literal["measured"] = "measured"
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size: int = Field(ge=0)
-    file_name: str
-    topology_id: str
-    op: str
-    algorithm: str | None = None
-    ranks: int = Field(ge=1)
-    hosts: int = Field(ge=1)
-    devices: list[str]
-
-
 def measured_dir(lay: Layout) -> Path:
     return lay.sources_dir / "measured"
 
@@ -70,11 +51,7 @@ def table_dir(lay: Layout) -> Path:
 def _pins(lay: Layout) -> list[tuple[Path, MeasuredPin]]:
     out = []
     for path in sorted(measured_dir(lay).glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            out.append((path, MeasuredPin.model_validate(data)))
-        except (ValueError, TypeError) as exc:
-            raise ValidationError(f"{path}: not a measured-log pin: {exc}") from None
+        out.append((path, load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)))
     return out
 
 
@@ -123,7 +100,7 @@ def import_log(
     with exclusive_lock(lock_path(lay)):
         new = True
         if target.exists():
-            old = MeasuredPin.model_validate(json.loads(target.read_text(encoding="utf-8")))
+            old = load_model(MeasuredPin, load_json(target), "measured-pin.schema.json", target)
             if old != pin:
                 raise UsageError(
                     f"{lay.relative(target)} already pins these bytes with other declarations "
