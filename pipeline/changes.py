@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .core import pins
-from .core.errors import UsageError
+from .core.errors import FabricrefError, UsageError
 from .core.format import format_distinct, format_quantity
 from .core.paths import Layout
 from .core.sources import load_sources
@@ -52,7 +52,10 @@ def diff(lay: Layout, source_id: str, from_rev: int | None = None, to_rev: int |
     (source,) = load_sources(lay, source_id)
     history = pins.load(lay, source_id)
     if history is None:
-        raise UsageError(f"source {source_id} has no pins")
+        raise FabricrefError(  # declared (load_sources checked the id) but never pinned: a data gap, not bad usage
+            f"source {source_id} has no pinned revision; pin it with `fabricref retrieve --refresh --source "
+            f"{source_id}` or `fabricref pin {source_id}`"
+        )
     to_rev = require_revision(history, to_rev) if to_rev is not None else history.current.revision
     from_rev = require_revision(history, from_rev) if from_rev is not None else max(1, to_rev - 1)
     old, _old_errors, old_pin = claims_at(lay, source, from_rev)

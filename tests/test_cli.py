@@ -83,3 +83,19 @@ def test_pin_model_of_an_unknown_model_is_bad_usage(repo, cli):
     result = cli("pin-model", "no-such-model", root=repo.root)
     assert result.code == 2
     assert "no model 'no-such-model'; known: clusters/" in result.err
+
+
+def test_history_and_diff_tell_a_wrong_id_from_a_source_never_pinned(repo, cli):
+    """A wrong id is bad usage (2); a declared source with no pinned revision is a data gap (1)."""
+    for verb in ("history", "diff"):
+        wrong = cli(verb, "no-such-source", root=repo.root)
+        assert wrong.code == 2 and "no source 'no-such-source'" in wrong.err
+    bad = cli("history", "../etc", root=repo.root)
+    assert bad.code == 2
+    declared = sorted(repo.sources_dir.glob("*.yaml"))[0]
+    text = declared.read_text().replace(f"id: {declared.stem}\n", "id: never-pinned\n", 1)
+    (repo.sources_dir / "never-pinned.yaml").write_text(text)
+    for verb in ("history", "diff"):
+        gap = cli(verb, "never-pinned", root=repo.root)
+        assert gap.code == 1, (verb, gap.err)
+        assert "source never-pinned has no pinned revision" in gap.err and "fabricref pin never-pinned" in gap.err

@@ -247,9 +247,18 @@ def history(
     from ..core.paths import check_slug
 
     lay = lay_of(root)
-    check_slug(source, "source id")
+    try:
+        check_slug(source, "source id")
+    except FabricrefError as exc:
+        raise UsageError(str(exc)) from None
     hist = pins.load(lay, source)
     if hist is None:
-        raise UsageError(f"no pins for source {source!r} ({lay.relative(lay.pins_file(source))} does not exist)")
+        if not lay.source_file(source).exists():  # a wrong id: bad usage
+            declared = lay.relative(lay.source_file(source))
+            raise UsageError(f"no source {source!r}: neither {declared} nor its pins exist")
+        raise FabricrefError(  # a declared source never pinned: a data gap
+            f"source {source} has no pinned revision ({lay.relative(lay.pins_file(source))} does not exist); "
+            f"pin it with `fabricref retrieve --refresh --source {source}` or `fabricref pin {source}`"
+        )
     rows = [(r.revision, r.retrieved_at, r.sha256, r.size, r.origin, r.etag, r.last_modified) for r in hist.revisions]
     emit(["revision", "retrieved_at", "sha256", "size", "origin", "etag", "last_modified"], rows, as_json)
