@@ -194,6 +194,7 @@ def test_step_training_pp4_fits_and_times() -> None:
     assert s["exposed_communication_seconds"] == pytest.approx(0.25 + dp_exposed)
     assert s["step_seconds"] == pytest.approx(compute_s * (1 + 3 / 8) + 0.25 + dp_exposed)
     assert s["missing"] == []
+    assert s["exposed_communication_at_least_seconds"] == pytest.approx(0.25 + 1e-3 + 0.9 * 25e6 / 2.1875e9)
 
 
 def test_step_names_the_field_it_lacked() -> None:
@@ -201,6 +202,7 @@ def test_step_names_the_field_it_lacked() -> None:
     s = step.estimate(_Workload("training", LLAMA70B, training=t), [_Phase("tp-all-reduce", 0.1)], _acc(80, None, None))
     assert s["fits"] is False and s["memory_per_rank_bytes"] > 157.5e9
     assert (s["compute_seconds"], s["step_seconds"]) == (None, None)
+    assert s["exposed_communication_at_least_seconds"] == pytest.approx(0.1)
     assert s["missing"] == ["test-accelerator:accelerator.peak_dense_bf16 is unknown (no source)"]
     unknown = step.estimate(_Workload("training", LLAMA70B, training=t), [], _acc(None, None, None))
     assert unknown["fits"] == "unknown" and unknown["headroom_bytes"] is None

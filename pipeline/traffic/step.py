@@ -182,6 +182,8 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.M
         "tokens_per_step": tokens,
         "flops_per_step": flops,
         "communication_seconds": sum(comm.by_phase.values()),
+        # Known without the compute time: TP, EP and PP transfers and the last DP bucket never hide.
+        "exposed_communication_at_least_seconds": comm.exposed + min(comm.dp_last_bucket, comm.dp),
         "compute_seconds": None,
         "bubble_seconds": None,
         "exposed_communication_seconds": None,
