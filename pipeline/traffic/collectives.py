@@ -21,7 +21,7 @@ OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", 
 ALGORITHMS = ("ring", "tree")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Estimate:
     op: str
     algorithm: str
@@ -106,13 +106,13 @@ def estimate(
     on_wire = wire_factor(op, ranks, algorithm) * size_bytes
     n_steps = steps(op, ranks, algorithm)
     return Estimate(
-        op,
-        algorithm,
-        ranks,
-        size_bytes,
-        on_wire,
-        n_steps,
-        n_steps * latency_s,
-        on_wire / (bandwidth_bytes_per_s * efficiency),
-        queueing_s,
+        op=op,
+        algorithm=algorithm,
+        ranks=ranks,
+        bytes=size_bytes,
+        bytes_on_wire_per_rank=on_wire,
+        steps=n_steps,
+        latency_seconds=n_steps * latency_s,
+        bandwidth_seconds=on_wire / (bandwidth_bytes_per_s * efficiency),
+        queueing_seconds=queueing_s,
     )

@@ -43,7 +43,7 @@ def kv_cache(layers: int, kv_heads: int, head_dim: int, dtype: str, tokens: int)
     return {"bytes_per_token": per_token, "tokens": tokens, "bytes": per_token * tokens}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Capacity:
     demand_tokens_per_second: float
     groups: int
@@ -65,4 +65,4 @@ def capacity(
         raise UsageError("headroom must be non-negative (0.2 means 20 % spare)")
     demand = requests_per_second * output_tokens
     groups = math.ceil(demand * (1 + headroom) / group_tokens_per_second - 1e-9)
-    return Capacity(demand, groups, groups * group_size, headroom)
+    return Capacity(demand_tokens_per_second=demand, groups=groups, accelerators=groups * group_size, headroom=headroom)

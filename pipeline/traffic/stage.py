@@ -105,7 +105,7 @@ SHARING_COLUMNS = [
 ]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Result:
     topology_id: str
     workload: Workload
@@ -135,7 +135,14 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
         far = max(peers[1:], key=lambda b: view.tier(peers[0], b), default=None)
         if far is not None:
             failures = ha.scenarios(view, peers[0], far)
-    return Result(topology_id, workload, result_phases, revealing(view, workload), sizing_summary(workload), failures)
+    return Result(
+        topology_id=topology_id,
+        workload=workload,
+        phases=result_phases,
+        revealing=revealing(view, workload),
+        sizing=sizing_summary(workload),
+        failures=failures,
+    )
 
 
 def step_estimate(
