@@ -192,15 +192,16 @@ def test_refresh_reports_each_source_and_keeps_one_deadline_overall(repo, httpse
         add_source(repo, f"doc-{n}", f"https://example.test/docs/{n}.html")
 
     def slow(_: Request) -> Response:
-        time.sleep(0.6)
+        time.sleep(3)
         return Response(PAGE_V1, content_type="text/html")
 
-    for n in range(3):
+    httpserver.expect_request("/example.test/docs/0.html").respond_with_data(PAGE_V1, content_type="text/html")
+    for n in (1, 2):
         httpserver.expect_request(f"/example.test/docs/{n}.html").respond_with_handler(slow)
     sources = load_sources(repo)
     sources = [s for s in sources if s.id.startswith("doc-")]
     seen: list[tuple[str, int, int]] = []
-    policy = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, refresh_deadline=1.0, concurrency=1)
+    policy = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, refresh_deadline=1.5, concurrency=1)
     outcomes = stage.refresh(
         repo,
         sources,
@@ -211,7 +212,7 @@ def test_refresh_reports_each_source_and_keeps_one_deadline_overall(repo, httpse
     assert [o.source_id for o in outcomes] == ["doc-0", "doc-1", "doc-2"]
     assert sorted(d for _, d, _ in seen) == [1, 2, 3] and {t for _, _, t in seen} == {3}
     assert outcomes[0].action == "new-revision"
-    assert outcomes[-1].action == "failed" and "refresh deadline of 1s" in outcomes[-1].detail
+    assert outcomes[-1].action == "failed" and "refresh deadline of 1.5s" in outcomes[-1].detail
 
 
 def test_fetch_environment_knobs_are_checked(monkeypatch):

@@ -125,9 +125,11 @@ def refresh(
             for future in as_completed(futures):
                 source = futures[future]
                 try:
-                    outcome = _record(lay, source, currents[source.id], future.result())
-                except FabricrefError as exc:
+                    result = future.result()
+                except FabricrefError as exc:  # this document could not be had: the others go on
                     outcome = RefreshOutcome(source.id, "failed", str(exc))
+                else:  # a failure to write (disk, permissions) is not this source's: it stops the refresh
+                    outcome = _record(lay, source, currents[source.id], result)
                 outcomes[source.id] = outcome
                 if progress is not None:
                     progress(outcome, len(outcomes), len(sources))
