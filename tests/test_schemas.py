@@ -492,8 +492,23 @@ def test_a_json_file_error_names_its_line_too(tmp_path):
     line = next(n for n, row in enumerate(path.read_text().splitlines(), start=1) if '"unit": 7' in row)
     with pytest.raises(ValidationError) as err:
         validate(load_json(path), "vocabulary.schema.json", path)
-    assert str(err.value).endswith(
-        f"{path}:{line}: at $.fields.accelerator.memory_bandwidth.unit: 7 is not of type 'string' or 'null'"
+    assert str(err.value) == (
+        f"{path}:{line}: at $.fields.accelerator.memory_bandwidth.unit: as `quantity`: 7 is not of type 'string'"
+    )
+    inference = {"mode": "aggregated", "prompt_tokens": 1, "output_tokens": 1, "requests_per_second": "many"}
+    workload = {
+        "id": "w",
+        "title": "A workload",
+        "kind": "inference",
+        "model": {"params": 1, "layers": 1, "hidden": 1, "kv_heads": 1, "head_dim": 1, "dtype": "bf16"},
+        "targets": ["x"],
+        "inference": inference,
+    }
+    with pytest.raises(ValidationError) as err:
+        validate(workload, "workload.schema.json", "w.yaml")
+    assert str(err.value) == (
+        "w.yaml: at $.inference.requests_per_second: as `inference`: 'many' is not of type 'integer' or 'number' "
+        "or 'null'"
     )
 
 
@@ -521,4 +536,17 @@ def test_a_calibrated_number_keeps_the_promise_of_its_status(tmp_path):
     assert str(err.value) == (
         f"{path}:{status_line - 2}: at $.link_classes.nvlink5.efficiency: as `measured`: 'measured_sha256' is a "
         "required property"
+    )
+
+
+def test_a_quantity_without_its_unit_is_refused_by_both_and_named():
+    from pipeline.core.schemas import validate
+
+    spec = {"type": "quantity", "applies_to": ["server"], "description": "Memory per accelerator."}
+    assert _both("vocabulary.schema.json", {"fields": {"accelerator.memory": spec}}) == (False, False)
+    assert _both("vocabulary.schema.json", {"fields": {"accelerator.memory": {**spec, "unit": "GB"}}}) == (True, True)
+    with pytest.raises(ValidationError) as err:
+        validate({"fields": {"accelerator.memory": spec}}, "vocabulary.schema.json", "vocabulary.json")
+    assert str(err.value) == (
+        "vocabulary.json: at $.fields.accelerator.memory: as `quantity`: 'unit' is a required property"
     )

@@ -259,7 +259,10 @@ def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list
             ]
     index = _meant(error, root)
     if index is None:
-        if all(sub.validator == "type" for sub in error.context):
+        wrong_type = {
+            sub.relative_schema_path[0] for sub in error.context if sub.validator == "type" and not sub.relative_path
+        }
+        if len(wrong_type) == len(alternatives):
             kinds = " or ".join(repr(_form_name(alt, root)) for alt in alternatives)
             return [(list(error.absolute_path), f"{prefix}{_short(error.instance)} is not of type {kinds}")]
         names = ", ".join(_form_name(alt, root) for alt in alternatives)

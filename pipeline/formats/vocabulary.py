@@ -1,36 +1,56 @@
 """`schemas/vocabulary.json`: every key a reference carries, with the unit (and bandwidth direction) its
-value is stored in."""
+value is stored in. A spec is a tagged union on `type`: a quantity must name its unit."""
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field, model_validator
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
 
 from .common import Direction, FieldKey, FieldType, FormFactor, Strict
 
 
 class FieldSpec(Strict):
-    model_config = ConfigDict(
-        json_schema_extra={"if": {"properties": {"type": {"const": "quantity"}}}, "then": {"required": ["unit"]}}
-    )
+    """One vocabulary key (the common shape; the file holds one of the three forms below)."""
+
     type: FieldType
     unit: str | None = None
     direction: Direction | None = None
     applies_to: list[FormFactor] = Field(min_length=1)
     description: str
 
-    @model_validator(mode="after")
-    def _quantity_has_unit(self) -> FieldSpec:
-        if self.type == "quantity" and self.unit is None:
-            raise ValueError("'unit' is a required property of a quantity")
-        return self
-
     @property
     def stored_unit(self) -> str | None:
         return "count" if self.type == "count" else self.unit
+
+
+class QuantitySpec(FieldSpec):
+    """A number with a unit (bandwidths also with the direction they are stored in)."""
+
+    model_config = ConfigDict(title="quantity")
+    type: Literal["quantity"]
+    unit: str = Field(min_length=1)
+
+
+class CountSpec(FieldSpec):
+    """A whole number of things."""
+
+    model_config = ConfigDict(title="count")
+    type: Literal["count"]
+
+
+class TextSpec(FieldSpec):
+    """Text, e.g. a model name."""
+
+    model_config = ConfigDict(title="text")
+    type: Literal["text"]
+
+
+Spec = Annotated[QuantitySpec | CountSpec | TextSpec, Field(discriminator="type")]
 
 
 class Vocabulary(Strict):
     """The field vocabulary."""
 
     description: str | None = None
-    fields: dict[FieldKey, FieldSpec]
+    fields: dict[FieldKey, Spec]
