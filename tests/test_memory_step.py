@@ -240,6 +240,13 @@ def test_cli_memory_activations_and_bad_input(cli) -> None:
         "--sequence-parallel", "--recompute", "selective",
     )  # fmt: skip
     assert sel["bytes_per_layer"] == 2048 * 12288 * 34 / 8
+    # The article's 70B on TP 8 of 80 GB GPUs: 17.5 GB of weights per rank, 40,960 B per token per rank.
+    serve = run(
+        "inference-memory", "--params", "70e9", "--layers", "80", "--kv-heads", "8", "--head-dim", "128",
+        "--context", "8392", "--tp", "8", "--memory", "80GB",
+    )  # fmt: skip
+    assert serve["weights_per_rank_bytes"] == 17.5e9 and serve["kv_bytes_per_token_per_rank"] == 40_960
+    assert serve["max_concurrent_sequences"] == 181 and serve["fits"] is True
     for bad in ("nan", "inf", "-1"):
         result = cli("estimate", "memory", "--params", bad, "--json")
         assert result.code == 2 and "--params" in result.err, (bad, result.err)

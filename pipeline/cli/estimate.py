@@ -345,6 +345,33 @@ def estimate_activations(
     _emit_estimate({**data, "layers": layers, "bytes": data["bytes_per_layer"] * layers}, as_json, "activations")
 
 
+@estimate_app.command("inference-memory")
+def estimate_inference_memory(
+    params: Annotated[float, typer.Option("--params", help="Parameter count, e.g. 70e9.")],
+    layers: Annotated[int, typer.Option("--layers")],
+    kv_heads: Annotated[int, typer.Option("--kv-heads", help="KV heads (grouped-query attention), not query heads.")],
+    head_dim: Annotated[int, typer.Option("--head-dim")],
+    context: Annotated[int, typer.Option("--context", help="Tokens per sequence (prompt + output).")],
+    dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp8, fp16, fp32 (weights and KV).")] = "bf16",
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree of one serving group.")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences held at once.")] = 1,
+    memory_text: Annotated[
+        str | None, typer.Option("--memory", help="Accelerator memory, e.g. 80GB (for max concurrent sequences).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per rank: weights / TP + KV cache of concurrency × context tokens; with --memory, the most sequences of that
+    context one TP group can hold."""
+    from ..traffic import memory, sizing
+
+    memory.check_number(params, "--params", strict=True)
+    capacity = None if memory_text is None else _qty(memory_text, "bytes", "--memory")
+    per_token = memory.kv_bytes_per_token_per_rank(layers, kv_heads, head_dim, sizing.dtype_bytes(dtype), tp)
+    data = memory.inference_fit(params * sizing.dtype_bytes(dtype), per_token, context, tp, capacity, concurrency)
+    fits = "unknown" if capacity is None else data["bytes"] <= capacity
+    _emit_estimate({**data, "kv_bytes_per_token_per_rank": per_token, "fits": fits}, as_json, "inference memory")
+
+
 @estimate_app.command("step")
 def estimate_step(
     topology_id: Annotated[str, typer.Argument(help="Reference or cluster id.")],
