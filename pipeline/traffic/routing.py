@@ -222,6 +222,7 @@ class Fabric:
         self.acc_nic_up = np.full(n, -1, dtype=np.int64)  # link NIC → leaf
         self.acc_nic_down = np.full(n, -1, dtype=np.int64)  # link leaf → NIC
         self.domain_ready = np.zeros(len(self.domain_members), dtype=bool)
+        self.endpoint_ready = np.zeros(n, dtype=bool)
         self.domain_sig = np.full(len(self.domain_members), -1, dtype=np.int64)
         self.domain_arcs: dict[int, np.ndarray] = {}
         self.sig_local: list[_LocalPaths] = []
@@ -242,39 +243,83 @@ class Fabric:
                         leaf_rails.setdefault(m, set()).add(int(d.get("rail") or 0))
         return bool(leaf_rails) and all(len(r) == 1 for r in leaf_rails.values())
 
-    def _ensure(self, domains: np.ndarray) -> None:
-        """Index a domain's accelerators, NICs, leaves and scale-up wiring the first time a route needs it."""
-        g, kind, index = self.g, self.kind, self.index
-        for d in np.unique(domains[~self.domain_ready[domains]]):
+    def links(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Directed link ids for many (a, b) at once, registering the edges not seen yet."""
+        ids, edges, data, adj = self._ids, self.edges, self.edge_data, self.g._adj
+        out = np.fromiter((ids.get(p, -1) for p in pairs), dtype=np.int64, count=len(pairs))
+        new = np.flatnonzero(out < 0)
+        for i in new:
+            a, b = pairs[i]
+            got = ids.get((a, b))
+            if got is None:
+                u, v = (a, b) if a <= b else (b, a)
+                e = len(edges)
+                edges.append((u, v))
+                data.append(adj[u][v])
+                ids[(u, v)], ids[(v, u)] = 2 * e, 2 * e + 1
+                got = ids[(a, b)]
+            out[i] = got
+        if new.size:
+            self._arrays.clear()
+        return out
+
+    def _ensure_endpoints(self, positions: np.ndarray) -> None:
+        """Each accelerator's paired scale-out NIC, its rail and leaf, and the links between them."""
+        todo = np.unique(positions[~self.endpoint_ready[positions]])
+        if todo.size == 0:
+            return
+        adj, kind, index, nodes = self.g._adj, self.kind, self.index, self.g.nodes
+        found: list[tuple[int, str, str | None]] = []
+        for i in todo:
+            a = self.accs[i]
+            nic, rail = None, None
+            for m in adj[a]:
+                if kind[index[m]] == "nic":
+                    dm = nodes[m]
+                    if dm.get("role") == "scale_out" and (rail is None or int(dm.get("rail") or 0) < rail):
+                        nic, rail = m, int(dm.get("rail") or 0)
+            if nic is None:
+                continue
+            leaf = next((m for m in adj[nic] if kind[index[m]] == "leaf"), None)
+            self.acc_rail[i] = rail
+            found.append((int(i), nic, leaf))
+        if found:
+            pos = np.array([i for i, _, _ in found], dtype=np.int64)
+            self.acc_has_nic[pos] = True
+            up = self.links([(self.accs[i], nic) for i, nic, _ in found])
+            down = self.links([(nic, self.accs[i]) for i, nic, _ in found])
+            self.acc_up[pos], self.acc_down[pos] = up, down
+            with_leaf = [(i, nic, leaf) for i, nic, leaf in found if leaf is not None]
+            if with_leaf:
+                lp = np.array([i for i, _, _ in with_leaf], dtype=np.int64)
+                self.acc_leaf[lp] = [index[leaf] for _, _, leaf in with_leaf]
+                self.acc_nic_up[lp] = self.links([(nic, leaf) for _, nic, leaf in with_leaf])
+                self.acc_nic_down[lp] = self.links([(leaf, nic) for _, nic, leaf in with_leaf])
+        self.endpoint_ready[todo] = True
+
+    def _ensure_domains(self, domains: np.ndarray) -> None:
+        """A domain's scale-up wiring (its local paths table) the first time a route needs it."""
+        todo = np.unique(domains[~self.domain_ready[domains]])
+        if todo.size == 0:
+            return
+        adj, kind, index = self.g._adj, self.kind, self.index
+        self._ensure_endpoints(np.flatnonzero(np.isin(self.acc_domain, todo)))
+        for d in todo:
             members = self.domain_members[d]
             for a in members:
                 i = self.acc_pos[a]
-                nics = sorted(
-                    (m for m in g[a] if kind[index[m]] == "nic" and g.nodes[m].get("role") == "scale_out"),
-                    key=lambda m: int(g.nodes[m].get("rail") or 0),
-                )
-                if not nics:
-                    continue
-                nic = nics[0]
-                self.acc_has_nic[i] = True
-                self.acc_rail[i] = int(g.nodes[nic].get("rail") or 0)
-                if self.rail_peer[d, self.acc_rail[i]] < 0:
+                if self.acc_rail[i] >= 0 and self.rail_peer[d, self.acc_rail[i]] < 0:
                     self.rail_peer[d, self.acc_rail[i]] = i
-                self.acc_up[i], self.acc_down[i] = self.link(a, nic), self.link(nic, a)
-                leaves = [m for m in g[nic] if kind[index[m]] == "leaf"]
-                if leaves:
-                    self.acc_leaf[i] = index[leaves[0]]
-                    self.acc_nic_up[i], self.acc_nic_down[i] = self.link(nic, leaves[0]), self.link(leaves[0], nic)
             # Domains wired alike share one table of local paths: local order = accelerators by index, then
             # switches by name; the signature is the local wiring.
-            switches = sorted({s for a in members for s in g[a] if kind[index[s]] == "scale_up_switch"})
+            switches = sorted({s for a in members for s in adj[a] if kind[index[s]] == "scale_up_switch"})
             local_nodes = members + switches
             pos = {n: k for k, n in enumerate(local_nodes)}
             arcs = sorted(
                 (pos[a], pos[b], data["bandwidth_gbps"])
                 for a in local_nodes
-                for b, data in g[a].items()
-                if b in pos and data["network"] == "scale_up"
+                for b, data in adj[a].items()
+                if data["network"] == "scale_up" and b in pos
             )
             key = (len(members), len(switches), tuple(arcs))
             if key not in self._sig_ids:
@@ -282,9 +327,7 @@ class Fabric:
                 self.sig_local.append(_LocalPaths(len(local_nodes), [(u, v) for u, v, _ in arcs]))
             sig = self._sig_ids[key]
             self.domain_sig[d] = sig
-            self.domain_arcs[int(d)] = np.array(
-                [self.link(local_nodes[u], local_nodes[v]) for u, v, _ in arcs], dtype=np.int64
-            )
+            self.domain_arcs[int(d)] = self.links([(local_nodes[u], local_nodes[v]) for u, v, _ in arcs])
             self._sig_tables.pop(sig, None)
             self.domain_ready[d] = True
 
@@ -302,18 +345,19 @@ class Fabric:
         self.sw_nodes = np.flatnonzero(np.isin(self.kind, SWITCH_KINDS))
         self.sw_local = np.full(len(self.nodes), -1, dtype=np.int64)
         self.sw_local[self.sw_nodes] = np.arange(self.sw_nodes.size)
-        tail, head, link = [], [], []
+        tail, head, pairs = [], [], []
+        adj, sw_local, index, nodes = self.g._adj, self.sw_local, self.index, self.nodes
         for i in self.sw_nodes:
-            a = self.nodes[i]
-            for b, data in self.g[a].items():
-                j = self.index[b]
-                if self.sw_local[j] >= 0 and data["network"] == "scale_out":
-                    tail.append(self.sw_local[i])
-                    head.append(self.sw_local[j])
-                    link.append(self.link(a, b))
+            a = nodes[i]
+            for b, data in adj[a].items():
+                j = sw_local[index[b]]
+                if j >= 0 and data["network"] == "scale_out":
+                    tail.append(sw_local[i])
+                    head.append(j)
+                    pairs.append((a, b))
         self.arc_tail = np.array(tail, dtype=np.int64)
         self.arc_head = np.array(head, dtype=np.int64)
-        self.arc_link = np.array(link, dtype=np.int64)
+        self.arc_link = self.links(pairs)
         k = self.sw_nodes.size
         self.sw_adj = sp.csr_matrix((np.ones(self.arc_tail.size), (self.arc_tail, self.arc_head)), shape=(k, k))
 
@@ -363,48 +407,61 @@ class Fabric:
     def _leaf_pairs(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ECMP over the switches for each (source leaf, destination leaf) pair: entries (link, pair, fraction).
 
-        Per destination leaf: distances from a BFS (scipy, in C); every switch splits what it holds equally
-        over its neighbours one hop closer; the mass is pushed level by level as a sparse product for all
-        source leaves of that destination at once."""
+        Distances to each destination leaf come from a BFS in C (scipy); then, level by level and for many pairs
+        at once, every switch splits what it holds equally over its neighbours one hop closer to the
+        destination (per-hop uniform ECMP)."""
         rows, cols, vals = [], [], []
         if pairs.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         k = self.sw_nodes.size
         s_loc, t_loc = self.sw_local[pairs[:, 0]], self.sw_local[pairs[:, 1]]
+        order = np.argsort(self.arc_tail, kind="stable")
+        a_head, a_link = self.arc_head[order], self.arc_link[order]
+        indptr = np.searchsorted(self.arc_tail[order], np.arange(k + 1))
         dests, t_inv = np.unique(t_loc, return_inverse=True)
-        order = np.argsort(t_inv.ravel(), kind="stable")
-        bounds = np.searchsorted(t_inv.ravel()[order], np.arange(dests.size + 1))
-        chunk = max(1, int(2e7 // max(k, 1)))
+        t_inv = t_inv.ravel()
+        by_dest = np.argsort(t_inv, kind="stable")
+        bounds = np.searchsorted(t_inv[by_dest], np.arange(dests.size + 1))
+        chunk = max(1, int(4e6 // max(k, 1)))
         for start in range(0, dests.size, chunk):
             block = dests[start : start + chunk]
-            dist = shortest_path(self.sw_adj, directed=True, unweighted=True, indices=block)
-            dist = np.atleast_2d(dist)
-            for row in range(block.size):
-                d = dist[row]
-                sel = order[bounds[start + row] : bounds[start + row + 1]]
-                srcs = s_loc[sel]
-                if not np.isfinite(d[srcs]).all():
-                    bad = sel[~np.isfinite(d[srcs])][0]
-                    raise CannotRoute(
-                        f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
-                        f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
-                    )
-                closer = np.flatnonzero(d[self.arc_head] == d[self.arc_tail] - 1)
-                tail, head = self.arc_tail[closer], self.arc_head[closer]
-                out = np.bincount(tail, minlength=k).astype(float)
-                w = 1.0 / out[tail]
-                step = sp.csr_matrix((w, (head, tail)), shape=(k, k))
-                ns = srcs.size
-                cur = sp.csr_matrix((np.ones(ns), (srcs, np.arange(ns))), shape=(k, ns))
-                total = cur
-                for _ in range(int(d[srcs].max())):
-                    cur = step @ cur
-                    total = total + cur
-                arc_flow = sp.diags(w) @ total.tocsr()[tail, :]
-                arc_flow = arc_flow.tocoo()
-                rows.append(self.arc_link[closer][arc_flow.row])
-                cols.append(sel[arc_flow.col])
-                vals.append(arc_flow.data)
+            dist = np.atleast_2d(shortest_path(self.sw_adj, directed=True, unweighted=True, indices=block))
+            sel = by_dest[bounds[start] : bounds[min(start + chunk, dests.size)]]
+            drow_all = t_inv[sel] - start
+            unreachable = ~np.isfinite(dist[drow_all, s_loc[sel]])
+            if unreachable.any():
+                bad = sel[unreachable][0]
+                raise CannotRoute(
+                    f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
+                    f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
+                )
+            dist = np.where(np.isfinite(dist), dist, -10).astype(np.int32)
+            for b0 in range(0, sel.size, 512):
+                batch = sel[b0 : b0 + 512]
+                drow = t_inv[batch] - start
+                target = t_loc[batch]
+                e_pair = np.arange(batch.size)
+                e_node = s_loc[batch]
+                e_mass = np.ones(batch.size)
+                while e_pair.size:
+                    deg = indptr[e_node + 1] - indptr[e_node]
+                    rep = np.repeat(np.arange(e_pair.size), deg)
+                    offset = np.arange(rep.size) - np.repeat(np.cumsum(deg) - deg, deg)
+                    arc = indptr[e_node][rep] + offset
+                    head = a_head[arc]
+                    r = drow[e_pair[rep]]
+                    ok = dist[r, head] == dist[r, e_node[rep]] - 1
+                    rep, arc, head = rep[ok], arc[ok], head[ok]
+                    share = e_mass[rep] / np.bincount(rep, minlength=e_pair.size)[rep]
+                    pair = e_pair[rep]
+                    rows.append(a_link[arc])
+                    cols.append(batch[pair])
+                    vals.append(share)
+                    going = head != target[pair]
+                    key = pair[going] * k + head[going]
+                    uk, inv = np.unique(key, return_inverse=True)
+                    e_mass = np.bincount(inv.ravel(), weights=share[going], minlength=uk.size)
+                    e_pair, e_node = uk // k, uk % k
         return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
 
     def route(self, src: Sequence[str] | np.ndarray, dst: Sequence[str] | np.ndarray) -> Routes:
@@ -416,16 +473,18 @@ class Fabric:
             i = int(np.flatnonzero(s == t)[0])
             raise CannotRoute(f"a flow from {self.accs[s[i]]} to itself has no path")
         notes: list[str] = []
-        self._ensure(np.concatenate([self.acc_domain[s], self.acc_domain[t]]))
         same = self.acc_domain[s] == self.acc_domain[t]
         parts = []
         cols = np.arange(nf)
         if same.any():
+            self._ensure_domains(self.acc_domain[s[same]])
             parts.append(self._intra(s[same], t[same], cols[same]))
         cross = ~same
         if cross.any():
             cs, ct, ccols = s[cross], t[cross], cols[cross]
+            self._ensure_endpoints(np.concatenate([cs, ct]))
             if self.pxn and self.rail_optimized:
+                self._ensure_domains(self.acc_domain[cs])
                 # Hand over to the peer on the destination's rail first (a labelled assumption).
                 proxy = self.rail_peer[self.acc_domain[cs], np.maximum(self.acc_rail[ct], 0)]
                 proxy = np.where((proxy >= 0) & (self.acc_rail[ct] >= 0), proxy, cs)
