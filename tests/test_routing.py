@@ -220,3 +220,25 @@ def test_meta_style_and_non_blocking_within_1_5x_for_dp512(built_registry):
         out[target] = sum(p.load.seconds * p.count for p in phases)
     ratio = out["meta-style-h100-24576"] / out["illustrative-h100-4096"]
     assert 1 / 1.5 < ratio < 1.5
+
+
+def test_symmetry_classes_are_exact(built_registry):
+    """Reducing an intra-domain stage to one domain per class changes no figure and no link row."""
+    g = topology.build(built_registry, "illustrative-h100-4096")
+    p = place(g, 8 * 16, training_groups(8, 1, 16))
+    dom = {a: p.domain[a] for a in p.accelerators}
+    _, stages = collective_stages("all-reduce", [p.members(x) for x in p.groups.tp], 1e8, dom, "tp")
+    fabric = Wiring(g)
+    plain = loads.cost_stage(fabric, stages[0], 0.0, symmetry=False)
+    reduced = loads.cost_stage(fabric, stages[0], 0.0)
+    assert reduced.replicas and len(reduced.replicas[0][1]) == 15
+    assert (reduced.bandwidth_s, reduced.queueing_s) == pytest.approx((plain.bandwidth_s, plain.queueing_s))
+    assert reduced.injected == pytest.approx(plain.injected)
+    whole = cost_phase(Wiring(g), "x", stages, 0.0)
+    assert whole.replicas
+    plain_fabric = Wiring(g)
+    in_full = cost_phase(plain_fabric, "x", stages, 0.0, symmetry=False)
+    assert not in_full.replicas and whole.seconds == pytest.approx(in_full.seconds)
+    rows = loads.link_rows(fabric, cost_phase(fabric, "x", stages, 0.0))
+    assert len(rows) == 16 * 8 * 4  # every accelerator–switch link of the 16 servers, once
+    assert rows == loads.link_rows(plain_fabric, in_full)

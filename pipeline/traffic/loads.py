@@ -88,10 +88,43 @@ class StageCost:
     slowest_links: np.ndarray
     injected: dict[str, float]
     notes: list[str]
+    hops: float = 0.0
+    effective_gbps: float | None = None
+    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def seconds(self) -> float:
         return self.latency_s + self.bandwidth_s + self.queueing_s
+
+
+def symmetric(fabric: Fabric, stage: Stage) -> tuple[Stage, tuple[tuple[int, tuple[int, ...]], ...]] | None:
+    """Exact symmetry classes for a stage whose flows all stay inside their own scale-up domains: domains never
+    share a link then, so domains wired alike carrying the same local flows behave identically. Returns the
+    stage reduced to one representative domain per class, and (representative, others) per class."""
+    s, t = fabric.positions(stage.src), fabric.positions(stage.dst)
+    ds = fabric.acc_domain[s]
+    if s.size < 256 or not np.array_equal(ds, fabric.acc_domain[t]):
+        return None
+    ls, lt = fabric.acc_local[s], fabric.acc_local[t]
+    order = np.lexsort((lt, ls, ds))
+    doms, counts = np.unique(ds[order], return_counts=True)
+    if np.unique(counts).size != 1:
+        return None
+    c = int(counts[0])
+    sig = np.array([fabric.domain_signature(int(d)) for d in doms], dtype=float)
+    key = np.column_stack([sig, ls[order].reshape(-1, c), lt[order].reshape(-1, c), stage.bytes[order].reshape(-1, c)])
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if first.size == doms.size:
+        return None
+    keep = np.concatenate([order[f * c : (f + 1) * c] for f in first])
+    replicas = tuple(
+        (int(doms[f]), tuple(int(d) for d in doms[inverse == u] if d != doms[f])) for u, f in enumerate(first)
+    )
+    reduced = Stage(
+        [stage.src[i] for i in keep], [stage.dst[i] for i in keep], stage.bytes[keep], stage.steps, stage.what
+    )
+    return reduced, replicas
 
 
 def cost_stage(
@@ -100,8 +133,17 @@ def cost_stage(
     endpoint_s: float,
     routes: Routes | None = None,
     capacity: np.ndarray | None = None,
+    symmetry: bool = True,
 ) -> StageCost:
     """Route (unless given), share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
+    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    weight = None
+    if routes is None and capacity is None and symmetry:
+        reduced = symmetric(fabric, stage)
+        if reduced is not None:
+            stage, replicas = reduced
+            mult = {rep: 1 + len(others) for rep, others in replicas}
+            weight = np.array([mult[int(d)] for d in fabric.acc_domain[fabric.positions(stage.src)]], dtype=float)
     routes = routes or fabric.route(stage.src, stage.dst)
     inc = routes.incidence
     cap = fabric.capacity if capacity is None else capacity
@@ -131,7 +173,18 @@ def cost_stage(
     latency = stage.steps * (endpoint_s + float(routes.latency_ns.max(initial=0.0)) * 1e-9)
     slow_links = inc[:, slow].nonzero()[0] if b.size else np.zeros(0, np.int64)
     return StageCost(
-        latency, bandwidth, queueing, link_bytes, util, flows, slow_links, injected(fabric, inc, b), routes.notes
+        latency,
+        bandwidth,
+        queueing,
+        link_bytes,
+        util,
+        flows,
+        slow_links,
+        injected(fabric, inc, b if weight is None else b * weight),
+        routes.notes,
+        float(routes.hops.max(initial=0.0)),
+        float(fair[slow] * 8 / 1e9) if b.size else None,
+        replicas,
     )
 
 
@@ -256,6 +309,10 @@ class PhaseLoad:
     slowest_links: np.ndarray  # directed links on the slowest flow's path (of the longest stage)
     injected: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    hops: float = 0.0
+    effective_gbps: float | None = None
+    # Domains that carry exactly what a representative carries (intra-domain stages, exact symmetry).
+    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -272,8 +329,11 @@ def cost_phase(
     stages: Sequence[Stage],
     endpoint_s: float,
     capacity: np.ndarray | None = None,
+    symmetry: bool = True,
 ) -> PhaseLoad:
-    costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity) for s in stages]
+    costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity, symmetry=symmetry) for s in stages]
+    if len({c.replicas for c in costs if c.replicas}) > 1:  # stages reduced differently: cost them in full
+        costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity, symmetry=False) for s in stages]
     nl = fabric.n_links
     if not costs:
         z = np.zeros(nl)
@@ -297,34 +357,49 @@ def cost_phase(
         longest.slowest_links,
         inj,
         sorted({n for c in costs for n in c.notes}),
+        max(c.hops for c in costs),
+        longest.effective_gbps,
+        next((c.replicas for c in costs if c.replicas), ()),
     )
 
 
 def link_rows(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
-    """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation."""
+    """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation.
+
+    Links of domains that replicate a representative (exact symmetry) get the representative's figures."""
     nl = fabric.n_links
     lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
-    fwd, rev = lb[0::2], lb[1::2]
-    used = np.flatnonzero((fwd > 0) | (rev > 0))
-    util = np.maximum(lu[0::2], lu[1::2])
-    flows = lf[0::2] + lf[1::2]
-    rows = []
-    for e in used:
-        a, b = fabric.edges[e]
-        rows.append(
-            {
+    used = np.flatnonzero(lb > 0)
+    arcs: list[tuple[str, str, int]] = [(fabric.edges[i // 2][i % 2], fabric.edges[i // 2][1 - i % 2], i) for i in used]
+    for rep, others in load.replicas:
+        rep_links = fabric.domain_arcs.get(rep)
+        if rep_links is None:
+            continue
+        hot = np.flatnonzero(lb[rep_links] > 0)
+        for d in others:
+            names = fabric.local_arc_names(d)
+            arcs += [(names[k][0], names[k][1], int(rep_links[k])) for k in hot]
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for tail, head, i in arcs:
+        a, b = (tail, head) if tail <= head else (head, tail)
+        row = rows.get((a, b))
+        if row is None:
+            e = i // 2
+            row = rows[(a, b)] = {
                 "source": a,
                 "target": b,
                 "network": fabric.network[e],
                 "tier": tier_name(fabric.kind[fabric.eu[e]], fabric.kind[fabric.ev[e]]),
-                "bytes_forward": float(fwd[e]),
-                "bytes_reverse": float(rev[e]),
-                "capacity_gbps": float(fabric.capacity[2 * e] / 1e9 * 8),
-                "utilization": float(util[e]),
-                "flows": int(flows[e]),
+                "bytes_forward": 0.0,
+                "bytes_reverse": 0.0,
+                "capacity_gbps": float(fabric.capacity[i] / 1e9 * 8),
+                "utilization": 0.0,
+                "flows": 0,
             }
-        )
-    return rows
+        row["bytes_forward" if tail == a else "bytes_reverse"] += float(lb[i])
+        row["utilization"] = max(row["utilization"], float(lu[i]))
+        row["flows"] += int(lf[i])
+    return [rows[k] for k in sorted(rows)]
 
 
 def hot_links(fabric: Fabric, load: PhaseLoad, top: int = 5) -> list[dict[str, Any]]:

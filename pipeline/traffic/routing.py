@@ -225,6 +225,7 @@ class Fabric:
         self.endpoint_ready = np.zeros(n, dtype=bool)
         self.domain_sig = np.full(len(self.domain_members), -1, dtype=np.int64)
         self.domain_arcs: dict[int, np.ndarray] = {}
+        self._domain_local: dict[int, tuple[list[str], list[tuple[int, int]]]] = {}
         self.sig_local: list[_LocalPaths] = []
         self._sig_ids: dict[Any, int] = {}
         self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -302,16 +303,24 @@ class Fabric:
         todo = np.unique(domains[~self.domain_ready[domains]])
         if todo.size == 0:
             return
-        adj, kind, index = self.g._adj, self.kind, self.index
         self._ensure_endpoints(np.flatnonzero(np.isin(self.acc_domain, todo)))
         for d in todo:
-            members = self.domain_members[d]
-            for a in members:
+            sig = self.domain_signature(int(d))
+            for a in self.domain_members[d]:
                 i = self.acc_pos[a]
                 if self.acc_rail[i] >= 0 and self.rail_peer[d, self.acc_rail[i]] < 0:
                     self.rail_peer[d, self.acc_rail[i]] = i
-            # Domains wired alike share one table of local paths: local order = accelerators by index, then
-            # switches by name; the signature is the local wiring.
+            local_nodes, arcs = self._domain_local[int(d)]
+            self.domain_arcs[int(d)] = self.links([(local_nodes[u], local_nodes[v]) for u, v in arcs])
+            self._sig_tables.pop(sig, None)
+            self.domain_ready[d] = True
+
+    def domain_signature(self, d: int) -> int:
+        """Which wiring class a domain belongs to (scanned once, no links registered): domains wired alike share
+        one table of local paths. Local order: accelerators by index, then switches by name."""
+        if self.domain_sig[d] < 0:
+            adj, kind, index = self.g._adj, self.kind, self.index
+            members = self.domain_members[d]
             switches = sorted({s for a in members for s in adj[a] if kind[index[s]] == "scale_up_switch"})
             local_nodes = members + switches
             pos = {n: k for k, n in enumerate(local_nodes)}
@@ -325,16 +334,20 @@ class Fabric:
             if key not in self._sig_ids:
                 self._sig_ids[key] = len(self.sig_local)
                 self.sig_local.append(_LocalPaths(len(local_nodes), [(u, v) for u, v, _ in arcs]))
-            sig = self._sig_ids[key]
-            self.domain_sig[d] = sig
-            self.domain_arcs[int(d)] = self.links([(local_nodes[u], local_nodes[v]) for u, v, _ in arcs])
-            self._sig_tables.pop(sig, None)
-            self.domain_ready[d] = True
+            self.domain_sig[d] = self._sig_ids[key]
+            self._domain_local[d] = (local_nodes, [(u, v) for u, v, _ in arcs])
+        return int(self.domain_sig[d])
+
+    def local_arc_names(self, d: int) -> list[tuple[str, str]]:
+        """(tail, head) names of a domain's local arcs, in the order of its signature's table."""
+        self.domain_signature(d)
+        local_nodes, arcs = self._domain_local[d]
+        return [(local_nodes[u], local_nodes[v]) for u, v in arcs]
 
     def _sig_table(self, sig: int) -> tuple[np.ndarray, np.ndarray]:
         """(row of each domain in the table or -1, table of link ids: domains of this signature × local arcs)."""
         if sig not in self._sig_tables:
-            ds = np.flatnonzero(self.domain_sig == sig)
+            ds = np.flatnonzero((self.domain_sig == sig) & self.domain_ready)
             row = np.full(self.domain_sig.size, -1, dtype=np.int64)
             row[ds] = np.arange(ds.size)
             self._sig_tables[sig] = (row, np.stack([self.domain_arcs[int(d)] for d in ds]))
