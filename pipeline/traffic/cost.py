@@ -73,6 +73,11 @@ class Phase:
     lineage: frozenset[Lineage] = field(default_factory=frozenset)
     notes: str = ""
     links: tuple[dict[str, Any], ...] = ()
+    # Routed over the installed graph (placement.py, routing.py, loads.py): the busiest physical link, the five
+    # busiest, and bytes per rank by the network they enter (never NVLink and NIC bytes added together).
+    max_link_utilization: float | None = None
+    hot_links: tuple[dict[str, Any], ...] = ()
+    bytes_on_wire_by_network: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, comm: Communication, cost: Cost) -> Phase:

@@ -89,7 +89,7 @@ class StageCost:
     injected: dict[str, float]
     notes: list[str]
     hops: float = 0.0
-    effective_gbps: float | None = None
+    bottleneck_gbps: float | None = None  # the slowest flow's path capacity alone (ECMP splits counted)
     replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
@@ -157,7 +157,8 @@ def cost_stage(
     # injection and reception) and never more than its path's narrowest link. That is the bandwidth term;
     # whatever the fair share over the whole fabric takes away beyond it is queueing, and it appears only
     # where the offered load (demands on a link) exceeds the link's capacity.
-    demand = np.minimum(max_min(inc, np.where(fabric.access, cap, np.inf)), alone_rates(inc, cap))
+    alone = alone_rates(inc, cap)
+    demand = np.minimum(max_min(inc, np.where(fabric.access, cap, np.inf)), alone)
     fair = max_min(inc, cap)
     b = stage.bytes
     t_alone = np.divide(b, demand, out=np.zeros_like(b), where=demand > 0)
@@ -183,7 +184,7 @@ def cost_stage(
         injected(fabric, inc, b if weight is None else b * weight),
         routes.notes,
         float(routes.hops.max(initial=0.0)),
-        float(fair[slow] * 8 / 1e9) if b.size else None,
+        float(alone[slow] * 8 / 1e9) if b.size and np.isfinite(alone[slow]) else None,
         replicas,
     )
 
@@ -310,7 +311,7 @@ class PhaseLoad:
     injected: dict[str, float]
     notes: list[str] = field(default_factory=list)
     hops: float = 0.0
-    effective_gbps: float | None = None
+    bottleneck_gbps: float | None = None
     # Domains that carry exactly what a representative carries (intra-domain stages, exact symmetry).
     replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
@@ -358,7 +359,7 @@ def cost_phase(
         inj,
         sorted({n for c in costs for n in c.notes}),
         max(c.hops for c in costs),
-        longest.effective_gbps,
+        longest.bottleneck_gbps,
         next((c.replicas for c in costs if c.replicas), ()),
     )
 
@@ -467,6 +468,7 @@ class RoutedPhase:
     group_size: int
     groups: int
     load: PhaseLoad
+    stages: list[Stage] = field(default_factory=list)
 
 
 def _merge(parts: Sequence[Sequence[Stage]]) -> list[Stage]:
@@ -508,7 +510,7 @@ def workload_phases(
         algorithm, stages = collective_stages(op, groups, size, dom, f"{what} {name}")
         if stages:
             load = cost_phase(fabric, algorithm, stages, endpoint_s, capacity)
-            phases.append(RoutedPhase(name, op, count, size, len(groups[0]), len(groups), load))
+            phases.append(RoutedPhase(name, op, count, size, len(groups[0]), len(groups), load, stages))
 
     if t is not None:
         tp, pp, dp, ep = _get(t, "tp"), _get(t, "pp"), _get(t, "dp"), _get(t, "ep", 1) or 1
@@ -531,7 +533,7 @@ def workload_phases(
             pairs = [(p.accelerators[x[k]], p.accelerators[x[k + 1]]) for x in grp.pp for k in range(pp - 1)]
             stage = send_stage(pairs, act / tp, f"{what} pp-send")
             load = cost_phase(fabric, "point-to-point", [stage], endpoint_s, capacity)
-            phases.append(RoutedPhase("pp-send", "send", 2 * mb, act / tp, 2, len(pairs), load))
+            phases.append(RoutedPhase("pp-send", "send", 2 * mb, act / tp, 2, len(pairs), load, [stage]))
         shards = gradient_shards(m, t)
         gb = _dtype_bytes(_get(t, "grad_dtype", "bf16") or "bf16")
         dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
@@ -548,8 +550,9 @@ def workload_phases(
                 parts.append(s)
                 algs.append("experts: " + a)
             if parts:
-                load = cost_phase(fabric, "; ".join(algs), _merge(parts), endpoint_s, capacity)
-                phases.append(RoutedPhase(name, op, count, dense + expert, dp, len(grp.dp), load))
+                merged = _merge(parts)
+                load = cost_phase(fabric, "; ".join(algs), merged, endpoint_s, capacity)
+                phases.append(RoutedPhase(name, op, count, dense + expert, dp, len(grp.dp), load, merged))
         if ep > 1:
             e = _get(m, "experts")
             tokens = _get(t, "micro_batch") * _get(t, "seq_len") * _get(e, "top_k") * _get(m, "hidden") * act_bytes
@@ -606,7 +609,7 @@ def workload_phases(
         endpoint_s,
         capacity,
     )
-    phases.append(RoutedPhase("kv-transfer", "send", 1, kv / dtp, 2, len(pairs), load))
+    phases.append(RoutedPhase("kv-transfer", "send", 1, kv / dtp, 2, len(pairs), load, [stage]))
     if dtp > 1:
         add("decode-tp-all-reduce", "all-reduce", [decode], batch * hidden, 2 * layers * out_tokens, dom)
     return p, phases

@@ -1,24 +1,96 @@
-"""A workload's phases on a topology: decompose (`demand.py`), place the ranks, cost (`cost.py`).
+"""A workload's phases on a topology: decompose (`demand.py`), place every rank, route every flow, cost.
 
-Placement here is the first-fit one the costing was written for: rank r on the topology's accelerator
-offset + r (topology order fills one scale-up domain after another), with every group that must stay inside
-one scale-up domain checked. `placement.py` + `routing.py` + `loads.py` place every group and route it.
+`demand.py` says what each phase asks (names, counts, buffer sizes); `placement.py` lays every rank on an
+accelerator and checks every group; `routing.py` turns every group's flows into paths over the installed graph;
+`loads.py` shares the links fairly and times each phase from its slowest flow. Client traffic on the frontend
+network is costed by `cost.py`. The first-fit check below keeps its messages for TP beyond a domain.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from ..core.errors import UsageError
+from . import collectives
 from .cost import Phase, cost
 from .demand import Communication, Demand, decompose
-from .view import View
+from .loads import RoutedPhase, hot_links, lineage_links, link_rows, workload_phases
+from .view import TIER_NAMES, Lineage, View
 from .workloads import Workload
+
+ROUTED_NOTE = (
+    "every group of the phase routed at once over the installed links (shortest paths, ECMP split uniformly); "
+    "each flow gets its max-min fair share; queueing only where a link's offered load exceeds its capacity"
+)
+TIER_ORDER = {"spine–core": 3, "leaf–spine": 2, "NIC–leaf": 1}
 
 
 def phases(view: View, w: Workload, offset: int = 0) -> list[Phase]:
     """Every phase of `w` with its ranks placed from accelerator `offset` on; the wiring is not changed."""
     demand = decompose(w)
     accelerators = place(view, demand, offset)
-    return [cost(view, comm, members(comm, accelerators)) for comm in demand.communications]
+    _, routed = routed_phases(view, w, offset)
+    by_name = {r.phase: r for r in routed}
+    out = []
+    for comm in demand.communications:
+        r = by_name.get(comm.phase)
+        out.append(cost(view, comm, members(comm, accelerators)) if r is None else from_routed(view, comm, r))
+    return out
+
+
+def routed_phases(view: View, w: Workload, offset: int = 0) -> tuple[Any, list[RoutedPhase]]:
+    """The backend phases of `w` with every group placed and routed (the placement and the routed phases)."""
+    return workload_phases(view.fabric, w, view.endpoint_s, offset)
+
+
+def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
+    """A phase record (today's keys) from a routed phase: times, bottleneck, tier, lineage of the slowest path."""
+    fabric, load = view.fabric, r.load
+    rows = link_rows(fabric, load)
+    ranks = max(1, r.group_size * r.groups)
+    by_net = {k: v / ranks for k, v in sorted(load.injected.items()) if k != "host"}
+    network = "+".join(k for k in ("scale_up", "scale_out") if k in by_net) or "scale_up"
+    tiers = {row["tier"] for row in rows}
+    tier = max((TIER_ORDER.get(t, 0) for t in tiers), default=0)
+    slow = lineage_links(fabric, load)
+    notes = [ROUTED_NOTE, *load.notes]
+    if load.queueing_s > 0:
+        top = max(rows, key=lambda x: x["utilization"])
+        notes.append(
+            f"queueing: offered load {top['utilization']:.2f}× the capacity of {top['tier']} "
+            f"{top['source']} – {top['target']} (fluid share)"
+        )
+    size = r.bytes_per_rank
+    n = comm.group_size if comm.collective != "send" else 2
+    wire = collectives.wire_factor(comm.collective, n) * size
+    moving = load.bandwidth_s + load.queueing_s
+    return Phase(
+        phase=comm.phase,
+        description=comm.description,
+        collective=comm.collective,
+        algorithm=load.algorithm,
+        group_size=comm.group_size,
+        concurrent_groups=r.groups,
+        count=comm.count,
+        bytes_per_rank=size,
+        bytes_on_wire_per_rank=wire,
+        network=network,
+        tier=TIER_NAMES[tier],
+        hops=round(load.hops),
+        bottleneck_gbps=load.bottleneck_gbps,
+        effective_gbps=wire * 8 / moving / 1e9 if moving > 0 else load.bottleneck_gbps,
+        latency_s=load.latency_s,
+        bandwidth_s=load.bandwidth_s,
+        queueing_s=load.queueing_s,
+        lineage=frozenset(Lineage.of_edge(view.reference, d) for d in slow),
+        notes="; ".join(notes),
+        links=tuple(rows),
+        max_link_utilization=float(np.max(load.utilization, initial=0.0)),
+        hot_links=tuple(hot_links(fabric, load)),
+        bytes_on_wire_by_network=by_net,
+    )
 
 
 def place(view: View, demand: Demand, offset: int = 0) -> list[str]:

@@ -13,6 +13,7 @@ import networkx as nx
 
 from ..core.errors import UsageError
 from ..topology.summary import summarize
+from .routing import Fabric
 
 # Tier separating two accelerators: 0 same scale-up domain, 1 same leaf, 2 same pod (via spine), 3 via core.
 TIER_NAMES = {
@@ -64,6 +65,11 @@ class View:
         self.kind = nx.get_node_attributes(g, "kind")
         self.accelerators = [n for n, k in self.kind.items() if k == "accelerator"]
         self.summary = summarize(g)
+
+    @cached_property
+    def fabric(self) -> Fabric:
+        """The same graph as arrays for routing every flow (built once per view, links indexed as used)."""
+        return Fabric(self.g)
 
     @cached_property
     def domain_size(self) -> int:
