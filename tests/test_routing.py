@@ -159,11 +159,14 @@ def test_sharing_on_disjoint_links_adds_nothing(built_registry):
     other = send_stage([("b2/gpu0", "b3/gpu0")], 1e9, "other")  # both under leaf 1
     a = cost_phase(wiring, "p2p", [mine], 0.0)
     b = cost_phase(wiring, "p2p", [other], 0.0)
-    assert loads.added_queueing(wiring, [mine], a, [(b, 1)], b.seconds) == 0.0
+    assert loads.added_queueing(wiring, [mine], a, [(b, 1)], b.seconds) == (0.0, 0.0)
     # The same transfer beside one that shares its NIC: queueing appears, and only there.
     busy = send_stage([("b0/gpu0", "b2/gpu0")], 1e9, "other")
     c = cost_phase(wiring, "p2p", [busy], 0.0)
-    assert loads.added_queueing(wiring, [mine], a, [(c, 1)], c.seconds) > 0
+    # By hand: the other flow keeps the shared NIC busy its whole (one-phase) step → capped at 0.95, so mine
+    # runs at 5 % of 400 Gb/s: 1 GB takes 8e9 / 20e9 = 0.4 s instead of 0.02 s.
+    added, share = loads.added_queueing(wiring, [mine], a, [(c, 1)], c.seconds)
+    assert share == pytest.approx(0.95) and added == pytest.approx(8e9 / 20e9 - 8e9 / 400e9)
 
 
 def test_pxn_is_a_declared_assumption_that_keeps_cross_rail_pairs_off_the_spines(built_registry):

@@ -482,6 +482,9 @@ def estimate_workload(
             "lineage": p.lineage_records(),
             "description": p.description,
             "notes": p.notes,
+            "max_link_utilization": p.max_link_utilization,
+            "hot_links": list(p.hot_links),
+            "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
         }
         for p in r.phases
     ]

@@ -425,8 +425,9 @@ def added_queueing(
     mine: PhaseLoad,
     others: Sequence[tuple[PhaseLoad, int]],
     other_step_s: float,
-) -> float:
-    """Queueing a co-running job adds to one of my phases, on the links both use and nowhere else.
+) -> tuple[float, float]:
+    """Queueing a co-running job adds to one of my phases, on the links both use and nowhere else, and the
+    largest share of its step the other job keeps one of those shared links busy.
 
     The other job keeps each link busy for a share of its step (its bytes × count ÷ capacity ÷ step, at most
     0.95); my phase is re-costed with those shared links' capacities reduced by that share."""
@@ -439,12 +440,12 @@ def added_queueing(
     busy = np.minimum(0.95, busy / other_step_s) if other_step_s > 0 else busy * 0
     shared = (_fit(mine.link_bytes, nl) > 0) & (busy > 0)
     if not shared.any():
-        return 0.0
+        return 0.0, 0.0
     reduced = cap.copy()
     reduced[shared] *= 1 - busy[shared]
     again = cost_phase(fabric, mine.algorithm, stages, 0.0, capacity=reduced)
     before = mine.bandwidth_s + mine.queueing_s
-    return max(0.0, again.bandwidth_s + again.queueing_s - before)
+    return max(0.0, again.bandwidth_s + again.queueing_s - before), float(busy[shared].max())
 
 
 # ---- a workload's phases, every group of every phase routed at once ---------------------------------

@@ -1,5 +1,5 @@
 """Plot data for `dvc plots show`: time per phase split into overhead / bandwidth / queueing, utilization of
-the busiest link classes, and local versus cross-domain KV transfer times across prompt lengths."""
+the busiest physical links, and local versus cross-domain KV transfer times across prompt lengths."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def write(out: Path, traffic: list[tuple], links: list[tuple], views: dict[str, 
             rows.append([f"{case} [{term}]", round(value * count, 9)])
     _csv(out / "phase_times.csv", ["phase_term", "seconds"], rows)
     util = sorted(
-        ([f"{r[1]} @ {r[0]} : {r[2]} : {r[3]}", round(r[7], 6)] for r in links if r[7] is not None),
+        ([f"{r[1]} @ {r[0]} : {r[2]} : {r[3]} – {r[4]}", round(r[10], 6)] for r in links if r[10] is not None),
         key=lambda x: (-x[1], x[0]),
     )[:25]
     _csv(out / "link_utilization.csv", ["link", "utilization"], util)

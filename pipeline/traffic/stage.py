@@ -12,10 +12,10 @@ from ..core.files import atomic_write_json
 from ..core.paths import Layout
 from ..topology import stage as topology
 from ..topology.facts import defaults, load_facts
-from . import CAVEAT, ha, plots
+from . import CAVEAT, ha, loads, plots
 from . import step as step_model
 from .cost import Phase
-from .phases import phases
+from .phases import phases, routed_phases
 from .summaries import revealing, sizing_summary
 from .view import View
 from .workloads import Workload, find_workload, load_workload, workload_paths
@@ -48,16 +48,22 @@ TRAFFIC_COLUMNS = [
     ("lineage", "STRUCT(reference_id VARCHAR, field VARCHAR, status VARCHAR, confidence VARCHAR)[]"),
     ("notes", "VARCHAR"),
 ]
+# One row per physical link and phase (both directions of the link in one row).
 LINK_COLUMNS = [
     ("topology_id", "VARCHAR"),
     ("workload_id", "VARCHAR"),
     ("phase", "VARCHAR"),
-    ("link_class", "VARCHAR"),
-    ("bytes", "DOUBLE"),
+    ("source", "VARCHAR"),
+    ("target", "VARCHAR"),
+    ("network", "VARCHAR"),
+    ("tier", "VARCHAR"),
+    ("bytes_forward", "DOUBLE"),
+    ("bytes_reverse", "DOUBLE"),
     ("capacity_gbps", "DOUBLE"),
-    ("busy_seconds", "DOUBLE"),
     ("utilization", "DOUBLE"),
+    ("flows", "INTEGER"),
 ]
+LINK_KEYS = ("source", "target", "network", "tier", "bytes_forward", "bytes_reverse", "capacity_gbps")
 WORKLOAD_COLUMNS = [
     ("topology_id", "VARCHAR"),
     ("workload_id", "VARCHAR"),
@@ -156,33 +162,55 @@ def step_estimate(
 
 
 def sharing(lay: Layout, topology_id: str, first: Workload, second: Workload) -> tuple[Result, Result, list[tuple]]:
-    """Two workloads side by side (the second placed after the first): the queueing each imposes on the other."""
+    """Two workloads side by side (the second placed after the first), routed on the same graph: the queueing
+    each adds to the other's phases, on the links both use and nowhere else."""
     view = View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
     a = estimate(lay, topology_id, first, 0, view)
     b = estimate(lay, topology_id, second, first.accelerators, view)
+    routed_a = routed_phases(view, first, 0)[1]
+    routed_b = routed_phases(view, second, first.accelerators)[1]
     rows = []
-    for me, other in ((a, b), (b, a)):
+    for me, mine, other, theirs in ((a, routed_a, b, routed_b), (b, routed_b, a, routed_a)):
         step = other.communication_seconds or 1.0
-        util = {}
-        for p in other.phases:
-            if p.network.startswith("scale_up") or p.network in ("scale_out", "scale_up+scale_out"):
-                net = "scale_out" if "scale_out" in p.network else "scale_up"
-                busy = p.bytes_on_wire_per_rank * p.count / ((p.effective_gbps or 1) * 1e9 / 8)
-                util[net] = min(0.95, util.get(net, 0.0) + busy / step)
+        busy = [(r.load, r.count) for r in theirs]
+        by_phase = {r.phase: r for r in mine}
         for p in me.phases:
-            net = "frontend" if p.network == "frontend" else ("scale_out" if "scale_out" in p.network else "scale_up")
-            # The two workloads hold disjoint accelerators (so disjoint scale-up domains here) and the frontend is a
-            # separate network: only the shared scale-out fabric can make one queue behind the other.
-            u = util.get("scale_out", 0.0) if net == "scale_out" else 0.0
-            added = p.bandwidth_s / (1 - u) - p.bandwidth_s if u else 0.0
-            protected = u == 0.0
+            r = by_phase.get(p.phase)
+            if r is None:  # client traffic rides the separate frontend network
+                rows.append(
+                    (
+                        topology_id,
+                        me.workload.id,
+                        other.workload.id,
+                        p.phase,
+                        p.network,
+                        0.0,
+                        0.0,
+                        True,
+                        "the frontend network is separate from the backend fabric: this phase is protected",
+                    )
+                )
+                continue
+            added, share = loads.added_queueing(view.fabric, r.stages, r.load, busy, step)
+            protected = share == 0.0
             why = (
-                "no link class shared with the other workload: this phase is protected"
+                f"no physical link shared with {other.workload.id}: this phase is protected"
                 if protected
-                else f"shares the {net} fabric with {other.workload.id} busy {u:.0%} of its step: fluid-share queueing"
+                else f"shares links with {other.workload.id}, which keeps the busiest shared one busy {share:.0%} "
+                "of its step: queueing added on those links only (fluid share)"
             )
             rows.append(
-                (topology_id, me.workload.id, other.workload.id, p.phase, net, u, added * p.count, protected, why)
+                (
+                    topology_id,
+                    me.workload.id,
+                    other.workload.id,
+                    p.phase,
+                    p.network,
+                    share,
+                    added * p.count,
+                    protected,
+                    why,
+                )
             )
     return a, b, rows
 
@@ -230,18 +258,9 @@ def run(lay: Layout) -> dict[str, Any]:
                         p.notes,
                     )
                 )
-                for k, link in enumerate(p.links):
+                for link in p.links:
                     links.append(
-                        (
-                            target,
-                            w.id,
-                            f"{p.phase}#{k}",
-                            link["link_class"],
-                            link["bytes"],
-                            link["capacity_gbps"],
-                            link["busy_seconds"],
-                            link["utilization"],
-                        )
+                        (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
                     )
             top = max(r.phases, key=lambda p: p.total_seconds)
             if view.reference not in accelerators:
@@ -299,7 +318,7 @@ def run(lay: Layout) -> dict[str, Any]:
                 if target in other.targets:
                     shared += sharing(lay, target, w, other)[2]
     write_table(out, "traffic", TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"], traffic)
-    write_table(out, "traffic_links", LINK_COLUMNS, ["topology_id", "workload_id", "phase"], links)
+    write_table(out, "traffic_links", LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"], links)
     write_table(out, "traffic_workloads", WORKLOAD_COLUMNS, ["topology_id", "workload_id"], summary)
     write_table(out, "traffic_failures", FAILURE_COLUMNS, ["topology_id", "workload_id", "failure"], failures)
     write_table(
