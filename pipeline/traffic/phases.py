@@ -56,6 +56,13 @@ def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
     tier = max((TIER_ORDER.get(t, 0) for t in tiers), default=0)
     slow = lineage_links(fabric, load)
     notes = [ROUTED_NOTE, *load.notes]
+    if comm.collective == "send":
+        notes.insert(
+            0,
+            "local: both ends in one scale-up domain"
+            if network == "scale_up"
+            else "crosses the scale-out fabric: the ends sit in different scale-up domains",
+        )
     if load.queueing_s > 0:
         top = max(rows, key=lambda x: x["utilization"])
         notes.append(
