@@ -8,6 +8,7 @@ from typing import Any
 import duckdb
 
 from .compile.registry import ensure_database
+from .core import confidence
 from .core.errors import UsageError
 from .core.paths import Layout
 from .core.store import sha256_file
@@ -54,7 +55,7 @@ def _audit(
             "unit": p["unit"],
             "direction": p["direction"],
             "status": "design-choice",
-            "confidence": "assumed",
+            "confidence": confidence.of_status("design-choice"),
             "provenance": [],
             "why": p["why"],
         }
