@@ -17,6 +17,7 @@ SOURCE = """\
 id: demo-doc
 url: {url}
 publisher: Example
+publisher_kind: vendor-document
 title: Demo document
 document_type: datasheet
 media_type: text/html

@@ -13,6 +13,7 @@ SOURCE = """\
 id: announce-doc
 url: https://example.test/announce.html
 publisher: Example (press)
+publisher_kind: vendor-press-release
 title: An announcement
 document_type: announcement
 media_type: text/html

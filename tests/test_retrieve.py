@@ -27,6 +27,7 @@ def add_source(lay: Layout, source_id: str = "example-doc", url: str = "https://
 id: {source_id}
 url: {url}
 publisher: Example
+publisher_kind: vendor-document
 title: Example document
 document_type: datasheet
 media_type: text/html

@@ -233,6 +233,7 @@ def test_duplicate_rule_ids_and_bad_counts(tmp_path):
 id: demo
 url: https://example.test/d.html
 publisher: Example
+publisher_kind: vendor-document
 title: Demo document
 document_type: datasheet
 media_type: text/html
@@ -317,6 +318,7 @@ def test_random_source_files_validate_or_fail_clearly(tmp_path, id_, rules, extr
         "id": id_,
         "url": "https://e.test/x",
         "publisher": "E",
+        "publisher_kind": "vendor-document",
         "title": "Title",
         "document_type": "datasheet",
         "media_type": "text/html",

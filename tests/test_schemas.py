@@ -27,6 +27,7 @@ rules:
     subject: Demo
     select: {row: GPUs}
     parse: {type: count}
+publisher_kind: vendor-document
 """
 
 
@@ -174,6 +175,7 @@ def _source(**rule_changes):
         "id": "demo-doc",
         "url": "https://example.test/demo.html",
         "publisher": "Example",
+        "publisher_kind": "vendor-document",
         "title": "Demo document",
         "document_type": "datasheet",
         "media_type": "text/html",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import model_revisions, pins
+from ..core import evidence, model_revisions, pins
 from ..core.errors import CompileError
 from ..core.paths import Layout
 from ..core.schemas import load_json
@@ -27,9 +27,26 @@ def load_claims(lay: Layout, sources: list[Source]) -> dict[str, dict[str, Any]]
     return claims
 
 
+def check_evidence(lay: Layout, sources: list[Source], claims: dict[str, dict[str, Any]]) -> None:
+    """The evidence policy (core/evidence.py): each source's and rule's status, then each claim as extracted."""
+    kinds = {}
+    for source in sources:
+        evidence.check_source(source, lay.relative(source.path) if source.path else source.id)
+        kinds[source.id] = source.publisher_kind
+    for cite, claim in sorted(claims.items()):
+        kind = kinds.get(claim["source_id"])
+        if kind is not None and claim["status"] not in evidence.MAY_STATE[kind]:
+            path = lay.relative(lay.claims_dir / f"{claim['source_id']}.json")
+            raise CompileError(
+                f"{path}: claim {cite}: status {claim['status']!r}, but its source's publisher_kind {kind!r} may "
+                f"make a field only {' or '.join(evidence.MAY_STATE[kind])}; rerun extract"
+            )
+
+
 def run(lay: Layout) -> list[Reference]:
     sources = load_sources(lay)
     claims = load_claims(lay, sources)
+    check_evidence(lay, sources, claims)
     refs = load_references(lay)
     for ref in refs:
         resolve(ref, claims)

@@ -21,6 +21,14 @@ DocumentType = Literal[
     "paper",
     "manual",
 ]
+PublisherKind = Literal[
+    "vendor-document",
+    "vendor-press-release",
+    "press",
+    "reseller",
+    "measured",
+    "maintainer-statement",
+]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 
@@ -101,6 +109,11 @@ class SourceFile(Strict):
     )
     publisher: str = Field(
         min_length=2, description="Who published it (the vendor, or the press outlet that relayed an announcement)."
+    )
+    publisher_kind: PublisherKind = Field(
+        description="What kind of evidence the document is: the vendor's own document or press release, press "
+        "coverage, a reseller's page, a measurement, or a maintainer's statement. Only vendor kinds may make a "
+        "field published (README, Evidence policy)."
     )
     title: str = Field(min_length=3)
     document_type: DocumentType

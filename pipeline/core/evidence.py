@@ -1,0 +1,39 @@
+"""One evidence policy: which kind of publisher may make a field `published` and which only `preliminary`.
+
+A vendor's own documents and press releases state its products; a relay (press, a reseller), a measurement
+or a maintainer's statement in an issue thread is evidence of a different kind and never makes a vendor
+figure `published`. compile enforces this per source and per rule (README, "Evidence policy").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..formats.source import PublisherKind
+from .errors import CompileError
+
+# publisher_kind → the statuses a fact taken from such a source may carry.
+MAY_STATE: dict[PublisherKind, tuple[str, ...]] = {
+    "vendor-document": ("published", "preliminary"),
+    "vendor-press-release": ("published", "preliminary"),
+    "press": ("preliminary",),
+    "reseller": ("preliminary",),
+    "measured": ("preliminary",),
+    "maintainer-statement": ("preliminary",),
+}
+
+
+def check_source(source: object, path: Path | str) -> None:
+    """Refuse a source whose status (or a rule's status) its publisher kind may not give, naming the JSON path."""
+    kind = source.publisher_kind  # type: ignore[attr-defined]
+    allowed = MAY_STATE[kind]
+    places = [("$.status", source.status)]  # type: ignore[attr-defined]
+    places += [(f"$.rules[{i}].status", r.status) for i, r in enumerate(source.rules) if r.status]  # type: ignore[attr-defined]
+    for where, status in places:
+        if status not in allowed:
+            raise CompileError(
+                f"{path}: at {where}: {status!r}, but a source with publisher_kind {kind!r} may make a field "
+                f"only {' or '.join(allowed)} (README, Evidence policy); cite a vendor document for a published figure"
+            )
+    if source.document_type == "press-coverage" and kind != "press":  # type: ignore[attr-defined]
+        raise CompileError(f"{path}: at $.publisher_kind: {kind!r}, but document_type press-coverage is press")

@@ -1,0 +1,62 @@
+"""One evidence policy: only a vendor's own documents and press releases may make a field `published`;
+press, resellers, measurements and maintainers' statements give at most `preliminary`."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.compile.stage import check_evidence
+from pipeline.core.errors import CompileError
+from pipeline.core.evidence import MAY_STATE
+from pipeline.core.sources import load_sources
+
+HELIOS = "tomshardware-amd-helios-computex-2026"
+
+
+def test_the_policy_table():
+    vendor = {k for k, allowed in MAY_STATE.items() if "published" in allowed}
+    assert vendor == {"vendor-document", "vendor-press-release"}
+    assert all(allowed == ("preliminary",) for k, allowed in MAY_STATE.items() if k not in vendor)
+
+
+def test_every_shipped_source_names_a_publisher_kind_its_status_respects(repo):
+    sources = load_sources(repo)
+    assert sources
+    check_evidence(repo, sources, {})  # raises on any conflict
+    press = [s.id for s in sources if s.document_type == "press-coverage"]
+    assert press and all(s.publisher_kind == "press" for s in sources if s.id in press)
+
+
+def test_a_press_source_set_to_published_is_a_compile_error_naming_file_and_path(repo, cli):
+    path = repo.root / "sources" / f"{HELIOS}.yaml"
+    path.write_text(path.read_text().replace("\nstatus: preliminary\n", "\nstatus: published\n"))
+    assert main(["extract", "--root", str(repo.root)]) == 0
+    result = cli("compile", root=repo.root)
+    assert result.code == 1
+    assert f"sources/{HELIOS}.yaml: at $.status: 'published'" in result.err
+    assert "publisher_kind 'press' may make a field only preliminary" in result.err
+
+
+def test_a_rule_status_override_is_held_to_the_same_policy(repo):
+    path = repo.root / "sources" / f"{HELIOS}.yaml"
+    text = path.read_text().replace(
+        "    parse: {type: text, pattern: '(?P<value>Instinct MI455X)'}\n",
+        "    parse: {type: text, pattern: '(?P<value>Instinct MI455X)'}\n    status: published\n",
+    )
+    path.write_text(text)
+    with pytest.raises(CompileError, match=r"at \$\.rules\[1\]\.status: 'published'"):
+        check_evidence(repo, load_sources(repo), {})
+
+
+def test_a_claim_that_outranks_its_source_kind_is_refused(repo):
+    claim = {"source_id": HELIOS, "rule_id": "helios-gpu-count", "status": "published"}
+    with pytest.raises(CompileError, match=rf"registry/claims/{HELIOS}\.json: claim {HELIOS}#helios-gpu-count"):
+        check_evidence(repo, load_sources(repo), {f"{HELIOS}#helios-gpu-count": claim})
+
+
+def test_press_coverage_must_say_it_is_press(repo):
+    path = repo.root / "sources" / f"{HELIOS}.yaml"
+    path.write_text(path.read_text().replace("publisher_kind: press\n", "publisher_kind: vendor-document\n"))
+    with pytest.raises(CompileError, match=r"at \$\.publisher_kind: 'vendor-document'.*press-coverage"):
+        check_evidence(repo, load_sources(repo), {})
