@@ -25,20 +25,21 @@ REFERENCES = {
 }
 
 # Checked by hand against the transcribed documents (value, unit, direction, status).
+# AMD platform figures read only in press or reseller copies are preliminary (README, Evidence policy).
 KEY_FIGURES = {
-    ("amd-mi300x-pollara400", "accelerator.count"): (8, "count", None, "published"),
-    ("amd-mi300x-pollara400", "accelerator.memory"): (192, "GB", None, "published"),
+    ("amd-mi300x-pollara400", "accelerator.count"): (8, "count", None, "preliminary"),
+    ("amd-mi300x-pollara400", "accelerator.memory"): (192, "GB", None, "preliminary"),
     ("amd-mi300x-pollara400", "accelerator.memory_total"): (1536, "GB", None, "derived"),
-    ("amd-mi300x-pollara400", "scale_up.links_per_accelerator"): (7, "count", None, "published"),
+    ("amd-mi300x-pollara400", "scale_up.links_per_accelerator"): (7, "count", None, "preliminary"),
     ("amd-mi300x-pollara400", "scale_up.domain_size"): (8, "count", None, "derived"),
     ("amd-mi300x-pollara400", "scale_up.switch.count"): (0, "count", None, "derived"),
     ("amd-mi300x-pollara400", "scale_out.nic.speed"): (400, "Gb/s", "per_direction", "published"),
-    ("amd-mi325x-pollara400", "accelerator.memory_total"): (2000, "GB", None, "published"),
-    ("amd-mi325x-pollara400", "accelerator.memory_bandwidth"): (6, "TB/s", None, "published"),
+    ("amd-mi325x-pollara400", "accelerator.memory_total"): (2000, "GB", None, "preliminary"),
+    ("amd-mi325x-pollara400", "accelerator.memory_bandwidth"): (6, "TB/s", None, "preliminary"),
     ("amd-mi325x-pollara400", "accelerator.memory_bandwidth_total"): (48, "TB/s", None, "derived"),
-    ("amd-mi355x-pollara400", "accelerator.memory"): (288, "GB", None, "published"),
+    ("amd-mi355x-pollara400", "accelerator.memory"): (288, "GB", None, "preliminary"),
     ("amd-mi355x-pollara400", "accelerator.memory_total"): (2304, "GB", None, "derived"),
-    ("amd-mi355x-pollara400", "accelerator.memory_bandwidth"): (8, "TB/s", None, "published"),
+    ("amd-mi355x-pollara400", "accelerator.memory_bandwidth"): (8, "TB/s", None, "preliminary"),
     ("amd-helios", "accelerator.count"): (72, "count", None, "preliminary"),
     ("amd-helios", "accelerator.memory_total"): (31000, "GB", None, "preliminary"),
     ("amd-helios", "scale_up.domain_size"): (72, "count", None, "derived"),
