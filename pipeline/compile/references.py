@@ -68,11 +68,12 @@ def load_reference(path: Path, lay: Layout | None = None) -> Reference:
                 f"{path}: at $.assumptions.{key}: only an unknown field may carry an assumption; {key} is stated"
             )
         try:
-            Quantity(float(assumption.value), assumption.unit, assumption.direction).to(
+            assumed = Quantity(float(assumption.value), assumption.unit, assumption.direction).to(
                 spec.stored_unit or "count", spec.direction
             )
         except FabricrefError as exc:
             raise CompileError(f"{path}: at $.assumptions.{key}: {exc}") from None
+        _check_minimum(key, spec, assumed.value, f"{path}: at $.assumptions.{key}")
     missing = [k for k, s in vocab.items() if model.form_factor in s.applies_to and k not in model.fields]
     if missing:
         raise CompileError(
@@ -201,6 +202,15 @@ def _cited(
     return record
 
 
+def _check_minimum(key: str, spec: FieldSpec, number: float, where: str) -> None:
+    """A value below the vocabulary's minimum (a negative bandwidth) is refused, never stored."""
+    if spec.minimum is not None and number < spec.minimum:
+        raise CompileError(
+            f"{where}: {key} would be {number:g} {spec.stored_unit or ''}".rstrip()
+            + f"; schemas/vocabulary.json says it is at least {spec.minimum:g}"
+        )
+
+
 def _in_field_unit(claim: dict[str, Any], key: str, spec: FieldSpec, where: str) -> dict[str, Any]:
     """The claim converted from the unit and direction it states to the field's stored ones (never relabelled).
 
@@ -222,6 +232,7 @@ def _in_field_unit(claim: dict[str, Any], key: str, spec: FieldSpec, where: str)
         value = Quantity(number, claim["unit"], claim["direction"]).to(spec.stored_unit or "count", spec.direction)
     except FabricrefError as exc:
         raise CompileError(f"{where} states {have}, but {key} is stored in {want}: {exc}") from None
+    _check_minimum(key, spec, value.value, where)
     return {**claim, "value_number": value.value, "unit": value.unit, "direction": value.direction}
 
 
@@ -327,6 +338,7 @@ def _derive(
         if abs(number - round(number)) > 1e-9 or number < 0:
             raise CompileError(f"{where}: a count must be a whole non-negative number, got {number:g}")
         number = float(round(number))
+    _check_minimum(key, spec, number, where)
     record = _base_record(ref, key, spec)
     record.update(
         {

@@ -7,6 +7,7 @@ without conversion, or a per-direction figure to a bidirectional one, is an erro
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from .units import DIMENSIONLESS, Dims, unit_info
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*$")
 FUNCTIONS = ("min", "max")
+MAX_LITERAL = 2**53
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,12 @@ def _check(node: ast.AST, formula: str) -> None:
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         _check(node.operand, formula)
     elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        pass
+        # A 401-digit literal would overflow when turned into a float; 1e999 is already infinite.
+        if not abs(node.value) <= MAX_LITERAL:
+            raise ValidationError(
+                f"formula {formula!r}: number {_short_number(node.value)} is out of range; "
+                f"expected a finite magnitude of at most 2**53"
+            )
     elif isinstance(node, ast.Name | ast.Attribute):
         name = _dotted(node)
         if name is None or not NAME_RE.fullmatch(name):
@@ -91,6 +98,11 @@ def _check(node: ast.AST, formula: str) -> None:
             f"formula {formula!r}: {type(node).__name__} {ast.unparse(node)!r} is outside the formula language "
             "(numbers, field names, + - * /, parentheses, min, max)"
         )
+
+
+def _short_number(value: float) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"of {len(text.lstrip('-'))} digits"
 
 
 def names(formula: str) -> list[str]:
@@ -158,7 +170,10 @@ def evaluate(formula: str, lookup: Mapping[str, Value] | Callable[[str], Value])
             return Value(left.base / right.base, dims, direction)  # type: ignore[arg-type]
         raise ValidationError(f"formula {formula!r}: unsupported expression")  # pragma: no cover - parse() checks
 
-    return ev(tree.body)
+    result = ev(tree.body)
+    if not math.isfinite(result.base):
+        raise ValidationError(f"formula {formula!r}: the result is not a finite number (overflow)")
+    return result
 
 
 def _same_kind(a: Value, b: Value, formula: str, op: str) -> None:

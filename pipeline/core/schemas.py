@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from datetime import date
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -61,38 +63,154 @@ def to_plain(node: Any) -> Any:
     return node.isoformat() if hasattr(node, "isoformat") else str(node)
 
 
-def load_yaml(path: Path) -> tuple[Any, Any]:
-    """Returns (plain data, ruamel document for line lookups). Malformed YAML names file and line."""
+# Limits on declarative files, checked before anything is built from them: the largest shipped file is ~15 KB,
+# the deepest nesting ~8 levels, so these leave ample room while bounding time and memory.
+MAX_DECLARATIVE_BYTES = 1 << 20
+MAX_NESTING = 64
+# Numbers beyond this magnitude are no quantity of this registry (2**53: floats stay exact below it) and only
+# overflow later (a 401-digit integer turned into a float).
+MAX_MAGNITUDE = 2**53
+
+_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt ].*)?")
+
+
+def _read_text(path: Path, what: str) -> str:
+    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES; every failure names the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_DECLARATIVE_BYTES + 1)
     except FileNotFoundError as exc:
         raise ValidationError(f"{path}: file not found") from exc
+    except IsADirectoryError as exc:
+        raise ValidationError(f"{path}: is a directory; expected a {what} file") from exc
+    except OSError as exc:
+        raise ValidationError(f"{path}: cannot read: {exc.strerror}") from exc
+    if len(raw) > MAX_DECLARATIVE_BYTES:
+        raise ValidationError(
+            f"{path}: larger than {MAX_DECLARATIVE_BYTES} bytes; a declarative {what} file is expected to be small"
+        )
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
+    """Walk the parser's events (linear in the text, not recursive) before anything is composed: anchors and
+    aliases are refused outright (an alias bomb expands exponentially), nesting is bounded (no RecursionError)
+    and an unquoted date must be a real date (2026-02-30 would otherwise fail deep inside the loader)."""
+    from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent, ScalarEvent
+
+    depth = 0
+    for event in yaml.parse(text):
+        mark = event.start_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        if isinstance(event, AliasEvent) or (isinstance(event, NodeEvent) and event.anchor):
+            raise ValidationError(
+                f"{where}: YAML anchors and aliases (&name, *name) are not allowed in declarative files; "
+                "write the value out"
+            )
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ValidationError(f"{where}: nested deeper than {MAX_NESTING} levels; expected a flat document")
+        elif isinstance(event, CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, ScalarEvent) and event.style is None and event.tag is None:
+            value = event.value
+            if found := _DATE.fullmatch(value):
+                try:
+                    date(*map(int, found.groups()))
+                except ValueError:
+                    raise ValidationError(
+                        f"{where}: {value!r} is not a real date; expected YYYY-MM-DD (quote it if it is text)"
+                    ) from None
+
+
+def load_yaml(path: Path) -> tuple[Any, Any]:
+    """Returns (plain data, ruamel document for line lookups). Malformed YAML names file and line."""
+    text = _read_text(path, "YAML")
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
+        _screen_yaml_events(YAML(typ="rt"), text, path)
         doc = yaml.load(text)
+        plain = to_plain(doc)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise ValidationError(f"{where}: malformed YAML: {exc.problem or exc.context}") from exc
     except YAMLError as exc:
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
-    return to_plain(doc), doc
+    except (ValueError, OverflowError, RecursionError) as exc:
+        # Scalars the screen let through but the constructor cannot build (e.g. an out-of-range time).
+        raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
+    return plain, doc
 
 
 def load_json(path: Path) -> Any:
+    """A declarative JSON file (pins, identities, vocabulary): UTF-8, bounded size and depth, no NaN, no
+    duplicate keys (JSON would silently keep the last one)."""
+    text = _read_text(path, "JSON")
+    depth = _json_depth(text)
+    if depth > MAX_NESTING:
+        raise ValidationError(f"{path}: nested deeper than {MAX_NESTING} levels; expected a flat document")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise ValidationError(f"{path}: file not found") from exc
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
-    except ValueError as exc:
+    except _DuplicateKey as exc:
+        line = _line_of_key(text, exc.key)
+        loc = f"{path}:{line}" if line else str(path)
+        raise ValidationError(f"{loc}: invalid JSON: duplicate key {exc.key!r}; each key may appear once") from exc
+    except (ValueError, RecursionError) as exc:
         raise ValidationError(f"{path}: invalid JSON: {exc}") from exc
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _line_of_key(text: str, key: str) -> int | None:
+    """The line of the second occurrence of a key (only on the error path)."""
+    needle = json.dumps(key) + ":"
+    squeezed = [i for i, line in enumerate(text.splitlines(), start=1) if needle in line.replace('" :', '":')]
+    return squeezed[1] if len(squeezed) > 1 else (squeezed[0] if squeezed else None)
+
+
+def _json_depth(text: str) -> int:
+    """Deepest bracket nesting, ignoring brackets inside strings; linear, so 100,000 `[` cost nothing."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_NESTING:
+                return deepest
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _reject_constant(name: str) -> Any:
@@ -112,17 +230,22 @@ def _validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(schema(name), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-def _find_non_finite(value: Any, parts: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
+    """The first number that is not finite or is beyond MAX_MAGNITUDE, with what was expected."""
     if isinstance(value, float) and not math.isfinite(value):
-        return parts
+        return parts, "NaN or infinite number; expected a finite number"
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE:
+        text = str(value)
+        shown = text if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
+        return parts, f"{shown} is too large; expected a magnitude of at most 2**53 ({MAX_MAGNITUDE})"
     if isinstance(value, dict):
         for key, item in value.items():
-            found = _find_non_finite(item, (*parts, key))
+            found = _find_bad_number(item, (*parts, key))
             if found is not None:
                 return found
     if isinstance(value, list):
         for index, item in enumerate(value):
-            found = _find_non_finite(item, (*parts, index))
+            found = _find_bad_number(item, (*parts, index))
             if found is not None:
                 return found
     return None
@@ -131,11 +254,11 @@ def _find_non_finite(value: Any, parts: tuple[Any, ...] = ()) -> tuple[Any, ...]
 def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> None:
     """Validate against the format behind schemas/<schema_name>; every error gives file[:line], JSON path and
     expectation, and a failed union names the alternative the value was meant to be and why it failed."""
-    bad = _find_non_finite(instance)
+    bad = _find_bad_number(instance)
     if bad is not None:
-        line = _line_of(doc, list(bad)) if doc is not None else None
+        line = _line_of(doc, list(bad[0])) if doc is not None else None
         loc = f"{where}:{line}" if line else f"{where}"
-        raise ValidationError(f"{loc}: at {json_path(bad)}: NaN or infinite number; expected a finite number")
+        raise ValidationError(f"{loc}: at {json_path(bad[0])}: {bad[1]}")
     root = schema(schema_name)
     found: list[tuple[list[Any], str]] = []
     for error in _validator(schema_name).iter_errors(instance):

@@ -11,9 +11,10 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ..formats.source import CssSelect, Parse, RowSelect, Rule, Select, SourceFile
+from . import patterns
 from .errors import ValidationError
 from .paths import Layout, check_slug
-from .schemas import load_model, load_yaml
+from .schemas import _line_of, json_path, load_model, load_yaml
 from .urls import url_problem
 from .vocabulary import vocabulary
 
@@ -70,6 +71,15 @@ def load_source(path: Path, lay: Layout | None = None) -> Source:
         kind = rule.parse.type
         if spec.type != kind:
             raise ValidationError(f"{where}.parse.type: {rule.field} takes a {spec.type}, the rule parses a {kind}")
+        for parts, pattern in (
+            (["rules", index, "parse", "pattern"], rule.parse.pattern),
+            (["rules", index, "preliminary_when"], rule.preliminary_when),
+        ):
+            if pattern is not None:
+                line = _line_of(doc, parts)
+                patterns.check(
+                    pattern, f"{path}:{line}: at {json_path(parts)}" if line else f"{path}: at {json_path(parts)}"
+                )
         if spec.direction and kind == "quantity" and rule.parse.direction is None:
             raise ValidationError(
                 f"{where}.parse.direction: {rule.field} is a bandwidth: say whether the document states it "

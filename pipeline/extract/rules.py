@@ -5,12 +5,12 @@ HTML is only ever parsed (html.parser), never rendered or executed; scripts and 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from bs4 import BeautifulSoup, Tag
 from soupsieve import SelectorSyntaxError
 
+from ..core import patterns
 from ..core.errors import ExtractionError, ValidationError
 from ..core.sources import Rule
 from ..core.units import parse_number, parse_quantity, unit_info
@@ -105,9 +105,9 @@ def apply(soup: BeautifulSoup, rule: Rule, spec: FieldSpec, source_id: str, revi
     value_text, unit_text = text, None
     if rule.parse.pattern:
         try:
-            match = re.search(rule.parse.pattern, text)
-        except re.error as exc:
-            raise ExtractionError(f"{where}: invalid pattern {rule.parse.pattern!r}: {exc}") from None
+            match = patterns.search(rule.parse.pattern, text, f"{where}: parse.pattern")
+        except ValidationError as exc:
+            raise ExtractionError(str(exc)) from None
         if not match:
             raise ExtractionError(
                 f"{where}: value does not parse: pattern {rule.parse.pattern!r} not found in {text!r}"

@@ -7,13 +7,12 @@ import contextlib
 import hashlib
 import importlib.metadata
 import json
-import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import pins
+from ..core import patterns, pins
 from ..core.errors import ExtractionError, FabricrefError
 from ..core.files import atomic_write_json
 from ..core.paths import Layout
@@ -254,8 +253,14 @@ def _previous_value(
 
 def claim_status(source: Source, rule: Any, value: dict[str, Any]) -> str:
     """A rule may read the status from the text itself ("expected", "up to"): it moves when the document does."""
-    if rule.preliminary_when and re.search(rule.preliminary_when, value["excerpt"]):
-        return "preliminary"
+    if rule.preliminary_when:
+        where = f"source {source.id} rule {rule.id}: preliminary_when"
+        try:
+            found = patterns.search(rule.preliminary_when, value["excerpt"], where)
+        except FabricrefError as exc:
+            raise ExtractionError(str(exc)) from None
+        if found:
+            return "preliminary"
     return rule.status or source.status
 
 

@@ -11,12 +11,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema
 
-SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
-KEY_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
-NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
-SHA256_PATTERN = r"^[0-9a-f]{64}$"
-DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
-CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$"
+SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$(?!\n)"
+KEY_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$(?!\n)"
+NAME_PATTERN = r"^[a-z][a-z0-9_]*$(?!\n)"
+SHA256_PATTERN = r"^[0-9a-f]{64}$(?!\n)"
+DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$(?!\n)"
+CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$(?!\n)"
 
 Slug = Annotated[
     str,
@@ -40,7 +40,9 @@ class Strict(BaseModel):
     """Unknown keys are refused (a misspelt key is an error, never silently ignored) and nothing is coerced
     (the string "8" is not the number 8), so the model accepts exactly what its generated schema accepts."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # Python's engine, so the patterns' `$(?!\n)` is read as in the JSON Schema: `$` alone would let a value
+    # with a trailing newline ("a-rule\n") through jsonschema (Python `re`), and Rust's engine has no look-ahead.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, regex_engine="python-re")
 
 
 class KeyAccess(Strict):

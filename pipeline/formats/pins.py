@@ -14,7 +14,7 @@ Origin = Literal["retrieved", "transcription"]
 
 class Revision(Strict):
     revision: int = Field(ge=1)
-    retrieved_at: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$", description="UTC, RFC 3339.")
+    retrieved_at: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$(?!\n)", description="UTC, RFC 3339.")
     sha256: Sha256
     size: int = Field(ge=0)
     media_type: str

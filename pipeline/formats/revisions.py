@@ -16,5 +16,5 @@ class ModelRevision(Strict):
 class ModelRevisions(Strict):
     """Append-only revisions of one reference or cluster model."""
 
-    model: str = Field(pattern=r"^(references|clusters)/[a-z0-9]+(?:-[a-z0-9]+)*$")
+    model: str = Field(pattern=r"^(references|clusters)/[a-z0-9]+(?:-[a-z0-9]+)*$(?!\n)")
     revisions: list[ModelRevision] = Field(min_length=1)

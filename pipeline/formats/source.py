@@ -104,7 +104,7 @@ class SourceFile(Strict):
 
     id: Slug
     url: str = Field(
-        pattern=r"^https?://[^\s/$.?#][^\s]*$",
+        pattern=r"^https?://[^\s/$.?#][^\s]*$(?!\n)",
         description="The publisher's canonical URL of the document (never a mirror's, a private or a personal host).",
     )
     publisher: str = Field(
@@ -117,13 +117,13 @@ class SourceFile(Strict):
     )
     title: str = Field(min_length=3)
     document_type: DocumentType
-    media_type: str = Field(pattern=r"^[a-z]+/[a-z0-9.+-]+$", description="Expected media type, e.g. text/html.")
+    media_type: str = Field(pattern=r"^[a-z]+/[a-z0-9.+-]+$(?!\n)", description="Expected media type, e.g. text/html.")
     status: Status = Field(
         description="What a fact from this document is: shipping product documentation is published; "
         "an announcement is preliminary."
     )
     read_on: str | None = Field(
-        default=None, pattern=r"^\d{4}-\d{2}-\d{2}$", description="When the facts were read (for transcriptions)."
+        default=None, pattern=r"^\d{4}-\d{2}-\d{2}$(?!\n)", description="When the facts were read (for transcriptions)."
     )
     read_via: str | None = Field(
         default=None,

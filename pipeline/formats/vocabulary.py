@@ -18,6 +18,11 @@ class FieldSpec(Strict):
     direction: Direction | None = None
     applies_to: list[FormFactor] = Field(min_length=1)
     description: str
+    minimum: float | None = Field(
+        default=None,
+        description="The smallest value the field may take (0 for a bandwidth, a memory, a power: a formula "
+        "or a claim giving less is refused); counts are always whole and non-negative.",
+    )
 
     @property
     def stored_unit(self) -> str | None:

@@ -43,15 +43,27 @@ class Cluster:
     design_sources: tuple[DesignSource, ...] = ()
 
 
-def _resolve(value: int | ParamRef, params: dict[str, Any], where: str) -> int:
+# The topology is built node by node (networkx), so its size is bounded before anything is built: 65,536
+# building blocks is 21x the largest shipped cluster (3,072 servers), and no switch has more ports than this.
+MAX_BUILDING_BLOCKS = 65_536
+MAX_COUNT = 65_536
+
+
+def _resolve(value: int | ParamRef, params: dict[str, Any], where: str, limit: int = MAX_COUNT) -> int:
     if isinstance(value, ParamRef):
         if value.param not in params:
             raise CompileError(f"{where}: no parameter {value.param!r} in the referenced model")
         number = params[value.param]["value"]
         if number != int(number):
             raise CompileError(f"{where}: parameter {value.param} = {number} is not a whole number")
-        return int(number)
-    return int(value)
+        number, shown = int(number), f"parameter {value.param} = {int(number)}"
+    else:
+        number, shown = int(value), str(int(value))
+    if number > limit:
+        raise CompileError(
+            f"{where}: {shown} is too large; expected at most {limit:,} (the topology is built node by node)"
+        )
+    return number
 
 
 def load_cluster(path: Path, params_for: Any) -> Cluster:
@@ -92,7 +104,7 @@ def load_cluster(path: Path, params_for: Any) -> Cluster:
         kind=model.kind,
         summary=model.summary,
         building_block=model.building_block,
-        blocks=_resolve(model.building_blocks, params, f"{path}: at $.building_blocks"),
+        blocks=_resolve(model.building_blocks, params, f"{path}: at $.building_blocks", MAX_BUILDING_BLOCKS),
         blocks_per_rack=model.blocks_per_rack,
         fabric=fabric,
         frontend_blocks_per_switch=model.frontend.blocks_per_switch,
