@@ -159,9 +159,10 @@ def test_rule_patterns_are_screened_at_load_with_file_line_and_path(repo, patter
     old = r"'^(?P<value>\w+) third-generation NVSwitch'"
     assert old in text
     path.write_text(text.replace(old, json.dumps(pattern)))
+    line = next(i for i, t in enumerate(text.splitlines(), start=1) if old in t)
     with pytest.raises(
         ValidationError,
-        match=r"nvidia-hgx-h100-blog\.yaml:15: at \$\.rules\[0\]\.parse\.pattern: "
+        match=rf"nvidia-hgx-h100-blog\.yaml:{line}: at \$\.rules\[0\]\.parse\.pattern: "
         r"(.* nests unbounded quantifiers|invalid regular expression)",
     ):
         load_source(path, repo)
@@ -170,6 +171,7 @@ def test_rule_patterns_are_screened_at_load_with_file_line_and_path(repo, patter
 def test_preliminary_when_is_screened_too(repo):
     path = repo.sources_dir / "nvidia-hgx-h100-blog.yaml"
     text = path.read_text()
+    line = next(i for i, t in enumerate(text.splitlines(), start=1) if "third-generation NVSwitch'}" in t)
     path.write_text(
         text.replace(
             "    parse: {type: count, pattern: '^(?P<value>\\w+) third-generation NVSwitch'}\n",
@@ -178,7 +180,9 @@ def test_preliminary_when_is_screened_too(repo):
             1,
         )
     )
-    with pytest.raises(ValidationError, match=r"\.yaml:16: at \$\.rules\[0\]\.preliminary_when: invalid regular"):
+    with pytest.raises(
+        ValidationError, match=rf"\.yaml:{line + 1}: at \$\.rules\[0\]\.preliminary_when: invalid regular"
+    ):
         load_source(path, repo)
 
 
