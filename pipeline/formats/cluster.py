@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from .common import KeyAccess, Slug, Strict
 
@@ -52,13 +52,22 @@ class DesignSource(KeyAccess):
     states: str
 
 
+class DesignAssumption(KeyAccess):
+    """A design choice of a modelled cluster that no document states, labelled with the reason it was made."""
+
+    name: str = Field(min_length=2, description="What is assumed, e.g. 'scale-out protocol'.")
+    value: str = Field(min_length=1)
+    why: str = Field(min_length=3)
+
+
 class ClusterFile(KeyAccess):
     """A cluster: building blocks of one reference on a declared scale-out fabric and a separate frontend."""
 
     id: Slug
     title: str = Field(min_length=3)
-    kind: Literal["illustrative", "modelled-on-published"] = Field(
-        description="A cluster model is never a vendor reference."
+    kind: Literal["illustrative", "modelled-on-published", "modelled-design"] = Field(
+        description="A cluster model is never a vendor reference. modelled-on-published follows a published "
+        "design; modelled-design is this project's own design around vendor parts, every choice in `assumptions`."
     )
     summary: str = ""
     parameters_from: Slug | None = Field(
@@ -66,6 +75,9 @@ class ClusterFile(KeyAccess):
         description="Reference whose parameters {param: name} values read (an illustrative model's design choices).",
     )
     design_sources: list[DesignSource] = Field(default_factory=list)
+    assumptions: list[DesignAssumption] = Field(
+        default_factory=list, description="Design choices no document states (required for a modelled-design)."
+    )
     building_block: Slug = Field(description="The reference every block is an instance of.")
     building_blocks: Count
     blocks_per_rack: int | None = Field(
@@ -73,3 +85,10 @@ class ClusterFile(KeyAccess):
     )
     scale_out: ScaleOut
     frontend: Frontend
+
+    @model_validator(mode="after")
+    def _design_is_labelled(self) -> ClusterFile:
+        # A design of our own must say what it assumed, or it would read as a published one.
+        if self.kind == "modelled-design" and not self.assumptions:
+            raise ValueError("a modelled-design cluster lists its design choices under `assumptions`")
+        return self
