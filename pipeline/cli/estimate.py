@@ -451,43 +451,14 @@ def estimate_workload(
     root: RootOpt = None,
 ) -> None:
     """The per-phase table of a workload laid onto a topology's installed wiring."""
+    from ..api import phase_records
     from ..traffic import CAVEAT
     from ..traffic.stage import estimate
     from ..traffic.workloads import find_workload
 
     lay = lay_of(root)
     r = estimate(lay, topology_id, find_workload(lay, workload_id))
-    rows = [
-        {
-            "phase": p.phase,
-            "collective": p.collective,
-            "algorithm": p.algorithm,
-            "group_size": p.group_size,
-            "concurrent_groups": p.concurrent_groups,
-            "count": p.count,
-            "bytes_per_rank": p.bytes_per_rank,
-            "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
-            "network": p.network,
-            "tier": p.tier,
-            "hops": p.hops,
-            "bottleneck_gbps": p.bottleneck_gbps,
-            "effective_gbps": p.effective_gbps,
-            "latency_seconds": p.latency_s,
-            "bandwidth_seconds": p.bandwidth_s,
-            "queueing_seconds": p.queueing_s,
-            "seconds": p.seconds,
-            "total_seconds": p.total_seconds,
-            "dominant": p.dominant,
-            "confidence": p.confidence,
-            "lineage": p.lineage_records(),
-            "description": p.description,
-            "notes": p.notes,
-            "max_link_utilization": p.max_link_utilization,
-            "hot_links": list(p.hot_links),
-            "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
-        }
-        for p in r.phases
-    ]
+    rows = phase_records(r)
     if as_json:
         print_json(
             {

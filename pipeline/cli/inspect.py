@@ -30,24 +30,26 @@ def audit(
     root: RootOpt = None,
 ) -> None:
     """Trace a field to the documents it came from, re-verifying each snapshot's SHA-256 now."""
-    from .. import audit as auditing
+    # Names from the module, not the module through the package: `fabricref.audit` is the API function.
+    from ..audit import TRAFFIC_PREFIX, all_verified, audit_at_revision, audit_traffic
+    from ..audit import audit as audit_field
 
     lay = lay_of(root)
-    if reference.startswith(auditing.TRAFFIC_PREFIX):
+    if reference.startswith(TRAFFIC_PREFIX):
         if revision is not None:
             raise UsageError("--revision applies to a reference field, not to a traffic result")
-        result = auditing.audit_traffic(lay, reference, field)
+        result = audit_traffic(lay, reference, field)
     elif revision is not None:
-        result = auditing.audit_at_revision(lay, reference, field, revision)
+        result = audit_at_revision(lay, reference, field, revision)
     else:
-        result = auditing.audit(lay, reference, field)
+        result = audit_field(lay, reference, field)
     if as_json:
         print_json(result)
     else:
         tree = Tree(_audit_label(result))
         _audit_tree(tree, result)
         out.print(tree)
-    if not auditing.all_verified(result):
+    if not all_verified(result):
         raise FabricrefError("a snapshot no longer matches its pinned SHA-256 (see 'verified: false' above)")
 
 

@@ -1,0 +1,113 @@
+"""The Python API for notebooks and scripts: `import fabricref`, then registry / topology / estimate / audit.
+
+Each function finds its checkout as the CLI does (the working directory or an ancestor, or $FABRICREF_ROOT; or
+`root=` given explicitly) and reads what `dvc repro` (or `dvc pull`) left under registry/. Nothing here writes.
+Heavy imports happen inside the functions, so `import fabricref` stays cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .core.paths import Layout, layout
+
+if TYPE_CHECKING:
+    import duckdb
+    import networkx as nx
+
+__all__ = ["audit", "checkout", "estimate_workload", "registry", "topology"]
+
+
+def _lay(root: str | Path | None) -> Layout:
+    return layout(Path(root) if root is not None else None)
+
+
+def checkout(root: str | Path | None = None) -> Path:
+    """The checkout the other functions read: `root`, else $FABRICREF_ROOT, else found from the cwd."""
+    return _lay(root).root
+
+
+def registry(root: str | Path | None = None) -> duckdb.DuckDBPyConnection:
+    """A read-only DuckDB connection to the registry (tables and views as `fabricref query` sees them).
+
+    Close it when done (or use it in a `with` block); read-only so a notebook cannot alter the pipeline's output.
+    """
+    import duckdb
+
+    from .compile.registry import ensure_database
+
+    return duckdb.connect(str(ensure_database(_lay(root))), read_only=True)
+
+
+def topology(topology_id: str, root: str | Path | None = None) -> nx.Graph:
+    """The networkx graph of a reference or cluster, with the attributes the exports carry (bandwidth_gbps per
+    direction, links, latency_ns, field, status, confidence on edges; kind, role, tier ... on nodes)."""
+    from .core.paths import check_slug
+    from .topology.stage import build
+
+    return build(_lay(root), check_slug(topology_id, "topology id"))
+
+
+def _topology_id(topology: str | nx.Graph) -> str:
+    if isinstance(topology, str):
+        return topology
+    tid = getattr(topology, "graph", {}).get("topology_id")
+    if not isinstance(tid, str):
+        raise TypeError("topology: expected a topology id or a graph from fabricref.topology()")
+    return tid
+
+
+def phase_records(result: Any) -> list[dict[str, Any]]:
+    """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
+    seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""
+    return [
+        {
+            "phase": p.phase,
+            "collective": p.collective,
+            "algorithm": p.algorithm,
+            "group_size": p.group_size,
+            "concurrent_groups": p.concurrent_groups,
+            "count": p.count,
+            "bytes_per_rank": p.bytes_per_rank,
+            "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
+            "network": p.network,
+            "tier": p.tier,
+            "hops": p.hops,
+            "bottleneck_gbps": p.bottleneck_gbps,
+            "effective_gbps": p.effective_gbps,
+            "latency_seconds": p.latency_s,
+            "bandwidth_seconds": p.bandwidth_s,
+            "queueing_seconds": p.queueing_s,
+            "seconds": p.seconds,
+            "total_seconds": p.total_seconds,
+            "dominant": p.dominant,
+            "confidence": p.confidence,
+            "lineage": p.lineage_records(),
+            "description": p.description,
+            "notes": p.notes,
+            "max_link_utilization": p.max_link_utilization,
+            "hot_links": list(p.hot_links),
+            "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
+        }
+        for p in result.phases
+    ]
+
+
+def estimate_workload(topology: str | nx.Graph, workload: str, root: str | Path | None = None) -> list[dict[str, Any]]:
+    """The per-phase communication records of a workload (models/workloads/<id>.yaml) laid onto a topology's
+    installed wiring, as `fabricref estimate workload` computes them. `topology` is an id or a graph returned
+    by `topology()`; the estimate always uses the installed wiring, so an edited graph is not honoured."""
+    from .traffic.stage import estimate
+    from .traffic.workloads import find_workload
+
+    lay = _lay(root)
+    return phase_records(estimate(lay, _topology_id(topology), find_workload(lay, workload)))
+
+
+def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict[str, Any]:
+    """The provenance tree of one field: value, unit, status, and each citation down to the snapshot bytes,
+    re-hashed (`verified`); a derived field carries the audits of its inputs under `inputs`."""
+    from .audit import audit as _audit
+
+    return _audit(_lay(root), reference_id, field)
