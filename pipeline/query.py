@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import re
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -11,18 +15,46 @@ from .core.errors import FabricrefError, UsageError
 from .core.paths import Layout
 
 READING = {"SELECT", "EXPLAIN"}
+_MEMORY_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one `fabricref query` may use: a cross join of two billion-row ranges must stop, not eat the
+    machine. Defaults suit the registry (a few MB); the CLI options raise them."""
+
+    timeout: float = 30.0
+    memory_limit: str = "1GB"
+    threads: int = 2
+    max_rows: int = 1_000_000
+
+    def checked(self) -> Limits:
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise UsageError(f"--timeout {self.timeout}: expected a positive number of seconds")
+        if not _MEMORY_RE.fullmatch(self.memory_limit.strip()):
+            raise UsageError(f"--memory-limit {self.memory_limit!r}: expected a size such as 512MB, 2GB or 1.5GiB")
+        if self.threads < 1:
+            raise UsageError(f"--threads {self.threads}: expected at least 1")
+        if self.max_rows < 1:
+            raise UsageError(f"--max-rows {self.max_rows}: expected at least 1")
+        return self
 
 
 class QueryError(FabricrefError):
     """DuckDB refused the statement (syntax error, unknown table...)."""
 
 
-def run(lay: Layout, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def run(lay: Layout, sql: str, limits: Limits | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """One read-only SELECT under a time limit (interrupted from a timer thread), a memory limit, a thread
+    count and a row cap; all set before the configuration is locked, so the statement cannot raise them."""
+    limits = (limits or Limits()).checked()
     con = duckdb.connect(str(ensure_database(lay)), read_only=True)
     try:
         # No file access from SQL: COPY TO, ATTACH, read_csv('/etc/...') and friends are all refused,
         # and the setting is locked so a statement cannot switch it back on.
         con.execute("SET enable_external_access = false")
+        con.execute(f"SET memory_limit = '{limits.memory_limit.strip()}'")
+        con.execute(f"SET threads = {int(limits.threads)}")
         con.execute("SET lock_configuration = true")
         try:
             statements = con.extract_statements(sql)
@@ -37,17 +69,40 @@ def run(lay: Layout, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
                     f"refused: {kind} statement; the registry is opened read-only and `fabricref query` runs only "
                     "SELECT (rebuild the registry with `dvc repro` instead of writing to it)"
                 )
-        try:
-            cursor = None
-            for statement in statements:
-                cursor = con.execute(statement)
-            assert cursor is not None
-            columns = [d[0] for d in cursor.description] if cursor.description else []
-            return columns, cursor.fetchall()
-        except duckdb.Error as exc:
-            raise QueryError(f"SQL error: {exc}") from None
+        if len(statements) > 1:
+            raise UsageError(
+                f"{len(statements)} statements given; `fabricref query` runs exactly one SELECT "
+                "(run them one at a time, or join them into one query)"
+            )
+        return _execute(con, statements[0], limits)
     finally:
         con.close()
+
+
+def _execute(con: Any, statement: Any, limits: Limits) -> tuple[list[str], list[tuple[Any, ...]]]:
+    timer = threading.Timer(limits.timeout, con.interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        cursor = con.execute(statement)
+        columns = [d[0] for d in cursor.description] if cursor.description else []
+        found = cursor.fetchmany(limits.max_rows + 1)
+    except duckdb.InterruptException:
+        raise QueryError(
+            f"query stopped after {limits.timeout:g} s (the time limit); raise it with --timeout SECONDS"
+        ) from None
+    except duckdb.OutOfMemoryException:
+        raise QueryError(
+            f"query needs more than the memory limit of {limits.memory_limit}; raise it with --memory-limit "
+            "(e.g. --memory-limit 4GB) or narrow the query"
+        ) from None
+    except duckdb.Error as exc:
+        raise QueryError(f"SQL error: {exc}") from None
+    finally:
+        timer.cancel()
+    if len(found) > limits.max_rows:
+        raise QueryError(f"the query returns more than {limits.max_rows:,} rows; add a LIMIT or raise --max-rows")
+    return columns, found
 
 
 def rows(lay: Layout, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -18,6 +18,9 @@ import sys
 from ..core.errors import FabricrefError
 from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
+from .options import check_float_options
+
+check_float_options(estimate.estimate_app)
 
 __all__ = ["app", "main"]
 

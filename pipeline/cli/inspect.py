@@ -100,10 +100,18 @@ def query(
         Path | None, typer.Option("--file", help="Run a saved query (e.g. registry/queries/x.sql).")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    timeout: Annotated[float, typer.Option("--timeout", help="Stop the query after this many seconds.")] = 30.0,
+    memory_limit: Annotated[
+        str, typer.Option("--memory-limit", help="DuckDB memory limit for the query, e.g. 512MB, 4GB.")
+    ] = "1GB",
+    threads: Annotated[int, typer.Option("--threads", help="DuckDB worker threads.")] = 2,
+    max_rows: Annotated[int, typer.Option("--max-rows", help="Refuse results with more rows than this.")] = 1_000_000,
     root: RootOpt = None,
 ) -> None:
-    """Query the registry with SQL, read-only."""
+    """Query the registry with SQL, read-only: one SELECT, under a time, memory and row limit."""
     from .. import query as querying
+
+    limits = querying.Limits(timeout=timeout, memory_limit=memory_limit, threads=threads, max_rows=max_rows).checked()
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"--format {fmt!r}: expected table, csv or json")
@@ -117,7 +125,7 @@ def query(
         except OSError as exc:
             raise UsageError(f"{file}: cannot read saved query: {exc.strerror}") from None
     assert sql is not None
-    columns, rows = querying.run(lay, sql)
+    columns, rows = querying.run(lay, sql, limits)
     if fmt == "csv":
         write_csv(columns, rows)
     else:
