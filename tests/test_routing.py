@@ -245,3 +245,18 @@ def test_symmetry_classes_are_exact(built_registry):
     rows = loads.link_rows(fabric, cost_phase(fabric, "x", stages, 0.0))
     assert len(rows) == 16 * 8 * 4  # every accelerator–switch link of the 16 servers, once
     assert rows == loads.link_rows(plain_fabric, in_full)
+
+
+def test_estimate_json_gains_link_utilization_hot_links_and_bytes_per_network(cli, built_registry):
+    import json
+
+    r = cli("estimate", "workload", "nvidia-dgx-h100", "llama70b-serve-aggregated", "--json", root=built_registry.root)
+    assert r.code == 0, r.err
+    phases = {p["phase"]: p for p in json.loads(r.out)["phases"]}
+    decode = phases["decode-tp-all-reduce"]
+    # One token's activations (8,192 × 2 B = 16,384 B): each rank sends 2·7/8 of it, all over NVLink.
+    assert decode["bytes_on_wire_per_rank_by_network"] == {"scale_up": pytest.approx(2 * 7 / 8 * 16384)}
+    assert decode["max_link_utilization"] == pytest.approx(1.0)
+    assert len(decode["hot_links"]) == 5
+    assert {h["tier"] for h in decode["hot_links"]} == {"accelerator–scale-up switch"}
+    assert phases["frontend-request"]["hot_links"] == []
