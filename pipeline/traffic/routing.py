@@ -431,50 +431,62 @@ class Fabric:
         order = np.argsort(self.arc_tail, kind="stable")
         a_head, a_link = self.arc_head[order], self.arc_link[order]
         indptr = np.searchsorted(self.arc_tail[order], np.arange(k + 1))
-        dests, t_inv = np.unique(t_loc, return_inverse=True)
-        t_inv = t_inv.ravel()
-        by_dest = np.argsort(t_inv, kind="stable")
-        bounds = np.searchsorted(t_inv[by_dest], np.arange(dests.size + 1))
-        chunk = max(1, int(4e6 // max(k, 1)))
-        for start in range(0, dests.size, chunk):
-            block = dests[start : start + chunk]
-            dist = np.atleast_2d(shortest_path(self.sw_adj, directed=True, unweighted=True, indices=block))
-            sel = by_dest[bounds[start] : bounds[min(start + chunk, dests.size)]]
-            drow_all = t_inv[sel] - start
-            unreachable = ~np.isfinite(dist[drow_all, s_loc[sel]])
-            if unreachable.any():
-                bad = sel[unreachable][0]
-                raise CannotRoute(
-                    f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
-                    f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
-                )
-            dist = np.where(np.isfinite(dist), dist, -10).astype(np.int32)
-            for b0 in range(0, sel.size, 512):
-                batch = sel[b0 : b0 + 512]
-                drow = t_inv[batch] - start
-                target = t_loc[batch]
-                e_pair = np.arange(batch.size)
-                e_node = s_loc[batch]
-                e_mass = np.ones(batch.size)
-                while e_pair.size:
-                    deg = indptr[e_node + 1] - indptr[e_node]
-                    rep = np.repeat(np.arange(e_pair.size), deg)
-                    offset = np.arange(rep.size) - np.repeat(np.cumsum(deg) - deg, deg)
-                    arc = indptr[e_node][rep] + offset
-                    head = a_head[arc]
-                    r = drow[e_pair[rep]]
-                    ok = dist[r, head] == dist[r, e_node[rep]] - 1
-                    rep, arc, head = rep[ok], arc[ok], head[ok]
-                    share = e_mass[rep] / np.bincount(rep, minlength=e_pair.size)[rep]
-                    pair = e_pair[rep]
-                    rows.append(a_link[arc])
-                    cols.append(batch[pair])
-                    vals.append(share)
-                    going = head != target[pair]
-                    key = pair[going] * k + head[going]
-                    uk, inv = np.unique(key, return_inverse=True)
-                    e_mass = np.bincount(inv.ravel(), weights=share[going], minlength=uk.size)
-                    e_pair, e_node = uk // k, uk % k
+        # Twins: destinations with the same neighbours (the leaves of one pod) are as far from every other switch;
+        # one BFS per class of twins, then d_t(u) = d_rep(u) except d_t(t) = 0 and d_t(rep) = d_rep(t).
+        dests = np.unique(t_loc)
+        classes: dict[bytes, int] = {}
+        cls_of = np.zeros(dests.size, dtype=np.int64)
+        reps: list[int] = []
+        for n, t in enumerate(dests):
+            key = np.sort(a_head[indptr[t] : indptr[t + 1]]).tobytes()
+            if key not in classes:
+                classes[key] = len(reps)
+                reps.append(int(t))
+            cls_of[n] = classes[key]
+        rep_arr = np.array(reps, dtype=np.int64)
+        dist = np.atleast_2d(shortest_path(self.sw_adj, directed=True, unweighted=True, indices=rep_arr))
+        pair_cls = cls_of[np.searchsorted(dests, t_loc)]
+        unreachable = ~np.isfinite(dist[pair_cls, s_loc])
+        if unreachable.any():
+            bad = int(np.flatnonzero(unreachable)[0])
+            raise CannotRoute(
+                f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
+                f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
+            )
+        dist = np.where(np.isfinite(dist), dist, -10).astype(np.int32)
+
+        def distance(pair: np.ndarray, node: np.ndarray) -> np.ndarray:
+            c, t = pair_cls[pair], t_loc[pair]
+            rep = rep_arr[c]
+            d = dist[c, node]
+            d = np.where(node == rep, dist[c, t], d)
+            return np.where(node == t, 0, d)
+
+        for b0 in range(0, pairs.shape[0], 512):
+            batch = np.arange(b0, min(b0 + 512, pairs.shape[0]))
+            target = t_loc[batch]
+            e_pair = np.arange(batch.size)
+            e_node = s_loc[batch]
+            e_mass = np.ones(batch.size)
+            while e_pair.size:
+                deg = indptr[e_node + 1] - indptr[e_node]
+                rep = np.repeat(np.arange(e_pair.size), deg)
+                offset = np.arange(rep.size) - np.repeat(np.cumsum(deg) - deg, deg)
+                arc = indptr[e_node][rep] + offset
+                head = a_head[arc]
+                gp = batch[e_pair[rep]]
+                ok = distance(gp, head) == distance(gp, e_node[rep]) - 1
+                rep, arc, head = rep[ok], arc[ok], head[ok]
+                share = e_mass[rep] / np.bincount(rep, minlength=e_pair.size)[rep]
+                pair = e_pair[rep]
+                rows.append(a_link[arc])
+                cols.append(batch[pair])
+                vals.append(share)
+                going = head != target[pair]
+                key = pair[going] * k + head[going]
+                uk, inv = np.unique(key, return_inverse=True)
+                e_mass = np.bincount(inv.ravel(), weights=share[going], minlength=uk.size)
+                e_pair, e_node = uk // k, uk % k
         return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
 
     def route(self, src: Sequence[str] | np.ndarray, dst: Sequence[str] | np.ndarray) -> Routes:
