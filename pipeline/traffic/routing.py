@@ -111,10 +111,11 @@ class Fabric:
         self.g = g
         self.pxn = pxn
         self.topology_id = g.graph.get("topology_id", "?")
-        node_data = list(g.nodes(data=True))
+        node_data = list(g._node.items())  # the node dict itself: no view objects per node
         self.nodes = [n for n, _ in node_data]
         self.index = dict(zip(self.nodes, range(len(self.nodes)), strict=True))
-        self.kind = np.array([d.get("kind", "") for _, d in node_data], dtype=object)
+        self.kind_of = {n: d.get("kind", "") for n, d in node_data}  # scalar look-ups without numpy overhead
+        self.kind = np.array(list(self.kind_of.values()), dtype=object)
         self._ids: dict[tuple[str, str], int] = {}
         self.edges: list[tuple[str, str]] = []
         self.edge_data: list[dict[str, Any]] = []
@@ -240,7 +241,7 @@ class Fabric:
             d = self.g.nodes[nic]
             if d.get("kind") == "nic" and d.get("role") == "scale_out":
                 for m in self.g[nic]:
-                    if self.kind[self.index[m]] == "leaf":
+                    if self.kind_of[m] == "leaf":
                         leaf_rails.setdefault(m, set()).add(int(d.get("rail") or 0))
         return bool(leaf_rails) and all(len(r) == 1 for r in leaf_rails.values())
 
@@ -269,19 +270,19 @@ class Fabric:
         todo = np.unique(positions[~self.endpoint_ready[positions]])
         if todo.size == 0:
             return
-        adj, kind, index, nodes = self.g._adj, self.kind, self.index, self.g.nodes
+        adj, kind, nodes = self.g._adj, self.kind_of, self.g._node
         found: list[tuple[int, str, str | None]] = []
         for i in todo:
             a = self.accs[i]
             nic, rail = None, None
             for m in adj[a]:
-                if kind[index[m]] == "nic":
+                if kind[m] == "nic":
                     dm = nodes[m]
                     if dm.get("role") == "scale_out" and (rail is None or int(dm.get("rail") or 0) < rail):
                         nic, rail = m, int(dm.get("rail") or 0)
             if nic is None:
                 continue
-            leaf = next((m for m in adj[nic] if kind[index[m]] == "leaf"), None)
+            leaf = next((m for m in adj[nic] if kind[m] == "leaf"), None)
             self.acc_rail[i] = rail
             found.append((int(i), nic, leaf))
         if found:
@@ -293,7 +294,7 @@ class Fabric:
             with_leaf = [(i, nic, leaf) for i, nic, leaf in found if leaf is not None]
             if with_leaf:
                 lp = np.array([i for i, _, _ in with_leaf], dtype=np.int64)
-                self.acc_leaf[lp] = [index[leaf] for _, _, leaf in with_leaf]
+                self.acc_leaf[lp] = [self.index[leaf] for _, _, leaf in with_leaf]
                 self.acc_nic_up[lp] = self.links([(nic, leaf) for _, nic, leaf in with_leaf])
                 self.acc_nic_down[lp] = self.links([(leaf, nic) for _, nic, leaf in with_leaf])
         self.endpoint_ready[todo] = True
@@ -319,9 +320,9 @@ class Fabric:
         """Which wiring class a domain belongs to (scanned once, no links registered): domains wired alike share
         one table of local paths. Local order: accelerators by index, then switches by name."""
         if self.domain_sig[d] < 0:
-            adj, kind, index = self.g._adj, self.kind, self.index
+            adj, kind = self.g._adj, self.kind_of
             members = self.domain_members[d]
-            switches = sorted({s for a in members for s in adj[a] if kind[index[s]] == "scale_up_switch"})
+            switches = sorted({s for a in members for s in adj[a] if kind[s] == "scale_up_switch"})
             local_nodes = members + switches
             pos = {n: k for k, n in enumerate(local_nodes)}
             arcs = sorted(
