@@ -260,3 +260,16 @@ def test_estimate_json_gains_link_utilization_hot_links_and_bytes_per_network(cl
     assert len(decode["hot_links"]) == 5
     assert {h["tier"] for h in decode["hot_links"]} == {"accelerator–scale-up switch"}
     assert phases["frontend-request"]["hot_links"] == []
+
+
+def test_estimate_refuses_tp6_naming_the_group(built_registry, tmp_path):
+    from pipeline.core.errors import UsageError
+    from pipeline.traffic.stage import estimate
+
+    text = (
+        _train(6, 2, "illustrative-h100-4096")
+        .replace("hidden: 8192", "hidden: 8196")
+        .replace("kv_heads: 8", "kv_heads: 6")
+    )
+    with pytest.raises(UsageError, match=r"TP group 1 \(ranks 6–11\) straddles 2 scale-up domains"):
+        estimate(built_registry, "illustrative-h100-4096", _workload(tmp_path, text))
