@@ -8,8 +8,11 @@ built from, and is rebuilt when that no longer matches).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 import duckdb
 
 from ..core.errors import FabricrefError
+from ..core.files import current_umask
 from ..core.paths import Layout
 
 # table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract.
@@ -213,11 +217,91 @@ def write_table(
 
 
 def write_tables(lay: Layout, rows: dict[str, Iterable[Sequence[Any]]]) -> None:
-    for name, (columns, order) in TABLES.items():
-        write_table(lay.tables_dir, name, columns, order, rows.get(name, []))
-    for stale in lay.tables_dir.glob("*.parquet"):
-        if stale.stem not in TABLES:
-            stale.unlink()
+    """Every table built aside in a fresh directory, then switched in with one atomic exchange of directories:
+    a crash or kill at any point leaves the old tables or the new ones, never a mix that `query` would serve."""
+    final = lay.tables_dir
+    _remove_leftovers(final.parent, ".tables.")
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".tables.{os.getpid()}."))
+    except OSError as exc:
+        raise FabricrefError(f"cannot write {lay.relative(final)}: {exc.strerror}") from exc
+    try:
+        os.chmod(staging, 0o777 & ~current_umask())
+        for name, (columns, order) in TABLES.items():
+            write_table(staging, name, columns, order, rows.get(name, []))
+        _switch_directories(staging, final)
+    except OSError as exc:
+        raise FabricrefError(f"cannot write {lay.relative(final)}: {exc.strerror or exc}") from exc
+    except duckdb.Error as exc:
+        raise FabricrefError(f"cannot write {lay.relative(final)}: {exc}") from exc
+    finally:
+        # After the exchange this holds the old tables; after a failure, the half-built new ones.
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _switch_directories(new: Path, final: Path) -> None:
+    """Put `new` where `final` is in one step: renameat2(RENAME_EXCHANGE) swaps the two directories atomically
+    (the old tables end up at `new`). Where the kernel or file system cannot, two renames: between them
+    `final` is briefly absent (a reader sees "missing: run compile"), never mixed."""
+    if not final.exists():
+        os.rename(new, final)
+        return
+    if _exchange(new, final):
+        return
+    aside = new.with_name(new.name + ".old")
+    os.rename(final, aside)
+    os.rename(new, final)
+    os.rename(aside, new)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False  # not supported by this kernel or file system: fall back to two renames
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _remove_leftovers(directory: Path, prefix: str) -> None:
+    """Temp files and directories a killed build left behind (`<prefix><pid>.…`): removed when the process
+    that made them is gone; a live one's are left alone (another build may be running)."""
+    try:
+        entries = list(directory.glob(f"{prefix}*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid_text = entry.name[len(prefix) :].split(".", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # ours from an earlier, failed call in this process: nothing of ours is building now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # Later stages write their own Parquet tables here; the DuckDB registry loads every one of them.
@@ -241,12 +325,17 @@ def tables_hash(lay: Layout) -> str:
 
 
 def build_database(lay: Layout) -> Path:
-    """(Re)build registry.duckdb from the Parquet tables, atomically."""
+    """(Re)build registry.duckdb from the Parquet tables, atomically; leftovers of a killed build are removed
+    first, and a read-only checkout or a full disk is a clear error, not an OSError traceback."""
     expected = tables_hash(lay)
     target = lay.duckdb_path
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".registry.", suffix=".duckdb")
-    os.close(fd)
-    os.unlink(tmp)  # DuckDB wants to create the file itself
+    _remove_leftovers(target.parent, ".registry.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".registry.{os.getpid()}.", suffix=".duckdb")
+        os.close(fd)
+        os.unlink(tmp)  # DuckDB wants to create the file itself
+    except OSError as exc:
+        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror}") from exc
     try:
         con = duckdb.connect(tmp)
         try:
@@ -260,6 +349,10 @@ def build_database(lay: Layout) -> Path:
         finally:
             con.close()
         os.replace(tmp, target)
+    except OSError as exc:
+        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror or exc}") from exc
+    except duckdb.Error as exc:
+        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc}") from exc
     finally:
         for leftover in (tmp, tmp + ".wal"):
             with contextlib.suppress(FileNotFoundError):

@@ -79,8 +79,13 @@ def atomic_write_json(path: Path, data: Any) -> None:
 @contextlib.contextmanager
 def exclusive_lock(lock_path: Path, wait: bool = True) -> Iterator[None]:
     """An advisory lock so two refreshes never interleave writes to the store and the pins."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path, "a+")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        # A read-only checkout, a full disk or a path that is not a directory: say which and where.
+        raise FabricrefError(f"cannot lock {lock_path}: {exc.strerror or exc}") from exc
+    with handle:
         flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
         try:
             fcntl.flock(handle.fileno(), flags)
