@@ -128,6 +128,31 @@ def all_verified(node: dict[str, Any]) -> bool:
 TRAFFIC_PREFIX = "traffic:"
 
 
+def _calibration_node(lay: Layout, entry: dict[str, Any]) -> dict[str, Any]:
+    """A calibration number (models/calibration/collectives.yaml) with the statement or log it rests on."""
+    from .traffic.calibration import CALIBRATION_PATH, load_calibration
+
+    cal = load_calibration(lay.root)
+    n = cal.number(entry["field"])
+    source = cal.sources.get(n.source) if n is not None and n.source else None
+    why = f"a calibration number in {CALIBRATION_PATH}"
+    if source is not None:
+        why += f", stated at {source.url}: {source.statement}"
+    if n is not None and n.note:
+        why += f" ({n.note})"
+    return {
+        "reference_id": "calibration",
+        "field": entry["field"],
+        "status": entry["status"],
+        "confidence": entry["confidence"],
+        "value": None if n is None else n.value,
+        "provenance": [],  # pinned snapshots only; a calibration number cites a URL and its words (in `why`)
+        "source_url": source.url if source else None,
+        "measured_sha256": None if n is None else n.measured_sha256,
+        "why": why,
+    }
+
+
 def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
     """A traffic row with its lineage: each registry field it rests on is audited down to verified hashes."""
     parts = target[len(TRAFFIC_PREFIX) :].split(":")
@@ -165,6 +190,8 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
             node = (
                 _audit(con, lay, reference_id, field, seen=())
                 if found
+                else _calibration_node(lay, entry)
+                if reference_id == "calibration"
                 else {
                     "reference_id": reference_id,
                     "field": field,

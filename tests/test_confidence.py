@@ -125,14 +125,17 @@ def test_topology_edges_carry_the_confidence_of_their_field(built_registry):
                 assert d["confidence"] == confidence.weakest([confidence.of_status(d["status"]), d["confidence"]])
 
 
-def test_helios_tp_phases_are_preliminary(built_registry):
-    """Case 3: the only input is a derived field resting on preliminary figures, so the phase is preliminary."""
+def test_helios_tp_phases_rest_on_preliminary_wiring_and_assumed_calibration(built_registry):
+    """Case 3: the only topology input is a derived field resting on preliminary figures (preliminary); the
+    UALink-over-Ethernet link has no calibrated class of its own, so the generic class's assumed efficiency makes
+    the phase assumed."""
     r = estimate(built_registry, "amd-helios", find_workload(built_registry, "llama70b-serve-aggregated"))
     tp = [p for p in r.phases if p.phase.endswith("tp-all-reduce")]
     assert [p.phase for p in tp] == ["prefill-tp-all-reduce", "decode-tp-all-reduce"]
     for p in tp:
-        assert p.confidence == "preliminary"
-        assert p.lineage_records() == [
+        assert p.confidence == "assumed"
+        assert any(x["field"] == "link_classes.generic-scale-up.efficiency" for x in p.lineage_records())
+        assert [x for x in p.lineage_records() if x["reference_id"] != "calibration"] == [
             {
                 "reference_id": "amd-helios",
                 "field": "scale_up.bandwidth_per_accelerator",
@@ -168,9 +171,11 @@ def test_a_phase_is_as_strong_as_its_weakest_input_confidence_never_its_status()
 
 
 def test_a_phase_on_published_fields_is_published(built_registry):
-    r = estimate(built_registry, "nvidia-gb200-nvl72", find_workload(built_registry, "moe-train-ep16"))
-    tp = next(p for p in r.phases if p.phase == "tp-all-reduce")
+    """Published wiring and published calibration numbers only (NVLink 4, NVLS at a large message)."""
+    r = estimate(built_registry, "nvidia-dgx-h100", find_workload(built_registry, "llama70b-serve-aggregated"))
+    tp = next(p for p in r.phases if p.phase == "prefill-tp-all-reduce")
     assert {(x.status, x.confidence) for x in tp.lineage} == {("published", "published")}
+    assert {x.reference_id for x in tp.lineage} == {"nvidia-dgx-h100", "calibration"}
     assert tp.confidence == "published"
 
 

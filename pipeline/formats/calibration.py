@@ -151,6 +151,10 @@ class Calibration(Strict):
         walk("", self)
         return out
 
+    def number(self, dotted: str) -> Number | None:
+        """The number at a dotted path (as `numbers()` names it), or None."""
+        return dict(self.numbers()).get(dotted)
+
     def link_class(self, network: str, technology: str | None) -> tuple[str, LinkClass]:
         """The first class of this network whose pattern matches the technology text (case-insensitive)."""
         for name, lc in self.link_classes.items():

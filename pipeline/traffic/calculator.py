@@ -34,7 +34,10 @@ def view_for(lay: Layout, topology_id: str) -> View:
     from ..topology import stage as topology
     from ..topology.facts import defaults
 
-    return View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    view = View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    view.calibration = load_calibration(lay.root)
+    view.scale_up_technology = _technology(lay, view.reference)
+    return view
 
 
 def _technology(lay: Layout, reference: str) -> str:
@@ -130,8 +133,9 @@ def topology_estimate(
     lay: Layout, view: View, op: str, ranks: int, size: float, algorithm: str | None = None
 ) -> dict[str, Any]:
     """One collective on the topology: the chosen algorithm and protocol, time, algbw and busbw, and why."""
-    cal = load_calibration(lay.root)
-    placed = place(view, cal, ranks, technology=_technology(lay, view.reference))
+    cal = view.calibration or load_calibration(lay.root)
+    tech = view.scale_up_technology if view.scale_up_technology is not None else _technology(lay, view.reference)
+    placed = place(view, cal, ranks, technology=tech)
     cost = estimate(cal, op, placed.fabric, size, algorithm)
     return result_dict(cost, placed, view)
 

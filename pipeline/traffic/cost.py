@@ -140,7 +140,13 @@ def cost(view: View, comm: Communication, members: list[str]) -> Phase:
 
 
 def collective(view: View, what: str, op: str, group: list[str], size: float) -> Cost:
-    """One collective over `group`: flat inside one domain, flat across domains, or hierarchical."""
+    """One collective over `group`: on the calibrated algorithms and protocols when the view carries the
+    calibration (`calibrated.py`); otherwise flat inside one domain, flat across domains, or hierarchical."""
+    from .calibrated import collective_cost
+
+    calibrated = collective_cost(view, what, op, group, size)
+    if calibrated is not None:
+        return calibrated
     n = len(group)
     by_domain: dict[str, list[str]] = {}
     for acc in group:
@@ -248,6 +254,11 @@ def _hierarchical(view: View, what: str, op: str, by_domain: dict[str, list[str]
 
 def send(view: View, what: str, a: str, b: str, size: float, concurrent: int) -> Cost:
     """A point-to-point message from `a` to `b` while `concurrent` senders of the phase do the same."""
+    from .calibrated import send_cost
+
+    calibrated = send_cost(view, what, a, b, size, concurrent)
+    if calibrated is not None:
+        return calibrated
     tier = view.tier(a, b)
     route: Route
     if tier == 0:

@@ -10,10 +10,10 @@ from ..compile.registry import write_table
 from ..core import confidence
 from ..core.files import atomic_write_json
 from ..core.paths import Layout
-from ..topology import stage as topology
-from ..topology.facts import defaults, load_facts
+from ..topology.facts import load_facts
 from . import CAVEAT, ha, loads, plots
 from . import step as step_model
+from .calculator import view_for
 from .cost import Phase
 from .phases import phases, routed_phases
 from .summaries import revealing, sizing_summary
@@ -131,7 +131,7 @@ class Result:
 
 def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0, view: View | None = None) -> Result:
     """Choosing a workload lays traffic onto the installed wiring; the wiring itself is not changed."""
-    view = view or View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    view = view or view_for(lay, topology_id)
     result_phases = phases(view, workload, offset)
     failures: list[dict[str, Any]] = []
     t = workload.training or {}
@@ -155,7 +155,7 @@ def step_estimate(
     lay: Layout, topology_id: str, workload: Workload, mfu: float, view: View | None = None
 ) -> dict[str, Any]:
     """Memory fit and step time of a workload on a topology, from its phases and the accelerator's fields."""
-    view = view or View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    view = view or view_for(lay, topology_id)
     r = estimate(lay, topology_id, workload, 0, view)
     acc = step_model.accelerator(load_facts(lay, view.reference))
     return step_model.estimate(workload, r.phases, acc, mfu)
@@ -164,7 +164,7 @@ def step_estimate(
 def sharing(lay: Layout, topology_id: str, first: Workload, second: Workload) -> tuple[Result, Result, list[tuple]]:
     """Two workloads side by side (the second placed after the first), routed on the same graph: the queueing
     each adds to the other's phases, on the links both use and nowhere else."""
-    view = View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    view = view_for(lay, topology_id)
     a = estimate(lay, topology_id, first, 0, view)
     b = estimate(lay, topology_id, second, first.accelerators, view)
     routed_a = routed_phases(view, first, 0)[1]
@@ -223,10 +223,11 @@ def run(lay: Layout) -> dict[str, Any]:
     metrics: dict[str, Any] = {"caveat": CAVEAT}
     views: dict[str, View] = {}
     accelerators: dict[str, step_model.Accelerator] = {}
-    endpoint = defaults(lay).latency_ns["endpoint"]
     for w in workloads:
         for target in w.targets:
-            view = views.setdefault(target, View(topology.build(lay, target), endpoint))
+            if target not in views:
+                views[target] = view_for(lay, target)
+            view = views[target]
             r = estimate(lay, target, w, 0, view)
             for p in r.phases:
                 traffic.append(
@@ -326,6 +327,7 @@ def run(lay: Layout) -> dict[str, Any]:
     )
     atomic_write_json(out / "metrics.json", metrics)
     for target in ("nvidia-gb200-nvl72", "illustrative-h100-4096"):
-        views.setdefault(target, View(topology.build(lay, target), endpoint))
+        if target not in views:
+            views[target] = view_for(lay, target)
     plots.write(out / "plots", traffic, links, views)
     return metrics

@@ -65,6 +65,9 @@ class View:
         self.kind = nx.get_node_attributes(g, "kind")
         self.accelerators = [n for n, k in self.kind.items() if k == "accelerator"]
         self.summary = summarize(g)
+        # Set by calculator.view_for: the collective calibration and the scale-up technology it is matched on.
+        self.calibration: Any = None
+        self.scale_up_technology: str | None = None
 
     @cached_property
     def fabric(self) -> Fabric:
