@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from pipeline.core.errors import UsageError, ValidationError
 from pipeline.topology import stage as topology
 from pipeline.traffic import collectives, sizing
+from pipeline.traffic.calibration import load_calibration
 from pipeline.traffic.stage import estimate, sharing
 from pipeline.traffic.workloads import find_workload, load_workload
 
 GIB = 2**30
+CAL = load_calibration(Path(__file__).resolve().parents[1])
 
 
 @pytest.mark.parametrize(
@@ -98,24 +101,30 @@ def test_kv_transfer_is_local_in_nvl72_and_crosses_the_fabric_between_8_gpu_serv
     per_rank = 327_680 * 32_768 / 8
     local = next(p for p in estimate(built_registry, "nvidia-gb200-nvl72", w).phases if p.phase == "kv-transfer")
     assert local.network == "scale_up" and local.bytes_per_rank == per_rank
-    assert local.bandwidth_s == pytest.approx(per_rank / 900e9)  # 1.8 TB/s bidirectional = 900 GB/s per direction
+    # 1.8 TB/s bidirectional = 900 GB/s per direction, at the calibrated NVLink 5 efficiency (Simple protocol).
+    nvlink5, ib = CAL.link_classes["nvlink5"].efficiency.value, CAL.link_classes["infiniband-400g"].efficiency.value
+    assert local.bandwidth_s == pytest.approx(per_rank / (900e9 * nvlink5))
+    assert local.algorithm == "ring / Simple"
     remote = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "kv-transfer")
     assert remote.network == "scale_out" and remote.bottleneck_gbps == 400
-    assert remote.bandwidth_s == pytest.approx(per_rank / 50e9)  # 400 Gb/s = 50 GB/s per direction
-    assert remote.bandwidth_s / local.bandwidth_s == pytest.approx(18)
+    assert remote.bandwidth_s == pytest.approx(per_rank / (50e9 * ib))  # 400 Gb/s = 50 GB/s per direction
+    assert remote.bandwidth_s / local.bandwidth_s == pytest.approx(18 * nvlink5 / ib)
 
 
 def test_oversubscription_queues_only_where_links_are_oversubscribed(built_registry):
     """Meta-style: only 2 of each DP ring's 512 edges cross pods (16 flows against ~175 Tb/s of pod uplinks),
-    so the 1:7 tier adds no queueing; the phase runs at the NIC's 400 Gb/s like the non-blocking cluster."""
+    so the 1:7 tier adds no queueing; the phase runs at the NIC's 400 Gb/s (at the calibrated 400G efficiency)
+    like the non-blocking cluster."""
     w = find_workload(built_registry, "llama70b-train-tp8-dp512")
     meta = next(p for p in estimate(built_registry, "meta-style-h100-24576", w).phases if p.phase == "dp-all-reduce")
     flat = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "dp-all-reduce")
+    ib = CAL.link_classes["infiniband-400g"].efficiency.value
     for p in (meta, flat):
-        assert p.queueing_s == 0 and p.effective_gbps == pytest.approx(400) and p.dominant == "bandwidth"
-        # DP gradients: 70e9 / TP 8 × 2 bytes per rank, ring all-reduce over 512 ranks at 50 GB/s.
+        assert p.queueing_s == 0 and p.effective_gbps == pytest.approx(400 * ib) and p.dominant == "bandwidth"
+        # DP gradients: 70e9 / TP 8 × 2 bytes per rank, ring all-reduce over 512 ranks at 50 GB/s × efficiency.
         assert p.bytes_per_rank == pytest.approx(70e9 / 8 * 2)
-        assert p.bandwidth_s == pytest.approx(2 * 511 / 512 * 70e9 / 8 * 2 / 50e9)
+        assert p.bandwidth_s == pytest.approx(2 * 511 / 512 * 70e9 / 8 * 2 / (50e9 * ib))
+        assert p.algorithm == "ring / Simple"
     assert meta.tier == "spine-core (across pods)" and meta.max_link_utilization == pytest.approx(1.0)
     # By hand: per direction, the 8 rails' flows leave one leaf split over 16 spines (400 × 8 / 16 = 200 Gb/s per
     # spine) onto spine–core trunks of 400 × 192 / 7 Gb/s.
@@ -156,7 +165,13 @@ def test_failure_scenario_states_route_and_bandwidth_and_what_is_not_established
 
 def test_lineage_and_confidence(built_registry):
     gb200 = estimate(built_registry, "nvidia-gb200-nvl72", find_workload(built_registry, "moe-train-ep16"))
-    assert gb200.confidence == "published"
+    # No NVLink 5 busbw statement has been read: the calibrated efficiency is assumed, and so is every phase on it.
+    assert gb200.confidence == "assumed"
+    tp = next(p for p in gb200.phases if p.phase == "tp-all-reduce")
+    assert any(x.field == "link_classes.nvlink5.efficiency" and x.status == "assumed" for x in tp.lineage)
+    dgx = estimate(built_registry, "nvidia-dgx-h100", find_workload(built_registry, "llama70b-serve-aggregated"))
+    prefill = next(p for p in dgx.phases if p.phase == "prefill-tp-all-reduce")
+    assert prefill.algorithm == "nvls / Simple" and prefill.confidence == "published"
     amd = estimate(built_registry, "amd-mi300x-pollara400", find_workload(built_registry, "llama70b-serve-aggregated"))
     tp = next(p for p in amd.phases if p.phase == "decode-tp-all-reduce")
     assert tp.confidence == "assumed"  # rests on the labelled Infinity Fabric per-link assumption
@@ -251,9 +266,13 @@ def test_traffic_results_are_auditable(built_registry, cli):
     )
     assert result.code == 0, result.err
     data = json.loads(result.out)
-    assert data["confidence"] == "published" and data["terms"]["dominant"] == "bandwidth"
-    leaf = data["inputs"][0]
+    assert data["confidence"] == "assumed" and data["terms"]["dominant"] == "bandwidth"
+    leaf = next(x for x in data["inputs"] if x["reference_id"] == "nvidia-gb200-nvl72")
     assert leaf["field"] == "scale_up.bandwidth_per_accelerator" and all(p["verified"] for p in leaf["provenance"])
+    calibration = {x["field"]: x for x in data["inputs"] if x["reference_id"] == "calibration"}
+    assert calibration["link_classes.nvlink5.efficiency"]["status"] == "assumed"
+    ring = calibration["algorithms.ring.base_latency_us.Simple"]
+    assert ring["value"] == 8.4 and ring["source_url"].startswith("https://github.com/NVIDIA/nccl/")
 
 
 DISAGGREGATED = """\

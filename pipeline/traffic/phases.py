@@ -8,6 +8,7 @@ network is costed by `cost.py`. The first-fit check below keeps its messages for
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,8 +37,37 @@ def phases(view: View, w: Workload, offset: int = 0) -> list[Phase]:
     out = []
     for comm in demand.communications:
         r = by_name.get(comm.phase)
-        out.append(cost(view, comm, members(comm, accelerators)) if r is None else from_routed(view, comm, r))
+        group = members(comm, accelerators)
+        out.append(cost(view, comm, group) if r is None else calibrated(view, comm, group, from_routed(view, comm, r)))
     return out
+
+
+def calibrated(view: View, comm: Communication, group: list[str], routed: Phase) -> Phase:
+    """The routed phase timed the way the collective library runs it: algorithm and protocol chosen for the
+    message size, efficiencies and latencies from the calibration, hierarchical stages pipelined
+    (`calibrated.py`). Queueing, links and hot links stay those of the routed flows (link contention)."""
+    from .calibrated import CALIBRATION_REFERENCE, collective_cost, send_cost
+
+    if comm.collective == "send":
+        c = send_cost(view, comm.phase, group[0], group[1], comm.bytes_per_rank, routed.concurrent_groups)
+    else:
+        c = collective_cost(view, comm.phase, comm.collective, group, comm.bytes_per_rank)
+    if c is None:
+        return routed
+    moving = c.bandwidth_s + routed.queueing_s
+    library = [n for n in c.notes.split("; ") if n and not n.startswith(("queueing:", "every rank crosses"))]
+    if comm.collective == "send":
+        library = library[1:]  # the locality note is already the routed phase's first
+    return replace(
+        routed,
+        algorithm=c.algorithm,
+        bytes_on_wire_per_rank=c.bytes_on_wire_per_rank,
+        latency_s=c.latency_s,
+        bandwidth_s=c.bandwidth_s,
+        effective_gbps=c.bytes_on_wire_per_rank * 8 / moving / 1e9 if moving > 0 else c.effective_gbps,
+        lineage=routed.lineage | {x for x in c.lineage if x.reference_id == CALIBRATION_REFERENCE},
+        notes="; ".join([routed.notes, *library]) if library else routed.notes,
+    )
 
 
 def routed_phases(view: View, w: Workload, offset: int = 0) -> tuple[Any, list[RoutedPhase]]:
