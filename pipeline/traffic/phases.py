@@ -48,10 +48,11 @@ def calibrated(view: View, comm: Communication, group: list[str], routed: Phase)
     (`calibrated.py`). Queueing, links and hot links stay those of the routed flows (link contention)."""
     from .calibrated import CALIBRATION_REFERENCE, collective_cost, send_cost
 
+    size = routed.bytes_per_rank  # the routed model's buffer (e.g. MoE gradients without the experts' share)
     if comm.collective == "send":
-        c = send_cost(view, comm.phase, group[0], group[1], comm.bytes_per_rank, routed.concurrent_groups)
+        c = send_cost(view, comm.phase, group[0], group[1], size, routed.concurrent_groups)
     else:
-        c = collective_cost(view, comm.phase, comm.collective, group, comm.bytes_per_rank)
+        c = collective_cost(view, comm.phase, comm.collective, group, size)
     if c is None:
         return routed
     moving = c.bandwidth_s + routed.queueing_s
