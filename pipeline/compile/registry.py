@@ -20,6 +20,7 @@ from typing import Any
 
 import duckdb
 
+from ..core.columns import insert_columns
 from ..core.errors import FabricrefError
 from ..core.files import current_umask
 from ..core.paths import Layout
@@ -196,8 +197,9 @@ def write_table(
         if data:
             # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
             series = [list(col) for col in zip(*data, strict=True)]
-            select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
-            con.execute(f'INSERT INTO "{name}" SELECT {select}', series)
+            if not insert_columns(con, name, columns, series):
+                select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
+                con.execute(f'INSERT INTO "{name}" SELECT {select}', series)
         target = directory / f"{name}.parquet"
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
         os.close(fd)

@@ -75,6 +75,7 @@ def run(lay: Layout) -> Path:
         summaries = {r["topology_id"]: json.loads(r["summary"]) for r in _rows(con, "SELECT * FROM topology_summaries")}
         clusters = [s for tid, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
         workloads = _rows(con, "SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
+        cluster_ids = {s["topology_id"] for s in clusters}
         drawing_links = []
         for ref in refs:
             rid = ref["reference_id"]
@@ -85,11 +86,20 @@ def run(lay: Layout) -> Path:
             for f in fields:
                 f["value"] = _value(f)
                 f["citations"] = cites.get(f["field"], [])
-            nodes = _rows(con, "SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", [rid])
-            has_drawing = bool(nodes)
+            # A cluster-level reference is drawn by tier below, into the same file: drawing its tens of thousands
+            # of parts one by one here would only be overwritten.
+            if rid in cluster_ids:
+                has_drawing = bool(_rows(con, "SELECT 1 FROM topology_nodes WHERE topology_id = ? LIMIT 1", [rid]))
+            else:
+                nodes = _rows(con, "SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", [rid])
+                has_drawing = bool(nodes)
+                if has_drawing:
+                    edges = _rows(
+                        con, "SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", [rid]
+                    )
+                    svg = drawings.draw_reference(ref["title"], nodes, edges)
+                    atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
             if has_drawing:
-                edges = _rows(con, "SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", [rid])
-                atomic_write_bytes(out / "drawings" / f"{rid}.svg", drawings.draw_reference(ref["title"], nodes, edges))
                 drawing_links.append(
                     {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
                 )

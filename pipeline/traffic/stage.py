@@ -161,10 +161,12 @@ def step_estimate(
     return step_model.estimate(workload, r.phases, acc, mfu)
 
 
-def sharing(lay: Layout, topology_id: str, first: Workload, second: Workload) -> tuple[Result, Result, list[tuple]]:
+def sharing(
+    lay: Layout, topology_id: str, first: Workload, second: Workload, view: View | None = None
+) -> tuple[Result, Result, list[tuple]]:
     """Two workloads side by side (the second placed after the first), routed on the same graph: the queueing
     each adds to the other's phases, on the links both use and nowhere else."""
-    view = view_for(lay, topology_id)
+    view = view or view_for(lay, topology_id)
     a = estimate(lay, topology_id, first, 0, view)
     b = estimate(lay, topology_id, second, first.accelerators, view)
     routed_a = routed_phases(view, first, 0)[1]
@@ -317,7 +319,7 @@ def run(lay: Layout) -> dict[str, Any]:
             if w.shares_with:
                 other = find_workload(lay, w.shares_with)
                 if target in other.targets:
-                    shared += sharing(lay, target, w, other)[2]
+                    shared += sharing(lay, target, w, other, view)[2]
     write_table(out, "traffic", TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"], traffic)
     write_table(out, "traffic_links", LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"], links)
     write_table(out, "traffic_workloads", WORKLOAD_COLUMNS, ["topology_id", "workload_id"], summary)

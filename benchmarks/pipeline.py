@@ -1,0 +1,209 @@
+"""Time the everyday loop: cold `dvc repro` stage by stage, then the incremental cases, printed as a table.
+
+Run from the repository root with the venv's bin on PATH (dvc and fabricref must resolve):
+    PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--profile DIR] [--keep]
+
+Everything runs in a temporary copy of the checkout (tracked files plus new unignored ones, committed to a
+fresh git repository) so the real one is never touched and the DVC cache starts empty. Each measurement runs
+its command in a fresh wrapper process, so the CPU seconds (user + system of every descendant) and the peak
+resident memory (largest single descendant) are that command's own. On a shared machine wall time is
+inflated by the load; CPU seconds are the steadier number, and the load average is printed beside them.
+
+Cases (budgets from issue 16):
+- cold: `dvc repro --single-item STAGE` for each stage in dvc.yaml order; the total is the cold run (≤ 15 s);
+  afterwards `dvc.lock` must be byte-identical to the checkout's (nothing dropped, outputs deterministic).
+- workload: one number in one workload file changes; `dvc repro` (≤ 5 s).
+- source: one figure in the smallest-changing source transcription changes and is pinned; `dvc repro` (≤ 10 s).
+--profile DIR also writes DIR/STAGE.prof (cProfile of each stage command, forced) for `python -m pstats`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOAD = "models/workloads/llama8b-fsdp-dp64.yaml"
+WORKLOAD_EDIT = ("microbatches: 4", "microbatches: 5")
+SOURCE = "nvidia-hgx-h100-blog"
+SOURCE_EDIT = (b"900 gigabytes", b"950 gigabytes")
+BUDGETS = {"cold total": 15.0, "workload": 5.0, "source": 10.0}
+
+
+@dataclass
+class Measure:
+    """One command's cost: wall seconds, CPU seconds of all its descendants, peak RSS of the largest one."""
+
+    name: str
+    wall: float
+    cpu: float
+    peak_mb: float
+    ran: str = ""
+
+
+def _measure_child(cmd: list[str]) -> int:
+    """Wrapper mode: run CMD, then print its wall, CPU and peak RSS as JSON on the last line of stderr."""
+    start = time.perf_counter()
+    done = subprocess.run(cmd, check=False)
+    wall = time.perf_counter() - start
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    stats = {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "peak_mb": ru.ru_maxrss / 1024, "code": done.returncode}
+    print("BENCH " + json.dumps(stats), file=sys.stderr)
+    return done.returncode
+
+
+def measure(name: str, cmd: list[str], cwd: Path) -> Measure:
+    """Run CMD in CWD through a fresh wrapper process; fail loudly if it fails."""
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--measure", "--", *cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("BENCH ")]
+    if done.returncode != 0 or not lines:
+        sys.exit(f"{name}: {' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    stats = json.loads(lines[-1][len("BENCH ") :])
+    ran = ", ".join(re.findall(r"Running stage '([^']+)'", done.stdout))
+    return Measure(name, stats["wall"], stats["cpu"], stats["peak_mb"], ran)
+
+
+def copy_checkout(dest: Path) -> Path:
+    """The checkout as a developer has it now (tracked + new unignored files), committed to a fresh repo."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.decode()
+    for rel in sorted(p for p in listed.split("\0") if p and (ROOT / p).is_file()):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dest / rel)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b"}
+    env["GIT_COMMITTER_EMAIL"] = "b@b"
+    for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"]):
+        subprocess.run(cmd, cwd=dest, check=True, env=env)
+    return dest
+
+
+def stage_names(root: Path) -> list[str]:
+    """Stage names in dvc.yaml order (the order `dvc repro` runs them in this linear pipeline)."""
+    names: list[str] = []
+    inside = False
+    for line in (root / "dvc.yaml").read_text().splitlines():
+        if line.startswith("stages:"):
+            inside = True
+        elif inside and re.match(r"^\S", line):
+            break
+        elif inside and (m := re.match(r"^  ([\w-]+):\s*$", line)):
+            names.append(m.group(1))
+    return names
+
+
+def stage_cmd(root: Path, stage: str) -> str:
+    text = (root / "dvc.yaml").read_text()
+    m = re.search(rf"^  {re.escape(stage)}:\n    cmd: (.+)$", text, re.M)
+    if not m:
+        sys.exit(f"dvc.yaml: stage {stage} has no one-line cmd")
+    return m.group(1)
+
+
+def lock_differences(built: Path, shipped: Path) -> list[str]:
+    """Stages whose dvc.lock entries differ (compared stage by stage as text, so no YAML parser is needed)."""
+
+    def blocks(text: str) -> dict[str, str]:
+        parts = re.split(r"^  ([\w-]+):\n", text, flags=re.M)
+        return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+    a, b = blocks(built.read_text()), blocks(shipped.read_text())
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def edit(path: Path, old: bytes, new: bytes) -> None:
+    data = path.read_bytes()
+    if old not in data:
+        sys.exit(f"{path}: expected to find {old!r} to change it")
+    path.write_bytes(data.replace(old, new, 1))
+
+
+def run_all(work: Path, profile: Path | None) -> list[Measure]:
+    root = copy_checkout(work / "repo")
+    rows: list[Measure] = []
+    for stage in stage_names(root):
+        rows.append(measure(f"cold {stage}", ["dvc", "repro", "--single-item", stage], root))
+    rows.append(
+        Measure(
+            "cold total",
+            sum(r.wall for r in rows),
+            sum(r.cpu for r in rows),
+            max(r.peak_mb for r in rows),
+            "all",
+        )
+    )
+    moved = lock_differences(root / "dvc.lock", ROOT / "dvc.lock")
+    rows.append(measure("no-op repro", ["dvc", "repro"], root))
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
+        for stage in stage_names(root):
+            argv = stage_cmd(root, stage).split()
+            if argv[0] != "fabricref":
+                continue
+            out = str((profile / f"{stage}.prof").resolve())
+            cmd = [sys.executable, "-m", "cProfile", "-o", out, "-m", "pipeline.cli", *argv[1:]]
+            rows.append(measure(f"profile {stage}", cmd, root))
+    edit(root / WORKLOAD, WORKLOAD_EDIT[0].encode(), WORKLOAD_EDIT[1].encode())
+    rows.append(measure("workload", ["dvc", "repro"], root))
+    subprocess.run(["git", "checkout", "--", "models"], cwd=root, check=True)
+    rows.append(measure("workload reverted", ["dvc", "repro"], root))
+    edit(root / "sources" / "transcriptions" / f"{SOURCE}.html", *SOURCE_EDIT)
+    subprocess.run(["fabricref", "pin", SOURCE], cwd=root, check=True, capture_output=True)
+    rows.append(measure("source", ["dvc", "repro"], root))
+    same = "yes" if not moved else "NO, stages differing: " + ", ".join(moved)
+    print(f"dvc.lock after the cold run byte-identical to the checkout's: {same}")
+    return rows
+
+
+def table(rows: list[Measure]) -> str:
+    head = f"{'case':<22} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'budget':>8}  stages run"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        budget = BUDGETS.get(r.name)
+        mark = f"{budget:>6.0f} {'ok' if r.wall <= budget else '!'}" if budget else ""
+        lines.append(f"{r.name:<22} {r.wall:>8.1f} {r.cpu:>8.1f} {r.peak_mb:>8.0f} {mark:>8}  {r.ran}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--measure":
+        return _measure_child(sys.argv[3:] if sys.argv[2] == "--" else sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, help="also write cProfile output per stage into this directory")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copy and print its path")
+    args = parser.parse_args()
+    if shutil.which("dvc") is None or shutil.which("fabricref") is None:
+        print("dvc and fabricref must be on PATH (PATH=$PWD/.venv/bin:$PATH)", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="fabricref-bench-"))
+    try:
+        load = os.getloadavg()
+        rows = run_all(work, args.profile)
+        print(f"{os.cpu_count()} CPUs, load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
+        print(table(rows))
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
