@@ -87,3 +87,15 @@ def env_with_venv() -> dict[str, str]:
 def httpserver_listen_address() -> tuple[str, int]:
     """pytest-httpserver on 127.0.0.1 (any free port): tests talk only to loopback."""
     return ("127.0.0.1", 0)
+
+
+@pytest.fixture(scope="session")
+def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One git clone of the checkout run through the whole `dvc repro`, shared by every test that only reads it
+    (a test that changes it puts it back and reruns, so the next one finds it as built)."""
+    root = copy_checkout(tmp_path_factory.mktemp("pipeline") / "clone", with_git=True)
+    done = subprocess.run(
+        ["dvc", "repro"], cwd=root, env=env_with_venv(), capture_output=True, text=True, timeout=900, check=False
+    )
+    assert done.returncode == 0, f"dvc repro failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return root

@@ -11,10 +11,6 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from pipeline.report import stage as report
-from pipeline.topology import stage as topology
-from pipeline.traffic import stage as traffic
-
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -31,10 +27,9 @@ FLAGS = [
 
 
 @pytest.fixture(scope="module")
-def built_report(built_registry):
-    topology.run(built_registry)
-    traffic.run(built_registry)
-    return report.run(built_registry)
+def built_report(built_pipeline: Path) -> Path:
+    """The report `dvc repro` built in the session's shared clone."""
+    return built_pipeline / "registry" / "report"
 
 
 def chromium(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
