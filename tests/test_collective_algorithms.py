@@ -112,6 +112,16 @@ def test_hierarchical_stages_overlap_slowest_stage_plus_fill_not_the_sum():
     assert small.bandwidth_seconds == pytest.approx(sum(s.bandwidth_seconds for s in small.stages))
 
 
+def test_small_messages_across_domains_take_the_library_s_choices():
+    c = estimate(CAL, "all-reduce", TWO_DGX, 16384)
+    # NCCL's own tuning model: ring LL, 6.6 us + 14 NVLink steps x 0.6 us + 2 network steps x 2.7 us.
+    assert (c.algorithm, c.protocol) == ("ring", "LL")
+    assert c.latency_seconds == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 2 * 2.7e-6)
+    assert "recursive-doubling" not in {x["algorithm"] for x in c.candidates}
+    forced = estimate(CAL, "all-reduce", TWO_DGX, 16384, "recursive-doubling")
+    assert forced.latency_seconds < c.latency_seconds  # available when asked for, never chosen by itself
+
+
 def test_forcing_an_algorithm_that_cannot_run_is_bad_usage():
     with pytest.raises(UsageError, match="does not declare in-network reduction"):
         estimate(CAL, "all-reduce", TWO_DGX, GIB, "collnet")

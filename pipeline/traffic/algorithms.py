@@ -438,6 +438,13 @@ def available(op: str, f: Fabric, cal: Calibration) -> dict[str, str | None]:
     return out
 
 
+def _auto(algorithm: str, f: Fabric) -> bool:
+    """Whether the library would pick this algorithm by itself. NCCL has no recursive doubling across nodes
+    (its small-message choices there are ring / tree with LL), and a maintainer-reported 2-node small all-reduce
+    takes ~46-48 us (nccl issue 1244), far above what recursive doubling would promise: it runs only when forced."""
+    return not (algorithm == "recursive-doubling" and f.domains > 1)
+
+
 def _pow2(x: int) -> bool:
     return x >= 1 and x & (x - 1) == 0
 
@@ -457,7 +464,7 @@ def estimate(
     reasons = available(op, f, cal)
     if algorithm is not None and reasons[algorithm]:
         raise UsageError(f"--algorithm {algorithm} cannot run here: {reasons[algorithm]}")
-    names = [algorithm] if algorithm else [a for a, r in reasons.items() if r is None]
+    names = [algorithm] if algorithm else [a for a, r in reasons.items() if r is None and _auto(a, f)]
     candidates: list[Cost] = []
     for a in names:
         protos = cal.algorithms[a].protocol_factor.protocols()
