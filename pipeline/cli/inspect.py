@@ -4,6 +4,7 @@ run a stage."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +16,9 @@ from ..core.errors import FabricrefError, UsageError
 from ..core.format import format_quantity
 from .app import app
 from .output import JsonOpt, RootOpt, emit, lay_of, out, print_json, write_csv
+
+# Rows `fabricref query` shows as a table unless --limit says otherwise.
+TABLE_ROWS = 100
 
 
 @app.command()
@@ -106,6 +110,9 @@ def query(
     ] = "1GB",
     threads: Annotated[int, typer.Option("--threads", help="DuckDB worker threads.")] = 2,
     max_rows: Annotated[int, typer.Option("--max-rows", help="Refuse results with more rows than this.")] = 1_000_000,
+    limit: Annotated[
+        int, typer.Option("--limit", help="Rows shown by --format table (csv and json print every row).")
+    ] = TABLE_ROWS,
     root: RootOpt = None,
 ) -> None:
     """Query the registry with SQL, read-only: one SELECT, under a time, memory and row limit."""
@@ -115,6 +122,8 @@ def query(
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"--format {fmt!r}: expected table, csv or json")
+    if limit < 1:
+        raise UsageError(f"--limit {limit}: expected at least 1")
     if (sql is None) == (file is None):
         raise UsageError("give either SQL or --file, not both or neither")
     lay = lay_of(root)
@@ -128,8 +137,14 @@ def query(
     columns, rows = querying.run(lay, sql, limits)
     if fmt == "csv":
         write_csv(columns, rows)
+    elif fmt == "json":
+        emit(columns, rows, as_json=True)
     else:
-        emit(columns, rows, as_json=fmt == "json")
+        # A terminal table of 270,000 rows takes minutes to lay out and nobody reads it: show the first rows and
+        # say how many more there are (on stderr, so stdout stays the table).
+        emit(columns, rows[:limit], as_json=False)
+        if len(rows) > limit:
+            print(f"{len(rows) - limit:,} more rows; use --limit or --format csv/json", file=sys.stderr)
 
 
 @app.command()
