@@ -27,10 +27,13 @@ REFERENCES = {
 # Checked by hand against the transcribed documents (value, unit, direction, status).
 # AMD platform figures read only in press or reseller copies are preliminary (README, Evidence policy).
 KEY_FIGURES = {
-    ("amd-mi300x-pollara400", "accelerator.count"): (8, "count", None, "preliminary"),
+    ("amd-mi300x-pollara400", "accelerator.count"): (8, "count", None, "published"),
     ("amd-mi300x-pollara400", "accelerator.memory"): (192, "GB", None, "preliminary"),
     ("amd-mi300x-pollara400", "accelerator.memory_total"): (1536, "GB", None, "derived"),
-    ("amd-mi300x-pollara400", "scale_up.links_per_accelerator"): (7, "count", None, "preliminary"),
+    # ROCm MI300 page: "peak memory bandwidth of the GPU is 5.3 TB per second"; 8 x 5.3 = 42.4 TB/s.
+    ("amd-mi300x-pollara400", "accelerator.memory_bandwidth"): (5.3, "TB/s", None, "published"),
+    ("amd-mi300x-pollara400", "accelerator.memory_bandwidth_total"): (42.4, "TB/s", None, "derived"),
+    ("amd-mi300x-pollara400", "scale_up.links_per_accelerator"): (7, "count", None, "published"),
     ("amd-mi300x-pollara400", "scale_up.domain_size"): (8, "count", None, "derived"),
     ("amd-mi300x-pollara400", "scale_up.switch.count"): (0, "count", None, "derived"),
     ("amd-mi300x-pollara400", "scale_out.nic.speed"): (400, "Gb/s", "per_direction", "published"),
