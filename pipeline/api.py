@@ -35,7 +35,7 @@ def registry(root: str | Path | None = None) -> duckdb.DuckDBPyConnection:
     """
     import duckdb
 
-    from .compile.registry import ensure_database
+    from .core.registry import ensure_database
 
     return duckdb.connect(str(ensure_database(_lay(root))), read_only=True)
 

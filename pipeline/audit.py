@@ -5,19 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
-from .compile.registry import ensure_database
 from .core import confidence
 from .core.errors import UsageError
 from .core.paths import Layout
+from .core.registry import Tables, open_tables
 from .core.store import sha256_file
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    cur = con.execute(sql, params)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+def _rows(con: Tables, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    return con.rows(sql, *params)
 
 
 def _verify(lay: Layout, snapshot_path: str, sha256: str) -> bool:
@@ -29,16 +25,14 @@ def _verify(lay: Layout, snapshot_path: str, sha256: str) -> bool:
 
 
 def audit(lay: Layout, reference_id: str, field: str) -> dict[str, Any]:
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    con = open_tables(lay)
     try:
         return _audit(con, lay, reference_id, field, seen=())
     finally:
         con.close()
 
 
-def _audit(
-    con: duckdb.DuckDBPyConnection, lay: Layout, reference_id: str, field: str, seen: tuple[str, ...]
-) -> dict[str, Any]:
+def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[str, ...]) -> dict[str, Any]:
     if field.startswith("param."):
         params = _rows(
             con,
@@ -161,7 +155,7 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
             f"{target!r}: expected traffic:TOPOLOGY:WORKLOAD (e.g. traffic:nvidia-gb200-nvl72:moe-train-ep16)"
         )
     topology_id, workload_id = parts
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    con = open_tables(lay)
     try:
         rows = _rows(
             con,

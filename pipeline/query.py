@@ -10,9 +10,9 @@ from typing import Any
 
 import duckdb
 
-from .compile.registry import ensure_database
 from .core.errors import FabricrefError, UsageError
 from .core.paths import Layout
+from .core.registry import open_tables
 
 READING = {"SELECT", "EXPLAIN"}
 _MEMORY_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
@@ -48,14 +48,15 @@ def run(lay: Layout, sql: str, limits: Limits | None = None) -> tuple[list[str],
     """One read-only SELECT under a time limit (interrupted from a timer thread), a memory limit, a thread
     count and a row cap; all set before the configuration is locked, so the statement cannot raise them."""
     limits = (limits or Limits()).checked()
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    tables = open_tables(lay)
+    con = tables.con
     try:
-        # No file access from SQL: COPY TO, ATTACH, read_csv('/etc/...') and friends are all refused,
-        # and the setting is locked so a statement cannot switch it back on.
-        con.execute("SET enable_external_access = false")
+        # Views over the Parquet files as they are now (never a stale copy). No other file access from SQL:
+        # COPY TO, ATTACH, read_csv('/etc/...') and friends are all refused, and the setting is locked so a
+        # statement cannot switch it back on.
         con.execute(f"SET memory_limit = '{limits.memory_limit.strip()}'")
         con.execute(f"SET threads = {int(limits.threads)}")
-        con.execute("SET lock_configuration = true")
+        tables.lock_down()
         try:
             statements = con.extract_statements(sql)
         except duckdb.Error as exc:
@@ -107,12 +108,8 @@ def _execute(con: Any, statement: Any, limits: Limits) -> tuple[list[str], list[
 
 def rows(lay: Layout, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
     """One library-owned SELECT with bound parameters (values are never spliced into SQL text)."""
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
-    try:
-        cursor = con.execute(sql, params or [])
-        return [d[0] for d in cursor.description], cursor.fetchall()
-    finally:
-        con.close()
+    with open_tables(lay) as tables:
+        return tables.tuples(sql, *(params or []))
 
 
 def reference_summaries(lay: Layout) -> tuple[list[str], list[tuple[Any, ...]]]:

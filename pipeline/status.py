@@ -64,17 +64,15 @@ def status(lay: Layout) -> dict[str, Any]:
 
 
 def _references(lay: Layout, attention: list[str]) -> list[dict[str, Any]]:
-    import duckdb
-
-    from .compile.registry import ensure_database
+    from .core.registry import open_tables
 
     try:
-        con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+        con = open_tables(lay, "tables")
     except FabricrefError as exc:
         attention.append(f"registry not built: {exc}")
         return []
     try:
-        rows = con.execute("SELECT reference_id, status, field FROM fields ORDER BY 1, 3").fetchall()
+        _, rows = con.tuples("SELECT reference_id, status, field FROM fields ORDER BY 1, 3")
     finally:
         con.close()
     out: dict[str, dict[str, Any]] = {}

@@ -72,10 +72,11 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
 
 @pytest.fixture(scope="session")
 def built_registry(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    """The shipped data run through retrieve → extract → compile once, in a private copy."""
+    """The shipped data run through retrieve → extract → compile → topology once, in a private copy (traffic
+    estimates read the topology stage's outputs)."""
     lay = Layout(copy_checkout(tmp_path_factory.mktemp("built") / "repo"))
-    for verb in ("retrieve", "extract", "compile"):
-        assert main([verb, "--root", str(lay.root)]) == 0
+    for verb in (["retrieve"], ["extract"], ["compile"], ["topology", "--all"]):
+        assert main([*verb, "--root", str(lay.root)]) == 0
     return lay
 
 

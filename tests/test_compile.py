@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.compile import stage
 from pipeline.core.errors import CompileError, FabricrefError
+from pipeline.core.registry import ensure_database
 from pipeline.core.sources import load_sources
 from pipeline.extract.stage import run as extract
 
@@ -146,7 +147,7 @@ def test_deriving_from_an_unknown_is_refused(extracted):
 def test_statuses_hold_their_promises(built_registry):
     import duckdb
 
-    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ensure_database(built_registry)), read_only=True)
     broken = con.execute("""
         SELECT reference_id, field, status FROM fields f WHERE
           (status IN ('published', 'preliminary') AND NOT EXISTS (
@@ -166,7 +167,7 @@ def test_statuses_hold_their_promises(built_registry):
 def test_physical_facts_nobody_states_stay_unknown(built_registry):
     import duckdb
 
-    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ensure_database(built_registry)), read_only=True)
     rows = con.execute("""SELECT DISTINCT status FROM fields WHERE field IN ('physical.cable_lengths',
         'physical.cage_types', 'physical.rack_positions', 'commercial.price', 'oem.board_population',
         'physical.nic_gpu_pairing')""").fetchall()
@@ -179,7 +180,7 @@ def test_every_network_bandwidth_carries_unit_and_direction(built_registry):
     links and have none."""
     import duckdb
 
-    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ensure_database(built_registry)), read_only=True)
     rows = con.execute(
         "SELECT field, unit, direction FROM fields "
         "WHERE unit LIKE '%/s' AND field NOT LIKE 'accelerator.memory_bandwidth%' "

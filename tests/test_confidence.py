@@ -13,6 +13,7 @@ import networkx as nx
 import pytest
 
 from pipeline.core import confidence
+from pipeline.core.registry import ensure_database
 from pipeline.formats.records import Confidence
 from pipeline.topology import stage as topology
 from pipeline.traffic import calculator
@@ -76,7 +77,7 @@ def test_confidence_follows_from_status(status, inputs, expected):
 
 
 def _rows(lay, sql: str) -> list[dict]:
-    con = duckdb.connect(str(lay.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
     try:
         cur = con.execute(sql)
         names = [d[0] for d in cur.description]

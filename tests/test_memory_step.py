@@ -8,6 +8,7 @@ import math
 import pytest
 
 from pipeline.core.errors import UsageError
+from pipeline.core.registry import ensure_database
 from pipeline.traffic import compute, memory, sizing, step
 
 
@@ -277,7 +278,7 @@ def test_cli_step_on_shipped_data(cli, built_registry) -> None:
 def test_throughput_fields_are_declared_with_status_on_every_system(built_registry) -> None:
     import duckdb
 
-    con = duckdb.connect(str(built_registry.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ensure_database(built_registry)), read_only=True)
     systems = con.execute(
         "SELECT reference_id FROM reference_models WHERE form_factor IN ('server', 'rack') ORDER BY 1"
     ).fetchall()

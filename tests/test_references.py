@@ -10,6 +10,7 @@ import pytest
 from pipeline.audit import all_verified, audit
 from pipeline.compile import stage
 from pipeline.core.errors import CompileError
+from pipeline.core.registry import ensure_database
 from pipeline.core.sources import load_sources
 from pipeline.extract.stage import run as extract
 
@@ -61,7 +62,7 @@ KEY_FIGURES = {
 
 
 def rows(lay, sql):
-    con = duckdb.connect(str(lay.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
     try:
         cur = con.execute(sql)
         names = [d[0] for d in cur.description]

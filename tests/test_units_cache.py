@@ -16,6 +16,7 @@ from pipeline.compile import references
 from pipeline.compile.stage import load_claims
 from pipeline.core.errors import CompileError
 from pipeline.core.paths import Layout
+from pipeline.core.registry import ensure_database
 from pipeline.core.sources import load_sources
 from pipeline.extract import stage as extract_stage
 
@@ -154,7 +155,7 @@ def test_the_issue_reproduction_through_the_cli_reads_50_gb_per_s(repo, cli):
     extracted = cli("extract", root=repo.root)
     assert extracted.code == 0 and f"reused {len(load_sources(repo))} " not in extracted.out
     assert cli("compile", root=repo.root).code == 0
-    con = duckdb.connect(str(repo.duckdb_path), read_only=True)
+    con = duckdb.connect(str(ensure_database(repo)), read_only=True)
     try:
         row = con.execute(
             "SELECT value_number, unit, direction FROM fields WHERE reference_id = ? AND field = ?", [REFERENCE, SPEED]

@@ -1,8 +1,6 @@
-"""The registry on disk: deterministic Parquet tables (what DVC tracks) and a DuckDB file built from them.
+"""The compile stage's tables: their columns, their row order, and writing them all at once.
 
-A DuckDB file is not byte-identical from build to build, so DVC tracks the Parquet exports and the
-database is a disposable, rebuilt-on-demand index over them (it records the hash of the Parquet it was
-built from, and is rebuilt when that no longer matches).
+Reading and writing Parquet, and the DuckDB views file, live in pipeline/core/registry.py (shared by every stage).
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import hashlib
 import os
 import shutil
 import tempfile
@@ -20,10 +17,10 @@ from typing import Any
 
 import duckdb
 
-from ..core.columns import insert_columns
 from ..core.errors import FabricrefError
 from ..core.files import current_umask
 from ..core.paths import Layout
+from ..core.registry import write_table
 
 # table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract.
 TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
@@ -172,51 +169,6 @@ TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
     ),
 }
 
-VIEWS = {
-    "field_provenance": """
-        SELECT f.reference_id, f.field, f.value_text, f.value_number, f.unit, f.direction, f.status, f.confidence,
-               c.source_id, c.url, c.retrieved_at, c.sha256, c.origin, c.locator, c.excerpt, c.stated, c.revision,
-               c.snapshot_path, c.chosen
-        FROM fields f LEFT JOIN field_citations c USING (reference_id, field)
-    """,
-}
-
-
-def write_table(
-    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
-) -> Path:
-    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
-    directory.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute("SET threads = 1")
-        con.execute("SET preserve_insertion_order = true")
-        cols = ", ".join(f'"{c}" {t}' for c, t in columns)
-        con.execute(f'CREATE TABLE "{name}" ({cols})')
-        data = list(rows)
-        if data:
-            # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
-            series = [list(col) for col in zip(*data, strict=True)]
-            if not insert_columns(con, name, columns, series):
-                select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
-                con.execute(f'INSERT INTO "{name}" SELECT {select}', series)
-        target = directory / f"{name}.parquet"
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
-        os.close(fd)
-        try:
-            keys = ", ".join(f'"{k}"' for k in order)
-            con.execute(
-                f"COPY (SELECT * FROM \"{name}\" ORDER BY {keys}) TO '{tmp}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
-            )
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        return target
-    finally:
-        con.close()
-
 
 def write_tables(lay: Layout, rows: dict[str, Iterable[Sequence[Any]]]) -> None:
     """Every table built aside in a fresh directory, then switched in with one atomic exchange of directories:
@@ -304,77 +256,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-# Later stages write their own Parquet tables here; the DuckDB registry loads every one of them.
-STAGE_TABLE_DIRS = ("topology", "traffic")
-
-
-def _all_tables(lay: Layout) -> list[tuple[str, Path]]:
-    tables = [(name, lay.tables_dir / f"{name}.parquet") for name in sorted(TABLES)]
-    for sub in STAGE_TABLE_DIRS:
-        tables += [(p.stem, p) for p in sorted((lay.registry_dir / sub).glob("*.parquet"))]
-    return tables
-
-
-def tables_hash(lay: Layout) -> str:
-    digest = hashlib.sha256()
-    for name, path in _all_tables(lay):
-        if not path.exists():
-            raise FabricrefError(f"{lay.relative(path)} is missing: run `dvc repro` (or `fabricref compile`)")
-        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def build_database(lay: Layout) -> Path:
-    """(Re)build registry.duckdb from the Parquet tables, atomically; leftovers of a killed build are removed
-    first, and a read-only checkout or a full disk is a clear error, not an OSError traceback."""
-    expected = tables_hash(lay)
-    target = lay.duckdb_path
-    _remove_leftovers(target.parent, ".registry.")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".registry.{os.getpid()}.", suffix=".duckdb")
-        os.close(fd)
-        os.unlink(tmp)  # DuckDB wants to create the file itself
-    except OSError as exc:
-        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror}") from exc
-    try:
-        con = duckdb.connect(tmp)
-        try:
-            for name, path in _all_tables(lay):
-                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM read_parquet(?)', [path.as_posix()])
-            for name, sql in VIEWS.items():
-                con.execute(f'CREATE VIEW "{name}" AS {sql}')
-            con.execute("CREATE TABLE _build (tables_sha256 VARCHAR)")
-            con.execute("INSERT INTO _build VALUES (?)", [expected])
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror or exc}") from exc
-    except duckdb.Error as exc:
-        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc}") from exc
-    finally:
-        for leftover in (tmp, tmp + ".wal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(leftover)
-    return target
-
-
-def ensure_database(lay: Layout) -> Path:
-    """The DuckDB registry, rebuilt first if it is missing or was built from other Parquet bytes."""
-    expected = tables_hash(lay)
-    path = lay.duckdb_path
-    if path.exists():
-        try:
-            con = duckdb.connect(str(path), read_only=True)
-            try:
-                row = con.execute("SELECT tables_sha256 FROM _build").fetchone()
-            finally:
-                con.close()
-            if row and row[0] == expected:
-                return path
-        except duckdb.Error:
-            pass
-    return build_database(lay)

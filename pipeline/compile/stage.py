@@ -51,7 +51,6 @@ def run(lay: Layout) -> list[Reference]:
     for ref in refs:
         resolve(ref, claims)
     registry.write_tables(lay, rows(lay, sources, claims, refs))
-    registry.build_database(lay)
     return refs
 
 

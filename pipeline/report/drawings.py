@@ -5,20 +5,41 @@ SVG output is deterministic (fixed hash salt, no date metadata, text kept as tex
 
 from __future__ import annotations
 
+import functools
 import io
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from . import LAYOUT_CAVEAT
 
-plt.rcParams.update({"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8})
+# Applied only while a drawing is made (rc_context), never at import: importing this module changes no global
+# matplotlib state (no backend switch, no rcParams), so a notebook or another library keeps its own settings.
+# Figures are plain `Figure` objects (no pyplot, no backend, nothing to close).
+STYLE = {"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8}
+
+P = ParamSpec("P")
+
+
+def _styled(draw: Callable[P, bytes]) -> Callable[P, bytes]:
+    @functools.wraps(draw)
+    def inside_style(*args: P.args, **kwargs: P.kwargs) -> bytes:
+        with matplotlib.rc_context(STYLE):
+            return draw(*args, **kwargs)
+
+    return inside_style
+
+
+def _figure(figsize: tuple[float, float]) -> tuple[Figure, Any]:
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots()
+
 
 KIND_STYLE = {
     "accelerator": ("#76b900", "GPU"),
@@ -37,13 +58,12 @@ NETWORK_STYLE = {
 def _svg(fig: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
 
 
 def _legend(ax: Any, networks: set[str]) -> None:
     handles = [
-        plt.Line2D([0], [0], color=s["color"], lw=s["lw"] * 2, ls=s["ls"], label=s["label"])
+        Line2D([0], [0], color=s["color"], lw=s["lw"] * 2, ls=s["ls"], label=s["label"])
         for n, s in NETWORK_STYLE.items()
         if n in networks
     ]
@@ -58,6 +78,7 @@ def _natural(name: str) -> list[Any]:
     return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
 
 
+@_styled
 def draw_reference(title: str, nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> bytes:
     """Trays as rows of their parts; links styled by network; NIC stubs point at the networks they join."""
     trays = [n for n in nodes if n["kind"] == "tray"]
@@ -68,7 +89,7 @@ def draw_reference(title: str, nodes: list[dict[str, Any]], edges: list[dict[str
     order = {"accelerator": 1, "scale_up_switch": 2, "cpu": 3, "nic": 4}
     rows = sorted((t for t in trays if parts.get(t["node"])), key=lambda t: _natural(t["node"]))
     width = max((len(parts[t["node"]]) for t in rows), default=1)
-    fig, ax = plt.subplots(figsize=(min(3 + width * 0.55, 16), 1.2 + 0.55 * len(rows)))
+    fig, ax = _figure(figsize=(min(3 + width * 0.55, 16), 1.2 + 0.55 * len(rows)))
     pos: dict[str, tuple[float, float]] = {}
     for r, tray in enumerate(rows):
         y = -r
@@ -121,12 +142,13 @@ def draw_reference(title: str, nodes: list[dict[str, Any]], edges: list[dict[str
     return _svg(fig)
 
 
+@_styled
 def draw_cluster(title: str, summary: dict[str, Any], pods: int, rails: int) -> bytes:
     """Tiers as rows of grouped boxes (never one dot per part), oversubscription labelled between tiers."""
     kinds = summary["nodes_by_kind"]
     over = summary.get("oversubscription", {})
     domains, size = summary["scale_up_domains"], summary["scale_up_domain_size"]
-    fig, ax = plt.subplots(figsize=(11, 5.2))
+    fig, ax = _figure(figsize=(11, 5.2))
     shown = min(pods, 8)
     tiers = [("core", kinds.get("core", 0), 3), ("spine", kinds.get("spine", 0), 2), ("leaf", kinds.get("leaf", 0), 1)]
     colors = {"core": "#d62728", "spine": "#e377c2", "leaf": "#ff9896", "blocks": "#76b900"}
@@ -195,9 +217,10 @@ def draw_cluster(title: str, summary: dict[str, Any], pods: int, rails: int) -> 
     return _svg(fig)
 
 
+@_styled
 def bar_chart(title: str, labels: list[str], series: dict[str, list[float]], xlabel: str) -> bytes:
     """Horizontal stacked bars (e.g. overhead / bandwidth / queueing seconds per workload)."""
-    fig, ax = plt.subplots(figsize=(9, 0.35 * len(labels) + 1.2))
+    fig, ax = _figure(figsize=(9, 0.35 * len(labels) + 1.2))
     left = [0.0] * len(labels)
     palette = ["#1f77b4", "#2ca02c", "#d62728", "#ff7f0e", "#9467bd"]
     for (name, values), color in zip(series.items(), palette, strict=False):
@@ -210,8 +233,9 @@ def bar_chart(title: str, labels: list[str], series: dict[str, list[float]], xla
     return _svg(fig)
 
 
+@_styled
 def line_chart(title: str, x: list[float], series: dict[str, list[float]], xlabel: str, ylabel: str) -> bytes:
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = _figure(figsize=(7, 3.5))
     for name, ys in series.items():
         ax.plot(x, ys, marker="o", label=name)
     ax.set_xscale("log", base=2)

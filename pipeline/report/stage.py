@@ -12,32 +12,42 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import duckdb
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from ..compile.registry import ensure_database
 from ..core.files import atomic_write_bytes
 from ..core.paths import Layout
-from ..topology.build import CAVEAT as TOPOLOGY_CAVEAT
-from ..traffic import CAVEAT as TRAFFIC_CAVEAT
-from ..traffic.ha import NOT_ESTABLISHED
+from ..core.registry import Tables, table_paths
 from . import LAYOUT_CAVEAT, drawings
 
-CAVEATS = [
-    TRAFFIC_CAVEAT,
-    NOT_ESTABLISHED,
-    TOPOLOGY_CAVEAT,
-    LAYOUT_CAVEAT,
+STATUSES = (
     "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
     "(computed, with formula and inputs), unknown (nobody states it: the value stays empty). Assumed figures "
-    "are labelled.",
-]
+    "are labelled."
+)
+# Exactly the tables the report reads (dvc.yaml declares each of them as a dep of the report stage).
+READS = (
+    "reference_models",
+    "fields",
+    "field_citations",
+    "assumptions",
+    "topology_summaries",
+    "topology_nodes",
+    "topology_edges",
+    "traffic",
+    "traffic_workloads",
+    "traffic_failures",
+    "traffic_sharing",
+)
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+def _caveats(con: Tables) -> list[str]:
+    """The caveats the stages wrote beside their numbers (traffic, failures, topology), then the report's own."""
+    found = [r["caveat"] for r in con.rows("SELECT DISTINCT caveat FROM traffic_workloads ORDER BY 1")]
+    found += [r["n"] for r in con.rows("SELECT DISTINCT not_established AS n FROM traffic_failures ORDER BY 1")]
+    found += sorted(
+        {json.loads(r["summary"]).get("caveat") for r in con.rows("SELECT summary FROM topology_summaries")}
+    )
+    return [c for c in dict.fromkeys(found) if c] + [LAYOUT_CAVEAT, STATUSES]
 
 
 def _value(f: dict[str, Any]) -> str:
@@ -62,26 +72,27 @@ def run(lay: Layout) -> Path:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    paths = table_paths(lay, "tables", "topology", "traffic")
+    con = Tables({name: paths[name] for name in READS})
     try:
-        refs = _rows(
-            con,
+        caveats = _caveats(con)
+        refs = con.rows(
             """SELECT r.*, count(*) FILTER (WHERE f.status = 'published') AS published,
             count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
             count(*) FILTER (WHERE f.status = 'derived') AS derived,
             count(*) FILTER (WHERE f.status = 'unknown') AS unknown
             FROM reference_models r JOIN fields f USING (reference_id) GROUP BY ALL ORDER BY r.reference_id""",
         )
-        summaries = {r["topology_id"]: json.loads(r["summary"]) for r in _rows(con, "SELECT * FROM topology_summaries")}
+        summaries = {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
         clusters = [s for tid, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
-        workloads = _rows(con, "SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
+        workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
         cluster_ids = {s["topology_id"] for s in clusters}
         drawing_links = []
         for ref in refs:
             rid = ref["reference_id"]
-            fields = _rows(con, "SELECT * FROM fields WHERE reference_id = ? ORDER BY field", [rid])
+            fields = con.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", rid)
             cites = defaultdict(list)
-            for c in _rows(con, "SELECT * FROM field_citations WHERE reference_id = ? ORDER BY source_id", [rid]):
+            for c in con.rows("SELECT * FROM field_citations WHERE reference_id = ? ORDER BY source_id", rid):
                 cites[c["field"]].append(c)
             for f in fields:
                 f["value"] = _value(f)
@@ -89,26 +100,24 @@ def run(lay: Layout) -> Path:
             # A cluster-level reference is drawn by tier below, into the same file: drawing its tens of thousands
             # of parts one by one here would only be overwritten.
             if rid in cluster_ids:
-                has_drawing = bool(_rows(con, "SELECT 1 FROM topology_nodes WHERE topology_id = ? LIMIT 1", [rid]))
+                has_drawing = bool(con.rows("SELECT 1 FROM topology_nodes WHERE topology_id = ? LIMIT 1", rid))
             else:
-                nodes = _rows(con, "SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", [rid])
+                nodes = con.rows("SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", rid)
                 has_drawing = bool(nodes)
                 if has_drawing:
-                    edges = _rows(
-                        con, "SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", [rid]
-                    )
+                    edges = con.rows("SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", rid)
                     svg = drawings.draw_reference(ref["title"], nodes, edges)
                     atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
             if has_drawing:
                 drawing_links.append(
                     {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
                 )
-            assumptions = _rows(con, "SELECT * FROM assumptions WHERE reference_id = ? ORDER BY field", [rid])
+            assumptions = con.rows("SELECT * FROM assumptions WHERE reference_id = ? ORDER BY field", rid)
             summary = summaries.get(rid)
             page = env.get_template("reference.html.j2").render(
                 title=ref["title"],
                 root="../",
-                caveats=CAVEATS,
+                caveats=caveats,
                 ref=ref,
                 fields=fields,
                 drawing=has_drawing,
@@ -118,26 +127,24 @@ def run(lay: Layout) -> Path:
             atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
         for s in clusters:
             tid = s["topology_id"]
-            pods = _rows(
-                con,
+            pods = con.rows(
                 "SELECT count(DISTINCT pod) AS n FROM topology_nodes WHERE topology_id = ? AND kind = 'leaf'",
-                [tid],
+                tid,
             )[0]["n"]
-            rails = _rows(
-                con,
+            rails = con.rows(
                 "SELECT count(DISTINCT rail) AS n FROM topology_nodes WHERE topology_id = ? AND "
                 "kind = 'nic' AND role = 'scale_out'",
-                [tid],
+                tid,
             )[0]["n"]
             atomic_write_bytes(out / "drawings" / f"{tid}.svg", drawings.draw_cluster(s["title"], s, pods, rails))
             drawing_links.append(
                 {"src": f"drawings/{tid}.svg", "page": f"cluster/{tid}.html", "alt": f"structure of cluster {tid}"}
             )
-            page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=CAVEATS, s=s)
+            page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
             atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
-        traffic = _rows(con, "SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
-        failures = _rows(con, "SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
-        sharing = _rows(con, "SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
+        traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
+        failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
+        sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     finally:
         con.close()
     by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -155,14 +162,14 @@ def run(lay: Layout) -> Path:
         )
     for wid, targets in sorted(by_workload.items()):
         page = env.get_template("workload.html.j2").render(
-            title=f"Workload {wid}", root="../", caveats=CAVEATS, targets=targets
+            title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
         )
         atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
     plots = _plots(out, traffic, lay)
     index = env.get_template("index.html.j2").render(
         title="fabricref report",
         root="",
-        caveats=CAVEATS,
+        caveats=caveats,
         references=refs,
         clusters=clusters,
         workloads=workloads,

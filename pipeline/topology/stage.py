@@ -7,10 +7,11 @@ from typing import Any
 
 import networkx as nx
 
-from ..compile.registry import write_table
 from ..core.errors import UsageError
 from ..core.files import atomic_write_json
+from ..core.graphs import GRAPH_COLUMNS
 from ..core.paths import Layout
+from ..core.registry import open_tables, write_table
 from . import export
 from .build import build_cluster, build_reference
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
@@ -51,25 +52,18 @@ def build(lay: Layout, topology_id: str) -> nx.Graph:
 def run(lay: Layout) -> list[dict[str, Any]]:
     out = topology_dir(lay)
     out.mkdir(parents=True, exist_ok=True)
-    import duckdb
-
-    from ..compile.registry import ensure_database
-
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
-    try:
+    with open_tables(lay, "tables") as t:
         refs = [
-            r[0]
-            for r in con.execute(
-                "SELECT reference_id FROM reference_models WHERE form_factor <> 'cluster' ORDER BY 1"
-            ).fetchall()
+            r["reference_id"]
+            for r in t.rows("SELECT reference_id FROM reference_models WHERE form_factor <> 'cluster' ORDER BY 1")
         ]
-    finally:
-        con.close()
     graphs = [build(lay, r) for r in refs] + [build(lay, c.id) for c in load_clusters(lay)]
-    nodes, edges, summaries = [], [], []
+    nodes, edges, summaries, graph_rows = [], [], [], []
     written = set()
+    endpoint = defaults(lay).latency_ns["endpoint"]
     for g in graphs:
         tid = g.graph["topology_id"]
+        graph_rows.append(export.graph_row(g, endpoint))
         summary = summarize(g)
         summaries.append((tid, json.dumps(summary, sort_keys=True)))
         nodes += export.node_rows(g)
@@ -78,13 +72,20 @@ def run(lay: Layout) -> list[dict[str, Any]]:
             export.write_node_link(g, out / f"{tid}.json")
             export.write_graphml(g, out / f"{tid}.graphml")
             written |= {f"{tid}.json", f"{tid}.graphml"}
+    write_table(out, "topology_graphs", GRAPH_COLUMNS, ["topology_id"], graph_rows)
     write_table(out, "topology_nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes)
     write_table(out, "topology_edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], edges)
     write_table(
         out, "topology_summaries", [("topology_id", "VARCHAR"), ("summary", "VARCHAR")], ["topology_id"], summaries
     )
     atomic_write_json(out / "summaries.json", {tid: json.loads(s) for tid, s in summaries})
-    written |= {"topology_nodes.parquet", "topology_edges.parquet", "topology_summaries.parquet", "summaries.json"}
+    written |= {
+        "topology_graphs.parquet",
+        "topology_nodes.parquet",
+        "topology_edges.parquet",
+        "topology_summaries.parquet",
+        "summaries.json",
+    }
     for stale in out.iterdir():
         if stale.is_file() and stale.name not in written:
             stale.unlink()

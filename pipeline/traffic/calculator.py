@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core import confidence as rule
 from ..core.errors import UsageError
+from ..core.graphs import Topologies, load_topology
 from ..core.paths import Layout
 from .algorithms import Cost, Fabric, Tier, estimate
 from .calibration import Calibration, load_calibration
@@ -29,19 +30,19 @@ class Placed:
     notes: list[str]
 
 
-def view_for(lay: Layout, topology_id: str) -> View:
-    """The installed wiring of a reference or cluster, as the traffic stage sees it."""
-    from ..topology import stage as topology
-    from ..topology.facts import defaults
+def view_for(lay: Layout, topology_id: str, topologies: Topologies | None = None) -> View:
+    """The installed wiring of a reference or cluster, as the traffic stage sees it: the topology stage's output
+    (registry/topology/), read through `topologies` when the caller keeps them open."""
 
-    view = View(topology.build(lay, topology_id), defaults(lay).latency_ns["endpoint"])
+    topology = topologies.get(topology_id) if topologies is not None else load_topology(lay, topology_id)
+    view = View(topology.graph, topology.endpoint_latency_ns, topology.summary)
     view.calibration = load_calibration(lay.root)
     view.scale_up_technology = _technology(lay, view.reference)
     return view
 
 
 def _technology(lay: Layout, reference: str) -> str:
-    from ..topology.facts import load_facts
+    from ..core.facts import load_facts
 
     return load_facts(lay, reference).text("scale_up.technology")
 

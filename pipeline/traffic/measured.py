@@ -145,7 +145,7 @@ def _rows(lay: Layout) -> list[tuple[Any, ...]]:
 
 
 def write_measurements(lay: Layout) -> Path:
-    from ..compile.registry import write_table
+    from ..core.registry import write_table
 
     return write_table(table_dir(lay), TABLE, COLUMNS, ["measurement_id", "placement", "bytes", "line"], _rows(lay))
 

@@ -6,11 +6,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..compile.registry import write_table
 from ..core import confidence
+from ..core.facts import load_facts
 from ..core.files import atomic_write_json
+from ..core.graphs import Topologies
 from ..core.paths import Layout
-from ..topology.facts import load_facts
+from ..core.registry import write_table
 from . import CAVEAT, ha, loads, plots
 from . import step as step_model
 from .calculator import view_for
@@ -225,10 +226,11 @@ def run(lay: Layout) -> dict[str, Any]:
     metrics: dict[str, Any] = {"caveat": CAVEAT}
     views: dict[str, View] = {}
     accelerators: dict[str, step_model.Accelerator] = {}
+    topologies = Topologies(lay)
     for w in workloads:
         for target in w.targets:
             if target not in views:
-                views[target] = view_for(lay, target)
+                views[target] = view_for(lay, target, topologies)
             view = views[target]
             r = estimate(lay, target, w, 0, view)
             for p in r.phases:
@@ -330,6 +332,7 @@ def run(lay: Layout) -> dict[str, Any]:
     atomic_write_json(out / "metrics.json", metrics)
     for target in ("nvidia-gb200-nvl72", "illustrative-h100-4096"):
         if target not in views:
-            views[target] = view_for(lay, target)
+            views[target] = view_for(lay, target, topologies)
+    topologies.close()
     plots.write(out / "plots", traffic, links, views)
     return metrics

@@ -12,7 +12,6 @@ from typing import Any
 import networkx as nx
 
 from ..core.errors import UsageError
-from ..topology.summary import summarize
 from .routing import Fabric
 
 # Tier separating two accelerators: 0 same scale-up domain, 1 same leaf, 2 same pod (via spine), 3 via core.
@@ -58,13 +57,14 @@ class Route:
 
 
 class View:
-    def __init__(self, g: nx.Graph, endpoint_ns: float) -> None:
+    def __init__(self, g: nx.Graph, endpoint_ns: float, summary: dict[str, Any]) -> None:
+        """`summary` is the topology stage's summary of `g` (registry/topology), not recomputed here."""
         self.g = g
         self.endpoint_s = endpoint_ns * 1e-9
         self.reference = g.graph.get("reference")
         self.kind = nx.get_node_attributes(g, "kind")
         self.accelerators = [n for n, k in self.kind.items() if k == "accelerator"]
-        self.summary = summarize(g)
+        self.summary = summary
         # Set by calculator.view_for: the collective calibration and the scale-up technology it is matched on.
         self.calibration: Any = None
         self.scale_up_technology: str | None = None

@@ -1,0 +1,31 @@
+"""`python -m pipeline.<stage>`: how dvc.yaml runs a stage, without the CLI.
+
+Each stage package has a `__main__.py` that calls `run_stage`, so a stage's import closure is its own package
+plus pipeline/core (tests/test_dvc_deps.py computes it and checks dvc.yaml declares it). The CLI verbs call the
+same library functions; they are for people, DVC runs these.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from .errors import FabricrefError
+from .paths import layout
+
+
+def run_stage(work: Callable[..., str]) -> NoReturn:
+    """Run `work(layout)` in the checkout found from the working directory; print its one-line summary.
+
+    Exit codes as the CLI: 0 done, 1 a check failed, 2 bad usage."""
+    try:
+        message = work(layout())
+    except FabricrefError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    sys.stdout.write(message + "\n")
+    sys.exit(0)

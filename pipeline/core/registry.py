@@ -1,0 +1,289 @@
+"""The registry on disk: deterministic Parquet tables written by the stages, read through DuckDB views.
+
+One module for every reader and writer, so no stage imports another stage to reach a table:
+
+- `write_table` writes one table as Parquet, sorted and single-threaded (same rows → same bytes).
+- `open_tables(lay, "tables", "topology")` gives an in-memory DuckDB whose views read exactly the Parquet
+  files of the named output directories, as they are on disk now; `Tables.rows(sql, *params)` runs one
+  statement with bound parameters. A stage opens only the directories its DVC stage declares as deps.
+- `build_database` / `ensure_database` keep `registry/registry.duckdb` for people who open it directly.
+
+Why `registry/registry.duckdb` holds views and not tables (issue 11, case 4): a DuckDB file is not
+byte-identical from build to build, so it cannot be a DVC output without breaking the byte-identical
+`dvc.lock`. A file holding *copies* of the tables goes stale silently after `git checkout` + `dvc checkout`
+(a notebook read last week's numbers). A file holding only *views* over the Parquet files holds no numbers at
+all: every query reads the Parquet files as they are now, so a direct reader sees the current numbers or a
+DuckDB error naming what is missing. `_registry_build` records which Parquet files (path and SHA-256 at build
+time) the views were made for; `ensure_database` rewrites the file when that list no longer matches.
+
+Paths in the views are absolute, so the file opens from the checkout root, a notebooks/ directory or anywhere
+else. Relative paths were rejected: DuckDB resolves them against the reader's working directory, so a reader
+elsewhere fails and a reader inside *another* checkout silently reads that checkout's numbers. The one risk of
+absolute paths — a copied or moved checkout reading the original's files — is closed by a guard in every view:
+it raises "registry.duckdb was built at …" unless the database file is still where it was built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .columns import insert_columns
+from .errors import FabricrefError
+from .paths import Layout
+
+# The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written,
+# then `measurements` (measured nccl-tests logs, loaded by `fabricref measured`, outside DVC).
+TABLE_DIRS = ("tables", "topology", "traffic", "measurements")
+
+# Views over several tables, created when every table they read is present.
+DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
+    "field_provenance": (
+        ("fields", "field_citations"),
+        """
+        SELECT f.reference_id, f.field, f.value_text, f.value_number, f.unit, f.direction, f.status, f.confidence,
+               c.source_id, c.url, c.retrieved_at, c.sha256, c.locator, c.excerpt, c.stated, c.revision,
+               c.snapshot_path, c.chosen
+        FROM fields f LEFT JOIN field_citations c USING (reference_id, field)
+        """,
+    ),
+}
+
+BUILD_TABLE = "_registry_build"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def write_table(
+    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
+) -> Path:
+    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET threads = 1")
+        con.execute("SET preserve_insertion_order = true")
+        cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns)
+        con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
+        data = list(rows)
+        if data:
+            # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
+            series = [list(col) for col in zip(*data, strict=True)]
+            if not insert_columns(con, name, columns, series):
+                select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
+                con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", series)
+        target = directory / f"{name}.parquet"
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
+        os.close(fd)
+        try:
+            keys = ", ".join(_quote(k) for k in order)
+            con.execute(
+                f"COPY (SELECT * FROM {_quote(name)} ORDER BY {keys}) TO '{tmp}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
+            )
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        return target
+    finally:
+        con.close()
+
+
+def remove_stale(directory: Path, keep: Iterable[str]) -> None:
+    """Delete Parquet tables of `directory` that the stage no longer writes (a dropped table must not linger)."""
+    names = set(keep)
+    for stale in directory.glob("*.parquet"):
+        if stale.stem not in names:
+            stale.unlink()
+
+
+def table_paths(lay: Layout, *dirs: str) -> dict[str, Path]:
+    """Table name → Parquet file, for the named output directories (each must exist), or by default for every
+    one that exists (inspecting a registry built only up to some stage is fine)."""
+    out: dict[str, Path] = {}
+    for sub in dirs or TABLE_DIRS:
+        if sub not in TABLE_DIRS:
+            raise ValueError(f"unknown registry table directory {sub!r}; expected one of {TABLE_DIRS}")
+        directory = lay.registry_dir / sub
+        if not directory.is_dir():
+            if not dirs and sub != "tables":
+                continue
+            raise FabricrefError(
+                f"{lay.relative(directory)}/ is missing: run `dvc repro` (it writes the registry's tables)"
+            )
+        for path in sorted(directory.glob("*.parquet")):
+            if path.stem in out:
+                raise FabricrefError(f"two registry tables named {path.stem}: {lay.relative(out[path.stem])}, ...")
+            out[path.stem] = path
+    return out
+
+
+class Tables:
+    """An in-memory DuckDB with one view per Parquet file. It holds no copy: every query reads the files."""
+
+    def __init__(self, paths: dict[str, Path]) -> None:
+        self.paths = dict(sorted(paths.items()))
+        self.con = duckdb.connect(":memory:")
+        try:
+            for name, path in self.paths.items():
+                # Reads through DuckDB are invisible to Python's `open` audit event; say which file is read so
+                # tests/test_dvc_deps.py can compare what each stage reads with what dvc.yaml declares.
+                sys.audit("fabricref.read", str(path))
+                if not path.exists():
+                    raise FabricrefError(f"{path} is missing: run `dvc repro`")
+                source = _literal(path.resolve().as_posix())
+                self.con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({source})")
+            for name, (needs, sql) in DERIVED_VIEWS.items():
+                if all(n in self.paths for n in needs):
+                    self.con.execute(f"CREATE VIEW {_quote(name)} AS {sql}")
+        except BaseException:
+            self.con.close()
+            raise
+
+    def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        """Rows as dicts; values are bound parameters (`?`), never spliced into the SQL text."""
+        cur = self.con.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def tuples(self, sql: str, *params: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+        cur = self.con.execute(sql, list(params))
+        return [d[0] for d in cur.description], cur.fetchall()
+
+    def lock_down(self) -> None:
+        """From now on SQL can read the registry's Parquet files and nothing else (no COPY TO, no /etc/...)."""
+        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in self.paths.values()})
+        self.con.execute("SET allowed_directories = ?", [dirs])
+        self.con.execute("SET enable_external_access = false")
+        self.con.execute("SET lock_configuration = true")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Tables:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_tables(lay: Layout, *dirs: str) -> Tables:
+    """Views over the Parquet tables of the named registry directories (default: every one)."""
+    return Tables(table_paths(lay, *dirs))
+
+
+@contextlib.contextmanager
+def reading(lay: Layout, *dirs: str) -> Iterator[Tables]:
+    with open_tables(lay, *dirs) as tables:
+        yield tables
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _views(lay: Layout) -> list[tuple[str, str]]:
+    """(view name, absolute Parquet path) for every table present now."""
+    return [(name, path.resolve().as_posix()) for name, path in table_paths(lay).items()]
+
+
+def _guard(lay: Layout) -> str:
+    """SQL that is true while the database file is opened where it was built, and raises otherwise."""
+    here = sorted({os.path.abspath(lay.duckdb_path), lay.duckdb_path.resolve().as_posix()})
+    message = (
+        f"registry.duckdb was built at {here[0]} and has been moved or copied: its views would read that "
+        "checkout's Parquet files. Rebuild it here with `python -m pipeline.core.registry` (or `dvc repro`)"
+    )
+    where = ", ".join(_literal(h) for h in here)
+    return (
+        f"CASE WHEN EXISTS (SELECT 1 FROM duckdb_databases() WHERE path IN ({where})) "
+        f"THEN true ELSE error({_literal(message)}) END"
+    )
+
+
+def build_database(lay: Layout) -> Path:
+    """(Re)write registry.duckdb atomically: one view per Parquet table, the derived views, the build record."""
+    views = _views(lay)
+    target = lay.duckdb_path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".registry.", suffix=".duckdb")
+    os.close(fd)
+    os.unlink(tmp)  # DuckDB wants to create the file itself
+    guard = _guard(lay)
+    try:
+        con = duckdb.connect(tmp)
+        try:
+            for name, path in views:
+                con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({_literal(path)}) WHERE {guard}")
+            for name, (needs, sql) in DERIVED_VIEWS.items():
+                if all(n in dict(views) for n in needs):
+                    con.execute(f"CREATE VIEW {_quote(name)} AS {sql}")
+            con.execute(f"CREATE TABLE {BUILD_TABLE} (view VARCHAR, parquet_path VARCHAR, sha256_at_build VARCHAR)")
+            for name, path in views:
+                con.execute(f"INSERT INTO {BUILD_TABLE} VALUES (?, ?, ?)", [name, path, _sha256(Path(path))])
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    finally:
+        for leftover in (tmp, tmp + ".wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+    return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def ensure_database(lay: Layout) -> Path:
+    """registry.duckdb, rewritten first if it is missing or its views do not match the Parquet tables present.
+
+    Rewriting it can never change a number (it holds views only), so any reader may do it."""
+    expected = _views(lay)
+    path = lay.duckdb_path
+    if path.exists():
+        try:
+            con = duckdb.connect(str(path), read_only=True)
+            try:
+                built = con.execute(f"SELECT view, parquet_path FROM {BUILD_TABLE} ORDER BY view").fetchall()
+            finally:
+                con.close()
+            if [tuple(r) for r in built] == sorted(expected):
+                return path
+        except duckdb.Error:
+            pass
+    return build_database(lay)
+
+
+if __name__ == "__main__":  # `python -m pipeline.core.registry`: the `database` stage in dvc.yaml
+    from .paths import layout
+
+    try:
+        built = build_database(layout())
+    except FabricrefError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(exc.exit_code)
+    print(f"wrote {built.name}: views over the registry's Parquet tables (it holds no data of its own)")

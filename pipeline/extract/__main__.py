@@ -1,0 +1,17 @@
+"""`python -m pipeline.extract` (the DVC stage): every source's rules over its current snapshot."""
+
+from ..core.entry import run_stage
+from ..core.paths import Layout
+from ..core.sources import load_sources
+from . import stage
+
+
+def main(lay: Layout) -> str:
+    stats = stage.run(lay, load_sources(lay))
+    return (
+        f"extracted {len(stats.parsed) + len(stats.reused)} source(s): parsed {len(stats.parsed)}, "
+        f"reused {len(stats.reused)} unchanged snapshot(s)"
+    )
+
+
+run_stage(main)

@@ -1,0 +1,323 @@
+"""dvc.yaml says what each stage depends on, and it must be true (issue 11, case 2).
+
+- Code: each stage runs as `python -m <module>`; the import closure of that entry point (every `import` and
+  `from` anywhere in each module, function-level ones included, within the `pipeline` package) must be declared,
+  no stage may import another stage's package (or the CLI, or the inspect modules), and no declared code dep may
+  be dead or broader than the closure (a directory is declared only when the stage uses every module in it; its
+  own package is the one exception: a new module there belongs to the stage).
+- Data: every stage is run under an audit hook in a temporary clone (slow tier); every file it opens to read (and
+  every Parquet file it reads through DuckDB) must be under a declared dep or its own outputs, every file it writes
+  under its outputs.
+- The DuckDB file never shows a direct reader old numbers (case 4).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from conftest import ROOT, copy_checkout, env_with_venv
+
+from pipeline.core import registry
+from pipeline.core.paths import Layout
+
+STAGE_PACKAGES = {"retrieve", "extract", "compile", "topology", "traffic", "report"}
+NOT_FOR_STAGES = {"pipeline.cli", "pipeline.audit", "pipeline.query", "pipeline.status", "pipeline.changes"}
+
+
+def dvc_stages(root: Path = ROOT) -> dict[str, dict]:
+    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+
+
+def entry_module(cmd: str) -> str:
+    parts = cmd.split()
+    assert parts[:2] == ["python", "-m"] and len(parts) == 3, f"{cmd!r}: expected `python -m pipeline.<module>`"
+    return parts[2]
+
+
+def module_file(name: str, root: Path = ROOT) -> Path | None:
+    base = root.joinpath(*name.split("."))
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    return None
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, root: Path = ROOT) -> list[str]:
+    """Every module of the `pipeline` package `path` imports, wherever the import statement stands."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                full = ".".join(base + ([node.module] if node.module else []))
+            else:
+                full = node.module or ""
+            found.append(full)
+            found += [f"{full}.{a.name}" for a in node.names if module_file(f"{full}.{a.name}", root)]
+    return [m for m in found if m == "pipeline" or m.startswith("pipeline.")]
+
+
+def import_closure(entry: str, root: Path = ROOT) -> dict[str, str]:
+    """Module file (relative path) → the module that first imported it, from `python -m entry`."""
+    first = module_file(entry, root)
+    assert first is not None, f"no module {entry}"
+    if first.name == "__init__.py" and (first.parent / "__main__.py").is_file():
+        first = first.parent / "__main__.py"
+    seen: dict[Path, str] = {}
+    todo = [(first, "python -m " + entry)]
+    while todo:
+        path, by = todo.pop()
+        if path in seen:
+            continue
+        seen[path] = by
+        name = module_name(path, root)
+        parts = name.split(".")
+        for i in range(1, len(parts)):  # importing a.b.c runs a/__init__.py and a/b/__init__.py first
+            todo.append((module_file(".".join(parts[:i]), root), name))  # type: ignore[arg-type]
+        for mod in imported(path, root):
+            target = module_file(mod, root)
+            assert target is not None, f"{path.relative_to(root)} imports {mod}, which does not exist"
+            todo.append((target, name))
+    return {p.relative_to(root).as_posix(): by for p, by in seen.items()}
+
+
+def covered(path: str, deps: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+STAGES = dvc_stages()
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_every_module_a_stage_imports_is_declared_and_no_stage_imports_another(stage: str):
+    spec = STAGES[stage]
+    entry = entry_module(spec["cmd"])
+    closure = import_closure(entry)
+    deps = [str(d) for d in spec["deps"]]
+    own = entry.split(".")[1] if entry.split(".")[1] in STAGE_PACKAGES else None
+
+    undeclared = sorted(f"{m} (imported by {by})" for m, by in closure.items() if not covered(m, deps))
+    assert not undeclared, f"dvc.yaml stage {stage!r} does not declare modules it imports: {undeclared}"
+
+    for module in closure:
+        mod = module_name(ROOT / module)
+        parts = mod.split(".")
+        if len(parts) > 1 and parts[1] in STAGE_PACKAGES:
+            assert parts[1] == own, f"stage {stage!r} imports another stage's package: {mod} (by {closure[module]})"
+        assert not any(mod == n or mod.startswith(n + ".") for n in NOT_FOR_STAGES), (
+            f"stage {stage!r} imports {mod} (by {closure[module]}): stages never import the CLI or inspect modules"
+        )
+
+    for dep in (d for d in deps if d.startswith("pipeline/")):
+        inside = [m for m in closure if covered(m, [dep])]
+        assert inside, f"dvc.yaml stage {stage!r} declares {dep}, which the stage never imports"
+        path = ROOT / dep
+        if path.is_dir() and dep != f"pipeline/{own}":
+            modules = {p.relative_to(ROOT).as_posix() for p in path.rglob("*.py") if p.name != "__main__.py"}
+            unused = sorted(modules - set(closure))
+            assert not unused, (
+                f"dvc.yaml stage {stage!r} declares all of {dep}/ but never imports {unused}: "
+                "list the modules it does import instead (an edit to an unused module must not rerun the stage)"
+            )
+
+
+@pytest.mark.parametrize("package", sorted(STAGE_PACKAGES))
+def test_no_module_of_a_stage_package_imports_another_stage(package: str):
+    """Not only what `python -m` loads: every module of a stage package (CLI helpers included) stays inside it."""
+    for path in sorted((ROOT / "pipeline" / package).rglob("*.py")):
+        for mod in imported(path):
+            parts = mod.split(".")
+            other = parts[1] if len(parts) > 1 else None
+            if other in STAGE_PACKAGES and other != package:
+                pytest.fail(f"{path.relative_to(ROOT)} imports {mod}: stages share code only through pipeline/core")
+
+
+def test_the_closure_follows_function_level_imports_and_stage_packages_are_caught(tmp_path: Path):
+    """The checker itself: a lazy import inside a function counts, and a cross-stage import is found."""
+    pkg = tmp_path / "pipeline"
+    for d in ("", "core", "traffic", "topology"):
+        (pkg / d).mkdir(parents=True, exist_ok=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "core" / "units.py").write_text("X = 1\n")
+    (pkg / "topology" / "build.py").write_text("Y = 2\n")
+    (pkg / "traffic" / "stage.py").write_text(
+        "from ..core import units\n\ndef run():\n    from ..topology.build import Y\n    return Y\n"
+    )
+    (pkg / "traffic" / "__main__.py").write_text("from . import stage\n")
+    closure = import_closure("pipeline.traffic", tmp_path)
+    assert set(closure) == {
+        "pipeline/__init__.py",
+        "pipeline/core/__init__.py",
+        "pipeline/core/units.py",
+        "pipeline/traffic/__init__.py",
+        "pipeline/traffic/__main__.py",
+        "pipeline/traffic/stage.py",
+        "pipeline/topology/__init__.py",
+        "pipeline/topology/build.py",
+    }
+    assert closure["pipeline/topology/build.py"] == "pipeline.traffic.stage"
+    assert not covered("pipeline/topology/build.py", ["pipeline/traffic", "pipeline/core"])
+    assert covered("pipeline/core/units.py", ["pipeline/core"]) and not covered("pipeline/corex.py", ["pipeline/core"])
+
+
+# -- data deps: run every stage under an audit hook --------------------------------------------------------------
+
+HOOK = textwrap.dedent(
+    """
+    import json, os, runpy, sys
+    log = []
+    def hook(event, args):
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            path, mode, flags = args
+            writes = (flags or 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) if mode is None else any(
+                c in str(mode) for c in "wax+")
+            log.append(("write" if writes else "read", os.path.abspath(os.fsdecode(path))))
+        elif event == "fabricref.read":
+            log.append(("read", os.path.abspath(args[0])))
+        elif event in ("os.rename", "os.replace"):
+            log.append(("write", os.path.abspath(os.fsdecode(args[1]))))
+        elif event == "os.remove":
+            log.append(("write", os.path.abspath(os.fsdecode(args[0]))))
+    sys.addaudithook(hook)
+    module, out = sys.argv[1], sys.argv[2]
+    sys.argv = [module]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    finally:
+        with open(out, "w") as handle:
+            json.dump(log, handle)
+    """
+)
+
+# Read or written by design outside DVC: the extraction cache (keyed by everything that shapes a claim, verified
+# on use) and bytecode caches.
+OUTSIDE_DVC = (".fabricref-cache/",)
+
+
+@pytest.mark.slow
+def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(tmp_path: Path):
+    root = copy_checkout(tmp_path / "clone")
+    hook = tmp_path / "hook.py"
+    hook.write_text(HOOK)
+    stages = dvc_stages(root)
+    problems: list[str] = []
+    for stage in stages:  # dvc.yaml lists them in the order they run
+        spec = stages[stage]
+        log = tmp_path / f"{stage}.json"
+        done = subprocess.run(
+            [sys.executable, str(hook), entry_module(spec["cmd"]), str(log)],
+            cwd=root,
+            env={**env_with_venv(), "PYTHONDONTWRITEBYTECODE": "1"},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, f"stage {stage} failed:\n{done.stdout}\n{done.stderr}"
+        deps = [str(d) for d in spec["deps"]]
+        outs = [str(next(iter(o))) if isinstance(o, dict) else str(o) for o in spec.get("outs", [])]
+        outs += [str(next(iter(m))) if isinstance(m, dict) else str(m) for m in spec.get("metrics", [])]
+        for kind, path in json.loads(log.read_text()):
+            if not path.startswith(str(root) + "/"):
+                continue
+            rel = os.path.relpath(path, root)
+            if not os.path.isfile(path) or "__pycache__" in rel or rel.startswith(OUTSIDE_DVC):
+                continue
+            if (
+                stage == "database"
+                and rel.startswith("registry/")
+                and Path(rel).name.startswith((".registry.", "registry.duckdb"))
+            ):
+                continue  # the views file, deliberately not an output (see pipeline/core/registry.py)
+            if kind == "read" and not covered(rel, deps + outs):
+                problems.append(f"{stage} reads {rel}, which dvc.yaml does not declare")
+            if kind == "write" and not covered(rel, outs):
+                problems.append(f"{stage} writes {rel}, which is not one of its outputs")
+    assert not sorted(set(problems)), "\n".join(sorted(set(problems)))
+
+
+# -- the DuckDB file (case 4) ------------------------------------------------------------------------------------
+
+COLUMNS = [("topology_id", "VARCHAR"), ("workload_id", "VARCHAR"), ("communication_seconds", "DOUBLE")]
+
+
+def _write(lay: Layout, seconds: float) -> None:
+    registry.write_table(
+        lay.registry_dir / "traffic", "traffic_workloads", COLUMNS, ["topology_id"], [("t", "w", seconds)]
+    )
+
+
+def _direct(path: Path, cwd: Path) -> float:
+    """What a notebook gets: a fresh process, `duckdb.connect(path, read_only=True)`, no fabricref code."""
+    code = (
+        "import duckdb, sys\n"
+        "con = duckdb.connect(sys.argv[1], read_only=True)\n"
+        "print(con.execute('SELECT communication_seconds FROM traffic_workloads').fetchone()[0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=cwd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr)
+    return float(done.stdout)
+
+
+@pytest.fixture
+def small_registry(tmp_path: Path) -> Layout:
+    lay = Layout(tmp_path / "checkout")
+    for sub in registry.TABLE_DIRS:
+        (lay.registry_dir / sub).mkdir(parents=True)
+    _write(lay, 1.08)
+    registry.build_database(lay)
+    return lay
+
+
+def test_a_direct_duckdb_reader_sees_the_parquet_as_it_is_now(small_registry: Layout, tmp_path: Path):
+    lay = small_registry
+    assert _direct(lay.duckdb_path, lay.root) == 1.08
+    _write(lay, 5.28)  # what `dvc checkout` of another version does: new Parquet bytes, the DuckDB file untouched
+    assert _direct(lay.duckdb_path, lay.root) == 5.28
+    assert _direct(Path("registry/registry.duckdb"), lay.root) == 5.28  # from the checkout root, relative path
+    (tmp_path / "elsewhere").mkdir()
+    assert _direct(lay.duckdb_path, tmp_path / "elsewhere") == 5.28  # from any other directory
+    con = duckdb.connect(str(lay.duckdb_path), read_only=True)
+    built = con.execute("SELECT view, parquet_path, sha256_at_build FROM _registry_build").fetchall()
+    con.close()
+    assert [(v, Path(p).name) for v, p, _ in built] == [("traffic_workloads", "traffic_workloads.parquet")]
+
+
+def test_a_removed_table_is_an_error_not_old_numbers(small_registry: Layout):
+    (small_registry.registry_dir / "traffic" / "traffic_workloads.parquet").unlink()
+    with pytest.raises(RuntimeError, match="traffic_workloads.parquet"):
+        _direct(small_registry.duckdb_path, small_registry.root)
+    assert registry.ensure_database(small_registry) == small_registry.duckdb_path  # rewritten without the view
+    with pytest.raises(RuntimeError, match="traffic_workloads"):
+        _direct(small_registry.duckdb_path, small_registry.root)
+
+
+def test_a_copied_checkout_refuses_to_read_the_original(small_registry: Layout, tmp_path: Path):
+    copy = Layout(tmp_path / "copy")
+    shutil.copytree(small_registry.root, copy.root)
+    _write(copy, 7.0)
+    with pytest.raises(RuntimeError, match="moved or copied"):
+        _direct(copy.duckdb_path, copy.root)
+    registry.ensure_database(copy)  # the build record names the original's files: rewritten for the copy
+    assert _direct(copy.duckdb_path, copy.root) == 7.0
+    assert _direct(small_registry.duckdb_path, small_registry.root) == 1.08

@@ -1,0 +1,65 @@
+"""The traffic stage's graphs come from the topology stage's tables, and they are the graphs that stage built."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+from pipeline.core.errors import UsageError
+from pipeline.core.graphs import Topologies
+from pipeline.topology import export, stage
+from pipeline.topology.facts import defaults
+from pipeline.topology.summary import summarize
+
+
+def _clean(d: dict) -> dict:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def test_every_exported_topology_comes_back_identical(built_registry):
+    """Same nodes in the same order with the same attributes, same edges, every node's neighbours in the same
+    order (networkx iteration order decides tie-breaks in routing), same graph attributes and summary."""
+    with Topologies(built_registry) as topologies:
+        assert topologies.ids  # the shipped references and clusters
+        for tid in topologies.ids:
+            built = stage.build(built_registry, tid)
+            loaded = topologies.get(tid)
+            g = loaded.graph
+            assert list(g.nodes) == list(built.nodes), tid
+            for n, d in built.nodes(data=True):
+                expected = {**_clean(d), "assumed": bool(d.get("assumed", False))}
+                assert g.nodes[n] == expected, (tid, n)
+            for n in built:
+                assert list(g.adj[n]) == list(built.adj[n]), (tid, n)
+            assert list(g.edges(data=True)) == list(built.edges(data=True)), tid
+            assert _clean(g.graph) == _clean(built.graph), tid
+            assert loaded.summary == summarize(built), tid
+            assert loaded.endpoint_latency_ns == defaults(built_registry).latency_ns["endpoint"]
+
+
+def test_insertion_order_restores_neighbour_order_that_edge_order_alone_loses():
+    """Edges added (z, y) then (z, x): z's neighbours are [y, x]. Re-adding in `g.edges()` order gives [x, y]."""
+    g = nx.Graph(topology_id="t")
+    g.add_nodes_from("xyz")
+    g.add_edge("z", "y")
+    g.add_edge("z", "x")
+    naive = nx.Graph()
+    naive.add_nodes_from(g)
+    naive.add_edges_from(g.edges())
+    assert list(naive.adj["z"]) == ["x", "y"]  # the problem
+    again = nx.Graph()
+    again.add_nodes_from(g)
+    again.add_edges_from((u, v) for u, v, _ in export.insertion_order(g))
+    assert {n: list(again.adj[n]) for n in g} == {n: list(g.adj[n]) for n in g}
+
+
+def test_an_attribute_without_a_column_is_refused():
+    g = nx.Graph(topology_id="t")
+    g.add_node("a", kind="nic", colour="red")
+    with pytest.raises(ValueError, match=r"node attributes \['colour'\] have no column"):
+        export.node_rows(g)
+
+
+def test_an_unknown_topology_names_the_known_ones(built_registry):
+    with Topologies(built_registry) as topologies, pytest.raises(UsageError, match="nvidia-gb200-nvl72"):
+        topologies.get("no-such-topology")
