@@ -50,7 +50,7 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
         ("fields", "field_citations"),
         """
         SELECT f.reference_id, f.field, f.value_text, f.value_number, f.unit, f.direction, f.status, f.confidence,
-               c.source_id, c.url, c.retrieved_at, c.sha256, c.locator, c.excerpt, c.stated, c.revision,
+               c.source_id, c.url, c.retrieved_at, c.sha256, c.origin, c.locator, c.excerpt, c.stated, c.revision,
                c.snapshot_path, c.chosen
         FROM fields f LEFT JOIN field_citations c USING (reference_id, field)
         """,
