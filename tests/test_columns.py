@@ -8,7 +8,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from pipeline.compile import registry
+from pipeline.core import registry
 from pipeline.core.columns import insert_columns
 
 COLUMNS = [
