@@ -95,6 +95,7 @@ def parse_text(text: str, where: str, declared_op: str | None = None) -> Log:
                 devices.append((int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)))
             elif re.match(r"^#\s+size\s+count\s+type\b", line):
                 columns = line.lstrip("#").split()
+                _check_header(where, number, columns)
             elif "Avg bus bandwidth" in line:
                 footer = True
             continue
@@ -162,6 +163,25 @@ def _row(where: str, number: int, line: str, columns: list[str]) -> list[Row]:
             Row(number, size, count, cell["type"], cell["redop"], int(root), placement, *values, wrong)  # type: ignore[arg-type]
         )
     return out
+
+
+_MEASURED = tuple(f"{placement}.{key}" for placement in PLACEMENTS for key in ("time", "algbw", "busbw", "wrong"))
+REQUIRED_KEYS = ("size", "count", "type", "redop", *_MEASURED)
+
+
+def _check_header(where: str, number: int, columns: list[str]) -> None:
+    """A column header missing a column every row is read by (or naming one twice) is refused at its line."""
+    keys = _keys(columns)
+    missing = [k for k in REQUIRED_KEYS if k not in keys]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if missing or twice:
+        problem = f"lacks {', '.join(missing)}" if missing else f"names {', '.join(twice)} twice"
+        raise _fail(
+            where,
+            number,
+            f"the column header {problem}; expected `size count type redop root time algbw busbw #wrong "
+            "time algbw busbw #wrong` (out-of-place, then in-place)",
+        )
 
 
 def _keys(columns: list[str]) -> list[str]:

@@ -1,0 +1,145 @@
+"""Fuzzing (hypothesis, bounded so it stays fast): the shipped declarative YAML files, pins JSON and nccl-tests
+logs, mutated at random, and random bytes, give a result or a FabricrefError, never any other exception."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.compile.references import load_reference
+from pipeline.core import pins
+from pipeline.core.errors import FabricrefError
+from pipeline.core.paths import Layout
+from pipeline.core.sources import load_source
+from pipeline.topology.clusters import load_cluster
+from pipeline.traffic import nccl_log
+from pipeline.traffic.calibration import load_calibration_file
+from pipeline.traffic.workloads import load_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+LAY = Layout(ROOT)
+# FABRICREF_FUZZ_EXAMPLES raises the count for a longer hunt; the default keeps the suite fast.
+EXAMPLES = int(os.environ.get("FABRICREF_FUZZ_EXAMPLES", "60"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Found by globbing: every shipped file of each kind is a seed for mutation.
+YAML_SEEDS = {
+    "sources": sorted(LAY.sources_dir.glob("*.yaml")),
+    "references": sorted((ROOT / "models" / "references").glob("*.yaml")),
+    "workloads": sorted((ROOT / "models" / "workloads").glob("*.yaml")),
+    "clusters": sorted((ROOT / "models" / "clusters").glob("*.yaml")),
+    "calibration": sorted((ROOT / "models" / "calibration").glob("*.yaml")),
+}
+PIN_SEEDS = sorted((LAY.sources_dir / "pins").glob("*.json"))
+LOG_SEEDS = sorted((ROOT / "tests" / "fixtures" / "nccl").glob("*.log"))
+
+# Characters that matter to the formats: YAML / JSON syntax, anchors, tags, digits, signs, quotes, newlines.
+SYNTAX = "{}[]:,-&*!|>'\"#%@`?\\\n\t 0123456789.eE+-naNinfxyz_/#"
+EDIT = st.tuples(st.integers(0, 1 << 16), st.integers(0, 12), st.text(alphabet=SYNTAX, max_size=12))
+
+
+def _mutate(text: str, edits: list[tuple[int, int, str]]) -> str:
+    for position, delete, insert in edits:
+        at = position % (len(text) + 1)
+        text = text[:at] + insert + text[at + delete :]
+    return text
+
+
+def _load_yaml_kind(kind: str, path: Path) -> None:
+    if kind == "sources":
+        load_source(path, LAY)
+    elif kind == "references":
+        load_reference(path, LAY)
+    elif kind == "workloads":
+        load_workload(path)
+    elif kind == "clusters":
+        load_cluster(path, lambda _ref: {})
+    else:
+        load_calibration_file(path)
+
+
+def _only_fabricref_errors(action) -> None:
+    try:
+        action()
+    except FabricrefError as exc:
+        assert str(exc)  # a message the user can act on
+
+
+@SETTINGS
+@given(
+    kind=st.sampled_from(sorted(YAML_SEEDS)),
+    pick=st.integers(0, 1000),
+    edits=st.lists(EDIT, min_size=1, max_size=4),
+)
+def test_mutated_declarative_yaml_gives_a_result_or_a_clear_error(kind, pick, edits):
+    seed = YAML_SEEDS[kind][pick % len(YAML_SEEDS[kind])]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / seed.name  # the file name is the id: keep it, so the mutations reach deeper
+        path.write_text(_mutate(seed.read_text(encoding="utf-8"), edits), encoding="utf-8")
+        _only_fabricref_errors(lambda: _load_yaml_kind(kind, path))
+
+
+@SETTINGS
+@given(kind=st.sampled_from(sorted(YAML_SEEDS)), data=st.binary(max_size=300))
+def test_random_bytes_as_declarative_yaml_give_a_clear_error(kind, data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / YAML_SEEDS[kind][0].name
+        path.write_bytes(data)
+        _only_fabricref_errors(lambda: _load_yaml_kind(kind, path))
+
+
+@SETTINGS
+@given(pick=st.integers(0, 1000), edits=st.lists(EDIT, min_size=1, max_size=4), raw=st.binary(max_size=40))
+def test_mutated_pins_give_a_result_or_a_clear_error(pick, edits, raw):
+    seed = PIN_SEEDS[pick % len(PIN_SEEDS)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / seed.name
+        path.write_text(_mutate(seed.read_text(encoding="utf-8"), edits), encoding="utf-8")
+        _only_fabricref_errors(lambda: pins.load_file(path, seed.stem))
+        path.write_bytes(raw + path.read_bytes())
+        _only_fabricref_errors(lambda: pins.load_file(path, seed.stem))
+
+
+@SETTINGS
+@given(
+    pick=st.integers(0, 1000),
+    edits=st.lists(EDIT, min_size=1, max_size=4),
+    op=st.sampled_from([None, *nccl_log.OPS]),
+)
+def test_mutated_nccl_logs_give_a_result_or_a_clear_error(pick, edits, op):
+    seed = LOG_SEEDS[pick % len(LOG_SEEDS)]
+    text = _mutate(seed.read_text(encoding="utf-8"), edits)
+    _only_fabricref_errors(lambda: nccl_log.parse_text(text, seed.name, op))
+
+
+@SETTINGS
+@given(data=st.binary(max_size=400))
+def test_random_bytes_as_an_nccl_log_give_a_clear_error(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "random.log"
+        path.write_bytes(data)
+        _only_fabricref_errors(lambda: nccl_log.parse_file(path))
+
+
+def test_the_seeds_exist():
+    assert all(YAML_SEEDS.values()) and PIN_SEEDS and LOG_SEEDS
+
+
+def test_a_column_header_missing_a_column_is_refused_at_its_line():
+    """Found by the fuzzer: a header cut short (or with `#wrong` misspelt) made every row a KeyError."""
+    seed = LOG_SEEDS[0].read_text(encoding="utf-8").splitlines()
+    number = next(i for i, line in enumerate(seed, start=1) if line.lstrip("#").split()[:2] == ["size", "count"])
+    for cut in (" #wrong\n", "redop"):
+        lines = list(seed)
+        head, _, tail = lines[number - 1].rpartition(cut.strip())
+        lines[number - 1] = head + tail
+        try:
+            nccl_log.parse_text("\n".join(lines), "x.log")
+        except FabricrefError as exc:
+            assert str(exc).startswith(f"x.log:{number}: the column header lacks "), exc
+        else:
+            raise AssertionError("a header missing a column was accepted")
