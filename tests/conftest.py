@@ -80,6 +80,15 @@ def built_registry(tmp_path_factory: pytest.TempPathFactory) -> Layout:
     return lay
 
 
+@pytest.fixture
+def built_copy(built_registry: Layout, tmp_path: Path) -> Layout:
+    """A private copy of the session's built registry (retrieve → extract → compile already run), for a test
+    that changes inputs and reruns a stage: the shared one stays as built."""
+    root = tmp_path / "repo"
+    shutil.copytree(built_registry.root, root, ignore=shutil.ignore_patterns(".venv", ".git"))
+    return Layout(root)
+
+
 def env_with_venv() -> dict[str, str]:
     return {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
 
