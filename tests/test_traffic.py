@@ -11,12 +11,32 @@ import pytest
 from pipeline.core.errors import UsageError, ValidationError
 from pipeline.topology import stage as topology
 from pipeline.traffic import collectives, sizing
+from pipeline.traffic.calculator import view_for
 from pipeline.traffic.calibration import load_calibration
-from pipeline.traffic.stage import estimate, sharing
+from pipeline.traffic.stage import estimate as stage_estimate
+from pipeline.traffic.stage import sharing
+from pipeline.traffic.view import View
 from pipeline.traffic.workloads import find_workload, load_workload
 
 GIB = 2**30
 CAL = load_calibration(Path(__file__).resolve().parents[1])
+# Each topology built once for this module (as the traffic stage does per run), not once per estimate: the
+# 24,576-GPU cluster takes seconds to build. Workloads are laid onto a view without changing it.
+_VIEWS: dict[tuple[str, str], View] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_views():
+    yield
+    _VIEWS.clear()
+
+
+def estimate(lay, topology_id: str, workload, offset: int = 0):
+    """stage.estimate on this module's one view of the topology."""
+    key = (str(lay.root), topology_id)
+    if key not in _VIEWS:
+        _VIEWS[key] = view_for(lay, topology_id)
+    return stage_estimate(lay, topology_id, workload, offset, _VIEWS[key])
 
 
 @pytest.mark.parametrize(
