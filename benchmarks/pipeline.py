@@ -155,10 +155,14 @@ def run_all(work: Path, profile: Path | None) -> list[Measure]:
         profile.mkdir(parents=True, exist_ok=True)
         for stage in stage_names(root):
             argv = stage_cmd(root, stage).split()
-            if argv[0] != "fabricref":
+            if argv[0] == "fabricref":  # the console script is `python -m pipeline.cli`
+                module, rest = "pipeline.cli", argv[1:]
+            elif argv[:2] == ["python", "-m"]:
+                module, rest = argv[2], argv[3:]
+            else:
                 continue
             out = str((profile / f"{stage}.prof").resolve())
-            cmd = [sys.executable, "-m", "cProfile", "-o", out, "-m", "pipeline.cli", *argv[1:]]
+            cmd = [sys.executable, "-m", "cProfile", "-o", out, "-m", module, *rest]
             rows.append(measure(f"profile {stage}", cmd, root))
     edit(root / WORKLOAD, WORKLOAD_EDIT[0].encode(), WORKLOAD_EDIT[1].encode())
     rows.append(measure("workload", ["dvc", "repro"], root))
