@@ -60,3 +60,19 @@ def test_press_coverage_must_say_it_is_press(repo):
     path.write_text(path.read_text().replace("publisher_kind: press\n", "publisher_kind: vendor-document\n"))
     with pytest.raises(CompileError, match=r"at \$\.publisher_kind: 'vendor-document'.*press-coverage"):
         check_evidence(repo, load_sources(repo), {})
+
+
+def test_every_published_field_has_a_vendor_citation_in_the_registry(built_registry, cli):
+    import json
+
+    sql = (
+        "SELECT reference_id, field FROM field_provenance WHERE status = 'published' AND source_id IS NOT NULL "
+        "GROUP BY ALL HAVING count(*) FILTER (WHERE publisher_kind LIKE 'vendor-%') = 0"
+    )
+    result = cli("query", "--format", "json", sql, root=built_registry.root)
+    assert result.code == 0, result.err
+    assert json.loads(result.out) == []
+    kinds = json.loads(
+        cli("query", "--format", "json", "SELECT DISTINCT publisher_kind FROM sources", root=built_registry.root).out
+    )
+    assert {k["publisher_kind"] for k in kinds} == {"vendor-document", "press", "reseller"}

@@ -128,6 +128,8 @@ TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
             ("status", "VARCHAR"),
             ("read_on", "VARCHAR"),
             ("rule_count", "INTEGER"),
+            ("publisher_kind", "VARCHAR"),
+            ("read_via", "VARCHAR"),
         ],
         ["source_id"],
     ),

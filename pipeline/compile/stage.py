@@ -127,6 +127,8 @@ def rows(
                 source.status,
                 source.read_on,
                 len(source.rules),
+                source.publisher_kind,
+                source.read_via,
             )
         )
         history = pins.load(lay, source.id)

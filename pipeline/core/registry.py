@@ -47,12 +47,13 @@ TABLE_DIRS = ("tables", "topology", "traffic", "measurements")
 # Views over several tables, created when every table they read is present.
 DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
     "field_provenance": (
-        ("fields", "field_citations"),
+        ("fields", "field_citations", "sources"),
         """
         SELECT f.reference_id, f.field, f.value_text, f.value_number, f.unit, f.direction, f.status, f.confidence,
                c.source_id, c.url, c.retrieved_at, c.sha256, c.origin, c.locator, c.excerpt, c.stated, c.revision,
-               c.snapshot_path, c.chosen
+               c.snapshot_path, c.chosen, s.publisher_kind
         FROM fields f LEFT JOIN field_citations c USING (reference_id, field)
+        LEFT JOIN sources s ON s.source_id = c.source_id
         """,
     ),
 }
