@@ -19,6 +19,7 @@ import pytest
 from test_robustness import env_with_venv
 
 from pipeline.compile import registry
+from pipeline.core import registry as views
 from pipeline.core.errors import FabricrefError
 from pipeline.core.files import exclusive_lock
 from pipeline.core.paths import Layout
@@ -29,6 +30,7 @@ SLOW_CHILD = textwrap.dedent(
     import sys, time
     import duckdb
     from pipeline.compile import registry
+    from pipeline.core import registry as views
     from pipeline.core.paths import Layout
 
     from pathlib import Path
@@ -52,8 +54,8 @@ SLOW_CHILD = textwrap.dedent(
                 return out
             def close(self):
                 self.con.close()
-        registry.duckdb.connect = lambda *a, **k: Slow(real_connect(*a, **k))
-        registry.build_database(lay)
+        views.duckdb.connect = lambda *a, **k: Slow(real_connect(*a, **k))
+        views.build_database(lay)
     """
 )
 
@@ -107,7 +109,7 @@ def test_a_compile_killed_between_tables_leaves_the_old_registry_whole(tables):
     assert list(tables.registry_dir.glob(".tables.*")) == []
     after = _snapshot(tables)
     assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in before)
-    con = duckdb.connect(str(registry.ensure_database(tables)), read_only=True)
+    con = duckdb.connect(str(views.ensure_database(tables)), read_only=True)
     try:
         assert con.execute("SELECT count(*) FROM fields").fetchone() == (0,)
     finally:
@@ -118,7 +120,7 @@ def test_a_killed_duckdb_build_leaves_no_temp_files(tables):
     proc = _child("duckdb", tables)
     _kill_when(proc, lambda: any(tables.registry_dir.glob(".registry.*.duckdb")))
     assert list(tables.registry_dir.glob(".registry.*"))  # what SIGKILL left behind
-    path = registry.ensure_database(tables)
+    path = views.ensure_database(tables)
     assert [p.name for p in tables.registry_dir.iterdir() if p.name.startswith(".")] == []
     con = duckdb.connect(str(path), read_only=True)
     try:
@@ -130,7 +132,7 @@ def test_a_killed_duckdb_build_leaves_no_temp_files(tables):
 def test_leftovers_of_a_live_process_are_left_alone(tables):
     live = tables.registry_dir / f".registry.{os.getppid()}.abc.duckdb"
     live.write_bytes(b"another build in progress")
-    registry.build_database(tables)
+    views.build_database(tables)
     assert live.exists()
 
 
@@ -153,17 +155,17 @@ def test_full_disk_or_read_only_checkout_during_compile_is_a_clear_error(tables,
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
 def test_full_disk_or_read_only_checkout_during_the_duckdb_rebuild_is_a_clear_error(tables, monkeypatch, code):
-    _fail_with(monkeypatch, registry.tempfile, "mkstemp", code)
+    _fail_with(monkeypatch, views.tempfile, "mkstemp", code)
     with pytest.raises(FabricrefError, match=rf"^cannot build registry/registry\.duckdb: {os.strerror(code)}$"):
-        registry.build_database(tables)
+        views.build_database(tables)
     monkeypatch.undo()
 
     def disk_full(*_args: object, **_kwargs: object) -> None:
         raise duckdb.IOException("could not write file: No space left on device")
 
-    monkeypatch.setattr(registry.duckdb, "connect", disk_full)
+    monkeypatch.setattr(views.duckdb, "connect", disk_full)
     with pytest.raises(FabricrefError, match=r"^cannot build registry/registry\.duckdb: .*No space left on device"):
-        registry.build_database(tables)
+        views.build_database(tables)
     assert [p.name for p in tables.registry_dir.iterdir() if p.name.startswith(".registry.")] == []
 
 

@@ -5,7 +5,6 @@ Reading and writing Parquet, and the DuckDB views file, live in pipeline/core/re
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
@@ -20,6 +19,7 @@ import duckdb
 from ..core.errors import FabricrefError
 from ..core.files import current_umask
 from ..core.paths import Layout
+from ..core.registry import remove_leftovers as _remove_leftovers
 from ..core.registry import write_table
 
 # table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract.
@@ -228,33 +228,3 @@ def _exchange(a: Path, b: Path) -> bool:
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False  # not supported by this kernel or file system: fall back to two renames
     raise OSError(code, os.strerror(code), str(b))
-
-
-def _remove_leftovers(directory: Path, prefix: str) -> None:
-    """Temp files and directories a killed build left behind (`<prefix><pid>.…`): removed when the process
-    that made them is gone; a live one's are left alone (another build may be running)."""
-    try:
-        entries = list(directory.glob(f"{prefix}*"))
-    except OSError:
-        return
-    for entry in entries:
-        pid_text = entry.name[len(prefix) :].split(".", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                entry.unlink()
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # ours from an earlier, failed call in this process: nothing of ours is building now
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -222,13 +223,19 @@ def _guard(lay: Layout) -> str:
 
 
 def build_database(lay: Layout) -> Path:
-    """(Re)write registry.duckdb atomically: one view per Parquet table, the derived views, the build record."""
+    """(Re)write registry.duckdb atomically: one view per Parquet table, the derived views, the build record.
+
+    Leftovers of a killed build are removed first; a read-only checkout or a full disk is a clear error."""
     views = _views(lay)
     target = lay.duckdb_path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".registry.", suffix=".duckdb")
-    os.close(fd)
-    os.unlink(tmp)  # DuckDB wants to create the file itself
+    remove_leftovers(target.parent, ".registry.")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".registry.{os.getpid()}.", suffix=".duckdb")
+        os.close(fd)
+        os.unlink(tmp)  # DuckDB wants to create the file itself
+    except OSError as exc:
+        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror}") from exc
     guard = _guard(lay)
     try:
         con = duckdb.connect(tmp)
@@ -246,11 +253,45 @@ def build_database(lay: Layout) -> Path:
             con.close()
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
+    except OSError as exc:
+        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror or exc}") from exc
+    except duckdb.Error as exc:
+        raise FabricrefError(f"cannot build {lay.relative(target)}: {exc}") from exc
     finally:
         for leftover in (tmp, tmp + ".wal"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
     return target
+
+
+def remove_leftovers(directory: Path, prefix: str) -> None:
+    """Temp files and directories a killed build left behind (`<prefix><pid>.…`): removed when the process
+    that made them is gone; a live one's are left alone (another build may be running)."""
+    try:
+        entries = list(directory.glob(f"{prefix}*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid_text = entry.name[len(prefix) :].split(".", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # ours from an earlier, failed call in this process: nothing of ours is building now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _umask() -> int:
