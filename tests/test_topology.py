@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -12,16 +14,19 @@ from pipeline.topology.export import write_graphml, write_node_link
 from pipeline.topology.facts import load_facts
 from pipeline.topology.summary import summarize
 
-REFERENCES = [
-    "amd-helios",
-    "amd-mi300x-pollara400",
-    "amd-mi325x-pollara400",
-    "amd-mi355x-pollara400",
-    "nvidia-dgx-b200",
-    "nvidia-dgx-h100",
-    "nvidia-gb200-nvl72",
-]
-CLUSTERS = ["illustrative-h100-4096", "meta-style-h100-24576"]
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+def _form_factor(path: Path) -> str:
+    match = re.search(r"^form_factor:\s*(\S+)", path.read_text(), re.MULTILINE)
+    assert match, f"{path}: no form_factor"
+    return match.group(1)
+
+
+# Discovered from models/: adding a reference or a cluster needs no test edit. Cluster-level references are built
+# from their cluster model, so they are tested as clusters.
+REFERENCES = sorted(p.stem for p in (MODELS / "references").glob("*.yaml") if _form_factor(p) != "cluster")
+CLUSTERS = sorted(p.stem for p in (MODELS / "clusters").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
