@@ -44,3 +44,23 @@ def test_every_estimate_command_is_guarded():
 def test_every_float_option_of_every_estimate_command_refuses_nan(command, name, flag):
     with pytest.raises(UsageError, match=rf"^{flag} nan: expected a finite, non-negative number$"):
         command.callback(**{name: float("nan")})
+
+
+def test_magnitudes_that_would_overflow_are_refused_not_printed_as_infinity(cli):
+    huge = cli("estimate", "memory", "--params", "1e308", "--json")
+    assert huge.code == 2 and "--params 1e+308: expected at most 1e+18" in huge.err and huge.out == ""
+    ranks = cli("estimate", "collective", "--op", "all-reduce", "--ranks", "9" * 26, "--bytes", "1GiB",
+                "--bandwidth", "400Gb/s", "--latency", "5us")  # fmt: skip
+    assert ranks.code == 2 and "--ranks 999" in ranks.err and "magnitude at most 2**53" in ranks.err
+    overflow = cli("estimate", "capacity", "--requests-per-second", "1e17", "--output-tokens", "1e17",
+                   "--group-tokens-per-second", "1e-300", "--group-size", "8", "--json")  # fmt: skip
+    assert overflow.code == 2 and "a result overflows" in overflow.err and "Traceback" not in overflow.err
+
+
+def test_json_output_never_holds_nan_or_infinity(capsys):
+    from pipeline.cli.output import print_json
+    from pipeline.core.errors import FabricrefError
+
+    with pytest.raises(FabricrefError, match="NaN or infinite"):
+        print_json({"bytes": float("inf")})
+    assert capsys.readouterr().out == ""

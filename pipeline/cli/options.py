@@ -1,6 +1,7 @@
 """One check for every floating-point option of a command group: click parses `nan`, `inf` and `-1` as floats,
 and a calculator given them printed invalid JSON (NaN) or a traceback. Every float option of the group must be
-a finite, non-negative number; anything else is bad usage (exit 2) naming the option."""
+a finite, non-negative number of at most 1e18, every whole-number option at most 2**53 in magnitude; anything
+else is bad usage (exit 2) naming the option, and so is an input whose result overflows."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ import typer
 
 from ..core.errors import UsageError
 
+# No calculator input is anywhere near these (parameters ~1e12, bytes ~1e15); beyond them results overflow.
+MAX_FLOAT = 1e18
+MAX_INT = 2**53
 
-def _float_options(fn: Callable[..., Any]) -> dict[str, str]:
-    """Parameter name → its option flag, for every parameter typed float (or float | None)."""
+
+def _float_options(fn: Callable[..., Any], kind: type = float) -> dict[str, str]:
+    """Parameter name → its option flag, for every parameter typed `kind` (or `kind | None`)."""
     hints = typing.get_type_hints(fn, include_extras=True)
     found: dict[str, str] = {}
     for name, hint in hints.items():
@@ -24,7 +29,7 @@ def _float_options(fn: Callable[..., Any]) -> dict[str, str]:
             continue
         base, *extras = typing.get_args(hint)
         kinds = set(typing.get_args(base)) - {type(None)} if typing.get_args(base) else {base}
-        if kinds != {float}:
+        if kinds != {kind}:
             continue
         # In Annotated form typer keeps the first flag where a default would go: look at both.
         decls = [
@@ -38,16 +43,23 @@ def _float_options(fn: Callable[..., Any]) -> dict[str, str]:
 def check_value(flag: str, value: Any) -> None:
     if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
         raise UsageError(f"{flag} {value}: expected a finite, non-negative number")
+    if isinstance(value, float) and value > MAX_FLOAT:
+        raise UsageError(f"{flag} {value:g}: expected at most {MAX_FLOAT:g}")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise UsageError(f"{flag} {value}: expected a whole number of magnitude at most 2**53")
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    floats = _float_options(fn)
+    numbers = {**_float_options(fn), **_float_options(fn, int)}
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        for name, flag in floats.items():
+        for name, flag in numbers.items():
             check_value(flag, kwargs.get(name))
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except OverflowError:
+            raise UsageError("the inputs are too large: a result overflows; expected realistic magnitudes") from None
 
     return run
 

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..core.errors import FabricrefError
 from ..core.paths import Layout, layout
 
 # markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.
@@ -29,7 +30,12 @@ def lay_of(root: Path | None) -> Layout:
 
 def print_json(data: Any) -> None:
     """Sorted keys and a trailing newline, so JSON output is stable and diffable."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    try:
+        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        # NaN / Infinity are not JSON: an input was out of range; say so rather than print invalid JSON.
+        raise FabricrefError("the result holds a NaN or infinite number (an input is out of range)") from None
+    sys.stdout.write(text + "\n")
 
 
 def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: str | None = None) -> None:
