@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -10,7 +11,7 @@ import networkx as nx
 import pytest
 
 from pipeline.topology import stage
-from pipeline.topology.export import write_graphml, write_node_link
+from pipeline.topology.export import write_exports, write_graphml, write_node_link
 from pipeline.topology.facts import load_facts
 from pipeline.topology.summary import summarize
 
@@ -137,9 +138,53 @@ def test_exports_are_byte_identical_across_two_builds(built_registry, tmp_path):
     assert (tmp_path / "a1.json").read_bytes() == (tmp_path / "a2.json").read_bytes()
     assert (tmp_path / "a1.graphml").read_bytes() == (tmp_path / "a2.graphml").read_bytes()
     data = json.loads((tmp_path / "a1.json").read_text())
-    link = next(e for e in data["links"] if e["network"] == "scale_up")
+    link = next(e for e in data["edges"] if e["network"] == "scale_up")
     assert link["unit"] == "Gb/s" and link["direction"] == "per_direction" and link["field"] and link["status"]
     assert nx.read_graphml(tmp_path / "a1.graphml").number_of_nodes() == len(data["nodes"])
+
+
+def _same_graph(g: nx.Graph, h: nx.Graph) -> None:
+    """Same nodes and edges in the same order, and the same attributes once None (absent in exports) is dropped."""
+    assert list(h.nodes) == list(g.nodes)
+    assert [(a, b) for a, b in h.edges] == [(a, b) for a, b in g.edges]
+    for n, d in g.nodes(data=True):
+        assert h.nodes[n] == {k: v for k, v in d.items() if v is not None}, n
+    for a, b, d in g.edges(data=True):
+        assert h.edges[a, b] == {k: (float(v) if k == "latency_ns" else v) for k, v in d.items() if v is not None}
+
+
+def test_reference_exports_read_back_with_networkx_defaults(graphs, tmp_path):
+    """`node_link_graph(data)` with the pinned networkx's defaults (edges="edges") and `read_graphml` give the
+    graph back, with typed attributes: a per-direction bandwidth in Gb/s stays a float, a link count an int."""
+    g = graphs["nvidia-gb200-nvl72"]
+    assert write_exports(g, tmp_path, compress=False) == ["nvidia-gb200-nvl72.json", "nvidia-gb200-nvl72.graphml"]
+    data = json.loads((tmp_path / "nvidia-gb200-nvl72.json").read_text())
+    from_json = nx.node_link_graph(data)
+    from_graphml = nx.read_graphml(tmp_path / "nvidia-gb200-nvl72.graphml")
+    for h in (from_json, from_graphml):
+        _same_graph(g, h)
+        assert h.graph["topology_id"] == "nvidia-gb200-nvl72"
+    *_, d = next(e for e in from_graphml.edges(data=True) if e[2]["network"] == "scale_up")
+    assert (type(d["bandwidth_gbps"]), type(d["links"]), type(d["latency_ns"])) == (float, int, float)
+    assert all(type(v) is bool for _, v in from_graphml.nodes(data="assumed") if v is not None)
+    text = (tmp_path / "nvidia-gb200-nvl72.graphml").read_text()
+    assert 'attr.name="bandwidth_gbps" attr.type="double"' in text and 'attr.name="links" attr.type="long"' in text
+    assert 'attr.name="assumed" attr.type="boolean"' in text and "None" not in text
+
+
+def test_cluster_exports_are_gzip_with_no_timestamp_and_read_back(graphs, tmp_path):
+    g = graphs["illustrative-h100-4096"]
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        names = write_exports(g, tmp_path / run, compress=True)
+    assert names == ["illustrative-h100-4096.json.gz", "illustrative-h100-4096.graphml.gz"]
+    for name in names:
+        raw = (tmp_path / "a" / name).read_bytes()
+        assert raw[:2] == b"\x1f\x8b" and raw[4:8] == b"\0\0\0\0"  # gzip magic; mtime 0
+        assert raw == (tmp_path / "b" / name).read_bytes()
+    _same_graph(g, nx.node_link_graph(json.loads(gzip.decompress((tmp_path / "a" / names[0]).read_bytes()))))
+    with gzip.open(tmp_path / "a" / names[1]) as f:
+        _same_graph(g, nx.read_graphml(f))
 
 
 def test_unstated_wiring_is_labelled_as_an_assumption(graphs):

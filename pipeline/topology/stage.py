@@ -68,10 +68,8 @@ def run(lay: Layout) -> list[dict[str, Any]]:
         summaries.append((tid, json.dumps(summary, sort_keys=True)))
         nodes += export.node_rows(g)
         edges += export.edge_rows(g)
-        if tid in refs:  # per-reference exports; clusters are large and live in the tables
-            export.write_node_link(g, out / f"{tid}.json")
-            export.write_graphml(g, out / f"{tid}.graphml")
-            written |= {f"{tid}.json", f"{tid}.graphml"}
+        # Exports for networkx, Gephi and yEd: plain per reference, gzip-compressed per cluster (tens of MB).
+        written |= set(export.write_exports(g, out, compress=tid not in refs))
     write_table(out, "topology_graphs", GRAPH_COLUMNS, ["topology_id"], graph_rows)
     write_table(out, "topology_nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes)
     write_table(out, "topology_edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], edges)
