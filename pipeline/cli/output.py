@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +30,24 @@ def lay_of(root: Path | None) -> Layout:
     return layout(root)
 
 
+def strict(data: Any) -> Any:
+    """JSON-ready data: NaN and ±Infinity become null (RFC 8259 has no such numbers, and `json.loads` in other
+    languages refuses them), tuples become lists, anything else non-JSON its string."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {str(k): strict(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [strict(v) for v in data]
+    if data is None or isinstance(data, str | int | bool):
+        return data
+    if isinstance(data, Decimal):  # DuckDB DECIMAL: a JSON number, as the table shows it
+        return strict(float(data))
+    if hasattr(data, "item") and not isinstance(data, bytes):  # numpy scalars
+        return strict(data.item())
+    return str(data)
+
+
 def print_json(data: Any) -> None:
     """Sorted keys and a trailing newline, so JSON output is stable and diffable."""
     try:
@@ -38,10 +58,21 @@ def print_json(data: Any) -> None:
     sys.stdout.write(text + "\n")
 
 
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: a STRUCT, MAP or LIST as compact JSON (not a Python repr), a non-finite number empty."""
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(strict(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: str | None = None) -> None:
     """Rows as a JSON list of objects, or as a table (None shown as empty)."""
     if as_json:
-        print_json([dict(zip(columns, row, strict=True)) for row in rows])
+        # Table rows (query results): a NaN or infinite cell is data, shown as null; print_json refuses them in
+        # a computed result, where they mean an input out of range.
+        print_json(strict([dict(zip(columns, row, strict=True)) for row in rows]))
         return
     table = Table(*columns, title=title)
     for row in rows:
@@ -50,9 +81,9 @@ def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: 
 
 
 def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """Rows as CSV with a header line (None written as an empty cell)."""
+    """Rows as CSV with a header line (None written as an empty cell, nested values as JSON)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(rows)
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     sys.stdout.write(buf.getvalue())
