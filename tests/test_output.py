@@ -20,3 +20,12 @@ def test_query_json_is_strict_and_csv_flattens_structs(built_registry, cli):
     r = cli("query", "--format", "csv", sql, root=built_registry.root)
     assert r.code == 0, r.err
     assert r.out.splitlines() == ["a,b,c,s,l", ',,1.5,"{""x"":1,""y"":[2,3]}","[1,2]"']
+
+
+def test_flags_show_no_value_placeholder(cli):
+    """`--json <bool>` read as if the flag took a value; a flag shows none, a valued option keeps its type."""
+    r = cli("estimate", "workload", "--help")
+    assert r.code == 0
+    assert "<bool>" not in r.out
+    assert any("--json" in line and "Print JSON" in line for line in r.out.splitlines())
+    assert any("--root" in line and "<path>" in line for line in r.out.splitlines())

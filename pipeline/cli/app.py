@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import click
 import typer
+import typer.core
 
 app = typer.Typer(
     add_completion=False,
@@ -12,6 +14,19 @@ app = typer.Typer(
     help="fabricref: GPU-cluster network reference data, every fact traceable to the document it came from.",
     pretty_exceptions_enable=False,
 )
+
+
+_display_type_rich = typer.core.TyperOption.display_type_rich
+
+
+def _flag_without_placeholder(self: typer.core.TyperOption, ctx: click.Context) -> str | None:
+    """Typer 0.29 prints `<bool>` beside every flag (`--json <bool>`), which reads as if it took a value."""
+    if self.is_flag and self.metavar is None:
+        return None
+    return _display_type_rich(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_without_placeholder  # type: ignore[method-assign]
 
 
 def _version(value: bool) -> None:
