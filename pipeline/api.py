@@ -41,12 +41,13 @@ def registry(root: str | Path | None = None) -> duckdb.DuckDBPyConnection:
 
 
 def topology(topology_id: str, root: str | Path | None = None) -> nx.Graph:
-    """The networkx graph of a reference or cluster, with the attributes the exports carry (bandwidth_gbps per
-    direction, links, latency_ns, field, status, confidence on edges; kind, role, tier ... on nodes)."""
+    """The networkx graph of a reference or cluster as the topology stage left it in registry/topology/ (the graph
+    the traffic stage uses), with the attributes the exports carry: bandwidth_gbps per direction, links,
+    latency_ns, field, status, confidence on edges; kind, role, tier ... on nodes."""
+    from .core.graphs import load_topology
     from .core.paths import check_slug
-    from .topology.stage import build
 
-    return build(_lay(root), check_slug(topology_id, "topology id"))
+    return load_topology(_lay(root), check_slug(topology_id, "topology id")).graph
 
 
 def _topology_id(topology: str | nx.Graph) -> str:
