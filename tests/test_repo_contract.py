@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 from conftest import ROOT
 
@@ -20,3 +22,11 @@ def test_readme_starts_with_setup_and_test_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert _readme_commands()[1] in ci.splitlines()
+
+
+def test_the_tree_is_ruff_clean():
+    """`ruff check` and `ruff format --check` are part of the suite, so CI refuses code the linter refuses."""
+    ruff = [sys.executable, "-m", "ruff"]
+    for args in (["check", "."], ["format", "--check", "."]):
+        result = subprocess.run([*ruff, *args], cwd=ROOT, capture_output=True, text=True)
+        assert result.returncode == 0, f"ruff {' '.join(args)}:\n{result.stdout}{result.stderr}"
