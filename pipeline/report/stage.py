@@ -15,6 +15,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from ..core.files import atomic_write_bytes
+from ..core.format import format_quantity
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
 from . import LAYOUT_CAVEAT, drawings
@@ -51,8 +52,9 @@ def _caveats(con: Tables) -> list[str]:
 
 
 def _value(f: dict[str, Any]) -> str:
+    """A number with its unit and direction, printed by the one formatter the CLI and diff use."""
     if f["value_number"] is not None:
-        return f"{f['value_number']:g}"
+        return format_quantity(f["value_number"], f.get("unit"), f.get("direction"))
     return f["value_text"] or ""
 
 
