@@ -113,11 +113,12 @@ def rows(lay: Layout, sql: str, params: list[Any] | None = None) -> tuple[list[s
 
 
 def reference_summaries(lay: Layout) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Every reference: id, kind, title and how many of its fields have each status."""
+    """Every reference: id, kind, form factor (server, rack, cluster, switch, nic), title and how many of its
+    fields have each status."""
     return rows(
         lay,
         """
-        SELECT r.reference_id, r.kind, r.title,
+        SELECT r.reference_id, r.kind, r.form_factor, r.title,
                count(*) FILTER (WHERE f.status = 'published') AS published,
                count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
                count(*) FILTER (WHERE f.status = 'derived') AS derived,

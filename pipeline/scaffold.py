@@ -20,7 +20,7 @@ from .core.vocabulary import vocabulary
 from .formats.identities import Identities, Identity
 from .formats.reference import ReferenceFile
 
-FORM_FACTORS = ("server", "rack", "cluster")
+FORM_FACTORS = ("server", "rack", "cluster", "switch", "nic")
 KINDS = ("vendor", "illustrative")
 TO_BE_SOURCED = "to be sourced"
 

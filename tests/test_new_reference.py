@@ -13,7 +13,7 @@ def applicable_keys(root, form_factor: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("form_factor", ["server", "rack", "cluster"])
+@pytest.mark.parametrize("form_factor", ["server", "rack", "cluster", "switch", "nic"])
 def test_new_reference_compiles_and_shows_its_unknowns(repo, cli, form_factor):
     ids_before = (repo.root / "models" / "identities.json").read_text().splitlines()
     made = cli("new", "reference", "acme-x1", "--form-factor", form_factor, "--title", "Acme X1", root=repo.root)

@@ -149,7 +149,7 @@ def query(
 
 @app.command()
 def references(as_json: JsonOpt = False, root: RootOpt = None) -> None:
-    """List the references: id, kind, title and counts of fields by status."""
+    """List the references: id, kind, form factor, title and counts of fields by status."""
     from .. import query as querying
 
     columns, rows = querying.reference_summaries(lay_of(root))

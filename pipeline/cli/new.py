@@ -16,7 +16,7 @@ app.add_typer(new_app, name="new")
 @new_app.command("reference")
 def new_reference(
     reference_id: Annotated[str, typer.Argument(help="New reference id (lowercase, digits, hyphens).")],
-    form_factor: Annotated[str, typer.Option("--form-factor", help="server, rack or cluster.")],
+    form_factor: Annotated[str, typer.Option("--form-factor", help="server, rack, cluster, switch or nic.")],
     title: Annotated[str, typer.Option("--title", help="Permanent title (kept in models/identities.json).")],
     kind: Annotated[str, typer.Option("--kind", help="vendor or illustrative (permanent).")] = "vendor",
     root: RootOpt = None,

@@ -16,6 +16,11 @@ from .registry import Tables, table_paths
 
 # The compile tables a reference's facts come from (a stage reading facts declares these in dvc.yaml).
 FACT_TABLES = ("reference_models", "fields", "assumptions", "parameters")
+# Form factors built as a system of parts (accelerators, NICs, switches) by the topology stage. A `switch` or `nic`
+# reference is a network product: it has no accelerators and no system topology of its own; a cluster names a
+# switch product for its fabric's radix and port speed instead.
+SYSTEM_FORM_FACTORS = ("server", "rack")
+NETWORK_PRODUCT_FORM_FACTORS = ("switch", "nic")
 
 
 @dataclass(frozen=True)

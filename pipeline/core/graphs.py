@@ -60,6 +60,10 @@ GRAPH_COLUMNS = [
     ("leaves", "INTEGER"),
     ("rails", "INTEGER"),
     ("endpoint_latency_ns", "DOUBLE"),
+    ("switch_product", "VARCHAR"),
+    ("switch_radix", "INTEGER"),
+    ("switch_port_gbps", "DOUBLE"),
+    ("switch_lineage", "VARCHAR"),
 ]
 TOPOLOGY_TABLES = ("topology_graphs", "topology_nodes", "topology_edges", "topology_summaries")
 

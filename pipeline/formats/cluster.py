@@ -38,7 +38,26 @@ class ScaleOut(KeyAccess):
     )
     cores_per_plane: Count = 1
     switch_radix: Count | None = None
+    switch_product: Slug | None = Field(
+        default=None,
+        description="A `switch` reference (models/references/<id>.yaml) every scale-out switch of this fabric is "
+        "an instance of: the radix and port speed then come from its switch.ports and switch.port_speed, with "
+        "their statuses; a declared switch_radix must agree.",
+    )
+    switch_port_split: int = Field(
+        default=1,
+        ge=1,
+        le=8,
+        description="Each native port of the named switch run as this many ports at port speed / split (2: an "
+        "800G port as 2 x 400G). A design choice: list it under `assumptions`.",
+    )
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _split_needs_product(self) -> ScaleOut:
+        if self.switch_port_split != 1 and self.switch_product is None:
+            raise ValueError("switch_port_split splits the ports of a named switch_product; name one")
+        return self
 
 
 class Frontend(KeyAccess):

@@ -32,7 +32,7 @@ Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN)]
 Day = Annotated[str, Field(pattern=DATE_PATTERN, description="A calendar date, YYYY-MM-DD.")]
 Direction = Literal["per_direction", "bidirectional"]
 FieldType = Literal["quantity", "count", "text"]
-FormFactor = Literal["server", "rack", "cluster"]
+FormFactor = Literal["server", "rack", "cluster", "switch", "nic"]
 Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
 
 

@@ -20,6 +20,7 @@ DocumentType = Literal[
     "press-coverage",
     "paper",
     "manual",
+    "commit",
 ]
 PublisherKind = Literal[
     "vendor-document",

@@ -6,6 +6,8 @@ so a 131,072-accelerator cluster builds in seconds while the interface stays a p
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -13,7 +15,7 @@ import networkx as nx
 from ..core.errors import CompileError
 from .blocks import Template, link_attrs, template
 from .clusters import Cluster
-from .facts import Defaults, Facts
+from .facts import Defaults, Fact, Facts
 
 CAVEAT = (
     "A logical model: parts and links as the sources state them, with labelled assumptions where they do not. "
@@ -65,13 +67,100 @@ def _check(condition: bool, cluster: Cluster, message: str) -> None:
         raise CompileError(f"{cluster.path or cluster.id}: {message}")
 
 
-def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults) -> nx.Graph:
+@dataclass(frozen=True)
+class SwitchProduct:
+    """The switch reference a cluster names: its radix and port speed, each with the field it came from.
+
+    `ports` and `port_speed` are the reference's own facts, keyed `<reference>:<field>` so that a link or a
+    traffic figure resting on them audits back to that reference's sources."""
+
+    reference_id: str
+    ports: Fact
+    port_speed: Fact
+    split: int
+
+    @property
+    def radix(self) -> int:
+        return int(self.ports.value) * self.split  # type: ignore[arg-type]
+
+    @property
+    def port_gbps(self) -> float:
+        return self.port_speed.gbps() / self.split  # type: ignore[operator]
+
+    def lineage(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "field": f.key,
+                "value": f.value,
+                "unit": f.unit,
+                "direction": f.direction,
+                "status": f.status,
+                "confidence": f.confidence,
+            }
+            for f in (self.ports, self.port_speed)
+        ]
+
+
+def switch_product(cluster: Cluster, product: Facts) -> SwitchProduct:
+    """The named switch's radix and port speed, or an error naming the cluster file and the JSON path."""
+    where = f"{cluster.path or cluster.id}: at $.scale_out.switch_product"
+    if product.form_factor != "switch":
+        raise CompileError(
+            f"{where}: {product.reference_id} is a {product.form_factor}, not a switch (form_factor: switch)"
+        )
+    facts = []
+    for key in ("switch.ports", "switch.port_speed"):
+        fact = product.get(key, required=False)
+        if not fact.known:
+            raise CompileError(
+                f"{where}: {product.reference_id}'s {key} is unknown ({fact.note or 'no source states it'}); "
+                "a fabric cannot take its radix and port speed from it"
+            )
+        facts.append(
+            Fact(
+                f"{product.reference_id}:{key}",
+                fact.value,
+                fact.unit,
+                fact.direction,
+                fact.status,
+                fact.note,
+                confidence=fact.confidence,
+            )
+        )
+    if facts[0].value != int(facts[0].value) or facts[0].value < 1:  # type: ignore[operator, arg-type]
+        raise CompileError(f"{where}: {product.reference_id}'s switch.ports = {facts[0].value!r} is not a port count")
+    chosen = SwitchProduct(product.reference_id, facts[0], facts[1], cluster.fabric.port_split)
+    declared = cluster.fabric.radix
+    if declared is not None and declared != chosen.radix:
+        split = f" × port split {chosen.split}" if chosen.split != 1 else ""
+        raise CompileError(
+            f"{cluster.path or cluster.id}: at $.scale_out.switch_radix: declares {declared}, but "
+            f"{product.reference_id} has {int(facts[0].value)} ports (switch.ports, {facts[0].status}){split} = "  # type: ignore[arg-type]
+            f"{chosen.radix}; drop switch_radix or make it agree"
+        )
+    return chosen
+
+
+def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: SwitchProduct | None = None) -> nx.Graph:
     t = template(facts, dflt)
     f = cluster.fabric
     rails = len(t.scale_out_nics)
     _check(rails > 0, cluster, f"building block {cluster.building_block} has no scale-out NICs")
     speed = t.nic_speed.gbps() if t.nic_speed else None
     _check(speed is not None, cluster, "the building block's scale_out.nic.speed is unknown")
+    # A named switch sets the radix and the rate of every switch-to-switch link, with its own lineage.
+    trunk_gbps, trunk_fact, trunk_status = speed, t.nic_speed, None
+    if switch is not None:
+        _check(
+            speed <= switch.port_gbps + 1e-9,  # type: ignore[operator]
+            cluster,
+            f"at $.scale_out.switch_product: the building block's NICs run at {speed:g} Gb/s, faster than "
+            f"{switch.reference_id}'s {switch.port_gbps:g} Gb/s ports"
+            + (f" (split in {switch.split})" if switch.split != 1 else ""),
+        )
+        f = replace(f, radix=switch.radix)
+        trunk_gbps, trunk_fact = switch.port_gbps, switch.port_speed
+        trunk_status = "assumed" if switch.split != 1 else None
     endpoints = cluster.blocks * rails
     _check(
         endpoints % f.leaf_down == 0,
@@ -130,11 +219,12 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults) -> nx.Graph:
             edges.append((prefix + nic, leaf_name[leaf], nic_edge))
     trunk = link_attrs(
         "scale_out",
-        speed * leaf_trunk,
-        t.nic_speed,
+        trunk_gbps * leaf_trunk,  # type: ignore[operator]
+        trunk_fact,
         lat["scale_out"],
         links=leaf_trunk,
-        note=f"trunk of {leaf_trunk} link(s) leaf → spine",
+        status=trunk_status,
+        note=f"trunk of {leaf_trunk} link(s) leaf → spine" + _split_note(switch),
     )
     spines = []
     for p in range(pods):
@@ -151,11 +241,12 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults) -> nx.Graph:
             links = f.spine_up // c
             core_trunk = link_attrs(
                 "scale_out",
-                speed * links,
-                t.nic_speed,
+                trunk_gbps * links,  # type: ignore[operator]
+                trunk_fact,
                 lat["scale_out"],
                 links=links,
-                note=f"trunk of {links} link(s) spine → core",
+                status=trunk_status,
+                note=f"trunk of {links} link(s) spine → core" + _split_note(switch),
             )
             if f.radix:
                 _check(
@@ -188,8 +279,23 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults) -> nx.Graph:
     g.add_edges_from(edges)
     _frontend(g, cluster, t, width, lat["frontend"])
     g.graph.update(pods=pods, leaves=leaves, rails=rails)
+    if switch is not None:
+        g.graph.update(
+            switch_product=switch.reference_id,
+            switch_radix=switch.radix,
+            switch_port_gbps=round(switch.port_gbps, 6),
+            switch_lineage=json.dumps(switch.lineage(), sort_keys=True),
+        )
     _speeds(g, t)
     return g
+
+
+def _split_note(switch: SwitchProduct | None) -> str:
+    if switch is None:
+        return ""
+    if switch.split == 1:
+        return f"; {switch.reference_id} ports"
+    return f"; {switch.reference_id} ports, each split in {switch.split} (a design choice)"
 
 
 def _frontend(g: nx.Graph, cluster: Cluster, t: Template, width: int, latency: float) -> None:

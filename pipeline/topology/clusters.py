@@ -26,6 +26,8 @@ class Fabric:
     cores_per_plane: int
     radix: int | None
     protocol: str
+    switch_product: str | None = None
+    port_split: int = 1
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ def load_cluster(path: Path, params_for: Any) -> Cluster:
         cores_per_plane=r("cores_per_plane"),
         radix=r("switch_radix"),
         protocol=so.protocol,
+        switch_product=so.switch_product,
+        port_split=so.switch_port_split,
     )
     if fabric.tiers == 3 and (fabric.spine_up is None) == (fabric.spine_oversubscription is None):
         raise CompileError(

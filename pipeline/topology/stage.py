@@ -7,13 +7,14 @@ from typing import Any
 
 import networkx as nx
 
-from ..core.errors import UsageError
+from ..core.errors import CompileError, UsageError
+from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS
 from ..core.paths import Layout
 from ..core.registry import open_tables, write_table
 from . import export
-from .build import build_cluster, build_reference
+from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
 from .facts import defaults, load_facts
 from .summary import summarize
@@ -39,12 +40,25 @@ def build(lay: Layout, topology_id: str) -> nx.Graph:
     path = find_cluster(lay, topology_id)
     if path is not None:
         cluster = load_cluster(path, _params(lay))
-        return build_cluster(cluster, load_facts(lay, cluster.building_block), defaults(lay))
+        product = cluster.fabric.switch_product
+        switch = None
+        if product:
+            try:
+                product_facts = load_facts(lay, product)
+            except UsageError as exc:
+                raise CompileError(f"{path}: at $.scale_out.switch_product: {exc}") from None
+            switch = switch_product(cluster, product_facts)
+        return build_cluster(cluster, load_facts(lay, cluster.building_block), defaults(lay), switch)
     facts = load_facts(lay, topology_id)
     if facts.form_factor == "cluster":
         raise UsageError(
             f"{topology_id} is a cluster-level reference: its topology is the cluster model "
             f"models/clusters/{topology_id}.yaml, which does not exist"
+        )
+    if facts.form_factor in NETWORK_PRODUCT_FORM_FACTORS:
+        raise UsageError(
+            f"{topology_id} is a {facts.form_factor} (a network product): it has no accelerators, so no system "
+            "topology is built for it; a cluster names a switch product under scale_out.switch_product"
         )
     return build_reference(facts, defaults(lay))
 
@@ -55,7 +69,10 @@ def run(lay: Layout) -> list[dict[str, Any]]:
     with open_tables(lay, "tables") as t:
         refs = [
             r["reference_id"]
-            for r in t.rows("SELECT reference_id FROM reference_models WHERE form_factor <> 'cluster' ORDER BY 1")
+            for r in t.rows(
+                "SELECT reference_id FROM reference_models WHERE form_factor IN (SELECT unnest(?)) ORDER BY 1",
+                list(SYSTEM_FORM_FACTORS),
+            )
         ]
     graphs = [build(lay, r) for r in refs] + [build(lay, c.id) for c in load_clusters(lay)]
     nodes, edges, summaries, graph_rows = [], [], [], []

@@ -6,6 +6,7 @@ enumerating every pair of accelerators, so it stays fast at 131,072 accelerators
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -73,7 +74,16 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
     if endpoint_total and not unknown_bw:
         capacities = [endpoint_total, *(tier_up_total[t] for t in sorted(tier_up_total))]
         bisection = _round(min(capacities) / 2)
-    return {
+    switch = None
+    if g.graph.get("switch_product"):
+        # The named switch product and the fields its radix and port speed came from (with their statuses).
+        switch = {
+            "product": g.graph["switch_product"],
+            "radix": g.graph.get("switch_radix"),
+            "port_gbps": g.graph.get("switch_port_gbps"),
+            "lineage": json.loads(g.graph.get("switch_lineage") or "[]"),
+        }
+    out = {
         "topology_id": g.graph["topology_id"],
         "title": g.graph.get("title"),
         "kind": g.graph.get("kind"),
@@ -92,6 +102,9 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
         "scale_out_protocol": g.graph.get("scale_out_protocol"),
         "caveat": g.graph.get("caveat"),
     }
+    if switch is not None:
+        out["switch"] = switch
+    return out
 
 
 def _block_members(g: nx.Graph, node: str) -> list[str]:

@@ -35,10 +35,14 @@ class Lineage:
 
     @classmethod
     def of_edge(cls, reference_id: str, d: dict[str, Any]) -> Lineage:
-        """The record behind a topology edge: its field (or the topology defaults) as the edge carries it."""
+        """The record behind a topology edge: its field (or the topology defaults) as the edge carries it. A field
+        of another reference (a cluster's named switch product) is written `<reference>:<field>`."""
+        field = d["field"] or "topology-defaults"
+        if ":" in field:
+            reference_id, field = field.split(":", 1)
         return cls(
             reference_id=reference_id,
-            field=d["field"] or "topology-defaults",
+            field=field,
             status=d["status"],
             confidence=d["confidence"],
         )
