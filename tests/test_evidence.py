@@ -75,4 +75,4 @@ def test_every_published_field_has_a_vendor_citation_in_the_registry(built_regis
     kinds = json.loads(
         cli("query", "--format", "json", "SELECT DISTINCT publisher_kind FROM sources", root=built_registry.root).out
     )
-    assert {k["publisher_kind"] for k in kinds} == {"vendor-document", "press", "reseller"}
+    assert {k["publisher_kind"] for k in kinds} == {"vendor-document", "press", "reseller", "maintainer-statement"}
