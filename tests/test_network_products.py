@@ -202,3 +202,22 @@ def test_a_port_split_needs_a_named_switch(copy):
     cid = _variant(copy, lambda t: t.replace("  switch_product: broadcom-tomahawk-6\n", ""))
     with pytest.raises(Exception, match="switch_port_split splits the ports of a named switch_product"):
         stage.build(copy, cid)
+
+
+def test_a_link_on_a_named_switch_audits_to_that_switch(built_registry, helios):
+    from pipeline.audit import audit
+    from pipeline.traffic.view import Lineage
+
+    g = helios
+    trunk = next(d for a, b, d in g.edges(data=True) if {g.nodes[a]["kind"], g.nodes[b]["kind"]} == {"leaf", "spine"})
+    endpoint = next(d for a, b, d in g.edges(data=True) if {g.nodes[a]["kind"], g.nodes[b]["kind"]} == {"nic", "leaf"})
+    # A traffic figure on a trunk rests on the switch reference's field, not on the building block's.
+    assert Lineage.of_edge(g.graph["reference"], trunk).reference_id == "broadcom-tomahawk-6"
+    assert Lineage.of_edge(g.graph["reference"], trunk).field == "switch.port_speed"
+    assert (Lineage.of_edge(g.graph["reference"], endpoint).reference_id, endpoint["field"]) == (
+        "amd-helios",
+        "scale_out.nic.speed",
+    )
+    result = audit(built_registry, "broadcom-tomahawk-6", "switch.port_speed")
+    assert result["value"] == 1600 and result["status"] == "preliminary"
+    assert result["provenance"][0]["source_id"] == "servethehome-broadcom-tomahawk6-launch"
