@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -37,14 +38,55 @@ LAZY_API = {("pipeline/__init__.py", "pipeline.api")}
 NOT_FOR_STAGES = {"pipeline.cli", "pipeline.audit", "pipeline.query", "pipeline.status", "pipeline.changes"}
 
 
+def _substitute(value: Any, key: str, item: Any) -> Any:
+    """`${key}`, `${item}` and `${item.<name>}` replaced as DVC's foreach does (the only templating used)."""
+    if isinstance(value, str):
+        out = value.replace("${key}", key)
+        if isinstance(item, dict):
+            for name, v in item.items():
+                out = out.replace("${item." + name + "}", str(v))
+        else:
+            out = out.replace("${item}", str(item))
+        assert "${" not in out, f"dvc.yaml: {value!r} uses templating this test does not expand"
+        return out
+    if isinstance(value, list):
+        return [_substitute(v, key, item) for v in value]
+    if isinstance(value, dict):
+        return {_substitute(k, key, item): _substitute(v, key, item) for k, v in value.items()}
+    return value
+
+
 def dvc_stages(root: Path = ROOT) -> dict[str, dict]:
-    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    """Every stage as `dvc repro` runs it: a `foreach` stage expands to one stage per item, named `name@key`."""
+    stages: dict[str, dict] = {}
+    for name, spec in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
+        if "foreach" not in spec:
+            stages[name] = spec
+            continue
+        items = spec["foreach"]
+        pairs = items.items() if isinstance(items, dict) else ((str(i), i) for i in items)
+        for key, item in pairs:
+            stages[f"{name}@{key}"] = _substitute(spec["do"], str(key), item)
+    return stages
+
+
+def entry_argv(cmd: str) -> tuple[str, list[str]]:
+    """`python -m pipeline.<module> [args]` → (module, args)."""
+    parts = cmd.split()
+    assert parts[:2] == ["python", "-m"] and len(parts) >= 3, f"{cmd!r}: expected `python -m pipeline.<module> ...`"
+    return parts[2], parts[3:]
 
 
 def entry_module(cmd: str) -> str:
-    parts = cmd.split()
-    assert parts[:2] == ["python", "-m"] and len(parts) == 3, f"{cmd!r}: expected `python -m pipeline.<module>`"
-    return parts[2]
+    return entry_argv(cmd)[0]
+
+
+def params_files(spec: dict) -> list[str]:
+    """The files a stage's `params:` name (params.yaml unless an entry names its file), read by the stage."""
+    files = set()
+    for entry in spec.get("params", []):
+        files |= set(entry) if isinstance(entry, dict) else {"params.yaml"}
+    return sorted(files)
 
 
 def module_file(name: str, root: Path = ROOT) -> Path | None:
@@ -205,8 +247,8 @@ HOOK = textwrap.dedent(
             log.append(("write", os.path.abspath(os.fsdecode(args[0]))))
     sys.addaudithook(hook)
     sys.path.insert(0, os.getcwd())  # as `python -m` does: the checkout's pipeline/ folder
-    module, out = sys.argv[1], sys.argv[2]
-    sys.argv = [module]
+    module, out, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    sys.argv = [module, *args]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     finally:
@@ -232,8 +274,9 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(tmp
     for stage in stages:  # dvc.yaml lists them in the order they run
         spec = stages[stage]
         log = tmp_path / f"{stage}.json"
+        module, args = entry_argv(spec["cmd"])
         done = subprocess.run(
-            [sys.executable, str(hook), entry_module(spec["cmd"]), str(log)],
+            [sys.executable, str(hook), module, str(log), *args],
             cwd=root,
             env={**env_with_venv(), "PYTHONDONTWRITEBYTECODE": "1"},
             capture_output=True,
@@ -241,7 +284,7 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(tmp
             timeout=900,
         )
         assert done.returncode == 0, f"stage {stage} failed:\n{done.stdout}\n{done.stderr}"
-        deps = [str(d) for d in spec["deps"]]
+        deps = [str(d) for d in spec["deps"]] + params_files(spec)
         outs = [str(next(iter(o))) if isinstance(o, dict) else str(o) for o in spec.get("outs", [])]
         outs += [str(next(iter(m))) if isinstance(m, dict) else str(m) for m in spec.get("metrics", [])]
         record = json.loads(log.read_text())

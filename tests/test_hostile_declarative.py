@@ -87,17 +87,33 @@ def test_a_401_digit_integer_is_refused_in_parameters_assumptions_and_formulas(r
 
 
 def test_a_workload_with_a_401_digit_sequence_length_is_refused(repo):
-    (path,) = [p for p in sorted((repo.root / "models" / "workloads").glob("*.yaml")) if "seq_len:" in p.read_text()][
-        :1
-    ]
-    text = path.read_text()
+    """The knob lives in params.yaml (workloads.<id>.seq_len): the error names that file and line."""
+    params = repo.root / "params.yaml"
+    text = params.read_text()
     line = next(i for i, t in enumerate(text.splitlines(), start=1) if "seq_len:" in t)
-    path.write_text(
-        "\n".join(t.split("seq_len:")[0] + f"seq_len: {BIG}" if "seq_len:" in t else t for t in text.splitlines())
+    workload = next(
+        t.strip().rstrip(":")
+        for t in reversed(text.splitlines()[: line - 1])
+        if t.startswith("  ") and not t.startswith("    ")
+    )
+    params.write_text(
+        "\n".join(
+            t.split("seq_len:")[0] + f"seq_len: {BIG}" if i == line else t
+            for i, t in enumerate(text.splitlines(), start=1)
+        )
         + "\n"
     )
-    with pytest.raises(ValidationError, match=rf"{path.name}:{line}: at \$\.\w+\.seq_len: a 401-digit number"):
+    path = repo.root / "models" / "workloads" / f"{workload}.yaml"
+    with pytest.raises(
+        ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.{workload}\.seq_len: a 401-digit number"
+    ):
         load_workload(path)
+    # Written in a workload file of its own (no params.yaml beside it), the number is refused there.
+    alone = repo.root / f"{workload}.yaml"
+    kind_line = next(t for t in path.read_text().splitlines() if t in ("training:", "inference:"))
+    alone.write_text(path.read_text().replace(kind_line + "\n", f"{kind_line}\n  seq_len: {BIG}\n", 1))
+    with pytest.raises(ValidationError, match=rf"{alone.name}:\d+: at \$\.\w+\.seq_len: a 401-digit number"):
+        load_workload(alone)
 
 
 def test_a_cluster_of_50_million_building_blocks_is_refused_before_building(repo):

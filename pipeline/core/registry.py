@@ -106,6 +106,44 @@ def write_table(
         con.close()
 
 
+def concat_tables(
+    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], parts: Sequence[Path]
+) -> int:
+    """One table from per-item Parquet parts of the same columns (a stage per item, one combine step): sorted,
+    single-threaded, written as `write_table` writes. Every part must exist; returns the row count."""
+    directory.mkdir(parents=True, exist_ok=True)
+    missing = [str(p) for p in parts if not p.is_file()]
+    if missing:
+        raise FabricrefError(f"{', '.join(missing)} missing: run `dvc repro` (the per-item stages write them)")
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET threads = 1")
+        con.execute("SET preserve_insertion_order = true")
+        cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns)
+        con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
+        names = ", ".join(_quote(c) for c, _ in columns)
+        for part in parts:  # in the order given, so ties under ORDER BY keep one order from run to run
+            sys.audit("fabricref.read", str(part))
+            con.execute(f"INSERT INTO {_quote(name)} SELECT {names} FROM read_parquet({_literal(part.as_posix())})")
+        count = con.execute(f"SELECT count(*) FROM {_quote(name)}").fetchone()[0]
+        target = directory / f"{name}.parquet"
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
+        os.close(fd)
+        try:
+            keys = ", ".join(_quote(k) for k in order)
+            con.execute(
+                f"COPY (SELECT * FROM {_quote(name)} ORDER BY {keys}) TO '{tmp}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
+            )
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        return int(count)
+    finally:
+        con.close()
+
+
 def remove_stale(directory: Path, keep: Iterable[str]) -> None:
     """Delete Parquet tables of `directory` that the stage no longer writes (a dropped table must not linger)."""
     names = set(keep)

@@ -1,13 +1,35 @@
-"""`python -m pipeline.traffic` (the DVC stage): shipped workloads on the topology stage's graphs."""
+"""`python -m pipeline.traffic [workload ID | sharing ID | kv | combine]` (the DVC stages, see dvc.yaml).
+
+With no argument, everything in one process (as `fabricref traffic`)."""
+
+import sys
 
 from ..core.entry import run_stage
+from ..core.errors import UsageError
 from ..core.paths import Layout
 from . import stage
 
+USAGE = "usage: python -m pipeline.traffic [workload ID | sharing ID | kv | combine]"
+
 
 def main(lay: Layout) -> str:
-    metrics = stage.run(lay)
-    return f"estimated {len(metrics) - 1} workload × topology pairs into registry/traffic/"
+    args = sys.argv[1:]
+    if not args:
+        metrics = stage.run(lay)
+        return f"estimated {len(metrics) - 1} workload × topology pairs into registry/traffic/"
+    if args[0] == "workload" and len(args) == 2:
+        metrics = stage.run_workload(lay, args[1])
+        return f"estimated {args[1]} on {len(metrics)} targets into {lay.relative(stage.workload_dir(lay, args[1]))}/"
+    if args[0] == "sharing" and len(args) == 2:
+        n = stage.run_sharing(lay, args[1])
+        return f"{n} shared phases into {lay.relative(stage.sharing_file(lay, args[1]))}"
+    if args == ["kv"]:
+        stage.run_kv(lay)
+        return "KV-transfer curve into registry/traffic/plots/kv_transfer.csv"
+    if args == ["combine"]:
+        counts = stage.combine(lay)
+        return "combined " + ", ".join(f"{n} {name} rows" for name, n in counts.items()) + " into registry/traffic/"
+    raise UsageError(USAGE)
 
 
 run_stage(main)

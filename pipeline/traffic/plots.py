@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.files import atomic_write_bytes
+from ..core.registry import Tables
 from . import sizing
 from .cost import send
 from .view import View
@@ -25,28 +26,45 @@ def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def write(out: Path, traffic: list[tuple], links: list[tuple], views: dict[str, View]) -> None:
+def write_phases(out: Path, tables: Tables) -> None:
+    """phase_times.csv (long form: one row per phase and term, stacked in the plot) and link_utilization.csv
+    (the 25 busiest physical links), from the combined traffic tables."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for r in traffic:
-        case = f"{r[1]} @ {r[0]} : {r[2]}"
-        count = r[8]
-        for term, value in (("overhead", r[16]), ("bandwidth", r[17]), ("queueing", r[18])):
-            rows.append([f"{case} [{term}]", round(value * count, 9)])
-    _csv(out / "phase_times.csv", ["phase_term", "seconds"], rows)
+    terms = (("overhead", "latency_s"), ("bandwidth", "bandwidth_s"), ("queueing", "queueing_s"))
+    for r in tables.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase"):
+        case = f"{r['workload_id']} @ {r['topology_id']} : {r['phase']}"
+        for term, column in terms:
+            rows.append([case, term, round(r[column] * r["count"], 9)])
+    _csv(out / "phase_times.csv", ["phase", "term", "seconds"], rows)
+    links = tables.rows(
+        "SELECT workload_id, topology_id, phase, source, target, utilization FROM traffic_links "
+        "WHERE utilization IS NOT NULL"
+    )
     util = sorted(
-        ([f"{r[1]} @ {r[0]} : {r[2]} : {r[3]} – {r[4]}", round(r[10], 6)] for r in links if r[10] is not None),
+        (
+            [
+                f"{r['workload_id']} @ {r['topology_id']} : {r['phase']} : {r['source']} – {r['target']}",
+                round(r["utilization"], 6),
+            ]
+            for r in links
+        ),
         key=lambda x: (-x[1], x[0]),
     )[:25]
     _csv(out / "link_utilization.csv", ["link", "utilization"], util)
+
+
+def write_kv(out: Path, views: dict[str, View]) -> None:
+    """kv_transfer.csv: the 70B model's KV cache per decode rank, sent inside an NVL72 domain and across the
+    fabric between 8-GPU servers, for each prompt length."""
+    out.mkdir(parents=True, exist_ok=True)
+    local, cross = views["nvidia-gb200-nvl72"], views["illustrative-h100-4096"]
     kv_rows = []
-    local, cross = views.get("nvidia-gb200-nvl72"), views.get("illustrative-h100-4096")
-    if local is not None and cross is not None:
-        for tokens in PROMPTS:
-            per_rank = sizing.kv_cache(**KV_MODEL, tokens=tokens)["bytes"] / 8  # type: ignore[operator]
-            a = send(local, "kv", local.accelerators[0], local.accelerators[8], per_rank, concurrent=8)
-            b = send(cross, "kv", cross.accelerators[0], cross.accelerators[8], per_rank, concurrent=8)
-            kv_rows.append([tokens, round(a.seconds, 9), round(b.seconds, 9)])
+    for tokens in PROMPTS:
+        per_rank = sizing.kv_cache(**KV_MODEL, tokens=tokens)["bytes"] / 8  # type: ignore[operator]
+        a = send(local, "kv", local.accelerators[0], local.accelerators[8], per_rank, concurrent=8)
+        b = send(cross, "kv", cross.accelerators[0], cross.accelerators[8], per_rank, concurrent=8)
+        kv_rows.append([tokens, round(a.seconds, 9), round(b.seconds, 9)])
     _csv(
         out / "kv_transfer.csv", ["prompt_tokens", "local_nvl72_seconds", "cross_fabric_8gpu_servers_seconds"], kv_rows
     )

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..core import confidence
+from ..core.errors import UsageError
 from ..core.facts import load_facts
 from ..core.files import atomic_write_json
 from ..core.graphs import Topologies
 from ..core.paths import Layout
-from ..core.registry import write_table
+from ..core.registry import Tables, concat_tables, remove_stale, write_table
+from ..core.schemas import load_yaml
 from . import CAVEAT, ha, loads, plots
 from . import step as step_model
 from .calculator import view_for
@@ -19,7 +23,7 @@ from .cost import Phase
 from .phases import phases, routed_phases
 from .summaries import revealing, sizing_summary
 from .view import View
-from .workloads import Workload, find_workload, load_workload, workload_paths
+from .workloads import Workload, find_workload, workload_paths
 
 TRAFFIC_COLUMNS = [
     ("topology_id", "VARCHAR"),
@@ -218,121 +222,264 @@ def sharing(
     return a, b, rows
 
 
-def run(lay: Layout) -> dict[str, Any]:
-    out = lay.registry_dir / "traffic"
-    out.mkdir(parents=True, exist_ok=True)
-    workloads = [load_workload(p) for p in workload_paths(lay)]
-    traffic, links, summary, failures, shared = [], [], [], [], []
-    metrics: dict[str, Any] = {"caveat": CAVEAT}
-    views: dict[str, View] = {}
-    accelerators: dict[str, step_model.Accelerator] = {}
-    topologies = Topologies(lay)
-    for w in workloads:
-        for target in w.targets:
-            if target not in views:
-                views[target] = view_for(lay, target, topologies)
-            view = views[target]
-            r = estimate(lay, target, w, 0, view)
-            for p in r.phases:
-                traffic.append(
-                    (
-                        target,
-                        w.id,
-                        p.phase,
-                        p.description,
-                        p.collective,
-                        p.algorithm,
-                        p.group_size,
-                        p.concurrent_groups,
-                        p.count,
-                        p.bytes_per_rank,
-                        p.bytes_on_wire_per_rank,
-                        p.network,
-                        p.tier,
-                        p.hops,
-                        p.bottleneck_gbps,
-                        p.effective_gbps,
-                        p.latency_s,
-                        p.bandwidth_s,
-                        p.queueing_s,
-                        p.seconds,
-                        p.total_seconds,
-                        p.dominant,
-                        p.confidence,
-                        p.lineage_records(),
-                        p.notes,
-                    )
-                )
-                for link in p.links:
-                    links.append(
-                        (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
-                    )
-            top = max(r.phases, key=lambda p: p.total_seconds)
-            if view.reference not in accelerators:
-                accelerators[view.reference] = step_model.accelerator(load_facts(lay, view.reference))
-            st = step_model.estimate(w, r.phases, accelerators[view.reference])
-            fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
-            summary.append(
+# The per-item layout DVC runs (dvc.yaml): one stage per workload writes WORKLOAD_TABLES and metrics.json under
+# registry/traffic/workloads/<id>/; one per sharing pair writes registry/traffic/sharing/<id>.parquet; `combine`
+# concatenates them into the tables every reader knows (registry/traffic/<table>.parquet, same names and columns)
+# and the plot data; `kv` writes the KV-transfer curve. A changed workload reruns its own stage and the combine.
+TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
+    "traffic": (TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"]),
+    "traffic_links": (LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"]),
+    "traffic_workloads": (WORKLOAD_COLUMNS, ["topology_id", "workload_id"]),
+    "traffic_failures": (FAILURE_COLUMNS, ["topology_id", "workload_id", "failure"]),
+    "traffic_sharing": (SHARING_COLUMNS, ["topology_id", "workload_id", "other_workload", "phase"]),
+}
+WORKLOAD_TABLES = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
+KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")
+
+
+def traffic_dir(lay: Layout) -> Path:
+    return lay.registry_dir / "traffic"
+
+
+def workload_dir(lay: Layout, workload_id: str) -> Path:
+    return traffic_dir(lay) / "workloads" / workload_id
+
+
+def sharing_file(lay: Layout, workload_id: str) -> Path:
+    return traffic_dir(lay) / "sharing" / f"{workload_id}.parquet"
+
+
+class Views:
+    """Each topology's view built once per process, from the topology stage's tables."""
+
+    def __init__(self, lay: Layout) -> None:
+        self.lay = lay
+        self._topologies: Topologies | None = None
+        self._views: dict[str, View] = {}
+        self._accelerators: dict[str, step_model.Accelerator] = {}
+
+    def __call__(self, topology_id: str) -> View:
+        if topology_id not in self._views:
+            if self._topologies is None:
+                self._topologies = Topologies(self.lay)
+            self._views[topology_id] = view_for(self.lay, topology_id, self._topologies)
+        return self._views[topology_id]
+
+    def accelerator(self, reference: str) -> step_model.Accelerator:
+        if reference not in self._accelerators:
+            self._accelerators[reference] = step_model.accelerator(load_facts(self.lay, reference))
+        return self._accelerators[reference]
+
+    def close(self) -> None:
+        if self._topologies is not None:
+            self._topologies.close()
+
+
+def _number(value: Any) -> float | int | None:
+    """A metric as DVC shows it: a finite number (9 significant digits), or None to leave it out."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    value = float(value)
+    return float(f"{value:.9g}") if math.isfinite(value) else None
+
+
+def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], dict[str, dict[str, Any]]]:
+    """One workload on each of its targets: its rows of WORKLOAD_TABLES, and its metrics (numbers only, keyed by
+    target; the words — dominant phase, confidence, caveat — are columns of traffic_workloads)."""
+    out: dict[str, list[tuple]] = {name: [] for name in WORKLOAD_TABLES}
+    metrics: dict[str, dict[str, Any]] = {}
+    for target in w.targets:
+        view = views(target)
+        r = estimate(views.lay, target, w, 0, view)
+        for p in r.phases:
+            out["traffic"].append(
                 (
                     target,
                     w.id,
-                    w.accelerators,
-                    r.revealing["accelerators_per_progress"],
-                    r.revealing["fits_in_one_domain"],
-                    r.communication_seconds,
-                    top.phase,
-                    r.confidence,
-                    json.dumps(r.sizing, sort_keys=True),
-                    st["memory_per_rank_bytes"],
-                    st["memory"]["accelerator_memory_bytes"],
-                    fits,
-                    st["headroom_bytes"],
-                    st["compute_seconds"],
-                    st["exposed_communication_seconds"],
-                    st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"]),
-                    st["step_seconds"],
-                    st.get("ttft_seconds"),
-                    st.get("tpot_seconds"),
-                    json.dumps(st["missing"]),
-                    json.dumps([*st["assumptions"], f"mfu {st['mfu']:g}: {st['mfu_source']}"]),
-                    CAVEAT,
+                    p.phase,
+                    p.description,
+                    p.collective,
+                    p.algorithm,
+                    p.group_size,
+                    p.concurrent_groups,
+                    p.count,
+                    p.bytes_per_rank,
+                    p.bytes_on_wire_per_rank,
+                    p.network,
+                    p.tier,
+                    p.hops,
+                    p.bottleneck_gbps,
+                    p.effective_gbps,
+                    p.latency_s,
+                    p.bandwidth_s,
+                    p.queueing_s,
+                    p.seconds,
+                    p.total_seconds,
+                    p.dominant,
+                    p.confidence,
+                    p.lineage_records(),
+                    p.notes,
                 )
             )
-            for f in r.failures:
-                failures.append(
-                    (
-                        target,
-                        w.id,
-                        f["failure"],
-                        f["route_survives"],
-                        f["bandwidth_before_gbps"],
-                        f["bandwidth_after_gbps"],
-                        f["explanation"],
-                        f["not_established"],
-                    )
+            for link in p.links:
+                out["traffic_links"].append(
+                    (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
                 )
-            metrics[f"{w.id}@{target}"] = {
-                "communication_seconds": round(r.communication_seconds, 9),
-                "dominant_phase": top.phase,
-                "confidence": r.confidence,
-                "fits_in_one_domain": r.revealing["fits_in_one_domain"],
-                "fits_in_memory": fits,
-            }
-            if w.shares_with:
-                other = find_workload(lay, w.shares_with)
-                if target in other.targets:
-                    shared += sharing(lay, target, w, other, view)[2]
-    write_table(out, "traffic", TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"], traffic)
-    write_table(out, "traffic_links", LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"], links)
-    write_table(out, "traffic_workloads", WORKLOAD_COLUMNS, ["topology_id", "workload_id"], summary)
-    write_table(out, "traffic_failures", FAILURE_COLUMNS, ["topology_id", "workload_id", "failure"], failures)
-    write_table(
-        out, "traffic_sharing", SHARING_COLUMNS, ["topology_id", "workload_id", "other_workload", "phase"], shared
-    )
+        top = max(r.phases, key=lambda p: p.total_seconds)
+        st = step_model.estimate(w, r.phases, views.accelerator(view.reference))
+        fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
+        exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])
+        out["traffic_workloads"].append(
+            (
+                target,
+                w.id,
+                w.accelerators,
+                r.revealing["accelerators_per_progress"],
+                r.revealing["fits_in_one_domain"],
+                r.communication_seconds,
+                top.phase,
+                r.confidence,
+                json.dumps(r.sizing, sort_keys=True),
+                st["memory_per_rank_bytes"],
+                st["memory"]["accelerator_memory_bytes"],
+                fits,
+                st["headroom_bytes"],
+                st["compute_seconds"],
+                st["exposed_communication_seconds"],
+                exposed_at_least,
+                st["step_seconds"],
+                st.get("ttft_seconds"),
+                st.get("tpot_seconds"),
+                json.dumps(st["missing"]),
+                json.dumps([*st["assumptions"], f"mfu {st['mfu']:g}: {st['mfu_source']}"]),
+                CAVEAT,
+            )
+        )
+        for f in r.failures:
+            out["traffic_failures"].append(
+                (
+                    target,
+                    w.id,
+                    f["failure"],
+                    f["route_survives"],
+                    f["bandwidth_before_gbps"],
+                    f["bandwidth_after_gbps"],
+                    f["explanation"],
+                    f["not_established"],
+                )
+            )
+        utilizations = [p.max_link_utilization for p in r.phases if p.max_link_utilization is not None]
+        numbers = {
+            "accelerators": w.accelerators,
+            "phases": len(r.phases),
+            "communication_seconds": r.communication_seconds,
+            "exposed_communication_seconds": st["exposed_communication_seconds"],
+            "compute_seconds": st["compute_seconds"],
+            "step_seconds": st["step_seconds"],
+            "ttft_seconds": st.get("ttft_seconds"),
+            "tpot_seconds": st.get("tpot_seconds"),
+            "memory_per_rank_bytes": st["memory_per_rank_bytes"],
+            "fit_headroom_bytes": st["headroom_bytes"],
+            "max_link_utilization": max(utilizations) if utilizations else None,
+        }
+        metrics[target] = {k: v for k, v in ((k, _number(v)) for k, v in numbers.items()) if v is not None}
+    return out, metrics
+
+
+def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> dict[str, dict[str, Any]]:
+    """`python -m pipeline.traffic workload <id>`: one workload on its targets → registry/traffic/workloads/<id>/."""
+    w = find_workload(lay, workload_id)
+    own = views or Views(lay)
+    try:
+        tables, metrics = workload_tables(w, own)
+    finally:
+        if views is None:
+            own.close()
+    out = workload_dir(lay, w.id)
+    for name in WORKLOAD_TABLES:
+        columns, order = TABLES[name]
+        write_table(out, name, columns, order, tables[name])
+    remove_stale(out, WORKLOAD_TABLES)
     atomic_write_json(out / "metrics.json", metrics)
-    for target in ("nvidia-gb200-nvl72", "illustrative-h100-4096"):
-        if target not in views:
-            views[target] = view_for(lay, target, topologies)
-    topologies.close()
-    plots.write(out / "plots", traffic, links, views)
+    return metrics
+
+
+def sharing_pairs(lay: Layout) -> list[tuple[str, str]]:
+    """(workload, the workload it shares the cluster with), for every workload file that declares `shares_with`
+    (read from the files alone: the knobs in params.yaml do not change who shares with whom)."""
+    pairs = []
+    for path in workload_paths(lay):
+        data = load_yaml(path)[0]
+        other = data.get("shares_with") if isinstance(data, dict) else None
+        if other:
+            pairs.append((path.stem, str(other)))
+    return pairs
+
+
+def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> int:
+    """`python -m pipeline.traffic sharing <id>`: the workload and its `shares_with` side by side on every target
+    both name → registry/traffic/sharing/<id>.parquet (rows of traffic_sharing)."""
+    w = find_workload(lay, workload_id)
+    if not w.shares_with:
+        raise UsageError(f"workload {workload_id} declares no shares_with: nothing to share")
+    other = find_workload(lay, w.shares_with)
+    own = views or Views(lay)
+    rows: list[tuple] = []
+    try:
+        for target in w.targets:
+            if target in other.targets:
+                rows += sharing(lay, target, w, other, own(target))[2]
+    finally:
+        if views is None:
+            own.close()
+    path = sharing_file(lay, w.id)
+    columns, order = TABLES["traffic_sharing"]
+    write_table(path.parent, path.stem, columns, order, rows)
+    return len(rows)
+
+
+def combine(lay: Layout) -> dict[str, int]:
+    """`python -m pipeline.traffic combine`: the per-item parts → registry/traffic/<table>.parquet (what the
+    report, the database views and every query read) and the plot data of the phases and links."""
+    out = traffic_dir(lay)
+    parts: dict[str, list[Path]] = {name: [] for name in TABLES}
+    for path in workload_paths(lay):
+        for name in WORKLOAD_TABLES:
+            parts[name].append(workload_dir(lay, path.stem) / f"{name}.parquet")
+    parts["traffic_sharing"] = [sharing_file(lay, wid) for wid, _ in sharing_pairs(lay)]
+    counts = {}
+    for name, (columns, order) in TABLES.items():
+        counts[name] = concat_tables(out, name, columns, order, parts[name])
+    with Tables({n: out / f"{n}.parquet" for n in ("traffic", "traffic_links")}) as t:
+        plots.write_phases(out / "plots", t)
+    return counts
+
+
+def run_kv(lay: Layout, views: Views | None = None) -> None:
+    """`python -m pipeline.traffic kv`: KV-cache transfer time across prompt lengths, inside an NVL72 domain vs
+    across the fabric between 8-GPU servers (registry/traffic/plots/kv_transfer.csv)."""
+    own = views or Views(lay)
+    try:
+        plots.write_kv(traffic_dir(lay) / "plots", {t: own(t) for t in KV_TARGETS})
+    finally:
+        if views is None:
+            own.close()
+
+
+def run(lay: Layout) -> dict[str, Any]:
+    """Everything the per-item DVC stages write, in one process (the `fabricref traffic` verb)."""
+    views = Views(lay)
+    metrics: dict[str, Any] = {"caveat": CAVEAT}
+    try:
+        for path in workload_paths(lay):
+            for target, numbers in run_workload(lay, path.stem, views).items():
+                metrics[f"{path.stem}@{target}"] = numbers
+        for wid, _ in sharing_pairs(lay):
+            run_sharing(lay, wid, views)
+        run_kv(lay, views)
+    finally:
+        views.close()
+    combine(lay)
     return metrics

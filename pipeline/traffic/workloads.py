@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import UsageError, ValidationError
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_model, load_yaml
+from ..core.schemas import _line_of, load_model, load_yaml
 from ..formats.workload import Inference, InferenceWorkload, ModelShape, Training, TrainingWorkload, WorkloadFile
 
 
@@ -36,8 +37,89 @@ class Workload:
         return i.prefill_tp + i.decode_tp if i.mode == "disaggregated" else i.tp
 
 
+# The knobs people vary (issue 17): their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so
+# `dvc params diff` shows them and `dvc exp run -S` varies them; the workload file keeps the model and its shape.
+# A file outside a checkout (or a workload params.yaml does not list) states them itself. Never both.
+KNOBS = {
+    "training": ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len"),
+    "inference": ("tp", "prefill_tp", "decode_tp", "batch", "prompt_tokens", "output_tokens", "requests_per_second"),
+}
+PARAMS_FILE = "params.yaml"
+
+
+def params_path(workload_path: Path) -> Path | None:
+    """The checkout's params.yaml for models/workloads/<id>.yaml (None for a file elsewhere)."""
+    if workload_path.parent.name != "workloads" or workload_path.parent.parent.name != "models":
+        return None
+    path = workload_path.parent.parent.parent / PARAMS_FILE
+    return path if path.is_file() else None
+
+
+def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
+    """`workloads.<id>` of params.yaml (validated: known knob names, whole non-negative numbers) and the document
+    for line numbers; empty when params.yaml does not list the workload."""
+    data, doc = load_yaml(path)
+    if data is None:
+        return {}, doc
+    if not isinstance(data, dict) or not isinstance(data.get("workloads", {}), dict):
+        raise ValidationError(f"{path}: at $.workloads: expected a mapping of workload id to its knobs")
+    entry = data.get("workloads", {}).get(workload_id)
+    if entry is None:
+        return {}, doc
+    where = ["workloads", workload_id]
+    if not isinstance(entry, dict):
+        raise ValidationError(f"{path}:{_line_of(doc, where)}: at $.workloads.{workload_id}: expected a mapping")
+    known = sorted({k for names in KNOBS.values() for k in names})
+    for key, value in entry.items():
+        line = _line_of(doc, [*where, key])
+        if key not in known:
+            raise ValidationError(
+                f"{path}:{line}: at $.workloads.{workload_id}.{key}: not a knob; expected one of {', '.join(known)} "
+                f"(the rest of a workload lives in models/workloads/{workload_id}.yaml)"
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError(f"{path}:{line}: at $.workloads.{workload_id}.{key}: expected a number")
+        if isinstance(value, int) and abs(value) >= 2**53:
+            raise ValidationError(
+                f"{path}:{line}: at $.workloads.{workload_id}.{key}: a {len(str(abs(value)))}-digit number is too "
+                "large; expected at most 2**53"
+            )
+    return dict(entry), doc
+
+
+def _merge_knobs(data: Any, path: Path) -> None:
+    """Put params.yaml's knobs into the workload's training / inference block; a knob in both is an error."""
+    params = params_path(path)
+    if params is None or not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        return
+    knobs, doc = knobs_for(data["id"], params)
+    if not knobs:
+        return
+    kind = data.get("kind")
+    block = data.get(kind) if kind in KNOBS else None
+    if not isinstance(block, dict):
+        raise ValidationError(
+            f"{path}: at $.kind: {params.name} sets knobs for {data['id']}, so the file must say its kind "
+            "(training or inference) and have that block"
+        )
+    for key, value in knobs.items():
+        line = _line_of(doc, ["workloads", data["id"], key])
+        if key not in KNOBS[kind]:
+            raise ValidationError(
+                f"{params}:{line}: at $.workloads.{data['id']}.{key}: not a knob of a {kind} workload; expected "
+                f"one of {', '.join(KNOBS[kind])}"
+            )
+        if key in block:
+            raise ValidationError(
+                f"{path}: at $.{kind}.{key}: also set in {params}:{line} (workloads.{data['id']}.{key}); a knob "
+                f"lives in one place: remove it from the workload file"
+            )
+        block[key] = value
+
+
 def load_workload(path: Path) -> Workload:
     data, doc = load_yaml(path)
+    _merge_knobs(data, path)
     model: TrainingWorkload | InferenceWorkload = load_model(WorkloadFile, data, "workload.schema.json", path, doc)
     check_slug(model.id, f"workload id in {path}")
     if model.id != path.stem:

@@ -1,0 +1,184 @@
+"""params.yaml, per-workload DVC stages and numeric metrics (issues 16 and 17).
+
+- One fact, one place: every knob of a shipped workload lives in params.yaml (`workloads.<id>.<knob>`), none is
+  also written in the workload file, and a value stated in both is refused.
+- dvc.yaml runs one traffic stage per workload (found by globbing models/workloads), each declaring its own
+  `workloads.<id>` params and its own file, so `dvc exp run -S workloads.<id>.dp=...` reruns only that stage.
+- Metrics are numbers; the words live in the traffic tables.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, env_with_venv
+
+from pipeline.core.errors import ValidationError
+from pipeline.core.paths import Layout
+from pipeline.traffic.workloads import KNOBS, find_workload, load_workload, workload_paths
+
+WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
+
+
+def _params(root: Path = ROOT) -> dict[str, Any]:
+    return yaml.safe_load((root / "params.yaml").read_text())
+
+
+def _raw_stages() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def test_params_yaml_lists_every_workload_and_nothing_else():
+    assert WORKLOADS
+    assert sorted(_params()["workloads"]) == WORKLOADS
+
+
+def test_no_knob_is_written_in_two_places():
+    for path in sorted((ROOT / "models" / "workloads").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        block = data[data["kind"]]
+        doubled = sorted(set(block) & set(KNOBS[data["kind"]]))
+        assert not doubled, f"{path.name} states {doubled}: their home is params.yaml workloads.{path.stem}"
+        knobs = _params()["workloads"][path.stem]
+        assert knobs, f"params.yaml holds no knobs for {path.stem}"
+        assert set(knobs) <= set(KNOBS[data["kind"]]), (
+            f"params.yaml workloads.{path.stem}: not knobs of a {data['kind']}"
+        )
+
+
+def test_the_loader_takes_the_knobs_from_params_yaml(repo: Layout):
+    params = repo.root / "params.yaml"
+    before = find_workload(repo, "llama70b-train-tp8-dp512")
+    assert (before.training.dp, before.accelerators) == (512, 8 * 1 * 512)
+    params.write_text(params.read_text().replace("    dp: 512\n", "    dp: 256\n", 1))
+    after = find_workload(repo, "llama70b-train-tp8-dp512")
+    assert (after.training.dp, after.accelerators) == (256, 8 * 1 * 256)
+
+
+def test_a_knob_stated_in_both_places_is_refused(repo: Layout):
+    path = repo.root / "models" / "workloads" / "llama70b-train-tp8-dp512.yaml"
+    path.write_text(path.read_text().replace("training:\n", "training:\n  dp: 512\n", 1))
+    with pytest.raises(ValidationError, match=r"at \$\.training\.dp: also set in .*params\.yaml:\d+"):
+        load_workload(path)
+
+
+def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(repo: Layout):
+    params = repo.root / "params.yaml"
+    text = params.read_text().replace("  llama8b-fsdp-dp64:\n", "  llama8b-fsdp-dp64:\n    dpp: 4\n", 1)
+    params.write_text(text)
+    line = text.splitlines().index("    dpp: 4") + 1
+    with pytest.raises(ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.llama8b-fsdp-dp64\.dpp: not a"):
+        find_workload(repo, "llama8b-fsdp-dp64")
+
+
+def test_a_workload_file_outside_a_checkout_states_its_own_knobs(tmp_path: Path):
+    text = (ROOT / "models" / "workloads" / "llama8b-fsdp-dp64.yaml").read_text()
+    knobs = "".join(f"  {k}: {v}\n" for k, v in _params()["workloads"]["llama8b-fsdp-dp64"].items())
+    path = tmp_path / "llama8b-fsdp-dp64.yaml"
+    path.write_text(text.replace("training:\n", "training:\n" + knobs, 1))
+    w = load_workload(path)
+    assert (w.training.dp, w.training.seq_len) == (64, 8192)
+
+
+def test_one_traffic_stage_per_workload_with_its_own_params_and_file():
+    stages = _raw_stages()
+    assert stages["traffic-workload"]["foreach"] == WORKLOADS
+    do = stages["traffic-workload"]["do"]
+    assert do["params"] == ["workloads.${item}"]
+    assert "models/workloads/${item}.yaml" in do["deps"]
+    assert not [d for d in do["deps"] if d in ("models/workloads", "params.yaml")], "a stage per workload reads one"
+    shares = {}
+    for path in workload_paths(Layout(ROOT)):
+        other = yaml.safe_load(path.read_text()).get("shares_with")
+        if other:
+            shares[path.stem] = {"with": other}
+    assert stages["traffic-sharing"]["foreach"] == shares
+    assert sorted(stages["traffic-sharing"]["do"]["params"]) == ["workloads.${item.with}", "workloads.${key}"]
+
+
+def _numbers_only(value: Any, where: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _numbers_only(v, f"{where}.{k}")
+    else:
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{where} = {value!r}: not a number"
+
+
+def test_shipped_metrics_hold_numbers_only():
+    stages = _raw_stages()
+    for wid in WORKLOADS:
+        (metric,) = stages["traffic-workload"]["do"]["metrics"]
+        path = ROOT / next(iter(metric)).replace("${item}", wid)
+        data = json.loads(path.read_text())
+        targets = yaml.safe_load((ROOT / "models" / "workloads" / f"{wid}.yaml").read_text())["targets"]
+        assert sorted(data) == sorted(targets), path
+        _numbers_only(data, path.name)
+        for numbers in data.values():
+            assert numbers["communication_seconds"] > 0 and numbers["accelerators"] >= 1
+
+
+def test_a_workload_stage_writes_numeric_metrics_and_its_tables(built_copy: Layout):
+    from pipeline.traffic import stage
+
+    metrics = stage.run_workload(built_copy, "llama70b-serve-aggregated")
+    on_disk = json.loads((stage.workload_dir(built_copy, "llama70b-serve-aggregated") / "metrics.json").read_text())
+    assert on_disk == metrics
+    _numbers_only(on_disk, "metrics")
+    w = find_workload(built_copy, "llama70b-serve-aggregated")
+    assert sorted(on_disk) == sorted(w.targets)
+    for name in stage.WORKLOAD_TABLES:
+        assert (stage.workload_dir(built_copy, w.id) / f"{name}.parquet").is_file()
+    # The words are in the table beside the numbers.
+    import duckdb
+
+    rows = duckdb.sql(
+        "SELECT topology_id, dominant_phase, confidence, caveat, communication_seconds FROM read_parquet(?)",
+        params=[str(stage.workload_dir(built_copy, w.id) / "traffic_workloads.parquet")],
+    ).fetchall()
+    assert sorted(r[0] for r in rows) == sorted(w.targets)
+    for topology_id, dominant, conf, caveat, seconds in rows:
+        assert dominant and conf and caveat
+        assert seconds == pytest.approx(on_disk[topology_id]["communication_seconds"], rel=1e-8)
+
+
+def _sh(cmd: list[str], cwd: Path) -> str:
+    done = subprocess.run(cmd, cwd=cwd, env=env_with_venv(), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_dvc_plots_show_renders(built_pipeline: Path, tmp_path: Path):
+    out = tmp_path / "plots"
+    _sh(["dvc", "plots", "show", "--out", str(out)], built_pipeline)
+    html = (out / "index.html").read_text()
+    assert "phase_times.csv" in html and "kv_transfer.csv" in html and "link_utilization.csv" in html
+    # The phase plot is stacked: one bar per phase, coloured by term.
+    assert '"stack": "zero"' in html and '"field": "term"' in html
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(built_pipeline: Path):
+    wid = "llama70b-train-tp8-dp512"
+    metrics = built_pipeline / "registry" / "traffic" / "workloads" / wid / "metrics.json"
+    before = json.loads(metrics.read_text())
+    try:
+        out = _sh(["dvc", "exp", "run", "-S", f"workloads.{wid}.dp=256"], built_pipeline)
+        ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+        assert ran == sorted([f"traffic-workload@{wid}", "traffic", "report", "database"]), out
+        after = json.loads(metrics.read_text())
+        for target in before:
+            assert after[target]["accelerators"] == 8 * 256 and before[target]["accelerators"] == 8 * 512
+            assert after[target]["communication_seconds"] != before[target]["communication_seconds"]
+        diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
+        assert diff["params.yaml"][f"workloads.{wid}.dp"] == {"old": 512, "new": 256}
+    finally:
+        _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
+        _sh(["dvc", "repro"], built_pipeline)  # back as built (the run cache restores the outputs)
+    assert "up to date" in _sh(["dvc", "status"], built_pipeline)
+    assert json.loads(metrics.read_text()) == before
