@@ -18,7 +18,7 @@ from pipeline.core.sources import load_source
 from pipeline.topology.clusters import load_cluster
 from pipeline.traffic import nccl_log
 from pipeline.traffic.calibration import load_calibration_file
-from pipeline.traffic.workloads import load_workload
+from pipeline.traffic.workloads import load_workload, standalone_text
 
 ROOT = Path(__file__).resolve().parents[1]
 LAY = Layout(ROOT)
@@ -79,7 +79,9 @@ def test_mutated_declarative_yaml_gives_a_result_or_a_clear_error(kind, pick, ed
     seed = YAML_SEEDS[kind][pick % len(YAML_SEEDS[kind])]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / seed.name  # the file name is the id: keep it, so the mutations reach deeper
-        path.write_text(_mutate(seed.read_text(encoding="utf-8"), edits), encoding="utf-8")
+        # A workload's knobs live in params.yaml: the seed is the file as it reads standalone, knobs included.
+        text = standalone_text(seed) if kind == "workloads" else seed.read_text(encoding="utf-8")
+        path.write_text(_mutate(text, edits), encoding="utf-8")
         _only_fabricref_errors(lambda: _load_yaml_kind(kind, path))
 
 

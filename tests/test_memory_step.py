@@ -321,15 +321,15 @@ def test_workload_memory_options_are_checked(tmp_path) -> None:
     from pathlib import Path
 
     from pipeline.core.errors import ValidationError
-    from pipeline.traffic.workloads import load_workload
+    from pipeline.traffic.workloads import load_workload, standalone_text
 
     shipped = Path(__file__).parent.parent / "models" / "workloads"
-    fsdp = (shipped / "llama8b-fsdp-dp64.yaml").read_text()
+    fsdp = standalone_text(shipped / "llama8b-fsdp-dp64.yaml")
     bad = tmp_path / "llama8b-fsdp-dp64.yaml"
     bad.write_text(fsdp.replace("  sharded: true\n", "  sharded: true\n  zero: 1\n"))
     with pytest.raises(ValidationError, match=r"\$\.training\.zero"):
         load_workload(bad)
-    moe = (shipped / "moe-train-ep16.yaml").read_text()
+    moe = standalone_text(shipped / "moe-train-ep16.yaml")
     too_many = tmp_path / "moe-train-ep16.yaml"
     too_many.write_text(moe.replace("params: 136.0e9", "params: 200.0e9"))
     with pytest.raises(ValidationError, match=r"experts\.params"):

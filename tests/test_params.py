@@ -20,7 +20,7 @@ from conftest import ROOT, env_with_venv
 
 from pipeline.core.errors import ValidationError
 from pipeline.core.paths import Layout
-from pipeline.traffic.workloads import KNOBS, find_workload, load_workload, workload_paths
+from pipeline.traffic.workloads import KNOBS, find_workload, load_workload, standalone_text, workload_paths
 
 WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
 
@@ -77,12 +77,15 @@ def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(repo: Layo
 
 
 def test_a_workload_file_outside_a_checkout_states_its_own_knobs(tmp_path: Path):
-    text = (ROOT / "models" / "workloads" / "llama8b-fsdp-dp64.yaml").read_text()
-    knobs = "".join(f"  {k}: {v}\n" for k, v in _params()["workloads"]["llama8b-fsdp-dp64"].items())
-    path = tmp_path / "llama8b-fsdp-dp64.yaml"
-    path.write_text(text.replace("training:\n", "training:\n" + knobs, 1))
-    w = load_workload(path)
-    assert (w.training.dp, w.training.seq_len) == (64, 8192)
+    shipped = ROOT / "models" / "workloads" / "llama8b-fsdp-dp64.yaml"
+    path = tmp_path / shipped.name
+    path.write_text(shipped.read_text())
+    with pytest.raises(ValidationError, match=r"'dp' is a required property"):
+        load_workload(path)  # no params.yaml here: the file alone lacks its knobs
+    path.write_text(standalone_text(shipped))
+    assert "  dp: 64\n" in path.read_text()
+    alone, shipped_w = load_workload(path), load_workload(shipped)
+    assert alone.training == shipped_w.training and (alone.training.dp, alone.training.seq_len) == (64, 8192)
 
 
 def test_one_traffic_stage_per_workload_with_its_own_params_and_file():

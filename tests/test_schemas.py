@@ -289,11 +289,11 @@ def test_a_union_failure_names_the_alternative_meant_and_why(tmp_path, replaceme
 
 
 def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
-    from pipeline.traffic.workloads import load_workload
+    from pipeline.traffic.workloads import load_workload, standalone_text
 
     source = ROOT / "models" / "workloads" / "llama8b-fsdp-dp64.yaml"
     path = tmp_path / source.name
-    path.write_text(source.read_text().replace("  sharded: true\n", "  sharded: true\n  tp_size: 2\n"))
+    path.write_text(standalone_text(source).replace("  sharded: true\n", "  sharded: true\n  tp_size: 2\n"))
     with pytest.raises(ValidationError) as err:
         load_workload(path)
     line = path.read_text().splitlines().index("  tp_size: 2") + 1

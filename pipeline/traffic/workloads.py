@@ -117,6 +117,22 @@ def _merge_knobs(data: Any, path: Path) -> None:
         block[key] = value
 
 
+def standalone_text(path: Path) -> str:
+    """The workload file as it reads outside a checkout: its knobs from params.yaml written into its training /
+    inference block (to share one workload, or to start a variant elsewhere)."""
+    text = path.read_text(encoding="utf-8")
+    params = params_path(path)
+    data = load_yaml(path)[0]
+    if params is None or not isinstance(data, dict) or data.get("kind") not in KNOBS:
+        return text
+    knobs = knobs_for(str(data.get("id")), params)[0]
+    head = f"{data['kind']}:\n"
+    lines = "".join(f"  {k}: {v}\n" for k, v in knobs.items())
+    if not knobs or head not in text:
+        return text
+    return text.replace(head, head + lines, 1)
+
+
 def load_workload(path: Path) -> Workload:
     data, doc = load_yaml(path)
     _merge_knobs(data, path)
