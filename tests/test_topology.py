@@ -220,3 +220,34 @@ def test_cli_topology_json_keys(built_registry, cli):
         "bisection_bandwidth_gbps",
     } <= data.keys()
     assert cli("topology", "no-such-thing", root=built_registry.root).code == 2
+
+
+def test_compact_node_link_and_graphml_escape_awkward_text_like_the_library_encoders(tmp_path):
+    """The cluster exports are built from per-link-class templates (speed); the text must still be exactly what
+    `json.dumps` gives, and GraphML must escape what `xml.sax.saxutils` escapes (quotes, <, &, newlines)."""
+    from xml.sax.saxutils import quoteattr
+
+    g = nx.Graph(topology_id='t"<&>', title="a\nb")
+    odd = ['n"1', "n<2>&", "plain", "ü\t'x"]
+    for i, n in enumerate(odd):
+        g.add_node(n, kind="nic", label=f"label {n}", index=i)
+    shared = {"network": "scale_out", "bandwidth_gbps": 400.0, "unit": "Gb/s", "direction": "per_direction"}
+    shared |= {"links": 1, "latency_ns": 5.0, "field": "f", "status": "stated", "note": 'a "b" <c>', "confidence": "x"}
+    g.add_edges_from([(odd[0], odd[1], shared), (odd[1], odd[2], shared), (odd[3], odd[0], {**shared, "links": 2})])
+    write_exports(g, tmp_path, compress=True)
+    text = gzip.decompress((tmp_path / 't"<&>.json.gz').read_bytes()).decode()
+    expected = {
+        "directed": False,
+        "multigraph": False,
+        "graph": dict(g.graph),
+        "nodes": [{**d, "id": n} for n, d in g.nodes(data=True)],
+        "edges": [{**d, "source": a, "target": b} for a, b, d in g.edges(data=True)],
+    }
+    assert text == json.dumps(expected, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+    graphml = gzip.decompress((tmp_path / 't"<&>.graphml.gz').read_bytes()).decode()
+    for n in odd:
+        assert f"<node id={quoteattr(n)}>" in graphml
+    assert "a &quot;b&quot; &lt;c&gt;" not in graphml and 'a "b" &lt;c&gt;' in graphml  # element text: <>& only
+    back = nx.read_graphml(tmp_path / 't"<&>.graphml.gz')
+    assert list(back.nodes) == odd and back.edges[odd[3], odd[0]]["links"] == 2
+    assert back.edges[odd[0], odd[1]]["note"] == 'a "b" <c>' and back.graph["title"] == "a\nb"

@@ -403,10 +403,14 @@ def link_rows(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
-def hot_links(fabric: Fabric, load: PhaseLoad, top: int = 5) -> list[dict[str, Any]]:
-    """The most utilised links (ties broken by name, so the list is deterministic)."""
-    rows = link_rows(fabric, load)
-    rows.sort(key=lambda r: (-r["utilization"], r["source"], r["target"]))
+def hot_links(
+    fabric: Fabric, load: PhaseLoad, top: int = 5, rows: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The most utilised links (ties broken by name, so the list is deterministic); `rows`: the phase's
+    `link_rows`, when the caller has them already (they take seconds on the 24,576-GPU cluster)."""
+    rows = sorted(
+        link_rows(fabric, load) if rows is None else rows, key=lambda r: (-r["utilization"], r["source"], r["target"])
+    )
     return [
         {k: r[k] for k in ("source", "target", "network", "tier", "utilization", "bytes_forward", "bytes_reverse")}
         for r in rows[:top]

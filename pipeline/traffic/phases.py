@@ -126,7 +126,7 @@ def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
         notes="; ".join(notes),
         links=tuple(rows),
         max_link_utilization=float(np.max(load.utilization, initial=0.0)),
-        hot_links=tuple(hot_links(fabric, load)),
+        hot_links=tuple(hot_links(fabric, load, rows=rows)),
         bytes_on_wire_by_network=by_net,
     )
 
