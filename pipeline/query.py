@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,50 +46,94 @@ class QueryError(FabricrefError):
     """DuckDB refused the statement (syntax error, unknown table...)."""
 
 
+# Rows fetched from DuckDB at a time when a result is streamed: Python holds one batch, never the whole result.
+BATCH_ROWS = 10_000
+
+
 def run(lay: Layout, sql: str, limits: Limits | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
     """One read-only SELECT under a time limit (interrupted from a timer thread), a memory limit, a thread
-    count and a row cap; all set before the configuration is locked, so the statement cannot raise them."""
+    count and a row cap; all set before the configuration is locked, so the statement cannot raise them.
+    Every row in memory: for big results use `stream`."""
+    with stream(lay, sql, limits, batch_rows=(limits or Limits()).max_rows + 1) as (columns, batches):
+        return columns, [row for batch in batches for row in batch]
+
+
+@contextlib.contextmanager
+def stream(
+    lay: Layout, sql: str, limits: Limits | None = None, batch_rows: int = BATCH_ROWS
+) -> Iterator[tuple[list[str], Iterator[list[tuple[Any, ...]]]]]:
+    """`run`, with the rows as batches of at most `batch_rows` fetched as they are consumed, so writing a
+    270,000-row result as CSV or JSON holds one batch in Python at a time. The time limit covers the fetching
+    too. A result over the row cap raises QueryError before the batch that crosses it is handed out: a result
+    under one batch is refused before anything is printed; a bigger one after the rows below the cap."""
     limits = (limits or Limits()).checked()
     tables = open_tables(lay)
     con = tables.con
+    timer: threading.Timer | None = None
     try:
-        # Views over the Parquet files as they are now (never a stale copy). No other file access from SQL:
-        # COPY TO, ATTACH, read_csv('/etc/...') and friends are all refused, and the setting is locked so a
-        # statement cannot switch it back on.
-        con.execute(f"SET memory_limit = '{limits.memory_limit.strip()}'")
-        con.execute(f"SET threads = {int(limits.threads)}")
-        tables.lock_down()
-        try:
-            statements = con.extract_statements(sql)
-        except duckdb.Error as exc:
-            raise QueryError(f"SQL error: {exc}") from None
-        if not statements:
-            raise UsageError("empty SQL: expected a SELECT statement")
-        for statement in statements:
-            kind = statement.type.name
-            if kind not in READING:
-                raise QueryError(
-                    f"refused: {kind} statement; the registry is opened read-only and `fabricref query` runs only "
-                    "SELECT (rebuild the registry with `dvc repro` instead of writing to it)"
-                )
-        if len(statements) > 1:
-            raise UsageError(
-                f"{len(statements)} statements given; `fabricref query` runs exactly one SELECT "
-                "(run them one at a time, or join them into one query)"
-            )
-        return _execute(con, statements[0], limits)
+        statement = _statement(con, tables, sql, limits)
+        timer = threading.Timer(limits.timeout, con.interrupt)
+        timer.daemon = True
+        timer.start()
+        with _reported(limits):
+            cursor = con.execute(statement)
+        columns = [d[0] for d in cursor.description] if cursor.description else []
+
+        def batches() -> Iterator[list[tuple[Any, ...]]]:
+            seen = 0
+            while True:
+                with _reported(limits):
+                    batch = cursor.fetchmany(batch_rows)
+                if not batch:
+                    return
+                seen += len(batch)
+                if seen > limits.max_rows:
+                    raise QueryError(
+                        f"the query returns more than {limits.max_rows:,} rows; add a LIMIT or raise --max-rows"
+                    )
+                yield batch
+
+        yield columns, batches()
     finally:
+        if timer is not None:
+            timer.cancel()
         con.close()
 
 
-def _execute(con: Any, statement: Any, limits: Limits) -> tuple[list[str], list[tuple[Any, ...]]]:
-    timer = threading.Timer(limits.timeout, con.interrupt)
-    timer.daemon = True
-    timer.start()
+def _statement(con: Any, tables: Any, sql: str, limits: Limits) -> Any:
+    """The one reading statement of `sql`, with the connection limited and locked down first."""
+    # Views over the Parquet files as they are now (never a stale copy). No other file access from SQL:
+    # COPY TO, ATTACH, read_csv('/etc/...') and friends are all refused, and the setting is locked so a
+    # statement cannot switch it back on.
+    con.execute(f"SET memory_limit = '{limits.memory_limit.strip()}'")
+    con.execute(f"SET threads = {int(limits.threads)}")
+    tables.lock_down()
     try:
-        cursor = con.execute(statement)
-        columns = [d[0] for d in cursor.description] if cursor.description else []
-        found = cursor.fetchmany(limits.max_rows + 1)
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"SQL error: {exc}") from None
+    if not statements:
+        raise UsageError("empty SQL: expected a SELECT statement")
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in READING:
+            raise QueryError(
+                f"refused: {kind} statement; the registry is opened read-only and `fabricref query` runs only "
+                "SELECT (rebuild the registry with `dvc repro` instead of writing to it)"
+            )
+    if len(statements) > 1:
+        raise UsageError(
+            f"{len(statements)} statements given; `fabricref query` runs exactly one SELECT "
+            "(run them one at a time, or join them into one query)"
+        )
+    return statements[0]
+
+
+@contextlib.contextmanager
+def _reported(limits: Limits) -> Iterator[None]:
+    """DuckDB's interruption, memory and SQL errors as QueryErrors naming the option to change."""
+    try:
+        yield
     except duckdb.InterruptException:
         raise QueryError(
             f"query stopped after {limits.timeout:g} s (the time limit); raise it with --timeout SECONDS"
@@ -99,11 +145,6 @@ def _execute(con: Any, statement: Any, limits: Limits) -> tuple[list[str], list[
         ) from None
     except duckdb.Error as exc:
         raise QueryError(f"SQL error: {exc}") from None
-    finally:
-        timer.cancel()
-    if len(found) > limits.max_rows:
-        raise QueryError(f"the query returns more than {limits.max_rows:,} rows; add a LIMIT or raise --max-rows")
-    return columns, found
 
 
 def rows(lay: Layout, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:

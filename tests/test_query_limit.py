@@ -5,6 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
+
+import pytest
+from conftest import env_with_venv
+
+from pipeline.cli.output import emit, print_json_rows, write_csv, write_csv_batches
 
 SQL = "SELECT i, i * 2 AS twice FROM range(250) t(i) ORDER BY i"
 
@@ -33,3 +40,66 @@ def test_csv_and_json_print_every_row(built_registry, cli):
     j = cli("query", SQL, "--format", "json", root=built_registry.root)
     data = json.loads(j.out)
     assert len(data) == 250 and data[-1] == {"i": 249, "twice": 498}
+
+
+def test_stream_hands_out_bounded_batches_lazily_and_refuses_past_the_cap(built_registry):
+    from pipeline import query as querying
+
+    sql = "SELECT i FROM range(25) t(i) ORDER BY i"
+    with querying.stream(built_registry, sql, batch_rows=10) as (columns, batches):
+        assert columns == ["i"]
+        sizes = [len(b) for b in batches]
+    assert sizes == [10, 10, 5]
+    got = []
+    capped = querying.stream(built_registry, sql, querying.Limits(max_rows=22), batch_rows=10)
+    with capped as (_, batches), pytest.raises(querying.QueryError, match="more than 22 rows"):
+        for batch in batches:
+            got += [r[0] for r in batch]
+    assert got == list(range(20))  # the two batches under the cap, not the one that crosses it
+    assert querying.run(built_registry, sql)[1] == [(i,) for i in range(25)]
+
+
+def test_streamed_csv_and_json_are_the_text_of_the_whole_result(capsys):
+    """Several batches written one by one give exactly what the one-shot writers give for all rows."""
+    columns = ["a", "b"]
+    rows = [(1, "x"), (2, None), (3, {"k": [1, 2]}), (4, float("nan")), (5, 'ü\n"q"')]
+    batches = [rows[:2], rows[2:3], rows[3:]]
+    for write_all, write_batches in (
+        (lambda: write_csv(columns, rows), lambda: write_csv_batches(columns, batches)),
+        (lambda: emit(columns, rows, as_json=True), lambda: print_json_rows(columns, batches)),
+        (lambda: emit(columns, [], as_json=True), lambda: print_json_rows(columns, [])),
+    ):
+        write_all()
+        whole = capsys.readouterr().out
+        write_batches()
+        assert capsys.readouterr().out == whole
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_big_result_streams_in_bounded_memory(built_registry, fmt, tmp_path):
+    """`select * from topology_edges` (~280,000 rows): the whole result held as Python rows took 0.6 GB (CSV)
+    and 1.5 GB (JSON); streamed, the process stays within 400 MB and the output is complete."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "with open(sys.argv[1], 'wb') as out:\n"
+        "    code = subprocess.run(sys.argv[2:], stdout=out).returncode\n"
+        "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    target = tmp_path / f"edges.{fmt}"
+    cmd = ["fabricref", "query", "select * from topology_edges", "--format", fmt, "--root", str(built_registry.root)]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(target), *cmd], capture_output=True, text=True, env=env_with_venv()
+    )
+    code, peak_kb = map(int, done.stdout.split())
+    assert code == 0, done.stderr
+    assert peak_kb < 400 * 1024, f"peak {peak_kb / 1024:.0f} MB"
+    from pipeline import query as querying
+
+    (count,) = querying.run(built_registry, "select count(*) from topology_edges")[1][0]
+    assert count > 200_000
+    with target.open() as f:
+        if fmt == "csv":
+            assert sum(1 for _ in f) == count + 1
+        else:
+            assert sum(1 for line in f if line == "  {\n") == count  # each row object opens on its own line

@@ -15,7 +15,7 @@ from rich.tree import Tree
 from ..core.errors import FabricrefError, UsageError
 from ..core.format import format_quantity
 from .app import app
-from .output import JsonOpt, RootOpt, emit, lay_of, out, print_json, write_csv
+from .output import JsonOpt, RootOpt, emit, lay_of, out, print_json, print_json_rows, write_csv_batches
 
 # Rows `fabricref query` shows as a table unless --limit says otherwise.
 TABLE_ROWS = 100
@@ -134,17 +134,23 @@ def query(
         except OSError as exc:
             raise UsageError(f"{file}: cannot read saved query: {exc.strerror}") from None
     assert sql is not None
-    columns, rows = querying.run(lay, sql, limits)
-    if fmt == "csv":
-        write_csv(columns, rows)
-    elif fmt == "json":
-        emit(columns, rows, as_json=True)
-    else:
-        # A terminal table of 270,000 rows takes minutes to lay out and nobody reads it: show the first rows and
-        # say how many more there are (on stderr, so stdout stays the table).
-        emit(columns, rows[:limit], as_json=False)
-        if len(rows) > limit:
-            print(f"{len(rows) - limit:,} more rows; use --limit or --format csv/json", file=sys.stderr)
+    with querying.stream(lay, sql, limits) as (columns, batches):
+        if fmt == "csv":
+            write_csv_batches(columns, batches)
+        elif fmt == "json":
+            print_json_rows(columns, batches)
+        else:
+            # A terminal table of 270,000 rows takes minutes to lay out and nobody reads it: show the first rows
+            # and say how many more there are (on stderr, so stdout stays the table). The rest is only counted.
+            shown: list[tuple[Any, ...]] = []
+            more = 0
+            for batch in batches:
+                room = limit - len(shown)
+                shown += batch[:room]
+                more += max(0, len(batch) - room)
+            emit(columns, shown, as_json=False)
+            if more:
+                print(f"{more:,} more rows; use --limit or --format csv/json", file=sys.stderr)
 
 
 @app.command()

@@ -7,6 +7,7 @@ import io
 import json
 import math
 import sys
+from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,3 +88,37 @@ def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     writer.writerow(columns)
     writer.writerows([csv_cell(v) for v in row] for row in rows)
     sys.stdout.write(buf.getvalue())
+
+
+def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
+    """`write_csv`, written batch by batch as the rows arrive (same text; one batch in memory at a time)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for batch in batches:
+        writer.writerows([csv_cell(v) for v in row] for row in batch)
+        sys.stdout.write(buf.getvalue())
+        buf.seek(0)
+        buf.truncate()
+    sys.stdout.write(buf.getvalue())
+
+
+def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
+    """`emit(..., as_json=True)`, written row by row as the batches arrive: the same text as `print_json` of the
+    whole list (a list at indent 2 is its items' own indent-2 text shifted right by two spaces)."""
+    first = True
+    for batch in batches:
+        parts = []
+        for row in batch:
+            text = json.dumps(
+                strict(dict(zip(columns, row, strict=True))),
+                indent=2,
+                sort_keys=True,
+                ensure_ascii=False,
+                default=str,
+                allow_nan=False,
+            )
+            parts.append(("[\n" if first else ",\n") + "  " + text.replace("\n", "\n  "))
+            first = False
+        sys.stdout.write("".join(parts))
+    sys.stdout.write("[]\n" if first else "\n]\n")
