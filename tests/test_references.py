@@ -49,6 +49,35 @@ KEY_FIGURES = {
     ("amd-helios", "accelerator.memory"): (432, "GB", None, "preliminary"),
     ("amd-helios", "accelerator.memory_bandwidth"): (19.6, "TB/s", None, "preliminary"),
     ("amd-helios", "accelerator.memory_bandwidth_total"): (1400, "TB/s", None, "preliminary"),
+    # GB300 NVL72, Enterprise RA: "all 72 Blackwell Ultra GPUs", "4 Blackwell Ultra GPUs ... per tray" -> 18 trays;
+    # "total aggregated bandwidth of 130 TB/s" (bidirectional: 72 x 1.8); "Full rack requiring up to 142 kW";
+    # ConnectX-8 release notes "800Gb/s"; 4 per tray x 18 = 72 NICs -> 800 Gb/s per GPU; memory 288 GB from press.
+    ("nvidia-gb300-nvl72", "accelerator.count"): (72, "count", None, "published"),
+    ("nvidia-gb300-nvl72", "tray.compute.count"): (18, "count", None, "derived"),
+    ("nvidia-gb300-nvl72", "cpu.count"): (36, "count", None, "derived"),
+    ("nvidia-gb300-nvl72", "tray.switch.count"): (9, "count", None, "published"),
+    ("nvidia-gb300-nvl72", "scale_up.aggregate_bandwidth"): (130, "TB/s", "bidirectional", "published"),
+    ("nvidia-gb300-nvl72", "scale_up.bandwidth_per_accelerator"): (130_000 / 72, "GB/s", "bidirectional", "derived"),
+    ("nvidia-gb300-nvl72", "power.max_system"): (142, "kW", None, "published"),
+    ("nvidia-gb300-nvl72", "scale_out.nic.speed"): (800, "Gb/s", "per_direction", "published"),
+    ("nvidia-gb300-nvl72", "scale_out.nic.count"): (72, "count", None, "derived"),
+    ("nvidia-gb300-nvl72", "scale_out.bandwidth_per_accelerator"): (800, "Gb/s", "per_direction", "derived"),
+    ("nvidia-gb300-nvl72", "frontend.nic.speed"): (400, "Gb/s", "per_direction", "published"),
+    ("nvidia-gb300-nvl72", "accelerator.memory"): (288, "GB", None, "preliminary"),
+    ("nvidia-gb300-nvl72", "accelerator.memory_total"): (20736, "GB", None, "derived"),
+    # DGX B300: "eight GPU configuration"; NIM notes "288GB HBM3e memory per GPU" -> 2,304 GB (not the page's 1,440);
+    # SuperPOD Spectrum-X design "2x 400GbE" per GPU; NVLink page 1.8 TB/s x 8 = 14.4 TB/s.
+    ("nvidia-dgx-b300", "accelerator.count"): (8, "count", None, "published"),
+    ("nvidia-dgx-b300", "accelerator.memory"): (288, "GB", None, "published"),
+    ("nvidia-dgx-b300", "accelerator.memory_total"): (2304, "GB", None, "derived"),
+    ("nvidia-dgx-b300", "scale_out.nic.speed"): (400, "Gb/s", "per_direction", "published"),
+    ("nvidia-dgx-b300", "scale_up.aggregate_bandwidth"): (14.4, "TB/s", "bidirectional", "derived"),
+    # Vera Rubin NVL144 (Tom's Hardware): "144 Rubin GPUs (in 72 packages)", "288 GB HBM4", "36 Vera CPUs".
+    ("nvidia-vera-rubin-nvl144", "accelerator.count"): (72, "count", None, "preliminary"),
+    ("nvidia-vera-rubin-nvl144", "scale_up.domain_size"): (72, "count", None, "derived"),
+    ("nvidia-vera-rubin-nvl144", "accelerator.memory"): (288, "GB", None, "preliminary"),
+    ("nvidia-vera-rubin-nvl144", "accelerator.memory_total"): (20736, "GB", None, "derived"),
+    ("nvidia-vera-rubin-nvl144", "cpu.count"): (36, "count", None, "preliminary"),
     ("illustrative-h100-4096", "cluster.accelerators"): (4096, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.leaf.count"): (128, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.spine.count"): (128, "count", None, "derived"),
@@ -110,6 +139,17 @@ def test_announced_products_are_preliminary_and_shipping_ones_published(built_re
     assert "preliminary" not in nvidia
     q3400 = {r["status"] for r in statuses if r["reference_id"] == "nvidia-q3400"}
     assert "published" not in q3400 and "preliminary" in q3400
+    rubin = {r["status"] for r in statuses if r["reference_id"] == "nvidia-vera-rubin-nvl144"}
+    assert "published" not in rubin and "preliminary" in rubin
+    # The Blackwell Ultra systems ship: a field of theirs is preliminary only where a press or reseller relay is its
+    # sole source (README, Evidence policy), never because an NVIDIA document was downgraded.
+    relayed = rows(
+        built_registry,
+        "SELECT reference_id, field, publisher_kind FROM field_provenance WHERE status = 'preliminary' "
+        "AND reference_id IN ('nvidia-gb300-nvl72', 'nvidia-dgx-b300')",
+    )
+    assert all(r["publisher_kind"] in ("press", "reseller") for r in relayed), relayed
+    assert ("nvidia-gb300-nvl72", "accelerator.memory") in {(r["reference_id"], r["field"]) for r in relayed}
 
 
 def test_illustrative_fields_rest_on_named_design_choices(built_registry):
