@@ -18,7 +18,7 @@ from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
-from . import LAYOUT_CAVEAT, drawings
+from . import LAYOUT_CAVEAT, drawings, heat
 
 STATUSES = (
     "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
@@ -38,6 +38,7 @@ READS = (
     "traffic_workloads",
     "traffic_failures",
     "traffic_sharing",
+    "traffic_links",
 )
 
 
@@ -90,6 +91,7 @@ def run(lay: Layout) -> Path:
         workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
         cluster_ids = {s["topology_id"] for s in clusters}
         drawing_links = []
+        parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}  # reference → nodes, edges
         for ref in refs:
             rid = ref["reference_id"]
             fields = con.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", rid)
@@ -108,6 +110,7 @@ def run(lay: Layout) -> Path:
                 has_drawing = bool(nodes)
                 if has_drawing:
                     edges = con.rows("SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", rid)
+                    parts[rid] = (nodes, edges)
                     svg = drawings.draw_reference(ref["title"], nodes, edges)
                     atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
             if has_drawing:
@@ -127,9 +130,10 @@ def run(lay: Layout) -> Path:
                 summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
             )
             atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
+        cluster_pods: dict[str, int] = {}
         for s in clusters:
             tid = s["topology_id"]
-            pods = con.rows(
+            pods = cluster_pods[tid] = con.rows(
                 "SELECT count(DISTINCT pod) AS n FROM topology_nodes WHERE topology_id = ? AND kind = 'leaf'",
                 tid,
             )[0]["n"]
@@ -144,6 +148,7 @@ def run(lay: Layout) -> Path:
             )
             page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
             atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
+        heat_maps = _heat_maps(con, out, summaries, parts, cluster_pods)
         traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
         failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
         sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
@@ -160,6 +165,7 @@ def run(lay: Layout) -> Path:
                 "sharing": [s for s in sharing if (s["topology_id"], s["workload_id"]) == key],
                 "missing": json.loads(w.get("step_missing") or "[]"),
                 "step_assumptions": json.loads(w.get("step_assumptions") or "[]"),
+                "heat_map": heat_maps.get(key),
             }
         )
     for wid, targets in sorted(by_workload.items()):
@@ -180,6 +186,78 @@ def run(lay: Layout) -> Path:
     )
     atomic_write_bytes(out / "index.html", index.encode())
     return out
+
+
+def _heat_maps(
+    con: Tables,
+    out: Path,
+    summaries: dict[str, dict[str, Any]],
+    parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
+    cluster_pods: dict[str, int],
+) -> dict[tuple[str, str], str]:
+    """One link-load heat map per topology × workload in `traffic_links`: link by link on a reference's parts
+    drawing, per tier and pod on a cluster. Returns (topology, workload) → the SVG's path in the report."""
+    pairs = con.rows("SELECT DISTINCT topology_id, workload_id FROM traffic_links ORDER BY 1, 2")
+    found: dict[tuple[str, str], str] = {}
+    block_pods: dict[str, tuple[dict[str, tuple[str, int | None, int | None]], dict[int, int]]] = {}
+    for pair in pairs:
+        tid, wid = pair["topology_id"], pair["workload_id"]
+        _, links = con.tuples(
+            "SELECT source, target, tier, max(utilization) FROM traffic_links WHERE topology_id = ? AND "
+            "workload_id = ? GROUP BY ALL ORDER BY 1, 2",
+            tid,
+            wid,
+        )
+        title = f"{wid} on {summaries.get(tid, {}).get('title') or tid}"
+        if tid in cluster_pods:
+            if tid not in block_pods:
+                block_pods[tid] = _block_pods(con, tid)
+            svg = heat.draw_tier_pod_load(title, _cells(links, *block_pods[tid]), cluster_pods[tid])
+        else:
+            if tid not in parts:
+                parts[tid] = (
+                    con.rows("SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", tid),
+                    con.rows("SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", tid),
+                )
+            load = {(a, b): u for a, b, _, u in links}
+            svg = heat.draw_link_load(title, *parts[tid], load)
+        path = f"drawings/load/{tid}/{wid}.svg"
+        atomic_write_bytes(out / path, svg)
+        found[(tid, wid)] = path
+    return found
+
+
+def _block_pods(con: Tables, tid: str) -> tuple[dict[str, tuple[str, int | None, int | None]], dict[int, int]]:
+    """A cluster's nodes (kind, block, pod), and the pod of each building block: that of the leaf its NICs
+    reach (the lowest, if a block's rails reach leaves of two pods)."""
+    _, rows = con.tuples("SELECT node, kind, block, pod FROM topology_nodes WHERE topology_id = ?", tid)
+    nodes = {n: (k, b, p) for n, k, b, p in rows}
+    _, edges = con.tuples(
+        "SELECT source, target FROM topology_edges WHERE topology_id = ? AND network = 'scale_out'", tid
+    )
+    pods: dict[int, int] = {}
+    for a, b in edges:
+        for nic, leaf in ((a, b), (b, a)):
+            if nodes[nic][0] == "nic" and nodes[leaf][0] == "leaf" and nodes[nic][1] is not None:
+                block, pod = nodes[nic][1], nodes[leaf][2]
+                pods[block] = pod if block not in pods else min(pods[block], pod)
+    return nodes, pods
+
+
+def _cells(
+    links: list[tuple[Any, ...]], nodes: dict[str, tuple[str, int | None, int | None]], pods: dict[int, int]
+) -> list[heat.Cell]:
+    """Loaded links grouped per tier and pod: a switch's own pod, else its building block's."""
+    peak: dict[tuple[str, int | None], float] = {}
+    count: dict[tuple[str, int | None], int] = defaultdict(int)
+    for a, b, tier, u in links:
+        pod = next((nodes[n][2] for n in (a, b) if nodes[n][2] is not None), None)
+        if pod is None:
+            pod = next((pods[nodes[n][1]] for n in (a, b) if nodes[n][1] in pods), None)
+        key = (tier, pod)
+        peak[key] = max(peak.get(key, 0.0), u)
+        count[key] += 1
+    return [heat.Cell(t, p, peak[(t, p)], count[(t, p)]) for t, p in sorted(peak, key=lambda k: (k[0], k[1] or 0))]
 
 
 def _plots(out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
