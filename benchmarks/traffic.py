@@ -18,7 +18,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(ROOT / "benchmarks"))  # after ROOT: benchmarks/pipeline.py must not shadow the package
 
 META = "meta-style-h100-24576"
 BENCH = "bench-131072"

@@ -21,6 +21,15 @@ Count = Annotated[int, Field(ge=1)] | ParamRef
 Count0 = Annotated[int, Field(ge=0)] | ParamRef
 
 
+class Ecmp(KeyAccess):
+    """How switches split flows over equal-cost paths. uniform: every flow spread evenly over all of them (a
+    fluid average). hash: each flow takes ONE path, chosen per hop by a deterministic hash of (source, destination,
+    seed) — BLAKE2b, the same on every run and platform — so colliding flows make real hot links."""
+
+    mode: Literal["uniform", "hash"] = "uniform"
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+
 class ScaleOut(KeyAccess):
     protocol: str = ""
     tiers: Literal[2, 3]
@@ -51,6 +60,7 @@ class ScaleOut(KeyAccess):
         description="Each native port of the named switch run as this many ports at port speed / split (2: an "
         "800G port as 2 x 400G). A design choice: list it under `assumptions`.",
     )
+    ecmp: Ecmp = Field(default_factory=Ecmp, description="Equal-cost multipath: uniform split (default) or hash.")
     notes: str | None = None
 
     @model_validator(mode="after")
@@ -104,6 +114,10 @@ class ClusterFile(KeyAccess):
     )
     scale_out: ScaleOut
     frontend: Frontend
+    placement: Literal["fill-domains", "spread"] = Field(
+        default="fill-domains",
+        description="Where a workload's ranks sit when the workload does not say (its `placement`).",
+    )
 
     @model_validator(mode="after")
     def _design_is_labelled(self) -> ClusterFile:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
 from .common import Dtype, KeyAccess, Slug
 
@@ -78,6 +78,37 @@ class Inference(KeyAccess):
     bytes_per_token_on_frontend: PositiveNumber = 4.0
 
 
+PlacementStrategy = Literal["fill-domains", "spread", "explicit"]
+
+
+class PlacementRange(KeyAccess):
+    """Ranks `first_rank` … `first_rank + ranks − 1` on consecutive accelerators in topology order (scale-up
+    domains in order, each by accelerator index), starting at `accelerator`."""
+
+    first_rank: int = Field(ge=0)
+    ranks: Positive
+    accelerator: Annotated[int, Field(ge=0)] | Annotated[str, Field(min_length=1)] = Field(
+        description="The first accelerator: its index in topology order, or its node id (e.g. 'b004/gpu0')."
+    )
+
+
+class Placement(KeyAccess):
+    """Where ranks sit. fill-domains: scale-up domains filled in topology order, rails aligned (local index i
+    beside NIC i). spread: the same, but the domains the job needs are spread evenly over the topology (every
+    k-th domain), so its data-parallel rings cross leaves and pods. explicit: `ranges` map every rank."""
+
+    strategy: PlacementStrategy = "fill-domains"
+    ranges: list[PlacementRange] | None = Field(
+        default=None, description="explicit only: every rank the workload uses, in exactly one range."
+    )
+
+    @model_validator(mode="after")
+    def _ranges_with_explicit(self) -> Placement:
+        if (self.strategy == "explicit") != (self.ranges is not None):
+            raise ValueError("`ranges` is required with strategy explicit and refused with any other strategy")
+        return self
+
+
 class _WorkloadBase(KeyAccess):
     id: Slug
     title: str = Field(min_length=3)
@@ -86,6 +117,10 @@ class _WorkloadBase(KeyAccess):
     targets: list[str] = Field(min_length=1)
     shares_with: Slug | None = Field(
         default=None, description="Another workload id running on the same cluster at the same time."
+    )
+    placement: Placement | None = Field(
+        default=None,
+        description="Where ranks sit; when unstated, the target cluster's default placement (fill-domains).",
     )
 
 

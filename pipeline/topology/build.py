@@ -286,6 +286,8 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
             switch_port_gbps=round(switch.port_gbps, 6),
             switch_lineage=json.dumps(switch.lineage(), sort_keys=True),
         )
+    # Declared by the cluster, read by the traffic stage: how switches split flows, where ranks sit by default.
+    g.graph.update(ecmp_mode=f.ecmp_mode, ecmp_seed=f.ecmp_seed, placement=cluster.placement)
     _speeds(g, t)
     return g
 

@@ -28,6 +28,8 @@ class Fabric:
     protocol: str
     switch_product: str | None = None
     port_split: int = 1
+    ecmp_mode: str = "uniform"  # how switches split flows over equal-cost paths (formats/cluster.py: Ecmp)
+    ecmp_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Cluster:
     frontend_blocks_per_switch: int
     path: Path | None
     design_sources: tuple[DesignSource, ...] = ()
+    placement: str = "fill-domains"  # where a workload's ranks sit when it does not say
 
 
 # The topology is built node by node (networkx), so its size is bounded before anything is built: 65,536
@@ -97,6 +100,8 @@ def load_cluster(path: Path, params_for: Any) -> Cluster:
         protocol=so.protocol,
         switch_product=so.switch_product,
         port_split=so.switch_port_split,
+        ecmp_mode=so.ecmp.mode,
+        ecmp_seed=so.ecmp.seed,
     )
     if fabric.tiers == 3 and (fabric.spine_up is None) == (fabric.spine_oversubscription is None):
         raise CompileError(
@@ -114,6 +119,7 @@ def load_cluster(path: Path, params_for: Any) -> Cluster:
         frontend_blocks_per_switch=model.frontend.blocks_per_switch,
         path=path,
         design_sources=tuple(model.design_sources),
+        placement=model.placement,
     )
 
 

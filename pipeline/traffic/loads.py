@@ -503,7 +503,7 @@ def workload_phases(
     fabric: Fabric, w: Any, endpoint_s: float, offset: int = 0, capacity: np.ndarray | None = None
 ) -> tuple[Any, list[RoutedPhase]]:
     """Place `w` (every group validated) and cost each backend phase with all its groups routed at once."""
-    from .placement import check_degrees, gradient_shards, place, training_groups
+    from .placement import check_degrees, gradient_shards, place, rank_accelerators, training_groups
 
     g = fabric.g
     m, t, inf = w.model, w.training, w.inference
@@ -521,7 +521,8 @@ def workload_phases(
         tp, pp, dp, ep = _get(t, "tp"), _get(t, "pp"), _get(t, "dp"), _get(t, "ep", 1) or 1
         check_degrees(m, t, what)
         grp = training_groups(tp, pp, dp, ep)
-        p = place(g, tp * pp * dp, grp, offset=offset, what=what)
+        at = rank_accelerators(g, w, offset)
+        p = place(g, tp * pp * dp, grp, declared=[at[r] for r in range(tp * pp * dp)], what=what)
         dom = {a: p.domain[a] for a in p.accelerators}
         act = _get(t, "micro_batch") * _get(t, "seq_len") * _get(m, "hidden") * act_bytes
         mb = _get(t, "microbatches")
@@ -573,7 +574,8 @@ def workload_phases(
     if mode == "aggregated":
         tp = _get(inf, "tp", 1) or 1
         grp = _groups_of([list(range(tp))])
-        p = place(g, tp, grp, offset=offset, what=what)
+        at = rank_accelerators(g, w, offset)
+        p = place(g, tp, grp, declared=[at[r] for r in range(tp)], what=what)
         dom = {a: p.domain[a] for a in p.accelerators}
         if tp > 1:
             members = [p.members(grp.tp[0])]
@@ -583,14 +585,8 @@ def workload_phases(
     ptp, dtp = _get(inf, "prefill_tp", 1) or 1, _get(inf, "decode_tp", 1) or 1
     start = _get(inf, "decode_pool_start")
     start = ptp if start is None else start
-    from .placement import ordered_accelerators
-
-    order = ordered_accelerators(g)
-    if offset + start + dtp > len(order) or offset + ptp > len(order):
-        from .placement import PlacementError
-
-        raise PlacementError(f"{what} needs accelerators up to index {offset + start + dtp}; {len(order)} exist")
-    declared = order[offset : offset + ptp] + order[offset + start : offset + start + dtp]
+    at = rank_accelerators(g, w, offset)
+    declared = [at[r] for r in range(ptp)] + [at[r] for r in range(start, start + dtp)]
     grp = _groups_of([list(range(ptp)), list(range(ptp, ptp + dtp))])
     p = place(g, ptp + dtp, grp, declared=declared, what=what)
     dom = {a: p.domain[a] for a in p.accelerators}

@@ -18,6 +18,7 @@ from . import collectives
 from .cost import Phase, cost
 from .demand import Communication, Demand, decompose
 from .loads import RoutedPhase, hot_links, lineage_links, link_rows, workload_phases
+from .placement import rank_accelerators
 from .view import TIER_NAMES, Lineage, View
 from .workloads import Workload
 
@@ -31,7 +32,7 @@ TIER_ORDER = {"spine–core": 3, "leaf–spine": 2, "NIC–leaf": 1}
 def phases(view: View, w: Workload, offset: int = 0) -> list[Phase]:
     """Every phase of `w` with its ranks placed from accelerator `offset` on; the wiring is not changed."""
     demand = decompose(w)
-    accelerators = place(view, demand, offset)
+    accelerators = place(view, demand, offset, w)
     _, routed = routed_phases(view, w, offset)
     by_name = {r.phase: r for r in routed}
     out = []
@@ -131,18 +132,22 @@ def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
     )
 
 
-def place(view: View, demand: Demand, offset: int = 0) -> list[str]:
-    """The accelerator of each rank (index = rank); a workload larger than what is left of the topology, or a
-    tensor-parallel group beyond or across scale-up domains, is refused with what to change."""
+def place(view: View, demand: Demand, offset: int = 0, w: Workload | None = None) -> dict[int, str]:
+    """The accelerator of each rank the workload uses (its declared placement, or the cluster's default); a
+    workload larger than what is left of the topology, or a tensor-parallel group beyond or across scale-up
+    domains, is refused with what to change."""
     view.check_size(offset + demand.ranks, f"workload {demand.workload_id}")
-    accelerators = view.accelerators[offset : offset + demand.ranks]
+    if w is None:
+        accelerators = dict(enumerate(view.accelerators[offset : offset + demand.ranks]))
+    else:
+        accelerators = rank_accelerators(view.g, w, offset)
     for comm in demand.communications:
         if comm.one_domain is not None:
             check_one_domain(view, comm, members(comm, accelerators))
     return accelerators
 
 
-def members(comm: Communication, accelerators: list[str]) -> list[str]:
+def members(comm: Communication, accelerators: dict[int, str]) -> list[str]:
     """The accelerators of a communication's representative group."""
     return [accelerators[r] for r in comm.group]
 

@@ -1,9 +1,15 @@
 """Placement: every rank of a workload on one accelerator of the installed topology, and every group checked.
 
 Ranks are numbered with tensor parallelism innermost, then data parallel, then pipeline stages
-(rank = tp + TP·(dp + DP·pp)). By default they fill scale-up domains in topology order, accelerators inside a
-domain by their index, so local index i sits beside NIC i (rail i) in every domain: rails stay aligned. A
-declared list of accelerators (one per rank) replaces the default. Every TP / PP / DP / EP group is built —
+(rank = tp + TP·(dp + DP·pp)). Where they sit is declared by the workload (`placement`) or, when it does not
+say, by the cluster (`placement`, default fill-domains):
+
+* fill-domains: scale-up domains in topology order, accelerators inside a domain by their index, so local
+  index i sits beside NIC i (rail i) in every domain: rails stay aligned;
+* spread: the same inside each domain, but the domains the job needs are every k-th domain of the topology
+  (k = domains available ÷ domains needed), so data-parallel rings cross leaves and pods;
+* explicit: ranges of ranks on consecutive accelerators in topology order from a named (or indexed) one.
+ Every TP / PP / DP / EP group is built —
 not one representative — and every TP group must lie inside one scale-up domain; the error names the group
 and the accelerators it spans.
 """
@@ -134,6 +140,116 @@ def validate(p: Placement, what: str) -> None:
                 f"{len(set(p.domains(group)))} scale-up domains ({_span(p, group)}); tensor parallelism must stay "
                 "inside one scale-up domain: choose a TP degree that divides the domain size"
             )
+
+
+STRATEGIES = ("fill-domains", "spread", "explicit")
+
+
+def used_ranks(w: Any) -> list[int]:
+    """The ranks a workload occupies (a disaggregated service may leave a gap before its decode pool)."""
+    if w.training is not None:
+        t = w.training
+        return list(range(t.tp * t.pp * t.dp))
+    i = w.inference
+    if i.mode == "aggregated":
+        return list(range(i.tp))
+    start = i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
+    return sorted(set(range(i.prefill_tp)) | set(range(start, start + i.decode_tp)))
+
+
+def strategy_of(g: nx.Graph, w: Any) -> str:
+    """The workload's declared strategy, else the cluster's default, else fill-domains."""
+    declared = getattr(w, "placement", None)
+    if declared is not None:
+        return declared.strategy
+    return g.graph.get("placement") or "fill-domains"
+
+
+def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
+    """The accelerator of every rank `w` uses, by its placement strategy (declared or the cluster's default).
+
+    `offset` (a co-running job placed after another) moves fill-domains and spread past the first `offset`
+    accelerators in topology order; explicit ranges name absolute accelerators and ignore it."""
+    tid = g.graph.get("topology_id", "?")
+    where = f"{w.path}" if getattr(w, "path", None) else f"workload {w.id}"
+    ranks = used_ranks(w)
+    span = max(ranks) + 1
+    strategy = strategy_of(g, w)
+    order = ordered_accelerators(g)
+    declared = getattr(w, "placement", None)
+    key = "$.placement" if declared is not None else f"topology {tid}'s default placement"
+    if strategy == "fill-domains":
+        if offset < 0 or offset + span > len(order):
+            raise PlacementError(
+                f"workload {w.id} needs {span} accelerators from index {offset}; topology {tid} has {len(order)}"
+            )
+        return {r: order[offset + r] for r in ranks}
+    if strategy == "spread":
+        return {r: a for r, a in zip(ranks, _spread(g, order, span, offset, f"{where}: at {key}"), strict=True)}
+    if strategy != "explicit":
+        raise PlacementError(f"{where}: at {key}: unknown strategy {strategy!r}; expected one of {STRATEGIES}")
+    index = {a: i for i, a in enumerate(order)}
+    out: dict[int, str] = {}
+    for k, rng in enumerate(declared.ranges):
+        at = f"{where}: at $.placement.ranges[{k}]"
+        first = rng.accelerator if isinstance(rng.accelerator, int) else index.get(rng.accelerator)
+        if first is None:
+            raise PlacementError(f"{at}.accelerator: {rng.accelerator!r} is not an accelerator of topology {tid}")
+        if first + rng.ranks > len(order):
+            raise PlacementError(
+                f"{at}: {rng.ranks} ranks from accelerator {first} (topology order) run past the {len(order)} "
+                f"accelerators of topology {tid}"
+            )
+        for j in range(rng.ranks):
+            out[rng.first_rank + j] = order[first + j]
+    missing = [r for r in ranks if r not in out]
+    if missing:
+        raise PlacementError(f"{where}: at $.placement.ranges: ranks {_runs(missing)} are not placed")
+    seen: dict[str, int] = {}
+    for r in ranks:
+        if out[r] in seen:
+            raise PlacementError(
+                f"{where}: at $.placement.ranges: ranks {seen[out[r]]} and {r} are both on accelerator {out[r]}"
+            )
+        seen[out[r]] = r
+    return {r: out[r] for r in ranks}
+
+
+def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -> list[str]:
+    """Every k-th scale-up domain (k = domains available ÷ domains needed), each filled by accelerator index."""
+    tid = g.graph.get("topology_id", "?")
+    domains: list[list[str]] = []
+    for a in order:
+        d = g.nodes[a].get("domain") or a
+        if not domains or (g.nodes[domains[-1][0]].get("domain") or domains[-1][0]) != d:
+            domains.append([])
+        domains[-1].append(a)
+    sizes = {len(d) for d in domains}
+    if len(sizes) != 1:
+        raise PlacementError(f"{where}: spread needs scale-up domains of one size; topology {tid} has {sorted(sizes)}")
+    size = sizes.pop()
+    start = -(-offset // size)  # the first domain wholly past `offset`
+    need = -(-span // size)
+    available = len(domains) - start
+    if need > available:
+        raise PlacementError(
+            f"{where}: spread needs {need} scale-up domains of {size} from domain {start}; topology {tid} has "
+            f"{len(domains)}"
+        )
+    stride = available // need
+    flat = [a for k in range(need) for a in domains[start + k * stride]]
+    return flat[:span]
+
+
+def _runs(ranks: list[int]) -> str:
+    """1, 2, 3, 7 → '1–3, 7' (short messages for long lists)."""
+    out: list[str] = []
+    for r in ranks:
+        if out and r == int(out[-1].split("–")[-1]) + 1:
+            out[-1] = f"{out[-1].split('–')[0]}–{r}"
+        else:
+            out.append(str(r))
+    return ", ".join(out[:6]) + (" …" if len(out) > 6 else "")
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 from ..core import confidence
 from ..core.errors import UsageError
 from ..core.facts import load_facts
+from ..core.errors import UsageError
 from ..core.files import atomic_write_json
 from ..core.graphs import Topologies
 from ..core.paths import Layout
@@ -21,6 +22,7 @@ from . import step as step_model
 from .calculator import view_for
 from .cost import Phase
 from .phases import phases, routed_phases
+from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
 from .view import View
 from .workloads import Workload, find_workload, workload_paths
@@ -141,7 +143,7 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
     failures: list[dict[str, Any]] = []
     t = workload.training or {}
     if view.summary["nodes_by_kind"].get("leaf") and t.get("dp", 1) > 1:
-        accs = view.accelerators[offset : offset + workload.accelerators]
+        accs = rank_accelerators(view.g, workload, offset)
         peers = [accs[t["tp"] * d] for d in range(t["dp"])]
         far = max(peers[1:], key=lambda b: view.tier(peers[0], b), default=None)
         if far is not None:
@@ -172,6 +174,14 @@ def sharing(
     """Two workloads side by side (the second placed after the first), routed on the same graph: the queueing
     each adds to the other's phases, on the links both use and nowhere else."""
     view = view or view_for(lay, topology_id)
+    both = set(rank_accelerators(view.g, first).values()) & set(
+        rank_accelerators(view.g, second, first.accelerators).values()
+    )
+    if both:
+        raise UsageError(
+            f"{first.id} and {second.id} cannot run side by side on {topology_id}: their placements share "
+            f"{len(both)} accelerators (e.g. {min(both)}); declare placements that do not overlap"
+        )
     a = estimate(lay, topology_id, first, 0, view)
     b = estimate(lay, topology_id, second, first.accelerators, view)
     routed_a = routed_phases(view, first, 0)[1]

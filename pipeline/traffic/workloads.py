@@ -9,7 +9,15 @@ from typing import Any
 from ..core.errors import UsageError, ValidationError
 from ..core.paths import Layout, check_slug
 from ..core.schemas import _line_of, load_model, load_yaml
-from ..formats.workload import Inference, InferenceWorkload, ModelShape, Training, TrainingWorkload, WorkloadFile
+from ..formats.workload import (
+    Inference,
+    InferenceWorkload,
+    ModelShape,
+    Placement,
+    Training,
+    TrainingWorkload,
+    WorkloadFile,
+)
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,7 @@ class Workload:
     targets: tuple[str, ...]
     shares_with: str | None
     path: Path | None
+    placement: Placement | None = None  # declared placement; None: the target cluster's default
 
     @property
     def accelerators(self) -> int:
@@ -152,7 +161,7 @@ def load_workload(path: Path) -> Workload:
         raise ValidationError(
             f"{path}: at $.model.experts.params: {e.params:g} exceeds the model's params {model.model.params:g}"
         )
-    return Workload(
+    w = Workload(
         id=model.id,
         title=model.title,
         kind=model.kind,
@@ -162,7 +171,37 @@ def load_workload(path: Path) -> Workload:
         targets=tuple(model.targets),
         shares_with=model.shares_with,
         path=path,
+        placement=model.placement,
     )
+    _check_ranges(w, path)
+    return w
+
+
+def _check_ranges(w: Workload, path: Path) -> None:
+    """Explicit ranges place every rank the workload uses exactly once, and no other rank."""
+    if w.placement is None or w.placement.ranges is None:
+        return
+    from .placement import used_ranks
+
+    used = set(used_ranks(w))
+    owner: dict[int, int] = {}
+    for k, rng in enumerate(w.placement.ranges):
+        for r in range(rng.first_rank, rng.first_rank + rng.ranks):
+            if r not in used:
+                raise ValidationError(
+                    f"{path}: at $.placement.ranges[{k}]: rank {r} is not a rank of this workload "
+                    f"(it uses {len(used)}: {min(used)}–{max(used)})"
+                )
+            if r in owner:
+                raise ValidationError(
+                    f"{path}: at $.placement.ranges[{k}]: rank {r} is already placed by ranges[{owner[r]}]"
+                )
+            owner[r] = k
+    missing = sorted(used - set(owner))
+    if missing:
+        raise ValidationError(
+            f"{path}: at $.placement.ranges: rank {missing[0]} (and {len(missing) - 1} more) is not placed"
+        )
 
 
 def workload_paths(lay: Layout) -> list[Path]:

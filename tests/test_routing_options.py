@@ -1,0 +1,119 @@
+"""Declared placement, ECMP by hash and tree-edge flows (issue 12): hand-computed expectations on small clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.core.errors import ValidationError
+from pipeline.topology.build import build_cluster
+from pipeline.topology.clusters import Cluster, Fabric
+from pipeline.topology.facts import defaults, load_facts
+from pipeline.traffic import loads
+from pipeline.traffic.loads import workload_phases
+from pipeline.traffic.placement import PlacementError, rank_accelerators
+from pipeline.traffic.routing import Fabric as Wiring
+from pipeline.traffic.workloads import load_workload
+
+GBPS = 1e9 / 8  # bytes per second in one Gb/s
+MODEL = "model: {params: 70.0e9, layers: 80, hidden: 8192, kv_heads: 8, head_dim: 128, dtype: bf16}\n"
+
+
+def _train(tmp_path, placement: str = "", tp: int = 8, dp: int = 2, name: str = "train"):
+    text = (
+        f"id: {name}\ntitle: training test\nkind: training\n{MODEL}"
+        f"training: {{tp: {tp}, pp: 1, dp: {dp}, micro_batch: 1, microbatches: 4, seq_len: 4096}}\n"
+        f"targets: [tiny-1to7]\n{placement}"
+    )
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return load_workload(path)
+
+
+def _tiny(lay, **fabric_options):
+    """4 DGX H100 servers, 2 per ToR, one ToR per pod (b0, b1 in pod 0; b2, b3 in pod 1), 16 spines per pod, the
+    spine–core trunks at 1:7 (400/7 Gb/s each)."""
+    fabric = Fabric(3, False, 16, 16, 1, 16, None, 7, 1, None, "test", **fabric_options)
+    cluster = Cluster("tiny-1to7", "tiny", "illustrative", "", "nvidia-dgx-h100", 4, None, fabric, 4, None)
+    return build_cluster(cluster, load_facts(lay, "nvidia-dgx-h100"), defaults(lay))
+
+
+def _dp(g, w, wiring=None):
+    _, phases = workload_phases(wiring or Wiring(g), w, 0.0)
+    return next(p for p in phases if p.phase == "dp-all-reduce")
+
+
+def _tiers(wiring, load) -> set[str]:
+    return {r["tier"] for r in loads.link_rows(wiring, load)}
+
+
+# ---- placement declared in the workload or the cluster ------------------------------------------------------
+
+S = 70e9 / 8 * 2  # gradient bytes per rank: params / TP × bf16 = 17.5 GB; a 2-rank ring sends S each way
+
+
+def test_default_fill_domains_keeps_the_dp_ring_under_one_leaf(built_registry, tmp_path):
+    g = _tiny(built_registry)
+    w = _train(tmp_path)
+    assert [rank_accelerators(g, w)[r] for r in (0, 7, 8, 15)] == ["b0/gpu0", "b0/gpu7", "b1/gpu0", "b1/gpu7"]
+    wiring = Wiring(g)
+    dp = _dp(g, w, wiring)
+    # 8 flows each way (one per rail), each alone on its 400 Gb/s NIC: S / 50 GB/s = 0.35 s, nothing shared.
+    assert dp.load.bandwidth_s == pytest.approx(S / (400 * GBPS)) and dp.load.queueing_s == 0
+    assert _tiers(wiring, dp.load) == {"accelerator–NIC (host)", "NIC–leaf"}
+
+
+def test_declared_spread_puts_the_dp_ring_across_pods_and_queues_at_the_1_to_7_tier(built_registry, tmp_path):
+    g = _tiny(built_registry)
+    w = _train(tmp_path, "placement: {strategy: spread}\n")
+    assert [rank_accelerators(g, w)[r] for r in (0, 8)] == ["b0/gpu0", "b2/gpu0"]  # every 2nd of 4 domains
+    wiring = Wiring(g)
+    _, phases = workload_phases(wiring, w, 0.0)
+    dp = next(p for p in phases if p.phase == "dp-all-reduce")
+    # By hand: 8 flows pod 0 → pod 1, each split 1/16 over the 16 spines, so each spine–core trunk carries
+    # 8/16 flow: max-min rate 2 × 400/7 = 114.3 Gb/s per flow (offered 8 × 400/16 = 200 Gb/s per trunk: 3.5×).
+    alone, fair = S / (400 * GBPS), S / (800 / 7 * GBPS)
+    assert dp.load.bandwidth_s == pytest.approx(alone)  # 0.35 s
+    assert dp.load.queueing_s == pytest.approx(fair - alone)  # 1.225 − 0.35 = 0.875 s
+    rows = loads.link_rows(wiring, dp.load)
+    trunks = [r for r in rows if r["tier"] == "spine–core"]
+    assert len(trunks) == 32 and all(r["utilization"] == pytest.approx(3.5) for r in trunks)
+    # Each trunk carries 8 flows × S/16 each way (pod 0 → pod 1 up one end, pod 1 → pod 0 down the other).
+    assert all(r["bytes_forward"] == r["bytes_reverse"] == pytest.approx(S * 8 / 16) for r in trunks)
+
+
+def test_cluster_default_placement_applies_when_the_workload_is_silent(built_registry, tmp_path):
+    g = _tiny(built_registry)
+    g.graph["placement"] = "spread"  # as the topology stage stamps a cluster's `placement`
+    assert rank_accelerators(g, _train(tmp_path))[8] == "b2/gpu0"
+    # The workload's own declaration wins over the cluster's default.
+    assert rank_accelerators(g, _train(tmp_path, "placement: {strategy: fill-domains}\n"))[8] == "b1/gpu0"
+
+
+def test_explicit_ranges_place_every_rank(built_registry, tmp_path):
+    g = _tiny(built_registry)
+    text = "placement:\n  strategy: explicit\n  ranges:\n    - {first_rank: 0, ranks: 8, accelerator: 0}\n"
+    w = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: b3/gpu0}\n")
+    at = rank_accelerators(g, w)
+    assert (at[0], at[7], at[8], at[15]) == ("b0/gpu0", "b0/gpu7", "b3/gpu0", "b3/gpu7")
+    dp = _dp(g, w)
+    assert dp.load.queueing_s == pytest.approx(S / (800 / 7 * GBPS) - S / (400 * GBPS))  # across pods as spread
+    # An accelerator the topology does not have: the file and the JSON path are named.
+    bad = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: b9/gpu0}\n")
+    with pytest.raises(PlacementError, match=r"train\.yaml: at \$\.placement\.ranges\[1\]\.accelerator: 'b9/gpu0'"):
+        rank_accelerators(g, bad)
+    # TP must stay inside one domain, whatever the declaration says.
+    straddle = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: 12}\n")
+    with pytest.raises(PlacementError, match=r"TP group 1 \(ranks 8–15\) straddles 2 scale-up domains"):
+        _dp(g, straddle)
+
+
+def test_explicit_ranges_are_checked_when_the_workload_loads(tmp_path):
+    head = "placement:\n  strategy: explicit\n  ranges:\n    - {first_rank: 0, ranks: 8, accelerator: 0}\n"
+    with pytest.raises(ValidationError, match=r"at \$\.placement\.ranges\[1\]: rank 4 is already placed by ranges\[0\]"):
+        _train(tmp_path, head + "    - {first_rank: 4, ranks: 12, accelerator: 8}\n")
+    with pytest.raises(ValidationError, match=r"at \$\.placement\.ranges: rank 8 \(and 7 more\) is not placed"):
+        _train(tmp_path, head)
+    with pytest.raises(ValidationError, match=r"at \$\.placement\.ranges\[1\]: rank 16 is not a rank"):
+        _train(tmp_path, head + "    - {first_rank: 8, ranks: 9, accelerator: 8}\n")
+    with pytest.raises(ValidationError, match=r"ranges"):
+        _train(tmp_path, "placement: {strategy: explicit}\n")
