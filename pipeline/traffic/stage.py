@@ -11,7 +11,6 @@ from typing import Any
 from ..core import confidence
 from ..core.errors import UsageError
 from ..core.facts import load_facts
-from ..core.errors import UsageError
 from ..core.files import atomic_write_json
 from ..core.graphs import Topologies
 from ..core.paths import Layout
