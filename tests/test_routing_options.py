@@ -117,3 +117,70 @@ def test_explicit_ranges_are_checked_when_the_workload_loads(tmp_path):
         _train(tmp_path, head + "    - {first_rank: 8, ranks: 9, accelerator: 8}\n")
     with pytest.raises(ValidationError, match=r"ranges"):
         _train(tmp_path, "placement: {strategy: explicit}\n")
+
+
+# ---- ECMP by declared hash ------------------------------------------------------------------------------------
+
+
+def _splitmix(key: int, hop: int) -> int:
+    """The documented hop mix, written again with Python integers (mod 2⁶⁴) to check the numpy one."""
+    m = 2**64 - 1
+    z = (key + hop * 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def _key(src: str, dst: str, seed: int) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(f"{src}>{dst}>{seed}".encode(), digest_size=8).digest(), "little")
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_ecmp_hash_puts_each_flow_on_one_path_and_collisions_make_hot_links(built_registry, tmp_path, seed):
+    g = _tiny(built_registry, ecmp_mode="hash", ecmp_seed=seed)
+    w = _train(tmp_path, "placement: {strategy: spread}\n")
+    wiring = Wiring(g)
+    # By hand: leaf 0's only choice is which of the 16 spines of pod 0 (in topology node order) each of the 8
+    # flows b0/gpuI → b2/gpuI climbs to; above it there is one path (spine j → core j → spine j of pod 1).
+    spines = [n for n, d in g.nodes(data=True) if d["kind"] == "spine" and d["pod"] == 0]
+    forward = [_splitmix(_key(f"b0/gpu{i}", f"b2/gpu{i}", seed), 0) % 16 for i in range(8)]
+    back = [_splitmix(_key(f"b2/gpu{i}", f"b0/gpu{i}", seed), 0) % 16 for i in range(8)]
+    routes = wiring.route([f"b0/gpu{i}" for i in range(8)], [f"b2/gpu{i}" for i in range(8)])
+    for i in range(8):
+        used = {wiring.nodes[wiring.head[link]] for link in routes.incidence[:, i].nonzero()[0]}
+        assert spines[forward[i]] in used and len(used & set(spines)) == 1  # one path, all of the flow on it
+    assert set(routes.incidence.data) == {1.0}
+    _, phases = workload_phases(wiring, w, 0.0)
+    dp = next(p for p in phases if p.phase == "dp-all-reduce")
+    # The busiest trunk carries n flows, each at (400/7)/n Gb/s; the phase waits for them.
+    n = max(max(forward.count(j) for j in forward), max(back.count(j) for j in back))
+    assert n >= 2  # these seeds collide (8 flows on 16 spines)
+    assert dp.load.bandwidth_s + dp.load.queueing_s == pytest.approx(S / (400 / 7 / n * GBPS))
+    rows = [r for r in loads.link_rows(wiring, dp.load) if r["tier"] == "spine–core"]
+    # Alone, a flow is held to its trunk's 400/7 Gb/s (the bandwidth term); n of them offer n× that trunk.
+    assert dp.load.bandwidth_s == pytest.approx(S / (400 / 7 * GBPS))
+    assert max(r["utilization"] for r in rows) == pytest.approx(n)
+    # Only trunks the hash picked carry load: plane j's two trunks (pod 0's and pod 1's) when either way picked j.
+    assert len(rows) == 2 * len(set(forward) | set(back))
+    # Reproducible: the same seed gives the same links on a fresh object.
+    again = Wiring(g).route([f"b0/gpu{i}" for i in range(8)], [f"b2/gpu{i}" for i in range(8)])
+    assert (again.incidence != routes.incidence).nnz == 0
+
+
+def test_ecmp_uniform_is_the_default_and_a_cluster_file_declares_hash_and_placement(built_registry, tmp_path):
+    from pipeline.topology.clusters import load_cluster
+    from pipeline.topology.stage import _params
+
+    assert Wiring(_tiny(built_registry)).ecmp == "uniform"
+    text = (built_registry.root / "models/clusters/meta-style-h100-24576.yaml").read_text()
+    assert "ecmp" not in text and "placement" not in text
+    path = tmp_path / "meta-style-h100-24576.yaml"
+    declared = text.replace("scale_out:\n", "placement: spread\nscale_out:\n  ecmp: {mode: hash, seed: 42}\n", 1)
+    path.write_text(declared)
+    cluster = load_cluster(path, _params(built_registry))
+    assert (cluster.fabric.ecmp_mode, cluster.fabric.ecmp_seed, cluster.placement) == ("hash", 42, "spread")
+    path.write_text(text.replace("scale_out:\n", "scale_out:\n  ecmp: {mode: random}\n", 1))
+    with pytest.raises(ValidationError, match=r"scale_out\.ecmp\.mode"):
+        load_cluster(path, _params(built_registry))

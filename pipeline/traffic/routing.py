@@ -7,7 +7,10 @@ bandwidth as capacity. A flow's column holds the fraction of its bytes that cros
 * inside one scale-up domain: the shortest paths over that domain's scale-up links, split uniformly
   (a switched domain spreads a pair over every switch; a mesh gives a pair its one direct link);
 * across domains: accelerator → its paired scale-out NIC (host link) → leaf → equal-cost shortest paths
-  over the switches, split uniformly at every hop (ECMP) → leaf → the destination's NIC → accelerator;
+  over the switches (ECMP) → leaf → the destination's NIC → accelerator. ECMP is what the cluster declares
+  (`scale_out.ecmp`): `uniform` (default) splits every flow evenly at every hop, a fluid average; `hash` sends
+  each flow down ONE path, chosen at every hop by `ecmp_choice` (a documented hash of source, destination and
+  seed), so flows that collide on a link share it as real switches make them;
   on a rail-optimized fabric a pair on different rails climbs to the spines, unless PXN is declared
   (a labelled assumption): the source first hands the data over scale-up to the peer of its domain that
   sits on the destination's rail.
@@ -20,6 +23,7 @@ pair of leaves, vectorised per destination leaf. No Python loop walks every flow
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,6 +42,31 @@ PXN_NOTE = (
     "PXN assumed (declared): a flow to another rail first crosses the scale-up domain to the peer on the "
     "destination's rail and leaves through that peer's NIC"
 )
+
+
+def flow_hash(src: Sequence[str], dst: Sequence[str], seed: int) -> np.ndarray:
+    """A flow's ECMP key: the first 8 bytes (little-endian) of BLAKE2b-64 over "source>destination>seed" in UTF-8.
+
+    Python's hash() is salted per process; this is the same on every run and platform."""
+    return np.fromiter(
+        (
+            int.from_bytes(hashlib.blake2b(f"{a}>{b}>{seed}".encode(), digest_size=8).digest(), "little")
+            for a, b in zip(src, dst, strict=True)
+        ),
+        dtype=np.uint64,
+        count=len(src),
+    )
+
+
+def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray:
+    """Which of `candidates` next hops (in topology node order) a flow takes at switch hop `hop` (0 at the
+    source leaf): splitmix64(key + hop) mod candidates — each hop its own well-mixed draw from one key."""
+    with np.errstate(over="ignore"):  # arithmetic mod 2**64 is the point
+        z = np.asarray(key, dtype=np.uint64) + np.uint64(hop) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z % candidates.astype(np.uint64)).astype(np.int64)
 
 
 class CannotRoute(UsageError):
@@ -110,6 +139,12 @@ class Fabric:
     def __init__(self, g: nx.Graph, *, pxn: bool = False) -> None:
         self.g = g
         self.pxn = pxn
+        self.ecmp = g.graph.get("ecmp_mode") or "uniform"
+        self.ecmp_seed = int(g.graph.get("ecmp_seed") or 0)
+        if self.ecmp not in ("uniform", "hash"):
+            raise UsageError(
+                f"topology {g.graph.get('topology_id')}: ecmp mode {self.ecmp!r}: expected uniform or hash"
+            )
         self.topology_id = g.graph.get("topology_id", "?")
         node_data = list(g._node.items())  # the node dict itself: no view objects per node
         self.nodes = [n for n, _ in node_data]
@@ -418,18 +453,23 @@ class Fabric:
                 vals.append(np.full(sel.size, f))
         return np.concatenate(rows), np.concatenate(cs), np.concatenate(vals)
 
-    def _leaf_pairs(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _leaf_pairs(
+        self, pairs: np.ndarray, keys: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ECMP over the switches for each (source leaf, destination leaf) pair: entries (link, pair, fraction).
 
         Distances to each destination leaf come from a BFS in C (scipy); then, level by level and for many pairs
         at once, every switch splits what it holds equally over its neighbours one hop closer to the
-        destination (per-hop uniform ECMP)."""
+        destination (per-hop uniform ECMP). With `keys` (one ECMP hash per pair: hash mode, one row per flow)
+        each pair instead takes the one neighbour `ecmp_choice` picks at every hop."""
         rows, cols, vals = [], [], []
         if pairs.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         k = self.sw_nodes.size
         s_loc, t_loc = self.sw_local[pairs[:, 0]], self.sw_local[pairs[:, 1]]
-        order = np.argsort(self.arc_tail, kind="stable")
+        # Hash mode: a switch's candidates in topology node order (what `ecmp_choice` indexes).
+        by_node = np.lexsort((self.arc_head, self.arc_tail))
+        order = np.argsort(self.arc_tail, kind="stable") if keys is None else by_node
         a_head, a_link = self.arc_head[order], self.arc_link[order]
         indptr = np.searchsorted(self.arc_tail[order], np.arange(k + 1))
         # Twins: destinations with the same neighbours (the leaves of one pod) are as far from every other switch;
@@ -469,6 +509,7 @@ class Fabric:
             e_pair = np.arange(batch.size)
             e_node = s_loc[batch]
             e_mass = np.ones(batch.size)
+            hop = 0
             while e_pair.size:
                 deg = indptr[e_node + 1] - indptr[e_node]
                 rep = np.repeat(np.arange(e_pair.size), deg)
@@ -478,7 +519,14 @@ class Fabric:
                 gp = batch[e_pair[rep]]
                 ok = distance(gp, head) == distance(gp, e_node[rep]) - 1
                 rep, arc, head = rep[ok], arc[ok], head[ok]
-                share = e_mass[rep] / np.bincount(rep, minlength=e_pair.size)[rep]
+                count = np.bincount(rep, minlength=e_pair.size)
+                if keys is not None:  # hash mode: the one candidate the flow's key picks at this hop
+                    rank = np.arange(rep.size) - (np.cumsum(count) - count)[rep]
+                    pick = rank == ecmp_choice(keys[batch[e_pair]], hop, np.maximum(count, 1))[rep]
+                    rep, arc, head = rep[pick], arc[pick], head[pick]
+                    count = np.ones_like(count)
+                hop += 1
+                share = e_mass[rep] / count[rep]
                 pair = e_pair[rep]
                 rows.append(a_link[arc])
                 cols.append(batch[pair])
@@ -535,7 +583,13 @@ class Fabric:
                 parts.append((links, ccols, np.ones(ccols.size)))
             ls, lt = self.acc_leaf[cs], self.acc_leaf[ct]
             apart = ls != lt
-            if apart.any():
+            if apart.any() and self.ecmp == "hash":
+                flows = ccols[apart]
+                keys = flow_hash([self.accs[i] for i in cs[apart]], [self.accs[i] for i in ct[apart]], self.ecmp_seed)
+                r, pc, v = self._leaf_pairs(np.stack([ls[apart], lt[apart]], axis=1), keys)
+                parts.append((r, flows[pc], v))
+                notes.append(f"ECMP by hash (seed {self.ecmp_seed}): each flow on one of its equal-cost paths")
+            elif apart.any():
                 leaf_pairs = np.stack([ls[apart], lt[apart]], axis=1)
                 uniq, inverse = np.unique(leaf_pairs, axis=0, return_inverse=True)
                 r, pc, v = self._leaf_pairs(uniq)
