@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from pipeline.core.errors import ValidationError
@@ -184,3 +185,84 @@ def test_ecmp_uniform_is_the_default_and_a_cluster_file_declares_hash_and_placem
     path.write_text(text.replace("scale_out:\n", "scale_out:\n  ecmp: {mode: random}\n", 1))
     with pytest.raises(ValidationError, match=r"scale_out\.ecmp\.mode"):
         load_cluster(path, _params(built_registry))
+
+
+# ---- tree-edge flows ------------------------------------------------------------------------------------------
+
+
+def test_nccl_double_binary_tree_parents():
+    """NCCL's trees (src/graph/trees.cc): 4 ranks: 1→2, 3→2, 2→0 and, mirrored, 2→1, 0→1, 1→3."""
+    first, second = loads.dtree_parents(4)
+    assert first.tolist() == [-1, 2, 0, 2] and second.tolist() == [1, 3, 1, -1]
+    # 13 ranks (odd): the second tree is the first shifted by one (root 1); the first is NCCL's illustration.
+    first, second = loads.dtree_parents(13)
+    assert first.tolist() == [-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8]
+    assert second.tolist() == [(p + 1) % 13 if p >= 0 else -1 for p in np.roll(first, 1)]
+
+
+def test_tree_flows_follow_tree_edges_not_ring_neighbours(built_registry):
+    """4 ranks, one per server (b0, b1 under leaf 0 in pod 0; b2, b3 under leaf 1 in pod 1), all-reduce of S.
+
+    Ring 0→1→2→3→0: 1.5 S per edge; pod 0 → pod 1 carries edge 1→2 only: 1.5 S. Tree edges (S/2 each way on
+    every edge of each tree): tree 1 {1–2, 3–2, 2–0}, tree 2 {2–1, 0–1, 1–3}; pod 0 → pod 1 carries
+    0→2 (S/2), 1→2 (S/2 + S/2) and 1→3 (S/2): 2 S; b1's NIC sends to 2 (S), 0 (S/2) and 3 (S/2): 2 S."""
+    g = _tiny(built_registry)
+    wiring = Wiring(g)
+    ranks = [f"b{b}/gpu0" for b in range(4)]
+    dom = {a: a.split("/")[0] for a in ranks}
+    size = 1e9
+    alg, stages = loads.tree_stages([ranks], size, dom, "tree")
+    assert "double binary tree" in alg and len(stages) == 1
+    pairs = {}
+    for a, b, x in zip(stages[0].src, stages[0].dst, stages[0].bytes, strict=True):
+        pairs[(a[1], b[1])] = pairs.get((a[1], b[1]), 0) + x
+    half = size / 2
+    assert pairs == {
+        ("1", "2"): 2 * half, ("2", "1"): 2 * half, ("3", "2"): half, ("2", "3"): half,
+        ("2", "0"): half, ("0", "2"): half, ("0", "1"): half, ("1", "0"): half,
+        ("1", "3"): half, ("3", "1"): half,
+    }  # fmt: skip
+    tree = loads.cost_phase(wiring, alg, stages, 0.0)
+    up = [r for r in loads.link_rows(wiring, tree) if r["tier"] == "spine–core" and r["source"].startswith("core")]
+    # spine000-j (pod 0) sorts after core: bytes_reverse is spine → core, the pod 0 → pod 1 direction.
+    pod0_up = sum(r["bytes_reverse"] for r in up if r["target"].startswith("spine000"))
+    assert pod0_up == pytest.approx(4 * half)
+    nic = [
+        r for r in loads.link_rows(wiring, tree) if r["tier"] == "accelerator–NIC (host)" and "b1/gpu0" in r["source"]
+    ]
+    assert sum(r["bytes_forward"] if r["source"] == "b1/gpu0" else r["bytes_reverse"] for r in nic) == 4 * half
+    ring_alg, ring = loads.collective_stages("all-reduce", [ranks], size, dom, "ring")
+    assert "ring" in ring_alg
+    ring_load = loads.cost_phase(wiring, ring_alg, ring, 0.0)
+    rows = loads.link_rows(wiring, ring_load)
+    pod0_up_ring = sum(
+        r["bytes_reverse"] for r in rows if r["tier"] == "spine–core" and r["target"].startswith("spine000")
+    )
+    assert pod0_up_ring == pytest.approx(1.5 * size)
+
+
+def test_a_phase_the_library_runs_as_a_tree_is_routed_on_tree_edges(built_registry, tmp_path, monkeypatch):
+    """The routed phase follows whatever the calibrated model chooses: forced to tree, the DP ring's edges turn
+    into tree edges (DP 16 fills 2 servers, 8 local ranks: a chain of 8 in each server, and per local rank
+    a 2-node tree whose single edge carries S/8/2 each way in each of the two trees)."""
+    from dataclasses import replace
+
+    from pipeline.traffic import calibrated, phases
+    from pipeline.traffic.calculator import view_for
+
+    view = view_for(built_registry, "illustrative-h100-4096")
+    w = _train(tmp_path, "", tp=1, dp=16, name="dp16")
+    real = calibrated.collective_cost
+    monkeypatch.setattr(calibrated, "collective_cost", lambda *a: replace(real(*a), algorithm="tree / Simple"))
+    _, routed = phases.routed_phases(view, w)
+    dp = next(r for r in routed if r.phase == "dp-all-reduce")
+    assert dp.load.algorithm.startswith("NCCL double binary tree")
+    s = dp.bytes_per_rank
+    pairs: dict[tuple[str, str], float] = {}
+    for st in dp.stages:
+        for a, b, x in zip(st.src, st.dst, st.bytes, strict=True):
+            pairs[(a, b)] = pairs.get((a, b), 0.0) + x
+    # Chain inside b000: gpu0 ← gpu1 ← … ← gpu7, S each way per edge; across: gpuI of b000 ↔ gpuI of b001.
+    assert pairs[("b000/gpu1", "b000/gpu0")] == pairs[("b000/gpu0", "b000/gpu1")] == s
+    assert ("b000/gpu0", "b000/gpu2") not in pairs
+    assert pairs[("b000/gpu3", "b001/gpu3")] == pytest.approx(2 * s / 8 / 2)  # both trees' one edge

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -292,6 +293,90 @@ def collective_stages(
     return "flat ring in rank order (groups span domains unevenly)", [Stage(s, d, b, steps, what)]
 
 
+def btree_parents(n: int) -> np.ndarray:
+    """Parent of each rank in NCCL's binary tree over n ranks (root 0, -1 for it): the lowest set bit b of r,
+    parent (r xor b) | 2b, or r xor b when that is out of range (NCCL src/graph/trees.cc, ncclGetBtree)."""
+    r = np.arange(n, dtype=np.int64)
+    bit = r & -r
+    up = (r ^ bit) | (bit << 1)
+    up = np.where(up >= n, r ^ bit, up)
+    up[0] = -1
+    return up
+
+
+def dtree_parents(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """NCCL's double binary tree: the binary tree, and its mirror (n even) or the tree shifted by one (n odd)."""
+    first = btree_parents(n)
+    r = np.arange(n, dtype=np.int64)
+    if n % 2:
+        up = first[(r - 1) % n]
+        second = np.where(up < 0, -1, (up + 1) % n)
+    else:
+        up = first[n - 1 - r]
+        second = np.where(up < 0, -1, n - 1 - up)
+    return first, second
+
+
+def tree_stages(
+    groups: Sequence[Sequence[str]], size: float, domain_of: dict[str, str], what: str
+) -> tuple[str, list[Stage]]:
+    """The flows of an all-reduce run as NCCL's tree: a chain through each domain's members (S up the chain to
+    reduce, S down to broadcast) and, per local index (each rank's own NIC), a double binary tree over the
+    domains, each tree carrying half of that rank's S/local share up (reduce) and down (broadcast) every edge.
+    Chain and trees are pipelined, so their flows run at once (one stage). Groups spread unevenly over
+    domains are taken as one rank per domain (a tree over every member)."""
+    src: list[str] = []
+    dst: list[str] = []
+    sizes: list[float] = []
+    depth = chain = 0
+    for g in groups:
+        if len(g) < 2:
+            continue
+        by: dict[str, list[str]] = {}
+        for a in g:
+            by.setdefault(domain_of[a], []).append(a)
+        members = list(by.values())
+        if len({len(m) for m in members}) != 1:
+            members = [[a] for a in g]
+        local, outer = len(members[0]), len(members)
+        chain = max(chain, local - 1)
+        for m in members:
+            for a, b in pairwise(m):
+                src += [b, a]  # reduce towards the chain's head, broadcast back
+                dst += [a, b]
+                sizes += [size, size]
+        if outer > 1:
+            depth = max(depth, int(np.ceil(np.log2(outer))))
+            for parents in dtree_parents(outer):
+                child = np.flatnonzero(parents >= 0)
+                for i in range(local):
+                    nodes = [m[i] for m in members]
+                    for c in child:
+                        a, b = nodes[c], nodes[parents[c]]
+                        src += [a, b]
+                        dst += [b, a]
+                        sizes += [size / local / 2] * 2
+    stage = Stage(src, dst, np.array(sizes, dtype=float), 2 * chain + 2 * depth, what)
+    return (
+        "NCCL double binary tree: a chain through each domain, two binary trees across domains per local rank "
+        "(S/local each, half per tree), pipelined",
+        [stage] if src else [],
+    )
+
+
+def along_tree(fabric: Fabric, r: RoutedPhase, endpoint_s: float, capacity: np.ndarray | None = None) -> RoutedPhase:
+    """The same phase with its all-reduce flows on the tree edges (parent/child of both trees) instead of ring
+    neighbours: what the links carry when the library runs the tree algorithm."""
+    from dataclasses import replace
+
+    built = [tree_stages(groups, size, r.domain_of, f"{r.phase} (tree)") for _, groups, size in r.parts]
+    merged = _merge([s for _, s in built if s])
+    if not merged:
+        return r
+    load = cost_phase(fabric, built[0][0], merged, endpoint_s, capacity)
+    return replace(r, load=load, stages=merged)
+
+
 def send_stage(pairs: Sequence[tuple[str, str]], size: float, what: str) -> Stage:
     return Stage([a for a, _ in pairs], [b for _, b in pairs], np.full(len(pairs), float(size)), 1, what)
 
@@ -474,6 +559,10 @@ class RoutedPhase:
     groups: int
     load: PhaseLoad
     stages: list[Stage] = field(default_factory=list)
+    # The collectives the phase runs at once (op, every group's accelerators, buffer size) and each
+    # accelerator's domain: what `along_tree` re-routes when the library's choice is a tree.
+    parts: tuple[tuple[str, list[list[str]], float], ...] = ()
+    domain_of: dict[str, str] = field(default_factory=dict)
 
 
 def _merge(parts: Sequence[Sequence[Stage]]) -> list[Stage]:
@@ -515,7 +604,11 @@ def workload_phases(
         algorithm, stages = collective_stages(op, groups, size, dom, f"{what} {name}")
         if stages:
             load = cost_phase(fabric, algorithm, stages, endpoint_s, capacity)
-            phases.append(RoutedPhase(name, op, count, size, len(groups[0]), len(groups), load, stages))
+            phases.append(
+                RoutedPhase(
+                    name, op, count, size, len(groups[0]), len(groups), load, stages, ((op, groups, size),), dom
+                )
+            )
 
     if t is not None:
         tp, pp, dp, ep = _get(t, "tp"), _get(t, "pp"), _get(t, "dp"), _get(t, "ep", 1) or 1
@@ -546,19 +639,25 @@ def workload_phases(
         ops = [("reduce-scatter", 1), ("all-gather", 2)] if _get(t, "sharded") else [("all-reduce", 1)]
         for op, count in ops:
             name = {"reduce-scatter": "dp-reduce-scatter", "all-gather": "dp-all-gather"}.get(op, "dp-all-reduce")
-            parts, algs = [], []
+            parts, algs, asked = [], [], []
             if dp > 1:
-                a, s = collective_stages(op, [p.members(x) for x in grp.dp], dense, dom, f"{what} {name}")
+                members = [p.members(x) for x in grp.dp]
+                a, s = collective_stages(op, members, dense, dom, f"{what} {name}")
                 parts.append(s)
                 algs.append(a)
+                asked.append((op, members, dense))
             if expert and len(grp.expert[0]) > 1:
-                a, s = collective_stages(op, [p.members(x) for x in grp.expert], expert, dom, f"{what} {name}")
+                members = [p.members(x) for x in grp.expert]
+                a, s = collective_stages(op, members, expert, dom, f"{what} {name}")
                 parts.append(s)
                 algs.append("experts: " + a)
+                asked.append((op, members, expert))
             if parts:
                 merged = _merge(parts)
                 load = cost_phase(fabric, "; ".join(algs), merged, endpoint_s, capacity)
-                phases.append(RoutedPhase(name, op, count, dense + expert, dp, len(grp.dp), load, merged))
+                phases.append(
+                    RoutedPhase(name, op, count, dense + expert, dp, len(grp.dp), load, merged, tuple(asked), dom)
+                )
         if ep > 1:
             e = _get(m, "experts")
             tokens = _get(t, "micro_batch") * _get(t, "seq_len") * _get(e, "top_k") * _get(m, "hidden") * act_bytes

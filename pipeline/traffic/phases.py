@@ -17,7 +17,7 @@ from ..core.errors import UsageError
 from . import collectives
 from .cost import Phase, cost
 from .demand import Communication, Demand, decompose
-from .loads import RoutedPhase, hot_links, lineage_links, link_rows, workload_phases
+from .loads import RoutedPhase, along_tree, hot_links, lineage_links, link_rows, workload_phases
 from .placement import rank_accelerators
 from .view import TIER_NAMES, Lineage, View
 from .workloads import Workload
@@ -73,8 +73,23 @@ def calibrated(view: View, comm: Communication, group: list[str], routed: Phase)
 
 
 def routed_phases(view: View, w: Workload, offset: int = 0) -> tuple[Any, list[RoutedPhase]]:
-    """The backend phases of `w` with every group placed and routed (the placement and the routed phases)."""
-    return workload_phases(view.fabric, w, view.endpoint_s, offset)
+    """The backend phases of `w` with every group placed and routed (the placement and the routed phases); an
+    all-reduce the collective library runs as a tree is routed along the tree's edges, not ring neighbours."""
+    placement, routed = workload_phases(view.fabric, w, view.endpoint_s, offset)
+    return placement, [_as_run(view, r) for r in routed]
+
+
+def _as_run(view: View, r: RoutedPhase) -> RoutedPhase:
+    """The routed phase with the flows of the algorithm the calibrated library model chooses for it (the same
+    choice `calibrated` reports: the representative group, the phase's buffer)."""
+    if r.collective != "all-reduce" or not r.parts:
+        return r
+    from .calibrated import collective_cost
+
+    c = collective_cost(view, r.phase, "all-reduce", r.parts[0][1][0], r.bytes_per_rank)
+    if c is None or not c.algorithm.startswith("tree"):
+        return r
+    return along_tree(view.fabric, r, view.endpoint_s)
 
 
 def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
