@@ -50,29 +50,17 @@ class Cost:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Phase:
-    """One reported phase: the communication asked for and what it costs (the traffic table's row)."""
+class Phase(Cost):
+    """One reported phase: the communication asked for and what it costs (the traffic table's row). The cost
+    terms are `Cost`'s, declared once there."""
 
     phase: str
     description: str
     collective: str
-    algorithm: str
     group_size: int
     concurrent_groups: int
     count: int
     bytes_per_rank: float
-    bytes_on_wire_per_rank: float
-    network: str
-    tier: str
-    hops: int
-    bottleneck_gbps: float | None
-    effective_gbps: float | None
-    latency_s: float
-    bandwidth_s: float
-    queueing_s: float
-    lineage: frozenset[Lineage] = field(default_factory=frozenset)
-    notes: str = ""
-    links: tuple[dict[str, Any], ...] = ()
     # Routed over the installed graph (placement.py, routing.py, loads.py): the busiest physical link, the five
     # busiest, and bytes per rank by the network they enter (never NVLink and NIC bytes added together).
     max_link_utilization: float | None = None
@@ -80,21 +68,19 @@ class Phase:
     bytes_on_wire_by_network: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, comm: Communication, cost: Cost) -> Phase:
-        return cls(
-            phase=comm.phase,
-            description=comm.description,
-            collective=comm.collective,
-            group_size=comm.group_size,
-            concurrent_groups=comm.concurrent_groups,
-            count=comm.count,
-            bytes_per_rank=comm.bytes_per_rank,
-            **{f.name: getattr(cost, f.name) for f in fields(Cost)},
-        )
-
-    @property
-    def seconds(self) -> float:
-        return self.latency_s + self.bandwidth_s + self.queueing_s
+    def of(cls, comm: Communication, cost: Cost, **overrides: Any) -> Phase:
+        """The phase of `comm` at `cost`; `overrides` replace what the communication or the cost says (a routed
+        phase knows its real group count and buffer, and its link figures)."""
+        asked = {
+            "phase": comm.phase,
+            "description": comm.description,
+            "collective": comm.collective,
+            "group_size": comm.group_size,
+            "concurrent_groups": comm.concurrent_groups,
+            "count": comm.count,
+            "bytes_per_rank": comm.bytes_per_rank,
+        }
+        return cls(**{**asked, **{f.name: getattr(cost, f.name) for f in fields(Cost)}, **overrides})
 
     @property
     def total_seconds(self) -> float:

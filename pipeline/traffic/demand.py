@@ -153,43 +153,37 @@ def training(w: Workload) -> Demand:
     return Demand(workload_id=w.id, ranks=w.accelerators, communications=tuple(out))
 
 
+def _tp_all_reduce(w: Workload, stage: str, group: tuple[int, ...], pool: bool) -> Communication:
+    """A service's 2 TP all-reduces per layer: prefill over the whole prompt once, decode per output token. The
+    aggregated and disaggregated modes differ only in naming the pool (disaggregated) or not."""
+    i, m = w.inference, w.model
+    assert i is not None
+    hidden_bytes = m.hidden * _act_bytes(w)
+    prefill = stage == "prefill"
+    where = f"{stage} pool" if pool else stage
+    tail = " per output token" if not prefill else ("" if pool else " over the whole prompt")
+    return Communication(
+        phase=f"{stage}-tp-all-reduce",
+        description=f"{where}: 2 TP all-reduces per layer{tail}",
+        collective="all-reduce",
+        group=group,
+        bytes_per_rank=i.batch * i.prompt_tokens * hidden_bytes if prefill else i.batch * hidden_bytes,
+        count=2 * m.layers * (1 if prefill else i.output_tokens),
+        concurrent_groups=1,
+        one_domain=f"workload {w.id} {where}" if pool else f"workload {w.id}",
+    )
+
+
 def inference(w: Workload) -> Demand:
     i, m = w.inference, w.model
     assert i is not None
     batch = i.batch
-    hidden_bytes = m.hidden * _act_bytes(w)
-    prompt_bytes = batch * i.prompt_tokens * hidden_bytes
-    token_bytes = batch * hidden_bytes
     out: list[Communication] = []
     ranks = w.accelerators
     if i.mode == "aggregated":
-        tp = i.tp
-        group = tuple(range(tp))
-        if tp > 1:
-            out.append(
-                Communication(
-                    phase="prefill-tp-all-reduce",
-                    description="prefill: 2 TP all-reduces per layer over the whole prompt",
-                    collective="all-reduce",
-                    group=group,
-                    bytes_per_rank=prompt_bytes,
-                    count=2 * m.layers,
-                    concurrent_groups=1,
-                    one_domain=f"workload {w.id}",
-                )
-            )
-            out.append(
-                Communication(
-                    phase="decode-tp-all-reduce",
-                    description="decode: 2 TP all-reduces per layer per output token",
-                    collective="all-reduce",
-                    group=group,
-                    bytes_per_rank=token_bytes,
-                    count=2 * m.layers * i.output_tokens,
-                    concurrent_groups=1,
-                    one_domain=f"workload {w.id}",
-                )
-            )
+        group = tuple(range(i.tp))
+        if i.tp > 1:
+            out += [_tp_all_reduce(w, "prefill", group, False), _tp_all_reduce(w, "decode", group, False)]
     else:
         ptp, dtp = i.prefill_tp, i.decode_tp
         start = decode_pool_start(w)
@@ -198,18 +192,7 @@ def inference(w: Workload) -> Demand:
         decode = tuple(range(start, start + dtp))
         kv = sizing.kv_cache(m.layers, m.kv_heads, m.head_dim, m.dtype, i.prompt_tokens)
         if ptp > 1:
-            out.append(
-                Communication(
-                    phase="prefill-tp-all-reduce",
-                    description="prefill pool: 2 TP all-reduces per layer",
-                    collective="all-reduce",
-                    group=prefill,
-                    bytes_per_rank=prompt_bytes,
-                    count=2 * m.layers,
-                    concurrent_groups=1,
-                    one_domain=f"workload {w.id} prefill pool",
-                )
-            )
+            out.append(_tp_all_reduce(w, "prefill", prefill, True))
         out.append(
             Communication(
                 phase="kv-transfer",
@@ -223,18 +206,7 @@ def inference(w: Workload) -> Demand:
             )
         )
         if dtp > 1:
-            out.append(
-                Communication(
-                    phase="decode-tp-all-reduce",
-                    description="decode pool: 2 TP all-reduces per layer per output token",
-                    collective="all-reduce",
-                    group=decode,
-                    bytes_per_rank=token_bytes,
-                    count=2 * m.layers * i.output_tokens,
-                    concurrent_groups=1,
-                    one_domain=f"workload {w.id} decode pool",
-                )
-            )
+            out.append(_tp_all_reduce(w, "decode", decode, True))
     out.append(
         Communication(
             phase="frontend-request",

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.errors import UsageError
 from . import collectives
-from .cost import Phase, cost
+from .cost import Cost, Phase, cost
 from .demand import Communication, Demand, decompose
 from .loads import RoutedPhase, along_tree, hot_links, lineage_links, link_rows, workload_phases
 from .placement import rank_accelerators
@@ -120,15 +120,8 @@ def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
     n = comm.group_size if comm.collective != "send" else 2
     wire = collectives.wire_factor(comm.collective, n) * size
     moving = load.bandwidth_s + load.queueing_s
-    return Phase(
-        phase=comm.phase,
-        description=comm.description,
-        collective=comm.collective,
+    cost = Cost(
         algorithm=load.algorithm,
-        group_size=comm.group_size,
-        concurrent_groups=r.groups,
-        count=comm.count,
-        bytes_per_rank=size,
         bytes_on_wire_per_rank=wire,
         network=network,
         tier=TIER_NAMES[tier],
@@ -141,6 +134,12 @@ def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
         lineage=frozenset(Lineage.of_edge(view.reference, d) for d in slow),
         notes="; ".join(notes),
         links=tuple(rows),
+    )
+    return Phase.of(
+        comm,
+        cost,
+        concurrent_groups=r.groups,
+        bytes_per_rank=size,
         max_link_utilization=float(np.max(load.utilization, initial=0.0)),
         hot_links=tuple(hot_links(fabric, load, rows=rows)),
         bytes_on_wire_by_network=by_net,
