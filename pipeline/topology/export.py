@@ -246,9 +246,11 @@ def _typed_graph(g: nx.Graph) -> _Typed:
 
 
 def _write(path: Path, data: bytes) -> None:
-    """A `.gz` path is gzip-compressed with mtime 0 and a fixed level, so the bytes depend on the graph alone."""
+    """A `.gz` path is gzip-compressed with mtime 0 and a fixed level, so the bytes depend on the graph alone.
+    Level 1: the 24,576-GPU cluster's 230 MB of text compress 3× faster than at level 6, to ~6 MB instead of
+    ~4 MB (these files are DVC outputs, not in git)."""
     if path.suffix == ".gz":
-        data = gzip.compress(data, compresslevel=6, mtime=0)
+        data = gzip.compress(data, compresslevel=1, mtime=0)
     atomic_write_bytes(path, data)
 
 
