@@ -63,6 +63,7 @@ def test_streamed_csv_and_json_are_the_text_of_the_whole_result(capsys):
     """Several batches written one by one give exactly what the one-shot writers give for all rows."""
     columns = ["a", "b"]
     rows = [(1, "x"), (2, None), (3, {"k": [1, 2]}), (4, float("nan")), (5, 'ü\n"q"')]
+    rows += [(6, {"b": {"z": 1.5, "a": []}, "a": [{"y": None, "x": True}]}), (7, [])]
     batches = [rows[:2], rows[2:3], rows[3:]]
     for write_all, write_batches in (
         (lambda: write_csv(columns, rows), lambda: write_csv_batches(columns, batches)),
@@ -87,7 +88,8 @@ def test_a_big_result_streams_in_bounded_memory(built_registry, fmt, tmp_path):
         "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     )
     target = tmp_path / f"edges.{fmt}"
-    cmd = ["fabricref", "query", "select * from topology_edges", "--format", fmt, "--root", str(built_registry.root)]
+    cmd = ["fabricref", "query", "select * from topology_edges", "--format", fmt, "--timeout", "900"]
+    cmd += ["--root", str(built_registry.root)]  # not a test of the time limit (a loaded machine is slow)
     done = subprocess.run(
         [sys.executable, "-c", probe, str(target), *cmd], capture_output=True, text=True, env=env_with_venv()
     )

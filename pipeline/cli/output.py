@@ -103,22 +103,32 @@ def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]
     sys.stdout.write(buf.getvalue())
 
 
+# Row writers for streamed JSON: the C encoder for keys and scalar values (the indenting encoder is pure Python,
+# several times slower), the indenting one only for nested values. Together they give `print_json`'s text.
+_FLAT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+_NESTED = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
+def _json_row(row: dict[str, Any]) -> str:
+    """One row object as `json.dumps([row], indent=2, sort_keys=True)` lays it out inside the list."""
+    if not row:
+        return "  {}"
+    items = []
+    for k in sorted(row):
+        v = row[k]
+        text = _NESTED.encode(v).replace("\n", "\n    ") if isinstance(v, dict | list) and v else _FLAT.encode(v)
+        items.append(f"    {_FLAT.encode(k)}: {text}")
+    return "  {\n" + ",\n".join(items) + "\n  }"
+
+
 def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
     """`emit(..., as_json=True)`, written row by row as the batches arrive: the same text as `print_json` of the
-    whole list (a list at indent 2 is its items' own indent-2 text shifted right by two spaces)."""
+    whole list (NaN / infinity as null, as `strict` makes them)."""
     first = True
     for batch in batches:
         parts = []
         for row in batch:
-            text = json.dumps(
-                strict(dict(zip(columns, row, strict=True))),
-                indent=2,
-                sort_keys=True,
-                ensure_ascii=False,
-                default=str,
-                allow_nan=False,
-            )
-            parts.append(("[\n" if first else ",\n") + "  " + text.replace("\n", "\n  "))
+            parts.append(("[\n" if first else ",\n") + _json_row(strict(dict(zip(columns, row, strict=True)))))
             first = False
         sys.stdout.write("".join(parts))
     sys.stdout.write("[]\n" if first else "\n]\n")
