@@ -171,3 +171,12 @@ def test_sweep_draws_its_curve_deterministically(built_registry, cli, tmp_path):
     assert svgs[0] == svgs[1] and b"<svg" in svgs[0] and b"busbw" in svgs[0] and b"nvls / Simple" in svgs[0]
     r = cli(*args, "--bytes", "1G", "--plot", str(tmp_path / "c.svg"), root=built_registry.root)
     assert r.code == 2 and "--sweep" in r.err and not (tmp_path / "c.svg").exists()
+
+
+def test_a_scale_up_technology_no_source_states_takes_the_assumed_generic_class():
+    """The MI355X reference's scale-up technology is unknown: its collectives are costed on the generic class
+    (every number assumed), not refused and not silently left on line rate."""
+    name, lc = CAL.link_class("scale_up", "")
+    assert name == "generic-scale-up" and lc.efficiency.status == "assumed"
+    assert CAL.link_class("scale_up", "UALink")[0] == "generic-scale-up"
+    assert CAL.link_class("scale_up", "fourth generation NVLink")[0] == "nvlink4"

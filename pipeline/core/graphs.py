@@ -54,6 +54,8 @@ GRAPH_COLUMNS = [
     ("title", "VARCHAR"),
     ("caveat", "VARCHAR"),
     ("scale_out_protocol", "VARCHAR"),
+    ("scale_out_in_network_reduction", "VARCHAR"),
+    ("scale_out_in_network_reduction_basis", "VARCHAR"),
     ("scale_out_nic_gbps", "DOUBLE"),
     ("frontend_nic_gbps", "DOUBLE"),
     ("pods", "INTEGER"),

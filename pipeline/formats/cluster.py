@@ -30,6 +30,30 @@ class Ecmp(KeyAccess):
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
 
+class DesignSource(KeyAccess):
+    url: str
+    publisher: str | None = None
+    states: str
+
+
+class InNetworkReduction(KeyAccess):
+    """Reduction the scale-out switches perform (InfiniBand SHARP, which NCCL runs as CollNet). A cluster declares
+    it only with its label: a document that states it (`source`) or a design assumption and why (`assumed`), so
+    CollNet is never costed for a fabric no one said has it."""
+
+    kind: Literal["sharp"] = Field(description="sharp: InfiniBand SHARP in the switches (NCCL's CollNet).")
+    source: DesignSource | None = Field(default=None, description="The document that states the fabric has it.")
+    assumed: str | None = Field(
+        default=None, min_length=3, description="Instead of a source: why this model assumes it (a design choice)."
+    )
+
+    @model_validator(mode="after")
+    def _labelled(self) -> InNetworkReduction:
+        if (self.source is None) == (self.assumed is None):
+            raise ValueError("in-network reduction needs exactly one label: a source or assumed (with why)")
+        return self
+
+
 class ScaleOut(KeyAccess):
     protocol: str = ""
     tiers: Literal[2, 3]
@@ -61,6 +85,11 @@ class ScaleOut(KeyAccess):
         "800G port as 2 x 400G). A design choice: list it under `assumptions`.",
     )
     ecmp: Ecmp = Field(default_factory=Ecmp, description="Equal-cost multipath: uniform split (default) or hash.")
+    in_network_reduction: InNetworkReduction | None = Field(
+        default=None,
+        description="In-network reduction the fabric performs (InfiniBand SHARP), with its source or assumption; "
+        "absent: none, and CollNet is never costed.",
+    )
     notes: str | None = None
 
     @model_validator(mode="after")
@@ -73,12 +102,6 @@ class ScaleOut(KeyAccess):
 class Frontend(KeyAccess):
     blocks_per_switch: int = Field(ge=1)
     notes: str | None = None
-
-
-class DesignSource(KeyAccess):
-    url: str
-    publisher: str | None = None
-    states: str
 
 
 class DesignAssumption(KeyAccess):

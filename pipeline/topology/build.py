@@ -196,6 +196,10 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
         caveat=CAVEAT,
         scale_out_protocol=f.protocol or facts.text("scale_out.protocol"),
     )
+    if f.in_network_reduction:
+        # Only a declared reduction is carried: the collectives cost CollNet exactly when this is present.
+        g.graph["scale_out_in_network_reduction"] = f.in_network_reduction
+        g.graph["scale_out_in_network_reduction_basis"] = f.in_network_reduction_basis
     lat = dflt.latency_ns
     width = len(str(cluster.blocks - 1))
     racks = cluster.blocks_per_rack

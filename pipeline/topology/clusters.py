@@ -10,7 +10,7 @@ from typing import Any
 from ..core.errors import CompileError, UsageError
 from ..core.paths import Layout, check_slug
 from ..core.schemas import load_model, load_yaml
-from ..formats.cluster import ClusterFile, DesignSource, ParamRef
+from ..formats.cluster import ClusterFile, DesignSource, ParamRef, ScaleOut
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class Fabric:
     port_split: int = 1
     ecmp_mode: str = "uniform"  # how switches split flows over equal-cost paths (formats/cluster.py: Ecmp)
     ecmp_seed: int = 0
+    in_network_reduction: str | None = None  # "sharp" when declared
+    in_network_reduction_basis: str | None = None  # "source: URL: what it states" or "assumed: why"
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,16 @@ def _resolve(value: int | ParamRef, params: dict[str, Any], where: str, limit: i
     return number
 
 
+def _in_network(so: ScaleOut) -> dict[str, str | None]:
+    """The declared in-network reduction and its label, as the graph carries them (nothing when undeclared)."""
+    inr = so.in_network_reduction
+    if inr is None:
+        return {}
+    src = inr.source
+    basis = f"source: {src.url}: {src.states}" if src is not None else f"assumed: {inr.assumed}"
+    return {"in_network_reduction": inr.kind, "in_network_reduction_basis": basis}
+
+
 def load_cluster(path: Path, params_for: Any) -> Cluster:
     """A cluster model with its defaults (pipeline/formats/cluster.py) and every `{param: name}` count resolved
     from the parameters of the reference `parameters_from` names (`params_for(reference_id)`)."""
@@ -102,6 +114,7 @@ def load_cluster(path: Path, params_for: Any) -> Cluster:
         port_split=so.switch_port_split,
         ecmp_mode=so.ecmp.mode,
         ecmp_seed=so.ecmp.seed,
+        **_in_network(so),
     )
     if fabric.tiers == 3 and (fabric.spine_up is None) == (fabric.spine_oversubscription is None):
         raise CompileError(

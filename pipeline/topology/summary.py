@@ -100,6 +100,7 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
         else "no scale-out fabric in this topology (a single building block)",
         "hops": _hops(g, kind, accelerators, domains),
         "scale_out_protocol": g.graph.get("scale_out_protocol"),
+        "scale_out_in_network_reduction": g.graph.get("scale_out_in_network_reduction"),
         "caveat": g.graph.get("caveat"),
     }
     if switch is not None:

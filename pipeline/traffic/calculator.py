@@ -28,6 +28,22 @@ class Placed:
     technologies: dict[str, str]
     lineage: set[Lineage]  # each topology figure used, with its status and confidence
     notes: list[str]
+    collnet_basis: str | None = None  # the cluster's label for its declared InfiniBand SHARP
+
+
+def collnet_lineage(cost: Cost, placed: Placed, topology_id: str) -> set[Lineage]:
+    """The cluster's SHARP declaration, when the chosen algorithm rests on it: published with a source, assumed
+    without (so an estimate that uses an assumed SHARP is only as firm as that assumption)."""
+    if cost.algorithm != "collnet" or placed.collnet_basis is None:
+        return set()
+    status = "assumed" if placed.collnet_basis.startswith("assumed") else "published"
+    return {Lineage(reference_id=topology_id, field="scale_out.in_network_reduction", status=status, confidence=status)}
+
+
+def collnet_note(cost: Cost, placed: Placed) -> list[str]:
+    if cost.algorithm != "collnet" or placed.collnet_basis is None:
+        return []
+    return [f"InfiniBand SHARP declared by the cluster ({placed.collnet_basis})"]
 
 
 def view_for(lay: Layout, topology_id: str, topologies: Topologies | None = None) -> View:
@@ -119,15 +135,18 @@ def place(
                 f"every rank crosses the oversubscribed tier at once: the fabric share per rank is 1/{factor:g} of "
                 "its NIC (fluid share)"
             )
-    collnet = bool(view.g.graph.get("scale_out_in_network_reduction"))
+    # CollNet only where the cluster declares SHARP (models/clusters: scale_out.in_network_reduction).
+    collnet = view.g.graph.get("scale_out_in_network_reduction") == "sharp"
+    basis = view.g.graph.get("scale_out_in_network_reduction_basis") if collnet else None
     fabric = Fabric(ranks, local, domains, up, out, nvls=nvls, collnet=collnet, one_shot=one_shot)
-    return Placed(fabric, list(accs), techs, lineage, notes)
+    return Placed(fabric, list(accs), techs, lineage, notes, basis)
 
 
-def confidence(cost: Cost, placed: Placed) -> str:
+def confidence(cost: Cost, placed: Placed, topology_id: str = "") -> str:
     """The weakest of the calibration numbers used and of the topology figures (a derived one as its inputs)."""
     used = [rule.of_status(n.status) for _, n in cost.used]
-    return rule.weakest([*used, *(x.confidence for x in placed.lineage)])
+    lineage = placed.lineage | collnet_lineage(cost, placed, topology_id)
+    return rule.weakest([*used, *(x.confidence for x in lineage)])
 
 
 def topology_estimate(
@@ -144,18 +163,19 @@ def topology_estimate(
 def result_dict(cost: Cost, placed: Placed, view: View) -> dict[str, Any]:
     d = cost.as_dict()
     f = placed.fabric
+    tid = view.g.graph["topology_id"]
     d.update(
         {
-            "topology_id": view.g.graph["topology_id"],
+            "topology_id": tid,
             "ranks_per_domain": f.local,
             "domains": f.domains,
             "link_classes": placed.technologies,
-            "confidence": confidence(cost, placed),
+            "confidence": confidence(cost, placed, tid),
             "topology_lineage": [
                 {"reference_id": x.reference_id, "field": x.field, "status": x.status, "confidence": x.confidence}
-                for x in sorted(placed.lineage)
+                for x in sorted(placed.lineage | collnet_lineage(cost, placed, tid))
             ],
-            "assumptions": [*d["assumptions"], *placed.notes],
+            "assumptions": [*d["assumptions"], *placed.notes, *collnet_note(cost, placed)],
         }
     )
     return d
@@ -181,7 +201,7 @@ def sweep(
                 "busbw_gb_per_s": cost.busbw_gb_per_s,
                 "algorithm": cost.algorithm,
                 "protocol": cost.protocol,
-                "confidence": confidence(cost, placed),
+                "confidence": confidence(cost, placed, view.g.graph["topology_id"]),
             }
         )
         size *= 2

@@ -12,7 +12,7 @@ from ..core.confidence import of_status
 from ..core.errors import UsageError
 from .algorithms import Cost as AlgoCost
 from .algorithms import Fabric, estimate
-from .calculator import GBPS_TO_BYTES, Placed, place
+from .calculator import GBPS_TO_BYTES, Placed, collnet_lineage, collnet_note, place
 from .cost import Cost, _link
 from .view import TIER_NAMES, Lineage, View
 
@@ -49,7 +49,7 @@ def _cost(view: View, placed: Placed, op: str, size: float, tier: int, hops: int
     network = "scale_up" if f.domains == 1 else ("scale_out" if f.local == 1 else "scale_up+scale_out")
     bottleneck = line_gbps.get(slowest.network) if slowest else None
     # The first assumption ("X / P is what the library runs") is the algorithm column itself.
-    notes = [*extra_notes, *real.assumptions[1:], *placed.notes]
+    notes = [*extra_notes, *real.assumptions[1:], *placed.notes, *collnet_note(real, placed)]
     if queueing > 0:
         notes.append(
             f"queueing: every group of this phase runs at once, so the oversubscribed tier "
@@ -71,7 +71,9 @@ def _cost(view: View, placed: Placed, op: str, size: float, tier: int, hops: int
         latency_s=free.latency_seconds,
         bandwidth_s=free.bandwidth_seconds,
         queueing_s=queueing,
-        lineage=frozenset(placed.lineage | _calibration_lineage(real)),
+        lineage=frozenset(
+            placed.lineage | _calibration_lineage(real) | collnet_lineage(real, placed, view.g.graph["topology_id"])
+        ),
         notes="; ".join(notes),
         links=links,
     )

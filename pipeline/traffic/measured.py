@@ -200,7 +200,7 @@ def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> l
                 "algorithm": cost.algorithm,
                 "protocol": cost.protocol,
                 "algorithm_declared": algorithm or None,
-                "confidence": confidence(cost, placed),
+                "confidence": confidence(cost, placed, topology_id),
             }
         )
     return out
