@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .core import confidence
-from .core.errors import UsageError
+from .core.errors import UnknownIdError, UsageError
 from .core.paths import Layout
 from .core.registry import Tables, open_tables
 from .core.store import sha256_file
@@ -57,8 +57,9 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
     if not found:
         refs = [r["reference_id"] for r in _rows(con, "SELECT reference_id FROM reference_models ORDER BY 1", [])]
         if reference_id not in refs:
-            raise UsageError(f"no reference {reference_id!r}; known: {', '.join(refs)}")
-        raise UsageError(f"reference {reference_id} has no field {field!r} (try `fabricref show {reference_id}`)")
+            raise UnknownIdError("reference", reference_id, refs)
+        fields = [r["field"] for r in _rows(con, "SELECT field FROM fields WHERE reference_id = ?", [reference_id])]
+        raise UnknownIdError("field", field, fields, f"`fabricref show {reference_id}` lists them", reference_id)
     f = found[0]
     result: dict[str, Any] = {
         "reference_id": reference_id,

@@ -19,6 +19,7 @@ from ..core.errors import FabricrefError
 from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options
+from .output import set_width
 
 check_float_options(estimate.estimate_app)
 
@@ -27,6 +28,7 @@ __all__ = ["app", "main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
+    set_width()
     try:
         app(args=argv, prog_name="fabricref")
     except SystemExit as exc:

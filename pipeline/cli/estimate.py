@@ -11,7 +11,7 @@ from rich.table import Table
 from ..core.errors import FabricrefError, UsageError
 from ..core.format import format_quantity
 from .app import app
-from .output import JsonOpt, RootOpt, lay_of, out, print_json
+from .output import JsonOpt, RootOpt, cell, lay_of, make_table, out, print_json
 
 estimate_app = typer.Typer(
     no_args_is_help=True, help="Calculators: collectives, transfers, memory, KV cache, capacity, workloads."
@@ -76,9 +76,9 @@ def _unit_of_key(key: str) -> str | None:
     return None
 
 
-def _cell(key: str, value: Any) -> str:
+def _cell(key: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
+        return cell(value)
     return format_quantity(value, _unit_of_key(key))
 
 
@@ -219,19 +219,19 @@ def _collective_on_topology(
         if as_json:
             print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": CAVEAT})
             return
-        table = Table(
-            "bytes", "seconds", "algbw GB/s", "busbw GB/s", "algorithm", "protocol", title=f"{op} on {topology_id}"
-        )
-        for r in rows:
-            table.add_row(
-                str(r["bytes"]),
-                f"{r['seconds']:.4g}",
-                f"{r['algbw_gb_per_s']:.2f}",
-                f"{r['busbw_gb_per_s']:.2f}",
+        shown = [
+            [
+                format_quantity(r["bytes"] / 1024, "KiB"),  # powers of two, as nccl-tests sizes
+                format_quantity(r["seconds"], "s"),
+                format_quantity(r["algbw_gb_per_s"], "GB/s"),
+                format_quantity(r["busbw_gb_per_s"], "GB/s"),
                 r["algorithm"],
                 r["protocol"],
-            )
-        out.print(table)
+            ]
+            for r in rows
+        ]
+        columns = ("bytes", "time", "algbw", "busbw", "algorithm", "protocol")
+        out.print(make_table(*columns, title=f"{op} on {topology_id}", rows=shown))
         out.print(CAVEAT)
         return
     if plot is not None:
@@ -474,7 +474,7 @@ def estimate_workload(
             }
         )
         return
-    table = Table(
+    columns = (
         "phase",
         "collective",
         "n",
@@ -488,10 +488,9 @@ def estimate_workload(
         "total",
         "dominant",
         "confidence",
-        title=f"{workload_id} on {topology_id}",
     )
-    for p in rows:
-        table.add_row(
+    shown = [
+        [
             p["phase"],
             p["collective"],
             str(p["group_size"]),
@@ -505,8 +504,10 @@ def estimate_workload(
             format_quantity(p["total_seconds"], "s"),
             p["dominant"],
             p["confidence"],
-        )
-    out.print(table)
+        ]
+        for p in rows
+    ]
+    out.print(make_table(*columns, title=f"{workload_id} on {topology_id}", rows=shown))
     rv = r.revealing
     out.print(
         f"To make progress on {rv['for']}: {rv['accelerators_per_progress']} accelerators must communicate; "

@@ -3,19 +3,17 @@ run a stage."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.tree import Tree
 
-from ..core.errors import FabricrefError, UsageError
+from ..core.errors import FabricrefError, UnknownIdError, UsageError
 from ..core.format import format_quantity
 from .app import app
-from .output import JsonOpt, RootOpt, emit, lay_of, out, print_json, print_json_rows, write_csv_batches
+from .output import JsonOpt, RootOpt, emit, lay_of, make_table, out, print_json, print_json_rows, write_csv_batches
 
 # Rows `fabricref query` shows as a table unless --limit says otherwise.
 TABLE_ROWS = 100
@@ -172,7 +170,8 @@ def show(
     lay = lay_of(root)
     _columns, rows = querying.reference_fields(lay, reference)
     if not rows:
-        raise UsageError(f"no reference {reference!r} (see `fabricref references`)")
+        _columns, refs = querying.reference_summaries(lay)
+        raise UnknownIdError("reference", reference, [r[0] for r in refs], "`fabricref references` lists them")
     if as_json:  # exact values for machines
         columns = ["field", "value", "unit", "direction", "status", "source"]
         emit(columns, [(f, text if n is None else n, u, d, st, src) for f, n, text, u, d, st, src in rows], True)
@@ -207,20 +206,15 @@ def diff(
     if not results:
         out.print("no source's latest revision changed a field")
     for r in results:
-        table = Table(
-            "field",
-            "rule",
-            "change",
-            "old",
-            "new",
-            "status",
-            title=f"{r['source_id']}: revision {r['from']['revision']} ({r['from']['sha256'][:12]}) → "
-            f"{r['to']['revision']} ({r['to']['sha256'][:12]})",
-        )
+        rows = []
         for c in r["changes"]:
             st = c["old_status"] if c["old_status"] == c["new_status"] else f"{c['old_status']} → {c['new_status']}"
-            table.add_row(c["field"], c["rule"], c["change"], str(c["old"]), str(c["new"]), str(st))
-        out.print(table)
+            rows.append([c["field"], c["rule"], c["change"], c["old"], c["new"], st])
+        title = (
+            f"{r['source_id']}: revision {r['from']['revision']} ({r['from']['sha256'][:12]}) → "
+            f"{r['to']['revision']} ({r['to']['sha256'][:12]})"
+        )
+        out.print(make_table("field", "rule", "change", "old", "new", "status", title=title, rows=rows))
 
 
 @app.command()
@@ -232,22 +226,22 @@ def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
     if as_json:
         print_json(data)
     else:
-        table = Table("source", "revision", "retrieved_at", "origin", "hash", "rules", "fields by status")
-        for s_ in data["sources"]:
-            table.add_row(
+        rows = [
+            [
                 s_["source_id"],
-                str(s_.get("revision")),
-                str(s_.get("retrieved_at", "")),
-                str(s_.get("origin", "")),
+                s_.get("revision"),
+                s_.get("retrieved_at", ""),
+                s_.get("origin", ""),
                 "ok" if s_.get("hash_ok") else "MISMATCH",
                 "ok" if s_.get("rules_ok") else f"failing: {', '.join(s_.get('failing_rules', []))}",
-                json.dumps(s_.get("fields_by_status", {})),
-            )
-        out.print(table)
-        refs = Table("reference", "fields by status", "unknowns")
-        for r in data["references"]:
-            refs.add_row(r["reference_id"], json.dumps(r["by_status"]), ", ".join(r["unknowns"]))
-        out.print(refs)
+                s_.get("fields_by_status", {}),
+            ]
+            for s_ in data["sources"]
+        ]
+        columns = ("source", "revision", "retrieved_at", "origin", "hash", "rules", "fields by status")
+        out.print(make_table(*columns, rows=rows))
+        refs = [[r["reference_id"], r["by_status"], r["unknowns"]] for r in data["references"]]
+        out.print(make_table("reference", "fields by status", "unknowns", rows=refs))
         for line in data["attention"]:
             out.print(f"needs attention: {line}")
     if data["attention"]:

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
+from ..core.format import format_quantity
 from .app import app
-from .output import JsonOpt, RootOpt, lay_of, out, print_json
+from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
 
 measured_app = typer.Typer(
     no_args_is_help=True, help="Measured nccl-tests / rccl-tests logs: import (pinned by SHA-256) and compare."
@@ -75,22 +75,16 @@ def measured_compare(
     if as_json:
         print_json({"topology_id": topology_id, "placement": placement, "rows": rows})
         return
-    table = Table(
-        "measurement",
-        "bytes",
-        "measured busbw GB/s",
-        "model busbw GB/s",
-        "ratio",
-        "algorithm / protocol",
-        title=f"model vs measured on {topology_id} ({placement})",
-    )
-    for r in rows:
-        table.add_row(
+    shown = [
+        [
             r["measurement_id"],
-            str(r["bytes"]),
-            f"{r['measured_busbw_gb_per_s']:.2f}",
-            f"{r['model_busbw_gb_per_s']:.2f}",
+            format_quantity(r["bytes"] / 1024, "KiB"),  # powers of two, as nccl-tests sizes
+            format_quantity(r["measured_busbw_gb_per_s"], "GB/s"),
+            format_quantity(r["model_busbw_gb_per_s"], "GB/s"),
             "" if r["ratio"] is None else f"{r['ratio']:.3f}",
             f"{r['algorithm']} / {r['protocol']}",
-        )
-    out.print(table)
+        ]
+        for r in rows
+    ]
+    columns = ("measurement", "bytes", "measured busbw", "model busbw", "model / measured", "algorithm / protocol")
+    out.print(make_table(*columns, title=f"model vs measured on {topology_id} ({placement})", rows=shown))

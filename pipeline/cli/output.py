@@ -22,6 +22,85 @@ from ..core.paths import Layout, layout
 # markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.
 out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 200)
 
+
+def set_width() -> None:
+    """The table width for this command: COLUMNS when set (as a terminal or a CI job declares it), the terminal's
+    own width, or 200 when printing to a pipe or file (so redirected output is not wrapped at 80)."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        out.width = int(columns)
+    elif sys.stdout.isatty():
+        out.width = os.get_terminal_size(sys.stdout.fileno()).columns if hasattr(sys.stdout, "fileno") else 80
+    else:
+        out.width = 200
+
+
+def make_table(*columns: str, keys: int = 1, title: str | None = None, rows: list[list[Any]] | None = None) -> Any:
+    """Rows as a table whose first `keys` columns are identifiers, never cut to an ellipsis: kept whole on one
+    line when they fit beside the other columns, else wrapped (folded); other columns wrap too. When even the
+    narrowest layout is wider than the terminal, each row is printed as its own block of `column  value` lines
+    (keys first), so nothing is cut at any width. Nested cells (dicts, lists) become sub-tables (`cell`)."""
+    from rich.measure import Measurement
+
+    rows = rows or []
+    width = out.width or 80
+    # Borders and padding take 3 characters per column; the key columns stay whole when the others keep at least
+    # 8 characters each beside them.
+    room = width - 3 * len(columns) - 1 - 8 * (len(columns) - keys)
+    longest = [max([len(c), *(len(str(r[i])) for r in rows if r[i] is not None)]) for i, c in enumerate(columns)]
+    whole = sum(longest[:keys]) <= room
+    t = Table(title=title)
+    for i, name in enumerate(columns):
+        if i < keys:
+            t.add_column(name, overflow="fold", no_wrap=whole, min_width=longest[i] if whole else None)
+        else:
+            t.add_column(name, overflow="fold")
+    for r in rows:
+        t.add_row(*(cell(v) for v in r))
+    # Measured unbounded: rich clamps a measurement to the width it is given, hiding that the table cannot fit.
+    if Measurement.get(out, out.options.update(width=10**6), t).minimum <= width or len(columns) <= 2:
+        return t
+    records = Table("column", "value", title=title, show_lines=False)
+    records.columns[0].overflow = records.columns[1].overflow = "fold"
+    for r in rows:
+        for i, (name, v) in enumerate(zip(columns, r, strict=True)):
+            records.add_row(name, cell(v), end_section=i == len(columns) - 1)
+    return records
+
+
+def cell(value: Any) -> Any:
+    """A table cell: None empty, a dict a two-column sub-table (key, value), a list of dicts a sub-table with their
+    keys as columns, a list of scalars one item per line; everything else its text. Never raw dicts or JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        if not value:
+            return ""
+        sub = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0))
+        sub.add_column(overflow="fold")
+        sub.add_column(overflow="fold")
+        for k, v in value.items():
+            sub.add_row(str(k), cell(v))
+        return sub
+    if isinstance(value, list | tuple):
+        if value and all(isinstance(v, dict) for v in value):
+            names = list(dict.fromkeys(k for v in value for k in v))
+            sub = Table(*names, box=None, pad_edge=False, padding=(0, 1, 0, 0))
+            for v in value:
+                sub.add_row(*(cell(v.get(k)) for k in names))
+            return sub
+        if any(isinstance(v, dict | list | tuple) for v in value):
+            sub = Table(show_header=False, box=None, pad_edge=False, padding=(0, 0, 0, 0))
+            sub.add_column(overflow="fold")
+            for v in value:
+                sub.add_row(cell(v))
+            return sub
+        return "\n".join(str(v) for v in value)
+    return str(value)
+
+
 RootOpt = Annotated[Path | None, typer.Option("--root", help="Checkout root (default: found from the cwd).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -75,10 +154,7 @@ def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: 
         # a computed result, where they mean an input out of range.
         print_json(strict([dict(zip(columns, row, strict=True)) for row in rows]))
         return
-    table = Table(*columns, title=title)
-    for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
-    out.print(table)
+    out.print(make_table(*columns, title=title, rows=[list(r) for r in rows]))
 
 
 def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:

@@ -3,16 +3,14 @@ verb loads only that stage's code (the DVC deps of a stage equal its import clos
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ..core.errors import FabricrefError, UsageError
 from .app import app
-from .output import JsonOpt, RootOpt, lay_of, out, print_json
+from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
 
 
 @app.command()
@@ -56,10 +54,8 @@ def retrieve(
         out.print(f"[{done}/{total}] {o.source_id}: {o.action}" + (f" — {o.detail}" if o.action == "failed" else ""))
 
     outcomes = stage.refresh(lay, sources, mirror=mirror, policy=policy, wait_for_lock=not no_wait, progress=progress)
-    table = Table("source", "outcome", "revision", "detail")
-    for o in outcomes:
-        table.add_row(o.source_id, o.action, str(o.revision or ""), o.detail)
-    out.print(table)
+    rows = [[o.source_id, o.action, o.revision or "", o.detail] for o in outcomes]
+    out.print(make_table("source", "outcome", "revision", "detail", rows=rows))
     failed = [o for o in outcomes if o.action == "failed"]
     if failed:
         raise FabricrefError(
@@ -136,7 +132,7 @@ def topology_(
     if as_json:
         print_json(summary)
         return
-    table = Table("property", "value", title=f"{summary['topology_id']} — {summary['title']}")
+    rows = []
     for key in (
         "kind",
         "accelerators",
@@ -149,10 +145,11 @@ def topology_(
         "bisection_bandwidth_gbps",
         "hops",
         "scale_out_protocol",
+        "scale_out_in_network_reduction",
     ):
-        value = summary[key]
-        table.add_row(key, json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value))
-    out.print(table)
+        if summary.get(key) is not None:
+            rows.append([key, summary[key]])
+    out.print(make_table("property", "value", title=f"{summary['topology_id']} — {summary['title']}", rows=rows))
     out.print(summary["caveat"])
 
 

@@ -33,3 +33,32 @@ class ExtractionError(FabricrefError):
 
 class CompileError(FabricrefError):
     """Records and models cannot be combined into a consistent registry."""
+
+
+class UnknownIdError(UsageError):
+    """A misspelt id (reference, topology, workload, field...): bad usage that names the closest known ids, so the
+    reader retypes one instead of listing them. `known` is kept for a caller that widens the search."""
+
+    def __init__(self, what: str, name: str, known: list[str], hint: str = "", within: str = "") -> None:
+        self.what, self.name, self.known = what, name, sorted(set(known))
+        close = did_you_mean(name, self.known)
+        message = f"no {what} {name!r}" + (f" in {within}" if within else "")
+        if close:
+            message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        if len(self.known) <= 12:
+            message += f" (known: {', '.join(self.known) or 'none'})"
+        else:
+            message += f" ({len(self.known)} known)"
+        if hint:
+            message += f"; {hint}"
+        super().__init__(message)
+
+
+def did_you_mean(name: str, known: list[str], n: int = 3) -> list[str]:
+    """The known ids closest to `name` (difflib's ratio ≥ 0.6; a case-only difference always counts), best first."""
+    import difflib
+
+    lowered = {k.lower(): k for k in known}
+    exact_case = [lowered[name.lower()]] if name.lower() in lowered and name not in known else []
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.6)
+    return list(dict.fromkeys([*exact_case, *(lowered[c] for c in close)]))[:n]

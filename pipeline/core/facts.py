@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import confidence
-from .errors import CompileError, UsageError
+from .errors import CompileError, UnknownIdError
 from .paths import Layout
 from .registry import Tables, table_paths
 
@@ -116,7 +116,7 @@ def load_facts(lay: Layout, reference_id: str) -> Facts:
         refs = t.rows("SELECT * FROM reference_models WHERE reference_id = ?", reference_id)
         if not refs:
             known = [r["reference_id"] for r in t.rows("SELECT reference_id FROM reference_models ORDER BY 1")]
-            raise UsageError(f"no reference {reference_id!r}; known: {', '.join(known)}")
+            raise UnknownIdError("reference", reference_id, known)
         fields = {r["field"]: r for r in t.rows("SELECT * FROM fields WHERE reference_id = ?", reference_id)}
         assumptions = {r["field"]: r for r in t.rows("SELECT * FROM assumptions WHERE reference_id = ?", reference_id)}
         params = {r["name"]: r for r in t.rows("SELECT * FROM parameters WHERE reference_id = ?", reference_id)}

@@ -14,7 +14,7 @@ from typing import Any
 
 import networkx as nx
 
-from .errors import UsageError
+from .errors import UnknownIdError, UsageError
 from .paths import Layout
 from .registry import Tables, table_paths
 
@@ -114,9 +114,11 @@ class Topologies:
 
     def _load(self, topology_id: str) -> Topology:
         if topology_id not in self.ids:
-            raise UsageError(
-                f"no topology {topology_id!r} in registry/topology/ (known: {', '.join(self.ids)}); "
-                "a new reference or cluster needs `dvc repro` first"
+            raise UnknownIdError(
+                "topology",
+                topology_id,
+                self.ids,
+                "registry/topology/ holds the built ones: a new reference or cluster needs `dvc repro` first",
             )
         (graph_row,) = self.tables.rows("SELECT * FROM topology_graphs WHERE topology_id = ?", topology_id)
         endpoint = graph_row.pop("endpoint_latency_ns")

@@ -7,7 +7,7 @@ from typing import Any
 
 import networkx as nx
 
-from ..core.errors import CompileError, UsageError
+from ..core.errors import CompileError, UnknownIdError, UsageError
 from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS
@@ -37,7 +37,10 @@ def load_clusters(lay: Layout) -> list[Cluster]:
 
 def build(lay: Layout, topology_id: str) -> nx.Graph:
     """Choosing a reference or a cluster rebuilds its topology from the registry."""
-    path = find_cluster(lay, topology_id)
+    try:
+        path = find_cluster(lay, topology_id)
+    except UsageError:
+        path = None  # not a cluster id; named as a topology below, with the closest ids
     if path is not None:
         cluster = load_cluster(path, _params(lay))
         product = cluster.fabric.switch_product
@@ -49,7 +52,11 @@ def build(lay: Layout, topology_id: str) -> nx.Graph:
                 raise CompileError(f"{path}: at $.scale_out.switch_product: {exc}") from None
             switch = switch_product(cluster, product_facts)
         return build_cluster(cluster, load_facts(lay, cluster.building_block), defaults(lay), switch)
-    facts = load_facts(lay, topology_id)
+    try:
+        facts = load_facts(lay, topology_id)
+    except UnknownIdError as exc:
+        # A topology is a reference or a cluster: the closest of either.
+        raise UnknownIdError("topology", topology_id, exc.known + [p.stem for p in cluster_paths(lay)]) from None
     if facts.form_factor == "cluster":
         raise UsageError(
             f"{topology_id} is a cluster-level reference: its topology is the cluster model "

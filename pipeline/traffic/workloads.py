@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UsageError, ValidationError
+from ..core.errors import UnknownIdError, ValidationError
 from ..core.paths import Layout, check_slug
 from ..core.schemas import _line_of, load_model, load_yaml
 from ..formats.workload import (
@@ -209,12 +209,12 @@ def workload_paths(lay: Layout) -> list[Path]:
 
 
 def find_workload(lay: Layout, workload_id: str) -> Workload:
+    known = [p.stem for p in workload_paths(lay)]
     try:
         check_slug(workload_id, "workload id")
     except ValidationError as exc:
-        raise UsageError(str(exc)) from None
+        raise UnknownIdError("workload", workload_id, known, str(exc)) from None
     path = lay.root / "models" / "workloads" / f"{workload_id}.yaml"
     if not path.exists():
-        known = ", ".join(p.stem for p in workload_paths(lay))
-        raise UsageError(f"no workload {workload_id!r}; known: {known}")
+        raise UnknownIdError("workload", workload_id, known)
     return load_workload(path)
