@@ -18,7 +18,7 @@ from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
-from . import LAYOUT_CAVEAT, drawings, heat
+from . import LAYOUT_CAVEAT, drawings, heat, measured
 
 STATUSES = (
     "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
@@ -174,6 +174,7 @@ def run(lay: Layout) -> Path:
         )
         atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
     plots = _plots(out, traffic, lay)
+    compared = measured.write(lay, out, env, caveats)  # model vs measured logs: its own page
     index = env.get_template("index.html.j2").render(
         title="fabricref report",
         root="",
@@ -183,6 +184,7 @@ def run(lay: Layout) -> Path:
         workloads=workloads,
         drawings=drawing_links,
         plots=plots,
+        measured=compared,
     )
     atomic_write_bytes(out / "index.html", index.encode())
     return out

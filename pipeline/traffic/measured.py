@@ -114,12 +114,21 @@ def import_log(
     return pin, log, new
 
 
-def _rows(lay: Layout) -> list[tuple[Any, ...]]:
+def _logs(lay: Layout) -> list[tuple[Path, MeasuredPin, Log]]:
+    """Every pinned log, parsed again from the store (the bytes the pin names, not the file imported)."""
     store = SnapshotStore(lay.store_dir)
-    rows = []
+    out = []
     for path, pin in _pins(lay):
         text = store.read(pin.sha256).decode("utf-8")
-        log = parse_text(text, f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})", pin.op)
+        out.append(
+            (path, pin, parse_text(text, f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})", pin.op))
+        )
+    return out
+
+
+def _rows(lay: Layout) -> list[tuple[Any, ...]]:
+    rows = []
+    for _path, pin, log in _logs(lay):
         for r in log.rows:
             rows.append(
                 (
@@ -144,19 +153,77 @@ def _rows(lay: Layout) -> list[tuple[Any, ...]]:
     return rows
 
 
+def measured_rows(lay: Layout) -> list[dict[str, Any]]:
+    """Every row of every pinned log with what cites it (hash, file name, origin, pin), in pin and line order."""
+    out = []
+    for path, pin, log in _logs(lay):
+        for r in log.rows:
+            out.append(
+                {
+                    "measurement_id": pin.measurement_id,
+                    "sha256": pin.sha256,
+                    "origin": pin.origin,
+                    "file_name": pin.file_name,
+                    "pin": lay.relative(path),
+                    "topology_id": pin.topology_id,
+                    "op": pin.op,
+                    "algorithm_declared": pin.algorithm,
+                    "ranks": pin.ranks,
+                    "hosts": pin.hosts,
+                    "placement": r.placement,
+                    "bytes": r.bytes,
+                    "line": r.line,
+                    "measured_seconds": r.time_us * 1e-6,
+                    "measured_busbw_gb_per_s": r.busbw_gb_per_s,
+                }
+            )
+    return out
+
+
 def write_measurements(lay: Layout) -> Path:
     from ..core.registry import write_table
 
     return write_table(table_dir(lay), TABLE, COLUMNS, ["measurement_id", "placement", "bytes", "line"], _rows(lay))
 
 
+def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The model beside each measured row (same order): the same op, ranks and forced algorithm on the topology
+    the log ran on; its time, busbw, model / measured busbw ratio, chosen algorithm and protocol, confidence."""
+    from .algorithms import estimate
+    from .calculator import _technology, confidence, place, view_for
+    from .calibration import load_calibration
+
+    if not measured:
+        return []
+    cal = load_calibration(lay.root)
+    view = view_for(lay, topology_id)
+    tech = _technology(lay, view.reference)
+    placed_by_ranks: dict[int, Any] = {}
+    out = []
+    for m in measured:
+        ranks = m["ranks"]
+        placed = placed_by_ranks.get(ranks) or placed_by_ranks.setdefault(
+            ranks, place(view, cal, ranks, technology=tech)
+        )
+        cost = estimate(cal, m["op"], placed.fabric, float(m["bytes"]), m["algorithm_declared"] or None)
+        busbw = m["measured_busbw_gb_per_s"]
+        out.append(
+            {
+                "model_seconds": cost.seconds,
+                "model_busbw_gb_per_s": cost.busbw_gb_per_s,
+                "ratio": cost.busbw_gb_per_s / busbw if busbw > 0 else None,
+                "algorithm": cost.algorithm,
+                "protocol": cost.protocol,
+                "algorithm_declared": m["algorithm_declared"] or None,
+                "confidence": confidence(cost, placed, topology_id),
+            }
+        )
+    return out
+
+
 def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> list[dict[str, Any]]:
     """Per measured size: measured busbw, the model's busbw for the same op, ranks and algorithm, their ratio."""
     import duckdb
-
-    from .algorithms import estimate
-    from .calculator import place, view_for
-    from .calibration import load_calibration
 
     path = table_dir(lay) / f"{TABLE}.parquet"
     if not path.exists():
@@ -173,34 +240,21 @@ def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> l
         con.close()
     if not rows:
         raise UsageError(f"no measurements for topology {topology_id!r}: run measured import FILE --topology ID")
-    cal = load_calibration(lay.root)
-    view = view_for(lay, topology_id)
-    from .calculator import _technology, confidence
-
-    tech = _technology(lay, view.reference)
-    placed_by_ranks: dict[int, Any] = {}
-    out = []
-    for mid, sha, op, algorithm, ranks, size, time_us, busbw in rows:
-        placed = placed_by_ranks.get(ranks) or placed_by_ranks.setdefault(
-            ranks, place(view, cal, ranks, technology=tech)
-        )
-        cost = estimate(cal, op, placed.fabric, float(size), algorithm or None)
-        out.append(
-            {
-                "measurement_id": mid,
-                "sha256": sha,
-                "op": op,
-                "ranks": ranks,
-                "bytes": size,
-                "measured_seconds": time_us * 1e-6,
-                "model_seconds": cost.seconds,
-                "measured_busbw_gb_per_s": busbw,
-                "model_busbw_gb_per_s": cost.busbw_gb_per_s,
-                "ratio": cost.busbw_gb_per_s / busbw if busbw > 0 else None,
-                "algorithm": cost.algorithm,
-                "protocol": cost.protocol,
-                "algorithm_declared": algorithm or None,
-                "confidence": confidence(cost, placed, topology_id),
-            }
-        )
-    return out
+    measured = [
+        {
+            "measurement_id": mid,
+            "sha256": sha,
+            "op": op,
+            "ranks": ranks,
+            "bytes": size,
+            "measured_seconds": time_us * 1e-6,
+            "measured_busbw_gb_per_s": busbw,
+            "algorithm_declared": algorithm or None,
+        }
+        for mid, sha, op, algorithm, ranks, size, time_us, busbw in rows
+    ]
+    keys = ("measurement_id", "sha256", "op", "ranks", "bytes", "measured_seconds", "measured_busbw_gb_per_s")
+    return [
+        {**{k: m[k] for k in keys}, **model}
+        for m, model in zip(measured, model_rows(lay, topology_id, measured), strict=True)
+    ]

@@ -1,0 +1,101 @@
+"""The report's model-vs-measured page: measured busbw of every pinned nccl-tests / rccl-tests log beside the
+model's busbw at the same sizes, one plot per log, each log cited by its file name, origin, pin and SHA-256.
+
+Reads registry/comparison/measured_vs_model.parquet (the `comparison` stage's output) and nothing else, so the
+report stays a function of the registry. Without measured logs the page says how to import one.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from ..core.files import atomic_write_bytes
+from ..core.format import format_quantity
+from ..core.paths import Layout
+from ..core.registry import Tables
+
+TABLE = "measured_vs_model"
+PAGE = "measured.html"
+# Applied only while a plot is drawn (as drawings.py does): deterministic SVG, text kept as text.
+STYLE = {"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8}
+
+
+def table_path(lay: Layout) -> Path:
+    return lay.registry_dir / "comparison" / f"{TABLE}.parquet"
+
+
+def _logs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per log (out-of-place rows: what nccl-tests reports first), its rows by size, readable cells."""
+    logs: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["placement"] != "out-of-place":
+            continue
+        log = logs.setdefault(
+            r["measurement_id"],
+            {k: r[k] for k in ("measurement_id", "sha256", "origin", "file_name", "pin", "topology_id", "op")}
+            | {"ranks": r["ranks"], "hosts": r["hosts"], "algorithm_declared": r["algorithm_declared"], "rows": []},
+        )
+        log["rows"].append(
+            {
+                **r,
+                "size": format_quantity(r["bytes"] / 1024, "KiB"),
+                "measured": format_quantity(r["measured_busbw_gb_per_s"], "GB/s"),
+                "model": format_quantity(r["model_busbw_gb_per_s"], "GB/s"),
+                "measured_time": format_quantity(r["measured_seconds"], "s"),
+                "model_time": format_quantity(r["model_seconds"], "s"),
+                "ratio_text": "—" if r["ratio"] is None else f"{r['ratio']:.3f}",
+            }
+        )
+    for log in logs.values():
+        log["rows"].sort(key=lambda x: x["bytes"])
+        log["plot"] = f"plots/measured-{log['measurement_id']}.svg"
+    return [logs[k] for k in sorted(logs)]
+
+
+def plot(log: dict[str, Any]) -> bytes:
+    """Measured busbw (crosses) and the model's (line, one marker per chosen algorithm / protocol) against the
+    buffer size on a log2 axis."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(7, 3.4))
+        ax = fig.add_subplot()
+        rows = log["rows"]
+        sizes = [r["bytes"] for r in rows]
+        ax.plot(sizes, [r["model_busbw_gb_per_s"] for r in rows], color="#1f77b4", label="model")
+        for label in sorted({f"{r['algorithm']} / {r['protocol']}" for r in rows}):
+            pts = [r for r in rows if f"{r['algorithm']} / {r['protocol']}" == label]
+            ax.scatter(
+                [r["bytes"] for r in pts], [r["model_busbw_gb_per_s"] for r in pts], s=14, label=f"model: {label}"
+            )
+        ax.scatter(sizes, [r["measured_busbw_gb_per_s"] for r in rows], marker="x", color="black", label="measured")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("buffer size S (bytes)")
+        ax.set_ylabel("busbw (GB/s, nccl-tests convention)")
+        ax.set_title(
+            f"{log['op']} on {log['topology_id']}, {log['ranks']} ranks: {log['file_name']} "
+            f"(sha256 {log['sha256'][:12]})",
+            fontsize=8,
+        )
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def write(lay: Layout, out: Path, env: Any, caveats: list[str]) -> dict[str, Any]:
+    """Write measured.html and one plot per log under `out`; return the index's link to the page."""
+    with Tables({TABLE: table_path(lay)}) as t:
+        rows = t.rows(f"SELECT * FROM {TABLE} ORDER BY measurement_id, placement, bytes, line")
+    logs = _logs(rows)
+    for log in logs:
+        atomic_write_bytes(out / log["plot"], plot(log))
+    page = env.get_template("measured.html.j2").render(
+        title="Model vs measured (nccl-tests / rccl-tests logs)", root="", caveats=caveats, logs=logs
+    )
+    atomic_write_bytes(out / PAGE, page.encode())
+    return {"page": PAGE, "logs": len(logs)}

@@ -1,0 +1,74 @@
+"""`python -m pipeline.traffic.comparison` (the DVC stage `comparison`): every pinned measured log beside the
+model, for the report.
+
+Reads the measured pins (sources/measured/*.json) and the logs' bytes from the snapshot store (never the
+`measurements` table, which `fabricref measured import` writes outside DVC), costs each measured size with the
+calibrated model on the topology the log ran on, and writes registry/comparison/measured_vs_model.parquet: one row
+per log, placement and size, with the log's hash, file name and origin so the report can cite it. No pins: an
+empty table (the report then says how to import one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.entry import run_stage
+from ..core.paths import Layout
+from ..core.registry import write_table
+from .measured import measured_rows, model_rows
+
+TABLE = "measured_vs_model"
+COLUMNS = [
+    ("measurement_id", "VARCHAR"),
+    ("sha256", "VARCHAR"),
+    ("origin", "VARCHAR"),
+    ("file_name", "VARCHAR"),
+    ("pin", "VARCHAR"),
+    ("topology_id", "VARCHAR"),
+    ("op", "VARCHAR"),
+    ("ranks", "INTEGER"),
+    ("hosts", "INTEGER"),
+    ("placement", "VARCHAR"),
+    ("bytes", "BIGINT"),
+    ("line", "INTEGER"),
+    ("measured_seconds", "DOUBLE"),
+    ("model_seconds", "DOUBLE"),
+    ("measured_busbw_gb_per_s", "DOUBLE"),
+    ("model_busbw_gb_per_s", "DOUBLE"),
+    ("ratio", "DOUBLE"),
+    ("algorithm", "VARCHAR"),
+    ("protocol", "VARCHAR"),
+    ("algorithm_declared", "VARCHAR"),
+    ("confidence", "VARCHAR"),
+]
+
+
+def comparison_dir(lay: Layout) -> Path:
+    return lay.registry_dir / "comparison"
+
+
+def run(lay: Layout) -> tuple[Path, int]:
+    """Write the table; returns its path and how many logs it compares."""
+    measured = measured_rows(lay)
+    by_topology: dict[str, list[dict]] = {}
+    for m in measured:
+        by_topology.setdefault(m["topology_id"], []).append(m)
+    rows = []
+    for topology_id in sorted(by_topology):
+        for m, model in zip(
+            by_topology[topology_id], model_rows(lay, topology_id, by_topology[topology_id]), strict=True
+        ):
+            rows.append(tuple({**m, **model}[c] for c, _ in COLUMNS))
+    path = write_table(
+        comparison_dir(lay), TABLE, COLUMNS, ["topology_id", "measurement_id", "placement", "bytes", "line"], rows
+    )
+    return path, len({m["measurement_id"] for m in measured})
+
+
+def main(lay: Layout) -> str:
+    path, logs = run(lay)
+    return f"compared {logs} measured log(s) with the model into {lay.relative(path)}"
+
+
+if __name__ == "__main__":
+    run_stage(main)
