@@ -78,6 +78,13 @@ KEY_FIGURES = {
     ("nvidia-vera-rubin-nvl144", "accelerator.memory"): (288, "GB", None, "preliminary"),
     ("nvidia-vera-rubin-nvl144", "accelerator.memory_total"): (20736, "GB", None, "derived"),
     ("nvidia-vera-rubin-nvl144", "cpu.count"): (36, "count", None, "preliminary"),
+    # Dies apart from packages: NVIDIA's blog "two reticle-sized dies" per Blackwell Ultra GPU (72 x 2 = 144 in GB300
+    # NVL72, 8 x 2 = 16 in DGX B300); Vera Rubin "144 Rubin GPUs (in 72 packages)" -> 2 per package.
+    ("nvidia-gb300-nvl72", "accelerator.dies_per_package"): (2, "count", None, "published"),
+    ("nvidia-gb300-nvl72", "accelerator.dies"): (144, "count", None, "derived"),
+    ("nvidia-dgx-b300", "accelerator.dies"): (16, "count", None, "derived"),
+    ("nvidia-vera-rubin-nvl144", "accelerator.dies"): (144, "count", None, "preliminary"),
+    ("nvidia-vera-rubin-nvl144", "accelerator.dies_per_package"): (2, "count", None, "derived"),
     ("illustrative-h100-4096", "cluster.accelerators"): (4096, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.leaf.count"): (128, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.spine.count"): (128, "count", None, "derived"),
