@@ -108,6 +108,15 @@ def test_explicit_ranges_place_every_rank(built_registry, tmp_path):
         _dp(g, straddle)
 
 
+def test_a_declared_list_using_an_accelerator_twice_is_refused(built_registry):
+    from pipeline.traffic.placement import place, training_groups
+
+    g = _tiny(built_registry)
+    accs = [f"b0/gpu{i}" for i in range(8)] + [f"b1/gpu{i}" for i in range(7)] + ["b0/gpu3"]
+    with pytest.raises(PlacementError, match=r"uses an accelerator twice: b0/gpu3$"):
+        place(g, 16, training_groups(8, 1, 2), declared=accs)
+
+
 def test_explicit_ranges_are_checked_when_the_workload_loads(tmp_path):
     head = "placement:\n  strategy: explicit\n  ranges:\n    - {first_rank: 0, ranks: 8, accelerator: 0}\n"
     with pytest.raises(ValidationError, match=r"ranges\[1\]: rank 4 is already placed by ranges\[0\]"):

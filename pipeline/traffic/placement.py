@@ -108,7 +108,11 @@ def place(
         unknown = [a for a in accs if a not in domain]
         if unknown:
             raise PlacementError(f"{what}: declared accelerators not in topology {tid}: {', '.join(unknown[:5])}")
-        twice = sorted({a for a in accs if accs.count(a) > 1})
+        seen: set[str] = set()
+        again: set[str] = set()
+        for a in accs:  # one pass: 131,072 ranks must not cost n² look-ups
+            (again if a in seen else seen).add(a)
+        twice = sorted(again)
         if twice:
             raise PlacementError(f"{what}: declared placement uses an accelerator twice: {', '.join(twice[:5])}")
     else:
