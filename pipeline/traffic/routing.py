@@ -151,6 +151,7 @@ class Fabric:
         self.index = dict(zip(self.nodes, range(len(self.nodes)), strict=True))
         self.kind_of = {n: d.get("kind", "") for n, d in node_data}  # scalar look-ups without numpy overhead
         self.kind = np.array(list(self.kind_of.values()), dtype=object)
+        self._endpoint = np.isin(self.kind, ("accelerator", "nic"))
         self._ids: dict[tuple[str, str], int] = {}
         self.edges: list[tuple[str, str]] = []
         self.edge_data: list[dict[str, Any]] = []
@@ -169,7 +170,6 @@ class Fabric:
             self.edges.append((u, v))
             self.edge_data.append(self.g[u][v])
             self._ids[(u, v)], self._ids[(v, u)] = 2 * e, 2 * e + 1
-            self._arrays.clear()
             got = self._ids[(a, b)]
         return got
 
@@ -178,25 +178,33 @@ class Fabric:
         return 2 * len(self.edges)
 
     def _array(self, name: str) -> np.ndarray:
-        if not self._arrays:
-            data = self.edge_data
-            gbps = np.array([np.nan if d["bandwidth_gbps"] is None else d["bandwidth_gbps"] for d in data])
-            eu = np.fromiter((self.index[u] for u, _ in self.edges), dtype=np.int64, count=len(self.edges))
-            ev = np.fromiter((self.index[v] for _, v in self.edges), dtype=np.int64, count=len(self.edges))
-            tail, head = np.empty(2 * eu.size, dtype=np.int64), np.empty(2 * eu.size, dtype=np.int64)
+        """Per-link arrays, extended for the edges registered since they were last built (never rebuilt whole:
+        a 131,072-GPU job registers links phase by phase)."""
+        done = self._arrays["eu"].size if self._arrays else 0
+        if done < len(self.edges):
+            data = self.edge_data[done:]
+            edges = self.edges[done:]
+            n = len(edges)
+            gbps = np.array([np.nan if d["bandwidth_gbps"] is None else d["bandwidth_gbps"] for d in data], float)
+            eu = np.fromiter((self.index[u] for u, _ in edges), dtype=np.int64, count=n)
+            ev = np.fromiter((self.index[v] for _, v in edges), dtype=np.int64, count=n)
+            tail, head = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
             tail[0::2], tail[1::2], head[0::2], head[1::2] = eu, ev, ev, eu
-            endpoint = np.isin(self.kind, ("accelerator", "nic"))
-            self._arrays.update(
-                capacity=np.repeat(gbps * GBPS_TO_BYTES, 2),  # bytes/s per direction, per directed link
-                latency=np.repeat(np.array([d["latency_ns"] or 0.0 for d in data], dtype=float), 2),
-                network=np.array([d["network"] for d in data], dtype=object),
-                eu=eu,
-                ev=ev,
-                tail=tail,
-                head=head,
+            endpoint = self._endpoint
+            new = {
+                "capacity": np.repeat(gbps * GBPS_TO_BYTES, 2),  # bytes/s per direction, per directed link
+                "latency": np.repeat(np.array([d["latency_ns"] or 0.0 for d in data], dtype=float), 2),
+                "network": np.array([d["network"] for d in data], dtype=object),
+                "eu": eu,
+                "ev": ev,
+                "tail": tail,
+                "head": head,
                 # Access links touch an accelerator or a NIC: what a rank injects or receives, shared by its flows.
-                access=endpoint[tail] | endpoint[head],
-            )
+                "access": endpoint[tail] | endpoint[head],
+            }
+            if self._arrays:
+                new = {k: np.concatenate([self._arrays[k], v]) for k, v in new.items()}
+            self._arrays = new
         return self._arrays[name]
 
     @property
@@ -296,8 +304,6 @@ class Fabric:
                 ids[(u, v)], ids[(v, u)] = 2 * e, 2 * e + 1
                 got = ids[(a, b)]
             out[i] = got
-        if new.size:
-            self._arrays.clear()
         return out
 
     def _ensure_endpoints(self, positions: np.ndarray) -> None:
