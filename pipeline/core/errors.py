@@ -35,6 +35,10 @@ class CompileError(FabricrefError):
     """Records and models cannot be combined into a consistent registry."""
 
 
+# Up to this many known ids are listed in full (every shipped topology); beyond, their count and a hint.
+LIST_KNOWN = 30
+
+
 class UnknownIdError(UsageError):
     """A misspelt id (reference, topology, workload, field...): bad usage that names the closest known ids, so the
     reader retypes one instead of listing them. `known` is kept for a caller that widens the search."""
@@ -45,7 +49,7 @@ class UnknownIdError(UsageError):
         message = f"no {what} {name!r}" + (f" in {within}" if within else "")
         if close:
             message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
-        if len(self.known) <= 12:
+        if len(self.known) <= LIST_KNOWN:
             message += f" (known: {', '.join(self.known) or 'none'})"
         else:
             message += f" ({len(self.known)} known)"
