@@ -455,36 +455,50 @@ def link_rows(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
     Links of domains that replicate a representative (exact symmetry) get the representative's figures."""
     nl = fabric.n_links
     lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
-    used = np.flatnonzero(lb > 0)
-    arcs: list[tuple[str, str, int]] = [(fabric.edges[i // 2][i % 2], fabric.edges[i // 2][1 - i % 2], i) for i in used]
+    edges = fabric.edges
+    # Plain ints and lists from here on: numpy scalars and the fabric's array properties cost per access.
+    used = np.flatnonzero(lb > 0).tolist()
+    arcs: list[tuple[str, str, int]] = [(edges[i // 2][i % 2], edges[i // 2][1 - i % 2], i) for i in used]
     for rep, others in load.replicas:
         rep_links = fabric.domain_arcs.get(rep)
         if rep_links is None:
             continue
-        hot = np.flatnonzero(lb[rep_links] > 0)
+        hot = np.flatnonzero(lb[rep_links] > 0).tolist()
+        links = rep_links.tolist()
         for d in others:
             names = fabric.local_arc_names(d)
-            arcs += [(names[k][0], names[k][1], int(rep_links[k])) for k in hot]
+            arcs += [(names[k][0], names[k][1], links[k]) for k in hot]
+    # Per-arc numbers converted once, as arrays (a numpy scalar per arc and field was most of this function).
+    idx = np.fromiter((i for _, _, i in arcs), dtype=np.int64, count=len(arcs))
+    arc_bytes, arc_util = lb[idx].tolist(), lu[idx].tolist()
+    arc_flows = lf[idx].astype(np.int64).tolist()
+    arc_gbps = (fabric.capacity[idx] / 1e9 * 8).tolist()
+    network, eu, ev, kind = fabric.network, fabric.eu, fabric.ev, fabric.kind
+    tiers: dict[tuple[str, str], str] = {}
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for tail, head, i in arcs:
+    for (tail, head, i), nbytes, util, flows, gbps in zip(arcs, arc_bytes, arc_util, arc_flows, arc_gbps, strict=True):
         a, b = (tail, head) if tail <= head else (head, tail)
         row = rows.get((a, b))
         if row is None:
             e = i // 2
+            kinds = (kind[eu[e]], kind[ev[e]])
+            tier = tiers.get(kinds)
+            if tier is None:
+                tier = tiers[kinds] = tier_name(*kinds)
             row = rows[(a, b)] = {
                 "source": a,
                 "target": b,
-                "network": fabric.network[e],
-                "tier": tier_name(fabric.kind[fabric.eu[e]], fabric.kind[fabric.ev[e]]),
+                "network": network[e],
+                "tier": tier,
                 "bytes_forward": 0.0,
                 "bytes_reverse": 0.0,
-                "capacity_gbps": float(fabric.capacity[i] / 1e9 * 8),
+                "capacity_gbps": gbps,
                 "utilization": 0.0,
                 "flows": 0,
             }
-        row["bytes_forward" if tail == a else "bytes_reverse"] += float(lb[i])
-        row["utilization"] = max(row["utilization"], float(lu[i]))
-        row["flows"] += int(lf[i])
+        row["bytes_forward" if tail == a else "bytes_reverse"] += nbytes
+        row["utilization"] = max(row["utilization"], util)
+        row["flows"] += flows
     return [rows[k] for k in sorted(rows)]
 
 
