@@ -187,3 +187,13 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(bu
         _sh(["dvc", "repro"], built_pipeline)  # back as built (the run cache restores the outputs)
     assert "up to date" in _sh(["dvc", "status"], built_pipeline)
     assert json.loads(metrics.read_text()) == before
+
+
+def test_pages_without_traffic_numbers_do_not_depend_on_them():
+    """report-models (reference and cluster pages, drawings) reads no traffic table: a changed workload leaves it
+    alone. It reads the caveats the traffic stage states, from a file that changes only when the words do."""
+    stages = _raw_stages()
+    models = [d for d in stages["report-models"]["deps"] if d.startswith(("registry/traffic", "registry/comparison"))]
+    assert models == ["registry/traffic/caveats.json"]
+    assert "registry/traffic/caveats.json" in stages["traffic"]["outs"]
+    assert "registry/traffic/traffic_workloads.parquet" in stages["report"]["deps"]

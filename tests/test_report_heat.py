@@ -58,11 +58,11 @@ def test_every_topology_with_traffic_has_a_heat_map_whose_hottest_colour_is_its_
     report = built_pipeline / "registry" / "report"
     topologies = set()
     for tid, wid, peak in pairs:
-        svg = (report / "drawings" / "load" / tid / f"{wid}.svg").read_text()
+        svg = (report / "load" / tid / f"{wid}.svg").read_text()
         gid, paint = (heat.LINKS_GID, "stroke") if heat.LINKS_GID in svg else (heat.CELLS_GID, "fill")
         colours = _members(svg, gid, paint)
         assert colours and colours[-1] == heat.colour(peak, heat.scale_max([peak])), (tid, wid)
         assert heat.COLORBAR_LABEL.split(":")[0] in svg
-        assert f"../drawings/load/{tid}/{wid}.svg" in (report / "workload" / f"{wid}.html").read_text()
+        assert f"../load/{tid}/{wid}.svg" in (report / "workload" / f"{wid}.html").read_text()
         topologies.add(tid)
     assert {p[0] for p in pairs} == topologies

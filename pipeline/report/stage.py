@@ -14,6 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from ..core.errors import FabricrefError
 from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
 from ..core.paths import Layout
@@ -25,12 +26,21 @@ STATUSES = (
     "(computed, with formula and inputs), unknown (nobody states it: the value stays empty). Assumed figures "
     "are labelled."
 )
-# Exactly the tables the report reads (dvc.yaml declares each of them as a dep of the report stage).
-READS = (
+# Two DVC stages (dvc.yaml declares exactly these tables for each): `report-models` writes the reference and cluster
+# pages and their drawings, which no workload changes; `report` writes the workload pages with their link-load heat
+# maps, the plots, the model-vs-measured page and the index.
+MODEL_READS = (
     "reference_models",
     "fields",
     "field_citations",
     "assumptions",
+    "topology_summaries",
+    "topology_nodes",
+    "topology_edges",
+)
+PAGE_READS = (
+    "reference_models",
+    "fields",
     "topology_summaries",
     "topology_nodes",
     "topology_edges",
@@ -40,12 +50,18 @@ READS = (
     "traffic_sharing",
     "traffic_links",
 )
+READS = tuple(dict.fromkeys(MODEL_READS + PAGE_READS))
+MODEL_PARTS = ("reference", "cluster", "drawings")
+PAGE_PARTS = ("workload", "load", "plots", "measured.html", "index.html")
 
 
-def _caveats(con: Tables) -> list[str]:
-    """The caveats the stages wrote beside their numbers (traffic, failures, topology), then the report's own."""
-    found = [r["caveat"] for r in con.rows("SELECT DISTINCT caveat FROM traffic_workloads ORDER BY 1")]
-    found += [r["n"] for r in con.rows("SELECT DISTINCT not_established AS n FROM traffic_failures ORDER BY 1")]
+def _caveats(lay: Layout, con: Tables) -> list[str]:
+    """The caveats the stages wrote beside their numbers (traffic and failures, as the traffic stage lists them in
+    registry/traffic/caveats.json; topology), then the report's own."""
+    path = lay.registry_dir / "traffic" / "caveats.json"
+    if not path.exists():
+        raise FabricrefError(f"{lay.relative(path)} is missing: run `dvc repro` (the traffic stage writes it)")
+    found = list(json.loads(path.read_text(encoding="utf-8"))["caveats"])
     found += sorted(
         {json.loads(r["summary"]).get("caveat") for r in con.rows("SELECT summary FROM topology_summaries")}
     )
@@ -63,11 +79,8 @@ def report_dir(lay: Layout) -> Path:
     return lay.registry_dir / "report"
 
 
-def run(lay: Layout) -> Path:
-    out = report_dir(lay)
-    if out.exists():
-        shutil.rmtree(out)
-    env = Environment(
+def _env() -> Environment:
+    return Environment(
         loader=FileSystemLoader(Path(__file__).parent / "templates"),
         autoescape=select_autoescape(["html", "j2"]),
         undefined=StrictUndefined,
@@ -75,23 +88,61 @@ def run(lay: Layout) -> Path:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    paths = table_paths(lay, "tables", "topology", "traffic")
-    con = Tables({name: paths[name] for name in READS})
+
+
+def _clear(out: Path, parts: tuple[str, ...]) -> None:
+    """Remove what this part of the report wrote last time (a dropped page must not linger)."""
+    for name in parts:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _open(lay: Layout, reads: tuple[str, ...]) -> Tables:
+    paths = table_paths(lay, "tables", "topology", *(("traffic",) if "traffic" in reads else ()))
+    return Tables({name: paths[name] for name in reads})
+
+
+def _references(con: Tables) -> list[dict[str, Any]]:
+    return con.rows(
+        """SELECT r.*, count(*) FILTER (WHERE f.status = 'published') AS published,
+        count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
+        count(*) FILTER (WHERE f.status = 'derived') AS derived,
+        count(*) FILTER (WHERE f.status = 'unknown') AS unknown
+        FROM reference_models r JOIN fields f USING (reference_id) GROUP BY ALL ORDER BY r.reference_id""",
+    )
+
+
+def _summaries(con: Tables) -> dict[str, dict[str, Any]]:
+    return {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
+
+
+def _pods(con: Tables, tid: str) -> int:
+    return con.rows("SELECT count(DISTINCT pod) AS n FROM topology_nodes WHERE topology_id = ? AND kind = 'leaf'", tid)[
+        0
+    ]["n"]
+
+
+def run(lay: Layout) -> Path:
+    """The whole report in one process (the `fabricref report` verb): both DVC stages' parts."""
+    run_models(lay)
+    return run_pages(lay)
+
+
+def run_models(lay: Layout) -> Path:
+    """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number)."""
+    out = report_dir(lay)
+    _clear(out, MODEL_PARTS)
+    env = _env()
+    con = _open(lay, MODEL_READS)
     try:
-        caveats = _caveats(con)
-        refs = con.rows(
-            """SELECT r.*, count(*) FILTER (WHERE f.status = 'published') AS published,
-            count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
-            count(*) FILTER (WHERE f.status = 'derived') AS derived,
-            count(*) FILTER (WHERE f.status = 'unknown') AS unknown
-            FROM reference_models r JOIN fields f USING (reference_id) GROUP BY ALL ORDER BY r.reference_id""",
-        )
-        summaries = {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
-        clusters = [s for tid, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
-        workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
+        caveats = _caveats(lay, con)
+        refs = _references(con)
+        summaries = _summaries(con)
+        clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
         cluster_ids = {s["topology_id"] for s in clusters}
-        drawing_links = []
-        parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}  # reference → nodes, edges
         for ref in refs:
             rid = ref["reference_id"]
             fields = con.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", rid)
@@ -110,13 +161,8 @@ def run(lay: Layout) -> Path:
                 has_drawing = bool(nodes)
                 if has_drawing:
                     edges = con.rows("SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", rid)
-                    parts[rid] = (nodes, edges)
                     svg = drawings.draw_reference(ref["title"], nodes, edges)
                     atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
-            if has_drawing:
-                drawing_links.append(
-                    {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
-                )
             assumptions = con.rows("SELECT * FROM assumptions WHERE reference_id = ? ORDER BY field", rid)
             summary = summaries.get(rid)
             page = env.get_template("reference.html.j2").render(
@@ -130,30 +176,52 @@ def run(lay: Layout) -> Path:
                 summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
             )
             atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
-        cluster_pods: dict[str, int] = {}
         for s in clusters:
             tid = s["topology_id"]
-            pods = cluster_pods[tid] = con.rows(
-                "SELECT count(DISTINCT pod) AS n FROM topology_nodes WHERE topology_id = ? AND kind = 'leaf'",
-                tid,
-            )[0]["n"]
+            pods = _pods(con, tid)
             rails = con.rows(
                 "SELECT count(DISTINCT rail) AS n FROM topology_nodes WHERE topology_id = ? AND "
                 "kind = 'nic' AND role = 'scale_out'",
                 tid,
             )[0]["n"]
             atomic_write_bytes(out / "drawings" / f"{tid}.svg", drawings.draw_cluster(s["title"], s, pods, rails))
-            drawing_links.append(
-                {"src": f"drawings/{tid}.svg", "page": f"cluster/{tid}.html", "alt": f"structure of cluster {tid}"}
-            )
             page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
             atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
-        heat_maps = _heat_maps(con, out, summaries, parts, cluster_pods)
+    finally:
+        con.close()
+    return out
+
+
+def run_pages(lay: Layout) -> Path:
+    """`python -m pipeline.report pages`: workload pages with their heat maps, plots, the model-vs-measured page and
+    the index (what a changed workload reruns)."""
+    out = report_dir(lay)
+    _clear(out, PAGE_PARTS)
+    env = _env()
+    con = _open(lay, PAGE_READS)
+    try:
+        caveats = _caveats(lay, con)
+        refs = _references(con)
+        summaries = _summaries(con)
+        clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
+        cluster_pods = {s["topology_id"]: _pods(con, s["topology_id"]) for s in clusters}
+        drawn = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
+        workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
+        heat_maps = _heat_maps(con, out, summaries, {}, cluster_pods)
         traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
         failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
         sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     finally:
         con.close()
+    # The drawings report-models wrote: every reference with parts, then every cluster (the index links them).
+    drawing_links = [
+        {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
+        for rid in (r["reference_id"] for r in refs)
+        if rid in drawn
+    ] + [
+        {"src": f"drawings/{tid}.svg", "page": f"cluster/{tid}.html", "alt": f"structure of cluster {tid}"}
+        for tid in (c["topology_id"] for c in clusters)
+    ]
     by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for w in workloads:
         key = (w["topology_id"], w["workload_id"])
@@ -223,7 +291,7 @@ def _heat_maps(
                 )
             load = {(a, b): u for a, b, _, u in links}
             svg = heat.draw_link_load(title, *parts[tid], load)
-        path = f"drawings/load/{tid}/{wid}.svg"
+        path = f"load/{tid}/{wid}.svg"
         atomic_write_bytes(out / path, svg)
         found[(tid, wid)] = path
     return found

@@ -461,8 +461,14 @@ def combine(lay: Layout) -> dict[str, int]:
     counts = {}
     for name, (columns, order) in TABLES.items():
         counts[name] = concat_tables(out, name, columns, order, parts[name])
-    with Tables({n: out / f"{n}.parquet" for n in ("traffic", "traffic_links")}) as t:
+    names = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
+    with Tables({n: out / f"{n}.parquet" for n in names}) as t:
         plots.write_phases(out / "plots", t)
+        # The caveats beside these numbers, for every page of the report: a file of their own, so the pages that
+        # show no traffic numbers do not rerun when a number moves (the words do not).
+        found = [r["c"] for r in t.rows("SELECT DISTINCT caveat AS c FROM traffic_workloads ORDER BY 1")]
+        found += [r["c"] for r in t.rows("SELECT DISTINCT not_established AS c FROM traffic_failures ORDER BY 1")]
+    atomic_write_json(out / "caveats.json", {"caveats": [c for c in dict.fromkeys(found) if c]})
     return counts
 
 
