@@ -76,6 +76,43 @@ def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(repo: Layo
         find_workload(repo, "llama8b-fsdp-dp64")
 
 
+def test_a_workload_params_yaml_misnames_is_refused_with_the_known_ids(repo: Layout):
+    """A typo in a workload id (e.g. from `dvc exp run -S workloads.<typo>.dp=256`) must not vary nothing silently."""
+    params = repo.root / "params.yaml"
+    text = params.read_text() + "  llama70b-train-tp8-dp521:\n    dp: 256\n"
+    params.write_text(text)
+    line = text.splitlines().index("  llama70b-train-tp8-dp521:") + 1
+    with pytest.raises(
+        ValidationError,
+        match=rf"params.yaml:{line}: at \$\.workloads\.llama70b-train-tp8-dp521: no workload file "
+        r"models/workloads/llama70b-train-tp8-dp521\.yaml; did you mean llama70b-train-tp8-dp512",
+    ):
+        find_workload(repo, "llama8b-fsdp-dp64")
+
+
+@pytest.mark.parametrize(("value", "why"), [("256.5", "integer"), ("0", "minimum of 1"), ("-256", "minimum of 1")])
+def test_a_bad_knob_value_is_reported_where_it_is_written(repo: Layout, value: str, why: str):
+    """The value lives in params.yaml: the error names that file, its line and JSON path, not the workload file."""
+    params = repo.root / "params.yaml"
+    text = params.read_text().replace("    dp: 512\n", f"    dp: {value}\n", 1)
+    params.write_text(text)
+    line = text.splitlines().index(f"    dp: {value}") + 1
+    with pytest.raises(
+        ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.llama70b-train-tp8-dp512\.dp: .*{why}"
+    ):
+        find_workload(repo, "llama70b-train-tp8-dp512")
+
+
+def test_a_knob_check_across_knobs_names_params_yaml(repo: Layout):
+    """ep must divide dp × tp: when both come from params.yaml, the error says so (not the workload file alone)."""
+    params = repo.root / "params.yaml"
+    text = params.read_text().replace("    ep: 16\n", "    ep: 3\n", 1)
+    params.write_text(text)
+    line = text.splitlines().index("    ep: 3") + 1
+    with pytest.raises(ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.moe-train-ep16\.ep: ep 3 must"):
+        find_workload(repo, "moe-train-ep16")
+
+
 def test_a_workload_file_outside_a_checkout_states_its_own_knobs(tmp_path: Path):
     shipped = ROOT / "models" / "workloads" / "llama8b-fsdp-dp64.yaml"
     path = tmp_path / shipped.name

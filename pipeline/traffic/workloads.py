@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UnknownIdError, ValidationError
+from ..core.errors import UnknownIdError, ValidationError, did_you_mean
 from ..core.paths import Layout, check_slug
 from ..core.schemas import _line_of, load_model, load_yaml
 from ..formats.workload import (
@@ -72,6 +72,7 @@ def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
         return {}, doc
     if not isinstance(data, dict) or not isinstance(data.get("workloads", {}), dict):
         raise ValidationError(f"{path}: at $.workloads: expected a mapping of workload id to its knobs")
+    _check_ids(data.get("workloads", {}), path, doc)
     entry = data.get("workloads", {}).get(workload_id)
     if entry is None:
         return {}, doc
@@ -96,15 +97,34 @@ def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
     return dict(entry), doc
 
 
-def _merge_knobs(data: Any, path: Path) -> None:
-    """Put params.yaml's knobs into the workload's training / inference block; a knob in both is an error."""
+def _check_ids(entries: dict[str, Any], path: Path, doc: Any) -> None:
+    """Every `workloads.<id>` names a workload file: a misspelt id (say from `dvc exp run -S`) would otherwise
+    vary nothing and rerun nothing, without a word."""
+    folder = path.parent / "models" / "workloads"
+    known = sorted(p.stem for p in folder.glob("*.yaml"))
+    for workload_id in entries:
+        if str(workload_id) not in known:
+            close = did_you_mean(str(workload_id), known)
+            raise ValidationError(
+                f"{path}:{_line_of(doc, ['workloads', workload_id])}: at $.workloads.{workload_id}: no workload "
+                f"file models/workloads/{workload_id}.yaml"
+                + (f"; did you mean {' or '.join(close)}?" if close else "")
+                + f" (expected one of: {', '.join(known) or 'none'})"
+            )
+
+
+def _merge_knobs(data: Any, path: Path) -> dict[str, str]:
+    """Put params.yaml's knobs into the workload's training / inference block; a knob in both is an error.
+    Returns where each merged knob is written (`$.<kind>.<knob>` → `params.yaml:LINE: at $.workloads.<id>.<knob>`),
+    so a check of the merged value names the file the value is in."""
     params = params_path(path)
     if params is None or not isinstance(data, dict) or not isinstance(data.get("id"), str):
-        return
+        return {}
     knobs, doc = knobs_for(data["id"], params)
     if not knobs:
-        return
+        return {}
     kind = data.get("kind")
+    where: dict[str, str] = {}
     block = data.get(kind) if kind in KNOBS else None
     if not isinstance(block, dict):
         raise ValidationError(
@@ -124,6 +144,8 @@ def _merge_knobs(data: Any, path: Path) -> None:
                 f"lives in one place: remove it from the workload file"
             )
         block[key] = value
+        where[f"$.{kind}.{key}"] = f"{params}:{line}: at $.workloads.{data['id']}.{key}"
+    return where
 
 
 def standalone_text(path: Path) -> str:
@@ -144,7 +166,25 @@ def standalone_text(path: Path) -> str:
 
 def load_workload(path: Path) -> Workload:
     data, doc = load_yaml(path)
-    _merge_knobs(data, path)
+    where = _merge_knobs(data, path)
+    try:
+        return _checked(data, doc, path)
+    except ValidationError as e:
+        raise _at_params(e, path, where) from None
+
+
+def _at_params(e: ValidationError, path: Path, where: dict[str, str]) -> ValidationError:
+    """The error re-pointed at params.yaml when the JSON path it names is a knob that params.yaml set."""
+    import re
+
+    m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$\.\w+\.\w+): (.*)$", str(e), re.S)
+    if m is None or m.group(1) not in where:
+        return e
+    return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (merged into {path} as {m.group(1)})")
+
+
+def _checked(data: Any, doc: Any, path: Path) -> Workload:
+    """The merged workload document validated and checked across fields."""
     model: TrainingWorkload | InferenceWorkload = load_model(WorkloadFile, data, "workload.schema.json", path, doc)
     check_slug(model.id, f"workload id in {path}")
     if model.id != path.stem:
