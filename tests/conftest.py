@@ -1,19 +1,28 @@
-"""Shared fixtures: a private copy of the checkout per test, and an in-process CLI runner."""
+"""Shared fixtures: a private copy of the checkout per test, and an in-process CLI runner.
+
+The suite runs under pytest-xdist (`-n 2`, README): the registry built from the shipped data is built once per
+run in a directory every worker of that run shares (under a file lock), and the tests that read the whole `dvc
+repro` clone share one xdist group, so that clone is built once, by the worker that runs them."""
 
 from __future__ import annotations
 
+import fcntl
+import http.client
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import networkx as nx
 import pytest
+from pytest_httpserver import HTTPServer
 
 from pipeline.cli import main
 from pipeline.core.paths import Layout
+from pipeline.core.registry import ensure_database
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
@@ -70,14 +79,52 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     return run
 
 
-@pytest.fixture(scope="session")
-def built_registry(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    """The shipped data run through retrieve → extract → compile → topology once, in a private copy (traffic
-    estimates read the topology stage's outputs)."""
-    lay = Layout(copy_checkout(tmp_path_factory.mktemp("built") / "repo"))
+def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """`build(dir)` run once per test run, even with several xdist workers: they share their basetemp's parent
+    (one per run, never shared with another run), and a file lock makes the others wait for the first. A build
+    that failed is started afresh by the next worker (and fails there the same way)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    target, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            build(target)
+            done.touch()
+    return target
+
+
+def _build_registry(target: Path) -> None:
+    lay = Layout(copy_checkout(target / "repo"))
     for verb in (["retrieve"], ["extract"], ["compile"], ["topology", "--all"]):
         assert main([*verb, "--root", str(lay.root)]) == 0
-    return lay
+    ensure_database(lay)  # written once here, so readers in parallel workers never rewrite it
+
+
+@pytest.fixture(scope="session")
+def built_registry(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """The shipped data run through retrieve → extract → compile → topology once per run, shared by every test
+    (and every xdist worker) that only reads it; a test that writes uses `built_copy`."""
+    return Layout(build_once(tmp_path_factory, "built", _build_registry) / "repo")
+
+
+@pytest.fixture(scope="session")
+def built_graph(built_registry: Layout) -> Callable[[str], nx.Graph]:
+    """`built_graph(id)`: the topology stage's graph of a reference or cluster, built from the shared registry
+    once per worker (the 24,576-GPU cluster takes seconds) and frozen, so a test that tried to change it fails."""
+    from pipeline.topology import stage
+
+    graphs: dict[str, nx.Graph] = {}
+
+    def get(topology_id: str) -> nx.Graph:
+        if topology_id not in graphs:
+            graphs[topology_id] = nx.freeze(stage.build(built_registry, topology_id))
+        return graphs[topology_id]
+
+    return get
 
 
 @pytest.fixture
@@ -97,6 +144,31 @@ def env_with_venv() -> dict[str, str]:
 def httpserver_listen_address() -> tuple[str, int]:
     """pytest-httpserver on 127.0.0.1 (any free port): tests talk only to loopback."""
     return ("127.0.0.1", 0)
+
+
+@pytest.fixture
+def httpserver(make_httpserver: HTTPServer) -> Iterator[HTTPServer]:
+    """pytest-httpserver's per-test server, which also waits, when the test ends, until the server has answered
+    every request already sent to it. It answers one at a time: a slow handler, or a retry the client abandoned
+    on a timeout, would otherwise be answered during the next test, from that test's expectations."""
+    make_httpserver.clear()
+    yield make_httpserver
+    conn = http.client.HTTPConnection(make_httpserver.host, make_httpserver.port, timeout=60)
+    try:
+        conn.request("GET", "/.conftest-drain")  # answered (no handler: 500) only after everything queued before
+        conn.getresponse().read()
+    finally:
+        conn.close()
+    make_httpserver.clear()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses `built_pipeline` joins one xdist group: one worker runs them all, so the clone is
+    built once, and a test that changes it and puts it back never races another."""
+    for item in items:
+        if "built_pipeline" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("built_pipeline"))
 
 
 @pytest.fixture(scope="session")

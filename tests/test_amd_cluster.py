@@ -8,7 +8,6 @@ from conftest import ROOT
 from pipeline.core.errors import ValidationError
 from pipeline.core.schemas import load_model, load_yaml
 from pipeline.formats.cluster import ClusterFile
-from pipeline.topology import stage
 from pipeline.topology.summary import summarize
 
 CLUSTER = "amd-mi355x-pollara400-2tier-1024"
@@ -30,8 +29,8 @@ def test_a_modelled_design_without_assumptions_is_refused(tmp_path):
         load_model(ClusterFile, data, "cluster.schema.json", tmp_path / f"{CLUSTER}.yaml")
 
 
-def test_the_amd_cluster_hand_sums(built_registry):
-    s = summarize(stage.build(built_registry, CLUSTER))
+def test_the_amd_cluster_hand_sums(built_graph):
+    s = summarize(built_graph(CLUSTER))
     assert s["accelerators"] == 128 * 8 and s["scale_up_domain_size"] == 8 and s["scale_up_domains"] == 128
     # 1,024 Pollara 400 endpoints on 32-down leaves: 32 leaves; 32 uplinks per leaf over 16 spines (trunks of 2).
     assert s["nodes_by_kind"]["leaf"] == 32 and s["nodes_by_kind"]["spine"] == 16

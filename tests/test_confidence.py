@@ -15,7 +15,6 @@ import pytest
 from pipeline.core import confidence
 from pipeline.core.registry import ensure_database
 from pipeline.formats.records import Confidence
-from pipeline.topology import stage as topology
 from pipeline.traffic import calculator
 from pipeline.traffic.algorithms import Cost as AlgorithmCost
 from pipeline.traffic.calculator import Placed
@@ -107,8 +106,8 @@ def test_every_compiled_field_follows_the_rule(built_registry):
     assert (helios["status"], helios["confidence"]) == ("derived", "preliminary")
 
 
-def test_topology_edges_carry_the_confidence_of_their_field(built_registry):
-    g = topology.build(built_registry, "amd-helios")
+def test_topology_edges_carry_the_confidence_of_their_field(built_graph):
+    g = built_graph("amd-helios")
     scale_up = [d for _, _, d in g.edges(data=True) if d["network"] == "scale_up"]
     assert scale_up
     assert {(d["field"], d["status"], d["confidence"]) for d in scale_up} == {
@@ -119,7 +118,7 @@ def test_topology_edges_carry_the_confidence_of_their_field(built_registry):
     assert host and {(d["status"], d["confidence"]) for d in host} == {("assumed", "assumed")}
     # Every edge of every shipped topology obeys the rule; nothing is left without a confidence.
     for tid in ("nvidia-gb200-nvl72", "illustrative-h100-4096"):
-        h: nx.Graph = topology.build(built_registry, tid)
+        h: nx.Graph = built_graph(tid)
         for _, _, d in h.edges(data=True):
             assert d["confidence"] in confidence.ORDER
             if d["status"] != "derived":

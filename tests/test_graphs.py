@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.core.errors import UsageError
 from pipeline.core.graphs import Topologies
-from pipeline.topology import export, stage
+from pipeline.topology import export
 from pipeline.topology.facts import defaults
 from pipeline.topology.summary import summarize
 
@@ -16,13 +16,13 @@ def _clean(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def test_every_exported_topology_comes_back_identical(built_registry):
+def test_every_exported_topology_comes_back_identical(built_registry, built_graph):
     """Same nodes in the same order with the same attributes, same edges, every node's neighbours in the same
     order (networkx iteration order decides tie-breaks in routing), same graph attributes and summary."""
     with Topologies(built_registry) as topologies:
         assert topologies.ids  # the shipped references and clusters
         for tid in topologies.ids:
-            built = stage.build(built_registry, tid)
+            built = built_graph(tid)
             loaded = topologies.get(tid)
             g = loaded.graph
             assert list(g.nodes) == list(built.nodes), tid

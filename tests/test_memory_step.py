@@ -295,13 +295,13 @@ def test_throughput_fields_are_declared_with_status_on_every_system(built_regist
 
 
 @pytest.mark.slow
-def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_registry) -> None:
-    assert cli("traffic", root=built_registry.root).code == 0
+def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -> None:
+    """The traffic table as `dvc repro` wrote it (conftest.built_pipeline)."""
     result = cli(
         "query", "--format", "json",
         "SELECT workload_id, topology_id, memory_per_rank_bytes, fits, headroom_bytes, step_missing "
         "FROM traffic_workloads ORDER BY 1, 2",
-        root=built_registry.root,
+        root=built_pipeline,
     )  # fmt: skip
     rows = {(r["workload_id"], r["topology_id"]): r for r in json.loads(result.out)}
     dense = rows[("llama70b-train-tp8-dp512", "illustrative-h100-4096")]

@@ -147,11 +147,11 @@ def test_query_formats_and_provenance_view(built_registry, cli):
     assert cli("query", "--format", "xml", "SELECT 1", root=built_registry.root).code == 2
 
 
-def test_queries_read_the_parquet_without_the_duckdb_file(built_registry, cli):
+def test_queries_read_the_parquet_without_the_duckdb_file(built_copy, cli):
     """The DuckDB file is only for direct readers (tests/test_dvc_deps.py): `fabricref` reads the Parquet."""
-    built_registry.duckdb_path.unlink(missing_ok=True)
-    assert cli("references", "--json", root=built_registry.root).code == 0
-    assert not built_registry.duckdb_path.exists()
+    built_copy.duckdb_path.unlink()
+    assert cli("references", "--json", root=built_copy.root).code == 0
+    assert not built_copy.duckdb_path.exists()
 
 
 def test_help_lists_the_subcommands(cli):

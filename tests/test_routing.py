@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.topology import stage as topology
 from pipeline.topology.build import build_cluster
 from pipeline.topology.clusters import Cluster, Fabric
 from pipeline.topology.facts import defaults, load_facts
@@ -52,9 +51,9 @@ def _train(tp: int, dp: int, target: str) -> str:
     )
 
 
-def test_a_mesh_pair_uses_its_one_link(built_registry, tmp_path):
+def test_a_mesh_pair_uses_its_one_link(built_graph, tmp_path):
     """MI300X: GPUs are joined pairwise by Infinity Fabric links of 512 Gb/s; a pair gets one, not seven."""
-    g = topology.build(built_registry, "amd-mi300x-pollara400")
+    g = built_graph("amd-mi300x-pollara400")
     fabric = Wiring(g)
     a, b = "amd-mi300x-pollara400/gpu0", "amd-mi300x-pollara400/gpu4"
     routes = fabric.route([a], [b])
@@ -75,8 +74,8 @@ def test_a_mesh_pair_uses_its_one_link(built_registry, tmp_path):
     assert load.bandwidth_s == pytest.approx(2 * 3 / 4 * 1e9 / (3 * 512 * GBPS))
 
 
-def test_switched_domain_spreads_a_pair_over_every_switch(built_registry):
-    g = topology.build(built_registry, "nvidia-dgx-h100")
+def test_switched_domain_spreads_a_pair_over_every_switch(built_graph):
+    g = built_graph("nvidia-dgx-h100")
     fabric = Wiring(g)
     routes = fabric.route(["nvidia-dgx-h100/gpu0"], ["nvidia-dgx-h100/gpu1"])
     col = routes.incidence[:, 0].toarray().ravel()
@@ -89,8 +88,8 @@ def test_switched_domain_spreads_a_pair_over_every_switch(built_registry):
     assert load.utilization.max() == pytest.approx(1.0)
 
 
-def test_tp6_on_8_gpu_domains_is_refused_naming_the_straddling_group(built_registry):
-    g = topology.build(built_registry, "illustrative-h100-4096")
+def test_tp6_on_8_gpu_domains_is_refused_naming_the_straddling_group(built_graph):
+    g = built_graph("illustrative-h100-4096")
     with pytest.raises(PlacementError) as err:
         place(g, 12, training_groups(6, 1, 2), what="workload tp6")
     text = str(err.value)
@@ -169,8 +168,8 @@ def test_sharing_on_disjoint_links_adds_nothing(built_registry):
     assert share == pytest.approx(0.95) and added == pytest.approx(8e9 / 20e9 - 8e9 / 400e9)
 
 
-def test_pxn_is_a_declared_assumption_that_keeps_cross_rail_pairs_off_the_spines(built_registry):
-    g = topology.build(built_registry, "illustrative-h100-4096")
+def test_pxn_is_a_declared_assumption_that_keeps_cross_rail_pairs_off_the_spines(built_graph):
+    g = built_graph("illustrative-h100-4096")
     src, dst = ["b000/gpu0"], ["b001/gpu1"]
     plain = Wiring(g)
     r = plain.route(src, dst)
@@ -201,9 +200,9 @@ def test_stage_bytes_and_network_split(built_registry):
 
 
 @pytest.mark.slow
-def test_dp_384_and_385_on_meta_style_are_close(built_registry, tmp_path):
+def test_dp_384_and_385_on_meta_style_are_close(built_graph, tmp_path):
     """One more server must not make the DP all-reduce 7× slower: only 2 ring edges per rail cross pods."""
-    g = topology.build(built_registry, "meta-style-h100-24576")
+    g = built_graph("meta-style-h100-24576")
     wiring = Wiring(g)
     times = {}
     for dp in (384, 385):
@@ -215,19 +214,19 @@ def test_dp_384_and_385_on_meta_style_are_close(built_registry, tmp_path):
 
 
 @pytest.mark.slow
-def test_meta_style_and_non_blocking_within_1_5x_for_dp512(built_registry):
+def test_meta_style_and_non_blocking_within_1_5x_for_dp512(built_registry, built_graph):
     w = find_workload(built_registry, "llama70b-train-tp8-dp512")
     out = {}
     for target in ("meta-style-h100-24576", "illustrative-h100-4096"):
-        _, phases = workload_phases(Wiring(topology.build(built_registry, target)), w, 5e-6)
+        _, phases = workload_phases(Wiring(built_graph(target)), w, 5e-6)
         out[target] = sum(p.load.seconds * p.count for p in phases)
     ratio = out["meta-style-h100-24576"] / out["illustrative-h100-4096"]
     assert 1 / 1.5 < ratio < 1.5
 
 
-def test_symmetry_classes_are_exact(built_registry):
+def test_symmetry_classes_are_exact(built_graph):
     """Reducing an intra-domain stage to one domain per class changes no figure and no link row."""
-    g = topology.build(built_registry, "illustrative-h100-4096")
+    g = built_graph("illustrative-h100-4096")
     p = place(g, 8 * 16, training_groups(8, 1, 16))
     dom = {a: p.domain[a] for a in p.accelerators}
     _, stages = collective_stages("all-reduce", [p.members(x) for x in p.groups.tp], 1e8, dom, "tp")
