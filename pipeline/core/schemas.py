@@ -127,15 +127,34 @@ def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
                     ) from None
 
 
+# Parsed documents by their exact text: ruamel's pure-Python round-trip parse (twice: screen, then load) is most
+# of the cost of loading sources and models, and one process (a CLI run, the test suite) loads the same files
+# again and again. The text is the whole input, so a hit is exactly what parsing would give; the plain data is
+# rebuilt for every caller (callers may change it) and the document is only read (for line numbers). Errors are
+# never cached. Bounded: the least recently used document goes first.
+_PARSED: dict[str, Any] = {}
+_PARSED_MAX = 512
+
+
 def load_yaml(path: Path) -> tuple[Any, Any]:
     """Returns (plain data, ruamel document for line lookups). Malformed YAML names file and line."""
     text = _read_text(path, "YAML")
+    doc = _PARSED.pop(text, None)
+    if doc is None:
+        doc = _parse_yaml(text, path)
+        if len(_PARSED) >= _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+    _PARSED[text] = doc
+    return to_plain(doc), doc
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
         _screen_yaml_events(YAML(typ="rt"), text, path)
         doc = yaml.load(text)
-        plain = to_plain(doc)
+        to_plain(doc)  # what cannot be made plain is refused here, before the document is kept
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -145,7 +164,7 @@ def load_yaml(path: Path) -> tuple[Any, Any]:
     except (ValueError, OverflowError, RecursionError) as exc:
         # Scalars the screen let through but the constructor cannot build (e.g. an out-of-range time).
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
-    return plain, doc
+    return doc
 
 
 def load_json(path: Path) -> Any:
