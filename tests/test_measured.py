@@ -200,3 +200,25 @@ def test_model_agrees_with_the_fixtures(measured_repo, cli):
             if row["algorithm_declared"]:
                 assert row["algorithm"] == row["algorithm_declared"]
     assert len(seen) == len(RUNS)
+
+
+def test_estimate_collective_in_topology_mode_reproduces_the_fixture_comparisons(measured_repo, cli):
+    """What a user types (`estimate collective --topology`) gives the numbers `measured compare` holds against each
+    fixture: same algorithm, protocol and busbw, so the ±15 % / 2× agreement above is the calculator's own."""
+    for topology in sorted({t for t, _ in RUNS.values()}):
+        rows = json.loads(cli("measured", "compare", "--topology", topology, "--json", root=measured_repo.root).out)
+        by_log: dict[str, list[dict]] = {}
+        for row in rows["rows"]:
+            by_log.setdefault(row["measurement_id"], []).append(row)
+        for mine in by_log.values():
+            for row in (min(mine, key=lambda r: r["bytes"]), max(mine, key=lambda r: r["bytes"])):
+                args = ["estimate", "collective", "--topology", topology, "--ranks", str(row["ranks"]),
+                        "--op", row["op"], "--bytes", str(row["bytes"]), "--json"]  # fmt: skip
+                if row["algorithm_declared"]:
+                    args += ["--algorithm", row["algorithm_declared"]]
+                r = cli(*args, root=measured_repo.root)
+                assert r.code == 0, r.err
+                d = json.loads(r.out)
+                assert (d["algorithm"], d["protocol"]) == (row["algorithm"], row["protocol"])
+                assert d["busbw_gb_per_s"] == pytest.approx(row["model_busbw_gb_per_s"])
+                assert d["seconds"] == pytest.approx(row["model_seconds"])
