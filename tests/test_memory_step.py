@@ -266,9 +266,12 @@ def test_cli_step_on_shipped_data(cli, built_registry) -> None:
     # 1.26 TB / TP 8 = 157.5 GB of state per rank (plus activations) against the registry's 80 GB H100.
     assert data["fits"] is False and data["memory_per_rank_bytes"] > 157.5e9
     assert data["memory"]["accelerator_memory_bytes"] == 80e9
-    # No pinned document states the H100's peak throughput yet: the step time is unknown and says why.
-    assert data["step_seconds"] is None
-    assert any("accelerator.peak_dense_bf16 is unknown" in m for m in data["missing"])
+    # The registry now holds the H100's dense BF16 peak (989.4 TFLOP/s, the whitepaper): the layout is costed, and
+    # the verdict beside the times says it cannot run as declared.
+    assert data["step_seconds"] is not None and data["compute_seconds"] > 0 and data["missing"] == []
+    assert "DOES NOT FIT" in step.fit_verdict(data)
+    # Compute = 6·N + 12·L·H·Q·T FLOPs per token × tokens ÷ (4,096 GPUs × 989.4e12 × 0.5).
+    assert data["compute_seconds"] == pytest.approx(data["flops_per_step"] / (4096 * 989.4e12 * 0.5))
     assert "mfu_source" in data and data["mfu"] == 0.5
     bad = cli("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", "--mfu", "nan",
               root=built_registry.root)  # fmt: skip
@@ -311,9 +314,11 @@ def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -
     moe = rows[("moe-train-ep16", "illustrative-h100-4096")]
     assert moe["memory_per_rank_bytes"] == pytest.approx(5e9 / 4 * 18 + 136e9 / 16 * 18 + 56 * 4096 * 6144 * 34 / 4)
     assert moe["fits"] == "false"
-    # The GB200 NVL72's GPU memory is unknown in the registry: the verdict is unknown and names the field.
+    # The GB200 NVL72's GPU memory is derived from the rack's 13.4 TB over 72 GPUs (186.1 GB): the same 187.5 GB
+    # per rank misses it by about 1.4 GB, and the verdict says so.
     gb200 = rows[("moe-train-ep16", "nvidia-gb200-nvl72")]
-    assert gb200["fits"] == "unknown" and "nvidia-gb200-nvl72:accelerator.memory is unknown" in gb200["step_missing"]
+    assert gb200["fits"] == "false"
+    assert gb200["headroom_bytes"] == pytest.approx(13.4e12 / 72 - moe["memory_per_rank_bytes"])
     assert rows[("llama70b-train-tp8-pp4-dp32", "illustrative-h100-4096")]["fits"] == "true"
 
 

@@ -35,8 +35,10 @@ KEY_FIGURES = {
     ("amd-mi300x-pollara400", "scale_up.domain_size"): (8, "count", None, "derived"),
     ("amd-mi300x-pollara400", "scale_up.switch.count"): (0, "count", None, "derived"),
     ("amd-mi300x-pollara400", "scale_out.nic.speed"): (400, "Gb/s", "per_direction", "published"),
-    ("amd-mi325x-pollara400", "accelerator.memory_total"): (2000, "GB", None, "preliminary"),
-    ("amd-mi325x-pollara400", "accelerator.memory_bandwidth"): (6, "TB/s", None, "preliminary"),
+    # AMD's MI325X page: "Dedicated Memory Size 256 GB", "Peak Memory Bandwidth 6 TB/s"; 8 x 256 GB = 2,048 GB.
+    ("amd-mi325x-pollara400", "accelerator.memory"): (256, "GB", None, "published"),
+    ("amd-mi325x-pollara400", "accelerator.memory_total"): (2048, "GB", None, "derived"),
+    ("amd-mi325x-pollara400", "accelerator.memory_bandwidth"): (6, "TB/s", None, "published"),
     ("amd-mi325x-pollara400", "accelerator.memory_bandwidth_total"): (48, "TB/s", None, "derived"),
     ("amd-mi355x-pollara400", "accelerator.memory"): (288, "GB", None, "preliminary"),
     ("amd-mi355x-pollara400", "accelerator.memory_total"): (2304, "GB", None, "derived"),

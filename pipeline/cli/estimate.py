@@ -398,6 +398,9 @@ def estimate_step(
 
         print_json({**data, "caveat": CAVEAT})
         return
+    from ..traffic.step import fit_verdict
+
+    out.print(fit_verdict(data))
     table = Table("quantity", "value", title=f"{workload_id} on {topology_id}: memory and step time")
     for key, value in data.items():
         if isinstance(value, (dict, list)) or key == "mfu_source":
@@ -407,7 +410,7 @@ def estimate_step(
     for m in data["missing"]:
         out.print(f"missing: {m}")
     for a in data["assumptions"]:
-        out.print(f"assumed: {a}")
+        out.print(f"assumed: {a.removeprefix('assumed: ')}")
     out.print(f"mfu {data['mfu']:g}: {data['mfu_source']}")
 
 
@@ -452,13 +455,25 @@ def estimate_workload(
 ) -> None:
     """The per-phase table of a workload laid onto a topology's installed wiring."""
     from ..api import phase_records
-    from ..traffic import CAVEAT
-    from ..traffic.stage import estimate
+    from ..traffic import CAVEAT, compute
+    from ..traffic.calculator import view_for
+    from ..traffic.stage import estimate, step_of
+    from ..traffic.step import fit_verdict
     from ..traffic.workloads import find_workload
 
     lay = lay_of(root)
-    r = estimate(lay, topology_id, find_workload(lay, workload_id))
+    view = view_for(lay, topology_id)
+    w = find_workload(lay, workload_id)
+    r = estimate(lay, topology_id, w, 0, view)
     rows = phase_records(r)
+    st = step_of(lay, view, w, r, compute.MFU_ASSUMPTION)
+    fit = {
+        "memory_per_rank_bytes": st["memory_per_rank_bytes"],
+        "accelerator_memory_bytes": st["memory"]["accelerator_memory_bytes"],
+        "fits": st["fits"],
+        "headroom_bytes": st["headroom_bytes"],
+        "verdict": fit_verdict(st),
+    }
     if as_json:
         print_json(
             {
@@ -470,6 +485,7 @@ def estimate_workload(
                 "failures": r.failures,
                 "communication_seconds": r.communication_seconds,
                 "confidence": r.confidence,
+                "memory_fit": fit,
                 "caveat": CAVEAT,
             }
         )
@@ -508,6 +524,7 @@ def estimate_workload(
         for p in rows
     ]
     out.print(make_table(*columns, title=f"{workload_id} on {topology_id}", rows=shown))
+    out.print(fit["verdict"])
     rv = r.revealing
     out.print(
         f"To make progress on {rv['for']}: {rv['accelerators_per_progress']} accelerators must communicate; "

@@ -162,9 +162,13 @@ def step_estimate(
 ) -> dict[str, Any]:
     """Memory fit and step time of a workload on a topology, from its phases and the accelerator's fields."""
     view = view or view_for(lay, topology_id)
-    r = estimate(lay, topology_id, workload, 0, view)
+    return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
+
+
+def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float) -> dict[str, Any]:
+    """The step estimate of a workload already laid onto a topology (its phases routed once, not twice)."""
     acc = step_model.accelerator(load_facts(lay, view.reference))
-    return step_model.estimate(workload, r.phases, acc, mfu)
+    return step_model.estimate(workload, result.phases, acc, mfu)
 
 
 def sharing(

@@ -298,6 +298,25 @@ def _common(acc: Accelerator, missing: list[str], assumptions: list[str], mfu: f
     }
 
 
+def fit_verdict(st: dict[str, Any]) -> str:
+    """One sentence beside a workload's times: does the layout fit, by how much, and if not, that the times are
+    for a layout that cannot run as declared (a workload that does not fit is never costed silently)."""
+    per_rank, capacity = st.get("memory_per_rank_bytes"), st.get("memory", {}).get("accelerator_memory_bytes")
+    ref = st.get("accelerator_reference", "?")
+    need = "unknown" if per_rank is None else f"{per_rank / 1e9:.1f} GB"
+    have = "an unknown amount" if capacity is None else f"{capacity / 1e9:.1f} GB"
+    head = f"Memory per rank {need} against {have} of accelerator memory ({ref} accelerator.memory): "
+    if st.get("fits") is True:
+        return head + f"fits, {st['headroom_bytes'] / 1e9:.1f} GB of headroom."
+    if st.get("fits") is False:
+        return head + (
+            f"DOES NOT FIT ({-st['headroom_bytes'] / 1e9:.1f} GB short); the times are for a layout that cannot "
+            "run as declared."
+        )
+    missing = "; ".join(m for m in st.get("missing", []) if "memory" in m) or "an input is unknown"
+    return head + f"fit unknown ({missing})."
+
+
 def estimate(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.MFU_ASSUMPTION) -> dict[str, Any]:
     compute.check_mfu(mfu)
     return training(w, phases, acc, mfu) if w.kind == "training" else inference(w, phases, acc, mfu)
