@@ -63,6 +63,12 @@ def test_cycles_among_derived_fields_are_named(extracted):
     edit_model(
         extracted,
         "nvidia-dgx-h100",
+        "  accelerator.memory:\n    cite: [nvidia-h100-product-page#h100-sxm-memory]",
+        "  accelerator.memory:\n    formula: accelerator.memory_total / accelerator.count",
+    )
+    edit_model(
+        extracted,
+        "nvidia-dgx-h100",
         "  accelerator.memory_total:\n    cite: [nvidia-dgx-basepod-core-components#dgx-h100-gpu-memory-total]",
         "  accelerator.memory_total:\n    formula: accelerator.memory * 8",
     )
@@ -88,8 +94,7 @@ def test_a_formula_result_never_gains_or_loses_a_bandwidth_direction(extracted):
     path = edit_model(
         extracted,
         "nvidia-dgx-h100",
-        "  accelerator.memory_bandwidth_total:\n    unknown: No document declared in this registry states the "
-        "system's summed memory bandwidth, nor the per-GPU figure it would be derived from.",
+        "  accelerator.memory_bandwidth_total:\n    formula: accelerator.memory_bandwidth * accelerator.count",
         "  accelerator.memory_bandwidth_total:\n    formula: scale_out.nic.count * scale_out.nic.speed",
     )
     with pytest.raises(CompileError) as err:
@@ -125,7 +130,7 @@ def test_a_claim_read_under_a_key_of_another_dimension_names_reference_field_sou
 def test_formula_outside_the_language_is_refused(extracted):
     edit_model(
         extracted,
-        "nvidia-dgx-h100",
+        "nvidia-dgx-b200",
         "formula: accelerator.memory_total / accelerator.count",
         "formula: __import__('os').getcwd()",
     )
@@ -136,11 +141,11 @@ def test_formula_outside_the_language_is_refused(extracted):
 def test_deriving_from_an_unknown_is_refused(extracted):
     edit_model(
         extracted,
-        "nvidia-dgx-h100",
-        "formula: accelerator.memory_total / accelerator.count",
-        "formula: accelerator.memory_bandwidth * 2",
+        "amd-mi355x-pollara400",
+        "  accelerator.peak_sparse_bf16_total:\n    unknown: Not transcribed (see accelerator.peak_sparse_bf16).",
+        "  accelerator.peak_sparse_bf16_total:\n    formula: accelerator.peak_dense_bf16 * 2",
     )
-    with pytest.raises(CompileError, match="input accelerator.memory_bandwidth is unknown"):
+    with pytest.raises(CompileError, match="input accelerator.peak_dense_bf16 is unknown"):
         stage.run(extracted)
 
 
@@ -184,7 +189,7 @@ def test_every_network_bandwidth_carries_unit_and_direction(built_registry):
     rows = con.execute(
         "SELECT field, unit, direction FROM fields "
         "WHERE unit LIKE '%/s' AND field NOT LIKE 'accelerator.memory_bandwidth%' "
-        "AND field NOT LIKE 'accelerator.peak_dense%'"
+        "AND field NOT LIKE 'accelerator.peak_%'"
     ).fetchall()
     con.close()
     assert rows and all(re.fullmatch(r"[GT][bB]/s", u) and d in ("per_direction", "bidirectional") for _, u, d in rows)

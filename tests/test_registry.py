@@ -12,7 +12,7 @@ from pipeline.core.store import sha256_file
 KEY_FIGURES = {
     ("nvidia-dgx-h100", "accelerator.count"): (8, "count", None, "published"),
     ("nvidia-dgx-h100", "accelerator.memory_total"): (640, "GB", None, "published"),
-    ("nvidia-dgx-h100", "accelerator.memory"): (80, "GB", None, "derived"),
+    ("nvidia-dgx-h100", "accelerator.memory"): (80, "GB", None, "published"),  # H100 product page, SXM column
     ("nvidia-dgx-h100", "cpu.count"): (2, "count", None, "published"),
     ("nvidia-dgx-h100", "scale_up.domain_size"): (8, "count", None, "derived"),
     ("nvidia-dgx-h100", "scale_up.switch.count"): (4, "count", None, "published"),

@@ -243,7 +243,10 @@ def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
 
 
 REFERENCE = ROOT / "models" / "references" / "nvidia-dgx-h100.yaml"
-SHORT = "    unknown: No document declared in this registry states the H100 SXM memory bandwidth yet.\n"
+SHORT = (
+    "    unknown: The documents read name OSFP and QSFP112 ports but no document read states cage types per port as "
+    "a specification of record.\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -251,19 +254,19 @@ SHORT = "    unknown: No document declared in this registry states the H100 SXM 
     [
         (
             "    unknown: too short\n",
-            "at $.fields.accelerator.memory_bandwidth.unknown: as `unknown`: 'too short' is too short: "
+            "at $.fields.physical.cage_types.unknown: as `unknown`: 'too short' is too short: "
             "expected at least 10 character(s)",
         ),
         (
             "    unknown: No document declared in this registry states it.\n    evidence: a datasheet\n",
-            "at $.fields.accelerator.memory_bandwidth.evidence: as `unknown`: Additional properties are not allowed "
+            "at $.fields.physical.cage_types.evidence: as `unknown`: Additional properties are not allowed "
             "('evidence' was unexpected); expected only evidence_needed, unknown",
         ),
-        ("    cite: []\n", "at $.fields.accelerator.memory_bandwidth.cite: as `cite`: [] should be non-empty"),
-        ("    formula: ''\n", "at $.fields.accelerator.memory_bandwidth.formula: as `formula`: '' is too short"),
+        ("    cite: []\n", "at $.fields.physical.cage_types.cite: as `cite`: [] should be non-empty"),
+        ("    formula: ''\n", "at $.fields.physical.cage_types.formula: as `formula`: '' is too short"),
         (
             "    note: nobody says\n",
-            "at $.fields.accelerator.memory_bandwidth: {'note': 'nobody says', 'evidence_needed': ",
+            "at $.fields.physical.cage_types: {'note': 'nobody says', 'evidence_needed': ",
         ),
     ],
 )
