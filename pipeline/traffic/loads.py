@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from ..core.errors import UsageError
 from . import collectives
-from .routing import Fabric, Routes, tier_name
+from .routing import Fabric, Routes, no_cyclic_gc, tier_name
 
 EPS = 1e-9
 
@@ -76,6 +76,13 @@ class Stage:
     bytes: np.ndarray
     steps: int
     what: str
+    # Accelerator positions of src and dst on the fabric that first asked (names are looked up once per stage).
+    pos: tuple[Fabric, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    def positions(self, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+        if self.pos is None or self.pos[0] is not fabric:
+            self.pos = (fabric, fabric.positions(self.src), fabric.positions(self.dst))
+        return self.pos[1], self.pos[2]
 
 
 @dataclass
@@ -102,7 +109,7 @@ def symmetric(fabric: Fabric, stage: Stage) -> tuple[Stage, tuple[tuple[int, tup
     """Exact symmetry classes for a stage whose flows all stay inside their own scale-up domains: domains never
     share a link then, so domains wired alike carrying the same local flows behave identically. Returns the
     stage reduced to one representative domain per class, and (representative, others) per class."""
-    s, t = fabric.positions(stage.src), fabric.positions(stage.dst)
+    s, t = stage.positions(fabric)
     ds = fabric.acc_domain[s]
     if s.size < 256 or not np.array_equal(ds, fabric.acc_domain[t]):
         return None
@@ -123,7 +130,12 @@ def symmetric(fabric: Fabric, stage: Stage) -> tuple[Stage, tuple[tuple[int, tup
         (int(doms[f]), tuple(int(d) for d in doms[inverse == u] if d != doms[f])) for u, f in enumerate(first)
     )
     reduced = Stage(
-        [stage.src[i] for i in keep], [stage.dst[i] for i in keep], stage.bytes[keep], stage.steps, stage.what
+        [stage.src[i] for i in keep],
+        [stage.dst[i] for i in keep],
+        stage.bytes[keep],
+        stage.steps,
+        stage.what,
+        (fabric, s[keep], t[keep]),
     )
     return reduced, replicas
 
@@ -144,8 +156,8 @@ def cost_stage(
         if reduced is not None:
             stage, replicas = reduced
             mult = {rep: 1 + len(others) for rep, others in replicas}
-            weight = np.array([mult[int(d)] for d in fabric.acc_domain[fabric.positions(stage.src)]], dtype=float)
-    routes = routes or fabric.route(stage.src, stage.dst)
+            weight = np.array([mult[int(d)] for d in fabric.acc_domain[stage.positions(fabric)[0]]], dtype=float)
+    routes = routes or fabric.route(*stage.positions(fabric))
     inc = routes.incidence
     cap = fabric.capacity if capacity is None else capacity
     unknown = fabric.unknown_capacity(inc)
@@ -606,6 +618,13 @@ def workload_phases(
     fabric: Fabric, w: Any, endpoint_s: float, offset: int = 0, capacity: np.ndarray | None = None
 ) -> tuple[Any, list[RoutedPhase]]:
     """Place `w` (every group validated) and cost each backend phase with all its groups routed at once."""
+    with no_cyclic_gc():
+        return _workload_phases(fabric, w, endpoint_s, offset, capacity)
+
+
+def _workload_phases(
+    fabric: Fabric, w: Any, endpoint_s: float, offset: int, capacity: np.ndarray | None
+) -> tuple[Any, list[RoutedPhase]]:
     from .placement import check_degrees, gradient_shards, place, rank_accelerators, training_groups
 
     g = fabric.g
