@@ -162,6 +162,20 @@ def httpserver(make_httpserver: HTTPServer) -> Iterator[HTTPServer]:
     make_httpserver.clear()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns `-n auto` into a number of workers
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """In parallel by default: one pytest-xdist worker per core (at most 4) with `--dist loadgroup` (the groups
+    below), unless -n is given (`-n 0`: one process) or --pdb. Done here rather than in pyproject's addopts so
+    that a virtualenv without pytest-xdist still runs the suite, in one process."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    if config.option.numprocesses is None and not config.getoption("usepdb", False):
+        config.option.numprocesses = "auto"
+        config.option.maxprocesses = config.option.maxprocesses or 4
+    if config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses `built_pipeline` joins one xdist group: one worker runs them all, so the clone is
