@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from typing import Any
 
 import networkx as nx
@@ -326,19 +327,22 @@ class Fabric:
     def links(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Directed link ids for many (a, b) at once, registering the edges not seen yet."""
         ids, edges, data, adj = self._ids, self.edges, self.edge_data, self.g._adj
-        out = np.fromiter((ids.get(p, -1) for p in pairs), dtype=np.int64, count=len(pairs))
-        new = np.flatnonzero(out < 0)
+        out = np.fromiter(map(ids.get, pairs, repeat(-1)), dtype=np.int64, count=len(pairs))
+        new = np.flatnonzero(out < 0).tolist()
+        got: list[int] = []
         for i in new:
             a, b = pairs[i]
-            got = ids.get((a, b))
-            if got is None:
+            link = ids.get((a, b))
+            if link is None:
                 u, v = (a, b) if a <= b else (b, a)
                 e = len(edges)
                 edges.append((u, v))
                 data.append(adj[u][v])
                 ids[(u, v)], ids[(v, u)] = 2 * e, 2 * e + 1
-                got = ids[(a, b)]
-            out[i] = got
+                link = ids[(a, b)]
+            got.append(link)
+        if new:
+            out[new] = got
         return out
 
     def _ensure_endpoints(self, positions: np.ndarray) -> None:
@@ -346,22 +350,27 @@ class Fabric:
         todo = np.unique(positions[~self.endpoint_ready[positions]])
         if todo.size == 0:
             return
-        adj, kind, nodes = self.g._adj, self.kind_of, self.g._node
+        adj, kind, nodes, accs = self.g._adj, self.kind_of, self.g._node, self.accs
         found: list[tuple[int, str, str | None]] = []
-        for i in todo:
-            a = self.accs[i]
+        rails: list[int] = []
+        for i in todo.tolist():
             nic, rail = None, None
-            for m in adj[a]:
+            for m in adj[accs[i]]:
                 if kind[m] == "nic":
                     dm = nodes[m]
                     if dm.get("role") == "scale_out" and (rail is None or int(dm.get("rail") or 0) < rail):
                         nic, rail = m, int(dm.get("rail") or 0)
             if nic is None:
                 continue
-            leaf = next((m for m in adj[nic] if kind[m] == "leaf"), None)
-            self.acc_rail[i] = rail
-            found.append((int(i), nic, leaf))
+            leaf = None
+            for m in adj[nic]:
+                if kind[m] == "leaf":
+                    leaf = m
+                    break
+            rails.append(rail or 0)  # set whenever a NIC is
+            found.append((i, nic, leaf))
         if found:
+            self.acc_rail[[i for i, _, _ in found]] = rails
             pos = np.array([i for i, _, _ in found], dtype=np.int64)
             self.acc_has_nic[pos] = True
             up = self.links([(self.accs[i], nic) for i, nic, _ in found])
@@ -436,13 +445,14 @@ class Fabric:
         self.sw_local = np.full(len(self.nodes), -1, dtype=np.int64)
         self.sw_local[self.sw_nodes] = np.arange(self.sw_nodes.size)
         tail, head, pairs = [], [], []
-        adj, sw_local, index, nodes = self.g._adj, self.sw_local, self.index, self.nodes
-        for i in self.sw_nodes:
-            a = nodes[i]
+        adj, nodes = self.g._adj, self.nodes
+        names = [nodes[i] for i in self.sw_nodes.tolist()]
+        local = {name: k for k, name in enumerate(names)}  # plain dict look-ups, no numpy scalars per neighbour
+        for k, a in enumerate(names):
             for b, data in adj[a].items():
-                j = sw_local[index[b]]
-                if j >= 0 and data["network"] == "scale_out":
-                    tail.append(sw_local[i])
+                j = local.get(b)
+                if j is not None and data["network"] == "scale_out":
+                    tail.append(k)
                     head.append(j)
                     pairs.append((a, b))
         self.arc_tail = np.array(tail, dtype=np.int64)
@@ -454,7 +464,7 @@ class Fabric:
     # ---- routing -----------------------------------------------------------------------------------
     def positions(self, accelerators: Sequence[str]) -> np.ndarray:
         try:
-            return np.fromiter((self.acc_pos[a] for a in accelerators), dtype=np.int64, count=len(accelerators))
+            return np.fromiter(map(self.acc_pos.__getitem__, accelerators), dtype=np.int64, count=len(accelerators))
         except KeyError as exc:
             raise CannotRoute(f"{exc.args[0]} is not an accelerator of topology {self.topology_id}") from None
 
