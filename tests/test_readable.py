@@ -101,3 +101,12 @@ def test_a_key_column_too_long_for_the_terminal_wraps_whole():
     text = _render(make_table("id", "a", "b", "c", "d", "e", rows=[[long_id, 1, 2, 3, 4, 5]]), 60)
     assert "…" not in text
     assert "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")) == long_id
+
+
+def test_query_results_show_structs_and_lists_as_sub_tables(built_registry, cli):
+    r = cli("query", "SELECT 'a' AS id, {'published': 3, 'derived': [1, 2]} AS s, [{'x': 1, 'y': 'two'}] AS l",
+            root=built_registry.root)  # fmt: skip
+    assert r.code == 0, r.err
+    assert "{" not in r.out and "'" not in r.out and "[" not in r.out
+    lines = [line.replace("│", " ").split() for line in r.out.splitlines()]
+    assert ["a", "published", "3", "x", "y"] in lines and ["derived", "1", "1", "two"] in lines, r.out
