@@ -26,7 +26,7 @@ REFERENCES = {
 # AMD platform figures read only in press or reseller copies are preliminary (README, Evidence policy).
 KEY_FIGURES = {
     ("amd-mi300x-pollara400", "accelerator.count"): (8, "count", None, "published"),
-    ("amd-mi300x-pollara400", "accelerator.memory"): (192, "GB", None, "preliminary"),
+    ("amd-mi300x-pollara400", "accelerator.memory"): (192, "GB", None, "published"),  # AMD MI300X product page
     ("amd-mi300x-pollara400", "accelerator.memory_total"): (1536, "GB", None, "derived"),
     # ROCm MI300 page: "peak memory bandwidth of the GPU is 5.3 TB per second"; 8 x 5.3 = 42.4 TB/s.
     ("amd-mi300x-pollara400", "accelerator.memory_bandwidth"): (5.3, "TB/s", None, "published"),
