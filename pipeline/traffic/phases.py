@@ -57,6 +57,9 @@ def calibrated(view: View, comm: Communication, group: list[str], routed: Phase)
     if c is None:
         return routed
     moving = c.bandwidth_s + routed.queueing_s
+    by_net = routed.bytes_on_wire_by_network
+    if len(by_net) == 1:  # one network: it carries all the bytes the library's algorithm puts on the wire
+        by_net = {next(iter(by_net)): c.bytes_on_wire_per_rank}
     library = [n for n in c.notes.split("; ") if n and not n.startswith(("queueing:", "every rank crosses"))]
     if comm.collective == "send":
         library = library[1:]  # the locality note is already the routed phase's first
@@ -64,6 +67,7 @@ def calibrated(view: View, comm: Communication, group: list[str], routed: Phase)
         routed,
         algorithm=c.algorithm,
         bytes_on_wire_per_rank=c.bytes_on_wire_per_rank,
+        bytes_on_wire_by_network=by_net,
         latency_s=c.latency_s,
         bandwidth_s=c.bandwidth_s,
         effective_gbps=c.bytes_on_wire_per_rank * 8 / moving / 1e9 if moving > 0 else c.effective_gbps,
@@ -96,7 +100,8 @@ def from_routed(view: View, comm: Communication, r: RoutedPhase) -> Phase:
     """A phase record (today's keys) from a routed phase: times, bottleneck, tier, lineage of the slowest path."""
     fabric, load = view.fabric, r.load
     rows = link_rows(fabric, load)
-    ranks = max(1, r.group_size * r.groups)
+    # Per sending rank: in a send only one end of each pair injects (the receiver's bytes are the same bytes).
+    ranks = max(1, r.groups if comm.collective == "send" else r.group_size * r.groups)
     by_net = {k: v / ranks for k, v in sorted(load.injected.items()) if k != "host"}
     network = "+".join(k for k in ("scale_up", "scale_out") if k in by_net) or "scale_up"
     tiers = {row["tier"] for row in rows}
