@@ -253,8 +253,11 @@ def test_estimate_json_gains_link_utilization_hot_links_and_bytes_per_network(cl
     assert r.code == 0, r.err
     phases = {p["phase"]: p for p in json.loads(r.out)["phases"]}
     decode = phases["decode-tp-all-reduce"]
-    # One token's activations (8,192 × 2 B = 16,384 B): each rank sends 2·7/8 of it, all over NVLink.
-    assert decode["bytes_on_wire_per_rank_by_network"] == {"scale_up": pytest.approx(2 * 7 / 8 * 16384)}
+    # One token's activations (8,192 × 2 B = 16,384 B), all over NVLink. The library runs it one-shot (the
+    # algorithm column): each rank reads the 7 others' buffers, 7 × 16,384 B, which is the phase's bytes on the wire.
+    assert decode["algorithm"].startswith("one-shot")
+    assert decode["bytes_on_wire_per_rank"] == pytest.approx(7 * 16384)
+    assert decode["bytes_on_wire_per_rank_by_network"] == {"scale_up": pytest.approx(7 * 16384)}
     assert decode["max_link_utilization"] == pytest.approx(1.0)
     assert len(decode["hot_links"]) == 5
     assert {h["tier"] for h in decode["hot_links"]} == {"accelerator–scale-up switch"}
