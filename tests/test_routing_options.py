@@ -194,6 +194,9 @@ def test_ecmp_uniform_is_the_default_and_a_cluster_file_declares_hash_and_placem
     path.write_text(text.replace("scale_out:\n", "scale_out:\n  ecmp: {mode: random}\n", 1))
     with pytest.raises(ValidationError, match=r"scale_out\.ecmp\.mode"):
         load_cluster(path, _params(built_registry))
+    path.write_text(text.replace("scale_out:\n", "scale_out:\n  ecmp: {mode: uniform, seed: 7}\n", 1))
+    with pytest.raises(ValidationError, match=r"scale_out\.ecmp: .*`seed` only applies to mode hash"):
+        load_cluster(path, _params(built_registry))
 
 
 # ---- tree-edge flows ------------------------------------------------------------------------------------------

@@ -29,6 +29,13 @@ class Ecmp(KeyAccess):
     mode: Literal["uniform", "hash"] = "uniform"
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
+    @model_validator(mode="after")
+    def _seed_only_with_hash(self) -> Ecmp:
+        # A seed under uniform would be read by nobody: the designer who wrote it meant hash.
+        if self.mode != "hash" and "seed" in self.model_fields_set:
+            raise ValueError("`seed` only applies to mode hash; expected mode: hash, or no seed with mode uniform")
+        return self
+
 
 class DesignSource(KeyAccess):
     url: str
