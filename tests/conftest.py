@@ -79,13 +79,16 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     return run
 
 
-def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
-    """`build(dir)` run once per test run, even with several xdist workers: they share their basetemp's parent
-    (one per run, never shared with another run), and a file lock makes the others wait for the first. A build
-    that failed is started afresh by the next worker (and fails there the same way)."""
+def shared_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This run's directory: under xdist, the parent of every worker's basetemp (one per run, never shared with
+    another run); otherwise the basetemp."""
     base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def build_once(base: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """`build(base / name)` run once per test run, however many xdist workers ask: a file lock makes the others
+    wait for the first. A build that failed is started afresh by the next asker (and fails there the same way)."""
     target, done = base / name, base / f"{name}.done"
     with open(base / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -108,7 +111,27 @@ def _build_registry(target: Path) -> None:
 def built_registry(tmp_path_factory: pytest.TempPathFactory) -> Layout:
     """The shipped data run through retrieve → extract → compile → topology once per run, shared by every test
     (and every xdist worker) that only reads it; a test that writes uses `built_copy`."""
-    return Layout(build_once(tmp_path_factory, "built", _build_registry) / "repo")
+    return Layout(build_once(shared_base(tmp_path_factory), "built", _build_registry) / "repo")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _registry_built_in_the_background(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Under xdist, the first worker starts building the shared registry in a separate process as soon as its
+    session starts, when any selected test needs it: both cores keep running tests meanwhile, instead of one
+    building and the other waiting at the lock. `built_registry` waits for that build (the same lock)."""
+    wanted = any("built_registry" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    if os.environ.get("PYTEST_XDIST_WORKER") != "gw0" or not wanted:
+        yield
+        return
+    base = shared_base(tmp_path_factory)
+    with open(base / "built.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, __file__, str(base)], stdout=log, stderr=subprocess.STDOUT)
+    yield
+    try:
+        proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -179,10 +202,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses `built_pipeline` joins one xdist group: one worker runs them all, so the clone is
-    built once, and a test that changes it and puts it back never races another."""
+    built once, and a test that changes it and puts it back never races another. Likewise every test that uses
+    `built_graph` (each graph built once per run, not once per worker)."""
     for item in items:
-        if "built_pipeline" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("built_pipeline"))
+        names = getattr(item, "fixturenames", ())
+        group = next((f for f in ("built_pipeline", "built_graph") if f in names), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -195,3 +221,7 @@ def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, f"dvc repro failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
     return root
+
+
+if __name__ == "__main__":  # `python tests/conftest.py BASE`: the background build started above
+    build_once(Path(sys.argv[1]), "built", _build_registry)

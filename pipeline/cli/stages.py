@@ -27,6 +27,15 @@ def retrieve(
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Refuse instead of waiting if another refresh runs.")
     ] = False,
+    proxy: Annotated[
+        str | None,
+        typer.Option(
+            "--proxy",
+            metavar="none|env",
+            help="env: honour HTTPS_PROXY / HTTP_PROXY / NO_PROXY and SSL_CERT_FILE (default none: ignored; "
+            "also FABRICREF_FETCH_PROXY).",
+        ),
+    ] = None,
 ) -> None:
     """Check every pinned snapshot against its SHA-256 (default), or --refresh: fetch and pin new revisions."""
     from ..core.sources import load_sources
@@ -36,14 +45,14 @@ def retrieve(
     lay = lay_of(root)
     sources = load_sources(lay, source)
     if not refresh:
-        if mirror:
-            raise UsageError("--mirror only applies with --refresh")
+        if mirror or proxy:
+            raise UsageError(f"{'--mirror' if mirror else '--proxy'} only applies with --refresh")
         entries = stage.verify(lay, sources)
         if source is None:
             stage.write_manifest(lay, entries)
         out.print(f"verified {len(entries)} pinned snapshot(s) against their SHA-256")
         return
-    policy = FetchPolicy.from_env(max_bytes=max_bytes)
+    policy = FetchPolicy.from_env(max_bytes=max_bytes, proxy=proxy)
     out.print(
         f"refreshing {len(sources)} source(s), {policy.concurrency} at a time, "
         f"deadline {policy.deadline:g}s per document and {policy.refresh_deadline:g}s overall"

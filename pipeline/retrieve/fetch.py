@@ -9,6 +9,7 @@ import os
 import posixpath
 import socket
 import time
+import urllib.request
 import zlib
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -35,10 +36,14 @@ class FetchPolicy:
     max_redirects: int = 5
     refresh_deadline: float = 600.0  # over a whole refresh, however many sources
     concurrency: int = 4  # documents fetched at once during a refresh
+    # "none": the environment's proxy and CA settings are ignored (a stray HTTPS_PROXY never decides where a
+    # document comes from). "env": opt-in for a corporate network: HTTPS_PROXY / HTTP_PROXY / ALL_PROXY /
+    # NO_PROXY decide the route and SSL_CERT_FILE / SSL_CERT_DIR the trusted CAs.
+    proxy: str = "none"
     user_agent: str = "fabricref/0.1 (+reference-data pipeline)"
 
     @classmethod
-    def from_env(cls, **overrides: float | int) -> FetchPolicy:
+    def from_env(cls, **overrides: float | int | str | None) -> FetchPolicy:
         """Environment knobs (FABRICREF_FETCH_*), mainly so tests and slow mirrors can tune limits."""
         values: dict[str, float | int] = {}
         for name, kind in (
@@ -61,8 +66,18 @@ class FetchPolicy:
                 if value is None or not math.isfinite(value) or value <= 0 or value > 1e9:
                     raise UsageError(f"environment {env}={raw!r}: expected a positive {kind.__name__} below 1e9")
                 values[name] = value
+        proxy = os.environ.get("FABRICREF_FETCH_PROXY")
+        if proxy:
+            values["proxy"] = proxy  # type: ignore[assignment]
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)  # type: ignore[arg-type]
+        policy = cls(**values)  # type: ignore[arg-type]
+        if policy.proxy not in PROXY_MODES:
+            where = "--proxy" if overrides.get("proxy") is not None else "environment FABRICREF_FETCH_PROXY"
+            raise UsageError(f"{where}={policy.proxy!r}: expected one of {', '.join(PROXY_MODES)}")
+        return policy
+
+
+PROXY_MODES = ("none", "env")
 
 
 @dataclass
@@ -175,13 +190,52 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 class _DeadlineTransport(httpx.HTTPTransport):
     """httpx's transport on a network backend that honours the total deadline. httpx exposes no backend option,
-    so the pool is rebuilt with the same settings (constraints.txt pins httpx; a test covers the behaviour)."""
+    so the pool is rebuilt with the same settings (constraints.txt pins httpx; a test covers the behaviour).
+    Through a proxy the pool is httpcore's HTTPProxy on the same backend: the deadline holds there too."""
 
-    def __init__(self, deadline: _Deadline) -> None:
+    def __init__(self, deadline: _Deadline, proxy: _Proxy | None = None, trust_env: bool = False) -> None:
         super().__init__(trust_env=False)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False), network_backend=_DeadlineBackend(deadline)
-        )
+        ssl_context = httpx.create_ssl_context(trust_env=trust_env)
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(ssl_context=ssl_context, network_backend=_DeadlineBackend(deadline))
+        else:
+            self._pool = httpcore.HTTPProxy(
+                proxy_url=proxy.url,
+                proxy_auth=proxy.auth,
+                ssl_context=ssl_context,
+                proxy_ssl_context=ssl_context if proxy.url.lower().startswith("https:") else None,
+                network_backend=_DeadlineBackend(deadline),
+            )
+
+
+@dataclass(frozen=True)
+class _Proxy:
+    url: str  # without credentials
+    auth: tuple[str, str] | None = None
+
+
+def proxy_for(url: str) -> _Proxy | None:
+    """The forward proxy the environment names for `url` (HTTPS_PROXY for https, HTTP_PROXY for http, else
+    ALL_PROXY; upper or lower case), or None when there is none or NO_PROXY exempts the host. Only http:// and
+    https:// proxies are supported; credentials in the proxy URL go to the proxy only, never into a message."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    chosen = proxies.get(parts.scheme.lower()) or proxies.get("all")
+    if not chosen:
+        return None
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    if urllib.request.proxy_bypass_environment(host, proxies):
+        return None
+    if "://" not in chosen:
+        chosen = f"http://{chosen}"  # `proxy.example:3128`, as curl and requests read it
+    proxy = urlsplit(chosen)
+    shown = redact_url(chosen)
+    if proxy.scheme.lower() not in ("http", "https") or not proxy.hostname:
+        raise UsageError(f"proxy {shown!r} from the environment: expected http://HOST:PORT or https://HOST:PORT")
+    auth = None
+    if proxy.username is not None or proxy.password is not None:
+        auth = (unquote(proxy.username or ""), unquote(proxy.password or ""))
+    return _Proxy(shown, auth)
 
 
 def _resolves(url: str) -> bool:
@@ -287,13 +341,16 @@ def fetch(
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
-    if not _resolves(start):
+    # Redirects stay on the same site (scheme and host), so the proxy chosen for the start URL serves them all.
+    proxy = proxy_for(start) if policy.proxy == "env" else None
+    # Behind a proxy the proxy resolves the name (the client often cannot): the early check is for direct routes.
+    if proxy is None and not _resolves(start):
         raise FetchError(f"{shown}: cannot connect: host {urlsplit(start).hostname!r} does not resolve (not retried)")
     timeout = httpx.Timeout(policy.read_timeout, connect=policy.connect_timeout)
     deadline = _Deadline(policy.deadline)
     log: list[str] = []
     last_error = "no attempt made"
-    transport = _DeadlineTransport(deadline)
+    transport = _DeadlineTransport(deadline, proxy, trust_env=policy.proxy == "env")
     with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
@@ -316,7 +373,8 @@ def fetch(
                     if exc.wait > policy.max_retry_after or exc.wait > deadline.left():
                         raise FetchError(f"{shown}: {exc}; Retry-After {exc.wait:.0f}s exceeds the limit") from None
                     time.sleep(exc.wait)
-    raise FetchError(f"{shown}: giving up after {len(log)} attempt(s): {last_error}")
+    via = f" (through proxy {proxy.url})" if proxy is not None else ""
+    raise FetchError(f"{shown}: giving up after {len(log)} attempt(s){via}: {last_error}")
 
 
 class _Retry(Exception):
