@@ -203,12 +203,22 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses `built_pipeline` joins one xdist group: one worker runs them all, so the clone is
     built once, and a test that changes it and puts it back never races another. Likewise every test that uses
-    `built_graph` (each graph built once per run, not once per worker)."""
+    `built_graph` (each graph built once per run, not once per worker).
+
+    The order (the same in every worker, as xdist requires) puts the longest chain first, the `dvc repro` clone's
+    tests, and the tests that read the shared registry last, so the workers run the others while it is built in
+    the background (`_registry_built_in_the_background`). Tests do not depend on their order."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         group = next((f for f in ("built_pipeline", "built_graph") if f in names), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+    def rank(item: pytest.Item) -> tuple[bool, bool]:
+        names = getattr(item, "fixturenames", ())
+        return "built_pipeline" not in names, "built_registry" in names
+
+    items.sort(key=rank)  # stable: collection order within each rank
 
 
 @pytest.fixture(scope="session")
