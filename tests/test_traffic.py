@@ -124,11 +124,15 @@ def test_kv_transfer_is_local_in_nvl72_and_crosses_the_fabric_between_8_gpu_serv
     # 1.8 TB/s bidirectional = 900 GB/s per direction, at the calibrated NVLink 5 efficiency (Simple protocol).
     nvlink5, ib = CAL.link_classes["nvlink5"].efficiency.value, CAL.link_classes["infiniband-400g"].efficiency.value
     assert local.bandwidth_s == pytest.approx(per_rank / (900e9 * nvlink5))
-    assert local.algorithm == "ring / Simple"
+    assert local.algorithm == "point-to-point / Simple"  # a send, not a ring (the ring's step latency times it)
     remote = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "kv-transfer")
     assert remote.network == "scale_out" and remote.bottleneck_gbps == 400
     assert remote.bandwidth_s == pytest.approx(per_rank / (50e9 * ib))  # 400 Gb/s = 50 GB/s per direction
     assert remote.bandwidth_s / local.bandwidth_s == pytest.approx(18 * nvlink5 / ib)
+    assert remote.algorithm == "point-to-point / Simple"
+    # One network each: the local send's bytes enter NVLink, the remote one's the NIC (per sending rank).
+    assert local.bytes_on_wire_by_network == {"scale_up": pytest.approx(per_rank)}
+    assert remote.bytes_on_wire_by_network == {"scale_out": pytest.approx(per_rank)}
 
 
 def test_oversubscription_queues_only_where_links_are_oversubscribed(built_registry):

@@ -16,6 +16,12 @@ from pipeline.core.paths import Layout
 # of it per rank on 8 GPUs = 150,994,944 B (the ring's 2 (n − 1) / n = 234,881,024 B is not what runs);
 # decode one-shot all-reduce: 8,192 hidden × 2 B = 16,384 B, each rank reads the 7 others' = 114,688 B;
 # KV transfer on GB200 NVL72: one send of 1,342,177,280 B per sending rank (not halved over both ends).
+# FSDP reduce-scatter of llama8b (16e9 B of bf16 gradients) over DP 64 = 8 servers × 8 GPUs, hierarchical: the
+# reduce-scatter inside each server puts 7/8 × 16e9 = 14e9 B on NVLink, the one of S/8 across the 8 servers
+# 7/8 × 2e9 = 1.75e9 B on the NICs; together the 15.75e9 B on the wire (not the flat ring's split).
+HIERARCHICAL = {
+    ("illustrative-h100-4096", "llama8b-fsdp-dp64", "dp-reduce-scatter"): {"scale_up": 14e9, "scale_out": 1.75e9},
+}
 CASES = [
     ("nvidia-dgx-h100", "llama70b-serve-aggregated", "prefill-tp-all-reduce", 150_994_944.0),
     ("nvidia-dgx-h100", "llama70b-serve-aggregated", "decode-tp-all-reduce", 114_688.0),
@@ -35,13 +41,19 @@ def topology_built(built_registry: Layout, tmp_path_factory: pytest.TempPathFact
 def test_bytes_by_network_add_up_to_the_bytes_on_the_wire(topology_built: Layout) -> None:
     import fabricref
 
-    for topology, workload in sorted({(t, w) for t, w, _, _ in CASES}):
+    pairs = {(t, w) for t, w, _, _ in CASES} | {(t, w) for t, w, _ in HIERARCHICAL}
+    for topology, workload in sorted(pairs):
         phases = {p["phase"]: p for p in fabricref.estimate_workload(topology, workload, topology_built.root)}
         for p in phases.values():
             by_net = p["bytes_on_wire_per_rank_by_network"]
-            if by_net and "+" not in p["network"]:
+            if by_net:  # every phase, hierarchical ones (scale_up+scale_out) included
                 assert sum(by_net.values()) == pytest.approx(p["bytes_on_wire_per_rank"]), (topology, p["phase"])
         for t, w, phase, wire in CASES:
             if (t, w) == (topology, workload):
                 assert phases[phase]["bytes_on_wire_per_rank"] == pytest.approx(wire)
                 assert phases[phase]["bytes_on_wire_per_rank_by_network"] == {"scale_up": pytest.approx(wire)}
+        for (t, w, phase), split in HIERARCHICAL.items():
+            if (t, w) == (topology, workload):
+                assert phases[phase]["network"] == "scale_up+scale_out"
+                assert phases[phase]["bytes_on_wire_per_rank_by_network"] == pytest.approx(split)
+                assert phases[phase]["bytes_on_wire_per_rank"] == pytest.approx(sum(split.values()))

@@ -59,9 +59,15 @@ def _cost(view: View, placed: Placed, op: str, size: float, tier: int, hops: int
         _link(f"{s.name} ({s.network}, per rank)", s.bytes_per_rank, line_gbps.get(s.network), s.bandwidth_seconds)
         for s in free.stages
     )
+    by_network: dict[str, float] = {}
+    for s in real.stages:  # the stages of the algorithm that runs: their bytes add up to the bytes on the wire
+        by_network[s.network] = by_network.get(s.network, 0.0) + s.bytes_per_rank
+    # A send is not a ring: NCCL runs it on its point-to-point channels (timed with the ring's per-step
+    # latency and efficiency of the link class, which the calibration lineage shows).
+    algorithm = "point-to-point" if op == "send" else real.algorithm
     return Cost(
-        algorithm=f"{real.algorithm} / {real.protocol}"
-        + (" (hierarchical, pipelined)" if f.local > 1 and f.domains > 1 else ""),
+        algorithm=f"{algorithm} / {real.protocol}"
+        + (" (hierarchical, pipelined)" if f.local > 1 and f.domains > 1 and op != "send" else ""),
         bytes_on_wire_per_rank=real.bytes_on_wire_per_rank,
         network=network,
         tier=TIER_NAMES[tier],
@@ -76,6 +82,7 @@ def _cost(view: View, placed: Placed, op: str, size: float, tier: int, hops: int
         ),
         notes="; ".join(notes),
         links=links,
+        bytes_on_wire_by_network=dict(sorted(by_network.items())),
     )
 
 

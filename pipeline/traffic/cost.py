@@ -43,6 +43,9 @@ class Cost:
     lineage: frozenset[Lineage] = frozenset()
     notes: str = ""
     links: tuple[dict[str, Any], ...] = ()
+    # Bytes per rank by the network they enter (never NVLink and NIC bytes added together); they add up to
+    # `bytes_on_wire_per_rank`.
+    bytes_on_wire_by_network: dict[str, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -61,11 +64,10 @@ class Phase(Cost):
     concurrent_groups: int
     count: int
     bytes_per_rank: float
-    # Routed over the installed graph (placement.py, routing.py, loads.py): the busiest physical link, the five
-    # busiest, and bytes per rank by the network they enter (never NVLink and NIC bytes added together).
+    # Routed over the installed graph (placement.py, routing.py, loads.py): the busiest physical link and the
+    # five busiest.
     max_link_utilization: float | None = None
     hot_links: tuple[dict[str, Any], ...] = ()
-    bytes_on_wire_by_network: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, comm: Communication, cost: Cost, **overrides: Any) -> Phase:

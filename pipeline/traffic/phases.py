@@ -57,9 +57,10 @@ def calibrated(view: View, comm: Communication, group: list[str], routed: Phase)
     if c is None:
         return routed
     moving = c.bandwidth_s + routed.queueing_s
-    by_net = routed.bytes_on_wire_by_network
-    if len(by_net) == 1:  # one network: it carries all the bytes the library's algorithm puts on the wire
-        by_net = {next(iter(by_net)): c.bytes_on_wire_per_rank}
+    # The library's stages say which network carries which of its bytes (a hierarchical all-reduce: the
+    # reduce-scatter and all-gather on scale-up, the S/local all-reduce on the NICs); the routed ring's split
+    # would not add up to the bytes the library puts on the wire.
+    by_net = c.bytes_on_wire_by_network or routed.bytes_on_wire_by_network
     library = [n for n in c.notes.split("; ") if n and not n.startswith(("queueing:", "every rank crosses"))]
     if comm.collective == "send":
         library = library[1:]  # the locality note is already the routed phase's first
