@@ -102,6 +102,14 @@ def test_explicit_ranges_place_every_rank(built_registry, tmp_path):
     bad = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: b9/gpu0}\n")
     with pytest.raises(PlacementError, match=r"train\.yaml: at \$\.placement\.ranges\[1\]\.accelerator: 'b9/gpu0'"):
         rank_accelerators(g, bad)
+    # Two ranges on overlapping accelerators: both ranges are named, and the accelerator they share.
+    overlap = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: 4}\n")
+    with pytest.raises(
+        PlacementError,
+        match=r"at \$\.placement\.ranges\[0\] and \$\.placement\.ranges\[1\]: ranks 4 and 8 are both on "
+        r"accelerator b0/gpu4",
+    ):
+        rank_accelerators(g, overlap)
     # TP must stay inside one domain, whatever the declaration says.
     straddle = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: 12}\n")
     with pytest.raises(PlacementError, match=r"TP group 1 \(ranks 8–15\) straddles 2 scale-up domains"):

@@ -194,6 +194,7 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
         raise PlacementError(f"{where}: at {key}: unknown strategy {strategy!r}; expected one of {STRATEGIES}")
     index = {a: i for i, a in enumerate(order)}
     out: dict[int, str] = {}
+    range_of: dict[int, int] = {}  # rank -> the index of the range that placed it, to name colliding ranges
     for k, rng in enumerate(declared.ranges):
         at = f"{where}: at $.placement.ranges[{k}]"
         first = rng.accelerator if isinstance(rng.accelerator, int) else index.get(rng.accelerator)
@@ -206,14 +207,17 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
             )
         for j in range(rng.ranks):
             out[rng.first_rank + j] = order[first + j]
+            range_of[rng.first_rank + j] = k
     missing = [r for r in ranks if r not in out]
     if missing:
         raise PlacementError(f"{where}: at $.placement.ranges: ranks {_runs(missing)} are not placed")
     seen: dict[str, int] = {}
     for r in ranks:
         if out[r] in seen:
+            a, b = range_of[seen[out[r]]], range_of[r]
             raise PlacementError(
-                f"{where}: at $.placement.ranges: ranks {seen[out[r]]} and {r} are both on accelerator {out[r]}"
+                f"{where}: at $.placement.ranges[{a}] and $.placement.ranges[{b}]: ranks {seen[out[r]]} and {r} "
+                f"are both on accelerator {out[r]}; expected ranges on distinct accelerators"
             )
         seen[out[r]] = r
     return {r: out[r] for r in ranks}
