@@ -41,33 +41,58 @@ def make_table(*columns: str, keys: int = 1, title: str | None = None, rows: lis
     """Rows as a table whose first `keys` columns are identifiers, never cut to an ellipsis: kept whole on one
     line when they fit beside the other columns, else wrapped (folded); other columns wrap too. When even the
     narrowest layout is wider than the terminal, each row is printed as its own block of `column  value` lines
-    (keys first), so nothing is cut at any width. Nested cells (dicts, lists) become sub-tables (`cell`)."""
-    from rich.measure import Measurement
+    (keys first), so nothing is cut at any width. Nested cells (dicts, lists) become sub-tables (`cell`).
+    The layout is chosen when the table is printed, for the width of the console it is printed on (a
+    table laid out for one width and printed at another would cut its ids)."""
+    return _KeyedTable(columns, keys, title, rows or [])
 
-    rows = rows or []
-    width = out.width or 80
-    # Borders and padding take 3 characters per column; the key columns stay whole when the others keep at least
-    # 8 characters each beside them.
-    room = width - 3 * len(columns) - 1 - 8 * (len(columns) - keys)
-    longest = [max([len(c), *(len(str(r[i])) for r in rows if r[i] is not None)]) for i, c in enumerate(columns)]
-    whole = sum(longest[:keys]) <= room
-    t = Table(title=title)
-    for i, name in enumerate(columns):
-        if i < keys:
-            t.add_column(name, overflow="fold", no_wrap=whole, min_width=longest[i] if whole else None)
+
+class _KeyedTable:
+    """`make_table`'s renderable: builds the rich table for the width it is rendered at."""
+
+    def __init__(self, columns: tuple[str, ...], keys: int, title: str | None, rows: list[list[Any]]) -> None:
+        self.columns, self.keys, self.title, self.rows = columns, keys, title, rows
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        yield self._layout(console, options.max_width)
+
+    def _layout(self, console: Console, width: int) -> Any:
+        from rich.measure import Measurement
+
+        columns, keys, title, rows = self.columns, self.keys, self.title, self.rows
+        # Borders and padding take 3 characters per column; the key columns stay whole when the others keep at
+        # least 8 characters each beside them.
+        room = width - 3 * len(columns) - 1 - 8 * (len(columns) - keys)
+        longest = [max([len(c), *(len(str(r[i])) for r in rows if r[i] is not None)]) for i, c in enumerate(columns)]
+        whole = sum(longest[:keys]) <= room
+        # A key that cannot stay whole folds, but never into slivers: at least a third of the width (or 8).
+        key_width = [longest[i] if whole else min(longest[i], max(8, width // 3)) for i in range(keys)]
+        t = Table(title=title)
+        for i, name in enumerate(columns):
+            if i < keys:
+                t.add_column(name, overflow="fold", no_wrap=whole, min_width=key_width[i])
+            else:
+                t.add_column(name, overflow="fold")
+        for r in rows:
+            t.add_row(*(cell(v) for v in r))
+        # Measured unbounded: rich clamps a measurement to the width it is given, hiding that the table cannot fit.
+        # Folded key columns need only their minimum width, whatever their longest word; the rest must fit.
+        unbounded = console.options.update(width=10**6)
+        if whole:
+            narrowest = Measurement.get(console, unbounded, t).minimum
         else:
-            t.add_column(name, overflow="fold")
-    for r in rows:
-        t.add_row(*(cell(v) for v in r))
-    # Measured unbounded: rich clamps a measurement to the width it is given, hiding that the table cannot fit.
-    if Measurement.get(out, out.options.update(width=10**6), t).minimum <= width or len(columns) <= 2:
-        return t
-    records = Table("column", "value", title=title, show_lines=False)
-    records.columns[0].overflow = records.columns[1].overflow = "fold"
-    for r in rows:
-        for i, (name, v) in enumerate(zip(columns, r, strict=True)):
-            records.add_row(name, cell(v), end_section=i == len(columns) - 1)
-    return records
+            others = Table(*columns[keys:])
+            for r in rows:
+                others.add_row(*(cell(v) for v in r[keys:]))
+            narrowest = Measurement.get(console, unbounded, others).minimum + sum(w + 3 for w in key_width)
+        if narrowest <= width or len(columns) <= 2:
+            return t
+        records = Table("column", "value", title=title, show_lines=False)
+        records.columns[0].overflow = records.columns[1].overflow = "fold"
+        for r in rows:
+            for i, (name, v) in enumerate(zip(columns, r, strict=True)):
+                records.add_row(name, cell(v), end_section=i == len(columns) - 1)
+        return records
 
 
 def cell(value: Any) -> Any:
