@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
 CAL = load_calibration(ROOT)
 NVLINK4 = Tier("scale_up", "nvlink4", CAL.link_classes["nvlink4"], 450e9)
-IB400 = Tier("scale_out", "infiniband-400g", CAL.link_classes["infiniband-400g"], 50e9)
+IB400 = Tier("scale_out", "infiniband", CAL.link_classes["infiniband"], 50e9)
 ONE_DGX = Fabric(8, 8, 1, NVLINK4, None, nvls=True, one_shot=True)
 TWO_DGX = Fabric(16, 8, 2, NVLINK4, IB400, nvls=True, one_shot=True)
 
@@ -41,7 +41,7 @@ def test_every_calibrated_number_names_its_provenance_and_status():
     [
         ("value: 0.822\n      status: published", "value: 1.5\n      status: published", "fraction in (0, 1]"),
         ("      source: nccl-tests-issue-212\n      note: 370", "      note: 370", "'source' is a required property"),
-        ("source: nccl-multinode-nic\n      note: 46", "source: no-such-source\n      note: 46", "not declared"),
+        ("source: nccl-multinode-nic\n      note: >-\n        46", "source: no-such-source\n      note: 46", "not declared"),
         ("status: published\n      source: nccl-tests-issue-212", "status: guessed\n      source: x", "guessed"),
     ],
 )

@@ -122,7 +122,7 @@ def test_kv_transfer_is_local_in_nvl72_and_crosses_the_fabric_between_8_gpu_serv
     local = next(p for p in estimate(built_registry, "nvidia-gb200-nvl72", w).phases if p.phase == "kv-transfer")
     assert local.network == "scale_up" and local.bytes_per_rank == per_rank
     # 1.8 TB/s bidirectional = 900 GB/s per direction, at the calibrated NVLink 5 efficiency (Simple protocol).
-    nvlink5, ib = CAL.link_classes["nvlink5"].efficiency.value, CAL.link_classes["infiniband-400g"].efficiency.value
+    nvlink5, ib = CAL.link_classes["nvlink5"].efficiency.value, CAL.link_classes["infiniband"].efficiency.value
     assert local.bandwidth_s == pytest.approx(per_rank / (900e9 * nvlink5))
     assert local.algorithm == "point-to-point / Simple"  # a send, not a ring (the ring's step latency times it)
     remote = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "kv-transfer")
@@ -142,7 +142,7 @@ def test_oversubscription_queues_only_where_links_are_oversubscribed(built_regis
     w = find_workload(built_registry, "llama70b-train-tp8-dp512")
     meta = next(p for p in estimate(built_registry, "meta-style-h100-24576", w).phases if p.phase == "dp-all-reduce")
     flat = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "dp-all-reduce")
-    ib = CAL.link_classes["infiniband-400g"].efficiency.value
+    ib = CAL.link_classes["infiniband"].efficiency.value
     for p in (meta, flat):
         assert p.queueing_s == 0 and p.effective_gbps == pytest.approx(400 * ib) and p.dominant == "bandwidth"
         # DP gradients: 70e9 / TP 8 × 2 bytes per rank, ring all-reduce over 512 ranks at 50 GB/s × efficiency.
