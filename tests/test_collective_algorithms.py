@@ -41,7 +41,11 @@ def test_every_calibrated_number_names_its_provenance_and_status():
     [
         ("value: 0.822\n      status: published", "value: 1.5\n      status: published", "fraction in (0, 1]"),
         ("      source: nccl-tests-issue-212\n      note: 370", "      note: 370", "'source' is a required property"),
-        ("source: nccl-multinode-nic\n      note: >-\n        46", "source: no-such-source\n      note: 46", "not declared"),
+        (
+            "source: nccl-multinode-nic\n      note: >-",
+            "source: no-such-source\n      note: >-",
+            "not declared",
+        ),
         ("status: published\n      source: nccl-tests-issue-212", "status: guessed\n      source: x", "guessed"),
     ],
 )
