@@ -70,17 +70,45 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def write_table(
-    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
-) -> Path:
-    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
-    directory.mkdir(parents=True, exist_ok=True)
+def _table_connection(name: str, columns: list[tuple[str, str]]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding the empty table, single-threaded and in insertion order (stable bytes)."""
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET threads = 1")
         con.execute("SET preserve_insertion_order = true")
         cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns)
         con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str]) -> Path:
+    """The table sorted by `order` as `directory/name.parquet`, written to a temporary file and renamed (atomic)."""
+    target = directory / f"{name}.parquet"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
+    os.close(fd)
+    try:
+        keys = ", ".join(_quote(k) for k in order)
+        con.execute(
+            f"COPY (SELECT * FROM {_quote(name)} ORDER BY {keys}) TO '{tmp}' "
+            "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
+        )
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return target
+
+
+def write_table(
+    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
+) -> Path:
+    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    con = _table_connection(name, columns)
+    try:
         data = list(rows)
         if data:
             # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
@@ -88,20 +116,7 @@ def write_table(
             if not insert_columns(con, name, columns, series):
                 select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
                 con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", series)
-        target = directory / f"{name}.parquet"
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
-        os.close(fd)
-        try:
-            keys = ", ".join(_quote(k) for k in order)
-            con.execute(
-                f"COPY (SELECT * FROM {_quote(name)} ORDER BY {keys}) TO '{tmp}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
-            )
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        return target
+        return _copy_sorted(con, directory, name, order)
     finally:
         con.close()
 
@@ -115,30 +130,14 @@ def concat_tables(
     missing = [str(p) for p in parts if not p.is_file()]
     if missing:
         raise FabricrefError(f"{', '.join(missing)} missing: run `dvc repro` (the per-item stages write them)")
-    con = duckdb.connect(":memory:")
+    con = _table_connection(name, columns)
     try:
-        con.execute("SET threads = 1")
-        con.execute("SET preserve_insertion_order = true")
-        cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns)
-        con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
         names = ", ".join(_quote(c) for c, _ in columns)
         for part in parts:  # in the order given, so ties under ORDER BY keep one order from run to run
             sys.audit("fabricref.read", str(part))
             con.execute(f"INSERT INTO {_quote(name)} SELECT {names} FROM read_parquet({_literal(part.as_posix())})")
         count = con.execute(f"SELECT count(*) FROM {_quote(name)}").fetchone()[0]
-        target = directory / f"{name}.parquet"
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
-        os.close(fd)
-        try:
-            keys = ", ".join(_quote(k) for k in order)
-            con.execute(
-                f"COPY (SELECT * FROM {_quote(name)} ORDER BY {keys}) TO '{tmp}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
-            )
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        _copy_sorted(con, directory, name, order)
         return int(count)
     finally:
         con.close()
