@@ -131,17 +131,28 @@ def run(lay: Layout) -> Path:
     return run_pages(lay)
 
 
-def run_models(lay: Layout) -> Path:
-    """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number)."""
+def _begin(lay: Layout, parts: Any, reads: Any) -> tuple[Path, Any, Any, Any, Any, Any, list[dict[str, Any]]]:
+    """What both report stages start from: their parts of the report cleared, the templates, the open tables
+    (the caller closes them), the caveats, references, summaries and clusters (summaries with a bisection)."""
     out = report_dir(lay)
-    _clear(out, MODEL_PARTS)
+    _clear(out, parts)
     env = _env()
-    con = _open(lay, MODEL_READS)
+    con = _open(lay, reads)
     try:
         caveats = _caveats(lay, con)
         refs = _references(con)
         summaries = _summaries(con)
-        clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
+    except BaseException:
+        con.close()
+        raise
+    clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
+    return out, env, con, caveats, refs, summaries, clusters
+
+
+def run_models(lay: Layout) -> Path:
+    """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number)."""
+    out, env, con, caveats, refs, summaries, clusters = _begin(lay, MODEL_PARTS, MODEL_READS)
+    try:
         cluster_ids = {s["topology_id"] for s in clusters}
         for ref in refs:
             rid = ref["reference_id"]
@@ -195,15 +206,8 @@ def run_models(lay: Layout) -> Path:
 def run_pages(lay: Layout) -> Path:
     """`python -m pipeline.report pages`: workload pages with their heat maps, plots, the model-vs-measured page and
     the index (what a changed workload reruns)."""
-    out = report_dir(lay)
-    _clear(out, PAGE_PARTS)
-    env = _env()
-    con = _open(lay, PAGE_READS)
+    out, env, con, caveats, refs, summaries, clusters = _begin(lay, PAGE_PARTS, PAGE_READS)
     try:
-        caveats = _caveats(lay, con)
-        refs = _references(con)
-        summaries = _summaries(con)
-        clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
         cluster_pods = {s["topology_id"]: _pods(con, s["topology_id"]) for s in clusters}
         drawn = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
         workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")

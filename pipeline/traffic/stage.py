@@ -197,41 +197,18 @@ def sharing(
         for p in me.phases:
             r = by_phase.get(p.phase)
             if r is None:  # client traffic rides the separate frontend network
-                rows.append(
-                    (
-                        topology_id,
-                        me.workload.id,
-                        other.workload.id,
-                        p.phase,
-                        p.network,
-                        0.0,
-                        0.0,
-                        True,
-                        "the frontend network is separate from the backend fabric: this phase is protected",
-                    )
+                share, added = 0.0, 0.0
+                why = "the frontend network is separate from the backend fabric: this phase is protected"
+            else:
+                added, share = loads.added_queueing(view.fabric, r.stages, r.load, busy, step)
+                why = (
+                    f"no physical link shared with {other.workload.id}: this phase is protected"
+                    if share == 0.0
+                    else f"shares links with {other.workload.id}, which keeps the busiest shared one busy "
+                    f"{share:.0%} of its step: queueing added on those links only (fluid share)"
                 )
-                continue
-            added, share = loads.added_queueing(view.fabric, r.stages, r.load, busy, step)
-            protected = share == 0.0
-            why = (
-                f"no physical link shared with {other.workload.id}: this phase is protected"
-                if protected
-                else f"shares links with {other.workload.id}, which keeps the busiest shared one busy {share:.0%} "
-                "of its step: queueing added on those links only (fluid share)"
-            )
-            rows.append(
-                (
-                    topology_id,
-                    me.workload.id,
-                    other.workload.id,
-                    p.phase,
-                    p.network,
-                    share,
-                    added * p.count,
-                    protected,
-                    why,
-                )
-            )
+            row = (topology_id, me.workload.id, other.workload.id, p.phase, p.network, share, added * p.count)
+            rows.append((*row, share == 0.0, why))
     return a, b, rows
 
 
