@@ -1,10 +1,10 @@
 """dvc.yaml says what each stage depends on, and it must be true (issue 11, case 2).
 
-- Code: each stage runs as `python -m <module>`; the import closure of that entry point (every `import` and
-  `from` anywhere in each module, function-level ones included, within the `pipeline` package) must be declared,
-  no stage may import another stage's package (or the CLI, or the inspect modules), and no declared code dep may
-  be dead or broader than the closure (a directory is declared only when the stage uses every module in it; its
-  own package is the one exception: a new module there belongs to the stage).
+- Code: each stage runs as `python -m <module>`; its one code dep is registry/code/<module>.txt, which the `code`
+  stage writes from the import closure of that entry point (every `import` and `from` anywhere in each module,
+  function-level ones included, within the `pipeline` package; pipeline/core/code.py) plus its own package's
+  templates. The list moves exactly when a file of the closure does; no stage may import another stage's package
+  (or the CLI, or the inspect modules).
 - Data: every stage is run under an audit hook in a temporary clone (slow tier); every file it opens to read (and
   every Parquet file it reads through DuckDB) must be under a declared dep or its own outputs, every file it writes
   under its outputs.
@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -28,13 +27,11 @@ import pytest
 import yaml
 from conftest import ROOT, copy_checkout, env_with_venv
 
-from pipeline.core import registry
+from pipeline.core import code, registry
+from pipeline.core.code import STAGE_PACKAGES, code_files, fingerprint, module_name
+from pipeline.core.code import import_closure as _import_closure
 from pipeline.core.paths import Layout
 
-STAGE_PACKAGES = {"retrieve", "extract", "compile", "topology", "traffic", "report"}
-# The package's __init__ loads the notebook API (pipeline/api.py) inside a function, only when a notebook asks
-# `fabricref.registry` & co.; no stage touches those names, and the slow test below checks what a stage really loads.
-LAZY_API = {("pipeline/__init__.py", "pipeline.api")}
 NOT_FOR_STAGES = {"pipeline.cli", "pipeline.audit", "pipeline.query", "pipeline.status", "pipeline.changes"}
 
 
@@ -89,63 +86,9 @@ def params_files(spec: dict) -> list[str]:
     return sorted(files)
 
 
-def module_file(name: str, root: Path = ROOT) -> Path | None:
-    base = root.joinpath(*name.split("."))
-    if (base / "__init__.py").is_file():
-        return base / "__init__.py"
-    if base.with_suffix(".py").is_file():
-        return base.with_suffix(".py")
-    return None
-
-
-def module_name(path: Path, root: Path = ROOT) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported(path: Path, root: Path = ROOT) -> list[str]:
-    """Every module of the `pipeline` package `path` imports, wherever the import statement stands."""
-    name = module_name(path, root)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                full = ".".join(base + ([node.module] if node.module else []))
-            else:
-                full = node.module or ""
-            found.append(full)
-            found += [f"{full}.{a.name}" for a in node.names if module_file(f"{full}.{a.name}", root)]
-    return [m for m in found if m == "pipeline" or m.startswith("pipeline.")]
-
-
 def import_closure(entry: str, root: Path = ROOT) -> dict[str, str]:
     """Module file (relative path) → the module that first imported it, from `python -m entry`."""
-    first = module_file(entry, root)
-    assert first is not None, f"no module {entry}"
-    if first.name == "__init__.py" and (first.parent / "__main__.py").is_file():
-        first = first.parent / "__main__.py"
-    seen: dict[Path, str] = {}
-    todo = [(first, "python -m " + entry)]
-    while todo:
-        path, by = todo.pop()
-        if path in seen:
-            continue
-        seen[path] = by
-        name = module_name(path, root)
-        parts = name.split(".")
-        for i in range(1, len(parts)):  # importing a.b.c runs a/__init__.py and a/b/__init__.py first
-            todo.append((module_file(".".join(parts[:i]), root), name))  # type: ignore[arg-type]
-        for mod in imported(path, root):
-            if (path.relative_to(root).as_posix(), mod) in LAZY_API:
-                continue
-            target = module_file(mod, root)
-            assert target is not None, f"{path.relative_to(root)} imports {mod}, which does not exist"
-            todo.append((target, name))
-    return {p.relative_to(root).as_posix(): by for p, by in seen.items()}
+    return _import_closure(entry, root)
 
 
 def covered(path: str, deps: list[str]) -> bool:
@@ -156,43 +99,49 @@ STAGES = dvc_stages()
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_every_module_a_stage_imports_is_declared_and_no_stage_imports_another(stage: str):
+def test_every_stage_declares_its_code_list_and_no_stage_imports_another(stage: str):
     spec = STAGES[stage]
     entry = entry_module(spec["cmd"])
-    closure = import_closure(entry)
     deps = [str(d) for d in spec["deps"]]
-    own = entry.split(".")[1] if entry.split(".")[1] in STAGE_PACKAGES else None
+    if stage == "code":  # hashes every file under pipeline/: all of it is its input
+        assert entry == "pipeline.core.code" and deps == ["pipeline"]
+        assert spec["outs"] == ["registry/code"]
+        return
+    assert entry in code.ENTRIES, f"stage {stage!r} runs {entry}, which pipeline/core/code.py ENTRIES lacks"
+    assert f"registry/code/{entry}.txt" in deps, f"stage {stage!r} must declare registry/code/{entry}.txt"
+    direct = [d for d in deps if d == "pipeline" or d.startswith("pipeline/")]
+    assert not direct, f"stage {stage!r} declares code {direct}: its code dep is registry/code/{entry}.txt"
 
-    undeclared = sorted(f"{m} (imported by {by})" for m, by in closure.items() if not covered(m, deps))
-    assert not undeclared, f"dvc.yaml stage {stage!r} does not declare modules it imports: {undeclared}"
+    closure = import_closure(entry)
+    listed = code_files(entry, ROOT)
+    assert set(closure) <= set(listed)
+    own = code.own_package(entry)
+    extra = sorted(set(listed) - set(closure))
+    assert all(own and f.startswith(own + "/") and not f.endswith(".py") for f in extra), extra
 
     for module in closure:
-        mod = module_name(ROOT / module)
+        mod = module_name(ROOT / module, ROOT)
         parts = mod.split(".")
         if len(parts) > 1 and parts[1] in STAGE_PACKAGES:
-            assert parts[1] == own, f"stage {stage!r} imports another stage's package: {mod} (by {closure[module]})"
+            assert f"pipeline/{parts[1]}" == own, (
+                f"stage {stage!r} imports another stage's package: {mod} (by {closure[module]})"
+            )
         assert not any(mod == n or mod.startswith(n + ".") for n in NOT_FOR_STAGES), (
             f"stage {stage!r} imports {mod} (by {closure[module]}): stages never import the CLI or inspect modules"
         )
 
-    for dep in (d for d in deps if d.startswith("pipeline/")):
-        inside = [m for m in closure if covered(m, [dep])]
-        assert inside, f"dvc.yaml stage {stage!r} declares {dep}, which the stage never imports"
-        path = ROOT / dep
-        if path.is_dir() and dep != f"pipeline/{own}":
-            modules = {p.relative_to(ROOT).as_posix() for p in path.rglob("*.py") if p.name != "__main__.py"}
-            unused = sorted(modules - set(closure))
-            assert not unused, (
-                f"dvc.yaml stage {stage!r} declares all of {dep}/ but never imports {unused}: "
-                "list the modules it does import instead (an edit to an unused module must not rerun the stage)"
-            )
+
+def test_every_code_list_is_a_stage_entry_point():
+    """ENTRIES names exactly the entry points dvc.yaml runs (a stale one would hash code no stage runs)."""
+    run = {entry_module(spec["cmd"]) for name, spec in STAGES.items() if name != "code"}
+    assert set(code.ENTRIES) == run
 
 
 @pytest.mark.parametrize("package", sorted(STAGE_PACKAGES))
 def test_no_module_of_a_stage_package_imports_another_stage(package: str):
     """Not only what `python -m` loads: every module of a stage package (CLI helpers included) stays inside it."""
     for path in sorted((ROOT / "pipeline" / package).rglob("*.py")):
-        for mod in imported(path):
+        for mod in code.imported(path, ROOT):
             parts = mod.split(".")
             other = parts[1] if len(parts) > 1 else None
             if other in STAGE_PACKAGES and other != package:
@@ -225,6 +174,67 @@ def test_the_closure_follows_function_level_imports_and_stage_packages_are_caugh
     assert closure["pipeline/topology/build.py"] == "pipeline.traffic.stage"
     assert not covered("pipeline/topology/build.py", ["pipeline/traffic", "pipeline/core"])
     assert covered("pipeline/core/units.py", ["pipeline/core"]) and not covered("pipeline/corex.py", ["pipeline/core"])
+
+
+def _tiny_package(root: Path) -> None:
+    """pipeline/{core,traffic,report}: traffic imports core.units lazily; report has a template."""
+    pkg = root / "pipeline"
+    for d in ("", "core", "traffic", "report", "report/templates"):
+        (pkg / d).mkdir(parents=True, exist_ok=True)
+    for d in ("", "core", "traffic", "report"):
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "core" / "units.py").write_text("X = 1\n")
+    (pkg / "core" / "format.py").write_text("Y = 1\n")
+    (pkg / "traffic" / "__main__.py").write_text("def run():\n    from ..core import units\n    return units.X\n")
+    (pkg / "traffic" / "unused.py").write_text("Z = 1\n")
+    (pkg / "report" / "__main__.py").write_text("from ..core.format import Y\n")
+    (pkg / "report" / "templates" / "page.html.j2").write_text("<p>{{ y }}</p>\n")
+
+
+def test_a_code_list_moves_exactly_when_a_file_its_stage_runs_changes(tmp_path: Path):
+    """The dep each stage declares: edits inside the closure (lazy imports included) or to its own templates move
+    its list; an edit to a module it never imports (its own package's included) leaves the bytes alone."""
+    _tiny_package(tmp_path)
+    pkg = tmp_path / "pipeline"
+    traffic, report = fingerprint("pipeline.traffic", tmp_path), fingerprint("pipeline.report", tmp_path)
+    assert traffic == fingerprint("pipeline.traffic", tmp_path)  # deterministic
+    units = "pipeline/core/units.py"
+    assert code_files("pipeline.traffic", tmp_path) == [
+        "pipeline/__init__.py",
+        "pipeline/core/__init__.py",
+        units,
+        "pipeline/traffic/__init__.py",
+        "pipeline/traffic/__main__.py",
+    ]
+    import hashlib
+
+    assert f"{hashlib.sha256(b'X = 1' + bytes([10])).hexdigest()}  {units}" in traffic.decode().splitlines()
+
+    (pkg / "traffic" / "unused.py").write_text("Z = 2\n")
+    (pkg / "core" / "format.py").write_text("Y = 2\n")  # only the report imports it
+    assert fingerprint("pipeline.traffic", tmp_path) == traffic
+    assert fingerprint("pipeline.report", tmp_path) != report
+    report = fingerprint("pipeline.report", tmp_path)
+
+    (pkg / "core" / "units.py").write_text("X = 2\n")  # reached by a function-level import only
+    assert fingerprint("pipeline.traffic", tmp_path) != traffic
+    assert fingerprint("pipeline.report", tmp_path) == report
+
+    (pkg / "report" / "templates" / "page.html.j2").write_text("<p>{{ y }}!</p>\n")
+    assert fingerprint("pipeline.report", tmp_path) != report
+
+
+def test_the_code_stage_writes_one_list_per_entry_point_and_drops_stale_ones(tmp_path: Path):
+    lay = Layout(ROOT)
+    out = tmp_path / "registry" / "code"
+    out.mkdir(parents=True)
+    (out / "pipeline.gone.txt").write_text("stale\n")
+    fake = Layout(tmp_path)
+    shutil.copytree(ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    assert code.write(fake) == len(code.ENTRIES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{e}.txt" for e in code.ENTRIES)
+    for entry in code.ENTRIES:
+        assert (out / f"{entry}.txt").read_bytes() == fingerprint(entry, lay.root)
 
 
 # -- data deps: run every stage under an audit hook --------------------------------------------------------------
@@ -285,6 +295,8 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(tmp
         )
         assert done.returncode == 0, f"stage {stage} failed:\n{done.stdout}\n{done.stderr}"
         deps = [str(d) for d in spec["deps"]] + params_files(spec)
+        if stage != "code":  # its code, through registry/code/<entry>.txt
+            deps += code_files(entry_module(spec["cmd"]), root)
         outs = [str(next(iter(o))) if isinstance(o, dict) else str(o) for o in spec.get("outs", [])]
         outs += [str(next(iter(m))) if isinstance(m, dict) else str(m) for m in spec.get("metrics", [])]
         record = json.loads(log.read_text())

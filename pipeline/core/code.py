@@ -1,0 +1,158 @@
+"""`python -m pipeline.core.code`: the code each stage runs, one small file per entry point (registry/code/).
+
+Why: a stage's output depends on exactly the modules its `python -m` entry point imports (its import closure,
+function-level imports included) and the data files of its own package (the report's templates). Listing those
+modules one by one in dvc.yaml made dvc.lock ~2,000 lines, and DVC re-parses and re-dumps the whole lock after
+every stage it runs: most of its own cost per stage (issue 16). Instead the `code` stage (deps: all of
+pipeline/) writes registry/code/<entry>.txt, one `sha256  path` line per file of that closure, and each stage
+declares that one file. An edit reruns `code` (a fraction of a second) and then exactly the stages whose closure
+holds the edited file: a stage whose list is byte-identical is skipped by DVC, as before.
+
+The closure is static (ast): every `import` / `from` anywhere in a module, within the `pipeline` package.
+tests/test_dvc_deps.py checks, by running each stage under an audit hook, that a stage loads nothing else.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+
+from .paths import Layout
+
+# Every `python -m` entry point a dvc.yaml stage runs (tests/test_dvc_deps.py checks the two agree).
+ENTRIES = (
+    "pipeline.retrieve",
+    "pipeline.extract",
+    "pipeline.compile",
+    "pipeline.topology",
+    "pipeline.traffic",
+    "pipeline.traffic.comparison",
+    "pipeline.report",
+    "pipeline.core.registry",
+)
+STAGE_PACKAGES = frozenset({"retrieve", "extract", "compile", "topology", "traffic", "report"})
+# The package's __init__ loads the notebook API (pipeline/api.py) inside a function, only when a notebook asks
+# `fabricref.registry` & co.; no stage touches those names (the slow test checks what a stage really loads).
+LAZY = frozenset({("pipeline/__init__.py", "pipeline.api")})
+
+
+def code_dir(lay: Layout) -> Path:
+    return lay.registry_dir / "code"
+
+
+def code_file(lay: Layout, entry: str) -> Path:
+    return code_dir(lay) / f"{entry}.txt"
+
+
+def module_file(name: str, root: Path) -> Path | None:
+    """The file `import name` runs under root (a package's __init__.py), or None."""
+    base = root.joinpath(*name.split("."))
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    return None
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, root: Path) -> list[str]:
+    """Every module of the `pipeline` package `path` imports, wherever the import statement stands."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                full = ".".join(base + ([node.module] if node.module else []))
+            else:
+                full = node.module or ""
+            found.append(full)
+            found += [f"{full}.{a.name}" for a in node.names if module_file(f"{full}.{a.name}", root)]
+    return [m for m in found if m == "pipeline" or m.startswith("pipeline.")]
+
+
+def import_closure(entry: str, root: Path) -> dict[str, str]:
+    """Module file (relative POSIX path) → the module that first imported it, from `python -m entry`."""
+    first = module_file(entry, root)
+    if first is None:
+        raise ValueError(f"no module {entry} under {root}")
+    if first.name == "__init__.py" and (first.parent / "__main__.py").is_file():
+        first = first.parent / "__main__.py"
+    seen: dict[Path, str] = {}
+    todo = [(first, "python -m " + entry)]
+    while todo:
+        path, by = todo.pop()
+        if path in seen:
+            continue
+        seen[path] = by
+        name = module_name(path, root)
+        parts = name.split(".")
+        for i in range(1, len(parts)):  # importing a.b.c runs a/__init__.py and a/b/__init__.py first
+            parent = module_file(".".join(parts[:i]), root)
+            if parent is not None:
+                todo.append((parent, name))
+        for mod in imported(path, root):
+            if (path.relative_to(root).as_posix(), mod) in LAZY:
+                continue
+            target = module_file(mod, root)
+            if target is None:
+                raise ValueError(f"{path.relative_to(root)} imports {mod}, which does not exist")
+            todo.append((target, name))
+    return {p.relative_to(root).as_posix(): by for p, by in seen.items()}
+
+
+def own_package(entry: str) -> str | None:
+    """pipeline/<stage> for an entry point inside a stage package, else None."""
+    parts = entry.split(".")
+    return f"pipeline/{parts[1]}" if len(parts) > 1 and parts[1] in STAGE_PACKAGES else None
+
+
+def code_files(entry: str, root: Path) -> list[str]:
+    """What the entry point's outputs can depend on among the code: its import closure, plus every file of its
+    own package that is not Python (templates it reads at run time). Sorted relative POSIX paths."""
+    files = set(import_closure(entry, root))
+    own = own_package(entry)
+    if own is not None:
+        for path in (root / own).rglob("*"):
+            if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts:
+                files.add(path.relative_to(root).as_posix())
+    return sorted(files)
+
+
+def fingerprint(entry: str, root: Path) -> bytes:
+    """`sha256  path` per code file of the entry point, sorted by path (the format of `sha256sum`)."""
+    lines = [f"{hashlib.sha256((root / f).read_bytes()).hexdigest()}  {f}\n" for f in code_files(entry, root)]
+    return "".join(lines).encode()
+
+
+def write(lay: Layout) -> int:
+    """Every entry point's list into registry/code/ (only those: a stale one is removed)."""
+    from .files import atomic_write_bytes
+
+    out = code_dir(lay)
+    out.mkdir(parents=True, exist_ok=True)
+    for entry in ENTRIES:
+        atomic_write_bytes(code_file(lay, entry), fingerprint(entry, lay.root))
+    wanted = {code_file(lay, e).name for e in ENTRIES}
+    for stale in out.iterdir():
+        if stale.name not in wanted and stale.is_file():
+            stale.unlink()
+    return len(ENTRIES)
+
+
+def _main(lay: Layout) -> str:
+    return f"code of {write(lay)} entry points into {lay.relative(code_dir(lay))}/"
+
+
+if __name__ == "__main__":
+    from .entry import run_stage
+
+    run_stage(_main)
