@@ -1,19 +1,29 @@
-"""Deterministic exports: node-link JSON and GraphML per reference and cluster, and rows for the registry tables."""
+"""Deterministic exports: node-link JSON and GraphML per reference and cluster, and rows for the registry tables.
+
+The graph is read once (`read_columns`) into columns: node names and one value list per node attribute, and the
+edges as node numbers with a link-class number (a cluster's ~10^5 links share a few attribute sets), both in
+`g.edges()` order (the exports) and in `insertion_order` (the tables). The table rows, the node-link JSON and the
+GraphML are all written from those columns, so nothing walks networkx's views or types a dict per edge twice.
+"""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
+from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
-
-import networkx as nx
 
 from ..core.files import atomic_write_bytes
 from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # The tables carry every attribute of the graph, so the traffic stage rebuilds the very same networkx graph from
 # them (pipeline/core/graphs.py) instead of importing this stage. `position` keeps networkx's iteration order:
@@ -52,70 +62,113 @@ EDGE_COLUMNS = [
     ("confidence", "VARCHAR"),
     ("note", "VARCHAR"),
 ]
+_EDGE_VALUES = [c for c, _ in EDGE_COLUMNS[4:]]
 
 
-# Nodes and neighbours are read from networkx's own dicts (`g._node`, `g._adj`, as pipeline/traffic/routing.py
-# does): its view objects iterate through Python-level Mapping code, seconds on a 24,576-GPU cluster.
+@dataclass(frozen=True)
+class Columns:
+    """One graph read once, for the tables and both exports. Nodes are numbered in graph order.
+
+    `node_values[name][i]` is node i's attribute `name` (None where absent), for every name some node has.
+    `classes` holds one attribute dict per link class (equal contents: one class), first met in `g.edges()`
+    order, and `firsts` that first edge. `edges` is `g.edges()` order and `inserted` is `insertion_order`, both
+    as (first end, second end, class) with the first end the one earlier in node order."""
+
+    tid: Any
+    graph: dict[str, Any]
+    nodes: list[Any]
+    node_values: dict[str, list[Any]]
+    classes: list[dict[str, Any]]
+    firsts: list[tuple[int, int]]
+    edges: list[tuple[int, int, int]]
+    inserted: list[tuple[int, int, int]]
 
 
-def node_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
-    tid = g.graph["topology_id"]
-    _check_attrs(g, g._node.values(), NODE_ATTRS, "node")
-    return [
-        (
-            tid,
-            n,
-            i,
-            d["kind"],
-            d.get("role"),
-            d.get("label"),
-            d.get("within"),
-            d.get("domain"),
-            d.get("block"),
-            d.get("rail"),
-            d.get("tier"),
-            d.get("pod"),
-            bool(d.get("assumed", False)),
-            d.get("index"),
-            d.get("plane"),
-            d.get("aggregate"),
-        )
-        for i, (n, d) in enumerate(g._node.items())
+def _adjacency(g: nx.Graph) -> tuple[list[Any], list[list[int]], list[list[dict[str, Any]]]]:
+    """Nodes, every node's neighbours as node numbers and the edge dicts beside them, in networkx's own order.
+
+    Read from networkx's own dicts (`g._node`, `g._adj`, as pipeline/traffic/routing.py does): its view objects
+    iterate through Python-level Mapping code, seconds on a 24,576-GPU cluster."""
+    nodes = list(g._node)
+    index = {n: i for i, n in enumerate(nodes)}
+    adj = [list(map(index.__getitem__, nbrs)) for nbrs in g._adj.values()]
+    dicts = [list(nbrs.values()) for nbrs in g._adj.values()]
+    return nodes, adj, dicts
+
+
+def read_columns(g: nx.Graph) -> Columns:
+    tid = g.graph.get("topology_id")
+    nodes, adj, slot_dicts = _adjacency(g)
+    node_dicts = list(g._node.values())
+    names = sorted(set().union(*node_dicts))
+    node_values = {k: [d.get(k) for d in node_dicts] for k in names}
+    classes: list[dict[str, Any]] = []
+    firsts: list[tuple[int, int]] = []
+    by_key: dict[tuple[Any, ...], int] = {}
+    class_of: dict[int, int] = {}  # id of an edge dict (the graph holds them all meanwhile) -> class
+    edges: list[tuple[int, int, int]] = []
+    for u, (row, drow) in enumerate(zip(adj, slot_dicts, strict=True)):
+        for v, d in zip(row, drow, strict=True):
+            if v < u:
+                continue  # seen from v already: `g.edges()` yields each edge from its earlier end
+            key: tuple[Any, ...] | None = tuple(d.items())
+            try:
+                c = by_key.get(key)  # type: ignore[arg-type]
+            except TypeError:  # an unhashable value: a class of its own
+                key, c = None, None
+            if c is None:
+                c = len(classes)
+                classes.append(d)
+                firsts.append((u, v))
+                if key is not None:
+                    by_key[key] = c
+            class_of[id(d)] = c
+            edges.append((u, v, c))
+    order = _kahn(adj)
+    if len(order) != len(edges):
+        raise ValueError(f"topology {tid}: neighbour orders admit no edge order")
+    inserted = [
+        (u, v, class_of[id(slot_dicts[u][hu])]) if u <= v else (v, u, class_of[id(slot_dicts[u][hu])])
+        for u, v, hu in order
     ]
+    return Columns(tid, g.graph, nodes, node_values, classes, firsts, edges, inserted)
 
 
-def edge_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
+def _columns(g: nx.Graph | Columns) -> Columns:
+    return g if isinstance(g, Columns) else read_columns(g)
+
+
+def node_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
+    c = _columns(g)
+    _check_attrs(c.tid, c.node_values, NODE_ATTRS, "node")
+    n = len(c.nodes)
+    none = [None] * n
+    v = c.node_values
+    kind = v.get("kind")
+    if kind is None or None in kind:
+        missing = c.nodes[0 if kind is None else kind.index(None)]
+        raise ValueError(f"topology {c.tid}: node {missing} has no kind")
+    cols = [v.get(name, none) for name, _ in NODE_COLUMNS[3:]]
+    cols[9] = [bool(a) for a in cols[9]]  # `assumed`: absent is False
+    return list(zip(repeat(c.tid, n), c.nodes, range(n), *cols, strict=False))  # repeat: endless
+
+
+def edge_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
     """One row per edge, oriented as `g.edges()` gives it (the end that comes first in node order is the source),
-    `position` its rank in `insertion_order`. Built straight from that order: no lookup table over the edges."""
-    tid = g.graph["topology_id"]
-    order = insertion_order(g)
-    _check_attrs(g, (d for _, _, d in order), EDGE_ATTRS, "edge")
-    pos = {n: i for i, n in enumerate(g)}
-    rows = []
-    for i, (u, v, d) in enumerate(order):
-        a, b = (u, v) if pos[u] <= pos[v] else (v, u)
-        rows.append(
-            (
-                tid,
-                a,
-                b,
-                i,
-                d["network"],
-                d["bandwidth_gbps"],
-                d["unit"],
-                d["direction"],
-                d["links"],
-                d["latency_ns"],
-                d["field"],
-                d["status"],
-                d["confidence"],
-                d["note"],
-            )
-        )
-    return rows
+    `position` its rank in `insertion_order`; the attribute columns come from the link classes."""
+    c = _columns(g)
+    _check_attrs(c.tid, {k: None for d in c.classes for k in d}, EDGE_ATTRS, "edge")
+    values = [tuple(d[k] for k in _EDGE_VALUES) for d in c.classes]
+    nodes = c.nodes
+    n = len(c.inserted)
+    sources = [nodes[a] for a, _, _ in c.inserted]
+    targets = [nodes[b] for _, b, _ in c.inserted]
+    per_edge = [values[k] for _, _, k in c.inserted]
+    columns = zip(*per_edge, strict=True)
+    return list(zip(repeat(c.tid, n), sources, targets, range(n), *columns, strict=False))  # repeat: endless
 
 
-def graph_row(g: nx.Graph, endpoint_latency_ns: float) -> tuple[Any, ...]:
+def graph_row(g: nx.Graph | Columns, endpoint_latency_ns: float) -> tuple[Any, ...]:
     """The graph's own attributes, and the endpoint latency the traffic stage adds to every path."""
     attrs = {**g.graph, "endpoint_latency_ns": endpoint_latency_ns}
     extra = set(attrs) - {c for c, _ in GRAPH_COLUMNS}
@@ -124,35 +177,20 @@ def graph_row(g: nx.Graph, endpoint_latency_ns: float) -> tuple[Any, ...]:
     return tuple(attrs.get(c) for c, _ in GRAPH_COLUMNS)
 
 
-def _check_attrs(g: nx.Graph, dicts: Any, known: tuple[str, ...], what: str) -> None:
+def _check_attrs(tid: Any, names: Iterable[str], known: tuple[str, ...], what: str) -> None:
     """A new attribute must get a column, or the graph the traffic stage rebuilds would silently lack it."""
-    seen: set[int] = set()
-    allowed = set(known)
-    for d in dicts:
-        if id(d) in seen:  # stamped templates share one dict per link class
-            continue
-        seen.add(id(d))
-        extra = set(d) - allowed
-        if extra:
-            raise ValueError(
-                f"topology {g.graph['topology_id']}: {what} attributes {sorted(extra)} have no column in "
-                "pipeline/topology/export.py"
-            )
+    extra = set(names) - set(known)
+    if extra:
+        raise ValueError(
+            f"topology {tid}: {what} attributes {sorted(extra)} have no column in pipeline/topology/export.py"
+        )
 
 
-def insertion_order(g: nx.Graph) -> list[tuple[str, str, dict[str, Any]]]:
-    """Edges in an order that, added to a graph holding the same nodes, gives every node its neighbours in
-    the same order as in `g` (networkx iterates neighbours in insertion order, and the traffic stage's
-    tie-breaks follow it). Kahn's algorithm over the per-node neighbour lists: an edge is emitted once it is
-    next in the lists of both its ends; the order it was built in proves such an order exists. Nodes are
-    numbered first so the loop touches only lists of ints (the 24,576-GPU cluster has 233,792 edges)."""
-    nodes = list(g)
-    index = {n: i for i, n in enumerate(nodes)}
-    items = [list(nbrs.items()) for nbrs in g._adj.values()]
-    adj = [[index[v] for v, _ in row] for row in items]
-    head = [0] * len(nodes)
-    out: list[tuple[str, str, dict[str, Any]]] = []
-    stack = list(range(len(nodes) - 1, -1, -1))
+def _kahn(adj: list[list[int]]) -> list[tuple[int, int, int]]:
+    """`insertion_order` on node numbers: (u, v, slot of v in u's neighbour list) per edge, in emitted order."""
+    head = [0] * len(adj)
+    out: list[tuple[int, int, int]] = []
+    stack = list(range(len(adj) - 1, -1, -1))
     while stack:
         u = stack.pop()
         au = adj[u]
@@ -162,10 +200,21 @@ def insertion_order(g: nx.Graph) -> list[tuple[str, str, dict[str, Any]]]:
             hv = head[v]
             if hv >= len(adj[v]) or adj[v][hv] != u:
                 break  # (u, v) waits for v's earlier neighbours; v's own turn re-examines it
-            out.append((nodes[u], nodes[v], items[u][hu][1]))
+            out.append((u, v, hu))
             head[u] += 1
             head[v] += 1
             stack.append(v)
+    return out
+
+
+def insertion_order(g: nx.Graph) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """Edges in an order that, added to a graph holding the same nodes, gives every node its neighbours in
+    the same order as in `g` (networkx iterates neighbours in insertion order, and the traffic stage's
+    tie-breaks follow it). Kahn's algorithm over the per-node neighbour lists: an edge is emitted once it is
+    next in the lists of both its ends; the order it was built in proves such an order exists. Nodes are
+    numbered first so the loop touches only lists of ints (the 24,576-GPU cluster has 233,792 edges)."""
+    nodes, adj, dicts = _adjacency(g)
+    out = [(nodes[u], nodes[v], dicts[u][hu]) for u, v, hu in _kahn(adj)]
     if len(out) != g.number_of_edges():
         raise ValueError(f"topology {g.graph['topology_id']}: neighbour orders admit no edge order")
     return out
@@ -179,143 +228,190 @@ def _types(columns: list[tuple[str, str]]) -> dict[str, type]:
     return {c: _PY_TYPES[t] for c, t in columns if c not in _NOT_ATTRS}
 
 
+def _typed_value(k: str, v: Any, t: type | None, where: str) -> Any:
+    """One value as its column's type (see `_typed`); v is not None."""
+    if type(v) is t:  # already the column's exact type (bool is not int here): kept as is
+        return v
+    if hasattr(v, "item") and not isinstance(v, str | bytes):
+        v = v.item()  # numpy scalars
+    if t is None:
+        return v if isinstance(v, bool | int | float | str) else json.dumps(v, sort_keys=True, default=str)
+    if t is bool:
+        if not isinstance(v, bool):
+            raise ValueError(f"{where}: attribute {k}={v!r} is not a boolean")
+        return v
+    if t is int:
+        if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v):
+            raise ValueError(f"{where}: attribute {k}={v!r} is not an integer")
+        return int(v)
+    if t is float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"{where}: attribute {k}={v!r} is not a number")
+        return float(v)
+    return str(v)
+
+
 def _typed(attrs: dict[str, Any], types: dict[str, type], where: str) -> dict[str, Any]:
     """One type per attribute, the table column's (GraphML declares a key's type once, and Gephi / yEd read a
     key typed `long` on one graph and `double` on another as different columns); None left out (GraphML has no
     null); an attribute without a column keeps bool / int / float / str, anything else becomes JSON text."""
-    out: dict[str, Any] = {}
-    for k, v in sorted(attrs.items()):
-        if v is None:
-            continue
-        if type(v) is types.get(k):  # already the column's exact type (bool is not int here): kept as is
-            out[k] = v
-            continue
-        if hasattr(v, "item") and not isinstance(v, str | bytes):
-            v = v.item()  # numpy scalars
-        t = types.get(k)
-        if t is None:
-            out[k] = v if isinstance(v, bool | int | float | str) else json.dumps(v, sort_keys=True, default=str)
-        elif t is bool:
-            if not isinstance(v, bool):
-                raise ValueError(f"{where}: attribute {k}={v!r} is not a boolean")
-            out[k] = v
-        elif t is int:
-            if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v):
-                raise ValueError(f"{where}: attribute {k}={v!r} is not an integer")
-            out[k] = int(v)
-        elif t is float:
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                raise ValueError(f"{where}: attribute {k}={v!r} is not a number")
-            out[k] = float(v)
-        else:
-            out[k] = str(v)
-    return out
+    return {k: _typed_value(k, v, types.get(k), where) for k, v in sorted(attrs.items()) if v is not None}
+
+
+_NONE = type(None)
+_PLAIN_KINDS = {bool, int, float, str}
 
 
 @dataclass(frozen=True)
 class _Typed:
-    """A graph's attributes typed and None-free, nodes and edges in graph order (one pass for both exports)."""
+    """A graph's attributes typed and None-free, from its columns (one pass for both exports).
 
+    `nodes[name]` is typed per node (None where absent), for the names some node has a value for, sorted."""
+
+    columns: Columns
     graph: dict[str, Any]
-    nodes: list[tuple[str, dict[str, Any]]]
-    edges: list[tuple[str, str, dict[str, Any]]]
+    nodes: dict[str, list[Any]]
+    classes: list[dict[str, Any]]
 
 
-def _typed_graph(g: nx.Graph) -> _Typed:
-    tid = g.graph.get("topology_id")
+def _typed_columns(c: Columns) -> _Typed:
     node_types, edge_types = _types(NODE_COLUMNS), _types(EDGE_COLUMNS)
-    memo: dict[tuple[Any, ...], dict[str, Any]] = {}  # a cluster's ~10^5 links fall in a few link classes
-
-    by_id: dict[int, dict[str, Any]] = {}  # the graph holds every dict, so an id stays unique meanwhile
-
-    def edge(a: str, b: str, d: dict[str, Any]) -> dict[str, Any]:
-        typed = by_id.get(id(d))
-        if typed is not None:
-            return typed
-        try:
-            key = tuple(d.items())
-            hash(key)
-        except TypeError:  # an unhashable value: typed on its own
-            return _typed(d, edge_types, f"topology {tid} edge {a}-{b}")
-        if key not in memo:
-            memo[key] = _typed(d, edge_types, f"topology {tid} edge {a}-{b}")
-        by_id[id(d)] = memo[key]
-        return memo[key]
-
-    return _Typed(
-        graph=_typed(g.graph, {}, f"topology {tid}"),
-        nodes=[(n, _typed(d, node_types, f"topology {tid} node {n}")) for n, d in g._node.items()],
-        edges=[(a, b, edge(a, b, d)) for a, b, d in g.edges(data=True)],
-    )
+    nodes: dict[str, list[Any]] = {}
+    for k, values in c.node_values.items():  # sorted by name
+        t = node_types.get(k)
+        kinds = set(map(type, values)) - {_NONE}
+        if not kinds:
+            continue
+        if kinds != {t} and not (t is None and kinds <= _PLAIN_KINDS):
+            values = [
+                None if v is None else _typed_value(k, v, t, f"topology {c.tid} node {n}")
+                for n, v in zip(c.nodes, values, strict=True)
+            ]
+        nodes[k] = values
+    classes = [
+        _typed(d, edge_types, f"topology {c.tid} edge {c.nodes[a]}-{c.nodes[b]}")
+        for d, (a, b) in zip(c.classes, c.firsts, strict=True)
+    ]
+    return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes)
 
 
-def _write(path: Path, data: bytes) -> None:
-    """A `.gz` path is gzip-compressed with mtime 0 and a fixed level, so the bytes depend on the graph alone.
+def _per_value(values: list[Any], fmt: Callable[[Any], str]) -> list[str]:
+    """`fmt(v)` for every value, "" for None; formatted once per distinct value when the column has one type
+    (a set would merge 1, 1.0 and True, which format differently)."""
+    kinds = set(map(type, values)) - {_NONE}
+    if len(kinds) > 1:
+        return ["" if v is None else fmt(v) for v in values]
+    memo = {v: fmt(v) for v in set(values) if v is not None}
+    memo[None] = ""
+    try:
+        return list(map(memo.__getitem__, values))
+    except KeyError:  # NaN: a distinct object per value, never equal to itself
+        return ["" if v is None else memo[v] if v in memo else fmt(v) for v in values]
+
+
+_CHUNK = 8192  # nodes or edges per piece of text: the 24,576-GPU cluster's 200 MB of GraphML never sit whole
+
+
+def _slices(n: int) -> Iterator[slice]:
+    return (slice(i, i + _CHUNK) for i in range(0, n, _CHUNK))
+
+
+def _write(path: Path, chunks: Iterable[str]) -> None:
+    """A `.gz` path is gzip-compressed with mtime 0 and a fixed level, so the bytes depend on the graph alone:
+    the text is fed to one zlib stream piece by piece, which gives the very bytes `gzip.compress(text,
+    compresslevel=1, mtime=0)` gives (zlib's output does not depend on how its input is split; a test checks).
     Level 1: the 24,576-GPU cluster's 230 MB of text compress 3× faster than at level 6, to ~6 MB instead of
     ~4 MB (these files are DVC outputs, not in git)."""
     if path.suffix == ".gz":
-        data = gzip.compress(data, compresslevel=1, mtime=0)
-    atomic_write_bytes(path, data)
+        z = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip wrapper, mtime 0
+        parts = [z.compress(text.encode()) for text in chunks]
+        parts.append(z.flush())
+        atomic_write_bytes(path, b"".join(parts))
+    else:
+        atomic_write_bytes(path, "".join(chunks).encode())
 
 
-def write_node_link(g: nx.Graph, path: Path) -> None:
+def write_node_link(g: nx.Graph | Columns, path: Path) -> None:
     """Node-link JSON as `networkx.node_link_data(g)` writes it, default keys included (`edges`, `id`, `source`,
     `target`), so `networkx.node_link_graph(data)` reads it as is; attributes typed as in the GraphML export.
     Indented when plain (a reference, read by people), compact when gzip-compressed (a cluster)."""
-    _write_node_link(_typed_graph(g), path)
+    _write_node_link(_typed_columns(_columns(g)), path)
 
 
 def _write_node_link(t: _Typed, path: Path) -> None:
     if path.suffix == ".gz":
-        _write(path, _compact_node_link(t).encode())
+        _write(path, _compact_node_link(t))
         return
+    c = t.columns
+    names = list(t.nodes)
+    per_node = list(zip(*t.nodes.values(), strict=True)) if names else [()] * len(c.nodes)
+    node_dicts = [
+        {**{k: v for k, v in zip(names, values, strict=True) if v is not None}, "id": n}
+        for n, values in zip(c.nodes, per_node, strict=True)
+    ]
     data = {
         "directed": False,
         "multigraph": False,
         "graph": t.graph,
-        "nodes": [{**d, "id": n} for n, d in t.nodes],
-        "edges": [{**d, "source": a, "target": b} for a, b, d in t.edges],
+        "nodes": node_dicts,
+        "edges": [{**t.classes[k], "source": c.nodes[a], "target": c.nodes[b]} for a, b, k in c.edges],
     }
-    _write(path, (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode())
+    _write(path, [json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n"])
 
 
-_JSON = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")}
+_JSON: dict[str, Any] = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")}
 _HOLES = ("\x00source\x00", "\x00target\x00")  # stand-ins no attribute value can contain (JSON escapes NUL)
 
 
-def _compact_node_link(t: _Typed) -> str:
-    """The text `json.dumps(node_link, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` gives, built
-    without one dict per edge: each link class's edge object is encoded once with stand-ins for its two ends,
-    and every edge fills them with its ends' encoded ids (the 24,576-GPU cluster: 233,792 edges, 7 classes)."""
+def _json(v: Any) -> str:
+    """`json.dumps(v)` as the compact export writes it (strings through the same C encoder json.dumps uses)."""
+    return encode_basestring(v) if type(v) is str else json.dumps(v, **_JSON)
+
+
+def _member(key: str) -> Callable[[Any], str]:
+    prefix = f",{_json(key)}:"
+    return lambda v: prefix + _json(v)
+
+
+def _compact_node_link(t: _Typed) -> Iterator[str]:
+    """The text `json.dumps(node_link, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` gives, in
+    pieces, built without one dict per node or edge: each link class's edge object is encoded once with
+    stand-ins for its two ends, and every edge fills them with its ends' encoded ids (the 24,576-GPU cluster:
+    233,792 edges, 7 classes); each node object is its sorted keys' encoded pieces, joined."""
+    c = t.columns
     holes = [json.dumps(h, **_JSON) for h in _HOLES]
-    parts: dict[int, tuple[str, str, str]] = {}
-    for _, _, d in t.edges:
-        if id(d) not in parts:
-            text = json.dumps({**d, "source": _HOLES[0], "target": _HOLES[1]}, **_JSON)
-            head, rest = text.split(holes[0])
-            mid, tail = rest.split(holes[1])
-            parts[id(d)] = (head, mid, tail)
-    ids = {n: json.dumps(n, **_JSON) for n, _ in t.nodes}
-    edges = []
-    for a, b, d in t.edges:
-        head, mid, tail = parts[id(d)]
-        edges.append(f"{head}{ids[a]}{mid}{ids[b]}{tail}")
-    nodes = json.dumps([{**d, "id": n} for n, d in t.nodes], **_JSON)
-    graph = json.dumps(t.graph, **_JSON)
-    return f'{{"directed":false,"edges":[{",".join(edges)}],"graph":{graph},"multigraph":false,"nodes":{nodes}}}\n'
+    parts = []
+    for d in t.classes:
+        text = json.dumps({**d, "source": _HOLES[0], "target": _HOLES[1]}, **_JSON)
+        head, rest = text.split(holes[0])
+        mid, tail = rest.split(holes[1])
+        parts.append((head, mid, tail))
+    ids = [_json(n) for n in c.nodes]
+    yield '{"directed":false,"edges":['
+    for s in _slices(len(c.edges)):
+        text = ",".join([f"{parts[k][0]}{ids[a]}{parts[k][1]}{ids[b]}{parts[k][2]}" for a, b, k in c.edges[s]])
+        yield text if s.start == 0 else "," + text
+    yield f'],"graph":{json.dumps(t.graph, **_JSON)},"multigraph":false,"nodes":['
+    # `{**d, "id": n}` with sorted keys: every present key as `,"key":value`, "id" in its sorted place.
+    keyed = {k: v for k, v in t.nodes.items() if k != "id"}
+    keyed["id"] = c.nodes
+    pieces = [_per_value(keyed[k], _member(k)) for k in sorted(keyed)]
+    for s in _slices(len(c.nodes)):
+        text = ",".join(["{" + p[1:] + "}" for p in map("".join, zip(*(col[s] for col in pieces), strict=True))])
+        yield text if s.start == 0 else "," + text
+    yield "]}\n"
 
 
-def write_exports(g: nx.Graph, directory: Path, compress: bool) -> list[str]:
+def write_exports(g: nx.Graph | Columns, directory: Path, compress: bool) -> list[str]:
     """`<id>.json` and `<id>.graphml` (`.gz` added when `compress`); returns the file names written."""
-    t = _typed_graph(g)
-    names = [f"{g.graph['topology_id']}.{ext}{'.gz' if compress else ''}" for ext in ("json", "graphml")]
+    t = _typed_columns(_columns(g))
+    names = [f"{t.columns.tid}.{ext}{'.gz' if compress else ''}" for ext in ("json", "graphml")]
     _write_node_link(t, directory / names[0])
     _write_graphml(t, directory / names[1])
     return names
 
 
-def _graphml_type(values: list[Any]) -> str:
-    kinds = {type(v) for v in values}
+def _graphml_type(kinds: set[type]) -> str:
     if kinds <= {bool}:
         return "boolean"
     if kinds <= {int}:
@@ -346,19 +442,25 @@ def _graphml_value(v: Any, kind: str) -> str:
     return _escape(str(v))
 
 
-def write_graphml(g: nx.Graph, path: Path) -> None:
+def write_graphml(g: nx.Graph | Columns, path: Path) -> None:
     """GraphML with typed keys (boolean / long / double / string) for Gephi and yEd; absent attributes left out.
 
-    Streamed by hand rather than through networkx's ElementTree writer, which takes minutes on the 24,576-GPU
-    cluster; keys sorted by scope and name, nodes and edges in graph order, so the bytes are deterministic.
-    `networkx.read_graphml` reads it back with the same types.
+    Written by hand from the columns rather than through networkx's writer, which builds an ElementTree element
+    per node, edge and attribute (minutes and gigabytes on the 24,576-GPU cluster): keys sorted by scope and
+    name, nodes and edges in graph order, text escaped with `xml.sax.saxutils` as ElementTree would, so the
+    bytes are deterministic and `networkx.read_graphml` reads back the same graph with the same types (tests/
+    test_topology_exports.py checks every shipped topology).
     """
-    _write_graphml(_typed_graph(g), path)
+    _write_graphml(_typed_columns(_columns(g)), path)
 
 
-def _write_graphml(h: _Typed, path: Path) -> None:
-    unique_edge_dicts = list({id(d): d for _, _, d in h.edges}.values())
-    scopes = {"graph": [h.graph], "node": [d for _, d in h.nodes], "edge": unique_edge_dicts}
+def _write_graphml(t: _Typed, path: Path) -> None:
+    _write(path, _graphml(t))
+
+
+def _graphml(t: _Typed) -> Iterator[str]:
+    """The document in pieces, every line ending in a newline; a node or edge's lines always in one piece."""
+    c = t.columns
     keys: dict[tuple[str, str], tuple[str, str]] = {}  # (scope, name) -> (id, type)
     lines = [
         "<?xml version='1.0' encoding='utf-8'?>",
@@ -367,11 +469,15 @@ def _write_graphml(h: _Typed, path: Path) -> None:
         'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
         'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">',
     ]
-    for scope in ("graph", "node", "edge"):
-        names = sorted({k for d in scopes[scope] for k in d})
-        for name in names:
-            kind = _graphml_type([d[name] for d in scopes[scope] if name in d])
-            kid = f"d{len(keys)}"
+    edge_names = sorted({k for d in t.classes for k in d})
+    scopes: dict[str, dict[str, set[type]]] = {
+        "graph": {k: {type(v)} for k, v in sorted(t.graph.items())},
+        "node": {k: set(map(type, values)) - {_NONE} for k, values in t.nodes.items()},
+        "edge": {k: {type(d[k]) for d in t.classes if k in d} for k in edge_names},
+    }
+    for scope, kinds in scopes.items():
+        for name, types in kinds.items():
+            kid, kind = f"d{len(keys)}", _graphml_type(types)
             keys[(scope, name)] = (kid, kind)
             lines.append(f'  <key id="{kid}" for="{scope}" attr.name={_quoteattr(name)} attr.type="{kind}" />')
 
@@ -383,15 +489,18 @@ def _write_graphml(h: _Typed, path: Path) -> None:
         return out
 
     lines.append('  <graph edgedefault="undirected">')
-    lines += data("graph", h.graph, "    ")
-    quoted = {n: _quoteattr(str(n)) for n, _ in h.nodes}  # each id once, not once per edge end
-    for n, d in h.nodes:
-        lines.append(f"    <node id={quoted[n]}>")
-        lines += data("node", d, "      ")
-        lines.append("    </node>")
-    edge_data = {id(d): "\n".join([*data("edge", d, "      "), "    </edge>"]) for d in unique_edge_dicts}
-    for a, b, d in h.edges:
-        lines.append(f"    <edge source={quoted[a]} target={quoted[b]}>")
-        lines.append(edge_data[id(d)])
-    lines += ["  </graph>", "</graphml>", ""]
-    _write(path, "\n".join(lines).encode())
+    lines += data("graph", t.graph, "    ")
+    yield "\n".join(lines) + "\n"
+    quoted = [_quoteattr(str(n)) for n in c.nodes]  # each id once, not once per edge end
+    pieces = []
+    for name, values in t.nodes.items():
+        kid, kind = keys[("node", name)]
+        prefix = f'\n      <data key="{kid}">'
+        pieces.append(_per_value(values, lambda v, p=prefix, k=kind: f"{p}{_graphml_value(v, k)}</data>"))
+    opens = [f"    <node id={q}>" for q in quoted]
+    for s in _slices(len(c.nodes)):
+        yield "".join(map("".join, zip(opens[s], *(col[s] for col in pieces), repeat("\n    </node>\n"))))
+    edge_data = ["".join(f"{line}\n" for line in [*data("edge", d, "      "), "    </edge>"]) for d in t.classes]
+    for s in _slices(len(c.edges)):
+        yield "".join([f"    <edge source={quoted[a]} target={quoted[b]}>\n{edge_data[k]}" for a, b, k in c.edges[s]])
+    yield "  </graph>\n</graphml>\n"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -12,11 +15,11 @@ from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS
 from ..core.paths import Layout
-from ..core.registry import open_tables, write_table
+from ..core.registry import write_table
 from . import export
 from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
-from .facts import defaults, load_facts
+from .facts import Facts, FactsBook, defaults, load_facts
 from .summary import summarize
 
 
@@ -24,36 +27,29 @@ def topology_dir(lay: Layout):
     return lay.registry_dir / "topology"
 
 
-def _params(lay: Layout):
+def _params(lay: Layout, read: Callable[[str], Facts] | None = None):
     def params_for(reference_id: str) -> dict[str, Any]:
-        return load_facts(lay, reference_id).parameters
+        return (read or partial(load_facts, lay))(reference_id).parameters
 
     return params_for
 
 
-def load_clusters(lay: Layout) -> list[Cluster]:
-    return [load_cluster(p, _params(lay)) for p in cluster_paths(lay)]
+def load_clusters(lay: Layout, read: Callable[[str], Facts] | None = None) -> list[Cluster]:
+    return [load_cluster(p, _params(lay, read)) for p in cluster_paths(lay)]
 
 
-def build(lay: Layout, topology_id: str) -> nx.Graph:
-    """Choosing a reference or a cluster rebuilds its topology from the registry."""
+def build(lay: Layout, topology_id: str, read: Callable[[str], Facts] | None = None) -> nx.Graph:
+    """Choosing a reference or a cluster rebuilds its topology from the registry (`read`: how facts are read,
+    `load_facts` unless the caller holds them all)."""
+    read = read or partial(load_facts, lay)
     try:
         path = find_cluster(lay, topology_id)
     except UsageError:
         path = None  # not a cluster id; named as a topology below, with the closest ids
     if path is not None:
-        cluster = load_cluster(path, _params(lay))
-        product = cluster.fabric.switch_product
-        switch = None
-        if product:
-            try:
-                product_facts = load_facts(lay, product)
-            except UsageError as exc:
-                raise CompileError(f"{path}: at $.scale_out.switch_product: {exc}") from None
-            switch = switch_product(cluster, product_facts)
-        return build_cluster(cluster, load_facts(lay, cluster.building_block), defaults(lay), switch)
+        return _build_cluster(lay, load_cluster(path, _params(lay, read)), path, read)
     try:
-        facts = load_facts(lay, topology_id)
+        facts = read(topology_id)
     except UnknownIdError as exc:
         # A topology is a reference or a cluster: the closest of either.
         raise UnknownIdError("topology", topology_id, exc.known + [p.stem for p in cluster_paths(lay)]) from None
@@ -70,18 +66,25 @@ def build(lay: Layout, topology_id: str) -> nx.Graph:
     return build_reference(facts, defaults(lay))
 
 
+def _build_cluster(lay: Layout, cluster: Cluster, path: Path, read: Callable[[str], Facts]) -> nx.Graph:
+    product = cluster.fabric.switch_product
+    switch = None
+    if product:
+        try:
+            product_facts = read(product)
+        except UsageError as exc:
+            raise CompileError(f"{path}: at $.scale_out.switch_product: {exc}") from None
+        switch = switch_product(cluster, product_facts)
+    return build_cluster(cluster, read(cluster.building_block), defaults(lay), switch)
+
+
 def run(lay: Layout) -> list[dict[str, Any]]:
     out = topology_dir(lay)
     out.mkdir(parents=True, exist_ok=True)
-    with open_tables(lay, "tables") as t:
-        refs = [
-            r["reference_id"]
-            for r in t.rows(
-                "SELECT reference_id FROM reference_models WHERE form_factor IN (SELECT unnest(?)) ORDER BY 1",
-                list(SYSTEM_FORM_FACTORS),
-            )
-        ]
-    graphs = [build(lay, r) for r in refs] + [build(lay, c.id) for c in load_clusters(lay)]
+    read = FactsBook(lay)  # every reference's facts read once, for all the builds below
+    refs = sorted(r for r, row in read.references.items() if row["form_factor"] in SYSTEM_FORM_FACTORS)
+    clusters = [(p, load_cluster(p, _params(lay, read))) for p in cluster_paths(lay)]
+    graphs = [build(lay, r, read) for r in refs] + [_build_cluster(lay, c, p, read) for p, c in clusters]
     nodes, edges, summaries, graph_rows = [], [], [], []
     written = set()
     endpoint = defaults(lay).latency_ns["endpoint"]
@@ -90,10 +93,11 @@ def run(lay: Layout) -> list[dict[str, Any]]:
         graph_rows.append(export.graph_row(g, endpoint))
         summary = summarize(g)
         summaries.append((tid, json.dumps(summary, sort_keys=True)))
-        nodes += export.node_rows(g)
-        edges += export.edge_rows(g)
+        columns = export.read_columns(g)  # read once: the tables and both exports come from these columns
+        nodes += export.node_rows(columns)
+        edges += export.edge_rows(columns)
         # Exports for networkx, Gephi and yEd: plain per reference, gzip-compressed per cluster (tens of MB).
-        written |= set(export.write_exports(g, out, compress=tid not in refs))
+        written |= set(export.write_exports(columns, out, compress=tid not in refs))
     write_table(out, "topology_graphs", GRAPH_COLUMNS, ["topology_id"], graph_rows)
     write_table(out, "topology_nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes)
     write_table(out, "topology_edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], edges)
