@@ -1,0 +1,95 @@
+"""Every topology's exports, as the topology stage wrote them, read back by networkx (with the pinned version's
+defaults) into the graph the stage built: same nodes in the same order, same edges in `g.edges()` order, every
+attribute with its column's Python type, None left out (GraphML has no null)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from pipeline.topology import export
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+def _form_factor(path: Path) -> str:
+    match = re.search(r"^form_factor:\s*(\S+)", path.read_text(), re.MULTILINE)
+    assert match, f"{path}: no form_factor"
+    return match.group(1)
+
+
+# Discovered from models/: system references (servers, racks) export plain files, clusters gzip-compressed ones.
+REFERENCES = sorted(p.stem for p in (MODELS / "references").glob("*.yaml") if _form_factor(p) in ("server", "rack"))
+CLUSTERS = sorted(p.stem for p in (MODELS / "clusters").glob("*.yaml"))
+# Reading a cluster's GraphML back through ElementTree takes seconds (the largest: tens of seconds).
+TOPOLOGIES = [*REFERENCES, *(pytest.param(c, marks=pytest.mark.slow) for c in CLUSTERS)]
+
+_TYPES = {"VARCHAR": str, "DOUBLE": float, "INTEGER": int, "BOOLEAN": bool}
+
+
+def _expected(attrs: dict[str, Any], columns: list[tuple[str, str]]) -> dict[str, tuple[type, Any]]:
+    types = {c: _TYPES[t] for c, t in columns}
+    return {k: (types.get(k, type(v)), types.get(k, type(v))(v)) for k, v in attrs.items() if v is not None}
+
+
+def _typed(attrs: dict[str, Any]) -> dict[str, tuple[type, Any]]:
+    return {k: (type(v), v) for k, v in attrs.items()}
+
+
+def _assert_same(built: nx.Graph, back: nx.Graph, what: str) -> None:
+    assert list(back.nodes) == list(built.nodes), what
+    assert list(back.edges) == list(built.edges), what
+    graph = dict(back.graph)
+    if what.endswith((".graphml", ".graphml.gz")):  # read_graphml records the (absent) GraphML key defaults
+        assert (graph.pop("node_default"), graph.pop("edge_default")) == ({}, {}), what
+    assert _typed(graph) == {k: (type(v), v) for k, v in built.graph.items() if v is not None}, what
+    for n, d in built.nodes(data=True):
+        assert _typed(back.nodes[n]) == _expected(d, export.NODE_COLUMNS), (what, n)
+    for a, b, d in built.edges(data=True):
+        assert _typed(back.edges[a, b]) == _expected(d, export.EDGE_COLUMNS), (what, a, b)
+
+
+@pytest.mark.parametrize("tid", TOPOLOGIES)
+def test_exports_read_back_into_the_built_graph(built_registry, built_graph, tid):
+    built = built_graph(tid)
+    out = built_registry.registry_dir / "topology"
+    suffix = ".gz" if tid in CLUSTERS else ""
+    node_link = (out / f"{tid}.json{suffix}").read_bytes()
+    graphml = out / f"{tid}.graphml{suffix}"
+    if suffix:
+        node_link = gzip.decompress(node_link)
+        with gzip.open(graphml) as f:
+            from_graphml = nx.read_graphml(f)
+    else:
+        from_graphml = nx.read_graphml(graphml)
+    _assert_same(built, nx.node_link_graph(json.loads(node_link)), f"{tid}.json{suffix}")
+    _assert_same(built, from_graphml, f"{tid}.graphml{suffix}")
+
+
+def test_the_exports_cover_every_topology_and_nothing_else(built_registry):
+    names = {p.name for p in (built_registry.registry_dir / "topology").iterdir() if p.suffix != ".parquet"}
+    expected = {f"{r}.{ext}" for r in REFERENCES for ext in ("json", "graphml")}
+    expected |= {f"{c}.{ext}.gz" for c in CLUSTERS for ext in ("json", "graphml")}
+    assert names - {"summaries.json"} == expected
+
+
+def test_text_fed_to_zlib_in_pieces_gives_gzip_compress_bytes(tmp_path):
+    """The exports stream their text into one zlib stream; the file is what one-shot `gzip.compress(text,
+    compresslevel=1, mtime=0)` gives, however the text is split (pieces of 1 character, uneven, non-ASCII)."""
+    text = "".join(f'<edge source="b{i:05d}/gpu{i % 8}" target="leaf{i // 32}">→ ü {i * 0.1!r}\n' for i in range(20000))
+    whole = gzip.compress(text.encode(), compresslevel=1, mtime=0)
+    for pieces in ([text], [text[:1], text[1:2], text[2:]], [text[i : i + 4093] for i in range(0, len(text), 4093)]):
+        path = tmp_path / "x.gz"
+        export._write(path, pieces)
+        assert path.read_bytes() == whole
+        assert gzip.decompress(path.read_bytes()).decode() == text
+    export._write(tmp_path / "x.txt", [text[:10], text[10:]])
+    assert (tmp_path / "x.txt").read_text() == text
+    assert zlib.decompress(whole, 31) == text.encode()
