@@ -8,14 +8,13 @@ import re
 from datetime import date
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from ruamel.yaml import YAML
 
 
 def json_path(parts: list[Any] | tuple[Any, ...]) -> str:
@@ -27,6 +26,10 @@ def json_path(parts: list[Any] | tuple[Any, ...]) -> str:
 
 def _line_of(doc: Any, parts: list[Any]) -> int | None:
     """1-based line of the value at `parts` in a ruamel document, or of its nearest ancestor."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(doc, _LazyDocument):
+        doc = doc.document()
     node, line = doc, None
     for part in parts:
         try:
@@ -127,28 +130,53 @@ def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
                     ) from None
 
 
-# Parsed documents by their exact text: ruamel's pure-Python round-trip parse (twice: screen, then load) is most
-# of the cost of loading sources and models, and one process (a CLI run, the test suite) loads the same files
-# again and again. The text is the whole input, so a hit is exactly what parsing would give; the plain data is
-# rebuilt for every caller (callers may change it) and the document is only read (for line numbers). Errors are
-# never cached. Bounded: the least recently used document goes first.
+# Parsed documents by their exact text: one process (a CLI run, the test suite) loads the same files again and
+# again. The text is the whole input, so a hit is exactly what parsing would give; the plain data is rebuilt for
+# every caller (callers may change it) and the document is only read (for line numbers). Errors are never
+# cached. Bounded: the least recently used document goes first.
 _PARSED: dict[str, Any] = {}
 _PARSED_MAX = 512
 
 
 def load_yaml(path: Path) -> tuple[Any, Any]:
-    """Returns (plain data, ruamel document for line lookups). Malformed YAML names file and line."""
+    """Returns (plain data, document for line lookups: pass it to `_line_of`). Malformed YAML names file and
+    line.
+
+    Most files are parsed by libyaml (PyYAML's C parser, ~100x faster than ruamel's pure-Python round-trip
+    parser, which was half a second per calibration load); ruamel's round-trip document, which knows the line
+    of every key, is then parsed only when an error needs a line. Anything the fast path does not read exactly
+    as ruamel would (see `_fast_yaml`) goes to ruamel, which also gives every malformed-YAML message."""
     text = _read_text(path, "YAML")
     doc = _PARSED.pop(text, None)
     if doc is None:
-        doc = _parse_yaml(text, path)
+        data = _fast_yaml(text)
+        doc = _parse_yaml(text, path) if data is _SLOW else _LazyDocument(text, path, data)
         if len(_PARSED) >= _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
     _PARSED[text] = doc
-    return to_plain(doc), doc
+    return to_plain(doc.data if isinstance(doc, _LazyDocument) else doc), doc
+
+
+class _LazyDocument:
+    """A file the fast path read: its plain data, and ruamel's document (for line numbers) parsed on first use."""
+
+    def __init__(self, text: str, path: Path, data: Any) -> None:
+        self.text, self.path, self.data = text, path, data
+        self._document: Any = None
+
+    def document(self) -> Any:
+        if self._document is None:
+            try:
+                self._document = _parse_yaml(self.text, self.path)
+            except ValidationError:  # read by libyaml, refused by ruamel: no lines, the message still names the file
+                self._document = {}
+        return self._document
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
@@ -165,6 +193,147 @@ def _parse_yaml(text: str, path: Path) -> Any:
         # Scalars the screen let through but the constructor cannot build (e.g. an out-of-range time).
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
     return doc
+
+
+# `_fast_yaml`'s answer when it leaves a text to ruamel.
+_SLOW = object()
+# Plain scalars the fast path builds itself (the forms the shipped files use); ruamel's YAML 1.2 resolvers
+# (`_ruamel_tag`) decide what a plain scalar is, these only say which of ruamel's results it can build exactly.
+_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|\.[0-9]+(?:[eE][-+][0-9]+)?)")
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_TRUE = {"true", "True", "TRUE"}
+# Characters the two parsers read differently: line breaks in YAML 1.1 (libyaml) but ordinary characters in
+# YAML 1.2 (ruamel), and tabs (libyaml accepts some where ruamel refuses them).
+_OTHER_BREAKS = ("\t", "\x85", "\u2028", "\u2029")
+
+
+def _fast_yaml(text: str) -> Any:
+    """The plain data ruamel's round-trip load + `to_plain` would give, read from libyaml's events; `_SLOW` for
+    anything outside the subset built here exactly: anchors, aliases, tags, directives, not one document,
+    duplicate or non-text keys, merge keys, nesting beyond MAX_NESTING, numbers in other notations (hex,
+    underscores, .inf), timestamps other than a valid YYYY-MM-DD, and whatever libyaml refuses. ruamel then
+    parses the text as before: same data, same errors."""
+    if any(char in text for char in _OTHER_BREAKS):
+        return _SLOW
+    try:
+        import yaml
+        from yaml import CBaseLoader
+    except ImportError:  # PyYAML without libyaml
+        return _SLOW
+    try:
+        loader = CBaseLoader(text)
+    except Exception:
+        return _SLOW
+    try:
+        return _build(loader, yaml)
+    except Exception:  # libyaml's errors, _Slow, a number int() refuses: ruamel decides, with its messages
+        return _SLOW
+    finally:
+        loader.dispose()
+
+
+class _Slow(Exception):
+    """Raised inside `_build` for anything it leaves to ruamel."""
+
+
+def _build(loader: Any, yaml: Any) -> Any:
+    """One pass over the events: a stack of open containers, each value added as it completes."""
+    scalar, seq_start, map_start, end = (
+        yaml.ScalarEvent,
+        yaml.SequenceStartEvent,
+        yaml.MappingStartEvent,
+        (
+            yaml.SequenceEndEvent,
+            yaml.MappingEndEvent,
+        ),
+    )
+    get = loader.get_event
+    if not isinstance(get(), yaml.StreamStartEvent):
+        raise _Slow
+    start = get()
+    if not isinstance(start, yaml.DocumentStartEvent) or start.version or start.tags:
+        raise _Slow
+    # Each open container: [container, pending key or _NO_KEY]; the root is a one-item list.
+    root: list[Any] = []
+    stack: list[list[Any]] = [[root, _NO_KEY]]
+    while True:
+        event = get()
+        cls = type(event)
+        if cls is scalar:
+            if event.anchor or event.tag:
+                raise _Slow
+            value = _scalar(event.value) if event.style == "" else event.value
+        elif cls is map_start or cls is seq_start:
+            if event.anchor or event.tag or len(stack) > MAX_NESTING:
+                raise _Slow
+            stack.append([{} if cls is map_start else [], _NO_KEY])
+            continue
+        elif cls in end:
+            value = stack.pop()[0]
+        elif isinstance(event, yaml.DocumentEndEvent):
+            break
+        else:  # an alias, or anything unforeseen
+            raise _Slow
+        top = stack[-1]
+        container = top[0]
+        if type(container) is list:
+            container.append(value)
+        elif top[1] is _NO_KEY:
+            if type(value) is not str or value in container:
+                raise _Slow
+            top[1] = value
+        else:
+            container[top[1]] = value
+            top[1] = _NO_KEY
+    if len(root) != 1 or not isinstance(get(), yaml.StreamEndEvent):
+        raise _Slow
+    return root[0]
+
+
+_NO_KEY = object()
+
+
+def _scalar(value: str) -> Any:
+    """A plain scalar as ruamel reads it (YAML 1.2), or `_Slow` where the fast path does not build that form."""
+    if _DATE.fullmatch(value):
+        if not _ISO_DATE.fullmatch(value):
+            raise _Slow
+        date.fromisoformat(value)  # ValueError (an impossible date) goes to ruamel, which names the line
+    tag = _ruamel_tag(value)
+    if tag is None:
+        return value
+    if tag == "null":
+        return None
+    if tag == "bool":
+        return value in _TRUE
+    if tag == "int" and _INT.fullmatch(value):
+        return int(value)
+    if tag == "float" and _FLOAT.fullmatch(value):
+        return float(value)
+    if tag == "timestamp" and _ISO_DATE.fullmatch(value):
+        return value  # to_plain gives a date as its ISO text, which this already is
+    raise _Slow
+
+
+def _ruamel_tag(value: str) -> str | None:
+    """What ruamel's YAML 1.2 implicit resolvers make of a plain scalar ("int", "float", ...), None for text."""
+    for tag, regexp in _resolvers().get(value[:1], ()):
+        if regexp.match(value):
+            return tag.rsplit(":", 1)[1]
+    return None
+
+
+@cache
+def _resolvers() -> dict[str, list[tuple[str, Any]]]:
+    from ruamel.yaml.resolver import implicit_resolvers
+
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for versions, tag, regexp, first in implicit_resolvers:
+        if (1, 2) in versions:
+            for char in first:
+                out.setdefault(char, []).append((tag, regexp))
+    return out
 
 
 def load_json(path: Path) -> Any:
@@ -246,6 +415,8 @@ def schema(name: str) -> dict[str, Any]:
 
 @cache
 def _validator(name: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(schema(name), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 

@@ -1,0 +1,125 @@
+"""YAML read by libyaml (the fast path) gives exactly what ruamel's round-trip load gives, and whatever the fast
+path does not build exactly goes to ruamel, so data, errors and line numbers stay as they were."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.core import schemas
+from pipeline.core.errors import ValidationError
+from pipeline.traffic.calibration import load_calibration_file
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted(
+    p for p in [*ROOT.glob("models/**/*.yaml"), *ROOT.glob("sources/**/*.yaml"), ROOT / "params.yaml"] if p.is_file()
+)
+
+
+def _ruamel(text: str) -> Any:
+    return schemas.to_plain(schemas._parse_yaml(text, Path("x.yaml")))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with the same types all the way down (1 is not 1.0 is not True; -0.0 is not 0.0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b and math.copysign(1, a) == math.copysign(1, b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def test_the_shipped_files_take_the_fast_path_and_read_as_ruamel_reads_them():
+    assert len(SHIPPED) > 20
+    for path in SHIPPED:
+        text = path.read_text(encoding="utf-8")
+        fast = schemas._fast_yaml(text)
+        assert fast is not schemas._SLOW, path
+        assert _same(fast, _ruamel(text)), path
+
+
+@pytest.mark.parametrize(
+    ("scalar", "expected"),
+    [
+        ("512", 512),
+        ("-0", 0),
+        ("+7", 7),
+        ("0.85", 0.85),
+        ("-0.0", -0.0),
+        ("1e3", 1000.0),  # a float in YAML 1.2 (ruamel); text in YAML 1.1 (PyYAML's own resolver)
+        (".5", 0.5),
+        ("true", True),
+        ("False", False),
+        ("yes", "yes"),  # a bool only in YAML 1.1
+        ("on", "on"),
+        ("~", None),
+        ("null", None),
+        ("2026-02-28", "2026-02-28"),
+        ("1:20", "1:20"),  # sexagesimal only in YAML 1.1
+        ("0.1e", "0.1e"),
+        ("400G", "400G"),
+    ],
+)
+def test_plain_scalars_read_as_yaml_1_2(scalar, expected):
+    text = f"k: {scalar}\n"
+    fast = schemas._fast_yaml(text)
+    assert _same(fast, {"k": expected})
+    assert _same(fast, _ruamel(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "k: 0o17\n",  # octal, hex, underscores, .inf: ruamel builds them
+        "k: 0x1F\n",
+        "k: 1_000\n",
+        "k: 012\n",
+        "k: .inf\n",
+        "k: 2026-02-28T10:00:00\n",
+        "k: 2026-2-8\n",
+        "1: x\n",  # a key that is not text
+        "true: x\n",
+        "k: !!str 5\n",  # a tag
+        "a: &x 1\nb: *x\n",  # anchors and aliases (refused by ruamel's screen)
+        "k: 1\nk: 2\n",  # a duplicate key (refused by ruamel)
+        "k:\tv\n",  # tabs: libyaml accepts some that ruamel refuses
+        "%YAML 1.1\n---\nk: yes\n",  # a directive
+        "a: 1\n---\nb: 2\n",  # two documents
+        "",
+        "k: [1, 2\n",  # malformed
+    ],
+)
+def test_forms_outside_the_fast_path_go_to_ruamel(text):
+    assert schemas._fast_yaml(text) is schemas._SLOW
+
+
+def test_errors_keep_file_line_and_message_after_the_fast_path(tmp_path):
+    """The same file reads fast; the error it gets (an impossible date, a duplicate key, a bad value in a valid
+    document) still names file:line from ruamel's document."""
+    path = tmp_path / "dated.yaml"
+    path.write_text("id: x\nread_on: 2026-02-30\n")
+    with pytest.raises(ValidationError, match=r"dated\.yaml:2:10: '2026-02-30' is not a real date"):
+        schemas.load_yaml(path)
+    path.write_text("id: x\nid: y\n")
+    with pytest.raises(ValidationError, match=r"dated\.yaml:2:1: malformed YAML: .*duplicate key"):
+        schemas.load_yaml(path)
+    calibration = ROOT / "models" / "calibration" / "collectives.yaml"
+    text = calibration.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    line = lines.index("      status: published") + 1  # link_classes.nvlink4.efficiency.status
+    lines[line - 1] = "      status: rumoured"
+    bad = tmp_path / "collectives.yaml"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert schemas._fast_yaml(bad.read_text(encoding="utf-8")) is not schemas._SLOW
+    with pytest.raises(
+        ValidationError,
+        match=rf"collectives\.yaml:{line}: at \$\.link_classes\.nvlink4\.efficiency\.status: 'rumoured' is not one of",
+    ):
+        load_calibration_file(bad)
