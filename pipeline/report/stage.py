@@ -119,12 +119,6 @@ def _summaries(con: Tables) -> dict[str, dict[str, Any]]:
     return {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
 
 
-def _pods(con: Tables, tid: str) -> int:
-    return con.rows("SELECT count(DISTINCT pod) AS n FROM topology_nodes WHERE topology_id = ? AND kind = 'leaf'", tid)[
-        0
-    ]["n"]
-
-
 def run(lay: Layout) -> Path:
     """The whole report in one process (the `fabricref report` verb): both DVC stages' parts."""
     run_models(lay)
@@ -149,57 +143,93 @@ def _begin(lay: Layout, parts: Any, reads: Any) -> tuple[Path, Any, Any, Any, An
     return out, env, con, caveats, refs, summaries, clusters
 
 
+def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
+    """Rows split by one column, each group in the order the query returned it."""
+    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[r[key]].append(r)
+    return groups
+
+
+def _per_topology(con: Tables, sql: str) -> dict[str, int]:
+    """`sql` returns (topology_id, n) rows: a count per topology in one query, not one query per topology."""
+    return {tid: n for tid, n in con.tuples(sql)[1]}
+
+
+def _cluster_pods(con: Tables) -> dict[str, int]:
+    """The number of pods of every topology with leaves: its leaves' distinct pods."""
+    return _per_topology(
+        con, "SELECT topology_id, count(DISTINCT pod) FROM topology_nodes WHERE kind = 'leaf' GROUP BY ALL"
+    )
+
+
 def run_models(lay: Layout) -> Path:
-    """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number)."""
+    """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number).
+    Each table is read once (grouped per reference here), not once per reference."""
     out, env, con, caveats, refs, summaries, clusters = _begin(lay, MODEL_PARTS, MODEL_READS)
     try:
         cluster_ids = {s["topology_id"] for s in clusters}
-        for ref in refs:
-            rid = ref["reference_id"]
-            fields = con.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", rid)
-            cites = defaultdict(list)
-            for c in con.rows("SELECT * FROM field_citations WHERE reference_id = ? ORDER BY source_id", rid):
-                cites[c["field"]].append(c)
-            for f in fields:
-                f["value"] = _value(f)
-                f["citations"] = cites.get(f["field"], [])
-            # A cluster-level reference is drawn by tier below, into the same file: drawing its tens of thousands
-            # of parts one by one here would only be overwritten.
-            if rid in cluster_ids:
-                has_drawing = bool(con.rows("SELECT 1 FROM topology_nodes WHERE topology_id = ? LIMIT 1", rid))
-            else:
-                nodes = con.rows("SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", rid)
-                has_drawing = bool(nodes)
-                if has_drawing:
-                    edges = con.rows("SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", rid)
-                    svg = drawings.draw_reference(ref["title"], nodes, edges)
-                    atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
-            assumptions = con.rows("SELECT * FROM assumptions WHERE reference_id = ? ORDER BY field", rid)
-            summary = summaries.get(rid)
-            page = env.get_template("reference.html.j2").render(
-                title=ref["title"],
-                root="../",
-                caveats=caveats,
-                ref=ref,
-                fields=fields,
-                drawing=has_drawing,
-                assumptions=assumptions,
-                summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
-            )
-            atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
-        for s in clusters:
-            tid = s["topology_id"]
-            pods = _pods(con, tid)
-            rails = con.rows(
-                "SELECT count(DISTINCT rail) AS n FROM topology_nodes WHERE topology_id = ? AND "
-                "kind = 'nic' AND role = 'scale_out'",
-                tid,
-            )[0]["n"]
-            atomic_write_bytes(out / "drawings" / f"{tid}.svg", drawings.draw_cluster(s["title"], s, pods, rails))
-            page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
-            atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
+        # Parts are drawn for the references that are not clusters: only their nodes and edges are read.
+        drawn = sorted({r["reference_id"] for r in refs} - cluster_ids)
+        in_drawn = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
+        fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
+        cites_of = _grouped(
+            con.rows("SELECT * FROM field_citations ORDER BY reference_id, field, source_id"), "reference_id"
+        )
+        assumptions_of = _grouped(con.rows("SELECT * FROM assumptions ORDER BY reference_id, field"), "reference_id")
+        nodes_of = _grouped(
+            con.rows(f"SELECT * FROM topology_nodes WHERE {in_drawn} ORDER BY topology_id, node", drawn),
+            "topology_id",
+        )
+        edges_of = _grouped(
+            con.rows(f"SELECT * FROM topology_edges WHERE {in_drawn} ORDER BY topology_id, source, target", drawn),
+            "topology_id",
+        )
+        with_nodes = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
+        pods_of = _cluster_pods(con)
+        rails_of = _per_topology(
+            con,
+            "SELECT topology_id, count(DISTINCT rail) FROM topology_nodes WHERE kind = 'nic' AND role = 'scale_out' "
+            "GROUP BY ALL",
+        )
     finally:
         con.close()
+    for ref in refs:
+        rid = ref["reference_id"]
+        fields = fields_of.get(rid, [])
+        cites = _grouped(cites_of.get(rid, []), "field")
+        for f in fields:
+            f["value"] = _value(f)
+            f["citations"] = cites.get(f["field"], [])
+        # A cluster-level reference is drawn by tier below, into the same file: drawing its tens of thousands
+        # of parts one by one here would only be overwritten.
+        if rid in cluster_ids:
+            has_drawing = rid in with_nodes
+        else:
+            nodes = nodes_of.get(rid, [])
+            has_drawing = bool(nodes)
+            if has_drawing:
+                svg = drawings.draw_reference(ref["title"], nodes, edges_of.get(rid, []))
+                atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
+        summary = summaries.get(rid)
+        page = env.get_template("reference.html.j2").render(
+            title=ref["title"],
+            root="../",
+            caveats=caveats,
+            ref=ref,
+            fields=fields,
+            drawing=has_drawing,
+            assumptions=assumptions_of.get(rid, []),
+            summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
+        )
+        atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
+    for s in clusters:
+        tid = s["topology_id"]
+        # No leaf or no scale-out NIC: 0, as count(DISTINCT ...) over no rows said.
+        pods, rails = pods_of.get(tid, 0), rails_of.get(tid, 0)
+        atomic_write_bytes(out / "drawings" / f"{tid}.svg", drawings.draw_cluster(s["title"], s, pods, rails))
+        page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
+        atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
     return out
 
 
@@ -208,15 +238,18 @@ def run_pages(lay: Layout) -> Path:
     the index (what a changed workload reruns)."""
     out, env, con, caveats, refs, summaries, clusters = _begin(lay, PAGE_PARTS, PAGE_READS)
     try:
-        cluster_pods = {s["topology_id"]: _pods(con, s["topology_id"]) for s in clusters}
+        pods_of = _cluster_pods(con)
+        cluster_pods = {s["topology_id"]: pods_of.get(s["topology_id"], 0) for s in clusters}
         drawn = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
         workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
-        heat_maps = _heat_maps(con, out, summaries, {}, cluster_pods)
+        cells = {(tid, wid): c for tid in sorted(cluster_pods) for wid, c in _cluster_cells(con, tid).items()}
+        link_loads, parts = _reference_loads(con, sorted(cluster_pods))
         traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
         failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
         sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     finally:
         con.close()
+    heat_maps = _heat_maps(out, summaries, cells, cluster_pods, link_loads, parts)
     # The drawings report-models wrote: every reference with parts, then every cluster (the index links them).
     drawing_links = [
         {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
@@ -262,76 +295,97 @@ def run_pages(lay: Layout) -> Path:
     return out
 
 
+IN_LIST = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
+
+
+def _cluster_cells(con: Tables, tid: str) -> dict[str, list[heat.Cell]]:
+    """A cluster's loaded links grouped per workload, tier and pod, in one query: a link's pod is that of its first
+    end with one (source, then target: a switch's own pod), else the pod of its first end's building block that has
+    one. A block's pod is that of the leaf its NICs reach over the scale-out network (the lowest, if a block's
+    rails reach leaves of two pods). A link's load is its busiest phase. One topology per query: joined on the
+    node name alone, DuckDB plans hash joins (with the topology in the join key it paired every NIC with every
+    leaf first)."""
+    _, rows = con.tuples(
+        """
+        WITH n AS (SELECT node, kind, block, pod FROM topology_nodes WHERE topology_id = ?),
+        e AS (SELECT source, target FROM topology_edges WHERE topology_id = ? AND network = 'scale_out'),
+        ends AS (SELECT source AS a, target AS b FROM e UNION ALL SELECT target, source FROM e),
+        block_pod AS (
+            SELECT nic.block, min(leaf.pod) AS pod
+            FROM ends JOIN n nic ON nic.node = ends.a JOIN n leaf ON leaf.node = ends.b
+            WHERE nic.kind = 'nic' AND leaf.kind = 'leaf' AND nic.block IS NOT NULL
+            GROUP BY ALL
+        ),
+        l AS (
+            SELECT workload_id, source, target, tier, max(utilization) AS u
+            FROM traffic_links WHERE topology_id = ? GROUP BY ALL
+        )
+        SELECT l.workload_id, l.tier, coalesce(na.pod, nb.pod, pa.pod, pb.pod) AS pod, max(l.u), count(*)
+        FROM l
+        LEFT JOIN n na ON na.node = l.source
+        LEFT JOIN n nb ON nb.node = l.target
+        LEFT JOIN block_pod pa ON pa.block = na.block
+        LEFT JOIN block_pod pb ON pb.block = nb.block
+        GROUP BY ALL
+        """,
+        tid,
+        tid,
+        tid,
+    )
+    found: dict[str, list[heat.Cell]] = defaultdict(list)
+    for wid, tier, pod, peak, links in sorted(rows, key=lambda r: (r[0], r[1], r[2] or 0, r[2] is not None)):
+        found[wid].append(heat.Cell(tier, pod, peak, links))
+    return found
+
+
+def _reference_loads(
+    con: Tables, clusters: list[str]
+) -> tuple[
+    dict[tuple[str, str], dict[tuple[str, str], float]],
+    dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
+]:
+    """Every non-cluster topology × workload's link loads ((source, target) → utilisation in its busiest phase),
+    and the nodes and edges of those topologies (their parts drawing's layout), each table read once."""
+    _, rows = con.tuples(
+        f"SELECT topology_id, workload_id, source, target, max(utilization) FROM traffic_links "
+        f"WHERE NOT {IN_LIST} GROUP BY ALL ORDER BY 1, 2, 3, 4",
+        clusters,
+    )
+    loads: dict[tuple[str, str], dict[tuple[str, str], float]] = defaultdict(dict)
+    for tid, wid, a, b, u in rows:
+        loads[(tid, wid)][(a, b)] = u
+    tids = sorted({tid for tid, _ in loads})
+    nodes = _grouped(
+        con.rows(f"SELECT * FROM topology_nodes WHERE {IN_LIST} ORDER BY topology_id, node", tids), "topology_id"
+    )
+    edges = _grouped(
+        con.rows(f"SELECT * FROM topology_edges WHERE {IN_LIST} ORDER BY topology_id, source, target", tids),
+        "topology_id",
+    )
+    return loads, {tid: (nodes.get(tid, []), edges.get(tid, [])) for tid in tids}
+
+
 def _heat_maps(
-    con: Tables,
     out: Path,
     summaries: dict[str, dict[str, Any]],
-    parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
+    cells: dict[tuple[str, str], list[heat.Cell]],
     cluster_pods: dict[str, int],
+    loads: dict[tuple[str, str], dict[tuple[str, str], float]],
+    parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
 ) -> dict[tuple[str, str], str]:
     """One link-load heat map per topology × workload in `traffic_links`: link by link on a reference's parts
     drawing, per tier and pod on a cluster. Returns (topology, workload) → the SVG's path in the report."""
-    pairs = con.rows("SELECT DISTINCT topology_id, workload_id FROM traffic_links ORDER BY 1, 2")
     found: dict[tuple[str, str], str] = {}
-    block_pods: dict[str, tuple[dict[str, tuple[str, int | None, int | None]], dict[int, int]]] = {}
-    for pair in pairs:
-        tid, wid = pair["topology_id"], pair["workload_id"]
-        _, links = con.tuples(
-            "SELECT source, target, tier, max(utilization) FROM traffic_links WHERE topology_id = ? AND "
-            "workload_id = ? GROUP BY ALL ORDER BY 1, 2",
-            tid,
-            wid,
-        )
+    for tid, wid in sorted({*cells, *loads}):
         title = f"{wid} on {summaries.get(tid, {}).get('title') or tid}"
         if tid in cluster_pods:
-            if tid not in block_pods:
-                block_pods[tid] = _block_pods(con, tid)
-            svg = heat.draw_tier_pod_load(title, _cells(links, *block_pods[tid]), cluster_pods[tid])
+            svg = heat.draw_tier_pod_load(title, cells[(tid, wid)], cluster_pods[tid])
         else:
-            if tid not in parts:
-                parts[tid] = (
-                    con.rows("SELECT * FROM topology_nodes WHERE topology_id = ? ORDER BY node", tid),
-                    con.rows("SELECT * FROM topology_edges WHERE topology_id = ? ORDER BY source, target", tid),
-                )
-            load = {(a, b): u for a, b, _, u in links}
-            svg = heat.draw_link_load(title, *parts[tid], load)
+            svg = heat.draw_link_load(title, *parts[tid], loads[(tid, wid)])
         path = f"load/{tid}/{wid}.svg"
         atomic_write_bytes(out / path, svg)
         found[(tid, wid)] = path
     return found
-
-
-def _block_pods(con: Tables, tid: str) -> tuple[dict[str, tuple[str, int | None, int | None]], dict[int, int]]:
-    """A cluster's nodes (kind, block, pod), and the pod of each building block: that of the leaf its NICs
-    reach (the lowest, if a block's rails reach leaves of two pods)."""
-    _, rows = con.tuples("SELECT node, kind, block, pod FROM topology_nodes WHERE topology_id = ?", tid)
-    nodes = {n: (k, b, p) for n, k, b, p in rows}
-    _, edges = con.tuples(
-        "SELECT source, target FROM topology_edges WHERE topology_id = ? AND network = 'scale_out'", tid
-    )
-    pods: dict[int, int] = {}
-    for a, b in edges:
-        for nic, leaf in ((a, b), (b, a)):
-            if nodes[nic][0] == "nic" and nodes[leaf][0] == "leaf" and nodes[nic][1] is not None:
-                block, pod = nodes[nic][1], nodes[leaf][2]
-                pods[block] = pod if block not in pods else min(pods[block], pod)
-    return nodes, pods
-
-
-def _cells(
-    links: list[tuple[Any, ...]], nodes: dict[str, tuple[str, int | None, int | None]], pods: dict[int, int]
-) -> list[heat.Cell]:
-    """Loaded links grouped per tier and pod: a switch's own pod, else its building block's."""
-    peak: dict[tuple[str, int | None], float] = {}
-    count: dict[tuple[str, int | None], int] = defaultdict(int)
-    for a, b, tier, u in links:
-        pod = next((nodes[n][2] for n in (a, b) if nodes[n][2] is not None), None)
-        if pod is None:
-            pod = next((pods[nodes[n][1]] for n in (a, b) if nodes[n][1] in pods), None)
-        key = (tier, pod)
-        peak[key] = max(peak.get(key, 0.0), u)
-        count[key] += 1
-    return [heat.Cell(t, p, peak[(t, p)], count[(t, p)]) for t, p in sorted(peak, key=lambda k: (k[0], k[1] or 0))]
 
 
 def _plots(out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
