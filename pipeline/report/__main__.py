@@ -1,12 +1,20 @@
 """`python -m pipeline.report [models | pages]` (the DVC stages report-models and report): the static HTML report
-from the registry's outputs alone. With no argument, both parts in one process (as `fabricref report`)."""
+from the registry's outputs alone. With no argument, both parts in one process (as `fabricref report`).
 
-import sys
+Python's cyclic garbage collector is off for this short-lived process, from before the imports on: collections
+walking matplotlib's import-time objects and each figure's took 0.15 s (models) and 0.3 s (pages) of CPU. The
+figures' reference cycles are then freed only at exit; peak memory measured the same within 5 MB."""
 
-from ..core.entry import run_stage
-from ..core.errors import UsageError
-from ..core.paths import Layout
-from . import stage
+import gc
+
+gc.disable()
+
+import sys  # noqa: E402
+
+from ..core.entry import run_stage  # noqa: E402
+from ..core.errors import UsageError  # noqa: E402
+from ..core.paths import Layout  # noqa: E402
+from . import stage  # noqa: E402
 
 
 def main(lay: Layout) -> str:
@@ -20,4 +28,4 @@ def main(lay: Layout) -> str:
     return f"report written to {lay.relative(stage.run(lay) / 'index.html')}"
 
 
-run_stage(main)
+run_stage(main, collect_cycles=False)
