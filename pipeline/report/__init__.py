@@ -3,3 +3,7 @@
 LAYOUT_CAVEAT = (
     "Logical drawing: positions and distances imply nothing physical — no rack positions, cable lengths or cage types."
 )
+
+# Applied only while a drawing is made (rc_context), never at import: deterministic SVG (fixed hash salt, no date),
+# text kept as text. Here, not beside the drawings, so the drawing cache can key on it without importing them.
+STYLE = {"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8}

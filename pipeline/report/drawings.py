@@ -18,12 +18,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from . import LAYOUT_CAVEAT
+from . import LAYOUT_CAVEAT, STYLE
 
-# Applied only while a drawing is made (rc_context), never at import: importing this module changes no global
-# matplotlib state (no backend switch, no rcParams), so a notebook or another library keeps its own settings.
+# STYLE is applied only while a drawing is made (rc_context), never at import: importing this module changes no
+# global matplotlib state (no backend switch, no rcParams), so a notebook or another library keeps its own settings.
 # Figures are plain `Figure` objects (no pyplot, no backend, nothing to close).
-STYLE = {"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8}
 
 P = ParamSpec("P")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from matplotlib import colormaps
@@ -22,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from . import LAYOUT_CAVEAT
+from .cells import Cell
 from .drawings import KIND_STYLE, _styled, part_layout
 
 CMAP = colormaps["YlOrRd"]
@@ -140,16 +140,6 @@ def draw_link_load(
         note += f"; {missing} loaded link(s) outside the parts drawing (e.g. to switches outside the system)"
     fig.text(0.01, 0.05 / fig.get_size_inches()[1], f"{note}.\n{LAYOUT_CAVEAT}", fontsize=6.5, color="#555555")
     return _svg(fig)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """The links of one tier in one pod: the busiest one's utilisation, and how many carry load."""
-
-    tier: str
-    pod: int | None  # None: links outside any pod (e.g. spine–core counted at the core)
-    peak: float
-    links: int
 
 
 def _tier_rank(tier: str) -> int:

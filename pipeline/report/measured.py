@@ -8,6 +8,7 @@ report stays a function of the registry. Without measured logs the page says how
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,10 @@ from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
 from ..core.paths import Layout
 from ..core.registry import Tables
+from . import STYLE
 
 TABLE = "measured_vs_model"
 PAGE = "measured.html"
-# Applied only while a plot is drawn (as drawings.py does): deterministic SVG, text kept as text.
-STYLE = {"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8}
 
 
 def table_path(lay: Layout) -> Path:
@@ -60,7 +60,7 @@ def plot(log: dict[str, Any]) -> bytes:
     import matplotlib
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):  # applied only while the plot is drawn, as drawings.py does
         fig = Figure(figsize=(7, 3.4))
         ax = fig.add_subplot()
         rows = log["rows"]
@@ -87,13 +87,16 @@ def plot(log: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def write(lay: Layout, out: Path, env: Any, caveats: list[str]) -> dict[str, Any]:
-    """Write measured.html and one plot per log under `out`; return the index's link to the page."""
+def write(
+    lay: Layout, out: Path, env: Any, caveats: list[str], render: Callable[[dict[str, Any]], bytes] = plot
+) -> dict[str, Any]:
+    """Write measured.html and one plot per log under `out` (each drawn by `render`: `plot`, or the report's
+    drawing cache in front of it); return the index's link to the page."""
     with Tables({TABLE: table_path(lay)}) as t:
         rows = t.rows(f"SELECT * FROM {TABLE} ORDER BY measurement_id, placement, bytes, line")
     logs = _logs(rows)
     for log in logs:
-        atomic_write_bytes(out / log["plot"], plot(log))
+        atomic_write_bytes(out / log["plot"], render(log))
     page = env.get_template("measured.html.j2").render(
         title="Model vs measured (nccl-tests / rccl-tests logs)", root="", caveats=caveats, logs=logs
     )

@@ -19,7 +19,9 @@ from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
-from . import LAYOUT_CAVEAT, drawings, heat, measured
+from . import LAYOUT_CAVEAT, measured
+from .cells import Cell
+from .drawcache import DrawingCache
 
 STATUSES = (
     "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
@@ -167,6 +169,7 @@ def run_models(lay: Layout) -> Path:
     """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number).
     Each table is read once (grouped per reference here), not once per reference."""
     out, env, con, caveats, refs, summaries, clusters = _begin(lay, MODEL_PARTS, MODEL_READS)
+    cache = DrawingCache(lay)
     try:
         cluster_ids = {s["topology_id"] for s in clusters}
         # Parts are drawn for the references that are not clusters: only their nodes and edges are read.
@@ -209,7 +212,7 @@ def run_models(lay: Layout) -> Path:
             nodes = nodes_of.get(rid, [])
             has_drawing = bool(nodes)
             if has_drawing:
-                svg = drawings.draw_reference(ref["title"], nodes, edges_of.get(rid, []))
+                svg = cache.draw("drawings.draw_reference", ref["title"], nodes, edges_of.get(rid, []))
                 atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
         summary = summaries.get(rid)
         page = env.get_template("reference.html.j2").render(
@@ -227,7 +230,8 @@ def run_models(lay: Layout) -> Path:
         tid = s["topology_id"]
         # No leaf or no scale-out NIC: 0, as count(DISTINCT ...) over no rows said.
         pods, rails = pods_of.get(tid, 0), rails_of.get(tid, 0)
-        atomic_write_bytes(out / "drawings" / f"{tid}.svg", drawings.draw_cluster(s["title"], s, pods, rails))
+        svg = cache.draw("drawings.draw_cluster", s["title"], s, pods, rails)
+        atomic_write_bytes(out / "drawings" / f"{tid}.svg", svg)
         page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
         atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
     return out
@@ -237,6 +241,7 @@ def run_pages(lay: Layout) -> Path:
     """`python -m pipeline.report pages`: workload pages with their heat maps, plots, the model-vs-measured page and
     the index (what a changed workload reruns)."""
     out, env, con, caveats, refs, summaries, clusters = _begin(lay, PAGE_PARTS, PAGE_READS)
+    cache = DrawingCache(lay)
     try:
         pods_of = _cluster_pods(con)
         cluster_pods = {s["topology_id"]: pods_of.get(s["topology_id"], 0) for s in clusters}
@@ -249,7 +254,7 @@ def run_pages(lay: Layout) -> Path:
         sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     finally:
         con.close()
-    heat_maps = _heat_maps(out, summaries, cells, cluster_pods, link_loads, parts)
+    heat_maps = _heat_maps(cache, out, summaries, cells, cluster_pods, link_loads, parts)
     # The drawings report-models wrote: every reference with parts, then every cluster (the index links them).
     drawing_links = [
         {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
@@ -278,8 +283,9 @@ def run_pages(lay: Layout) -> Path:
             title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
         )
         atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
-    plots = _plots(out, traffic, lay)
-    compared = measured.write(lay, out, env, caveats)  # model vs measured logs: its own page
+    plots = _plots(cache, out, traffic, lay)
+    # Model vs measured logs: its own page.
+    compared = measured.write(lay, out, env, caveats, lambda log: cache.draw("measured.plot", log))
     index = env.get_template("index.html.j2").render(
         title="fabricref report",
         root="",
@@ -298,7 +304,7 @@ def run_pages(lay: Layout) -> Path:
 IN_LIST = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
 
 
-def _cluster_cells(con: Tables, tid: str) -> dict[str, list[heat.Cell]]:
+def _cluster_cells(con: Tables, tid: str) -> dict[str, list[Cell]]:
     """A cluster's loaded links grouped per workload, tier and pod, in one query: a link's pod is that of its first
     end with one (source, then target: a switch's own pod), else the pod of its first end's building block that has
     one. A block's pod is that of the leaf its NICs reach over the scale-out network (the lowest, if a block's
@@ -332,9 +338,9 @@ def _cluster_cells(con: Tables, tid: str) -> dict[str, list[heat.Cell]]:
         tid,
         tid,
     )
-    found: dict[str, list[heat.Cell]] = defaultdict(list)
+    found: dict[str, list[Cell]] = defaultdict(list)
     for wid, tier, pod, peak, links in sorted(rows, key=lambda r: (r[0], r[1], r[2] or 0, r[2] is not None)):
-        found[wid].append(heat.Cell(tier, pod, peak, links))
+        found[wid].append(Cell(tier, pod, peak, links))
     return found
 
 
@@ -366,9 +372,10 @@ def _reference_loads(
 
 
 def _heat_maps(
+    cache: DrawingCache,
     out: Path,
     summaries: dict[str, dict[str, Any]],
-    cells: dict[tuple[str, str], list[heat.Cell]],
+    cells: dict[tuple[str, str], list[Cell]],
     cluster_pods: dict[str, int],
     loads: dict[tuple[str, str], dict[tuple[str, str], float]],
     parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
@@ -379,16 +386,16 @@ def _heat_maps(
     for tid, wid in sorted({*cells, *loads}):
         title = f"{wid} on {summaries.get(tid, {}).get('title') or tid}"
         if tid in cluster_pods:
-            svg = heat.draw_tier_pod_load(title, cells[(tid, wid)], cluster_pods[tid])
+            svg = cache.draw("heat.draw_tier_pod_load", title, cells[(tid, wid)], cluster_pods[tid])
         else:
-            svg = heat.draw_link_load(title, *parts[tid], loads[(tid, wid)])
+            svg = cache.draw("heat.draw_link_load", title, *parts[tid], loads[(tid, wid)])
         path = f"load/{tid}/{wid}.svg"
         atomic_write_bytes(out / path, svg)
         found[(tid, wid)] = path
     return found
 
 
-def _plots(out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+def _plots(cache: DrawingCache, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
     cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for p in traffic:
         key = f"{p['workload_id']} @ {p['topology_id']}"
@@ -398,8 +405,12 @@ def _plots(out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[s
     series = {name: [cases[k][i] for k in labels] for i, name in enumerate(("overhead", "bandwidth", "queueing"))}
     atomic_write_bytes(
         out / "plots" / "phase-times.svg",
-        drawings.bar_chart(
-            "Communication time per step / request: overhead, bandwidth, queueing", labels, series, "seconds"
+        cache.draw(
+            "drawings.bar_chart",
+            "Communication time per step / request: overhead, bandwidth, queueing",
+            labels,
+            series,
+            "seconds",
         ),
     )
     kv_csv = lay.registry_dir / "traffic" / "plots" / "kv_transfer.csv"
@@ -410,7 +421,8 @@ def _plots(out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[s
             x = [float(r[0]) for r in lines]
             atomic_write_bytes(
                 out / "plots" / "kv-transfer.svg",
-                drawings.line_chart(
+                cache.draw(
+                    "drawings.line_chart",
                     "KV-cache transfer: local inside NVL72 vs across the fabric (70B, per decode rank)",
                     x,
                     {

@@ -1,0 +1,171 @@
+"""Drawings reused across runs: an SVG is kept in `.fabricref-cache/report/` under a key of everything that shapes it.
+
+Why: a changed workload reruns the whole `report` stage, yet only that workload's heat maps and the phase-times
+chart change; redrawing the others with matplotlib was most of the stage's time. A drawing is a pure function of
+its arguments, the report's code, matplotlib's version and settings, the font it measures text with and Python's
+version; the key holds all of them, so any change to any of them draws afresh:
+
+- the arguments, serialised exactly (floats as hex, dict order and tuple / list kept, as the drawing sees them);
+- a hash of every Python file of `pipeline/report` (an edit anywhere in the report's code invalidates every entry);
+- matplotlib's and numpy's versions, Python's version, every matplotlib setting in effect (rcParams, so a
+  `matplotlibrc` counts) and the SHA-256 of the font file the text is measured with.
+
+An entry is one file: a JSON line (the key and the SVG's SHA-256), then the SVG. It is used only if it stores exactly
+the key asked for and the SVG still matches its digest; anything else (stale, edited, torn) is drawn again and
+replaced. Entries are never required: a cold run (the benchmark's, CI's) draws everything, and a checkout where the
+cache cannot be written draws everything each time. Nothing here changes a byte of the report.
+
+matplotlib is imported only on a miss (and, once per run, to read its settings for the key).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..core.paths import Layout
+from . import STYLE
+
+CACHE_FORMAT = 1
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _canonical(value: Any) -> Any:
+    """`value` as JSON that tells apart everything a drawing could tell apart (TypeError if it cannot)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return {"float": value.hex()}
+    if isinstance(value, tuple):
+        return {"tuple": [_canonical(v) for v in value]}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": [[_canonical(k), _canonical(v)] for k, v in value.items()]}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [[f.name, _canonical(getattr(value, f.name))] for f in dataclasses.fields(value)]
+        return {"dataclass": type(value).__qualname__, "fields": fields}
+    raise TypeError(f"cannot key a drawing on a {type(value).__name__}")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _sha256_json(value: Any) -> str:
+    return _sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
+
+
+def code_files() -> list[Path]:
+    """The report's Python files: the drawings, the style they apply and everything that calls them."""
+    return sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+def _environment() -> dict[str, Any]:
+    """What besides the arguments shapes an SVG: the report's code, the libraries, settings and font."""
+    import matplotlib
+    import numpy
+    from matplotlib.font_manager import FontProperties, findfont
+
+    with matplotlib.rc_context(STYLE):
+        # dict's own view: the stored values, without resolving the backend (which would import pyplot).
+        settings = {k: repr(v) for k, v in sorted(dict.items(matplotlib.rcParams)) if k != "backend"}
+        font = Path(findfont(FontProperties(family=matplotlib.rcParams["font.family"])))
+    return {
+        "code": {p.relative_to(PACKAGE_DIR).as_posix(): _sha256(p.read_bytes()) for p in code_files()},
+        "python": list(sys.version_info[:2]),
+        "matplotlib": matplotlib.__version__,
+        "numpy": numpy.__version__,
+        "rcparams_sha256": _sha256_json(settings),
+        "font": {"name": font.name, "sha256": _sha256(font.read_bytes())},
+    }
+
+
+def drawing(name: str) -> Callable[..., bytes]:
+    """The drawing function "module.function", its module (and so matplotlib) imported only now."""
+    module, _, function = name.partition(".")
+    if module == "drawings":
+        from . import drawings as found
+    elif module == "heat":
+        from . import heat as found
+    elif module == "measured":
+        from . import measured as found
+    else:
+        raise ValueError(f"no drawing module {module!r} in pipeline.report")
+    return getattr(found, function)
+
+
+class DrawingCache:
+    """SVG drawings keyed by (drawing name, arguments, environment); `draw` returns the bytes either way."""
+
+    def __init__(self, lay: Layout, environment: Callable[[], dict[str, Any]] = _environment) -> None:
+        self.directory = lay.cache_dir / "report"
+        self._environment = environment
+        self._env_sha256: str | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, name: str, args: tuple[Any, ...]) -> dict[str, Any] | None:
+        """The entry's key, or None when an argument cannot be keyed exactly (then nothing is cached)."""
+        try:
+            arguments = _sha256_json(_canonical(list(args)))
+        except TypeError:
+            return None
+        if self._env_sha256 is None:
+            self._env_sha256 = _sha256_json(self._environment())
+        return {"format": CACHE_FORMAT, "drawing": name, "arguments": arguments, "environment": self._env_sha256}
+
+    def path(self, key: dict[str, Any]) -> Path:
+        return self.directory / f"{_sha256_json(key)[:40]}.svg-entry"
+
+    def read(self, key: dict[str, Any]) -> bytes | None:
+        """The stored SVG if the entry is for exactly this key and matches its digest; else None."""
+        try:
+            data = self.path(key).read_bytes()
+        except OSError:
+            return None
+        head, sep, svg = data.partition(b"\n")
+        try:
+            header = json.loads(head)
+        except ValueError:
+            return None
+        if not sep or not isinstance(header, dict) or header.get("key") != key:
+            return None
+        return svg if header.get("svg_sha256") == _sha256(svg) else None
+
+    def write(self, key: dict[str, Any], svg: bytes) -> None:
+        """Store an entry (temporary file renamed over it); an unwritable cache is not an error."""
+        head = json.dumps({"key": key, "svg_sha256": _sha256(svg)}, sort_keys=True).encode()
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".entry.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(head + b"\n" + svg)
+                os.replace(tmp, self.path(key))
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+
+    def draw(self, name: str, *args: Any) -> bytes:
+        """The drawing `name` ("module.function" of this package) of `args`, or the stored result of the same call
+        under the same environment."""
+        key = self.key(name, args)
+        if key is not None:
+            svg = self.read(key)
+            if svg is not None:
+                self.hits += 1
+                return svg
+        self.misses += 1
+        svg = drawing(name)(*args)
+        if key is not None:
+            self.write(key, svg)
+        return svg

@@ -1,0 +1,122 @@
+"""The report's drawing cache: a stored SVG is reused only for exactly the same call under the same environment;
+anything else (another argument, another code or library version, a damaged entry) is drawn afresh."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.core.paths import Layout
+from pipeline.report import drawcache, heat
+from pipeline.report.cells import Cell
+from pipeline.report.drawcache import DrawingCache
+
+CELLS = [Cell("NIC–leaf", 0, 0.4, 16), Cell("leaf–spine", 1, 0.9, 4)]
+DRAWING = "heat.draw_tier_pod_load"
+
+
+def _cache(tmp_path: Path, environment: dict | None = None) -> DrawingCache:
+    if environment is None:
+        return DrawingCache(Layout(tmp_path))
+    return DrawingCache(Layout(tmp_path), environment=lambda: environment)
+
+
+def _entries(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / ".fabricref-cache" / "report").glob("*.svg-entry"))
+
+
+def test_a_second_identical_call_is_a_hit_with_the_fresh_drawings_bytes(tmp_path):
+    fresh = heat.draw_tier_pod_load("c", CELLS, 2)
+    cache = _cache(tmp_path)
+    assert cache.draw(DRAWING, "c", CELLS, 2) == fresh
+    assert (cache.hits, cache.misses) == (0, 1) and len(_entries(tmp_path)) == 1
+    again = _cache(tmp_path)  # a new run: only what is on disk is shared
+    assert again.draw(DRAWING, "c", CELLS, 2) == fresh
+    assert (again.hits, again.misses) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        ("c2", CELLS, 2),  # the title
+        ("c", CELLS, 3),  # the pod count
+        ("c", [CELLS[0], Cell("leaf–spine", 1, math.nextafter(0.9, 1.0), 4)], 2),  # one ulp in one utilisation
+        ("c", [CELLS[0], Cell("leaf–spine", 1, 0.9, 5)], 2),  # one link more
+        ("c", list(reversed(CELLS)), 2),  # the order a drawing receives its items in
+    ],
+)
+def test_any_changed_argument_misses(tmp_path, changed):
+    cache = _cache(tmp_path)
+    cache.draw(DRAWING, "c", CELLS, 2)
+    assert cache.draw(DRAWING, *changed) == heat.draw_tier_pod_load(*changed)
+    assert (cache.hits, cache.misses) == (0, 2) and len(_entries(tmp_path)) == 2
+
+
+def test_values_that_compare_equal_in_python_are_keyed_apart(tmp_path):
+    cache = _cache(tmp_path, {"env": 1})
+    keys = [cache.key("x", (v,)) for v in (1, 1.0, True, (1,), [1], {"a": 1, "b": 2}, {"b": 2, "a": 1})]
+    assert len({repr(k) for k in keys}) == len(keys)
+    assert cache.key("x", (object(),)) is None  # not exactly keyable: drawn every time, never stored
+
+
+def test_another_environment_misses(tmp_path):
+    old = _cache(tmp_path, {"code": {"heat.py": "aaa"}, "matplotlib": "3.11.2"})
+    old.draw(DRAWING, "c", CELLS, 2)
+    for environment in ({"code": {"heat.py": "bbb"}, "matplotlib": "3.11.2"}, {"code": {"heat.py": "aaa"}}):
+        new = _cache(tmp_path, environment)
+        new.draw(DRAWING, "c", CELLS, 2)
+        assert (new.hits, new.misses) == (0, 1)
+    assert len(_entries(tmp_path)) == 3
+
+
+def test_the_environment_hashes_every_report_module_and_the_libraries():
+    env = drawcache._environment()
+    modules = {p.name for p in Path(drawcache.__file__).parent.glob("*.py")}
+    assert set(env["code"]) >= modules and {"drawings.py", "heat.py", "stage.py"} <= modules
+    assert env["matplotlib"] and env["numpy"] and len(env["rcparams_sha256"]) == 64
+    assert env["font"]["name"].endswith(".ttf") and len(env["font"]["sha256"]) == 64
+
+
+def test_a_damaged_or_foreign_entry_is_redrawn_and_replaced(tmp_path):
+    fresh = heat.draw_tier_pod_load("c", CELLS, 2)
+    _cache(tmp_path).draw(DRAWING, "c", CELLS, 2)
+    (entry,) = _entries(tmp_path)
+    entry.write_bytes(entry.read_bytes() + b"<!-- appended -->")  # the SVG no longer matches its digest
+    cache = _cache(tmp_path)
+    assert cache.draw(DRAWING, "c", CELLS, 2) == fresh and cache.misses == 1
+    # An intact entry stored under another call's file name is not taken for this call.
+    other = _cache(tmp_path)
+    other.draw(DRAWING, "other", CELLS, 2)
+    (other_entry,) = set(_entries(tmp_path)) - {entry}
+    os.replace(other_entry, entry)
+    again = _cache(tmp_path)
+    assert again.draw(DRAWING, "c", CELLS, 2) == fresh and again.misses == 1
+    assert _cache(tmp_path).draw(DRAWING, "c", CELLS, 2) == fresh  # and the entry was replaced by a good one
+
+
+def test_an_unwritable_cache_still_draws(tmp_path):
+    (tmp_path / ".fabricref-cache").write_text("a file where the cache directory would be")
+    cache = _cache(tmp_path)
+    fresh = heat.draw_tier_pod_load("c", CELLS, 2)
+    assert cache.draw(DRAWING, "c", CELLS, 2) == fresh and cache.draw(DRAWING, "c", CELLS, 2) == fresh
+    assert (cache.hits, cache.misses) == (0, 2)
+
+
+@pytest.mark.slow
+def test_a_rerun_from_the_cache_writes_the_cold_runs_bytes(built_pipeline: Path):
+    """`dvc repro` in a fresh clone drew everything (its cache started empty); the report built again from the
+    cache it left is byte for byte the same, and no entry was drawn again."""
+    from pipeline.report import stage
+
+    report = built_pipeline / "registry" / "report"
+    before = {p.relative_to(report): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
+    entries = _entries(built_pipeline)
+    assert len(entries) >= len([p for p in before if p.suffix == ".svg"])
+    stamps = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in entries}
+    stage.run(Layout(built_pipeline))
+    after = {p.relative_to(report): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
+    assert after == before
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in _entries(built_pipeline)} == stamps
