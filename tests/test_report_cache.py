@@ -3,6 +3,7 @@ anything else (another argument, another code or library version, a damaged entr
 
 from __future__ import annotations
 
+import ast
 import math
 import os
 from pathlib import Path
@@ -20,12 +21,12 @@ DRAWING = "heat.draw_tier_pod_load"
 
 def _cache(tmp_path: Path, environment: dict | None = None) -> DrawingCache:
     if environment is None:
-        return DrawingCache(Layout(tmp_path))
-    return DrawingCache(Layout(tmp_path), environment=lambda: environment)
+        return DrawingCache(Layout(tmp_path), "pages")
+    return DrawingCache(Layout(tmp_path), "pages", environment=lambda: environment)
 
 
 def _entries(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / ".fabricref-cache" / "report").glob("*.svg-entry"))
+    return sorted((tmp_path / ".fabricref-cache" / "report").rglob("*.svg-entry"))
 
 
 def test_a_second_identical_call_is_a_hit_with_the_fresh_drawings_bytes(tmp_path):
@@ -72,12 +73,29 @@ def test_another_environment_misses(tmp_path):
     assert len(_entries(tmp_path)) == 3
 
 
-def test_the_environment_hashes_every_report_module_and_the_libraries():
+def test_the_environment_hashes_the_report_and_the_core_modules_it_loaded_and_the_libraries():
+    import pipeline.report.stage  # the stage's imports, as `python -m pipeline.report` loads them
+
     env = drawcache._environment()
-    modules = {p.name for p in Path(drawcache.__file__).parent.glob("*.py")}
-    assert set(env["code"]) >= modules and {"drawings.py", "heat.py", "stage.py"} <= modules
+    pipeline = Path(drawcache.__file__).parents[1]
+    report = {p.relative_to(pipeline).as_posix() for p in (pipeline / "report").glob("*.py")}
+    assert set(env["code"]) >= report | {"__init__.py", "core/registry.py", "core/files.py"}
+    assert {"report/heat.py", "report/drawings.py", "report/stage.py"} <= report
     assert env["matplotlib"] and env["numpy"] and len(env["rcparams_sha256"]) == 64
     assert env["font"]["name"].endswith(".ttf") and len(env["font"]["sha256"]) == 64
+
+
+def test_the_lazily_imported_drawing_modules_use_no_pipeline_code_outside_the_report():
+    """What the key hashes is their whole code only if they import nothing of `pipeline` beyond pipeline/report
+    (measured.py's imports are loaded by stage.py before any key is made)."""
+    report = Path(drawcache.__file__).parent
+    for name in ("drawings.py", "heat.py", "cells.py"):
+        tree = ast.parse((report / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level <= 1 and not (node.module or "").startswith("pipeline"), (name, node.module)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("pipeline") for a in node.names), name
 
 
 def test_a_damaged_or_foreign_entry_is_redrawn_and_replaced(tmp_path):
@@ -95,6 +113,25 @@ def test_a_damaged_or_foreign_entry_is_redrawn_and_replaced(tmp_path):
     again = _cache(tmp_path)
     assert again.draw(DRAWING, "c", CELLS, 2) == fresh and again.misses == 1
     assert _cache(tmp_path).draw(DRAWING, "c", CELLS, 2) == fresh  # and the entry was replaced by a good one
+
+
+def test_a_run_keeps_only_the_entries_it_used_in_its_own_part(tmp_path):
+    first = _cache(tmp_path)
+    first.draw(DRAWING, "a", CELLS, 2)
+    first.draw(DRAWING, "b", CELLS, 2)
+    models = DrawingCache(Layout(tmp_path), "models")
+    models.draw(DRAWING, "a", CELLS, 2)
+    models.prune()
+    second = _cache(tmp_path)
+    second.draw(DRAWING, "b", CELLS, 2)
+    second.draw(DRAWING, "c", CELLS, 2)
+    second.prune()
+    assert (second.hits, second.misses) == (1, 1)
+    kept = {p.parent.name for p in _entries(tmp_path)}, len(_entries(tmp_path))
+    assert kept == ({"models", "pages"}, 3)  # models' one, pages' "b" and "c"; pages' "a" is gone
+    third = _cache(tmp_path)
+    third.draw(DRAWING, "a", CELLS, 2)
+    assert third.misses == 1
 
 
 def test_an_unwritable_cache_still_draws(tmp_path):

@@ -6,14 +6,17 @@ its arguments, the report's code, matplotlib's version and settings, the font it
 version; the key holds all of them, so any change to any of them draws afresh:
 
 - the arguments, serialised exactly (floats as hex, dict order and tuple / list kept, as the drawing sees them);
-- a hash of every Python file of `pipeline/report` (an edit anywhere in the report's code invalidates every entry);
+- a hash of every Python file of `pipeline/report` and of the pipeline/core modules the stage loaded (any edit
+  there invalidates every entry);
 - matplotlib's and numpy's versions, Python's version, every matplotlib setting in effect (rcParams, so a
   `matplotlibrc` counts) and the SHA-256 of the font file the text is measured with.
 
 An entry is one file: a JSON line (the key and the SVG's SHA-256), then the SVG. It is used only if it stores exactly
 the key asked for and the SVG still matches its digest; anything else (stale, edited, torn) is drawn again and
 replaced. Entries are never required: a cold run (the benchmark's, CI's) draws everything, and a checkout where the
-cache cannot be written draws everything each time. Nothing here changes a byte of the report.
+cache cannot be written draws everything each time. Nothing here changes a byte of the report. Each part of the
+report (`models`, `pages`) keeps its own directory and, after a run, only the entries that run used: the cache
+holds one report's drawings, not every drawing ever made.
 
 matplotlib is imported only on a miss (and, once per run, to read its settings for the key).
 """
@@ -36,6 +39,8 @@ from . import STYLE
 
 CACHE_FORMAT = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
+PIPELINE_DIR = PACKAGE_DIR.parent
+ENTRY_SUFFIX = ".svg-entry"
 
 
 def _canonical(value: Any) -> Any:
@@ -65,8 +70,17 @@ def _sha256_json(value: Any) -> str:
 
 
 def code_files() -> list[Path]:
-    """The report's Python files: the drawings, the style they apply and everything that calls them."""
-    return sorted(PACKAGE_DIR.rglob("*.py"))
+    """The report stage's code: every Python file of `pipeline/report` (the drawings, their style, what calls
+    them) and every other `pipeline` module this process has loaded (the pipeline/core modules the stage imports).
+    The drawing modules, imported only on a miss, import nothing of `pipeline` outside `pipeline/report`
+    (tests/test_report_cache.py checks), so this is their whole code. Only these files are read: they are the
+    stage's declared code deps (tests/test_dvc_deps.py audits every file a stage opens)."""
+    loaded = {
+        Path(m.__file__).resolve()
+        for n, m in list(sys.modules.items())
+        if (n == "pipeline" or n.startswith("pipeline.")) and getattr(m, "__file__", None)
+    }
+    return sorted({*PACKAGE_DIR.rglob("*.py"), *(p for p in loaded if p.is_relative_to(PIPELINE_DIR))})
 
 
 def _environment() -> dict[str, Any]:
@@ -80,7 +94,7 @@ def _environment() -> dict[str, Any]:
         settings = {k: repr(v) for k, v in sorted(dict.items(matplotlib.rcParams)) if k != "backend"}
         font = Path(findfont(FontProperties(family=matplotlib.rcParams["font.family"])))
     return {
-        "code": {p.relative_to(PACKAGE_DIR).as_posix(): _sha256(p.read_bytes()) for p in code_files()},
+        "code": {p.relative_to(PIPELINE_DIR).as_posix(): _sha256(p.read_bytes()) for p in code_files()},
         "python": list(sys.version_info[:2]),
         "matplotlib": matplotlib.__version__,
         "numpy": numpy.__version__,
@@ -106,9 +120,10 @@ def drawing(name: str) -> Callable[..., bytes]:
 class DrawingCache:
     """SVG drawings keyed by (drawing name, arguments, environment); `draw` returns the bytes either way."""
 
-    def __init__(self, lay: Layout, environment: Callable[[], dict[str, Any]] = _environment) -> None:
-        self.directory = lay.cache_dir / "report"
+    def __init__(self, lay: Layout, part: str, environment: Callable[[], dict[str, Any]] = _environment) -> None:
+        self.directory = lay.cache_dir / "report" / part
         self._environment = environment
+        self._used: set[Path] = set()
         self._env_sha256: str | None = None
         self.hits = 0
         self.misses = 0
@@ -124,7 +139,7 @@ class DrawingCache:
         return {"format": CACHE_FORMAT, "drawing": name, "arguments": arguments, "environment": self._env_sha256}
 
     def path(self, key: dict[str, Any]) -> Path:
-        return self.directory / f"{_sha256_json(key)[:40]}.svg-entry"
+        return self.directory / f"{_sha256_json(key)[:40]}{ENTRY_SUFFIX}"
 
     def read(self, key: dict[str, Any]) -> bytes | None:
         """The stored SVG if the entry is for exactly this key and matches its digest; else None."""
@@ -160,6 +175,7 @@ class DrawingCache:
         under the same environment."""
         key = self.key(name, args)
         if key is not None:
+            self._used.add(self.path(key))
             svg = self.read(key)
             if svg is not None:
                 self.hits += 1
@@ -169,3 +185,10 @@ class DrawingCache:
         if key is not None:
             self.write(key, svg)
         return svg
+
+    def prune(self) -> None:
+        """Remove the entries this run did not use (a finished run's drawings are the ones worth keeping)."""
+        with contextlib.suppress(OSError):
+            for entry in self.directory.glob(f"*{ENTRY_SUFFIX}"):
+                if entry not in self._used:
+                    entry.unlink(missing_ok=True)

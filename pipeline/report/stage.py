@@ -169,7 +169,7 @@ def run_models(lay: Layout) -> Path:
     """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number).
     Each table is read once (grouped per reference here), not once per reference."""
     out, env, con, caveats, refs, summaries, clusters = _begin(lay, MODEL_PARTS, MODEL_READS)
-    cache = DrawingCache(lay)
+    cache = DrawingCache(lay, "models")
     try:
         cluster_ids = {s["topology_id"] for s in clusters}
         # Parts are drawn for the references that are not clusters: only their nodes and edges are read.
@@ -234,6 +234,7 @@ def run_models(lay: Layout) -> Path:
         atomic_write_bytes(out / "drawings" / f"{tid}.svg", svg)
         page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
         atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
+    cache.prune()
     return out
 
 
@@ -241,7 +242,7 @@ def run_pages(lay: Layout) -> Path:
     """`python -m pipeline.report pages`: workload pages with their heat maps, plots, the model-vs-measured page and
     the index (what a changed workload reruns)."""
     out, env, con, caveats, refs, summaries, clusters = _begin(lay, PAGE_PARTS, PAGE_READS)
-    cache = DrawingCache(lay)
+    cache = DrawingCache(lay, "pages")
     try:
         pods_of = _cluster_pods(con)
         cluster_pods = {s["topology_id"]: pods_of.get(s["topology_id"], 0) for s in clusters}
@@ -298,6 +299,7 @@ def run_pages(lay: Layout) -> Path:
         measured=compared,
     )
     atomic_write_bytes(out / "index.html", index.encode())
+    cache.prune()
     return out
 
 
