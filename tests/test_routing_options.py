@@ -286,3 +286,45 @@ def test_a_phase_the_library_runs_as_a_tree_is_routed_on_tree_edges(built_regist
     assert pairs[("b000/gpu1", "b000/gpu0")] == pairs[("b000/gpu0", "b000/gpu1")] == s
     assert ("b000/gpu0", "b000/gpu2") not in pairs
     assert pairs[("b000/gpu3", "b001/gpu3")] == pytest.approx(2 * s / 8 / 2)  # both trees' one edge
+
+
+# ---- the revealing question follows the declared placement -------------------------------------------------
+
+
+def _revealing(g, w):
+    from pipeline.traffic.summaries import revealing
+    from pipeline.traffic.view import View
+
+    return revealing(View(g, 0.0, {"scale_up_domain_size": 8}), w)
+
+
+def test_revealing_counts_the_domains_of_the_declared_placement_not_the_first_accelerators(built_registry, tmp_path):
+    g = _tiny(built_registry)
+    # TP 4 × DP 2 = 8 ranks. The first 8 accelerators are all of b0 (one domain), but the declaration puts
+    # ranks 0–3 on b0/gpu0–3 and ranks 4–7 on b3/gpu0–3: the step joins 2 domains and does not fit in one.
+    text = (
+        "placement:\n  strategy: explicit\n  ranges:\n"
+        "    - {first_rank: 0, ranks: 4, accelerator: 0}\n    - {first_rank: 4, ranks: 4, accelerator: b3/gpu0}\n"
+    )
+    explicit = _revealing(g, _train(tmp_path, text, tp=4, dp=2))
+    assert explicit["accelerators_per_progress"] == 8
+    assert (explicit["domains_spanned"], explicit["fits_in_one_domain"]) == (2, False)
+    # The same job filling domains in order stays on b0.
+    filled = _revealing(g, _train(tmp_path, tp=4, dp=2))
+    assert (filled["domains_spanned"], filled["fits_in_one_domain"]) == (1, True)
+
+
+def test_revealing_counts_a_decode_pool_placed_after_a_gap(built_registry, tmp_path):
+    g = _tiny(built_registry)
+    # Prefill TP 4 on ranks 0–3 (b0/gpu0–3), decode TP 4 from rank 8 (b1/gpu0–3): 8 accelerators in 2 domains,
+    # where the first 8 accelerators (b0) would say 1.
+    path = tmp_path / "serve.yaml"
+    path.write_text(
+        f"id: serve\ntitle: serving test\nkind: inference\n{MODEL}"
+        "inference: {mode: disaggregated, prefill_tp: 4, decode_tp: 4, decode_pool_start: 8, prompt_tokens: 1024,"
+        " output_tokens: 128}\n"
+        "targets: [tiny-1to7]\n"
+    )
+    got = _revealing(g, load_workload(path))
+    assert got["accelerators_per_progress"] == 8
+    assert (got["domains_spanned"], got["fits_in_one_domain"]) == (2, False)

@@ -6,12 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from . import sizing
+from .placement import rank_accelerators
 from .view import View
 from .workloads import Workload
 
 
-def revealing(view: View, w: Workload) -> dict[str, Any]:
-    """How many accelerators must communicate to make progress on one step / one request, and does it fit?"""
+def revealing(view: View, w: Workload, offset: int = 0) -> dict[str, Any]:
+    """How many accelerators must communicate to make progress on one step / one request, and does it fit?
+
+    The domains counted are those of the accelerators the workload's placement (declared in the workload or the
+    cluster: fill-domains, spread, explicit) puts its ranks on, not the first n accelerators of the topology."""
     if w.kind == "training":
         n = w.accelerators
         what = "one training step (the data-parallel all-reduce joins every replica)"
@@ -19,7 +23,7 @@ def revealing(view: View, w: Workload) -> dict[str, Any]:
         i = w.inference or {}
         n = i.get("tp", 1) if i["mode"] == "aggregated" else i.get("prefill_tp", 1) + i.get("decode_tp", 1)
         what = "one request (" + ("its TP group" if i["mode"] == "aggregated" else "prefill pool + decode pool") + ")"
-    accs = view.accelerators[:n]
+    accs = rank_accelerators(view.g, w, offset).values()
     domains = len({view.domain(a) for a in accs})
     return {
         "accelerators_per_progress": n,
