@@ -26,6 +26,12 @@ class CannotEstimate(UsageError):
     """A phase rests on a bandwidth no source or assumption states."""
 
 
+# The frontend NIC speed is the topology's `frontend_nic_gbps`, read from this field of the reference.
+FRONTEND_SPEED_UNKNOWN = (
+    "{reference}:frontend.nic.speed is unknown (no source states it), so the time on the frontend network is unknown"
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Cost:
     """What a communication costs on its route; summed term by term when a collective runs in stages."""
@@ -46,9 +52,14 @@ class Cost:
     # Bytes per rank by the network they enter (never NVLink and NIC bytes added together); they add up to
     # `bytes_on_wire_per_rank`.
     bytes_on_wire_by_network: dict[str, float] = field(default_factory=dict)
+    # Why the time is unknown (a bandwidth no source states), naming the field; "" when costed. An unknown cost
+    # keeps its route and bytes, and reports no seconds: never a number made up for the missing bandwidth.
+    unknown: str = ""
 
     @property
-    def seconds(self) -> float:
+    def seconds(self) -> float | None:
+        if self.unknown:
+            return None
         return self.latency_s + self.bandwidth_s + self.queueing_s
 
 
@@ -85,17 +96,28 @@ class Phase(Cost):
         return cls(**{**asked, **{f.name: getattr(cost, f.name) for f in fields(Cost)}, **overrides})
 
     @property
-    def total_seconds(self) -> float:
-        return self.seconds * self.count
+    def total_seconds(self) -> float | None:
+        seconds = self.seconds
+        return None if seconds is None else seconds * self.count
+
+    def term(self, name: str) -> float | None:
+        """`latency_s`, `bandwidth_s` or `queueing_s` as reported: None for a phase whose time is unknown (its
+        bandwidth term cannot be computed, so no term is presented as if the others were the whole time)."""
+        return None if self.unknown else getattr(self, name)
 
     @property
     def dominant(self) -> str:
+        if self.unknown:
+            return "unknown"
         terms = {"latency": self.latency_s, "bandwidth": self.bandwidth_s, "queueing": self.queueing_s}
         return max(terms, key=lambda k: terms[k])
 
     @property
     def confidence(self) -> str:
-        """As strong as the weakest record the phase rests on (`unknown` if it rests on none)."""
+        """As strong as the weakest record the phase rests on (`unknown` if it rests on none, or if its time is
+        unknown)."""
+        if self.unknown:
+            return "unknown"
         return confidence.weakest(x.confidence for x in self.lineage)
 
     def lineage_records(self) -> list[dict[str, str]]:
@@ -287,12 +309,29 @@ def frontend(view: View, what: str, size: float, acc: str) -> Cost:
         raise CannotEstimate(f"{what}: no frontend NIC on the host of {acc}")
     edges = [d for n in fnics for m, d in g[n].items() if d["network"] in ("frontend", "host")]
     nic_speed = g.graph.get("frontend_nic_gbps")
-    bw = _bytes(nic_speed, f"{what} on the frontend network")
     on_frontend = [d for d in edges if d["network"] == "frontend"]
     # Client → frontend core → access switch → frontend NIC → CPU; a lone reference has only the NIC's host hop.
     hops = 3 if on_frontend else 1
     per_hop = (on_frontend or edges)[0]["latency_ns"] * 1e-9
-    est = collectives.estimate("send", 2, size, bw, view.endpoint_s + hops * per_hop)
+    lineage = frozenset(Lineage.of_edge(view.reference, d) for d in edges)
+    if nic_speed is None:
+        # The phase is reported with its bytes and route and no time; the other phases are still costed.
+        return Cost(
+            algorithm="request/response",
+            bytes_on_wire_per_rank=size,
+            network="frontend",
+            tier="frontend network",
+            hops=hops,
+            bottleneck_gbps=None,
+            effective_gbps=None,
+            latency_s=0.0,
+            bandwidth_s=0.0,
+            queueing_s=0.0,
+            lineage=lineage,
+            notes=f"seconds unknown: {FRONTEND_SPEED_UNKNOWN.format(reference=view.reference)}",
+            unknown=f"{what}: {FRONTEND_SPEED_UNKNOWN.format(reference=view.reference)}",
+        )
+    est = collectives.estimate("send", 2, size, _bytes(nic_speed, what), view.endpoint_s + hops * per_hop)
     return Cost(
         algorithm="request/response",
         bytes_on_wire_per_rank=size,
@@ -304,6 +343,6 @@ def frontend(view: View, what: str, size: float, acc: str) -> Cost:
         latency_s=est.latency_seconds,
         bandwidth_s=est.bandwidth_seconds,
         queueing_s=0.0,
-        lineage=frozenset(Lineage.of_edge(view.reference, d) for d in edges),
+        lineage=lineage,
         notes=f"frontend share per accelerator {view.summary['per_accelerator'].get('frontend_gbps')} Gb/s",
     )

@@ -127,8 +127,15 @@ class Result:
     failures: list[dict[str, Any]]
 
     @property
-    def communication_seconds(self) -> float:
-        return sum(p.total_seconds for p in self.phases)
+    def communication_seconds(self) -> float | None:
+        """The sum over the phases; None when a phase's time is unknown (a partial sum is not a total)."""
+        times = [p.total_seconds for p in self.phases]
+        return None if None in times else sum(t for t in times if t is not None)
+
+    @property
+    def known_communication_seconds(self) -> float:
+        """The sum over the phases whose time is known (what another workload sees of this one's traffic)."""
+        return sum(t for t in (p.total_seconds for p in self.phases) if t is not None)
 
     @property
     def confidence(self) -> str:
@@ -191,7 +198,7 @@ def sharing(
     routed_b = routed_phases(view, second, first.accelerators)[1]
     rows = []
     for me, mine, other, theirs in ((a, routed_a, b, routed_b), (b, routed_b, a, routed_a)):
-        step = other.communication_seconds or 1.0
+        step = other.known_communication_seconds or 1.0
         busy = [(r.load, r.count) for r in theirs]
         by_phase = {r.phase: r for r in mine}
         for p in me.phases:
@@ -302,9 +309,9 @@ def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], 
                     p.hops,
                     p.bottleneck_gbps,
                     p.effective_gbps,
-                    p.latency_s,
-                    p.bandwidth_s,
-                    p.queueing_s,
+                    p.term("latency_s"),
+                    p.term("bandwidth_s"),
+                    p.term("queueing_s"),
                     p.seconds,
                     p.total_seconds,
                     p.dominant,
@@ -317,7 +324,7 @@ def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], 
                 out["traffic_links"].append(
                     (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
                 )
-        top = max(r.phases, key=lambda p: p.total_seconds)
+        top = max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds)
         st = step_model.estimate(w, r.phases, views.accelerator(view.reference))
         fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
         exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])

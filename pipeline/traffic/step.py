@@ -151,7 +151,10 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.M
     fits, headroom = _fits(per_rank, capacity)
 
     comm = _Comm()
+    unknown = _unknown_phases(phases, missing)
     for p in phases:
+        if p.total_seconds is None:
+            continue
         comm.by_phase[p.phase] = p.total_seconds
         if p.phase.startswith("dp-"):
             if not comm.dp:
@@ -181,15 +184,15 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.M
         "headroom_bytes": headroom,
         "tokens_per_step": tokens,
         "flops_per_step": flops,
-        "communication_seconds": sum(comm.by_phase.values()),
+        "communication_seconds": None if unknown else sum(comm.by_phase.values()),
         # Known without the compute time: TP, EP and PP transfers and the last DP bucket never hide.
-        "exposed_communication_at_least_seconds": comm.exposed + min(comm.dp_last_bucket, comm.dp),
+        "exposed_communication_at_least_seconds": None if unknown else comm.exposed + min(comm.dp_last_bucket, comm.dp),
         "compute_seconds": None,
         "bubble_seconds": None,
         "exposed_communication_seconds": None,
         "step_seconds": None,
     }
-    if flops is not None and peak is not None:
+    if flops is not None and peak is not None and not unknown:
         c = compute.compute_seconds(flops, tp * pp * dp, peak, mfu)
         s = compute.training_step(
             c,
@@ -227,9 +230,22 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.
     per_rank = max(decode_fit["bytes"], prefill_fit["bytes"])
     fits, headroom = _fits(per_rank, capacity)
 
+    unknown = _unknown_phases(phases, missing)
     by_phase = {p.phase: p.total_seconds for p in phases}
-    prefill_comm = by_phase.get("prefill-tp-all-reduce", 0.0) + by_phase.get("kv-transfer", 0.0)
-    decode_comm = by_phase.get("decode-tp-all-reduce", 0.0) / output
+    # TTFT counts the prefill all-reduces and the KV transfer, TPOT the decode all-reduces; the client's
+    # frontend transfer is part of neither (nor of the request time built from them).
+    needed = [by_phase.get(k, 0.0) for k in ("prefill-tp-all-reduce", "kv-transfer", "decode-tp-all-reduce")]
+    if None in needed:
+        prefill_comm = decode_comm = None
+    else:
+        prefill_comm = by_phase.get("prefill-tp-all-reduce", 0.0) + by_phase.get("kv-transfer", 0.0)
+        decode_comm = by_phase.get("decode-tp-all-reduce", 0.0) / output
+    total_comm = None if unknown else sum(t for t in by_phase.values() if t is not None)
+    if unknown and prefill_comm is not None:
+        assumptions.append(
+            f"TTFT, TPOT and the request time (step_seconds) do not include {', '.join(unknown)}: they are costed "
+            "without it; communication_seconds, which adds every phase, is unknown"
+        )
     peak_key = PEAK_FIELD.get(m["dtype"])
     peak = acc.value(peak_key, missing) if peak_key else None
     if peak_key is None:
@@ -250,8 +266,8 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.
         "fits": fits,
         "headroom_bytes": headroom,
         "max_concurrent_sequences": decode_fit["max_concurrent_sequences"],
-        "communication_seconds": sum(by_phase.values()),
-        "exposed_communication_seconds": sum(by_phase.values()),
+        "communication_seconds": total_comm,
+        "exposed_communication_seconds": total_comm,
         "compute_seconds": None,
         "ttft_seconds": None,
         "tpot_memory_floor_seconds": None,
@@ -266,9 +282,9 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.
         prefill_compute = compute.compute_seconds(prefill_flops, ptp, peak, mfu)
         decode_flops = batch * compute.forward_flops_per_token(active, m["layers"], heads, m["head_dim"], context)
         decode_compute = compute.compute_seconds(decode_flops, dtp, peak, mfu)
-        out["ttft_seconds"] = prefill_compute + prefill_comm
+        out["ttft_seconds"] = None if prefill_comm is None else prefill_compute + prefill_comm
         out["compute_seconds"] = prefill_compute + decode_compute * output
-    if hbm is not None:
+    if hbm is not None and decode_comm is not None:
         # Every rank reads its weights; a mixture of experts may skip cold experts (not modelled: all are read).
         d = compute.decode_token(
             weights_per_rank_bytes=weights / dtp,
@@ -284,6 +300,19 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.
     if out["ttft_seconds"] is not None and out["tpot_seconds"] is not None:
         out["step_seconds"] = out["ttft_seconds"] + output * out["tpot_seconds"]
     out.update(_common(acc, missing, assumptions, mfu))
+    return out
+
+
+def _unknown_phases(phases: list[Any], missing: list[str]) -> list[str]:
+    """The phases whose time is unknown, each named in `missing` with its reason; a total that would add them is
+    reported as unknown (None), never as the sum of the others."""
+    out = [p.phase for p in phases if p.total_seconds is None]
+    for p in phases:
+        if p.total_seconds is None:
+            missing.append(
+                f"{p.unknown}; every total that adds phase {p.phase} is unknown (null), never the sum of the "
+                "other phases"
+            )
     return out
 
 

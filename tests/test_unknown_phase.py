@@ -1,0 +1,100 @@
+"""A phase whose bandwidth no source states is reported as unknown, the other phases are still costed, and a
+total that would add the unknown phase is unknown (null, with the reason), never the sum of the others.
+
+The shipped case: no source states the DGX B300's frontend NIC speed (`frontend.nic.speed`), so its client
+request / response phase has no time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from pipeline.core.paths import Layout
+from pipeline.traffic.calculator import view_for
+from pipeline.traffic.stage import Views, estimate, step_of, workload_tables
+from pipeline.traffic.workloads import find_workload
+
+WID = "llama70b-serve-aggregated"
+# Hand-computed from params.yaml and the workload file: (8,192 prompt + 200 output tokens) × 4 B per token on the
+# frontend × batch 1.
+FRONTEND_BYTES = (8192 + 200) * 4 * 1
+
+
+def _phases(result):
+    return {p.phase: p for p in result.phases}
+
+
+def test_the_shipped_b300_frontend_phase_is_unknown_and_the_others_are_costed(cli, built_registry: Layout):
+    r = cli("estimate", "workload", "nvidia-dgx-b300", WID, "--json", root=built_registry.root)
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    rows = {p["phase"]: p for p in data["phases"]}
+    fe = rows["frontend-request"]
+    assert fe["bytes_per_rank"] == FRONTEND_BYTES == 33_568
+    assert (fe["seconds"], fe["total_seconds"], fe["bandwidth_seconds"], fe["latency_seconds"]) == (None,) * 4
+    assert (fe["confidence"], fe["dominant"]) == ("unknown", "unknown")
+    assert "nvidia-dgx-b300:frontend.nic.speed is unknown (no source states it)" in fe["unknown_reason"]
+    for name in ("prefill-tp-all-reduce", "decode-tp-all-reduce"):
+        assert rows[name]["total_seconds"] > 0 and rows[name]["unknown_reason"] is None, name
+    assert data["communication_seconds"] is None and data["confidence"] == "unknown"
+
+    st = json.loads(cli("estimate", "step", "nvidia-dgx-b300", WID, "--json", root=built_registry.root).out)
+    assert st["communication_seconds"] is None and st["exposed_communication_seconds"] is None
+    assert any(
+        "frontend.nic.speed is unknown" in m and "frontend-request is unknown (null)" in m for m in st["missing"]
+    )
+
+
+def test_only_the_unknown_phase_and_the_totals_adding_it_lose_their_number(built_registry: Layout):
+    """The same workload on the DGX B200 (every field known), then with its frontend NIC speed removed: the other
+    phases are unchanged, TTFT / TPOT / request time (which do not include the frontend transfer) are unchanged,
+    and the communication total — which adds every phase — is unknown instead of the backend phases' sum."""
+    w = find_workload(built_registry, WID)
+    view = view_for(built_registry, "nvidia-dgx-b200")
+    known = estimate(built_registry, "nvidia-dgx-b200", w, 0, view)
+    known_step = step_of(built_registry, view, w, known, 0.5)
+    assert known.communication_seconds == pytest.approx(sum(p.total_seconds for p in known.phases), rel=1e-12)
+    assert known_step["missing"] == [] and known_step["ttft_seconds"] > 0
+
+    view.g.graph["frontend_nic_gbps"] = None
+    blind = estimate(built_registry, "nvidia-dgx-b200", w, 0, view)
+    blind_step = step_of(built_registry, view, w, blind, 0.5)
+    before, after = _phases(known), _phases(blind)
+    assert sorted(before) == sorted(after) == ["decode-tp-all-reduce", "frontend-request", "prefill-tp-all-reduce"]
+    for name in ("decode-tp-all-reduce", "prefill-tp-all-reduce"):
+        assert after[name].total_seconds == before[name].total_seconds, name
+    fe = after["frontend-request"]
+    assert fe.total_seconds is None and fe.seconds is None and fe.confidence == "unknown"
+    assert fe.bytes_per_rank == before["frontend-request"].bytes_per_rank == FRONTEND_BYTES
+    assert "nvidia-dgx-b200:frontend.nic.speed is unknown" in fe.unknown
+    # The total is not the partial sum of the backend phases (a number that would look complete): it is None.
+    assert blind.communication_seconds is None
+    assert blind.known_communication_seconds == pytest.approx(
+        before["prefill-tp-all-reduce"].total_seconds + before["decode-tp-all-reduce"].total_seconds, rel=1e-12
+    )
+    assert blind_step["communication_seconds"] is None and blind_step["exposed_communication_seconds"] is None
+    for key in ("ttft_seconds", "tpot_seconds", "step_seconds", "compute_seconds"):
+        assert blind_step[key] == known_step[key], key
+    assert any("TTFT, TPOT and the request time" in a for a in blind_step["assumptions"])
+    assert [m for m in blind_step["missing"] if "frontend-request" in m]
+
+
+def test_the_traffic_table_holds_nulls_for_the_unknown_phase(built_registry: Layout):
+    """The stage's rows and metrics: null seconds for the phase and for the totals; no number presented as total."""
+    views = Views(built_registry)
+    try:
+        view = views("nvidia-dgx-b200")
+        view.g.graph["frontend_nic_gbps"] = None
+        w = dataclasses.replace(find_workload(built_registry, WID), targets=("nvidia-dgx-b200",))
+        tables, metrics = workload_tables(w, views)
+    finally:
+        views.close()
+    (fe,) = [row for row in tables["traffic"] if row[2] == "frontend-request"]
+    # latency_s, bandwidth_s, queueing_s, seconds, total_seconds, dominant, confidence
+    assert fe[16:23] == (None, None, None, None, None, "unknown", "unknown")
+    (summary,) = tables["traffic_workloads"]
+    assert summary[5] is None and summary[7] == "unknown"  # communication_seconds, confidence
+    assert "communication_seconds" not in json.dumps(metrics)
