@@ -4,7 +4,8 @@
   also written in the workload file, and a value stated in both is refused.
 - dvc.yaml runs one traffic stage per workload (found by globbing models/workloads), each declaring its own
   `workloads.<id>` params and its own file, so `dvc exp run -S workloads.<id>.dp=...` reruns only that stage.
-- Metrics are numbers; the words live in the traffic tables.
+- Metrics are numbers, one small flat file per workload × target (metrics/<workload>/<target>.json), so
+  `dvc metrics show` prints a narrow table; the words live in the traffic tables.
 """
 
 from __future__ import annotations
@@ -149,41 +150,79 @@ def _numbers_only(value: Any, where: str) -> None:
         assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{where} = {value!r}: not a number"
 
 
-def test_shipped_metrics_hold_numbers_only():
-    stages = _raw_stages()
+def _metric_files(root: Path, wid: str) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((root / "metrics" / wid).glob("*.json"))}
+
+
+def test_shipped_metrics_are_flat_numbers_one_file_per_workload_and_target():
+    """`dvc metrics show` prints one row per file and one column per key: one file per workload × target, flat
+    short keys with their unit, numbers only (no word, no nesting), so the table stays narrow."""
+    from pipeline.traffic.stage import METRICS
+
+    (metric,) = _raw_stages()["traffic-workload"]["do"]["metrics"]
+    assert metric == {"metrics/${item}": {"cache": False}}
+    allowed = {*METRICS, "util"}
     for wid in WORKLOADS:
-        (metric,) = stages["traffic-workload"]["do"]["metrics"]
-        path = ROOT / next(iter(metric)).replace("${item}", wid)
-        data = json.loads(path.read_text())
+        files = _metric_files(ROOT, wid)
         targets = yaml.safe_load((ROOT / "models" / "workloads" / f"{wid}.yaml").read_text())["targets"]
-        assert sorted(data) == sorted(targets), path
-        _numbers_only(data, path.name)
-        for numbers in data.values():
-            assert numbers["communication_seconds"] > 0 and numbers["accelerators"] >= 1
+        assert sorted(files) == sorted(targets), wid
+        for target, numbers in files.items():
+            where = f"metrics/{wid}/{target}.json"
+            assert set(numbers) <= allowed, where
+            for key, value in numbers.items():
+                assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{where}: {key} = {value!r}"
+            assert numbers["comm_s"] > 0 and 0 < numbers["util"] <= 1, where
+            kind = yaml.safe_load((ROOT / "models" / "workloads" / f"{wid}.yaml").read_text())["kind"]
+            assert ("ttft_s" in numbers) == ("tpot_s" in numbers) and (kind == "training") <= ("ttft_s" not in numbers)
+
+
+def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
+    """One row per workload × target, columns the short keys: at most ~160 characters wide for the whole table
+    (the path is most of it), under 140 for one workload, every cell a number or DVC's '-' for a figure left out."""
+    out = _sh(["dvc", "metrics", "show"], ROOT)
+    lines = [line for line in out.splitlines() if line.strip()]
+    header, rows = lines[0].split(), lines[1:]
+    assert header[0] == "Path" and sorted(header[1:]) == header[1:]
+    assert len(rows) == sum(len(_metric_files(ROOT, wid)) for wid in WORKLOADS)
+    assert max(len(line) for line in lines) <= 160, max(len(line) for line in lines)
+    for row in rows:
+        path, *cells = row.split()
+        assert path.startswith("metrics/") and len(cells) == len(header) - 1, row
+        for cell in cells:
+            assert cell == "-" or float(cell) == float(cell), row
+    one = _sh(["dvc", "metrics", "show", "metrics/llama70b-train-tp8-dp512"], ROOT)
+    assert max(len(line) for line in one.splitlines()) <= 140
+    assert "ttft_s" not in one  # a training workload's table has no inference columns
 
 
 def test_a_workload_stage_writes_numeric_metrics_and_its_tables(built_copy: Layout):
     from pipeline.traffic import stage
 
     metrics = stage.run_workload(built_copy, "llama70b-serve-aggregated")
-    on_disk = json.loads((stage.workload_dir(built_copy, "llama70b-serve-aggregated") / "metrics.json").read_text())
+    on_disk = _metric_files(built_copy.root, "llama70b-serve-aggregated")
     assert on_disk == metrics
-    _numbers_only(on_disk, "metrics")
     w = find_workload(built_copy, "llama70b-serve-aggregated")
     assert sorted(on_disk) == sorted(w.targets)
     for name in stage.WORKLOAD_TABLES:
         assert (stage.workload_dir(built_copy, w.id) / f"{name}.parquet").is_file()
-    # The words are in the table beside the numbers.
+    # The words and the full figures are in the table beside the numbers.
     import duckdb
 
     rows = duckdb.sql(
-        "SELECT topology_id, dominant_phase, confidence, caveat, communication_seconds FROM read_parquet(?)",
+        "SELECT topology_id, dominant_phase, confidence, caveat, communication_seconds, headroom_bytes "
+        "FROM read_parquet(?)",
         params=[str(stage.workload_dir(built_copy, w.id) / "traffic_workloads.parquet")],
     ).fetchall()
     assert sorted(r[0] for r in rows) == sorted(w.targets)
-    for topology_id, dominant, conf, caveat, seconds in rows:
+    for topology_id, dominant, conf, caveat, seconds, headroom in rows:
         assert dominant and conf and caveat
-        assert seconds == pytest.approx(on_disk[topology_id]["communication_seconds"], rel=1e-8)
+        assert seconds == pytest.approx(on_disk[topology_id]["comm_s"], rel=1e-8)
+        assert headroom / 1e9 == pytest.approx(on_disk[topology_id]["free_gb"], rel=1e-8)
+    # A target the workload no longer names loses its file.
+    stale = stage.metrics_dir(built_copy, w.id) / "nvidia-dgx-b300.json"
+    stale.write_text("{}")
+    stage.run_workload(built_copy, "llama70b-serve-aggregated")
+    assert not stale.exists()
 
 
 def _sh(cmd: list[str], cwd: Path) -> str:
@@ -206,24 +245,25 @@ def test_dvc_plots_show_renders(built_pipeline: Path, tmp_path: Path):
 @pytest.mark.slow
 def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(built_pipeline: Path):
     wid = "llama70b-train-tp8-dp512"
-    metrics = built_pipeline / "registry" / "traffic" / "workloads" / wid / "metrics.json"
-    before = json.loads(metrics.read_text())
+    before = _metric_files(built_pipeline, wid)
     try:
         out = _sh(["dvc", "exp", "run", "-S", f"workloads.{wid}.dp=256"], built_pipeline)
         ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
         assert ran == sorted([f"traffic-workload@{wid}", "traffic", "report", "database"]), out
-        after = json.loads(metrics.read_text())
+        after = _metric_files(built_pipeline, wid)
+        assert sorted(after) == sorted(before)
         for target in before:
-            assert after[target]["accelerators"] == 8 * 256 and before[target]["accelerators"] == 8 * 512
-            assert after[target]["communication_seconds"] != before[target]["communication_seconds"]
+            assert after[target]["comm_s"] != before[target]["comm_s"]
         diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
         moved = diff["params.yaml"][f"workloads.{wid}.dp"]
         assert (moved["old"], moved["new"]) == (512, 256) and list(diff["params.yaml"]) == [f"workloads.{wid}.dp"]
+        shown = json.loads(_sh(["dvc", "metrics", "diff", "--json"], built_pipeline))
+        assert sorted(shown) == sorted(f"metrics/{wid}/{t}.json" for t in before)
     finally:
         _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
         _sh(["dvc", "repro"], built_pipeline)  # back as built (the run cache restores the outputs)
     assert "up to date" in _sh(["dvc", "status"], built_pipeline)
-    assert json.loads(metrics.read_text()) == before
+    assert _metric_files(built_pipeline, wid) == before
 
 
 def test_pages_without_traffic_numbers_do_not_depend_on_them():

@@ -219,8 +219,8 @@ def sharing(
     return a, b, rows
 
 
-# The per-item layout DVC runs (dvc.yaml): one stage per workload writes WORKLOAD_TABLES and metrics.json under
-# registry/traffic/workloads/<id>/; one per sharing pair writes registry/traffic/sharing/<id>.parquet; `combine`
+# The per-item layout DVC runs (dvc.yaml): one stage per workload writes WORKLOAD_TABLES under
+# registry/traffic/workloads/<id>/ and its metrics under metrics/<id>/; one per sharing pair writes registry/traffic/sharing/<id>.parquet; `combine`
 # concatenates them into the tables every reader knows (registry/traffic/<table>.parquet, same names and columns)
 # and the plot data; `kv` writes the KV-transfer curve. A changed workload reruns its own stage and the combine.
 TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
@@ -280,6 +280,35 @@ def _number(value: Any) -> float | int | None:
         return value
     value = float(value)
     return float(f"{value:.9g}") if math.isfinite(value) else None
+
+
+# The metrics DVC shows (`dvc metrics show` prints one row per file, one column per key): one small file per
+# workload and target, metrics/<workload>/<target>.json, with short keys that carry their unit (s: seconds, gb:
+# 1e9 bytes; util: a fraction of capacity), so the table stays narrow (the memory per rank is a column of
+# traffic_workloads; free_gb carries the fit). The full-precision figures and the words are
+# columns of traffic_workloads.
+METRICS = {
+    "step_s": "step_seconds",  # a training step; for inference, one request (TTFT + output × TPOT)
+    "ttft_s": "ttft_seconds",
+    "tpot_s": "tpot_seconds",
+    "compute_s": "compute_seconds",
+    "comm_s": "communication_seconds",
+    "exposed_s": "exposed_communication_seconds",
+    "free_gb": "headroom_bytes",  # accelerator memory left per rank (the fit headroom); negative: does not fit
+}
+
+
+def metric_numbers(st: dict[str, Any], max_link_utilization: float | None) -> dict[str, float | int]:
+    """A workload's metrics on one target from its step estimate: numbers only, a figure the model cannot give
+    left out (never a word)."""
+    raw: dict[str, Any] = {key: st.get(source) for key, source in METRICS.items()}
+    raw["free_gb"] = None if raw["free_gb"] is None else raw["free_gb"] / 1e9
+    raw["util"] = max_link_utilization  # the busiest link's offered load over its capacity, over the phases
+    return {k: v for k, v in ((k, _number(v)) for k, v in sorted(raw.items())) if v is not None}
+
+
+def metrics_dir(lay: Layout, workload_id: str) -> Path:
+    return lay.root / "metrics" / workload_id
 
 
 def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], dict[str, dict[str, Any]]]:
@@ -368,20 +397,7 @@ def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], 
                 )
             )
         utilizations = [p.max_link_utilization for p in r.phases if p.max_link_utilization is not None]
-        numbers = {
-            "accelerators": w.accelerators,
-            "phases": len(r.phases),
-            "communication_seconds": r.communication_seconds,
-            "exposed_communication_seconds": st["exposed_communication_seconds"],
-            "compute_seconds": st["compute_seconds"],
-            "step_seconds": st["step_seconds"],
-            "ttft_seconds": st.get("ttft_seconds"),
-            "tpot_seconds": st.get("tpot_seconds"),
-            "memory_per_rank_bytes": st["memory_per_rank_bytes"],
-            "fit_headroom_bytes": st["headroom_bytes"],
-            "max_link_utilization": max(utilizations) if utilizations else None,
-        }
-        metrics[target] = {k: v for k, v in ((k, _number(v)) for k, v in numbers.items()) if v is not None}
+        metrics[target] = metric_numbers(st, max(utilizations) if utilizations else None)
     return out, metrics
 
 
@@ -399,7 +415,12 @@ def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> d
         columns, order = TABLES[name]
         write_table(out, name, columns, order, tables[name])
     remove_stale(out, WORKLOAD_TABLES)
-    atomic_write_json(out / "metrics.json", metrics)
+    shown = metrics_dir(lay, w.id)
+    for target, numbers in metrics.items():
+        atomic_write_json(shown / f"{target}.json", numbers)
+    for stale in shown.glob("*.json"):  # a target the workload no longer names
+        if stale.stem not in metrics:
+            stale.unlink()
     return metrics
 
 
