@@ -200,12 +200,14 @@ def test_step_training_pp4_fits_and_times() -> None:
 
 def test_step_names_the_field_it_lacked() -> None:
     t = {"tp": 8, "pp": 1, "dp": 512, "micro_batch": 1, "microbatches": 4, "seq_len": 4096}
-    s = step.estimate(_Workload("training", LLAMA70B, training=t), [_Phase("tp-all-reduce", 0.1)], _acc(80, None, None))
+    s = step.estimate(
+        _Workload("training", LLAMA70B, training=t), [_Phase("tp-all-reduce", 0.1)], _acc(80, None, None), 0.5
+    )
     assert s["fits"] is False and s["memory_per_rank_bytes"] > 157.5e9
     assert (s["compute_seconds"], s["step_seconds"]) == (None, None)
     assert s["exposed_communication_at_least_seconds"] == pytest.approx(0.1)
     assert s["missing"] == ["test-accelerator:accelerator.peak_dense_bf16 is unknown (no source)"]
-    unknown = step.estimate(_Workload("training", LLAMA70B, training=t), [], _acc(None, None, None))
+    unknown = step.estimate(_Workload("training", LLAMA70B, training=t), [], _acc(None, None, None), 0.5)
     assert unknown["fits"] == "unknown" and unknown["headroom_bytes"] is None
     assert "test-accelerator:accelerator.memory is unknown (no source)" in unknown["missing"]
 

@@ -130,7 +130,7 @@ def test_one_traffic_stage_per_workload_with_its_own_params_and_file():
     stages = _raw_stages()
     assert stages["traffic-workload"]["foreach"] == WORKLOADS
     do = stages["traffic-workload"]["do"]
-    assert do["params"] == ["workloads.${item}"]
+    assert do["params"] == ["workloads.${item}", "step"]
     assert "models/workloads/${item}.yaml" in do["deps"]
     assert not [d for d in do["deps"] if d in ("models/workloads", "params.yaml")], "a stage per workload reads one"
     shares = {}
@@ -274,3 +274,105 @@ def test_pages_without_traffic_numbers_do_not_depend_on_them():
     assert models == ["registry/traffic/caveats.json"]
     assert "registry/traffic/caveats.json" in stages["traffic"]["outs"]
     assert "registry/traffic/traffic_workloads.parquet" in stages["report"]["deps"]
+
+
+# -- the step estimate's choices (params.yaml `step`) ------------------------------------------------------------
+
+
+def test_the_step_choices_live_in_params_yaml_and_only_the_workload_stages_declare_them():
+    from pipeline.traffic import compute
+
+    step = _params()["step"]
+    assert sorted(step) == ["memory_headroom", "mfu"]
+    assert 0 < step["mfu"] <= 1 and 0 <= step["memory_headroom"] < 1
+    assert not hasattr(compute, "MFU_ASSUMPTION"), "the MFU's one home is params.yaml step.mfu"
+    stages = _raw_stages()
+    readers = sorted(name for name, spec in stages.items() if "step" in spec.get("do", spec).get("params", []))
+    assert readers == ["traffic-workload"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("  mfu: 0.5\n", "  mfu: 0\n", r"at \$\.step\.mfu: 0 is out of range: the fraction of .* in \(0, 1\]"),
+        ("  mfu: 0.5\n", "  mfu: 1.5\n", r"at \$\.step\.mfu: 1\.5 is out of range"),
+        ("  mfu: 0.5\n", "  mfu: half\n", r"at \$\.step\.mfu: expected a number"),
+        ("  memory_headroom: 0.0\n", "  memory_headroom: 1\n", r"at \$\.step\.memory_headroom: 1 is out of range"),
+        ("  mfu: 0.5\n", "  mfu: 0.5\n  mfuu: 0.4\n", r"at \$\.step\.mfuu: not a choice of the step estimate"),
+        ("  mfu: 0.5\n", "", r"at \$\.step: mfu is missing"),
+    ],
+)
+def test_a_bad_step_choice_names_params_yaml_line_and_path(repo: Layout, old: str, new: str, expected: str):
+    from pipeline.traffic.choices import load_step_choices
+
+    params = repo.root / "params.yaml"
+    text = params.read_text()
+    assert old in text
+    params.write_text(text.replace(old, new, 1))
+    with pytest.raises(ValidationError, match=rf"params\.yaml:\d+: {expected}"):
+        load_step_choices(repo.root)
+
+
+def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(built_copy: Layout):
+    """Halving the MFU doubles the compute time; keeping 10 % of memory free lowers the fit headroom by 10 % of the
+    accelerator memory (8.0 GB on an 80 GB H100) and nothing else in the fit."""
+    from pipeline.traffic import stage
+
+    wid = "llama70b-train-tp8-dp512"
+    before = stage.run_workload(built_copy, wid)
+    params = built_copy.root / "params.yaml"
+    text = params.read_text()
+    params.write_text(
+        text.replace("  mfu: 0.5\n", "  mfu: 0.25\n").replace("memory_headroom: 0.0", "memory_headroom: 0.1")
+    )
+    after = stage.run_workload(built_copy, wid)
+    assert after == _metric_files(built_copy.root, wid)
+    for target in ("illustrative-h100-4096", "meta-style-h100-24576"):  # 80 GB H100s
+        assert after[target]["free_gb"] == pytest.approx(before[target]["free_gb"] - 0.1 * 80, abs=1e-6)
+        assert after[target]["compute_s"] == pytest.approx(2 * before[target]["compute_s"], rel=1e-8)
+        assert after[target]["comm_s"] == before[target]["comm_s"]  # the network does not move
+    import duckdb
+
+    ((assumed,),) = duckdb.sql(
+        "SELECT step_assumptions FROM read_parquet(?) WHERE topology_id = 'illustrative-h100-4096'",
+        params=[str(stage.workload_dir(built_copy, wid) / "traffic_workloads.parquet")],
+    ).fetchall()
+    said = json.loads(assumed)
+    assert (
+        "the fit keeps 10 % of accelerator memory free (params.yaml step.memory_headroom): 72.0 GB of 80.0 GB usable"
+        in said
+    )
+    assert any(a.startswith("mfu 0.25: assumed (params.yaml step.mfu): 25 % of the accelerator's peak") for a in said)
+
+
+def test_an_mfu_given_on_the_command_line_is_labelled_as_given(cli, built_registry: Layout):
+    args = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", "--json")
+    shipped = json.loads(cli(*args, root=built_registry.root).out)
+    given = json.loads(cli(*args, "--mfu", "0.25", root=built_registry.root).out)
+    assert shipped["mfu"] == _params()["step"]["mfu"] and "(params.yaml step.mfu)" in shipped["mfu_source"]
+    assert given["mfu"] == 0.25 and "(given on the command line): 25 %" in given["mfu_source"]
+    assert given["compute_seconds"] == pytest.approx(shipped["compute_seconds"] * shipped["mfu"] / 0.25, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(built_pipeline: Path):
+    """`-S step.memory_headroom=0.1`: every per-workload traffic stage reruns (they all read `step`), and the
+    stages that do not (topology, sharing, KV curve, comparison) do not; every fit headroom drops by 10 % of the
+    accelerator memory (8 GB on the 80 GB H100s)."""
+    before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
+    try:
+        out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
+        ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+        assert ran == sorted([*(f"traffic-workload@{w}" for w in WORKLOADS), "traffic", "report", "database"]), out
+        for wid in WORKLOADS:
+            after = _metric_files(built_pipeline, wid)
+            for target in ("illustrative-h100-4096", "meta-style-h100-24576"):
+                if target in after:
+                    assert after[target]["free_gb"] == pytest.approx(before[wid][target]["free_gb"] - 8.0, abs=1e-6)
+                    assert after[target].get("step_s") == before[wid][target].get("step_s")
+        diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
+        assert diff["params.yaml"] == {"step.memory_headroom": {"old": 0.0, "new": 0.1}}
+    finally:
+        _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
+        _sh(["dvc", "repro"], built_pipeline)
+    assert "up to date" in _sh(["dvc", "status"], built_pipeline)

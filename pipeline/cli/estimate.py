@@ -377,21 +377,19 @@ def estimate_step(
     topology_id: Annotated[str, typer.Argument(help="Reference or cluster id.")],
     workload_id: Annotated[str, typer.Argument(help="Workload id (models/workloads/).")],
     mfu: Annotated[
-        float | None, typer.Option("--mfu", help="Fraction of peak reached while computing (default: labelled 0.5).")
+        float | None,
+        typer.Option("--mfu", help="Fraction of peak reached while computing (default: params.yaml step.mfu)."),
     ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = None,
 ) -> None:
     """Memory per rank and whether it fits; compute, exposed communication and step time (TTFT / TPOT for
     inference). A figure that needs an unknown registry field is unknown, and the field is named."""
-    from ..traffic import compute
     from ..traffic.stage import step_estimate
     from ..traffic.workloads import find_workload
 
     lay = lay_of(root)
-    data = step_estimate(
-        lay, topology_id, find_workload(lay, workload_id), compute.MFU_ASSUMPTION if mfu is None else mfu
-    )
+    data = step_estimate(lay, topology_id, find_workload(lay, workload_id), mfu)
     data = {"topology_id": topology_id, "workload_id": workload_id, **data}
     if as_json:
         from ..traffic import CAVEAT
@@ -455,7 +453,7 @@ def estimate_workload(
 ) -> None:
     """The per-phase table of a workload laid onto a topology's installed wiring."""
     from ..api import phase_records
-    from ..traffic import CAVEAT, compute
+    from ..traffic import CAVEAT
     from ..traffic.calculator import view_for
     from ..traffic.stage import estimate, step_of
     from ..traffic.step import fit_verdict
@@ -466,7 +464,7 @@ def estimate_workload(
     w = find_workload(lay, workload_id)
     r = estimate(lay, topology_id, w, 0, view)
     rows = phase_records(r)
-    st = step_of(lay, view, w, r, compute.MFU_ASSUMPTION)
+    st = step_of(lay, view, w, r)
     fit = {
         "memory_per_rank_bytes": st["memory_per_rank_bytes"],
         "accelerator_memory_bytes": st["memory"]["accelerator_memory_bytes"],

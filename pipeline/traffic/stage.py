@@ -19,6 +19,7 @@ from ..core.schemas import load_yaml
 from . import CAVEAT, ha, loads, plots
 from . import step as step_model
 from .calculator import view_for
+from .choices import StepChoices, load_step_choices
 from .cost import Phase
 from .phases import phases, routed_phases
 from .placement import rank_accelerators
@@ -165,17 +166,28 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
 
 
 def step_estimate(
-    lay: Layout, topology_id: str, workload: Workload, mfu: float, view: View | None = None
+    lay: Layout, topology_id: str, workload: Workload, mfu: float | None = None, view: View | None = None
 ) -> dict[str, Any]:
-    """Memory fit and step time of a workload on a topology, from its phases and the accelerator's fields."""
+    """Memory fit and step time of a workload on a topology, from its phases and the accelerator's fields; `mfu`
+    None: params.yaml's `step.mfu`."""
     view = view or view_for(lay, topology_id)
     return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
 
 
-def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float) -> dict[str, Any]:
-    """The step estimate of a workload already laid onto a topology (its phases routed once, not twice)."""
+def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
+    """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
+    choices of params.yaml (`step`); an `mfu` given here replaces `step.mfu` and is labelled as given."""
     acc = step_model.accelerator(load_facts(lay, view.reference))
-    return step_model.estimate(workload, result.phases, acc, mfu)
+    choices = load_step_choices(lay.root)
+    given = mfu is not None and mfu != choices.mfu
+    return step_model.estimate(
+        workload,
+        result.phases,
+        acc,
+        choices.mfu if mfu is None else mfu,
+        choices.memory_headroom,
+        "given on the command line" if given else "",
+    )
 
 
 def sharing(
@@ -220,9 +232,10 @@ def sharing(
 
 
 # The per-item layout DVC runs (dvc.yaml): one stage per workload writes WORKLOAD_TABLES under
-# registry/traffic/workloads/<id>/ and its metrics under metrics/<id>/; one per sharing pair writes registry/traffic/sharing/<id>.parquet; `combine`
-# concatenates them into the tables every reader knows (registry/traffic/<table>.parquet, same names and columns)
-# and the plot data; `kv` writes the KV-transfer curve. A changed workload reruns its own stage and the combine.
+# registry/traffic/workloads/<id>/ and its metrics under metrics/<id>/; one per sharing pair writes
+# registry/traffic/sharing/<id>.parquet; `combine` concatenates them into the tables every reader knows
+# (registry/traffic/<table>.parquet, same names and columns) and the plot data; `kv` writes the KV-transfer curve.
+# A changed workload reruns its own stage and the combine.
 TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
     "traffic": (TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"]),
     "traffic_links": (LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"]),
@@ -254,6 +267,14 @@ class Views:
         self._topologies: Topologies | None = None
         self._views: dict[str, View] = {}
         self._accelerators: dict[str, step_model.Accelerator] = {}
+        self._choices: StepChoices | None = None
+
+    @property
+    def choices(self) -> StepChoices:
+        """params.yaml's `step` (read once, and only by the stages that estimate steps)."""
+        if self._choices is None:
+            self._choices = load_step_choices(self.lay.root)
+        return self._choices
 
     def __call__(self, topology_id: str) -> View:
         if topology_id not in self._views:
@@ -354,7 +375,8 @@ def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], 
                     (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
                 )
         top = max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds)
-        st = step_model.estimate(w, r.phases, views.accelerator(view.reference))
+        choices = views.choices
+        st = step_model.estimate(w, r.phases, views.accelerator(view.reference), choices.mfu, choices.memory_headroom)
         fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
         exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])
         out["traffic_workloads"].append(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..core import confidence as rule
+from ..core.errors import UsageError
 from ..core.units import convert
 from . import compute, memory, sizing
 
@@ -111,13 +112,25 @@ def _experts(m: Any, missing: list[str]) -> tuple[float | None, float | None]:
     return float(expert_params), float(active)
 
 
-def _fits(per_rank: float | None, capacity: float | None) -> tuple[bool | str, float | None]:
-    if per_rank is None or capacity is None:
+def _usable(capacity: float | None, memory_headroom: float, assumptions: list[str]) -> float | None:
+    """The accelerator memory the workload may use: all of it less the fraction the fit keeps free."""
+    if capacity is None or not memory_headroom:
+        return capacity
+    usable = capacity * (1.0 - memory_headroom)
+    assumptions.append(
+        f"the fit keeps {memory_headroom * 100:g} % of accelerator memory free (params.yaml step.memory_headroom): "
+        f"{usable / 1e9:.1f} GB of {capacity / 1e9:.1f} GB usable"
+    )
+    return usable
+
+
+def _fits(per_rank: float | None, usable: float | None) -> tuple[bool | str, float | None]:
+    if per_rank is None or usable is None:
         return "unknown", None
-    return per_rank <= capacity, capacity - per_rank
+    return per_rank <= usable, usable - per_rank
 
 
-def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.MFU_ASSUMPTION) -> dict[str, Any]:
+def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_headroom: float = 0.0) -> dict[str, Any]:
     m, t = w.model, w.training
     missing: list[str] = []
     assumptions: list[str] = []
@@ -148,7 +161,8 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.M
         )  # fmt: skip
     per_rank = None if state is None or act is None else state["bytes"] + act["bytes"]
     capacity = acc.value("accelerator.memory", missing)
-    fits, headroom = _fits(per_rank, capacity)
+    usable = _usable(capacity, memory_headroom, assumptions)
+    fits, headroom = _fits(per_rank, usable)
 
     comm = _Comm()
     unknown = _unknown_phases(phases, missing)
@@ -178,6 +192,7 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.M
             "state": state,
             "activations": act,
             "accelerator_memory_bytes": capacity,
+            "usable_memory_bytes": usable,
             "zero": zero,
         },
         "fits": fits,
@@ -209,7 +224,7 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.M
     return out
 
 
-def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.MFU_ASSUMPTION) -> dict[str, Any]:
+def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_headroom: float = 0.0) -> dict[str, Any]:
     m, i = w.model, w.inference
     missing: list[str] = []
     assumptions: list[str] = []
@@ -223,12 +238,13 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.
     else:
         ptp, dtp = i.get("prefill_tp", 1), i.get("decode_tp", 1)
     capacity = acc.value("accelerator.memory", missing)
+    usable = _usable(capacity, memory_headroom, assumptions)
     kv_decode = memory.kv_bytes_per_token_per_rank(m["layers"], m["kv_heads"], m["head_dim"], dtype, dtp)
     kv_prefill = memory.kv_bytes_per_token_per_rank(m["layers"], m["kv_heads"], m["head_dim"], dtype, ptp)
-    decode_fit = memory.inference_fit(weights, kv_decode, prompt + output, dtp, capacity, batch)
-    prefill_fit = memory.inference_fit(weights, kv_prefill, prompt, ptp, capacity, batch)
+    decode_fit = memory.inference_fit(weights, kv_decode, prompt + output, dtp, usable, batch)
+    prefill_fit = memory.inference_fit(weights, kv_prefill, prompt, ptp, usable, batch)
     per_rank = max(decode_fit["bytes"], prefill_fit["bytes"])
-    fits, headroom = _fits(per_rank, capacity)
+    fits, headroom = _fits(per_rank, usable)
 
     unknown = _unknown_phases(phases, missing)
     by_phase = {p.phase: p.total_seconds for p in phases}
@@ -262,6 +278,7 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.
             "decode_pool": decode_fit,
             "prefill_pool": prefill_fit,
             "accelerator_memory_bytes": capacity,
+            "usable_memory_bytes": usable,
         },
         "fits": fits,
         "headroom_bytes": headroom,
@@ -321,7 +338,7 @@ def _common(acc: Accelerator, missing: list[str], assumptions: list[str], mfu: f
         "accelerator_reference": acc.reference_id,
         "accelerator_fields": acc.lineage(),
         "mfu": mfu,
-        "mfu_source": compute.MFU_SOURCE if mfu == compute.MFU_ASSUMPTION else "given on the command line",
+        "mfu_source": compute.mfu_source(mfu),
         "missing": sorted(set(missing)),
         "assumptions": assumptions,
     }
@@ -334,6 +351,9 @@ def fit_verdict(st: dict[str, Any]) -> str:
     ref = st.get("accelerator_reference", "?")
     need = "unknown" if per_rank is None else f"{per_rank / 1e9:.1f} GB"
     have = "an unknown amount" if capacity is None else f"{capacity / 1e9:.1f} GB"
+    usable = st.get("memory", {}).get("usable_memory_bytes")
+    if usable is not None and capacity is not None and usable < capacity:
+        have = f"{usable / 1e9:.1f} GB usable ({1 - usable / capacity:.0%} of {capacity / 1e9:.1f} GB kept free)"
     head = f"Memory per rank {need} against {have} of accelerator memory ({ref} accelerator.memory): "
     if st.get("fits") is True:
         return head + f"fits, {st['headroom_bytes'] / 1e9:.1f} GB of headroom."
@@ -346,6 +366,17 @@ def fit_verdict(st: dict[str, Any]) -> str:
     return head + f"fit unknown ({missing})."
 
 
-def estimate(w: Any, phases: list[Any], acc: Accelerator, mfu: float = compute.MFU_ASSUMPTION) -> dict[str, Any]:
+def estimate(
+    w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_headroom: float = 0.0, mfu_where: str = ""
+) -> dict[str, Any]:
+    """Memory fit and step time at `mfu` (params.yaml `step.mfu`, or given), the fit keeping `memory_headroom` of
+    the accelerator memory free (params.yaml `step.memory_headroom`; 0: all of it usable). `mfu_where` labels an
+    MFU that did not come from params.yaml (e.g. "--mfu on the command line")."""
     compute.check_mfu(mfu)
-    return training(w, phases, acc, mfu) if w.kind == "training" else inference(w, phases, acc, mfu)
+    if not 0 <= memory_headroom < 1:
+        raise UsageError(f"memory headroom is a fraction of accelerator memory in [0, 1), got {memory_headroom!r}")
+    kind = training if w.kind == "training" else inference
+    out = kind(w, phases, acc, mfu, memory_headroom)
+    if mfu_where:
+        out["mfu_source"] = compute.mfu_source(mfu, mfu_where)
+    return out
