@@ -6,6 +6,9 @@ Reads the measured pins (sources/measured/*.json) and the logs' bytes from the s
 calibrated model on the topology the log ran on, and writes registry/comparison/measured_vs_model.parquet: one row
 per log, placement and size, with the log's hash, file name and origin so the report can cite it. No pins: an
 empty table (the report then says how to import one).
+
+The same stage writes the KV-transfer curve (registry/traffic/plots/kv_transfer.csv, `stage.run_kv`): the model at
+a range of prompt lengths on two shipped topologies, read from the same tables; one process instead of two.
 """
 
 from __future__ import annotations
@@ -66,8 +69,14 @@ def run(lay: Layout) -> tuple[Path, int]:
 
 
 def main(lay: Layout) -> str:
+    from .stage import run_kv
+
     path, logs = run(lay)
-    return f"compared {logs} measured log(s) with the model into {lay.relative(path)}"
+    run_kv(lay)
+    return (
+        f"compared {logs} measured log(s) with the model into {lay.relative(path)}; "
+        "KV-transfer curve into registry/traffic/plots/kv_transfer.csv"
+    )
 
 
 if __name__ == "__main__":
