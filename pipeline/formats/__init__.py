@@ -9,73 +9,93 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
-from .calibration import Calibration
-from .cluster import ClusterFile
-from .common import json_schema
-from .identities import Identities
-from .measured import MeasuredPin
-from .pins import PinHistory
-from .records import Record
-from .reference import ReferenceFile
-from .revisions import ModelRevisions
-from .source import SourceFile
-from .topology import TopologyDefaults
-from .vocabulary import Vocabulary
-from .workload import WorkloadFile
-
-# schema file name → (the model, the schema's title)
-FORMATS: dict[str, tuple[Any, str]] = {
+# schema file name → the schema's title (its model: `model(name)`)
+TITLES: dict[str, str] = {
     "calibration.schema.json": (
-        Calibration,
-        "Calibration of collective costs: efficiencies and latencies as data, each number with its provenance",
+        "Calibration of collective costs: efficiencies and latencies as data, each number with its provenance"
     ),
     "cluster.schema.json": (
-        ClusterFile,
-        "A cluster: building blocks of one reference on a declared scale-out fabric and a separate frontend",
+        "A cluster: building blocks of one reference on a declared scale-out fabric and a separate frontend"
     ),
     "field.schema.json": (
-        Record,
         "A field record: one fact with its status and provenance (record=claim: what one rule read from one "
-        "snapshot; record=field: a reference's field as compiled)",
+        "snapshot; record=field: a reference's field as compiled)"
     ),
-    "identities.schema.json": (Identities, "Permanent identities of reference models"),
-    "measured-pin.schema.json": (MeasuredPin, "A measured nccl-tests / rccl-tests log as imported and pinned"),
-    "model-revisions.schema.json": (ModelRevisions, "Append-only revisions of one reference or cluster model"),
-    "pins.schema.json": (PinHistory, "Append-only revision history of one source"),
+    "identities.schema.json": "Permanent identities of reference models",
+    "measured-pin.schema.json": "A measured nccl-tests / rccl-tests log as imported and pinned",
+    "model-revisions.schema.json": "Append-only revisions of one reference or cluster model",
+    "pins.schema.json": "Append-only revision history of one source",
     "reference.schema.json": (
-        ReferenceFile,
-        "A reference architecture: which fields it takes from which sources, derived fields, explicit unknowns",
+        "A reference architecture: which fields it takes from which sources, derived fields, explicit unknowns"
     ),
-    "source.schema.json": (SourceFile, "A declared source document and the rules that read facts from it"),
-    "topology-defaults.schema.json": (
-        TopologyDefaults,
-        "Labelled teaching defaults for topologies (latencies, host link)",
-    ),
-    "vocabulary.schema.json": (Vocabulary, "The field vocabulary"),
+    "source.schema.json": "A declared source document and the rules that read facts from it",
+    "topology-defaults.schema.json": "Labelled teaching defaults for topologies (latencies, host link)",
+    "vocabulary.schema.json": "The field vocabulary",
     "workload.schema.json": (
-        WorkloadFile,
-        "A workload: model size, parallelism and sequence lengths, laid onto a topology by the traffic stage",
+        "A workload: model size, parallelism and sequence lengths, laid onto a topology by the traffic stage"
     ),
 }
+
+
+def model(name: str) -> Any:
+    """The model of one format, by its schema file name. Imported on first use, not with the package: building
+    every format's pydantic models costs a process ~0.15 s, and a stage reads two or three formats."""
+    match name:
+        case "calibration.schema.json":
+            from .calibration import Calibration as found
+        case "cluster.schema.json":
+            from .cluster import ClusterFile as found
+        case "field.schema.json":
+            from .records import Record as found
+        case "identities.schema.json":
+            from .identities import Identities as found
+        case "measured-pin.schema.json":
+            from .measured import MeasuredPin as found
+        case "model-revisions.schema.json":
+            from .revisions import ModelRevisions as found
+        case "pins.schema.json":
+            from .pins import PinHistory as found
+        case "reference.schema.json":
+            from .reference import ReferenceFile as found
+        case "source.schema.json":
+            from .source import SourceFile as found
+        case "topology-defaults.schema.json":
+            from .topology import TopologyDefaults as found
+        case "vocabulary.schema.json":
+            from .vocabulary import Vocabulary as found
+        case "workload.schema.json":
+            from .workload import WorkloadFile as found
+        case _:
+            raise KeyError(f"no format {name!r}; known: {', '.join(sorted(TITLES))}")
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: `FORMATS` (schema file name → (model, title)) imports every model, so only when asked for."""
+    if name == "FORMATS":
+        return {n: (model(n), title) for n, title in TITLES.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @cache
 def adapter(name: str) -> TypeAdapter[Any]:
     """The validator of one format, by its schema file name."""
-    if name not in FORMATS:
-        raise KeyError(f"no format {name!r}; known: {', '.join(sorted(FORMATS))}")
-    return TypeAdapter(FORMATS[name][0])
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(model(name))
 
 
 @cache
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema generated for one format (cached: it depends on the code only)."""
-    title = FORMATS[name][1]
-    return json_schema(adapter(name), name, title)
+    from .common import json_schema
+
+    return json_schema(adapter(name), name, TITLES[name])
 
 
 def render(name: str) -> str:
@@ -84,4 +104,4 @@ def render(name: str) -> str:
 
 
 def generated() -> dict[str, str]:
-    return {name: render(name) for name in sorted(FORMATS)}
+    return {name: render(name) for name in sorted(TITLES)}
