@@ -36,13 +36,39 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _paths(value: Any, parts: tuple[Any, ...] = ()) -> list[list[Any]]:
+    """Every path into a document, and one step off each (a missing key or index: the nearest ancestor's line)."""
+    out = [[*parts], [*parts, "no-such-key"], [*parts, 10**6]]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _paths(item, (*parts, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out += _paths(item, (*parts, index))
+    return out
+
+
+def test_lines_are_ruamels_in_flow_and_block_forms():
+    text = "a:\n  - x\n  -\n    b: 1\n    c: [2, {d: 3}]\ne: {f: [4,\n  5]}\n"
+    fast = schemas._fast_yaml(text)
+    assert fast.line_of(["a", 1, "c", 1, "d"]) == 5
+    assert fast.line_of(["e", "f", 1]) == 7
+    assert fast.line_of(["e", "g"]) == 6  # a missing key: its mapping's key
+    document = schemas._parse_yaml(text, Path("x.yaml"))
+    for parts in _paths(fast.data):
+        assert fast.line_of(parts) == schemas._line_of(document, parts), parts
+
+
 def test_the_shipped_files_take_the_fast_path_and_read_as_ruamel_reads_them():
     assert len(SHIPPED) > 20
     for path in SHIPPED:
         text = path.read_text(encoding="utf-8")
         fast = schemas._fast_yaml(text)
         assert fast is not schemas._SLOW, path
-        assert _same(fast, _ruamel(text)), path
+        assert _same(fast.data, _ruamel(text)), path
+        document = schemas._parse_yaml(text, path)
+        for parts in _paths(fast.data):
+            assert fast.line_of(parts) == schemas._line_of(document, parts), (path, parts)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +95,7 @@ def test_the_shipped_files_take_the_fast_path_and_read_as_ruamel_reads_them():
 )
 def test_plain_scalars_read_as_yaml_1_2(scalar, expected):
     text = f"k: {scalar}\n"
-    fast = schemas._fast_yaml(text)
+    fast = schemas._fast_yaml(text).data
     assert _same(fast, {"k": expected})
     assert _same(fast, _ruamel(text))
 

@@ -26,10 +26,10 @@ def json_path(parts: list[Any] | tuple[Any, ...]) -> str:
 
 def _line_of(doc: Any, parts: list[Any]) -> int | None:
     """1-based line of the value at `parts` in a ruamel document, or of its nearest ancestor."""
+    if isinstance(doc, _Read):
+        return doc.line_of(parts)
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-    if isinstance(doc, _LazyDocument):
-        doc = doc.document()
     node, line = doc, None
     for part in parts:
         try:
@@ -143,34 +143,45 @@ def load_yaml(path: Path) -> tuple[Any, Any]:
     line.
 
     Most files are parsed by libyaml (PyYAML's C parser, ~100x faster than ruamel's pure-Python round-trip
-    parser, which was half a second per calibration load); ruamel's round-trip document, which knows the line
-    of every key, is then parsed only when an error needs a line. Anything the fast path does not read exactly
-    as ruamel would (see `_fast_yaml`) goes to ruamel, which also gives every malformed-YAML message."""
+    parser, which was half a second per calibration load), keeping the line of every key and item as ruamel's
+    round-trip document does. Anything the fast path does not read exactly as ruamel would (see `_fast_yaml`)
+    goes to ruamel, which also gives every malformed-YAML message."""
     text = _read_text(path, "YAML")
     doc = _PARSED.pop(text, None)
     if doc is None:
-        data = _fast_yaml(text)
-        doc = _parse_yaml(text, path) if data is _SLOW else _LazyDocument(text, path, data)
+        doc = _fast_yaml(text)
+        if doc is _SLOW:
+            doc = _parse_yaml(text, path)
         if len(_PARSED) >= _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
     _PARSED[text] = doc
-    return to_plain(doc.data if isinstance(doc, _LazyDocument) else doc), doc
+    return to_plain(doc.data if isinstance(doc, _Read) else doc), doc
 
 
-class _LazyDocument:
-    """A file the fast path read: its plain data, and ruamel's document (for line numbers) parsed on first use."""
+class _Read:
+    """A file the fast path read: its plain data, and the line of every key and item (0-based, as libyaml and
+    ruamel count) for `_line_of`, which answers as it does from ruamel's document."""
 
-    def __init__(self, text: str, path: Path, data: Any) -> None:
-        self.text, self.path, self.data = text, path, data
-        self._document: Any = None
+    def __init__(self, data: Any, lines: Any) -> None:
+        self.data, self.lines = data, lines
 
-    def document(self) -> Any:
-        if self._document is None:
-            try:
-                self._document = _parse_yaml(self.text, self.path)
-            except ValidationError:  # read by libyaml, refused by ruamel: no lines, the message still names the file
-                self._document = {}
-        return self._document
+    def line_of(self, parts: list[Any]) -> int | None:
+        # `lines`: (start line, children); children: {key: (line, children)} for a mapping, [(line, children)]
+        # for a sequence, None for a scalar.
+        start, children = self.lines
+        line = None
+        for part in parts:
+            if type(children) is dict:
+                hit = isinstance(part, str) and part in children
+            else:
+                hit = type(children) is list and isinstance(part, int) and 0 <= part < len(children)
+            if not hit:
+                break
+            found, children = children[part]
+            line = found + 1
+        if line is None and start is not None:
+            line = start + 1
+        return line
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -209,7 +220,8 @@ _OTHER_BREAKS = ("\t", "\x85", "\u2028", "\u2029")
 
 
 def _fast_yaml(text: str) -> Any:
-    """The plain data ruamel's round-trip load + `to_plain` would give, read from libyaml's events; `_SLOW` for
+    """The plain data ruamel's round-trip load + `to_plain` would give and the lines it would know (a `_Read`),
+    read from libyaml's events; `_SLOW` for
     anything outside the subset built here exactly: anchors, aliases, tags, directives, not one document,
     duplicate or non-text keys, merge keys, nesting beyond MAX_NESTING, numbers in other notations (hex,
     underscores, .inf), timestamps other than a valid YYYY-MM-DD, and whatever libyaml refuses. ruamel then
@@ -237,26 +249,21 @@ class _Slow(Exception):
     """Raised inside `_build` for anything it leaves to ruamel."""
 
 
-def _build(loader: Any, yaml: Any) -> Any:
-    """One pass over the events: a stack of open containers, each value added as it completes."""
-    scalar, seq_start, map_start, end = (
-        yaml.ScalarEvent,
-        yaml.SequenceStartEvent,
-        yaml.MappingStartEvent,
-        (
-            yaml.SequenceEndEvent,
-            yaml.MappingEndEvent,
-        ),
-    )
+def _build(loader: Any, yaml: Any) -> _Read:
+    """One pass over the events: a stack of open containers, each value added (with its line) as it completes."""
+    scalar, seq_start, map_start = yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent
+    end = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
     get = loader.get_event
     if not isinstance(get(), yaml.StreamStartEvent):
         raise _Slow
     start = get()
     if not isinstance(start, yaml.DocumentStartEvent) or start.version or start.tags:
         raise _Slow
-    # Each open container: [container, pending key or _NO_KEY]; the root is a one-item list.
+    # Each open container: [container, its lines, its start line, pending key or _NO_KEY, that key's line];
+    # the root is a one-item list.
     root: list[Any] = []
-    stack: list[list[Any]] = [[root, _NO_KEY]]
+    root_lines: list[Any] = []
+    stack: list[list[Any]] = [[root, root_lines, None, _NO_KEY, None]]
     while True:
         event = get()
         cls = type(event)
@@ -264,13 +271,15 @@ def _build(loader: Any, yaml: Any) -> Any:
             if event.anchor or event.tag:
                 raise _Slow
             value = _scalar(event.value) if event.style == "" else event.value
+            line, lines = event.start_mark.line, None
         elif cls is map_start or cls is seq_start:
             if event.anchor or event.tag or len(stack) > MAX_NESTING:
                 raise _Slow
-            stack.append([{} if cls is map_start else [], _NO_KEY])
+            new: Any = ({}, {}) if cls is map_start else ([], [])
+            stack.append([*new, event.start_mark.line, _NO_KEY, None])
             continue
         elif cls in end:
-            value = stack.pop()[0]
+            value, lines, line, _, _ = stack.pop()
         elif isinstance(event, yaml.DocumentEndEvent):
             break
         else:  # an alias, or anything unforeseen
@@ -279,16 +288,19 @@ def _build(loader: Any, yaml: Any) -> Any:
         container = top[0]
         if type(container) is list:
             container.append(value)
-        elif top[1] is _NO_KEY:
+            top[1].append((line, lines))
+        elif top[3] is _NO_KEY:
             if type(value) is not str or value in container:
                 raise _Slow
-            top[1] = value
+            top[3], top[4] = value, line
         else:
-            container[top[1]] = value
-            top[1] = _NO_KEY
+            container[top[3]] = value
+            top[1][top[3]] = (top[4], lines)
+            top[3] = _NO_KEY
     if len(root) != 1 or not isinstance(get(), yaml.StreamEndEvent):
         raise _Slow
-    return root[0]
+    line, lines = root_lines[0]
+    return _Read(root[0], (line if lines is not None else None, lines))
 
 
 _NO_KEY = object()
