@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+
 import networkx as nx
 import pytest
 
 from pipeline.core.errors import UsageError
-from pipeline.core.graphs import Topologies
+from pipeline.core.graphs import Topologies, load_topology
 from pipeline.topology import export
 from pipeline.topology.facts import defaults
 from pipeline.topology.summary import summarize
@@ -63,3 +65,34 @@ def test_an_attribute_without_a_column_is_refused():
 def test_an_unknown_topology_names_the_known_ones(built_registry):
     with Topologies(built_registry) as topologies, pytest.raises(UsageError, match="nvidia-gb200-nvl72"):
         topologies.get("no-such-topology")
+
+
+def test_edges_with_the_same_attributes_share_one_read_only_dict(built_registry):
+    """The traffic stage's graphs: one dict per distinct attribute row, which nothing can change (so no edge
+    changes another's); the API's graphs (`load_topology`) give every edge a dict of its own."""
+    with Topologies(built_registry) as topologies:
+        g = topologies.get("nvidia-dgx-h100").graph
+    dicts = [d for _, _, d in g.edges(data=True)]
+    distinct = {id(d) for d in dicts}
+    rows = {tuple(sorted(d.items(), key=lambda kv: kv[0])) for d in dicts}
+    assert len(distinct) == len(rows) < len(dicts)  # 58 edges, a few rows
+    u, v, d = next(iter(g.edges(data=True)))
+    for change in (
+        lambda: d.__setitem__("network", "x"),
+        lambda: d.update(network="x"),
+        lambda: d.pop("network"),
+        lambda: d.setdefault("colour", "red"),
+        lambda: d.clear(),
+        lambda: g.add_edge(u, v, network="x"),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert g[u][v]["network"] == d["network"] != "x"
+    mine = copy.copy(d)
+    mine["network"] = "x"  # a copy is a plain dict
+    assert type(mine) is dict and d["network"] != "x"
+
+    api = load_topology(built_registry, "nvidia-dgx-h100").graph
+    api_dicts = [d for _, _, d in api.edges(data=True)]
+    assert len({id(d) for d in api_dicts}) == len(api_dicts) and all(type(d) is dict for d in api_dicts)
+    assert api_dicts == dicts
