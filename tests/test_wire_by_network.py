@@ -4,11 +4,8 @@ library's bytes, and its one network carries all of them; a send counts the byte
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from pipeline.cli import main
 from pipeline.core.paths import Layout
 
 # (topology, workload, phase) → bytes per rank on the wire, hand-computed:
@@ -29,21 +26,14 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def topology_built(built_registry: Layout, tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    lay = Layout(tmp_path_factory.mktemp("wire") / "repo")
-    shutil.copytree(built_registry.root, lay.root, symlinks=True)
-    assert main(["topology", "--all", "--root", str(lay.root)]) == 0
-    return lay
-
-
 @pytest.mark.slow
-def test_bytes_by_network_add_up_to_the_bytes_on_the_wire(topology_built: Layout) -> None:
+def test_bytes_by_network_add_up_to_the_bytes_on_the_wire(built_registry: Layout) -> None:
+    """On the session's shared registry (topology stage included; the API only reads it)."""
     import fabricref
 
     pairs = {(t, w) for t, w, _, _ in CASES} | {(t, w) for t, w, _ in HIERARCHICAL}
     for topology, workload in sorted(pairs):
-        phases = {p["phase"]: p for p in fabricref.estimate_workload(topology, workload, topology_built.root)}
+        phases = {p["phase"]: p for p in fabricref.estimate_workload(topology, workload, built_registry.root)}
         for p in phases.values():
             by_net = p["bytes_on_wire_per_rank_by_network"]
             if by_net:  # every phase, hierarchical ones (scale_up+scale_out) included
