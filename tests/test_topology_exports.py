@@ -84,12 +84,14 @@ def test_text_fed_to_zlib_in_pieces_gives_gzip_compress_bytes(tmp_path):
     """The exports stream their text into one zlib stream; the file is what one-shot `gzip.compress(text,
     compresslevel=1, mtime=0)` gives, however the text is split (pieces of 1 character, uneven, non-ASCII)."""
     text = "".join(f'<edge source="b{i:05d}/gpu{i % 8}" target="leaf{i // 32}">→ ü {i * 0.1!r}\n' for i in range(20000))
-    whole = gzip.compress(text.encode(), compresslevel=1, mtime=0)
-    for pieces in ([text], [text[:1], text[1:2], text[2:]], [text[i : i + 4093] for i in range(0, len(text), 4093)]):
+    data = text.encode()
+    whole = gzip.compress(data, compresslevel=1, mtime=0)
+    # Split anywhere, even inside a character's UTF-8 bytes: zlib sees one byte stream.
+    for pieces in ([data], [data[:1], data[1:2], data[2:]], [data[i : i + 4093] for i in range(0, len(data), 4093)]):
         path = tmp_path / "x.gz"
         export._write(path, pieces)
         assert path.read_bytes() == whole
         assert gzip.decompress(path.read_bytes()).decode() == text
-    export._write(tmp_path / "x.txt", [text[:10], text[10:]])
+    export._write(tmp_path / "x.txt", [data[:10], data[10:]])
     assert (tmp_path / "x.txt").read_text() == text
-    assert zlib.decompress(whole, 31) == text.encode()
+    assert zlib.decompress(whole, 31) == data

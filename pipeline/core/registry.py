@@ -2,7 +2,8 @@
 
 One module for every reader and writer, so no stage imports another stage to reach a table:
 
-- `write_table` writes one table as Parquet, sorted and single-threaded (same rows → same bytes).
+- `write_table` writes one table as Parquet, sorted and single-threaded (same rows → same bytes); `write_columns`
+  the same from one list per column.
 - `open_tables(lay, "tables", "topology")` gives an in-memory DuckDB whose views read exactly the Parquet
   files of the named output directories, as they are on disk now; `Tables.rows(sql, *params)` runs one
   statement with bound parameters. A stage opens only the directories its DVC stage declares as deps.
@@ -106,16 +107,25 @@ def write_table(
     directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
 ) -> Path:
     """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
+    data = list(rows)
+    # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
+    series = [list(col) for col in zip(*data, strict=True)] if data else [[] for _ in columns]
+    return write_columns(directory, name, columns, order, series)
+
+
+def write_columns(
+    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], series: Sequence[list[Any]]
+) -> Path:
+    """`write_table` for data held column by column (one list per column, all of one length), as a stage that
+    builds columns has it: the same bytes as `write_table` of the same rows, without building the rows."""
+    if len(series) != len(columns) or len({len(s) for s in series}) > 1:
+        raise ValueError(f"{name}: {len(series)} columns of lengths {sorted({len(s) for s in series})}")
     directory.mkdir(parents=True, exist_ok=True)
     con = _table_connection(name, columns)
     try:
-        data = list(rows)
-        if data:
-            # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
-            series = [list(col) for col in zip(*data, strict=True)]
-            if not insert_columns(con, name, columns, series):
-                select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
-                con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", series)
+        if series and series[0] and not insert_columns(con, name, columns, list(series)):
+            select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
+            con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", list(series))
         return _copy_sorted(con, directory, name, order)
     finally:
         con.close()

@@ -138,7 +138,8 @@ def _columns(g: nx.Graph | Columns) -> Columns:
     return g if isinstance(g, Columns) else read_columns(g)
 
 
-def node_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
+def node_columns(g: nx.Graph | Columns) -> list[list[Any]]:
+    """The `NODE_COLUMNS` of every node, one list per column (the table is written from these)."""
     c = _columns(g)
     _check_attrs(c.tid, c.node_values, NODE_ATTRS, "node")
     n = len(c.nodes)
@@ -150,12 +151,16 @@ def node_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
         raise ValueError(f"topology {c.tid}: node {missing} has no kind")
     cols = [v.get(name, none) for name, _ in NODE_COLUMNS[3:]]
     cols[9] = [bool(a) for a in cols[9]]  # `assumed`: absent is False
-    return list(zip(repeat(c.tid, n), c.nodes, range(n), *cols, strict=False))  # repeat: endless
+    return [[c.tid] * n, list(c.nodes), list(range(n)), *cols]
 
 
-def edge_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
-    """One row per edge, oriented as `g.edges()` gives it (the end that comes first in node order is the source),
-    `position` its rank in `insertion_order`; the attribute columns come from the link classes."""
+def node_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
+    return list(zip(*node_columns(g), strict=True))
+
+
+def edge_columns(g: nx.Graph | Columns) -> list[list[Any]]:
+    """The `EDGE_COLUMNS` of every edge, one list per column: oriented as `g.edges()` gives it (the end that comes
+    first in node order is the source), `position` its rank in `insertion_order`, the attributes its class's."""
     c = _columns(g)
     _check_attrs(c.tid, {k: None for d in c.classes for k in d}, EDGE_ATTRS, "edge")
     values = [tuple(d[k] for k in _EDGE_VALUES) for d in c.classes]
@@ -164,8 +169,12 @@ def edge_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
     sources = [nodes[a] for a, _, _ in c.inserted]
     targets = [nodes[b] for _, b, _ in c.inserted]
     per_edge = [values[k] for _, _, k in c.inserted]
-    columns = zip(*per_edge, strict=True)
-    return list(zip(repeat(c.tid, n), sources, targets, range(n), *columns, strict=False))  # repeat: endless
+    attrs = [list(col) for col in zip(*per_edge, strict=True)] if n else [[] for _ in _EDGE_VALUES]
+    return [[c.tid] * n, sources, targets, list(range(n)), *attrs]
+
+
+def edge_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
+    return list(zip(*edge_columns(g), strict=True))
 
 
 def graph_row(g: nx.Graph | Columns, endpoint_latency_ns: float) -> tuple[Any, ...]:
@@ -295,18 +304,18 @@ def _typed_columns(c: Columns) -> _Typed:
     return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes)
 
 
-def _per_value(values: list[Any], fmt: Callable[[Any], str]) -> list[str]:
-    """`fmt(v)` for every value, "" for None; formatted once per distinct value when the column has one type
-    (a set would merge 1, 1.0 and True, which format differently)."""
+def _per_value(values: list[Any], fmt: Callable[[Any], str]) -> list[bytes]:
+    """`fmt(v)` as UTF-8 for every value, nothing for None; formatted once per distinct value when the column
+    has one type (a set would merge 1, 1.0 and True, which format differently)."""
     kinds = set(map(type, values)) - {_NONE}
     if len(kinds) > 1:
-        return ["" if v is None else fmt(v) for v in values]
-    memo = {v: fmt(v) for v in set(values) if v is not None}
-    memo[None] = ""
+        return [b"" if v is None else fmt(v).encode() for v in values]
+    memo = {v: fmt(v).encode() for v in set(values) if v is not None}
+    memo[None] = b""
     try:
         return list(map(memo.__getitem__, values))
     except KeyError:  # NaN: a distinct object per value, never equal to itself
-        return ["" if v is None else memo[v] if v in memo else fmt(v) for v in values]
+        return [b"" if v is None else memo[v] if v in memo else fmt(v).encode() for v in values]
 
 
 _CHUNK = 8192  # nodes or edges per piece of text: the 24,576-GPU cluster's 200 MB of GraphML never sit whole
@@ -316,7 +325,7 @@ def _slices(n: int) -> Iterator[slice]:
     return (slice(i, i + _CHUNK) for i in range(0, n, _CHUNK))
 
 
-def _write(path: Path, chunks: Iterable[str]) -> None:
+def _write(path: Path, chunks: Iterable[bytes]) -> None:
     """A `.gz` path is gzip-compressed with mtime 0 and a fixed level, so the bytes depend on the graph alone:
     the text is fed to one zlib stream piece by piece, which gives the very bytes `gzip.compress(text,
     compresslevel=1, mtime=0)` gives (zlib's output does not depend on how its input is split; a test checks).
@@ -324,11 +333,11 @@ def _write(path: Path, chunks: Iterable[str]) -> None:
     ~4 MB (these files are DVC outputs, not in git)."""
     if path.suffix == ".gz":
         z = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip wrapper, mtime 0
-        parts = [z.compress(text.encode()) for text in chunks]
+        parts = [z.compress(data) for data in chunks]
         parts.append(z.flush())
         atomic_write_bytes(path, b"".join(parts))
     else:
-        atomic_write_bytes(path, "".join(chunks).encode())
+        atomic_write_bytes(path, b"".join(chunks))
 
 
 def write_node_link(g: nx.Graph | Columns, path: Path) -> None:
@@ -356,7 +365,7 @@ def _write_node_link(t: _Typed, path: Path) -> None:
         "nodes": node_dicts,
         "edges": [{**t.classes[k], "source": c.nodes[a], "target": c.nodes[b]} for a, b, k in c.edges],
     }
-    _write(path, [json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n"])
+    _write(path, [(json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()])
 
 
 _JSON: dict[str, Any] = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")}
@@ -373,33 +382,35 @@ def _member(key: str) -> Callable[[Any], str]:
     return lambda v: prefix + _json(v)
 
 
-def _compact_node_link(t: _Typed) -> Iterator[str]:
+def _compact_node_link(t: _Typed) -> Iterator[bytes]:
     """The text `json.dumps(node_link, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` gives, in
     pieces, built without one dict per node or edge: each link class's edge object is encoded once with
     stand-ins for its two ends, and every edge fills them with its ends' encoded ids (the 24,576-GPU cluster:
     233,792 edges, 7 classes); each node object is its sorted keys' encoded pieces, joined."""
     c = t.columns
     holes = [json.dumps(h, **_JSON) for h in _HOLES]
-    parts = []
+    heads, mids, tails = [], [], []
     for d in t.classes:
         text = json.dumps({**d, "source": _HOLES[0], "target": _HOLES[1]}, **_JSON)
         head, rest = text.split(holes[0])
         mid, tail = rest.split(holes[1])
-        parts.append((head, mid, tail))
-    ids = [_json(n) for n in c.nodes]
-    yield '{"directed":false,"edges":['
+        heads.append(head.encode())
+        mids.append(mid.encode())
+        tails.append(tail.encode())
+    ids = [_json(n).encode() for n in c.nodes]
+    yield b'{"directed":false,"edges":['
     for s in _slices(len(c.edges)):
-        text = ",".join([f"{parts[k][0]}{ids[a]}{parts[k][1]}{ids[b]}{parts[k][2]}" for a, b, k in c.edges[s]])
-        yield text if s.start == 0 else "," + text
-    yield f'],"graph":{json.dumps(t.graph, **_JSON)},"multigraph":false,"nodes":['
+        text = b",".join([b"%b%b%b%b%b" % (heads[k], ids[a], mids[k], ids[b], tails[k]) for a, b, k in c.edges[s]])
+        yield text if s.start == 0 else b"," + text
+    yield f'],"graph":{json.dumps(t.graph, **_JSON)},"multigraph":false,"nodes":['.encode()
     # `{**d, "id": n}` with sorted keys: every present key as `,"key":value`, "id" in its sorted place.
     keyed = {k: v for k, v in t.nodes.items() if k != "id"}
     keyed["id"] = c.nodes
     pieces = [_per_value(keyed[k], _member(k)) for k in sorted(keyed)]
     for s in _slices(len(c.nodes)):
-        text = ",".join(["{" + p[1:] + "}" for p in map("".join, zip(*(col[s] for col in pieces), strict=True))])
-        yield text if s.start == 0 else "," + text
-    yield "]}\n"
+        text = b",".join([b"{%b}" % p[1:] for p in map(b"".join, zip(*(col[s] for col in pieces), strict=True))])
+        yield text if s.start == 0 else b"," + text
+    yield b"]}\n"
 
 
 def write_exports(g: nx.Graph | Columns, directory: Path, compress: bool) -> list[str]:
@@ -458,7 +469,7 @@ def _write_graphml(t: _Typed, path: Path) -> None:
     _write(path, _graphml(t))
 
 
-def _graphml(t: _Typed) -> Iterator[str]:
+def _graphml(t: _Typed) -> Iterator[bytes]:
     """The document in pieces, every line ending in a newline; a node or edge's lines always in one piece."""
     c = t.columns
     keys: dict[tuple[str, str], tuple[str, str]] = {}  # (scope, name) -> (id, type)
@@ -490,17 +501,21 @@ def _graphml(t: _Typed) -> Iterator[str]:
 
     lines.append('  <graph edgedefault="undirected">')
     lines += data("graph", t.graph, "    ")
-    yield "\n".join(lines) + "\n"
-    quoted = [_quoteattr(str(n)) for n in c.nodes]  # each id once, not once per edge end
+    yield ("\n".join(lines) + "\n").encode()
+    quoted = [_quoteattr(str(n)).encode() for n in c.nodes]  # each id once, not once per edge end
     pieces = []
     for name, values in t.nodes.items():
         kid, kind = keys[("node", name)]
         prefix = f'\n      <data key="{kid}">'
         pieces.append(_per_value(values, lambda v, p=prefix, k=kind: f"{p}{_graphml_value(v, k)}</data>"))
-    opens = [f"    <node id={q}>" for q in quoted]
+    opens = [b"    <node id=%b>" % q for q in quoted]
     for s in _slices(len(c.nodes)):
-        yield "".join(map("".join, zip(opens[s], *(col[s] for col in pieces), repeat("\n    </node>\n"))))
-    edge_data = ["".join(f"{line}\n" for line in [*data("edge", d, "      "), "    </edge>"]) for d in t.classes]
+        yield b"".join(map(b"".join, zip(opens[s], *(col[s] for col in pieces), repeat(b"\n    </node>\n"))))
+    edge_data = [
+        "".join(f"{line}\n" for line in [*data("edge", d, "      "), "    </edge>"]).encode() for d in t.classes
+    ]
     for s in _slices(len(c.edges)):
-        yield "".join([f"    <edge source={quoted[a]} target={quoted[b]}>\n{edge_data[k]}" for a, b, k in c.edges[s]])
-    yield "  </graph>\n</graphml>\n"
+        yield b"".join(
+            [b"    <edge source=%b target=%b>\n%b" % (quoted[a], quoted[b], edge_data[k]) for a, b, k in c.edges[s]]
+        )
+    yield b"  </graph>\n</graphml>\n"

@@ -15,7 +15,7 @@ from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS
 from ..core.paths import Layout
-from ..core.registry import write_table
+from ..core.registry import write_columns, write_table
 from . import export
 from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
@@ -84,23 +84,32 @@ def run(lay: Layout) -> list[dict[str, Any]]:
     read = FactsBook(lay)  # every reference's facts read once, for all the builds below
     refs = sorted(r for r, row in read.references.items() if row["form_factor"] in SYSTEM_FORM_FACTORS)
     clusters = [(p, load_cluster(p, _params(lay, read))) for p in cluster_paths(lay)]
-    graphs = [build(lay, r, read) for r in refs] + [_build_cluster(lay, c, p, read) for p, c in clusters]
-    nodes, edges, summaries, graph_rows = [], [], [], []
-    written = set()
     endpoint = defaults(lay).latency_ns["endpoint"]
-    for g in graphs:
-        tid = g.graph["topology_id"]
+    summaries, graph_rows, tables = [], [], []
+    # Every topology is built (and checked) before anything is written, one graph alive at a time: each is read
+    # into columns (a fraction of the graph's memory), from which the tables and both exports are written.
+    for tid, make in [(r, partial(build, lay, r, read)) for r in refs] + [
+        (c.id, partial(_build_cluster, lay, c, p, read)) for p, c in clusters
+    ]:
+        g = make()
         graph_rows.append(export.graph_row(g, endpoint))
-        summary = summarize(g)
-        summaries.append((tid, json.dumps(summary, sort_keys=True)))
-        columns = export.read_columns(g)  # read once: the tables and both exports come from these columns
-        nodes += export.node_rows(columns)
-        edges += export.edge_rows(columns)
+        summaries.append((tid, json.dumps(summarize(g), sort_keys=True)))
+        tables.append(export.read_columns(g))
+        del g
+    nodes: list[list[Any]] = [[] for _ in export.NODE_COLUMNS]
+    edges: list[list[Any]] = [[] for _ in export.EDGE_COLUMNS]
+    written = set()
+    for columns in tables:
+        for into, part in zip(nodes, export.node_columns(columns), strict=True):
+            into += part
+        for into, part in zip(edges, export.edge_columns(columns), strict=True):
+            into += part
         # Exports for networkx, Gephi and yEd: plain per reference, gzip-compressed per cluster (tens of MB).
-        written |= set(export.write_exports(columns, out, compress=tid not in refs))
+        written |= set(export.write_exports(columns, out, compress=columns.tid not in refs))
+    del tables
     write_table(out, "topology_graphs", GRAPH_COLUMNS, ["topology_id"], graph_rows)
-    write_table(out, "topology_nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes)
-    write_table(out, "topology_edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], edges)
+    write_columns(out, "topology_nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes)
+    write_columns(out, "topology_edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], edges)
     write_table(
         out, "topology_summaries", [("topology_id", "VARCHAR"), ("summary", "VARCHAR")], ["topology_id"], summaries
     )
