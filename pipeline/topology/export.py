@@ -13,7 +13,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, count, repeat
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,8 +71,9 @@ class Columns:
 
     `node_values[name][i]` is node i's attribute `name` (None where absent), for every name some node has.
     `classes` holds one attribute dict per link class (equal contents: one class), first met in `g.edges()`
-    order, and `firsts` that first edge. `edges` is `g.edges()` order and `inserted` is `insertion_order`, both
-    as (first end, second end, class) with the first end the one earlier in node order."""
+    order, and `firsts` that first edge. Edges are columns of node numbers and class numbers: `eu`, `ev`, `ek`
+    in `g.edges()` order, `iu`, `iv`, `ik` in `insertion_order`; the first end is the one earlier in node order.
+    Columns, not one tuple per edge, so that the writers run through them with `map` and `zip` in C."""
 
     tid: Any
     graph: dict[str, Any]
@@ -80,8 +81,12 @@ class Columns:
     node_values: dict[str, list[Any]]
     classes: list[dict[str, Any]]
     firsts: list[tuple[int, int]]
-    edges: list[tuple[int, int, int]]
-    inserted: list[tuple[int, int, int]]
+    eu: list[int]
+    ev: list[int]
+    ek: list[int]
+    iu: list[int]
+    iv: list[int]
+    ik: list[int]
 
 
 def _adjacency(g: nx.Graph) -> tuple[list[Any], list[list[int]], list[list[dict[str, Any]]]]:
@@ -96,42 +101,68 @@ def _adjacency(g: nx.Graph) -> tuple[list[Any], list[list[int]], list[list[dict[
     return nodes, adj, dicts
 
 
+def _classify(dicts: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """A class number per edge dict (equal items: one class), and each class's first edge.
+
+    Grouped by the tuple of values (cheap to hash), then every dict compared with its class's first as a
+    mapping (`dict.__eq__`, in C): if one differs (the same values under other keys), grouped by items instead."""
+    try:
+        classes = _numbered(list(map(tuple, map(dict.values, dicts))))
+        first = _firsts(classes)
+        if all(map(dict.__eq__, dicts, map(dicts.__getitem__, map(first.__getitem__, classes)))):
+            return classes, first
+        classes = _numbered(list(map(tuple, map(dict.items, dicts))))
+    except TypeError:  # an unhashable value: that edge is a class of its own
+        marks: list[Any] = []
+        by_key: dict[Any, int] = {}
+        for n, d in enumerate(dicts):
+            try:
+                marks.append(by_key.setdefault(tuple(d.items()), -1 - n))
+            except TypeError:
+                marks.append(n)
+        classes = _numbered(marks)
+    return classes, _firsts(classes)
+
+
+def _numbered(keys: list[Any]) -> list[int]:
+    """0, 1, 2, ... for the distinct keys in order of first appearance, one number per key given."""
+    numbers: dict[Any, int] = {}
+    return [numbers.setdefault(k, len(numbers)) for k in keys]
+
+
+def _firsts(classes: list[int]) -> list[int]:
+    """The index of each class's first member (classes numbered 0, 1, 2, ... in order of first appearance)."""
+    first = dict(zip(reversed(classes), range(len(classes) - 1, -1, -1), strict=True))
+    return [first[c] for c in range(len(first))]
+
+
+def _transpose(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
+
+
 def read_columns(g: nx.Graph) -> Columns:
     tid = g.graph.get("topology_id")
     nodes, adj, slot_dicts = _adjacency(g)
     node_dicts = list(g._node.values())
     names = sorted(set().union(*node_dicts))
-    node_values = {k: [d.get(k) for d in node_dicts] for k in names}
-    classes: list[dict[str, Any]] = []
-    firsts: list[tuple[int, int]] = []
-    by_key: dict[tuple[Any, ...], int] = {}
-    class_of: dict[int, int] = {}  # id of an edge dict (the graph holds them all meanwhile) -> class
-    edges: list[tuple[int, int, int]] = []
-    for u, (row, drow) in enumerate(zip(adj, slot_dicts, strict=True)):
-        for v, d in zip(row, drow, strict=True):
-            if v < u:
-                continue  # seen from v already: `g.edges()` yields each edge from its earlier end
-            key: tuple[Any, ...] | None = tuple(d.items())
-            try:
-                c = by_key.get(key)  # type: ignore[arg-type]
-            except TypeError:  # an unhashable value: a class of its own
-                key, c = None, None
-            if c is None:
-                c = len(classes)
-                classes.append(d)
-                firsts.append((u, v))
-                if key is not None:
-                    by_key[key] = c
-            class_of[id(d)] = c
-            edges.append((u, v, c))
-    order = _kahn(adj)
-    if len(order) != len(edges):
-        raise ValueError(f"topology {tid}: neighbour orders admit no edge order")
-    inserted = [
-        (u, v, class_of[id(slot_dicts[u][hu])]) if u <= v else (v, u, class_of[id(slot_dicts[u][hu])])
-        for u, v, hu in order
+    node_values = {k: list(map(dict.get, node_dicts, repeat(k))) for k in names}
+    # `g.edges()` order: every edge once, from its end earlier in node order.
+    found = [
+        (u, v, d) for u, row, drow in zip(count(), adj, slot_dicts) for v, d in zip(row, drow, strict=True) if v >= u
     ]
-    return Columns(tid, g.graph, nodes, node_values, classes, firsts, edges, inserted)
+    eu, ev, found_dicts = _transpose(found, 3)
+    ek, first = _classify(found_dicts)
+    classes = [found_dicts[i] for i in first]
+    firsts = [(eu[i], ev[i]) for i in first]
+    order = _kahn(adj)
+    if len(order) != len(eu):
+        raise ValueError(f"topology {tid}: neighbour orders admit no edge order")
+    ku, kv, khu = _transpose(order, 3)
+    class_of = dict(zip(map(id, found_dicts), ek, strict=True))  # the graph holds every dict meanwhile
+    inserted_dicts = map(list.__getitem__, map(slot_dicts.__getitem__, ku), khu)
+    ik = list(map(class_of.__getitem__, map(id, inserted_dicts)))
+    iu, iv = list(map(min, ku, kv)), list(map(max, ku, kv))
+    return Columns(tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, iu, iv, ik)
 
 
 def _columns(g: nx.Graph | Columns) -> Columns:
@@ -163,14 +194,10 @@ def edge_columns(g: nx.Graph | Columns) -> list[list[Any]]:
     first in node order is the source), `position` its rank in `insertion_order`, the attributes its class's."""
     c = _columns(g)
     _check_attrs(c.tid, {k: None for d in c.classes for k in d}, EDGE_ATTRS, "edge")
-    values = [tuple(d[k] for k in _EDGE_VALUES) for d in c.classes]
     nodes = c.nodes
-    n = len(c.inserted)
-    sources = [nodes[a] for a, _, _ in c.inserted]
-    targets = [nodes[b] for _, b, _ in c.inserted]
-    per_edge = [values[k] for _, _, k in c.inserted]
-    attrs = [list(col) for col in zip(*per_edge, strict=True)] if n else [[] for _ in _EDGE_VALUES]
-    return [[c.tid] * n, sources, targets, list(range(n)), *attrs]
+    n = len(c.ik)
+    attrs = [list(map([d[k] for d in c.classes].__getitem__, c.ik)) for k in _EDGE_VALUES]
+    return [[c.tid] * n, list(map(nodes.__getitem__, c.iu)), list(map(nodes.__getitem__, c.iv)), list(range(n)), *attrs]
 
 
 def edge_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
@@ -363,7 +390,10 @@ def _write_node_link(t: _Typed, path: Path) -> None:
         "multigraph": False,
         "graph": t.graph,
         "nodes": node_dicts,
-        "edges": [{**t.classes[k], "source": c.nodes[a], "target": c.nodes[b]} for a, b, k in c.edges],
+        "edges": [
+            {**t.classes[k], "source": c.nodes[a], "target": c.nodes[b]}
+            for a, b, k in zip(c.eu, c.ev, c.ek, strict=True)
+        ],
     }
     _write(path, [(json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()])
 
@@ -399,8 +429,18 @@ def _compact_node_link(t: _Typed) -> Iterator[bytes]:
         tails.append(tail.encode())
     ids = [_json(n).encode() for n in c.nodes]
     yield b'{"directed":false,"edges":['
-    for s in _slices(len(c.edges)):
-        text = b",".join([b"%b%b%b%b%b" % (heads[k], ids[a], mids[k], ids[b], tails[k]) for a, b, k in c.edges[s]])
+    for s in _slices(len(c.ek)):
+        ks = c.ek[s]
+        ends = (map(ids.__getitem__, c.eu[s]), map(ids.__getitem__, c.ev[s]))
+        parts = zip(
+            map(heads.__getitem__, ks),
+            ends[0],
+            map(mids.__getitem__, ks),
+            ends[1],
+            map(tails.__getitem__, ks),
+            strict=True,
+        )
+        text = b",".join(map(b"".join, parts))
         yield text if s.start == 0 else b"," + text
     yield f'],"graph":{json.dumps(t.graph, **_JSON)},"multigraph":false,"nodes":['.encode()
     # `{**d, "id": n}` with sorted keys: every present key as `,"key":value`, "id" in its sorted place.
@@ -511,11 +551,18 @@ def _graphml(t: _Typed) -> Iterator[bytes]:
     opens = [b"    <node id=%b>" % q for q in quoted]
     for s in _slices(len(c.nodes)):
         yield b"".join(map(b"".join, zip(opens[s], *(col[s] for col in pieces), repeat(b"\n    </node>\n"))))
-    edge_data = [
-        "".join(f"{line}\n" for line in [*data("edge", d, "      "), "    </edge>"]).encode() for d in t.classes
+    # An edge is its source's opening, its target's quoted id and its class's data: three pieces, joined in C.
+    sources = [b"    <edge source=%b target=" % q for q in quoted]
+    ends = [
+        (">\n" + "".join(f"{line}\n" for line in [*data("edge", d, "      "), "    </edge>"])).encode()
+        for d in t.classes
     ]
-    for s in _slices(len(c.edges)):
-        yield b"".join(
-            [b"    <edge source=%b target=%b>\n%b" % (quoted[a], quoted[b], edge_data[k]) for a, b, k in c.edges[s]]
+    for s in _slices(len(c.ek)):
+        pieces = zip(
+            map(sources.__getitem__, c.eu[s]),
+            map(quoted.__getitem__, c.ev[s]),
+            map(ends.__getitem__, c.ek[s]),
+            strict=True,
         )
+        yield b"".join(chain.from_iterable(pieces))
     yield b"  </graph>\n</graphml>\n"
