@@ -223,23 +223,34 @@ def _check_attrs(tid: Any, names: Iterable[str], known: tuple[str, ...], what: s
 
 
 def _kahn(adj: list[list[int]]) -> list[tuple[int, int, int]]:
-    """`insertion_order` on node numbers: (u, v, slot of v in u's neighbour list) per edge, in emitted order."""
+    """`insertion_order` on node numbers: (u, v, slot of v in u's neighbour list) per edge, in emitted order.
+    u's head is kept in a local while u's run lasts (no other node's step reads it, but a self-loop's)."""
     head = [0] * len(adj)
     out: list[tuple[int, int, int]] = []
+    emit = out.append
     stack = list(range(len(adj) - 1, -1, -1))
+    pop, push = stack.pop, stack.append
     while stack:
-        u = stack.pop()
+        u = pop()
         au = adj[u]
-        while head[u] < len(au):
-            hu = head[u]
+        hu = head[u]
+        end = len(au)
+        while hu < end:
             v = au[hu]
+            if v == u:  # a self-loop is next in u's own list: both ends advance u's head
+                emit((u, u, hu))
+                hu += 2
+                push(u)
+                continue
+            av = adj[v]
             hv = head[v]
-            if hv >= len(adj[v]) or adj[v][hv] != u:
+            if hv >= len(av) or av[hv] != u:
                 break  # (u, v) waits for v's earlier neighbours; v's own turn re-examines it
-            out.append((u, v, hu))
-            head[u] += 1
-            head[v] += 1
-            stack.append(v)
+            emit((u, v, hu))
+            hu += 1
+            head[v] = hv + 1
+            push(v)
+        head[u] = hu
     return out
 
 
