@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import re
 import zlib
 from pathlib import Path
@@ -95,3 +96,20 @@ def test_text_fed_to_zlib_in_pieces_gives_gzip_compress_bytes(tmp_path):
     export._write(tmp_path / "x.txt", [data[:10], data[10:]])
     assert (tmp_path / "x.txt").read_text() == text
     assert zlib.decompress(whole, 31) == data
+
+
+def test_insertion_order_restores_every_neighbour_order_of_random_graphs():
+    """Graphs built by adding edges (self-loops included) in a random order: re-adding the edges in
+    `insertion_order` gives every node its neighbours in the same order, and every edge comes once."""
+    rnd = random.Random(16)
+    for _ in range(300):
+        n = rnd.randint(1, 10)
+        g = nx.Graph(topology_id="t")
+        g.add_nodes_from(range(n))
+        g.add_edges_from((rnd.randrange(n), rnd.randrange(n)) for _ in range(rnd.randint(0, 25)))
+        order = export.insertion_order(g)
+        again = nx.Graph()
+        again.add_nodes_from(g)
+        again.add_edges_from((u, v) for u, v, _ in order)
+        assert len(order) == g.number_of_edges()
+        assert {u: list(again.adj[u]) for u in g} == {u: list(g.adj[u]) for u in g}
