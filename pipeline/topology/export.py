@@ -224,7 +224,7 @@ def _check_attrs(tid: Any, names: Iterable[str], known: tuple[str, ...], what: s
 
 def _kahn(adj: list[list[int]]) -> list[tuple[int, int, int]]:
     """`insertion_order` on node numbers: (u, v, slot of v in u's neighbour list) per edge, in emitted order.
-    u's head is kept in a local while u's run lasts (no other node's step reads it, but a self-loop's)."""
+    u's head is kept in a local while u's run lasts (no other node's step reads it)."""
     head = [0] * len(adj)
     out: list[tuple[int, int, int]] = []
     emit = out.append
@@ -237,10 +237,9 @@ def _kahn(adj: list[list[int]]) -> list[tuple[int, int, int]]:
         end = len(au)
         while hu < end:
             v = au[hu]
-            if v == u:  # a self-loop is next in u's own list: both ends advance u's head
+            if v == u:  # a self-loop: listed once among u's own neighbours, so it is next at both its ends
                 emit((u, u, hu))
-                hu += 2
-                push(u)
+                hu += 1
                 continue
             av = adj[v]
             hv = head[v]
