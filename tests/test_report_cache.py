@@ -3,13 +3,14 @@ anything else (another argument, another code or library version, a damaged entr
 
 from __future__ import annotations
 
-import ast
+import hashlib
 import math
 import os
 from pathlib import Path
 
 import pytest
 
+from pipeline.core import code
 from pipeline.core.paths import Layout
 from pipeline.report import drawcache, heat
 from pipeline.report.cells import Cell
@@ -73,29 +74,17 @@ def test_another_environment_misses(tmp_path):
     assert len(_entries(tmp_path)) == 3
 
 
-def test_the_environment_hashes_the_report_and_the_core_modules_it_loaded_and_the_libraries():
-    import pipeline.report.stage  # the stage's imports, as `python -m pipeline.report` loads them
-
+def test_the_environment_is_the_stages_code_fingerprint_the_libraries_settings_and_font():
     env = drawcache._environment()
-    pipeline = Path(drawcache.__file__).parents[1]
-    report = {p.relative_to(pipeline).as_posix() for p in (pipeline / "report").glob("*.py")}
-    assert set(env["code"]) >= report | {"__init__.py", "core/registry.py", "core/files.py"}
-    assert {"report/heat.py", "report/drawings.py", "report/stage.py"} <= report
+    root = Path(drawcache.__file__).parents[2]
+    listed = code.fingerprint("pipeline.report", root)
+    assert env["code_sha256"] == hashlib.sha256(listed).hexdigest()
+    # The fingerprint covers the drawing modules the stage imports only on a miss, and what they import.
+    assert {"pipeline/report/heat.py", "pipeline/report/drawings.py", "pipeline/report/cells.py"} <= set(
+        line.split("  ", 1)[1] for line in listed.decode().splitlines()
+    )
     assert env["matplotlib"] and env["numpy"] and len(env["rcparams_sha256"]) == 64
     assert env["font"]["name"].endswith(".ttf") and len(env["font"]["sha256"]) == 64
-
-
-def test_the_lazily_imported_drawing_modules_use_no_pipeline_code_outside_the_report():
-    """What the key hashes is their whole code only if they import nothing of `pipeline` beyond pipeline/report
-    (measured.py's imports are loaded by stage.py before any key is made)."""
-    report = Path(drawcache.__file__).parent
-    for name in ("drawings.py", "heat.py", "cells.py"):
-        tree = ast.parse((report / name).read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                assert node.level <= 1 and not (node.module or "").startswith("pipeline"), (name, node.module)
-            elif isinstance(node, ast.Import):
-                assert not any(a.name.startswith("pipeline") for a in node.names), name
 
 
 def test_a_damaged_or_foreign_entry_is_redrawn_and_replaced(tmp_path):

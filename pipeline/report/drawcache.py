@@ -6,8 +6,8 @@ its arguments, the report's code, matplotlib's version and settings, the font it
 version; the key holds all of them, so any change to any of them draws afresh:
 
 - the arguments, serialised exactly (floats as hex, dict order and tuple / list kept, as the drawing sees them);
-- a hash of every Python file of `pipeline/report` and of the pipeline/core modules the stage loaded (any edit
-  there invalidates every entry);
+- the stage's code: a hash of every file of its import closure and its templates, as the `code` stage lists them
+  (any edit there invalidates every entry);
 - matplotlib's and numpy's versions, Python's version, every matplotlib setting in effect (rcParams, so a
   `matplotlibrc` counts) and the SHA-256 of the font file the text is measured with.
 
@@ -34,12 +34,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core.code import fingerprint
 from ..core.paths import Layout
 from . import STYLE
 
 CACHE_FORMAT = 1
-PACKAGE_DIR = Path(__file__).resolve().parent
-PIPELINE_DIR = PACKAGE_DIR.parent
+PIPELINE_DIR = Path(__file__).resolve().parents[1]
+ENTRY = "pipeline.report"
 ENTRY_SUFFIX = ".svg-entry"
 
 
@@ -69,20 +70,6 @@ def _sha256_json(value: Any) -> str:
     return _sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
 
 
-def code_files() -> list[Path]:
-    """The report stage's code: every Python file of `pipeline/report` (the drawings, their style, what calls
-    them) and every other `pipeline` module this process has loaded (the pipeline/core modules the stage imports).
-    The drawing modules, imported only on a miss, import nothing of `pipeline` outside `pipeline/report`
-    (tests/test_report_cache.py checks), so this is their whole code. Only these files are read: they are the
-    stage's declared code deps (tests/test_dvc_deps.py audits every file a stage opens)."""
-    loaded = {
-        Path(m.__file__).resolve()
-        for n, m in list(sys.modules.items())
-        if (n == "pipeline" or n.startswith("pipeline.")) and getattr(m, "__file__", None)
-    }
-    return sorted({*PACKAGE_DIR.rglob("*.py"), *(p for p in loaded if p.is_relative_to(PIPELINE_DIR))})
-
-
 def _environment() -> dict[str, Any]:
     """What besides the arguments shapes an SVG: the report's code, the libraries, settings and font."""
     import matplotlib
@@ -94,7 +81,9 @@ def _environment() -> dict[str, Any]:
         settings = {k: repr(v) for k, v in sorted(dict.items(matplotlib.rcParams)) if k != "backend"}
         font = Path(findfont(FontProperties(family=matplotlib.rcParams["font.family"])))
     return {
-        "code": {p.relative_to(PIPELINE_DIR).as_posix(): _sha256(p.read_bytes()) for p in code_files()},
+        # The stage's code as DVC sees it (registry/code/pipeline.report.txt): every file of `python -m
+        # pipeline.report`'s static import closure, function-level imports included, and the templates.
+        "code_sha256": _sha256(fingerprint(ENTRY, PIPELINE_DIR.parent)),
         "python": list(sys.version_info[:2]),
         "matplotlib": matplotlib.__version__,
         "numpy": numpy.__version__,
