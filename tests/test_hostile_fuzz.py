@@ -18,6 +18,7 @@ from pipeline.core.sources import load_source
 from pipeline.topology.clusters import load_cluster
 from pipeline.traffic import nccl_log
 from pipeline.traffic.calibration import load_calibration_file
+from pipeline.traffic.calibration import standalone_text as calibration_standalone_text
 from pipeline.traffic.workloads import load_workload, standalone_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +81,10 @@ def test_mutated_declarative_yaml_gives_a_result_or_a_clear_error(kind, pick, ed
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / seed.name  # the file name is the id: keep it, so the mutations reach deeper
         # A workload's knobs live in params.yaml: the seed is the file as it reads standalone, knobs included.
-        text = standalone_text(seed) if kind == "workloads" else seed.read_text(encoding="utf-8")
+        if kind in ("workloads", "calibration"):  # the file as it reads standalone, params.yaml's values included
+            text = (standalone_text if kind == "workloads" else calibration_standalone_text)(seed)
+        else:
+            text = seed.read_text(encoding="utf-8")
         path.write_text(_mutate(text, edits), encoding="utf-8")
         _only_fabricref_errors(lambda: _load_yaml_kind(kind, path))
 

@@ -80,7 +80,7 @@ def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(repo: Layo
 def test_a_workload_params_yaml_misnames_is_refused_with_the_known_ids(repo: Layout):
     """A typo in a workload id (e.g. from `dvc exp run -S workloads.<typo>.dp=256`) must not vary nothing silently."""
     params = repo.root / "params.yaml"
-    text = params.read_text() + "  llama70b-train-tp8-dp521:\n    dp: 256\n"
+    text = params.read_text().replace("\nworkloads:\n", "\nworkloads:\n  llama70b-train-tp8-dp521:\n    dp: 256\n", 1)
     params.write_text(text)
     line = text.splitlines().index("  llama70b-train-tp8-dp521:") + 1
     with pytest.raises(
@@ -130,7 +130,7 @@ def test_one_traffic_stage_per_workload_with_its_own_params_and_file():
     stages = _raw_stages()
     assert stages["traffic-workload"]["foreach"] == WORKLOADS
     do = stages["traffic-workload"]["do"]
-    assert do["params"] == ["workloads.${item}", "step"]
+    assert do["params"] == ["workloads.${item}", "step", "calibration"]
     assert "models/workloads/${item}.yaml" in do["deps"]
     assert not [d for d in do["deps"] if d in ("models/workloads", "params.yaml")], "a stage per workload reads one"
     shares = {}
@@ -139,7 +139,11 @@ def test_one_traffic_stage_per_workload_with_its_own_params_and_file():
         if other:
             shares[path.stem] = {"with": other}
     assert stages["traffic-sharing"]["foreach"] == shares
-    assert sorted(stages["traffic-sharing"]["do"]["params"]) == ["workloads.${item.with}", "workloads.${key}"]
+    assert sorted(stages["traffic-sharing"]["do"]["params"]) == [
+        "calibration",
+        "workloads.${item.with}",
+        "workloads.${key}",
+    ]
 
 
 def _numbers_only(value: Any, where: str) -> None:
@@ -372,6 +376,128 @@ def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(built_pip
                     assert after[target].get("step_s") == before[wid][target].get("step_s")
         diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
         assert diff["params.yaml"] == {"step.memory_headroom": {"old": 0.0, "new": 0.1}}
+    finally:
+        _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
+        _sh(["dvc", "repro"], built_pipeline)
+    assert "up to date" in _sh(["dvc", "status"], built_pipeline)
+
+
+# -- the calibration's assumed numbers (params.yaml `calibration`) -----------------------------------------------
+
+
+def _calibration_leaves(node: Any, parts: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    if isinstance(node, dict):
+        return [leaf for k, v in node.items() for leaf in _calibration_leaves(v, (*parts, k))]
+    return [(parts, node)]
+
+
+def test_each_calibration_param_is_an_assumed_number_the_file_holds_without_a_value():
+    """One fact, one place: params.yaml sets the value, the calibration file keeps its status (assumed) and note;
+    read in a checkout or written out standalone, the calibration is the same."""
+    from pipeline.traffic.calibration import CALIBRATION_PATH, load_calibration, standalone_text
+
+    leaves = _calibration_leaves(_params()["calibration"])
+    assert leaves
+    raw = yaml.safe_load((ROOT / CALIBRATION_PATH).read_text())
+    cal = load_calibration(ROOT)
+    for parts, value in leaves:
+        node = raw
+        for part in parts:
+            node = node[part]
+        assert node["status"] == "assumed" and node["note"] and "value" not in node, parts
+        assert cal.number(".".join(parts)).value == value, parts
+    assert yaml.safe_load(standalone_text(ROOT / CALIBRATION_PATH))["pipeline"]["chunk_bytes"]["value"] == 524288
+    stages = _raw_stages()
+    readers = sorted(n for n, spec in stages.items() if "calibration" in spec.get("do", spec).get("params", []))
+    assert readers == sorted(n for n, spec in stages.items() if "models/calibration" in spec.get("do", spec)["deps"])
+    assert readers == ["comparison", "traffic-sharing", "traffic-workload"]
+
+
+# nvlink5's efficiency in the calibration file: its status and note, no value (params.yaml sets it).
+NVLINK5_EFFICIENCY = "    matches: ['5th generation NVLink', 'fifth generation NVLink', 'NVLink ?5']\n    efficiency:\n"
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (  # set in both places: named in the calibration file, with the params.yaml line
+            ("models/calibration/collectives.yaml", NVLINK5_EFFICIENCY, NVLINK5_EFFICIENCY + "      value: 0.822\n"),
+            r"collectives\.yaml:\d+: at \$\.link_classes\.nvlink5\.efficiency\.value: also set in .*params\.yaml:\d+ "
+            r"\(calibration\.link_classes\.nvlink5\.efficiency\); a number lives in one place",
+        ),
+        (  # a number with a source stays beside it
+            ("params.yaml", "    infinity-fabric:\n", "    infiniband:\n      efficiency: 0.9\n    infinity-fabric:\n"),
+            r"params\.yaml:\d+: at \$\.calibration\.link_classes\.infiniband\.efficiency: the number is `published`",
+        ),
+        (  # a path the file does not hold
+            ("params.yaml", "    infinity-fabric:\n", "    nvlink9:\n      efficiency: 0.9\n    infinity-fabric:\n"),
+            r"params\.yaml:\d+: at \$\.calibration\.link_classes\.nvlink9\.efficiency: .* holds no number",
+        ),
+        (  # an efficiency is a fraction of line rate
+            ("params.yaml", "      efficiency: 0.7\n", "      efficiency: 1.5\n"),
+            r"params\.yaml:\d+: at \$\.calibration\.link_classes\.infinity-fabric\.efficiency: an efficiency is a "
+            r"fraction of line rate in \(0, 1\], got 1\.5",
+        ),
+    ],
+)
+def test_a_bad_calibration_param_is_refused_where_it_is_written(repo: Layout, edit, expected):
+    from pipeline.traffic.calibration import load_calibration
+
+    name, old, new = edit
+    path = repo.root / name
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(ValidationError, match=expected):
+        load_calibration(repo.root)
+
+
+def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_copy: Layout):
+    """RoCE efficiency 0.94 → 0.8: the KV transfer of llama70b-serve-disaggregated across Meta's RoCE fabric moves
+    1,342,177,280 B per rank (2 × 80 layers × 8 KV heads × 128 × 2 B × 32,768 tokens ÷ TP 8) over a 400 Gb/s NIC
+    (50 GB/s per direction): its bandwidth term goes from B ÷ (50e9 × 0.94) = 28.557 ms to B ÷ (50e9 × 0.8) =
+    33.554 ms, and TTFT and the communication total by the difference."""
+    from pipeline.traffic import stage
+
+    wid, target = "llama70b-serve-disaggregated", "meta-style-h100-24576"
+    kv = 2 * 80 * 8 * 128 * 2 * 32768 / 8
+    assert kv == 1_342_177_280
+
+    def kv_phase():
+        r = stage.estimate(built_copy, target, find_workload(built_copy, wid))
+        return next(p for p in r.phases if p.phase == "kv-transfer")
+
+    before_phase, before = kv_phase(), stage.run_workload(built_copy, wid)[target]
+    assert before_phase.bandwidth_s == pytest.approx(kv / (50e9 * 0.94), rel=1e-9)
+    params = built_copy.root / "params.yaml"
+    text = params.read_text()
+    params.write_text(text.replace("      efficiency: 0.94         #", "      efficiency: 0.8          #", 1))
+    after_phase, after = kv_phase(), stage.run_workload(built_copy, wid)[target]
+    assert after_phase.bandwidth_s == pytest.approx(kv / (50e9 * 0.8), rel=1e-9)
+    moved = kv / (50e9 * 0.8) - kv / (50e9 * 0.94)
+    assert moved == pytest.approx(0.0049975, abs=1e-7)
+    # (the metrics keep 9 significant digits: seconds of about 2 to the nearest 1e-8)
+    assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)
+    assert after["comm_s"] - before["comm_s"] == pytest.approx(moved, abs=3e-8)
+    assert after_phase.latency_s == before_phase.latency_s
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collectives(built_pipeline: Path):
+    wid, target = "llama70b-serve-disaggregated", "meta-style-h100-24576"
+    before = _metric_files(built_pipeline, wid)[target]
+    key = "calibration.link_classes.roce-ethernet.efficiency"
+    try:
+        out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.8"], built_pipeline)
+        ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+        sharing = [f"traffic-sharing@{k}" for k in _raw_stages()["traffic-sharing"]["foreach"]]
+        expected = [*(f"traffic-workload@{w}" for w in WORKLOADS), *sharing, "comparison"]
+        assert ran == sorted([*expected, "traffic", "report", "database"]), out
+        after = _metric_files(built_pipeline, wid)[target]
+        moved = 1_342_177_280 / (50e9 * 0.8) - 1_342_177_280 / (50e9 * 0.94)
+        assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)
+        diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
+        assert diff["params.yaml"] == {key: {"old": 0.94, "new": 0.8}}
     finally:
         _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
         _sh(["dvc", "repro"], built_pipeline)
