@@ -328,3 +328,26 @@ def test_revealing_counts_a_decode_pool_placed_after_a_gap(built_registry, tmp_p
     got = _revealing(g, load_workload(path))
     assert got["accelerators_per_progress"] == 8
     assert (got["domains_spanned"], got["fits_in_one_domain"]) == (2, False)
+
+
+def test_accelerator_order_is_remembered_per_graph_and_recomputed_when_nodes_change():
+    """ordered_accelerators is memoized per graph object: the same answer as a fresh walk, a copy the caller may
+    change, and a graph that gained a node is walked again."""
+    import networkx as nx
+
+    from pipeline.traffic.placement import ordered_accelerators
+
+    g = nx.Graph()
+    for domain, members in (("d1", (1, 0)), ("d0", (1, 0))):
+        for i in members:
+            g.add_node(f"{domain}-a{i}", kind="accelerator", domain=domain, index=i)
+    g.add_node("sw", kind="switch")
+    first = ordered_accelerators(g)
+    assert first == ["d1-a0", "d1-a1", "d0-a0", "d0-a1"]  # domains in topology order, members by index
+    first.append("changed by the caller")
+    assert ordered_accelerators(g) == ["d1-a0", "d1-a1", "d0-a0", "d0-a1"]
+    g.add_node("d0-a2", kind="accelerator", domain="d0", index=2)
+    assert ordered_accelerators(g) == ["d1-a0", "d1-a1", "d0-a0", "d0-a1", "d0-a2"]
+    other = nx.Graph()
+    other.add_node("x-a0", kind="accelerator", domain="x", index=0)
+    assert ordered_accelerators(other) == ["x-a0"]

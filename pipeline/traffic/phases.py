@@ -29,11 +29,13 @@ ROUTED_NOTE = (
 TIER_ORDER = {"spine–core": 3, "leaf–spine": 2, "NIC–leaf": 1}
 
 
-def phases(view: View, w: Workload, offset: int = 0) -> list[Phase]:
-    """Every phase of `w` with its ranks placed from accelerator `offset` on; the wiring is not changed."""
+def phases(view: View, w: Workload, offset: int = 0, routed: list[RoutedPhase] | None = None) -> list[Phase]:
+    """Every phase of `w` with its ranks placed from accelerator `offset` on; the wiring is not changed.
+    `routed`: `routed_phases(view, w, offset)[1]` when the caller already holds it (sharing needs it too)."""
     demand = decompose(w)
     accelerators = place(view, demand, offset, w)
-    _, routed = routed_phases(view, w, offset)
+    if routed is None:
+        _, routed = routed_phases(view, w, offset)
     by_name = {r.phase: r for r in routed}
     out = []
     for comm in demand.communications:

@@ -21,6 +21,7 @@ from . import step as step_model
 from .calculator import view_for
 from .choices import StepChoices, load_step_choices
 from .cost import Phase
+from .loads import RoutedPhase
 from .phases import phases, routed_phases
 from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
@@ -143,10 +144,18 @@ class Result:
         return confidence.weakest(p.confidence for p in self.phases)
 
 
-def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0, view: View | None = None) -> Result:
-    """Choosing a workload lays traffic onto the installed wiring; the wiring itself is not changed."""
+def estimate(
+    lay: Layout,
+    topology_id: str,
+    workload: Workload,
+    offset: int = 0,
+    view: View | None = None,
+    routed: list[RoutedPhase] | None = None,
+) -> Result:
+    """Choosing a workload lays traffic onto the installed wiring; the wiring itself is not changed. `routed`: the
+    workload's routed phases at `offset` when the caller already holds them (routed once, not twice)."""
     view = view or view_for(lay, topology_id)
-    result_phases = phases(view, workload, offset)
+    result_phases = phases(view, workload, offset, routed)
     failures: list[dict[str, Any]] = []
     t = workload.training or {}
     if view.summary["nodes_by_kind"].get("leaf") and t.get("dp", 1) > 1:
@@ -204,10 +213,10 @@ def sharing(
             f"{first.id} and {second.id} cannot run side by side on {topology_id}: their placements share "
             f"{len(both)} accelerators (e.g. {min(both)}); declare placements that do not overlap"
         )
-    a = estimate(lay, topology_id, first, 0, view)
-    b = estimate(lay, topology_id, second, first.accelerators, view)
     routed_a = routed_phases(view, first, 0)[1]
     routed_b = routed_phases(view, second, first.accelerators)[1]
+    a = estimate(lay, topology_id, first, 0, view, routed_a)
+    b = estimate(lay, topology_id, second, first.accelerators, view, routed_b)
     rows = []
     for me, mine, other, theirs in ((a, routed_a, b, routed_b), (b, routed_b, a, routed_a)):
         step = other.known_communication_seconds or 1.0
