@@ -29,7 +29,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import repeat
 from typing import Any
 
 import networkx as nx
@@ -170,10 +169,11 @@ class Fabric:
         node_data = list(g._node.items())  # the node dict itself: no view objects per node
         self.nodes = [n for n, _ in node_data]
         self.index = dict(zip(self.nodes, range(len(self.nodes)), strict=True))
-        self.kind_of = {n: d.get("kind", "") for n, d in node_data}  # scalar look-ups without numpy overhead
-        self.kind = np.array(list(self.kind_of.values()), dtype=object)
+        self.kind = np.array([d.get("kind", "") for _, d in node_data], dtype=object)
         self._endpoint = np.isin(self.kind, ("accelerator", "nic"))
-        self._ids: dict[tuple[str, str], int] = {}
+        self._codes = np.zeros(0, dtype=np.int64)  # registered directed links (tail·nodes + head), sorted
+        self._code_ids = np.zeros(0, dtype=np.int64)  # their link ids
+        self._edge_ends: list[tuple[np.ndarray, np.ndarray]] = []  # node indices (u, v) of edges, per registration
         self.edges: list[tuple[str, str]] = []
         self.edge_data: list[dict[str, Any]] = []
         self._arrays: dict[str, np.ndarray] = {}
@@ -184,15 +184,7 @@ class Fabric:
     # ---- links -----------------------------------------------------------------------------------
     def link(self, a: str, b: str) -> int:
         """Directed link id a → b (2·edge when a is the edge's first endpoint by name, else 2·edge + 1)."""
-        got = self._ids.get((a, b))
-        if got is None:
-            u, v = (a, b) if a <= b else (b, a)
-            e = len(self.edges)
-            self.edges.append((u, v))
-            self.edge_data.append(self.g[u][v])
-            self._ids[(u, v)], self._ids[(v, u)] = 2 * e, 2 * e + 1
-            got = self._ids[(a, b)]
-        return got
+        return int(self.links([(a, b)])[0])
 
     @property
     def n_links(self) -> int:
@@ -204,11 +196,10 @@ class Fabric:
         done = self._arrays["eu"].size if self._arrays else 0
         if done < len(self.edges):
             data = self.edge_data[done:]
-            edges = self.edges[done:]
-            n = len(edges)
             gbps = np.array([np.nan if d["bandwidth_gbps"] is None else d["bandwidth_gbps"] for d in data], float)
-            eu = np.fromiter((self.index[u] for u, _ in edges), dtype=np.int64, count=n)
-            ev = np.fromiter((self.index[v] for _, v in edges), dtype=np.int64, count=n)
+            eu = np.concatenate([u for u, _ in self._edge_ends])[done:]
+            ev = np.concatenate([v for _, v in self._edge_ends])[done:]
+            n = eu.size
             tail, head = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
             tail[0::2], tail[1::2], head[0::2], head[1::2] = eu, ev, ev, eu
             endpoint = self._endpoint
@@ -264,14 +255,10 @@ class Fabric:
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
         """Accelerators with their domain (domains in order of first appearance) and local index (by `index`),
         in one pass over the nodes and array operations after it."""
-        acc: list[str] = []
-        dom_of: list[str] = []
-        idx: list[int] = []
-        for n, d in node_data:
-            if d.get("kind") == "accelerator":
-                acc.append(n)
-                dom_of.append(d.get("domain") or n)
-                idx.append(int(d.get("index", 0)))
+        acc_data = [node_data[i] for i in np.flatnonzero(self.kind == "accelerator").tolist()]
+        acc = [n for n, _ in acc_data]
+        dom_of = [d.get("domain") or n for n, d in acc_data]
+        idx = [int(d.get("index", 0)) for _, d in acc_data]
         self.accs = acc
         self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
         n = len(acc)
@@ -291,6 +278,7 @@ class Fabric:
                 by.setdefault(int(self.acc_domain[i]), []).append((idx[i], acc[i], i))
             order = np.array([i for d in range(len(number)) for _, _, i in sorted(by[d])], dtype=np.int64)
             self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
+        self._acc_order = order  # accelerator positions domain by domain, each in local order
         names = [acc[i] for i in order]
         self.domain_members: list[list[str]] = [names[a : a + b] for a, b in zip(starts, sizes, strict=True)]
         # Filled per domain when a route first touches it (see _ensure).
@@ -308,80 +296,112 @@ class Fabric:
         self._domain_local: dict[int, tuple[list[str], list[tuple[int, int]]]] = {}
         self.sig_local: list[_LocalPaths] = []
         self._sig_ids: dict[Any, int] = {}
+        self._sig_arcs: list[list[tuple[int, int]]] = []  # each signature's local arcs (tail, head), in table order
         self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        rails = [d.get("rail") for _, d in node_data if d.get("kind") == "nic" and d.get("role") == "scale_out"]
-        self.rail_peer = np.full((len(self.domain_members), max((r or 0 for r in rails), default=0) + 1), -1)
+        top_rail = max(self._scale_out_rail.values(), default=0)
+        self.rail_peer = np.full((len(self.domain_members), top_rail + 1), -1)
 
     @cached_property
     def rail_optimized(self) -> bool:
         """Every leaf serves one rail only (so a pair on different rails must climb above the leaves)."""
         leaf_rails: dict[str, set[int]] = {}
-        for nic in self.nodes:
-            d = self.g.nodes[nic]
-            if d.get("kind") == "nic" and d.get("role") == "scale_out":
-                for m in self.g[nic]:
-                    if self.kind_of[m] == "leaf":
-                        leaf_rails.setdefault(m, set()).add(int(d.get("rail") or 0))
+        adj, leaves = self.g._adj, self._leaves
+        for nic, rail in self._scale_out_rail.items():
+            for m in adj[nic]:
+                if m in leaves:
+                    leaf_rails.setdefault(m, set()).add(rail)
         return bool(leaf_rails) and all(len(r) == 1 for r in leaf_rails.values())
 
     def links(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Directed link ids for many (a, b) at once, registering the edges not seen yet."""
-        ids, edges, data, adj = self._ids, self.edges, self.edge_data, self.g._adj
-        out = np.fromiter(map(ids.get, pairs, repeat(-1)), dtype=np.int64, count=len(pairs))
-        new = np.flatnonzero(out < 0).tolist()
-        got: list[int] = []
-        for i in new:
-            a, b = pairs[i]
-            link = ids.get((a, b))
-            if link is None:
-                u, v = (a, b) if a <= b else (b, a)
-                e = len(edges)
-                edges.append((u, v))
-                data.append(adj[u][v])
-                ids[(u, v)], ids[(v, u)] = 2 * e, 2 * e + 1
-                link = ids[(a, b)]
-            got.append(link)
-        if new:
-            out[new] = got
+        """Directed link ids for many (a, b) at once, registering the edges not seen yet in order of first use
+        (whichever direction names an edge first). Links are looked up by code tail·nodes + head in a sorted
+        array: no Python dict of name pairs, no Python statement per link."""
+        n = len(pairs)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        index, width = self.index, len(self.nodes)
+        tails = np.fromiter(map(index.__getitem__, [a for a, _ in pairs]), dtype=np.int64, count=n)
+        heads = np.fromiter(map(index.__getitem__, [b for _, b in pairs]), dtype=np.int64, count=n)
+        codes = tails * width + heads
+        out = self._lookup(codes)
+        new = np.flatnonzero(out < 0)
+        if new.size:
+            # An edge is stored (u, v) with u <= v by name: link 2·edge runs u → v, 2·edge + 1 runs v → u.
+            forward = np.fromiter((pairs[i][0] <= pairs[i][1] for i in new.tolist()), dtype=bool, count=new.size)
+            u = np.where(forward, tails[new], heads[new])
+            v = np.where(forward, heads[new], tails[new])
+            first = np.sort(np.unique(u * width + v, return_index=True)[1])
+            u, v = u[first], v[first]
+            nodes, adj = self.nodes, self.g._adj
+            un, vn = [nodes[i] for i in u.tolist()], [nodes[i] for i in v.tolist()]
+            e0 = len(self.edges)
+            self.edges += zip(un, vn, strict=True)
+            self.edge_data += [adj[a][b] for a, b in zip(un, vn, strict=True)]
+            self._edge_ends.append((u, v))
+            ids = 2 * (e0 + np.arange(u.size, dtype=np.int64))
+            keys = np.concatenate([u * width + v, v * width + u])
+            vals = np.concatenate([ids, ids + 1])
+            order = np.argsort(keys)
+            keys, vals = keys[order], vals[order]
+            at = np.searchsorted(self._codes, keys)  # merged into the sorted codes: linear, not a re-sort
+            self._codes, self._code_ids = np.insert(self._codes, at, keys), np.insert(self._code_ids, at, vals)
+            out[new] = self._lookup(codes[new])
+        return out
+
+    def _lookup(self, codes: np.ndarray) -> np.ndarray:
+        """Link ids of directed link codes, -1 where not registered."""
+        known = self._codes
+        at = np.minimum(np.searchsorted(known, codes), max(known.size - 1, 0))
+        if known.size == 0:
+            return np.full(codes.size, -1, dtype=np.int64)
+        return np.where(known[at] == codes, self._code_ids[at], -1)
+
+    @cached_property
+    def _scale_out_rail(self) -> dict[str, int]:
+        """Every scale-out NIC and its rail (0 when not stated), read once from the node data."""
+        nodes = self.nodes
+        data = self.g._node
+        out = {}
+        for i in np.flatnonzero(self.kind == "nic").tolist():
+            d = data[nodes[i]]
+            if d.get("role") == "scale_out":
+                out[nodes[i]] = int(d.get("rail") or 0)
         return out
 
     def _ensure_endpoints(self, positions: np.ndarray) -> None:
-        """Each accelerator's paired scale-out NIC, its rail and leaf, and the links between them."""
+        """Each accelerator's paired scale-out NIC (the lowest rail among its neighbours), its rail and leaf, and
+        the links between them; a reverse link is its forward id xor 1."""
         todo = np.unique(positions[~self.endpoint_ready[positions]])
         if todo.size == 0:
             return
-        adj, kind, nodes, accs = self.g._adj, self.kind_of, self.g._node, self.accs
-        found: list[tuple[int, str, str | None]] = []
+        adj, leaf_set, accs, rail_of = self.g._adj, self._leaves, self.accs, self._scale_out_rail
+        found: list[int] = []
+        nics: list[str] = []
         rails: list[int] = []
         for i in todo.tolist():
             nic, rail = None, None
             for m in adj[accs[i]]:
-                if kind[m] == "nic":
-                    dm = nodes[m]
-                    if dm.get("role") == "scale_out" and (rail is None or int(dm.get("rail") or 0) < rail):
-                        nic, rail = m, int(dm.get("rail") or 0)
-            if nic is None:
-                continue
-            leaf = None
-            for m in adj[nic]:
-                if kind[m] == "leaf":
-                    leaf = m
-                    break
-            rails.append(rail or 0)  # set whenever a NIC is
-            found.append((i, nic, leaf))
+                r = rail_of.get(m)
+                if r is not None and (rail is None or r < rail):
+                    nic, rail = m, r
+            if nic is not None:
+                found.append(i)
+                nics.append(nic)
+                rails.append(rail)
         if found:
-            self.acc_rail[[i for i, _, _ in found]] = rails
-            pos = np.array([i for i, _, _ in found], dtype=np.int64)
+            pos = np.array(found, dtype=np.int64)
+            self.acc_rail[pos] = rails
             self.acc_has_nic[pos] = True
-            up = self.links([(self.accs[i], nic) for i, nic, _ in found])
-            down = self.links([(nic, self.accs[i]) for i, nic, _ in found])
-            self.acc_up[pos], self.acc_down[pos] = up, down
-            with_leaf = [(i, nic, leaf) for i, nic, leaf in found if leaf is not None]
+            up = self.links(list(zip([accs[i] for i in found], nics, strict=True)))
+            self.acc_up[pos], self.acc_down[pos] = up, up ^ 1
+            leaves = [next((m for m in adj[nic] if m in leaf_set), None) for nic in nics]
+            with_leaf = [k for k, leaf in enumerate(leaves) if leaf is not None]
             if with_leaf:
-                lp = np.array([i for i, _, _ in with_leaf], dtype=np.int64)
-                self.acc_leaf[lp] = [self.index[leaf] for _, _, leaf in with_leaf]
-                self.acc_nic_up[lp] = self.links([(nic, leaf) for _, nic, leaf in with_leaf])
-                self.acc_nic_down[lp] = self.links([(leaf, nic) for _, nic, leaf in with_leaf])
+                lp = pos[with_leaf]
+                index = self.index
+                self.acc_leaf[lp] = [index[leaves[k]] for k in with_leaf]
+                nic_up = self.links([(nics[k], leaves[k]) for k in with_leaf])
+                self.acc_nic_up[lp], self.acc_nic_down[lp] = nic_up, nic_up ^ 1
         self.endpoint_ready[todo] = True
 
     def _ensure_domains(self, domains: np.ndarray) -> None:
@@ -390,39 +410,59 @@ class Fabric:
         if todo.size == 0:
             return
         self._ensure_endpoints(np.flatnonzero(np.isin(self.acc_domain, todo)))
-        for d in todo:
-            sig = self.domain_signature(int(d))
-            for a in self.domain_members[d]:
-                i = self.acc_pos[a]
-                if self.acc_rail[i] >= 0 and self.rail_peer[d, self.acc_rail[i]] < 0:
-                    self.rail_peer[d, self.acc_rail[i]] = i
-            local_nodes, arcs = self._domain_local[int(d)]
-            self.domain_arcs[int(d)] = self.links([(local_nodes[u], local_nodes[v]) for u, v in arcs])
+        # Each domain's first member (by local index) on each rail is its peer on that rail (PXN's proxy).
+        pos = self._acc_order[np.isin(self.acc_domain[self._acc_order], todo)]
+        pos = pos[self.acc_rail[pos] >= 0]
+        dom, rail = self.acc_domain[pos], self.acc_rail[pos]
+        first = np.unique(dom * self.rail_peer.shape[1] + rail, return_index=True)[1]
+        self.rail_peer[dom[first], rail[first]] = pos[first]
+        pairs: list[tuple[str, str]] = []
+        sizes: list[int] = []
+        for d in todo.tolist():
+            sig = self.domain_signature(d)
+            local_nodes, arcs = self._domain_local[d]
+            pairs += [(local_nodes[u], local_nodes[v]) for u, v in arcs]
+            sizes.append(len(arcs))
             self._sig_tables.pop(sig, None)
-            self.domain_ready[d] = True
+        # One registration for every new domain (in domain order, arcs in table order), split per domain.
+        for d, ids in zip(todo.tolist(), np.split(self.links(pairs), np.cumsum(sizes)[:-1]), strict=True):
+            self.domain_arcs[d] = ids
+        self.domain_ready[todo] = True
 
     def domain_signature(self, d: int) -> int:
         """Which wiring class a domain belongs to (scanned once, no links registered): domains wired alike share
         one table of local paths. Local order: accelerators by index, then switches by name."""
         if self.domain_sig[d] < 0:
-            adj, kind = self.g._adj, self.kind_of
+            adj = self.g._adj
             members = self.domain_members[d]
-            switches = sorted({s for a in members for s in adj[a] if kind[s] == "scale_up_switch"})
-            local_nodes = members + switches
-            pos = {n: k for k, n in enumerate(local_nodes)}
+            found: set[str] = set()
+            for a in members:
+                found.update(adj[a].keys() & self._scale_up_switches)
+            local_nodes = members + sorted(found)
+            pos = dict(zip(local_nodes, range(len(local_nodes)), strict=True))
             arcs = sorted(
-                (pos[a], pos[b], data["bandwidth_gbps"])
-                for a in local_nodes
+                (k, pos[b], data["bandwidth_gbps"])
+                for k, a in enumerate(local_nodes)
                 for b, data in adj[a].items()
-                if data["network"] == "scale_up" and b in pos
+                if b in pos and data["network"] == "scale_up"
             )
-            key = (len(members), len(switches), tuple(arcs))
-            if key not in self._sig_ids:
-                self._sig_ids[key] = len(self.sig_local)
-                self.sig_local.append(_LocalPaths(len(local_nodes), [(u, v) for u, v, _ in arcs]))
-            self.domain_sig[d] = self._sig_ids[key]
-            self._domain_local[d] = (local_nodes, [(u, v) for u, v, _ in arcs])
+            key = (len(members), len(found), tuple(arcs))
+            sig = self._sig_ids.get(key)
+            if sig is None:
+                sig = self._sig_ids[key] = len(self.sig_local)
+                self._sig_arcs.append([(u, v) for u, v, _ in arcs])
+                self.sig_local.append(_LocalPaths(len(local_nodes), self._sig_arcs[sig]))
+            self.domain_sig[d] = sig
+            self._domain_local[d] = (local_nodes, self._sig_arcs[sig])  # the arcs are the signature's own
         return int(self.domain_sig[d])
+
+    @cached_property
+    def _leaves(self) -> set[str]:
+        return {self.nodes[i] for i in np.flatnonzero(self.kind == "leaf").tolist()}
+
+    @cached_property
+    def _scale_up_switches(self) -> set[str]:
+        return {self.nodes[i] for i in np.flatnonzero(self.kind == "scale_up_switch").tolist()}
 
     def local_arc_names(self, d: int) -> list[tuple[str, str]]:
         """(tail, head) names of a domain's local arcs, in the order of its signature's table."""
