@@ -502,3 +502,73 @@ def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collec
         _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
         _sh(["dvc", "repro"], built_pipeline)
     assert "up to date" in _sh(["dvc", "status"], built_pipeline)
+
+
+# -- the topology's teaching defaults (params.yaml `topology`) ---------------------------------------------------
+
+
+def test_the_topology_defaults_live_in_params_yaml_only_and_only_the_topology_stage_reads_them():
+    from pipeline.topology.facts import KNOBS, defaults
+
+    block = _params()["topology"]
+    assert {g: sorted(v) for g, v in block.items()} == {g: sorted(v) for g, v in KNOBS.items()}
+    raw = yaml.safe_load((ROOT / "models" / "topology" / "defaults.yaml").read_text())
+    assert "latency_ns" not in raw and "bandwidth" not in raw["host_link"] and raw["host_link"]["unit"] == "GB/s"
+    d = defaults(Layout(ROOT))
+    assert d.latency_ns == block["latency_ns"] and d.host_gbps == block["host_link"]["bandwidth"] * 8  # GB/s → Gb/s
+    stages = _raw_stages()
+    assert sorted(n for n, spec in stages.items() if "topology" in spec.get("do", spec).get("params", [])) == [
+        "topology"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "expected"),
+    [
+        (
+            "models/topology/defaults.yaml",
+            "host_link:\n",
+            "latency_ns:\n  scale_up: 300\nhost_link:\n",
+            r"defaults\.yaml:\d+: at \$\.latency_ns\.scale_up: also set in .*params\.yaml:\d+ "
+            r"\(topology\.latency_ns\.scale_up\); a value lives in one place",
+        ),
+        (
+            "params.yaml",
+            "    scale_up: 300 ",
+            "    scaleup: 300 ",
+            r"params\.yaml:\d+: at \$\.topology\.latency_ns\.scaleup: not a topology default; expected one of scale_up",
+        ),
+        (
+            "params.yaml",
+            "    bandwidth: 64 ",
+            "    bandwidth: fast ",
+            r"params\.yaml:\d+: at \$\.topology\.host_link\.bandwidth: expected a number ≥ 0, got 'fast'",
+        ),
+    ],
+)
+def test_a_bad_topology_default_is_refused_where_it_is_written(repo: Layout, name, old, new, expected):
+    from pipeline.topology.facts import defaults
+
+    path = repo.root / name
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(ValidationError, match=expected):
+        defaults(repo)
+
+
+def test_a_topology_default_moves_the_graph_by_the_hand_computed_amount(built_copy: Layout):
+    """topology.latency_ns.scale_up 300 → 450: every scale-up edge of the DGX H100 says 450 ns, nothing else moves."""
+    from pipeline.topology.stage import build
+
+    before = build(built_copy, "nvidia-dgx-h100")
+    params = built_copy.root / "params.yaml"
+    params.write_text(params.read_text().replace("    scale_up: 300 ", "    scale_up: 450 ", 1))
+    after = build(built_copy, "nvidia-dgx-h100")
+    scale_up = [(a, b) for a, b, d in before.edges(data=True) if d["network"] == "scale_up"]
+    assert scale_up
+    for a, b in scale_up:
+        assert (before.edges[a, b]["latency_ns"], after.edges[a, b]["latency_ns"]) == (300, 450)
+    for a, b, d in before.edges(data=True):
+        if d["network"] != "scale_up":
+            assert after.edges[a, b] == d

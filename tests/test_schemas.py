@@ -239,6 +239,12 @@ def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
             from pipeline.traffic.workloads import knobs_for
 
             data[data["kind"]].update(knobs_for(data["id"], ROOT / "params.yaml")[0])
+        if schema_name == "topology-defaults.schema.json":  # its values live in params.yaml: merged in
+            from pipeline.core.schemas import load_yaml as load_doc
+            from pipeline.topology.facts import merge_params
+
+            data, doc = load_doc(path)
+            merge_params(data, doc, path)
         if schema_name == "calibration.schema.json":  # its assumed numbers live in params.yaml: merged in
             import yaml
 
