@@ -93,8 +93,9 @@ def run(lay: Layout) -> list[dict[str, Any]]:
     ]:
         g = make()
         graph_rows.append(export.graph_row(g, endpoint))
-        summaries.append((tid, json.dumps(summarize(g), sort_keys=True)))
-        tables.append(export.read_columns(g))
+        columns = export.read_columns(g)
+        summaries.append((tid, json.dumps(summarize(g, columns), sort_keys=True)))
+        tables.append(columns)
         del g
     nodes: list[list[Any]] = [[] for _ in export.NODE_COLUMNS]
     edges: list[list[Any]] = [[] for _ in export.EDGE_COLUMNS]

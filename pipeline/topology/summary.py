@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from typing import Any
+from itertools import compress
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
+
+if TYPE_CHECKING:
+    from .export import Columns
 
 TIER_OF = {"leaf": 1, "spine": 2, "core": 3}
 NO_FABRIC = "no scale-out fabric in this topology (a single building block)"
@@ -32,23 +36,43 @@ def _edges(g: nx.Graph) -> Iterator[tuple[str, str, dict[str, Any]]]:
         seen.add(a)
 
 
-def summarize(g: nx.Graph) -> dict[str, Any]:
+def _scale_out(g: nx.Graph) -> tuple[Counter[str], list[tuple[str, str, dict[str, Any]]]]:
+    """Links per network, and the scale-out links in `g.edges()` order."""
+    per_network: Counter[str] = Counter()
+    scale_out = []
+    for a, b, d in _edges(g):
+        net = d["network"]
+        per_network[net] += 1
+        if net == "scale_out":
+            scale_out.append((a, b, d))
+    return per_network, scale_out
+
+
+def _scale_out_of(c: Columns) -> tuple[Counter[str], list[tuple[str, str, dict[str, Any]]]]:
+    """`_scale_out` from the columns: a link class's dict stands for each of its links (equal items)."""
+    per_network: Counter[str] = Counter()
+    for k, n in Counter(c.ek).items():
+        per_network[c.classes[k]["network"]] += n
+    wanted = {k for k, d in enumerate(c.classes) if d["network"] == "scale_out"}
+    picked = compress(range(len(c.ek)), map(wanted.__contains__, c.ek))
+    return per_network, [(c.nodes[c.eu[i]], c.nodes[c.ev[i]], c.classes[c.ek[i]]) for i in picked]
+
+
+def summarize(g: nx.Graph, columns: Columns | None = None) -> dict[str, Any]:
+    """`columns`, `export.read_columns(g)` when the caller holds it (the stage does), saves a walk over every
+    edge: links are counted per class, and only scale-out links are visited, in the same order."""
     nodes = g._node
     kind = {n: d["kind"] for n, d in nodes.items() if "kind" in d}  # nx.get_node_attributes(g, "kind")
     role = {n: d["role"] for n, d in nodes.items() if "role" in d}
     nodes_by_kind = dict(sorted(Counter(kind.values()).items()))
-    edges_by_network: Counter[str] = Counter()
+    edges_by_network, scale_out = _scale_out(g) if columns is None else _scale_out_of(columns)
     # Bandwidth between switch tiers and at endpoints, summed per direction; None if any link is unknown.
     down: dict[str, float] = defaultdict(float)  # per switch: sum of links toward endpoints
     up: dict[str, float] = defaultdict(float)
     tier_up_total: dict[int, float] = defaultdict(float)
     endpoint_total = 0.0
     unknown_bw = False
-    for a, b, d in _edges(g):
-        net = d["network"]
-        edges_by_network[net] += 1
-        if net != "scale_out":
-            continue
+    for a, b, d in scale_out:  # in `g.edges()` order: every sum adds its terms in one order
         ka, kb = kind[a], kind[b]
         bw = d["bandwidth_gbps"]
         if bw is None:
