@@ -102,7 +102,21 @@ def _adjacency(g: nx.Graph) -> tuple[list[Any], list[list[int]], list[list[dict[
 
 
 def _classify(dicts: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
-    """A class number per edge dict (equal items: one class), and each class's first edge.
+    """A class number per edge dict (equal items: one class), and each class's first edge. Edges that share a
+    dict (the build shares one per link class) are grouped by its id first: only the distinct dicts are compared."""
+    ids = list(map(id, dicts))
+    first_of = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))  # id -> its first edge
+    if len(first_of) == len(ids):
+        return _classify_items(dicts)
+    distinct = sorted(first_of.values())
+    classes, _ = _classify_items([dicts[i] for i in distinct])
+    numbers = dict(zip((ids[i] for i in distinct), classes, strict=True))
+    classes = list(map(numbers.__getitem__, ids))
+    return classes, _firsts(classes)
+
+
+def _classify_items(dicts: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """`_classify` of dicts compared by their items.
 
     Grouped by the tuple of values (cheap to hash), then every dict compared with its class's first as a
     mapping (`dict.__eq__`, in C): if one differs (the same values under other keys), grouped by items instead."""
