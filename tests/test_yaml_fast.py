@@ -149,3 +149,17 @@ def test_errors_keep_file_line_and_message_after_the_fast_path(tmp_path):
         match=rf"collectives\.yaml:{line}: at \$\.link_classes\.nvlink4\.efficiency\.status: 'rumoured' is not one of",
     ):
         load_calibration_file(bad)
+
+
+
+def test_a_byte_order_mark_after_the_start_goes_to_ruamel():
+    """A BOM anywhere but the first character is read differently by the two parsers (libyaml drops it, YAML
+    1.2 allows it only where a document starts): ruamel's reading, data or error, is the one kept."""
+    nested = "a:\n  b: 1\n\ufeff c: 2\n"  # libyaml: c inside a; ruamel: a top-level key '\ufeff c'
+    assert schemas._fast_yaml(nested) is schemas._SLOW
+    assert _ruamel(nested) == {"a": {"b": 1}, "\ufeff c": 2}
+    refused = "a: 1\n\ufeff\nb: 2\n"  # libyaml reads {a: 1, b: 2}; ruamel refuses it
+    assert schemas._fast_yaml(refused) is schemas._SLOW
+    with pytest.raises(ValidationError, match=r"x\.yaml:3:1: malformed YAML"):
+        _ruamel(refused)
+    assert schemas._fast_yaml("\ufeffa: 1\n").data == {"a": 1}  # a BOM that starts the file is read alike

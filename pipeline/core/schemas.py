@@ -215,7 +215,8 @@ _FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _TRUE = {"true", "True", "TRUE"}
 # Characters the two parsers read differently: line breaks in YAML 1.1 (libyaml) but ordinary characters in
-# YAML 1.2 (ruamel), and tabs (libyaml accepts some where ruamel refuses them).
+# YAML 1.2 (ruamel), tabs (libyaml accepts some where ruamel refuses them) and a byte order mark after the first
+# character (libyaml skips it anywhere; ruamel reads it as text, or refuses it).
 _OTHER_BREAKS = ("\t", "\x85", "\u2028", "\u2029")
 
 
@@ -226,7 +227,7 @@ def _fast_yaml(text: str) -> Any:
     duplicate or non-text keys, merge keys, nesting beyond MAX_NESTING, numbers in other notations (hex,
     underscores, .inf), timestamps other than a valid YYYY-MM-DD, and whatever libyaml refuses. ruamel then
     parses the text as before: same data, same errors."""
-    if any(char in text for char in _OTHER_BREAKS):
+    if any(char in text for char in _OTHER_BREAKS) or "\ufeff" in text[1:]:
         return _SLOW
     try:
         import yaml
