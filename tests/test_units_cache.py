@@ -165,3 +165,17 @@ def test_the_issue_reproduction_through_the_cli_reads_50_gb_per_s(repo, cli):
     finally:
         con.close()
     assert row == (50.0, "GB/s", "per_direction")
+
+
+def test_the_code_version_changes_with_the_libraries_that_read_the_snapshot(monkeypatch):
+    """bs4 and soupsieve find the elements; `regex` runs every rule's parse.pattern (pipeline/core/patterns.py):
+    another version of any of them may read other values, so each is part of the key."""
+    real = extract_stage.importlib.metadata.version
+    original = extract_stage.code_version()
+    for library in ("beautifulsoup4", "soupsieve", "regex"):
+        monkeypatch.setattr(
+            extract_stage.importlib.metadata,
+            "version",
+            lambda name, library=library: "0.0.0-other" if name == library else real(name),
+        )
+        assert extract_stage.code_version() != original, library

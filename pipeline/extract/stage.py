@@ -85,12 +85,13 @@ def code_files(package_root: Path = PACKAGE_ROOT) -> list[Path]:
 
 
 def code_version(package_root: Path = PACKAGE_ROOT) -> str:
-    """Hash of the extractor's source files (and the HTML parser's version): any edit recomputes every entry."""
+    """Hash of the extractor's source files and of the libraries that read a snapshot (the HTML parser, the CSS
+    selectors, `regex`, which runs the rules' patterns): any edit or upgrade recomputes every entry."""
     parts = {
         p.relative_to(package_root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in code_files(package_root)
     }
-    libraries = {name: importlib.metadata.version(name) for name in ("beautifulsoup4", "soupsieve")}
+    libraries = {name: importlib.metadata.version(name) for name in ("beautifulsoup4", "soupsieve", "regex")}
     return _sha256_json({"files": parts, "libraries": libraries, "python": list(sys.version_info[:2])})
 
 
