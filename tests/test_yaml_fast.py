@@ -151,7 +151,6 @@ def test_errors_keep_file_line_and_message_after_the_fast_path(tmp_path):
         load_calibration_file(bad)
 
 
-
 def test_a_byte_order_mark_after_the_start_goes_to_ruamel():
     """A BOM anywhere but the first character is read differently by the two parsers (libyaml drops it, YAML
     1.2 allows it only where a document starts): ruamel's reading, data or error, is the one kept."""
