@@ -226,13 +226,11 @@ def injected(fabric: Fabric, inc: sp.csr_matrix, b: np.ndarray) -> dict[str, flo
 
 
 def _pairs(groups: Sequence[Sequence[str]], per_pair: float) -> tuple[list[str], list[str], np.ndarray]:
-    src, dst = [], []
-    for g in groups:
-        for a in g:
-            for b in g:
-                if a != b:
-                    src.append(a)
-                    dst.append(b)
+    src: list[str] = []
+    dst: list[str] = []
+    for g in groups:  # every ordered pair of distinct members, source-major (comprehensions: no append per flow)
+        src += [a for a in g for b in g if a != b]
+        dst += [b for a in g for b in g if a != b]
     return src, dst, np.full(len(src), per_pair)
 
 

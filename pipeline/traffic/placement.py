@@ -42,7 +42,7 @@ def ordered_accelerators(g: nx.Graph) -> list[str]:
     if seen is not None and seen[0] == g.number_of_nodes():
         return list(seen[1])
     by_domain: dict[str, list[tuple[int, str]]] = {}
-    for n, d in g.nodes(data=True):
+    for n, d in g._node.items():  # networkx's own dict: no view object per node
         if d.get("kind") == "accelerator":
             by_domain.setdefault(d.get("domain") or n, []).append((int(d.get("index", 0)), n))
     order = [n for members in by_domain.values() for _, n in sorted(members)]
@@ -112,7 +112,7 @@ def place(
 ) -> Placement:
     """Map ranks to accelerators (declared, or domains filled in order from `offset`) and validate every group."""
     tid = g.graph.get("topology_id", "?")
-    domain = {n: d.get("domain") or n for n, d in g.nodes(data=True) if d.get("kind") == "accelerator"}
+    domain = {n: d.get("domain") or n for n, d in g._node.items() if d.get("kind") == "accelerator"}
     if declared is not None:
         accs = list(declared)
         if len(accs) != ranks:

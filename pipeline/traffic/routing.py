@@ -587,12 +587,15 @@ class Fabric:
             )
         dist = np.where(np.isfinite(dist), dist, -10).astype(np.int32)
 
+        # Per pair, once: where its class's row starts in the flat distances, its class representative, and
+        # d_t(rep) = d_rep(t); then each candidate costs one flat look-up and two comparisons.
+        flat = dist.ravel()
+        row_of, rep_of, rep_to_t = pair_cls * k, rep_arr[pair_cls], dist[pair_cls, t_loc]
+
         def distance(pair: np.ndarray, node: np.ndarray) -> np.ndarray:
-            c, t = pair_cls[pair], t_loc[pair]
-            rep = rep_arr[c]
-            d = dist[c, node]
-            d = np.where(node == rep, dist[c, t], d)
-            return np.where(node == t, 0, d)
+            d = flat[row_of[pair] + node]
+            d = np.where(node == rep_of[pair], rep_to_t[pair], d)
+            return np.where(node == t_loc[pair], 0, d)
 
         for b0 in range(0, pairs.shape[0], 512):
             batch = np.arange(b0, min(b0 + 512, pairs.shape[0]))
