@@ -96,3 +96,30 @@ def test_edges_with_the_same_attributes_share_one_read_only_dict(built_registry)
     api_dicts = [d for _, _, d in api.edges(data=True)]
     assert len({id(d) for d in api_dicts}) == len(api_dicts) and all(type(d) is dict for d in api_dicts)
     assert api_dicts == dicts
+
+
+def test_a_deep_copy_or_pickle_of_a_shared_graph_never_shares_a_changeable_dict():
+    """copy.deepcopy / pickle keep one object per object (memo): had a shared read-only dict become a plain dict,
+    the copy's edges with the same attributes would share it, and changing one edge would silently change the
+    others. They stay shared and read-only instead (changing them raises), while copy.copy of one edge's dict is
+    a plain dict of its own."""
+    import pickle
+
+    import numpy as np
+
+    from pipeline.core.graphs import EdgeAttrs, _add_edges
+
+    g = nx.Graph()
+    g.add_nodes_from("abc")
+    ends = {"source": np.array(["a", "b"]), "target": np.array(["b", "c"]), "h": np.array([7, 7])}
+    _add_edges(g, ends, {7: {"network": "scale_up", "bandwidth_gb_per_s": 450.0}}, shared=True)
+    assert g["a"]["b"] is g["b"]["c"]
+    for copied in (copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
+        assert copied["a"]["b"] == {"network": "scale_up", "bandwidth_gb_per_s": 450.0}
+        assert type(copied["a"]["b"]) is EdgeAttrs
+        with pytest.raises(TypeError, match="read-only"):
+            copied["a"]["b"]["bandwidth_gb_per_s"] = 900.0
+        assert copied["b"]["c"]["bandwidth_gb_per_s"] == 450.0
+    mine = copy.copy(g["a"]["b"])
+    mine["bandwidth_gb_per_s"] = 900.0
+    assert type(mine) is dict and g["b"]["c"]["bandwidth_gb_per_s"] == 450.0

@@ -93,7 +93,8 @@ class EdgeAttrs(dict):
     """The attributes of the edges that have the same ones, shared (the 24,576-GPU cluster's 233,792 edges have
     8 distinct rows: one dict each instead of 233,792, ~150 MB and 0.1 s less). Read-only, so that no code can
     change one edge's attributes and silently another's: changing them raises TypeError (`dict(d)` is a copy
-    that can be changed)."""
+    that can be changed, and so is `copy.copy`). A deep copy or a pickle of a graph keeps them shared and read-only:
+    both keep one copy per object, so a plain dict there would be one changeable dict under many edges."""
 
     __slots__ = ()
 
@@ -105,8 +106,11 @@ class EdgeAttrs(dict):
 
     __setitem__ = __delitem__ = __ior__ = update = pop = popitem = clear = setdefault = _refuse  # type: ignore[assignment]
 
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)  # one edge's attributes to change
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (dict, (dict(self),))  # a copy (copy.copy, pickle) is a plain dict, which can be changed
+        return (EdgeAttrs, (dict(self),))  # copy.deepcopy, pickle: still read-only (see the class docstring)
 
 
 class Topologies:
