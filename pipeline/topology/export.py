@@ -355,18 +355,19 @@ def _typed_columns(c: Columns) -> _Typed:
     return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes)
 
 
-def _per_value(values: list[Any], fmt: Callable[[Any], str]) -> list[bytes]:
-    """`fmt(v)` as UTF-8 for every value, nothing for None; formatted once per distinct value when the column
-    has one type (a set would merge 1, 1.0 and True, which format differently)."""
+def _per_value(values: list[Any], fmt: Callable[[list[Any]], Iterable[str]]) -> list[bytes]:
+    """`fmt` of every value (it formats a list of values) as UTF-8, nothing for None; formatted once per distinct
+    value when the column has one type (a set would merge 1, 1.0 and True, which format differently)."""
     kinds = set(map(type, values)) - {_NONE}
     if len(kinds) > 1:
-        return [b"" if v is None else fmt(v).encode() for v in values]
-    memo = {v: fmt(v).encode() for v in set(values) if v is not None}
+        return [b"" if v is None else text.encode() for v, text in zip(values, fmt(values), strict=True)]
+    distinct = list(set(values) - {None})
+    memo: dict[Any, bytes] = dict(zip(distinct, map(str.encode, fmt(distinct)), strict=True))
     memo[None] = b""
     try:
         return list(map(memo.__getitem__, values))
     except KeyError:  # NaN: a distinct object per value, never equal to itself
-        return [b"" if v is None else memo[v] if v in memo else fmt(v).encode() for v in values]
+        return [memo[v] if v in memo else next(iter(fmt([v]))).encode() for v in values]
 
 
 _CHUNK = 8192  # nodes or edges per piece of text: the 24,576-GPU cluster's 200 MB of GraphML never sit whole
@@ -431,9 +432,15 @@ def _json(v: Any) -> str:
     return encode_basestring(v) if type(v) is str else json.dumps(v, **_JSON)
 
 
-def _member(key: str) -> Callable[[Any], str]:
+def _member(key: str) -> Callable[[list[Any]], Iterable[str]]:
+    """`,"key":value` for each value, as json.dumps writes it (strings through its C encoder, in one map)."""
     prefix = f",{_json(key)}:"
-    return lambda v: prefix + _json(v)
+
+    def fmt(values: list[Any]) -> Iterable[str]:
+        texts = map(encode_basestring if all(type(v) is str for v in values) else _json, values)
+        return map(prefix.__add__, texts)
+
+    return fmt
 
 
 def _compact_node_link(t: _Typed) -> Iterator[bytes]:
@@ -517,6 +524,17 @@ def _graphml_value(v: Any, kind: str) -> str:
     return _escape(str(v))
 
 
+def _data(prefix: str, kind: str) -> Callable[[list[Any]], Iterable[str]]:
+    """A node's `<data>` element for each value (the `prefix` opens it)."""
+
+    def fmt(values: list[Any]) -> Iterable[str]:
+        if kind == "string" and all(type(v) is str for v in values):
+            return [f"{prefix}{_escape(v)}</data>" for v in values]
+        return [f"{prefix}{_graphml_value(v, kind)}</data>" for v in values]
+
+    return fmt
+
+
 def write_graphml(g: nx.Graph | Columns, path: Path) -> None:
     """GraphML with typed keys (boolean / long / double / string) for Gephi and yEd; absent attributes left out.
 
@@ -571,7 +589,7 @@ def _graphml(t: _Typed) -> Iterator[bytes]:
     for name, values in t.nodes.items():
         kid, kind = keys[("node", name)]
         prefix = f'\n      <data key="{kid}">'
-        pieces.append(_per_value(values, lambda v, p=prefix, k=kind: f"{p}{_graphml_value(v, k)}</data>"))
+        pieces.append(_per_value(values, _data(prefix, kind)))
     opens = [b"    <node id=%b>" % q for q in quoted]
     for s in _slices(len(c.nodes)):
         yield b"".join(map(b"".join, zip(opens[s], *(col[s] for col in pieces), repeat(b"\n    </node>\n"))))
