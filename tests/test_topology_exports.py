@@ -113,3 +113,37 @@ def test_insertion_order_restores_every_neighbour_order_of_random_graphs():
         again.add_edges_from((u, v) for u, v, _ in order)
         assert len(order) == g.number_of_edges()
         assert {u: list(again.adj[u]) for u in g} == {u: list(g.adj[u]) for u in g}
+
+
+def test_tables_written_from_columns_are_the_bytes_rows_give(built_graph, tmp_path):
+    """The stage writes its node and edge tables column by column (`write_columns`); `write_table` of the same
+    rows gives the same Parquet bytes, and columns of unequal lengths are refused."""
+    from pipeline.core.registry import write_columns, write_table
+
+    columns = export.read_columns(built_graph("nvidia-dgx-h100"))
+    for name, schema, order, series in (
+        ("nodes", export.NODE_COLUMNS, ["topology_id", "node"], export.node_columns(columns)),
+        ("edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], export.edge_columns(columns)),
+    ):
+        rows = list(zip(*series, strict=True))
+        assert len(rows) == len(series[0]) > 0
+        a = write_columns(tmp_path / "a", name, schema, order, series).read_bytes()
+        b = write_table(tmp_path / "b", name, schema, order, rows).read_bytes()
+        assert a == b
+    nodes = export.node_columns(columns)
+    with pytest.raises(ValueError, match="16 columns of lengths"):
+        write_columns(tmp_path / "c", "nodes", export.NODE_COLUMNS, ["node"], [nodes[0][:1], *nodes[1:]])
+
+
+def test_built_edges_of_a_link_class_share_one_read_only_dict(built_graph):
+    """A link class's attributes are one read-only dict: changing them through one edge raises instead of
+    silently changing every edge of the class; a copy can be changed."""
+    g = built_graph("meta-style-h100-24576")
+    attrs = [d for _, _, d in g.edges(data=True)]
+    assert len({id(d) for d in attrs}) < 20 < len(attrs)
+    a, b, d = next(iter(g.edges(data=True)))
+    with pytest.raises(TypeError, match="read-only"):
+        g.edges[a, b]["note"] = "changed"
+    copy = dict(d)
+    copy["note"] = "changed"
+    assert g.edges[a, b]["note"] != "changed"

@@ -49,18 +49,25 @@ def _stamp(
 
 
 class _Shared:
-    """One read-only attribute dict (`EdgeAttrs`, as the traffic stage's graphs have) per link class of a build:
-    the 24,576-GPU cluster's 233,792 edges share 8 dicts instead of one copy each (~150 MB, and the exports
-    group edges by class in a pass over ids). Changing one raises TypeError instead of silently changing every
-    edge of its class. Keyed by the template dict's id; the template is kept alive here, so its id stays its own."""
+    """One read-only attribute dict (`EdgeAttrs`, as the traffic stage's graphs have) per link class of a build
+    (the same items, of the same types): the 24,576-GPU cluster's 233,792 edges share 8 dicts instead of one
+    copy each (~150 MB, and the exports group edges by class in a pass over ids). Changing one raises TypeError
+    instead of silently changing every edge of its class. Looked up by the given dict's id first; that dict is
+    kept alive here, so its id stays its own."""
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[dict[str, Any], EdgeAttrs]] = {}
+        self._by_items: dict[tuple[Any, ...], EdgeAttrs] = {}  # templates make equal dicts link by link
 
     def __call__(self, d: dict[str, Any]) -> EdgeAttrs:
         held = self._by_id.get(id(d))
         if held is None:
-            held = self._by_id[id(d)] = (d, d if isinstance(d, EdgeAttrs) else EdgeAttrs(d))
+            items = (*d.items(), *map(type, d.values()))  # 1 == 1.0 == True, but they are not one value here
+            try:
+                attrs = self._by_items.setdefault(items, EdgeAttrs(d))
+            except TypeError:  # an unhashable value: shared by this dict's links only
+                attrs = EdgeAttrs(d)
+            held = self._by_id[id(d)] = (d, attrs)
         return held[1]
 
 
