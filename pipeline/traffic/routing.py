@@ -255,7 +255,8 @@ class Fabric:
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
         """Accelerators with their domain (domains in order of first appearance) and local index (by `index`),
         in one pass over the nodes and array operations after it."""
-        acc_data = [node_data[i] for i in np.flatnonzero(self.kind == "accelerator").tolist()]
+        self._acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
+        acc_data = [node_data[i] for i in self._acc_node.tolist()]
         acc = [n for n, _ in acc_data]
         dom_of = [d.get("domain") or n for n, d in acc_data]
         idx = [int(d.get("index", 0)) for _, d in acc_data]
@@ -319,20 +320,30 @@ class Fabric:
         n = len(pairs)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        index, width = self.index, len(self.nodes)
+        index = self.index
         tails = np.fromiter(map(index.__getitem__, [a for a, _ in pairs]), dtype=np.int64, count=n)
         heads = np.fromiter(map(index.__getitem__, [b for _, b in pairs]), dtype=np.int64, count=n)
+        return self._links_between(tails, heads)
+
+    def _links_between(self, tails: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        """`links` for node indices (callers that hold indices skip the name look-ups)."""
+        width = len(self.nodes)
         codes = tails * width + heads
         out = self._lookup(codes)
         new = np.flatnonzero(out < 0)
         if new.size:
             # An edge is stored (u, v) with u <= v by name: link 2·edge runs u → v, 2·edge + 1 runs v → u.
-            forward = np.fromiter((pairs[i][0] <= pairs[i][1] for i in new.tolist()), dtype=bool, count=new.size)
+            nodes = self.nodes
+            forward = np.fromiter(
+                (nodes[a] <= nodes[b] for a, b in zip(tails[new].tolist(), heads[new].tolist(), strict=True)),
+                dtype=bool,
+                count=new.size,
+            )
             u = np.where(forward, tails[new], heads[new])
             v = np.where(forward, heads[new], tails[new])
             first = np.sort(np.unique(u * width + v, return_index=True)[1])
             u, v = u[first], v[first]
-            nodes, adj = self.nodes, self.g._adj
+            adj = self.g._adj
             un, vn = [nodes[i] for i in u.tolist()], [nodes[i] for i in v.tolist()]
             e0 = len(self.edges)
             self.edges += zip(un, vn, strict=True)
@@ -392,15 +403,17 @@ class Fabric:
             pos = np.array(found, dtype=np.int64)
             self.acc_rail[pos] = rails
             self.acc_has_nic[pos] = True
-            up = self.links(list(zip([accs[i] for i in found], nics, strict=True)))
+            index = self.index
+            nic_at = np.fromiter(map(index.__getitem__, nics), dtype=np.int64, count=len(nics))
+            up = self._links_between(self._acc_node[pos], nic_at)
             self.acc_up[pos], self.acc_down[pos] = up, up ^ 1
             leaves = [next((m for m in adj[nic] if m in leaf_set), None) for nic in nics]
             with_leaf = [k for k, leaf in enumerate(leaves) if leaf is not None]
             if with_leaf:
                 lp = pos[with_leaf]
-                index = self.index
-                self.acc_leaf[lp] = [index[leaves[k]] for k in with_leaf]
-                nic_up = self.links([(nics[k], leaves[k]) for k in with_leaf])
+                leaf_at = np.array([index[leaves[k]] for k in with_leaf], dtype=np.int64)
+                self.acc_leaf[lp] = leaf_at
+                nic_up = self._links_between(nic_at[with_leaf], leaf_at)
                 self.acc_nic_up[lp], self.acc_nic_down[lp] = nic_up, nic_up ^ 1
         self.endpoint_ready[todo] = True
 
@@ -484,7 +497,7 @@ class Fabric:
         self.sw_nodes = np.flatnonzero(np.isin(self.kind, SWITCH_KINDS))
         self.sw_local = np.full(len(self.nodes), -1, dtype=np.int64)
         self.sw_local[self.sw_nodes] = np.arange(self.sw_nodes.size)
-        tail, head, pairs = [], [], []
+        tail, head = [], []
         adj, nodes = self.g._adj, self.nodes
         names = [nodes[i] for i in self.sw_nodes.tolist()]
         local = {name: k for k, name in enumerate(names)}  # plain dict look-ups, no numpy scalars per neighbour
@@ -494,10 +507,9 @@ class Fabric:
                 if j is not None and data["network"] == "scale_out":
                     tail.append(k)
                     head.append(j)
-                    pairs.append((a, b))
         self.arc_tail = np.array(tail, dtype=np.int64)
         self.arc_head = np.array(head, dtype=np.int64)
-        self.arc_link = self.links(pairs)
+        self.arc_link = self._links_between(self.sw_nodes[self.arc_tail], self.sw_nodes[self.arc_head])
         k = self.sw_nodes.size
         self.sw_adj = sp.csr_matrix((np.ones(self.arc_tail.size), (self.arc_tail, self.arc_head)), shape=(k, k))
 
