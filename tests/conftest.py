@@ -251,14 +251,32 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
+def stage_audit_dir(pipeline_root: Path) -> Path:
+    """Where the cold `dvc repro` of `built_pipeline` left one record per stage process (tests/stage_audit)."""
+    return pipeline_root.parent / "stage-audit"
+
+
+def stage_audit_env(audit: Path) -> dict[str, str]:
+    """The environment under which a `python -m pipeline.…` process with DVC_STAGE set records what it touched
+    into `audit` (tests/stage_audit/sitecustomize.py)."""
+    env = env_with_venv()
+    hook = str(Path(__file__).resolve().parent / "stage_audit")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (hook, env.get("PYTHONPATH")) if p)
+    env["FABRICREF_STAGE_AUDIT"] = str(audit)
+    return env
+
+
 @pytest.fixture(scope="session")
 def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One git clone of the checkout run through the whole `dvc repro`, shared by every test that only reads it
-    (a test that changes it puts it back and reruns, so the next one finds it as built)."""
+    (a test that changes it puts it back and reruns, so the next one finds it as built). On that cold run every
+    stage process records what it read and wrote (tests/stage_audit, `stage_audit_dir`): test_dvc_deps checks
+    those records rather than running every stage again."""
     root = copy_checkout(tmp_path_factory.mktemp("pipeline") / "clone", with_git=True)
-    done = subprocess.run(
-        ["dvc", "repro"], cwd=root, env=env_with_venv(), capture_output=True, text=True, timeout=900, check=False
-    )
+    audit = stage_audit_dir(root)
+    audit.mkdir()
+    env = stage_audit_env(audit)
+    done = subprocess.run(["dvc", "repro"], cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, f"dvc repro failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
     return root
 

@@ -18,14 +18,13 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 import yaml
-from conftest import ROOT, copy_checkout, env_with_venv
+from conftest import ROOT, stage_audit_dir, stage_audit_env
 
 from pipeline.core import code, registry
 from pipeline.core.code import STAGE_PACKAGES, code_files, fingerprint, module_name
@@ -237,37 +236,7 @@ def test_the_code_stage_writes_one_list_per_entry_point_and_drops_stale_ones(tmp
         assert (out / f"{entry}.txt").read_bytes() == fingerprint(entry, lay.root)
 
 
-# -- data deps: run every stage under an audit hook --------------------------------------------------------------
-
-HOOK = textwrap.dedent(
-    """
-    import json, os, runpy, sys
-    log = []
-    def hook(event, args):
-        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            path, mode, flags = args
-            writes = (flags or 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) if mode is None else any(
-                c in str(mode) for c in "wax+")
-            log.append(("write" if writes else "read", os.path.abspath(os.fsdecode(path))))
-        elif event == "fabricref.read":
-            log.append(("read", os.path.abspath(args[0])))
-        elif event in ("os.rename", "os.replace"):
-            log.append(("write", os.path.abspath(os.fsdecode(args[1]))))
-        elif event == "os.remove":
-            log.append(("write", os.path.abspath(os.fsdecode(args[0]))))
-    sys.addaudithook(hook)
-    sys.path.insert(0, os.getcwd())  # as `python -m` does: the checkout's pipeline/ folder
-    module, out, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    sys.argv = [module, *args]
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    finally:
-        loaded = sorted(m.__file__ for n, m in list(sys.modules.items())
-                        if (n == "pipeline" or n.startswith("pipeline.")) and getattr(m, "__file__", None))
-        with open(out, "w") as handle:
-            json.dump({"log": log, "loaded": loaded}, handle)
-    """
-)
+# -- data deps: every stage of the shared cold `dvc repro`, as recorded by tests/stage_audit -----------------------
 
 # Read or written by design outside DVC: the extraction cache (keyed by everything that shapes a claim, verified
 # on use) and bytecode caches.
@@ -275,41 +244,54 @@ OUTSIDE_DVC = (".fabricref-cache/",)
 
 
 @pytest.mark.slow
-def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(tmp_path: Path):
-    root = copy_checkout(tmp_path / "clone")
-    hook = tmp_path / "hook.py"
-    hook.write_text(HOOK)
+def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(built_pipeline: Path):
+    """On the session's cold `dvc repro` (conftest.built_pipeline), every stage process recorded what it opened,
+    renamed and removed (tests/stage_audit): exactly one `python -m` per stage, the one dvc.yaml names."""
+    root = Path(os.path.realpath(built_pipeline))
+    audit = stage_audit_dir(built_pipeline)
     stages = dvc_stages(root)
-    problems: list[str] = []
-    for stage in stages:  # dvc.yaml lists them in the order they run
-        spec = stages[stage]
-        log = tmp_path / f"{stage}.json"
-        module, args = entry_argv(spec["cmd"])
+    ran = {json.loads(p.read_text())["stage"] for p in audit.glob("*.json")}
+    for stage in [s for s in stages if s not in ran]:
+        # A stage without outputs whose deps came out as dvc.lock records them (the database stage) is up to date
+        # for DVC even on a cold run: run it here as DVC would (same command, DVC_STAGE set), on the built tree.
+        module, args = entry_argv(stages[stage]["cmd"])
+        assert not stages[stage].get("outs"), f"stage {stage} has outputs, yet the cold dvc repro did not run it"
         done = subprocess.run(
-            [sys.executable, str(hook), module, str(log), *args],
+            [sys.executable, "-m", module, *args],
             cwd=root,
-            env={**env_with_venv(), "PYTHONDONTWRITEBYTECODE": "1"},
+            env={**stage_audit_env(audit), "DVC_STAGE": stage},
             capture_output=True,
             text=True,
             timeout=900,
         )
         assert done.returncode == 0, f"stage {stage} failed:\n{done.stdout}\n{done.stderr}"
+    records: dict[str, list[dict]] = {}
+    for path in sorted(audit.glob("*.json")):
+        record = json.loads(path.read_text())
+        records.setdefault(record["stage"], []).append(record)
+    assert sorted(records) == sorted(stages), "the cold dvc repro audited other stages than dvc.yaml lists"
+    problems: list[str] = []
+    for stage in stages:
+        spec = stages[stage]
+        module, args = entry_argv(spec["cmd"])
+        assert [r["argv"] for r in records[stage]] == [["-m", module, *args]], (stage, records[stage])
+        record = records[stage][0]
         deps = [str(d) for d in spec["deps"]] + params_files(spec)
         if stage != "code":  # its code, through registry/code/<entry>.txt
             deps += code_files(entry_module(spec["cmd"]), root)
         outs = [str(next(iter(o))) if isinstance(o, dict) else str(o) for o in spec.get("outs", [])]
         outs += [str(next(iter(m))) if isinstance(m, dict) else str(m) for m in spec.get("metrics", [])]
-        record = json.loads(log.read_text())
         closure = import_closure(entry_module(spec["cmd"]), root)
         for loaded in record["loaded"]:
-            rel = os.path.relpath(loaded, root)
+            rel = os.path.relpath(os.path.realpath(loaded), root)
             if rel not in closure:
                 problems.append(f"{stage} loaded {rel}, which the static import closure misses")
-        for kind, path in record["log"]:
+        for kind, logged, was_file in record["log"]:  # was_file: when the stage exited
+            path = os.path.realpath(logged)
             if not path.startswith(str(root) + "/"):
                 continue
             rel = os.path.relpath(path, root)
-            if not os.path.isfile(path) or "__pycache__" in rel or rel.startswith(OUTSIDE_DVC):
+            if not was_file or "__pycache__" in rel or rel.startswith(OUTSIDE_DVC):
                 continue
             if (
                 stage == "database"

@@ -15,6 +15,7 @@ tests/test_dvc_deps.py checks, by running each stage under an audit hook, that a
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 
@@ -60,22 +61,35 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
+def _import_statements(source: str, filename: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
+    """(level, module, names) of every import statement in `source`, wherever it stands; level -1 for a plain
+    `import`. Parsed once per distinct text: the closures of all the entry points walk mostly the same modules."""
+    found: list[tuple[int, str | None, tuple[str, ...]]] = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            found.append((-1, None, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module, tuple(a.name for a in node.names)))
+    return tuple(found)
+
+
 def imported(path: Path, root: Path) -> list[str]:
     """Every module of the `pipeline` package `path` imports, wherever the import statement stands."""
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                full = ".".join(base + ([node.module] if node.module else []))
-            else:
-                full = node.module or ""
-            found.append(full)
-            found += [f"{full}.{a.name}" for a in node.names if module_file(f"{full}.{a.name}", root)]
+    for level, module, names in _import_statements(path.read_text(encoding="utf-8"), str(path)):
+        if level < 0:
+            found += names
+            continue
+        if level:
+            base = package.split(".")[: len(package.split(".")) - level + 1]
+            full = ".".join(base + ([module] if module else []))
+        else:
+            full = module or ""
+        found.append(full)
+        found += [f"{full}.{a}" for a in names if module_file(f"{full}.{a}", root)]
     return [m for m in found if m == "pipeline" or m.startswith("pipeline.")]
 
 
