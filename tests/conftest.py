@@ -219,17 +219,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `built_graph` (each graph built once per run, not once per worker).
 
     The order (the same in every worker, as xdist requires) puts the longest chain first, the `dvc repro` clone's
-    tests, and the tests that read the shared registry last, so the workers run the others while it is built in
-    the background (`_registry_built_in_the_background`). Tests do not depend on their order."""
+    tests, then the other slow tests (a long test started last keeps one worker busy while the other idles), and
+    the tests that read the shared registry after the others, so the workers run those while it is built in the
+    background (`_registry_built_in_the_background`). xdist then sends the groups first, the largest first (its
+    `--loadscope-reorder`), and the ungrouped tests in this order. Tests do not depend on their order."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         group = next((f for f in ("built_pipeline", "built_graph") if f in names), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 
-    def rank(item: pytest.Item) -> tuple[bool, bool]:
+    def rank(item: pytest.Item) -> tuple[bool, bool, bool]:
         names = getattr(item, "fixturenames", ())
-        return "built_pipeline" not in names, "built_registry" in names
+        return "built_pipeline" not in names, item.get_closest_marker("slow") is None, "built_registry" in names
 
     items.sort(key=rank)  # stable: collection order within each rank
 

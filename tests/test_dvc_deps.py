@@ -5,9 +5,9 @@
   function-level ones included, within the `pipeline` package; pipeline/core/code.py) plus its own package's
   templates. The list moves exactly when a file of the closure does; no stage may import another stage's package
   (or the CLI, or the inspect modules).
-- Data: every stage is run under an audit hook in a temporary clone (slow tier); every file it opens to read (and
-  every Parquet file it reads through DuckDB) must be under a declared dep or its own outputs, every file it writes
-  under its outputs.
+- Data: every stage process of the session's cold `dvc repro` (conftest.built_pipeline) runs under an audit hook
+  (tests/stage_audit; slow tier); every file it opens to read (and every Parquet file it reads through DuckDB) must
+  be under a declared dep or its own outputs, every file it writes under its outputs.
 - The DuckDB file never shows a direct reader old numbers (case 4).
 """
 
