@@ -29,11 +29,20 @@ def run(cmd: list[str], cwd: Path, ok: bool = True) -> subprocess.CompletedProce
     return done
 
 
-def refresh(root: Path, server) -> str:
-    return run(["fabricref", "retrieve", "--refresh", "--source", SOURCE, "--mirror", server.url_for("/")], root).stdout
+def refresh(cli, root: Path, server) -> str:
+    result = cli("retrieve", "--refresh", "--source", SOURCE, "--mirror", server.url_for("/"), root=root)
+    assert result.code == 0, result.err
+    return result.out
 
 
-def test_sources_change_end_to_end(tmp_path, httpserver):
+def json_of(cli, *args: str, root: Path):
+    """`fabricref ARGS --json` in this process (conftest.cli): the commands read what the `dvc repro` runs wrote."""
+    result = cli(*args, "--json", root=root)
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def test_sources_change_end_to_end(tmp_path, httpserver, cli):
     root = copy_checkout(tmp_path / "clone", with_git=True)
     run(["dvc", "repro", *STAGES], root)
     original = (root / "sources" / "transcriptions" / f"{SOURCE}.html").read_bytes()
@@ -41,7 +50,7 @@ def test_sources_change_end_to_end(tmp_path, httpserver):
 
     # 1. Unchanged bytes: no revision, nothing downstream reruns.
     httpserver.expect_oneshot_request(PATH).respond_with_data(original, content_type="text/html")
-    assert "unchanged" in refresh(root, httpserver)
+    assert "unchanged" in refresh(cli, root, httpserver)
     assert len(json.loads(pins_file.read_text())["revisions"]) == 1
     assert "up to date" in run(["dvc", "status", *STAGES], root).stdout
 
@@ -50,24 +59,24 @@ def test_sources_change_end_to_end(tmp_path, httpserver):
     httpserver.expect_oneshot_request(PATH).respond_with_data(
         changed, content_type="text/html", headers={"ETag": '"r2"'}
     )
-    assert "new-revision" in refresh(root, httpserver)
+    assert "new-revision" in refresh(cli, root, httpserver)
     out = run(["dvc", "repro", *STAGES], root).stdout
     assert "Running stage 'extract'" in out and "Running stage 'compile'" in out
-    history = json.loads(run(["fabricref", "history", SOURCE, "--json"], root).stdout)
+    history = json_of(cli, "history", SOURCE, root=root)
     assert [h["revision"] for h in history] == [1, 2]
     assert [h["origin"] for h in history] == ["transcription", "retrieved"] and history[1]["etag"] == '"r2"'
-    diff = json.loads(run(["fabricref", "diff", SOURCE, "--json"], root).stdout)
+    diff = json_of(cli, "diff", SOURCE, root=root)
     moved = {c["rule"]: c for c in diff["changed"]}
     assert moved["hgx-h100-nvlink-bandwidth"]["change"] == "value changed"
     assert moved["hgx-h100-nvlink-bandwidth"]["old"] == "900 GB/s bidirectional"
     assert moved["hgx-h100-nvlink-bandwidth"]["new"] == "950 GB/s bidirectional"
     assert len(diff["changed"]) == 1
     # Other shipped sources may have a second revision of their own: the refreshed one must be among them.
-    everything = {d["source_id"]: d for d in json.loads(run(["fabricref", "diff", "--all", "--json"], root).stdout)}
+    everything = {d["source_id"]: d for d in json_of(cli, "diff", "--all", root=root)}
     assert everything[SOURCE]["changed"] == diff["changed"]
     field = ["nvidia-dgx-h100", "scale_up.bandwidth_per_accelerator"]
-    now = json.loads(run(["fabricref", "audit", *field, "--json"], root).stdout)
-    then = json.loads(run(["fabricref", "audit", *field, "--revision", "1", "--json"], root).stdout)
+    now = json_of(cli, "audit", *field, root=root)
+    then = json_of(cli, "audit", *field, "--revision", "1", root=root)
     assert now["value"] == 950 and then["value"] == 900
     assert then["provenance"][0]["sha256"] == history[0]["sha256"] and then["provenance"][0]["verified"]
     assert now["provenance"][0]["sha256"] == history[1]["sha256"] and now["provenance"][0]["verified"]
@@ -75,14 +84,14 @@ def test_sources_change_end_to_end(tmp_path, httpserver):
     # 3. The page is restructured: the rule no longer matches; the run fails with a per-field report.
     restructured = changed.replace(b"GPU-to-GPU communication", b"GPU communication")
     httpserver.expect_oneshot_request(PATH).respond_with_data(restructured, content_type="text/html")
-    assert "new-revision" in refresh(root, httpserver)
+    assert "new-revision" in refresh(cli, root, httpserver)
     failed = run(["dvc", "repro", *STAGES], root, ok=False)
     assert failed.returncode != 0
     report = failed.stdout + failed.stderr
     assert (
         f"source {SOURCE} revision 3 rule hgx-h100-nvlink-bandwidth (table row 'GPU-to-GPU communication')" in report
     ) and "matched nothing" in report
-    assert run(["fabricref", "status"], root, ok=False).returncode == 1
+    assert cli("status", root=root).code == 1
 
     # 4. An explicit, declared choice keeps the previous revision's value; the record says so, with both hashes.
     src = root / "sources" / f"{SOURCE}.yaml"
@@ -91,10 +100,10 @@ def test_sources_change_end_to_end(tmp_path, httpserver):
     )
     src.write_text(text)
     run(["dvc", "repro", *STAGES], root)
-    kept = json.loads(run(["fabricref", "audit", *field, "--json"], root).stdout)
+    kept = json_of(cli, "audit", *field, root=root)
     leaf = kept["provenance"][0]
     assert kept["value"] == 950 and leaf["carried_from_revision"] == 2 and leaf["revision"] == 2
     assert leaf["sha256"] == history[1]["sha256"]
-    rev3 = json.loads(run(["fabricref", "history", SOURCE, "--json"], root).stdout)[2]["sha256"]
+    rev3 = json_of(cli, "history", SOURCE, root=root)[2]["sha256"]
     assert f"revision 3, sha256 {rev3}" in leaf["stated"]
-    assert run(["fabricref", "status"], root).returncode == 0
+    assert cli("status", root=root).code == 0
