@@ -78,11 +78,25 @@ class Stage:
     what: str
     # Accelerator positions of src and dst on the fabric that first asked (names are looked up once per stage).
     pos: tuple[Fabric, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    # The groups whose every ordered pair of members the flows are (see `_pairs`), when that is how they were made:
+    # positions are then looked up once per member, not twice per flow (n - 1 times fewer look-ups).
+    groups: list[list[str]] | None = field(default=None, repr=False)
 
     def positions(self, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
         if self.pos is None or self.pos[0] is not fabric:
-            self.pos = (fabric, fabric.positions(self.src), fabric.positions(self.dst))
+            self.pos = (fabric, *self._positions(fabric))
         return self.pos[1], self.pos[2]
+
+    def _positions(self, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+        groups = self.groups
+        if groups and len({len(g) for g in groups}) == 1:
+            n = len(groups[0])
+            at = fabric.positions([a for g in groups for a in g]).reshape(len(groups), n)
+            a, b = np.nonzero(~np.eye(n, dtype=bool))  # source-major, as `_pairs` lists them
+            src, dst = at[:, a].ravel(), at[:, b].ravel()
+            if src.size == len(self.src):  # members distinct in every group: exactly `_pairs`' flows
+                return src, dst
+        return fabric.positions(self.src), fabric.positions(self.dst)
 
 
 @dataclass
@@ -234,6 +248,12 @@ def _pairs(groups: Sequence[Sequence[str]], per_pair: float) -> tuple[list[str],
     return src, dst, np.full(len(src), per_pair)
 
 
+def _pair_stage(groups: Sequence[Sequence[str]], per_pair: float, steps: int, what: str) -> Stage:
+    """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage."""
+    src, dst, size = _pairs(groups, per_pair)
+    return Stage(src, dst, size, steps, what, groups=[list(g) for g in groups])
+
+
 def _ring(groups: Sequence[Sequence[str]], per_flow: float) -> tuple[list[str], list[str], np.ndarray]:
     src, dst = [], []
     for g in groups:
@@ -265,11 +285,10 @@ def collective_stages(
             counts[domain_of[a]] = counts.get(domain_of[a], 0) + 1
         shapes.append(counts)
     if op == "all-to-all":
-        s, d, b = _pairs(groups, size / n)
-        return "direct all-to-all: every pair, S/n each", [Stage(s, d, b, steps, what)]
+        return "direct all-to-all: every pair, S/n each", [_pair_stage(groups, size / n, steps, what)]
     if all(len(c) == 1 for c in shapes):
-        s, d, b = _pairs(groups, wire * size / (n - 1))
-        return "direct inside the scale-up domain (each member to every other)", [Stage(s, d, b, steps, what)]
+        stage = _pair_stage(groups, wire * size / (n - 1), steps, what)
+        return "direct inside the scale-up domain (each member to every other)", [stage]
     if all(set(c.values()) == {1} for c in shapes):
         s, d, b = _ring(groups, wire * size)
         return "ring across domains (one rank per domain)", [Stage(s, d, b, steps, what)]
@@ -286,8 +305,8 @@ def collective_stages(
             inner_groups += members
             outer_groups += [[m[i] for m in members] for i in range(local)]
         inner_wire = collectives.wire_factor("reduce-scatter", local) * size / (local - 1)
-        rs = Stage(*_pairs(inner_groups, inner_wire), collectives.steps("reduce-scatter", local), what)
-        ag = Stage(*_pairs(inner_groups, inner_wire), collectives.steps("all-gather", local), what)
+        rs = _pair_stage(inner_groups, inner_wire, collectives.steps("reduce-scatter", local), what)
+        ag = _pair_stage(inner_groups, inner_wire, collectives.steps("all-gather", local), what)
         across = Stage(
             *_ring(outer_groups, collectives.wire_factor(op, outer) * size / local),
             collectives.steps(op, outer),
