@@ -162,3 +162,15 @@ def test_a_byte_order_mark_after_the_start_goes_to_ruamel():
     with pytest.raises(ValidationError, match=r"x\.yaml:3:1: malformed YAML"):
         _ruamel(refused)
     assert schemas._fast_yaml("\ufeffa: 1\n").data == {"a": 1}  # a BOM that starts the file is read alike
+
+
+@pytest.mark.parametrize(
+    "text", ["a:\n  1: x\n  '1': y\n", "2026-01-01: x\n'2026-01-01': y\n", "true: x\n'True': y\n", "null: x\nNone: y\n"]
+)
+def test_keys_that_read_as_the_same_text_are_a_duplicate_not_the_last_one(tmp_path, text):
+    """ruamel keeps 1 and '1' apart (an int and a str), but the plain data keys everything by its text: the
+    second would silently replace the first. Refused like any duplicate key, naming the file."""
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    with pytest.raises(ValidationError, match=r"keys\.yaml: malformed YAML: .*duplicate key"):
+        schemas.load_yaml(path)

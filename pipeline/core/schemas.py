@@ -51,7 +51,16 @@ def _line_of(doc: Any, parts: list[Any]) -> int | None:
 def to_plain(node: Any) -> Any:
     """ruamel's commented containers and scalar subclasses turned into plain JSON-like Python."""
     if isinstance(node, dict):
-        return {str(k): to_plain(v) for k, v in node.items()}
+        out = {str(k): to_plain(v) for k, v in node.items()}
+        if len(out) < len(node):  # 1 and '1' (or a date and its text): one would silently replace the other
+            seen: dict[str, Any] = {}
+            for k in node:
+                if str(k) in seen:
+                    raise ValueError(
+                        f"duplicate key {str(k)!r} (written as {seen[str(k)]!r} and as {k!r}); each key may appear once"
+                    )
+                seen[str(k)] = k
+        return out
     if isinstance(node, list):
         return [to_plain(v) for v in node]
     if isinstance(node, bool) or node is None:
