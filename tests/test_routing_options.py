@@ -351,3 +351,17 @@ def test_accelerator_order_is_remembered_per_graph_and_recomputed_when_nodes_cha
     other = nx.Graph()
     other.add_node("x-a0", kind="accelerator", domain="x", index=0)
     assert ordered_accelerators(other) == ["x-a0"]
+
+
+def test_an_estimate_at_an_offset_counts_the_domains_its_ranks_sit_on(built_registry, tmp_path):
+    """A co-running job placed after another (offset) reports the domains of its own accelerators: TP 4 × DP 2
+    from accelerator 4 sits on b0/gpu4–7 and b1/gpu0–3 (2 domains); the same job from accelerator 0 on b0 only."""
+    from pipeline.traffic.stage import estimate
+    from pipeline.traffic.view import View
+
+    g = _tiny(built_registry)
+    w = _train(tmp_path, tp=4, dp=2)
+    view = View(g, 0.0, {"scale_up_domain_size": 8, "nodes_by_kind": {}})
+    at = {off: estimate(built_registry, "tiny-1to7", w, off, view).revealing for off in (0, 4)}
+    assert (at[0]["domains_spanned"], at[0]["fits_in_one_domain"]) == (1, True)
+    assert (at[4]["domains_spanned"], at[4]["fits_in_one_domain"]) == (2, False)

@@ -168,7 +168,7 @@ def estimate(
         topology_id=topology_id,
         workload=workload,
         phases=result_phases,
-        revealing=revealing(view, workload),
+        revealing=revealing(view, workload, offset),
         sizing=sizing_summary(workload),
         failures=failures,
     )
