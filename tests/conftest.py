@@ -229,9 +229,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 
-    def rank(item: pytest.Item) -> tuple[bool, bool, bool]:
+    def rank(item: pytest.Item) -> tuple[bool, bool, bool, bool]:
         names = getattr(item, "fixturenames", ())
-        return "built_pipeline" not in names, item.get_closest_marker("slow") is None, "built_registry" in names
+        cold = item.get_closest_marker("cold_pipeline") is None  # before a `dvc exp run` redraws the report
+        return "built_pipeline" not in names, cold, item.get_closest_marker("slow") is None, "built_registry" in names
 
     items.sort(key=rank)  # stable: collection order within each rank
 

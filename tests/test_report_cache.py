@@ -136,6 +136,7 @@ def test_an_unwritable_cache_still_draws(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cold_pipeline  # a `dvc exp run` in the same clone redraws the report and prunes the cache to its run
 def test_a_rerun_from_the_cache_writes_the_cold_runs_bytes(built_pipeline: Path):
     """`dvc repro` in a fresh clone drew everything (its cache started empty); the report built again from the
     cache it left is byte for byte the same, and no entry was drawn again."""
