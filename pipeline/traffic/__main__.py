@@ -15,6 +15,11 @@ def main(lay: Layout) -> str:
     args = sys.argv[1:]
     if args not in ([], ["kv"], ["combine"]) and not (len(args) == 2 and args[0] in ("workload", "sharing")):
         raise UsageError(USAGE)
+    if args == ["combine"]:  # concatenating the parts needs DuckDB only, none of the estimating code
+        from .combine import combine
+
+        counts = combine(lay)
+        return "combined " + ", ".join(f"{n} {name} rows" for name, n in counts.items()) + " into registry/traffic/"
     # Imported once the arguments are known good: the stage's libraries (numpy, scipy, networkx, DuckDB,
     # pydantic) are most of a short run's CPU, and a usage error needs none of them.
     from . import stage
@@ -28,11 +33,8 @@ def main(lay: Layout) -> str:
     if args[0] == "sharing":
         n = stage.run_sharing(lay, args[1])
         return f"{n} shared phases into {lay.relative(stage.sharing_file(lay, args[1]))}"
-    if args == ["kv"]:
-        stage.run_kv(lay)
-        return "KV-transfer curve into registry/traffic/plots/kv_transfer.csv"
-    counts = stage.combine(lay)
-    return "combined " + ", ".join(f"{n} {name} rows" for name, n in counts.items()) + " into registry/traffic/"
+    stage.run_kv(lay)
+    return "KV-transfer curve into registry/traffic/plots/kv_transfer.csv"
 
 
 run_stage(main, collect_cycles=False)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.files import atomic_write_bytes
-from ..core.registry import Tables
-from . import sizing
-from .cost import send
-from .view import View
+
+if TYPE_CHECKING:
+    from ..core.registry import Tables
+    from .view import View
 
 PROMPTS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 KV_MODEL = {"layers": 80, "kv_heads": 8, "head_dim": 128, "dtype": "bf16"}  # the 70B model of the workloads
@@ -57,6 +57,10 @@ def write_phases(out: Path, tables: Tables) -> None:
 def write_kv(out: Path, views: dict[str, View]) -> None:
     """kv_transfer.csv: the 70B model's KV cache per decode rank, sent inside an NVL72 domain and across the
     fabric between 8-GPU servers, for each prompt length."""
+    # Imported here: the combine step writes the phase plots with this module and needs no estimating code.
+    from . import sizing
+    from .cost import send
+
     out.mkdir(parents=True, exist_ok=True)
     local, cross = views["nvidia-gb200-nvl72"], views["illustrative-h100-4096"]
     kv_rows = []

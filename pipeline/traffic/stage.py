@@ -14,109 +14,34 @@ from ..core.facts import load_facts
 from ..core.files import atomic_write_json
 from ..core.graphs import Topologies
 from ..core.paths import Layout
-from ..core.registry import Tables, concat_tables, remove_stale, write_table
-from ..core.schemas import load_yaml
+from ..core.registry import remove_stale, write_table
 from . import CAVEAT, ha, loads, plots
 from . import step as step_model
 from .calculator import view_for
 from .choices import StepChoices, load_step_choices
+from .combine import combine
 from .cost import Phase
 from .loads import RoutedPhase
+from .parts import (  # noqa: F401  (re-exported: callers know them as stage.*)
+    FAILURE_COLUMNS,
+    LINK_COLUMNS,
+    LINK_KEYS,
+    SHARING_COLUMNS,
+    TABLES,
+    TRAFFIC_COLUMNS,
+    WORKLOAD_COLUMNS,
+    WORKLOAD_TABLES,
+    sharing_file,
+    sharing_pairs,
+    traffic_dir,
+    workload_dir,
+    workload_paths,
+)
 from .phases import phases, routed_phases
 from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
 from .view import View
-from .workloads import Workload, find_workload, workload_paths
-
-TRAFFIC_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("workload_id", "VARCHAR"),
-    ("phase", "VARCHAR"),
-    ("description", "VARCHAR"),
-    ("collective", "VARCHAR"),
-    ("algorithm", "VARCHAR"),
-    ("group_size", "INTEGER"),
-    ("concurrent_groups", "INTEGER"),
-    ("count", "BIGINT"),
-    ("bytes_per_rank", "DOUBLE"),
-    ("bytes_on_wire_per_rank", "DOUBLE"),
-    ("network", "VARCHAR"),
-    ("tier", "VARCHAR"),
-    ("hops", "INTEGER"),
-    ("bottleneck_gbps", "DOUBLE"),
-    ("effective_gbps", "DOUBLE"),
-    ("latency_s", "DOUBLE"),
-    ("bandwidth_s", "DOUBLE"),
-    ("queueing_s", "DOUBLE"),
-    ("seconds", "DOUBLE"),
-    ("total_seconds", "DOUBLE"),
-    ("dominant", "VARCHAR"),
-    ("confidence", "VARCHAR"),
-    # The records a phase rests on, as structured data (never a string to parse back).
-    ("lineage", "STRUCT(reference_id VARCHAR, field VARCHAR, status VARCHAR, confidence VARCHAR)[]"),
-    ("notes", "VARCHAR"),
-]
-# One row per physical link and phase (both directions of the link in one row).
-LINK_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("workload_id", "VARCHAR"),
-    ("phase", "VARCHAR"),
-    ("source", "VARCHAR"),
-    ("target", "VARCHAR"),
-    ("network", "VARCHAR"),
-    ("tier", "VARCHAR"),
-    ("bytes_forward", "DOUBLE"),
-    ("bytes_reverse", "DOUBLE"),
-    ("capacity_gbps", "DOUBLE"),
-    ("utilization", "DOUBLE"),
-    ("flows", "INTEGER"),
-]
-LINK_KEYS = ("source", "target", "network", "tier", "bytes_forward", "bytes_reverse", "capacity_gbps")
-WORKLOAD_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("workload_id", "VARCHAR"),
-    ("accelerators", "INTEGER"),
-    ("accelerators_per_progress", "INTEGER"),
-    ("fits_in_one_domain", "BOOLEAN"),
-    ("communication_seconds", "DOUBLE"),
-    ("dominant_phase", "VARCHAR"),
-    ("confidence", "VARCHAR"),
-    ("sizing", "VARCHAR"),
-    ("memory_per_rank_bytes", "DOUBLE"),
-    ("accelerator_memory_bytes", "DOUBLE"),
-    ("fits", "VARCHAR"),
-    ("headroom_bytes", "DOUBLE"),
-    ("compute_seconds", "DOUBLE"),
-    ("exposed_communication_seconds", "DOUBLE"),
-    ("exposed_communication_at_least_seconds", "DOUBLE"),
-    ("step_seconds", "DOUBLE"),
-    ("ttft_seconds", "DOUBLE"),
-    ("tpot_seconds", "DOUBLE"),
-    ("step_missing", "VARCHAR"),
-    ("step_assumptions", "VARCHAR"),
-    ("caveat", "VARCHAR"),
-]
-FAILURE_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("workload_id", "VARCHAR"),
-    ("failure", "VARCHAR"),
-    ("route_survives", "BOOLEAN"),
-    ("bandwidth_before_gbps", "DOUBLE"),
-    ("bandwidth_after_gbps", "DOUBLE"),
-    ("explanation", "VARCHAR"),
-    ("not_established", "VARCHAR"),
-]
-SHARING_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("workload_id", "VARCHAR"),
-    ("other_workload", "VARCHAR"),
-    ("phase", "VARCHAR"),
-    ("network", "VARCHAR"),
-    ("other_utilization", "DOUBLE"),
-    ("added_queueing_s", "DOUBLE"),
-    ("protected", "BOOLEAN"),
-    ("explanation", "VARCHAR"),
-]
+from .workloads import Workload, find_workload
 
 
 @dataclass(kw_only=True)
@@ -240,32 +165,7 @@ def sharing(
     return a, b, rows
 
 
-# The per-item layout DVC runs (dvc.yaml): one stage per workload writes WORKLOAD_TABLES under
-# registry/traffic/workloads/<id>/ and its metrics under metrics/<id>/; one per sharing pair writes
-# registry/traffic/sharing/<id>.parquet; `combine` concatenates them into the tables every reader knows
-# (registry/traffic/<table>.parquet, same names and columns) and the plot data; `kv` writes the KV-transfer curve.
-# A changed workload reruns its own stage and the combine.
-TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
-    "traffic": (TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"]),
-    "traffic_links": (LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"]),
-    "traffic_workloads": (WORKLOAD_COLUMNS, ["topology_id", "workload_id"]),
-    "traffic_failures": (FAILURE_COLUMNS, ["topology_id", "workload_id", "failure"]),
-    "traffic_sharing": (SHARING_COLUMNS, ["topology_id", "workload_id", "other_workload", "phase"]),
-}
-WORKLOAD_TABLES = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")
-
-
-def traffic_dir(lay: Layout) -> Path:
-    return lay.registry_dir / "traffic"
-
-
-def workload_dir(lay: Layout, workload_id: str) -> Path:
-    return traffic_dir(lay) / "workloads" / workload_id
-
-
-def sharing_file(lay: Layout, workload_id: str) -> Path:
-    return traffic_dir(lay) / "sharing" / f"{workload_id}.parquet"
 
 
 class Views:
@@ -455,18 +355,6 @@ def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> d
     return metrics
 
 
-def sharing_pairs(lay: Layout) -> list[tuple[str, str]]:
-    """(workload, the workload it shares the cluster with), for every workload file that declares `shares_with`
-    (read from the files alone: the knobs in params.yaml do not change who shares with whom)."""
-    pairs = []
-    for path in workload_paths(lay):
-        data = load_yaml(path)[0]
-        other = data.get("shares_with") if isinstance(data, dict) else None
-        if other:
-            pairs.append((path.stem, str(other)))
-    return pairs
-
-
 def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> int:
     """`python -m pipeline.traffic sharing <id>`: the workload and its `shares_with` side by side on every target
     both name → registry/traffic/sharing/<id>.parquet (rows of traffic_sharing)."""
@@ -487,29 +375,6 @@ def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> in
     columns, order = TABLES["traffic_sharing"]
     write_table(path.parent, path.stem, columns, order, rows)
     return len(rows)
-
-
-def combine(lay: Layout) -> dict[str, int]:
-    """`python -m pipeline.traffic combine`: the per-item parts → registry/traffic/<table>.parquet (what the
-    report, the database views and every query read) and the plot data of the phases and links."""
-    out = traffic_dir(lay)
-    parts: dict[str, list[Path]] = {name: [] for name in TABLES}
-    for path in workload_paths(lay):
-        for name in WORKLOAD_TABLES:
-            parts[name].append(workload_dir(lay, path.stem) / f"{name}.parquet")
-    parts["traffic_sharing"] = [sharing_file(lay, wid) for wid, _ in sharing_pairs(lay)]
-    counts = {}
-    for name, (columns, order) in TABLES.items():
-        counts[name] = concat_tables(out, name, columns, order, parts[name])
-    names = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
-    with Tables({n: out / f"{n}.parquet" for n in names}) as t:
-        plots.write_phases(out / "plots", t)
-        # The caveats beside these numbers, for every page of the report: a file of their own, so the pages that
-        # show no traffic numbers do not rerun when a number moves (the words do not).
-        found = [r["c"] for r in t.rows("SELECT DISTINCT caveat AS c FROM traffic_workloads ORDER BY 1")]
-        found += [r["c"] for r in t.rows("SELECT DISTINCT not_established AS c FROM traffic_failures ORDER BY 1")]
-    atomic_write_json(out / "caveats.json", {"caveats": [c for c in dict.fromkeys(found) if c]})
-    return counts
 
 
 def run_kv(lay: Layout, views: Views | None = None) -> None:

@@ -18,6 +18,7 @@ from ..formats.workload import (
     TrainingWorkload,
     WorkloadFile,
 )
+from .parts import workload_paths
 
 
 @dataclass(frozen=True)
@@ -242,10 +243,6 @@ def _check_ranges(w: Workload, path: Path) -> None:
         raise ValidationError(
             f"{path}: at $.placement.ranges: rank {missing[0]} (and {len(missing) - 1} more) is not placed"
         )
-
-
-def workload_paths(lay: Layout) -> list[Path]:
-    return sorted((lay.root / "models" / "workloads").glob("*.yaml"))
 
 
 def find_workload(lay: Layout, workload_id: str) -> Workload:
