@@ -112,3 +112,15 @@ def find_root(start: Path | None = None) -> Path:
 
 def layout(root: Path | None = None) -> Layout:
     return Layout(root.resolve() if root else find_root())
+
+
+PARAMS_FILE = "params.yaml"
+
+
+def checkout_params(path: Path, folder: str) -> Path | None:
+    """The checkout's params.yaml for <root>/models/<folder>/<file>: the one home of the knobs people vary
+    (issue 17). None for a file elsewhere (a copy outside a checkout states its values itself) or no params.yaml."""
+    if path.parent.name != folder or path.parent.parent.name != "models":
+        return None
+    params = path.parent.parent.parent / PARAMS_FILE
+    return params if params.is_file() else None

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.errors import ValidationError
 from ..core.facts import FACT_TABLES, Fact, Facts, load_facts  # noqa: F401  (where the topology code finds them)
-from ..core.paths import Layout
+from ..core.paths import PARAMS_FILE, Layout, checkout_params
 from ..core.registry import Tables, table_paths
 from ..core.schemas import _line_of, load_yaml, validate
 
@@ -25,7 +25,6 @@ class Defaults:
 # The teaching defaults people vary (issue 17) live in the checkout's params.yaml under `topology`, at the same
 # path as in defaults.yaml (`topology.latency_ns.scale_up`, `topology.host_link.bandwidth`), so `dvc params diff`
 # shows them and `dvc exp run -S` varies them; defaults.yaml keeps the host link's unit and why. Never both places.
-PARAMS_FILE = "params.yaml"
 PARAMS_KEY = "topology"
 KNOBS = {
     "latency_ns": ("scale_up", "host", "scale_out", "frontend", "endpoint"),
@@ -36,10 +35,8 @@ KNOBS = {
 def merge_params(data: Any, doc: Any, path: Path) -> None:
     """Put params.yaml's `topology` values into the defaults document (<root>/models/topology/defaults.yaml);
     refuse a value set in both places, a key that is not a default, and a value that is not a number."""
-    if path.parent.name != "topology" or path.parent.parent.name != "models" or not isinstance(data, dict):
-        return
-    params = path.parent.parent.parent / PARAMS_FILE
-    if not params.is_file():
+    params = checkout_params(path, "topology")
+    if params is None or not isinstance(data, dict):
         return
     pdata, pdoc = load_yaml(params)
     block = pdata.get(PARAMS_KEY) if isinstance(pdata, dict) else None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ValidationError
+from ..core.paths import PARAMS_FILE, checkout_params
 from ..core.schemas import _line_of, json_path, load_model, load_yaml
 from ..formats.calibration import (
     CALIBRATION_PATH,
@@ -26,7 +27,6 @@ from ..formats.calibration import (
     Status,
     StepLatency,
 )
-from .workloads import PARAMS_FILE
 
 __all__ = [
     "CALIBRATION_PATH",
@@ -57,18 +57,10 @@ __all__ = [
 PARAMS_KEY = "calibration"
 
 
-def params_path(path: Path) -> Path | None:
-    """The checkout's params.yaml for <root>/models/calibration/<file>.yaml (None for a file elsewhere)."""
-    if path.parent.name != "calibration" or path.parent.parent.name != "models":
-        return None
-    params = path.parent.parent.parent / PARAMS_FILE
-    return params if params.is_file() else None
-
-
 def params_numbers(path: Path) -> tuple[dict[tuple[str, ...], float], Path | None, Any]:
     """The numbers params.yaml sets for the calibration file at `path`: {path parts: value}, the params file and
     its document (for line numbers); empty when there is no params.yaml or it has no `calibration`."""
-    params = params_path(path)
+    params = checkout_params(path, "calibration")
     if params is None:
         return {}, None, None
     data, doc = load_yaml(params)

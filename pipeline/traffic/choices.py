@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ValidationError
+from ..core.paths import PARAMS_FILE
 from ..core.schemas import _line_of, load_yaml
-from .workloads import PARAMS_FILE
 
 # What each choice means, and the bounds it must keep.
 CHOICES = {

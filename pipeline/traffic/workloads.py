@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UnknownIdError, ValidationError, did_you_mean
-from ..core.paths import Layout, check_slug
+from ..core.paths import Layout, check_slug, checkout_params
 from ..core.schemas import _line_of, load_model, load_yaml
 from ..formats.workload import (
     Inference,
@@ -54,15 +54,6 @@ KNOBS = {
     "training": ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len"),
     "inference": ("tp", "prefill_tp", "decode_tp", "batch", "prompt_tokens", "output_tokens", "requests_per_second"),
 }
-PARAMS_FILE = "params.yaml"
-
-
-def params_path(workload_path: Path) -> Path | None:
-    """The checkout's params.yaml for models/workloads/<id>.yaml (None for a file elsewhere)."""
-    if workload_path.parent.name != "workloads" or workload_path.parent.parent.name != "models":
-        return None
-    path = workload_path.parent.parent.parent / PARAMS_FILE
-    return path if path.is_file() else None
 
 
 def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
@@ -118,7 +109,7 @@ def _merge_knobs(data: Any, path: Path) -> dict[str, str]:
     """Put params.yaml's knobs into the workload's training / inference block; a knob in both is an error.
     Returns where each merged knob is written (`$.<kind>.<knob>` → `params.yaml:LINE: at $.workloads.<id>.<knob>`),
     so a check of the merged value names the file the value is in."""
-    params = params_path(path)
+    params = checkout_params(path, "workloads")
     if params is None or not isinstance(data, dict) or not isinstance(data.get("id"), str):
         return {}
     knobs, doc = knobs_for(data["id"], params)
@@ -153,7 +144,7 @@ def standalone_text(path: Path) -> str:
     """The workload file as it reads outside a checkout: its knobs from params.yaml written into its training /
     inference block (to share one workload, or to start a variant elsewhere)."""
     text = path.read_text(encoding="utf-8")
-    params = params_path(path)
+    params = checkout_params(path, "workloads")
     data = load_yaml(path)[0]
     if params is None or not isinstance(data, dict) or data.get("kind") not in KNOBS:
         return text
