@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import http.client
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,25 @@ from pipeline.core.registry import ensure_database
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
+
+
+def form_factor(path: Path) -> str:
+    """A reference model's form factor, read from its file (tests discover references by it: adding one needs no
+    test edit)."""
+    match = re.search(r"^form_factor:\s*(\S+)", path.read_text(), re.MULTILINE)
+    assert match, f"{path}: no form_factor"
+    return match.group(1)
+
+
+def references_of(*form_factors: str) -> list[str]:
+    """Ids of the shipped reference models of the given form factors, sorted."""
+    return sorted(p.stem for p in (ROOT / "models" / "references").glob("*.yaml") if form_factor(p) in form_factors)
+
+
+# Systems with a topology of their own (servers, racks); cluster-level references are built from their cluster
+# model and tested as clusters; switch and NIC references are network products with no system topology.
+SYSTEM_REFERENCES = references_of("server", "rack")
+CLUSTERS = sorted(p.stem for p in (ROOT / "models" / "clusters").glob("*.yaml"))
 
 
 def working_tree_files(root: Path = ROOT) -> list[str]:

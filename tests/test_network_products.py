@@ -7,11 +7,11 @@ hand from the transcribed vendor figures (ports x port speed, a split port's rat
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
+from conftest import form_factor, references_of
 
 from pipeline.core.errors import CompileError, UsageError
 from pipeline.query import rows
@@ -20,15 +20,7 @@ from pipeline.topology import stage
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
-def _form_factor(path: Path) -> str:
-    match = re.search(r"^form_factor:\s*(\S+)", path.read_text(), re.MULTILINE)
-    assert match, f"{path}: no form_factor"
-    return match.group(1)
-
-
-NETWORK_PRODUCTS = sorted(
-    p.stem for p in (MODELS / "references").glob("*.yaml") if _form_factor(p) in ("switch", "nic")
-)
+NETWORK_PRODUCTS = references_of("switch", "nic")
 HELIOS_CLUSTER = "amd-helios-vulcano800-2tier-1152"
 
 
@@ -43,7 +35,7 @@ def test_references_lists_each_network_product_with_its_form_factor(built_regist
     assert result.code == 0
     listed = {r["reference_id"]: r["form_factor"] for r in json.loads(result.out)}
     for ref in NETWORK_PRODUCTS:
-        assert listed[ref] == _form_factor(MODELS / "references" / f"{ref}.yaml")
+        assert listed[ref] == form_factor(MODELS / "references" / f"{ref}.yaml")
     assert listed["nvidia-dgx-h100"] == "server"
 
 

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
-from pathlib import Path
 
 import networkx as nx
 import pytest
+from conftest import CLUSTERS, SYSTEM_REFERENCES
 
 from pipeline.topology import stage
 from pipeline.topology.export import write_exports, write_graphml, write_node_link
 from pipeline.topology.facts import load_facts
 from pipeline.topology.summary import summarize
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
-
-
-def _form_factor(path: Path) -> str:
-    match = re.search(r"^form_factor:\s*(\S+)", path.read_text(), re.MULTILINE)
-    assert match, f"{path}: no form_factor"
-    return match.group(1)
-
-
-# Discovered from models/ by form factor: adding a reference or a cluster needs no test edit. Cluster-level
-# references are built from their cluster model, so they are tested as clusters; switch and NIC references are
-# network products with no system topology (tests/test_network_products.py).
-REFERENCES = sorted(p.stem for p in (MODELS / "references").glob("*.yaml") if _form_factor(p) in ("server", "rack"))
-CLUSTERS = sorted(p.stem for p in (MODELS / "clusters").glob("*.yaml"))
+REFERENCES = SYSTEM_REFERENCES
 
 
 @pytest.fixture(scope="module")

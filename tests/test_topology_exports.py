@@ -7,28 +7,17 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import re
 import zlib
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import pytest
+from conftest import CLUSTERS, SYSTEM_REFERENCES
 
 from pipeline.topology import export
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
-
-
-def _form_factor(path: Path) -> str:
-    match = re.search(r"^form_factor:\s*(\S+)", path.read_text(), re.MULTILINE)
-    assert match, f"{path}: no form_factor"
-    return match.group(1)
-
-
 # Discovered from models/: system references (servers, racks) export plain files, clusters gzip-compressed ones.
-REFERENCES = sorted(p.stem for p in (MODELS / "references").glob("*.yaml") if _form_factor(p) in ("server", "rack"))
-CLUSTERS = sorted(p.stem for p in (MODELS / "clusters").glob("*.yaml"))
+REFERENCES = SYSTEM_REFERENCES
 # Reading a cluster's GraphML back through ElementTree takes seconds (the largest: tens of seconds).
 TOPOLOGIES = [*REFERENCES, *(pytest.param(c, marks=pytest.mark.slow) for c in CLUSTERS)]
 
