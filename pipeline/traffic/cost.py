@@ -316,22 +316,12 @@ def frontend(view: View, what: str, size: float, acc: str) -> Cost:
     lineage = frozenset(Lineage.of_edge(view.reference, d) for d in edges)
     if nic_speed is None:
         # The phase is reported with its bytes and route and no time; the other phases are still costed.
-        return Cost(
-            algorithm="request/response",
-            bytes_on_wire_per_rank=size,
-            network="frontend",
-            tier="frontend network",
-            hops=hops,
-            bottleneck_gbps=None,
-            effective_gbps=None,
-            latency_s=0.0,
-            bandwidth_s=0.0,
-            queueing_s=0.0,
-            lineage=lineage,
-            notes=f"seconds unknown: {FRONTEND_SPEED_UNKNOWN.format(reference=view.reference)}",
-            unknown=f"{what}: {FRONTEND_SPEED_UNKNOWN.format(reference=view.reference)}",
-        )
-    est = collectives.estimate("send", 2, size, _bytes(nic_speed, what), view.endpoint_s + hops * per_hop)
+        why = FRONTEND_SPEED_UNKNOWN.format(reference=view.reference)
+        latency_s, bandwidth_s, notes, unknown = 0.0, 0.0, f"seconds unknown: {why}", f"{what}: {why}"
+    else:
+        est = collectives.estimate("send", 2, size, _bytes(nic_speed, what), view.endpoint_s + hops * per_hop)
+        latency_s, bandwidth_s, unknown = est.latency_seconds, est.bandwidth_seconds, ""
+        notes = f"frontend share per accelerator {view.summary['per_accelerator'].get('frontend_gbps')} Gb/s"
     return Cost(
         algorithm="request/response",
         bytes_on_wire_per_rank=size,
@@ -340,9 +330,10 @@ def frontend(view: View, what: str, size: float, acc: str) -> Cost:
         hops=hops,
         bottleneck_gbps=nic_speed,
         effective_gbps=nic_speed,
-        latency_s=est.latency_seconds,
-        bandwidth_s=est.bandwidth_seconds,
+        latency_s=latency_s,
+        bandwidth_s=bandwidth_s,
         queueing_s=0.0,
         lineage=lineage,
-        notes=f"frontend share per accelerator {view.summary['per_accelerator'].get('frontend_gbps')} Gb/s",
+        notes=notes,
+        unknown=unknown,
     )
