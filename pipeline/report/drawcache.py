@@ -30,13 +30,13 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core.code import fingerprint
 from ..core.paths import Layout
-from . import STYLE
+from . import STYLE, workers
 
 CACHE_FORMAT = 1
 PIPELINE_DIR = Path(__file__).resolve().parents[1]
@@ -162,18 +162,29 @@ class DrawingCache:
     def draw(self, name: str, *args: Any) -> bytes:
         """The drawing `name` ("module.function" of this package) of `args`, or the stored result of the same call
         under the same environment."""
-        key = self.key(name, args)
-        if key is not None:
-            self._used.add(self.path(key))
-            svg = self.read(key)
-            if svg is not None:
-                self.hits += 1
-                return svg
-        self.misses += 1
-        svg = drawing(name)(*args)
-        if key is not None:
-            self.write(key, svg)
-        return svg
+        return self.start([(name, args)]).results()[0]
+
+    def start(self, calls: Sequence[tuple[str, tuple[Any, ...]]], helpers: int | None = None) -> Pending:
+        """Look every call up and start drawing the missing ones (in a forked helper process too, see workers:
+        `helpers` of them, by default one where there are two CPUs); the caller may do other work, then collect
+        all SVGs, in the calls' order, with `results()`."""
+        keys = [self.key(name, args) for name, args in calls]
+        svgs: list[bytes | None] = []
+        for key in keys:
+            if key is not None:
+                self._used.add(self.path(key))
+            svgs.append(None if key is None else self.read(key))
+        missing = [i for i, svg in enumerate(svgs) if svg is None]
+        self.hits += len(calls) - len(missing)
+        self.misses += len(missing)
+        jobs = [calls[i] for i in missing]
+        if jobs:  # imported before any fork, so a helper shares them
+            import matplotlib.backends.backend_svg  # noqa: F401 — what savefig(format="svg") loads
+
+            for name in {name for name, _ in jobs}:
+                drawing(name)
+        helper = (workers.helpers() if helpers is None else helpers) > 0 and len(jobs) > 1
+        return Pending(self, keys, svgs, missing, workers.Batch(jobs, drawing, helper))
 
     def prune(self) -> None:
         """Remove the entries this run did not use (a finished run's drawings are the ones worth keeping)."""
@@ -181,3 +192,30 @@ class DrawingCache:
             for entry in self.directory.glob(f"*{ENTRY_SUFFIX}"):
                 if entry not in self._used:
                     entry.unlink(missing_ok=True)
+
+
+class Pending:
+    """Drawings looked up and under way (DrawingCache.start)."""
+
+    def __init__(
+        self,
+        cache: DrawingCache,
+        keys: list[dict[str, Any] | None],
+        svgs: list[bytes | None],
+        missing: list[int],
+        batch: workers.Batch,
+    ) -> None:
+        self._cache, self._keys, self._svgs, self._missing, self._batch = cache, keys, svgs, missing, batch
+
+    def results(self) -> list[bytes]:
+        """Every call's SVG, in the calls' order; the ones drawn now are stored in the cache."""
+        for i, svg in zip(self._missing, self._batch.results(), strict=True):
+            self._svgs[i] = svg
+            key = self._keys[i]
+            if key is not None:
+                self._cache.write(key, svg)
+        return [svg for svg in self._svgs if svg is not None]
+
+    def cancel(self) -> None:
+        """Stop drawing what `results` was not asked for (the caller failed first); no-op after `results`."""
+        self._batch.cancel()

@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle
 
 from . import LAYOUT_CAVEAT
 from .cells import Cell
-from .drawings import KIND_STYLE, _styled, part_layout
+from .drawings import KIND_STYLE, _axis_off, _styled, part_layout
 
 CMAP = colormaps["YlOrRd"]
 UNLOADED = "#d9d9d9"  # a drawn link that this workload does not use
@@ -58,7 +58,7 @@ def _figure(width: float, height: float, left: float) -> tuple[Figure, Any]:
     from `left` to 1.6 in short of the right edge, a colour bar in that margin, a caption line at the bottom."""
     fig = Figure(figsize=(width, height))
     ax = fig.add_axes((left / width, 0.6 / height, (width - left - 1.6) / width, (height - 1.05) / height))
-    ax.axis("off")
+    _axis_off(ax)
     return fig, ax
 
 

@@ -60,7 +60,10 @@ def plot(log: dict[str, Any]) -> bytes:
     import matplotlib
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context(STYLE):  # applied only while the plot is drawn, as drawings.py does
+    from .drawings import _shared_text_metrics
+
+    # Applied only while the plot is drawn, as drawings.py does.
+    with matplotlib.rc_context(STYLE), _shared_text_metrics():
         fig = Figure(figsize=(7, 3.4))
         ax = fig.add_subplot()
         rows = log["rows"]
@@ -87,18 +90,31 @@ def plot(log: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def write(
-    lay: Layout, out: Path, env: Any, caveats: list[str], render: Callable[[dict[str, Any]], bytes] = plot
-) -> dict[str, Any]:
-    """Write measured.html and one plot per log under `out` (each drawn by `render`: `plot`, or the report's
-    drawing cache in front of it); return the index's link to the page."""
+def read(lay: Layout) -> list[dict[str, Any]]:
+    """The logs the page shows (each with its plot's path in the report, `log["plot"]`)."""
     with Tables({TABLE: table_path(lay)}) as t:
         rows = t.rows(f"SELECT * FROM {TABLE} ORDER BY measurement_id, placement, bytes, line")
-    logs = _logs(rows)
-    for log in logs:
-        atomic_write_bytes(out / log["plot"], render(log))
+    return _logs(rows)
+
+
+def write_page(
+    out: Path,
+    env: Any,
+    caveats: list[str],
+    logs: list[dict[str, Any]],
+    write: Callable[[Path, bytes], None] = atomic_write_bytes,
+) -> dict[str, Any]:
+    """Write measured.html under `out` with `write` (the plots are the caller's); return the index's link to it."""
     page = env.get_template("measured.html.j2").render(
         title="Model vs measured (nccl-tests / rccl-tests logs)", root="", caveats=caveats, logs=logs
     )
-    atomic_write_bytes(out / PAGE, page.encode())
+    write(out / PAGE, page.encode())
     return {"page": PAGE, "logs": len(logs)}
+
+
+def write(lay: Layout, out: Path, env: Any, caveats: list[str]) -> dict[str, Any]:
+    """Write measured.html and one plot per log under `out`; return the index's link to the page."""
+    logs = read(lay)
+    for log in logs:
+        atomic_write_bytes(out / log["plot"], plot(log))
+    return write_page(out, env, caveats, logs)

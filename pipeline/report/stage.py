@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,30 @@ def _begin(lay: Layout, parts: Any, reads: Any) -> tuple[Path, Any, Any, Any, An
     return out, env, con, caveats, refs, summaries, clusters
 
 
+class _Writer:
+    """The report's files written by a few threads while this one draws: each write is atomic and synced
+    (atomic_write_bytes), and a sync waits for the disk without holding the interpreter, so ~70 of them in a row
+    were a third of a warm run's wall time. Started only after the drawing helper is forked (see workers);
+    `close` waits for every write and raises the first failure."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._writes: list[Future[None]] = []
+
+    def __call__(self, path: Path, data: bytes) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="report-write")
+        self._writes.append(self._pool.submit(atomic_write_bytes, path, data))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        writes, self._writes = self._writes, []
+        for write in writes:
+            write.result()
+
+
 def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
     """Rows split by one column, each group in the order the query returned it."""
     groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
@@ -197,43 +222,54 @@ def run_models(lay: Layout) -> Path:
         )
     finally:
         con.close()
+    # Every drawing is started first (see DrawingCache.start: a helper process draws while the pages are
+    # written here), then collected and written.
+    drawings: list[tuple[str, tuple[Any, ...]]] = []
+    targets: list[Path] = []
     for ref in refs:
         rid = ref["reference_id"]
-        fields = fields_of.get(rid, [])
-        cites = _grouped(cites_of.get(rid, []), "field")
-        for f in fields:
-            f["value"] = _value(f)
-            f["citations"] = cites.get(f["field"], [])
-        # A cluster-level reference is drawn by tier below, into the same file: drawing its tens of thousands
-        # of parts one by one here would only be overwritten.
-        if rid in cluster_ids:
-            has_drawing = rid in with_nodes
-        else:
-            nodes = nodes_of.get(rid, [])
-            has_drawing = bool(nodes)
-            if has_drawing:
-                svg = cache.draw("drawings.draw_reference", ref["title"], nodes, edges_of.get(rid, []))
-                atomic_write_bytes(out / "drawings" / f"{rid}.svg", svg)
-        summary = summaries.get(rid)
-        page = env.get_template("reference.html.j2").render(
-            title=ref["title"],
-            root="../",
-            caveats=caveats,
-            ref=ref,
-            fields=fields,
-            drawing=has_drawing,
-            assumptions=assumptions_of.get(rid, []),
-            summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
-        )
-        atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
+        if rid not in cluster_ids and nodes_of.get(rid):
+            drawings.append(("drawings.draw_reference", (ref["title"], nodes_of[rid], edges_of.get(rid, []))))
+            targets.append(out / "drawings" / f"{rid}.svg")
     for s in clusters:
         tid = s["topology_id"]
         # No leaf or no scale-out NIC: 0, as count(DISTINCT ...) over no rows said.
-        pods, rails = pods_of.get(tid, 0), rails_of.get(tid, 0)
-        svg = cache.draw("drawings.draw_cluster", s["title"], s, pods, rails)
-        atomic_write_bytes(out / "drawings" / f"{tid}.svg", svg)
-        page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
-        atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
+        drawings.append(("drawings.draw_cluster", (s["title"], s, pods_of.get(tid, 0), rails_of.get(tid, 0))))
+        targets.append(out / "drawings" / f"{tid}.svg")
+    pending = cache.start(drawings)
+    write = _Writer()
+    try:
+        for ref in refs:
+            rid = ref["reference_id"]
+            fields = fields_of.get(rid, [])
+            cites = _grouped(cites_of.get(rid, []), "field")
+            for f in fields:
+                f["value"] = _value(f)
+                f["citations"] = cites.get(f["field"], [])
+            # A cluster-level reference is drawn by tier (as a cluster, above), not part by part: its tens of
+            # thousands of parts would only be overwritten in the same file.
+            has_drawing = rid in with_nodes if rid in cluster_ids else bool(nodes_of.get(rid))
+            summary = summaries.get(rid)
+            page = env.get_template("reference.html.j2").render(
+                title=ref["title"],
+                root="../",
+                caveats=caveats,
+                ref=ref,
+                fields=fields,
+                drawing=has_drawing,
+                assumptions=assumptions_of.get(rid, []),
+                summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
+            )
+            write(out / "reference" / f"{rid}.html", page.encode())
+        for s in clusters:
+            tid = s["topology_id"]
+            page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
+            write(out / "cluster" / f"{tid}.html", page.encode())
+        for target, svg in zip(targets, pending.results(), strict=True):
+            write(target, svg)
+    finally:
+        pending.cancel()  # nothing left to stop once the results are in
+        write.close()
     cache.prune()
     return out
 
@@ -255,50 +291,61 @@ def run_pages(lay: Layout) -> Path:
         sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     finally:
         con.close()
-    heat_maps = _heat_maps(cache, out, summaries, cells, cluster_pods, link_loads, parts)
-    # The drawings report-models wrote: every reference with parts, then every cluster (the index links them).
-    drawing_links = [
-        {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
-        for rid in (r["reference_id"] for r in refs)
-        if rid in drawn
-    ] + [
-        {"src": f"drawings/{tid}.svg", "page": f"cluster/{tid}.html", "alt": f"structure of cluster {tid}"}
-        for tid in (c["topology_id"] for c in clusters)
-    ]
-    by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for w in workloads:
-        key = (w["topology_id"], w["workload_id"])
-        by_workload[w["workload_id"]].append(
-            {
-                **w,
-                "phases": [p for p in traffic if (p["topology_id"], p["workload_id"]) == key],
-                "failures": [f for f in failures if (f["topology_id"], f["workload_id"]) == key],
-                "sharing": [s for s in sharing if (s["topology_id"], s["workload_id"]) == key],
-                "missing": json.loads(w.get("step_missing") or "[]"),
-                "step_assumptions": json.loads(w.get("step_assumptions") or "[]"),
-                "heat_map": heat_maps.get(key),
-            }
+    # Every drawing is started first (see DrawingCache.start: a helper process draws while the pages are
+    # written here), then collected and written: (path in the report, drawing, arguments).
+    heat_maps, drawings = _heat_maps(summaries, cells, cluster_pods, link_loads, parts)
+    plots = _plots(drawings, traffic, lay)
+    logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
+    drawings += [(log["plot"], "measured.plot", (log,)) for log in logs]
+    pending = cache.start([(name, args) for _, name, args in drawings])
+    write = _Writer()
+    try:
+        # The drawings report-models wrote: every reference with parts, then every cluster (the index links them).
+        drawing_links = [
+            {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
+            for rid in (r["reference_id"] for r in refs)
+            if rid in drawn
+        ] + [
+            {"src": f"drawings/{tid}.svg", "page": f"cluster/{tid}.html", "alt": f"structure of cluster {tid}"}
+            for tid in (c["topology_id"] for c in clusters)
+        ]
+        by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for w in workloads:
+            key = (w["topology_id"], w["workload_id"])
+            by_workload[w["workload_id"]].append(
+                {
+                    **w,
+                    "phases": [p for p in traffic if (p["topology_id"], p["workload_id"]) == key],
+                    "failures": [f for f in failures if (f["topology_id"], f["workload_id"]) == key],
+                    "sharing": [s for s in sharing if (s["topology_id"], s["workload_id"]) == key],
+                    "missing": json.loads(w.get("step_missing") or "[]"),
+                    "step_assumptions": json.loads(w.get("step_assumptions") or "[]"),
+                    "heat_map": heat_maps.get(key),
+                }
+            )
+        for wid, targets in sorted(by_workload.items()):
+            page = env.get_template("workload.html.j2").render(
+                title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
+            )
+            write(out / "workload" / f"{wid}.html", page.encode())
+        compared = measured.write_page(out, env, caveats, logs, write)
+        index = env.get_template("index.html.j2").render(
+            title="fabricref report",
+            root="",
+            caveats=caveats,
+            references=refs,
+            clusters=clusters,
+            workloads=workloads,
+            drawings=drawing_links,
+            plots=plots,
+            measured=compared,
         )
-    for wid, targets in sorted(by_workload.items()):
-        page = env.get_template("workload.html.j2").render(
-            title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
-        )
-        atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
-    plots = _plots(cache, out, traffic, lay)
-    # Model vs measured logs: its own page.
-    compared = measured.write(lay, out, env, caveats, lambda log: cache.draw("measured.plot", log))
-    index = env.get_template("index.html.j2").render(
-        title="fabricref report",
-        root="",
-        caveats=caveats,
-        references=refs,
-        clusters=clusters,
-        workloads=workloads,
-        drawings=drawing_links,
-        plots=plots,
-        measured=compared,
-    )
-    atomic_write_bytes(out / "index.html", index.encode())
+        write(out / "index.html", index.encode())
+        for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
+            write(out / path, svg)
+    finally:
+        pending.cancel()
+        write.close()
     cache.prune()
     return out
 
@@ -373,31 +420,34 @@ def _reference_loads(
     return loads, {tid: (nodes.get(tid, []), edges.get(tid, [])) for tid in tids}
 
 
+Drawings = list[tuple[str, str, tuple[Any, ...]]]  # (path in the report, drawing, arguments)
+
+
 def _heat_maps(
-    cache: DrawingCache,
-    out: Path,
     summaries: dict[str, dict[str, Any]],
     cells: dict[tuple[str, str], list[Cell]],
     cluster_pods: dict[str, int],
     loads: dict[tuple[str, str], dict[tuple[str, str], float]],
     parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
-) -> dict[tuple[str, str], str]:
+) -> tuple[dict[tuple[str, str], str], Drawings]:
     """One link-load heat map per topology × workload in `traffic_links`: link by link on a reference's parts
-    drawing, per tier and pod on a cluster. Returns (topology, workload) → the SVG's path in the report."""
+    drawing, per tier and pod on a cluster. Returns (topology, workload) → the SVG's path in the report, and the
+    drawings to make."""
     found: dict[tuple[str, str], str] = {}
+    drawings: Drawings = []
     for tid, wid in sorted({*cells, *loads}):
         title = f"{wid} on {summaries.get(tid, {}).get('title') or tid}"
-        if tid in cluster_pods:
-            svg = cache.draw("heat.draw_tier_pod_load", title, cells[(tid, wid)], cluster_pods[tid])
-        else:
-            svg = cache.draw("heat.draw_link_load", title, *parts[tid], loads[(tid, wid)])
         path = f"load/{tid}/{wid}.svg"
-        atomic_write_bytes(out / path, svg)
+        if tid in cluster_pods:
+            drawings.append((path, "heat.draw_tier_pod_load", (title, cells[(tid, wid)], cluster_pods[tid])))
+        else:
+            drawings.append((path, "heat.draw_link_load", (title, *parts[tid], loads[(tid, wid)])))
         found[(tid, wid)] = path
-    return found
+    return found, drawings
 
 
-def _plots(cache: DrawingCache, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+def _plots(drawings: Drawings, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+    """The index's plots (their drawings appended to `drawings`)."""
     cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for p in traffic:
         key = f"{p['workload_id']} @ {p['topology_id']}"
@@ -405,35 +455,21 @@ def _plots(cache: DrawingCache, out: Path, traffic: list[dict[str, Any]], lay: L
             cases[key][i] += p[term] * p["count"]
     labels = sorted(cases)
     series = {name: [cases[k][i] for k in labels] for i, name in enumerate(("overhead", "bandwidth", "queueing"))}
-    atomic_write_bytes(
-        out / "plots" / "phase-times.svg",
-        cache.draw(
-            "drawings.bar_chart",
-            "Communication time per step / request: overhead, bandwidth, queueing",
-            labels,
-            series,
-            "seconds",
-        ),
-    )
+    title = "Communication time per step / request: overhead, bandwidth, queueing"
+    drawings.append(("plots/phase-times.svg", "drawings.bar_chart", (title, labels, series, "seconds")))
     kv_csv = lay.registry_dir / "traffic" / "plots" / "kv_transfer.csv"
     result = [{"src": "plots/phase-times.svg", "alt": "time per workload split into overhead, bandwidth, queueing"}]
     if kv_csv.exists():
         lines = [line.split(",") for line in kv_csv.read_text().splitlines()[1:]]
         if lines:
             x = [float(r[0]) for r in lines]
-            atomic_write_bytes(
-                out / "plots" / "kv-transfer.svg",
-                cache.draw(
-                    "drawings.line_chart",
-                    "KV-cache transfer: local inside NVL72 vs across the fabric (70B, per decode rank)",
-                    x,
-                    {
-                        "local (NVL72 scale-up)": [float(r[1]) for r in lines],
-                        "cross-domain (400G fabric)": [float(r[2]) for r in lines],
-                    },
-                    "prompt tokens",
-                    "seconds",
-                ),
+            title = "KV-cache transfer: local inside NVL72 vs across the fabric (70B, per decode rank)"
+            series = {
+                "local (NVL72 scale-up)": [float(r[1]) for r in lines],
+                "cross-domain (400G fabric)": [float(r[2]) for r in lines],
+            }
+            drawings.append(
+                ("plots/kv-transfer.svg", "drawings.line_chart", (title, x, series, "prompt tokens", "seconds"))
             )
             result.append({"src": "plots/kv-transfer.svg", "alt": "KV transfer time local vs cross-domain"})
     return result
