@@ -87,7 +87,8 @@ def test_the_environment_is_the_stages_code_fingerprint_the_libraries_settings_a
     assert {"pipeline/report/heat.py", "pipeline/report/drawings.py", "pipeline/report/cells.py"} <= set(
         line.split("  ", 1)[1] for line in listed.decode().splitlines()
     )
-    assert env["matplotlib"] and env["numpy"] and len(env["rcparams_sha256"]) == 64
+    assert env["matplotlib"] and env["numpy"] and env["pyparsing"] and len(env["rcparams_sha256"]) == 64
+    assert env["freetype"].count(".") == 2  # e.g. "2.6.1"
     assert env["font"]["name"].endswith(".ttf") and len(env["font"]["sha256"]) == 64
 
 

@@ -8,8 +8,8 @@ version; the key holds all of them, so any change to any of them draws afresh:
 - the arguments, serialised exactly (floats as hex, dict order and tuple / list kept, as the drawing sees them);
 - the stage's code: a hash of every file of its import closure and its templates, as the `code` stage lists them
   (any edit there invalidates every entry);
-- matplotlib's and numpy's versions, Python's version, every matplotlib setting in effect (rcParams, so a
-  `matplotlibrc` counts) and the SHA-256 of the font file the text is measured with.
+- matplotlib's, numpy's, pyparsing's and FreeType's versions, Python's version, every matplotlib setting in
+  effect (rcParams, so a `matplotlibrc` counts) and the SHA-256 of the font file the text is measured with.
 
 An entry is one file: a JSON line (the key and the SVG's SHA-256), then the SVG. It is used only if it stores exactly
 the key asked for and the SVG still matches its digest; anything else (stale, edited, torn) is drawn again and
@@ -18,7 +18,8 @@ cache cannot be written draws everything each time. Nothing here changes a byte 
 report (`models`, `pages`) keeps its own directory and, after a run, only the entries that run used: the cache
 holds one report's drawings, not every drawing ever made.
 
-matplotlib is imported only on a miss (and, once per run, to read its settings for the key).
+matplotlib is imported only on a miss (and, once per run, to read its settings for the key). The misses of a
+run are drawn together (`start`), in this process and a forked helper (workers.py).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def _environment() -> dict[str, Any]:
     """What besides the arguments shapes an SVG: the report's code, the libraries, settings and font."""
     import matplotlib
     import numpy
+    import pyparsing  # matplotlib's mathtext parser (imported by matplotlib itself)
+    from matplotlib import ft2font
     from matplotlib.font_manager import FontProperties, findfont
 
     with matplotlib.rc_context(STYLE):
@@ -87,6 +90,9 @@ def _environment() -> dict[str, Any]:
         "python": list(sys.version_info[:2]),
         "matplotlib": matplotlib.__version__,
         "numpy": numpy.__version__,
+        "pyparsing": pyparsing.__version__,
+        # The FreeType that measures the text (bundled with matplotlib's wheels, a system one in a source build).
+        "freetype": ft2font.__freetype_version__,
         "rcparams_sha256": _sha256_json(settings),
         "font": {"name": font.name, "sha256": _sha256(font.read_bytes())},
     }

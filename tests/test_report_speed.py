@@ -1,0 +1,125 @@
+"""What makes a cold report fast changes no byte: drawings made in a forked helper process come back complete and
+in order (and a helper's failure is drawn again here), and the shortcuts inside a drawing (text measured once per
+process, hidden axes skipping their tick layout) give exactly the SVG matplotlib gives without them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from pipeline.report import STYLE, drawings, heat, workers
+from pipeline.report.cells import Cell
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs in a fresh interpreter: the pytest process (an xdist worker) runs threads, and the report never forks then.
+QUEUE_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from pipeline.report import workers
+
+    parent = os.getpid()
+
+    def draw(name):
+        def made(i):
+            time.sleep(0.02)  # long enough that both processes take some of the queue
+            if name == "fails-in-helper" and os.getpid() != parent:
+                raise RuntimeError("only the helper fails")
+            return f"{i}:{'parent' if os.getpid() == parent else 'helper'}".encode()
+        return made
+
+    name = sys.argv[1]
+    batch = workers.Batch([(name, (i,)) for i in range(12)], draw, helper=True)
+    print(" ".join(svg.decode() for svg in batch.results()))
+    """
+)
+
+
+def _queue(name: str) -> list[tuple[int, str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-c", QUEUE_SCRIPT, name], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    return [(int(i), who) for i, who in (item.split(":") for item in run.stdout.split())]
+
+
+@pytest.mark.skipif(not workers.helpers(), reason="one CPU: nothing is forked")
+def test_a_helper_process_draws_part_of_the_queue_and_every_result_comes_back_in_order():
+    results = _queue("fine")
+    assert [i for i, _ in results] == list(range(12))
+    assert {who for _, who in results} == {"parent", "helper"}
+
+
+@pytest.mark.skipif(not workers.helpers(), reason="one CPU: nothing is forked")
+def test_what_the_helper_fails_to_draw_is_drawn_here():
+    results = _queue("fails-in-helper")
+    assert results == [(i, "parent") for i in range(12)]
+
+
+def test_with_another_thread_running_nothing_is_forked_and_errors_surface_here():
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        here = os.getpid()
+        batch = workers.Batch(
+            [("a", (1,)), ("b", (2,))], lambda name: lambda n: f"{name}{n}{os.getpid()}".encode(), True
+        )
+        assert batch.results() == [f"a1{here}".encode(), f"b2{here}".encode()]
+
+        def broken(name: str):
+            def draw(n: int) -> bytes:
+                raise ValueError(f"cannot draw {name}")
+
+            return draw
+
+        with pytest.raises(ValueError, match="cannot draw a"):
+            workers.Batch([("a", (1,)), ("b", (2,))], broken, True).results()
+    finally:
+        stop.set()
+        other.join()
+
+
+def _part(node: str, kind: str, within: str, role: str | None = None) -> dict[str, object]:
+    return {"node": node, "kind": kind, "within": within, "label": node, "role": role}
+
+
+NODES = [{"node": f"t{t}", "kind": "tray", "within": None, "label": f"tray {t}", "role": None} for t in (1, 2)]
+NODES += [_part(f"gpu{t}{i}", "accelerator", f"t{t}") for t in (1, 2) for i in range(4)]
+NODES += [_part(f"nic{t}", "nic", f"t{t}", "scale_out") for t in (1, 2)] + [_part("sw", "scale_up_switch", "t1")]
+EDGES = [{"source": f"gpu{t}{i}", "target": "sw", "network": "scale_up"} for t in (1, 2) for i in range(4)]
+EDGES += [{"source": f"gpu{t}0", "target": f"nic{t}", "network": "host"} for t in (1, 2)]
+CELLS = [Cell("NIC–leaf", 0, 0.4, 16), Cell("leaf–spine", 1, 0.9, 4), Cell("spine–core", None, 1.3, 2)]
+CALLS = [
+    ("reference parts", drawings.draw_reference, ("r", NODES, EDGES)),
+    ("link load", heat.draw_link_load, ("l", NODES, EDGES, {("gpu10", "sw"): 0.5, ("gpu20", "nic2"): 1.2})),
+    ("tier-pod load", heat.draw_tier_pod_load, ("c", CELLS, 3)),
+    ("bar chart", drawings.bar_chart, ("b", ["x", "y"], {"overhead": [1.0, 2.0], "bandwidth": [0.5, 0.25]}, "s")),
+]
+
+
+@pytest.mark.parametrize(("what", "draw", "args"), CALLS, ids=[c[0] for c in CALLS])
+def test_the_shortcuts_inside_a_drawing_give_matplotlibs_own_bytes(monkeypatch, what, draw, args):
+    fast = draw(*args)
+    assert draw(*args) == fast  # text metrics now come from the process-wide table
+    # Without the shortcuts: matplotlib's per-renderer text metrics, and axes merely switched off.
+    monkeypatch.setattr(drawings, "_axis_off", lambda ax: ax.axis("off"))
+    monkeypatch.setattr(heat, "_axis_off", lambda ax: ax.axis("off"))
+    with matplotlib.rc_context(STYLE):
+        plain = draw.__wrapped__(*args)
+    assert plain == fast, what
+
+
+def test_text_is_measured_once_per_process_only_under_the_same_text_settings():
+    heat.draw_tier_pod_load("c", CELLS, 3)
+    tables = len(drawings._TEXT_METRICS)
+    with matplotlib.rc_context({"text.antialiased": False}):  # another text setting: another table
+        heat.draw_tier_pod_load("c", CELLS, 3)
+    assert len(drawings._TEXT_METRICS) == tables + 1
+    assert matplotlib.text._get_text_metrics_with_cache.__module__ == "matplotlib.text"  # restored afterwards
