@@ -463,6 +463,140 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
     return None
 
 
+def _is_plain(value: Any) -> bool:
+    """True when the value is JSON exactly as `json.loads` would build it (dict with text keys, list, str, int,
+    float, bool, None; no subclasses, tuples or other types): the values the fast validator reads the same way
+    jsonschema does. Anything else takes jsonschema's own walk."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            todo.extend(item.values())
+        elif kind is list:
+            todo.extend(item)
+        elif kind not in _PLAIN_SCALARS and item is not None:
+            return False
+    return True
+
+
+_PLAIN_SCALARS = frozenset({str, int, float, bool})
+
+# The fast path (issue 16): jsonschema's pure-Python walk was most of the CPU of the retrieve, extract and compile
+# stages (~600 records, ~1 s). jsonschema-rs checks the same generated schema ~50x faster. It only ever says
+# "valid": a value it finds invalid (or cannot read) goes through jsonschema as before, which writes the messages
+# and has the last word. So that "valid" means what jsonschema means by it:
+# - only schemas made of the keywords below take the fast path (an unknown keyword, a `format`, a remote $ref:
+#   jsonschema alone), and only plain JSON values (`_is_plain`: jsonschema reads a tuple as no array; the Rust
+#   side would read it as one);
+# - `pattern` runs in Python's `re` (a keyword of our own, `_PythonPattern`), as jsonschema runs it: Rust's regex
+#   engines read classes like \s and \d differently.
+# Numbers beyond 2**53, NaN and infinities never get here (`_find_bad_number` refuses them first).
+# tests/test_schemas_fast.py checks both give the same verdict on every shipped file and many broken variants.
+_FAST_PATTERN = "x-fabricref-python-pattern"
+_SUBSCHEMA_MAPS = frozenset({"properties", "$defs"})
+_SUBSCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SUBSCHEMAS = frozenset({"items", "additionalProperties", "not", "if", "then", "else", "propertyNames", "contains"})
+_FAST_KEYWORDS = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "required",
+        "dependentRequired",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        # annotations, and pydantic's `discriminator`: no assertion in either validator
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "$comment",
+        "$id",
+        "$schema",
+        "discriminator",
+    }
+)
+
+
+class _NotFast(Exception):
+    """A schema holds something the fast path does not check exactly as jsonschema does."""
+
+
+def _fast_schema(node: Any) -> Any:
+    """A copy of a generated schema for jsonschema-rs, `pattern` renamed to the keyword run in Python; raises
+    `_NotFast` for anything outside the keywords listed above."""
+    if isinstance(node, bool):
+        return node
+    if not isinstance(node, dict):
+        raise _NotFast(repr(node)[:40])
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _fast_schema(sub) for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_fast_schema(sub) for sub in value]
+        elif key in _SUBSCHEMAS:
+            out[key] = _fast_schema(value)
+        elif key == "pattern" and isinstance(value, str):
+            re.compile(value)
+            out[_FAST_PATTERN] = value
+        elif key in _FAST_KEYWORDS or (key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/")):
+            out[key] = value
+        else:
+            raise _NotFast(key)
+    return out
+
+
+class _PythonPattern:
+    """`pattern` as jsonschema checks it: `re.search` on a string, nothing on other types."""
+
+    def __init__(self, parent_schema: dict[str, Any], value: str, schema_path: list[Any]) -> None:
+        self.regex = re.compile(value)
+
+    def validate(self, instance: Any) -> None:
+        if isinstance(instance, str) and not self.regex.search(instance):
+            raise ValueError(f"{instance!r} does not match {self.regex.pattern!r}")
+
+
+@cache
+def _fast_validator(name: str) -> Any:
+    """jsonschema-rs's validator of one generated schema, or None (not installed, or a schema it may not take)."""
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    try:
+        fast = _fast_schema(schema(name))
+    except _NotFast:
+        return None
+    return jsonschema_rs.Draft202012Validator(fast, keywords={_FAST_PATTERN: _PythonPattern})
+
+
+def _fast_valid(instance: Any, schema_name: str) -> bool:
+    """True only when the fast validator finds the (plain) value valid; False means "ask jsonschema"."""
+    fast = _fast_validator(schema_name)
+    if fast is None or not _is_plain(instance):
+        return False
+    try:
+        return bool(fast.is_valid(instance))
+    except Exception:  # a value the Rust side cannot read (e.g. a lone surrogate): jsonschema decides
+        return False
+
+
 # Values that passed validation, by schema and exact value: jsonschema's pure-Python walk is most of the cost of
 # loading sources and writing claims, and one process (a CLI run, the test suite) validates the same values
 # again and again. Only successes are kept (a failure is re-validated, with its messages); oldest first out.
@@ -478,6 +612,8 @@ def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None
         line = _line_of(doc, list(bad[0])) if doc is not None else None
         loc = f"{where}:{line}" if line else f"{where}"
         raise ValidationError(f"{loc}: at {json_path(bad[0])}: {bad[1]}")
+    if _fast_valid(instance, schema_name):
+        return
     # A value already found valid against the same schema is valid again: the schemas are generated from the
     # code, fixed for the process. repr tells apart what validation tells apart (list / tuple, 1 / 1.0 / True).
     key = (schema_name, repr(instance))
