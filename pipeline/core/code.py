@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 
 from .paths import Layout
@@ -61,12 +63,33 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+# The fields of a node that hold statements (bodies of modules, classes, functions, with, for, while, if, try,
+# except handlers and match cases): an import is a statement, so these reach every one without visiting the
+# expressions, which are most of a tree's nodes.
+_BODIES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+
+
+def _statements(tree: ast.AST) -> Iterator[ast.AST]:
+    """The statements (and except handlers, match cases) of a tree, in the order `ast.walk` meets them:
+    breadth first, fields in their declared order. The order decides which module a closure says first imported
+    a file, so it is kept."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        yield node
+        for name in node._fields:
+            if name in _BODIES:
+                inner = getattr(node, name)
+                if type(inner) is list:
+                    todo.extend(inner)
+
+
 @functools.cache
-def _import_statements(source: str, filename: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
+def import_statements(source: str, filename: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
     """(level, module, names) of every import statement in `source`, wherever it stands; level -1 for a plain
     `import`. Parsed once per distinct text: the closures of all the entry points walk mostly the same modules."""
     found: list[tuple[int, str | None, tuple[str, ...]]] = []
-    for node in ast.walk(ast.parse(source, filename)):
+    for node in _statements(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
             found.append((-1, None, tuple(a.name for a in node.names)))
         elif isinstance(node, ast.ImportFrom):
@@ -74,12 +97,34 @@ def _import_statements(source: str, filename: str) -> tuple[tuple[int, str | Non
     return tuple(found)
 
 
-def imported(path: Path, root: Path) -> list[str]:
+class _Scan:
+    """What one computation of closures (one `write`, one `fingerprint`) has already looked up under one root:
+    module files by name, and the modules each file imports. Fresh per computation, so a file created, removed
+    or edited between two calls is seen."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, Path | None] = {}
+        self.imports: dict[Path, list[str]] = {}
+
+    def module_file(self, name: str) -> Path | None:
+        if name not in self.files:
+            self.files[name] = module_file(name, self.root)
+        return self.files[name]
+
+    def imported(self, path: Path) -> list[str]:
+        if path not in self.imports:
+            self.imports[path] = imported(path, self.root, self)
+        return self.imports[path]
+
+
+def imported(path: Path, root: Path, scan: _Scan | None = None) -> list[str]:
     """Every module of the `pipeline` package `path` imports, wherever the import statement stands."""
+    exists = scan.module_file if scan is not None else functools.partial(module_file, root=root)
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[str] = []
-    for level, module, names in _import_statements(path.read_text(encoding="utf-8"), str(path)):
+    for level, module, names in import_statements(path.read_text(encoding="utf-8"), str(path)):
         if level < 0:
             found += names
             continue
@@ -89,13 +134,15 @@ def imported(path: Path, root: Path) -> list[str]:
         else:
             full = module or ""
         found.append(full)
-        found += [f"{full}.{a}" for a in names if module_file(f"{full}.{a}", root)]
+        if full == "pipeline" or full.startswith("pipeline."):  # no module of the package under another one
+            found += [f"{full}.{a}" for a in names if exists(f"{full}.{a}")]
     return [m for m in found if m == "pipeline" or m.startswith("pipeline.")]
 
 
-def import_closure(entry: str, root: Path) -> dict[str, str]:
+def import_closure(entry: str, root: Path, scan: _Scan | None = None) -> dict[str, str]:
     """Module file (relative POSIX path) → the module that first imported it, from `python -m entry`."""
-    first = module_file(entry, root)
+    scan = scan if scan is not None else _Scan(root)
+    first = scan.module_file(entry)
     if first is None:
         raise ValueError(f"no module {entry} under {root}")
     if first.name == "__init__.py" and (first.parent / "__main__.py").is_file():
@@ -110,13 +157,13 @@ def import_closure(entry: str, root: Path) -> dict[str, str]:
         name = module_name(path, root)
         parts = name.split(".")
         for i in range(1, len(parts)):  # importing a.b.c runs a/__init__.py and a/b/__init__.py first
-            parent = module_file(".".join(parts[:i]), root)
+            parent = scan.module_file(".".join(parts[:i]))
             if parent is not None:
                 todo.append((parent, name))
-        for mod in imported(path, root):
+        for mod in scan.imported(path):
             if (path.relative_to(root).as_posix(), mod) in LAZY:
                 continue
-            target = module_file(mod, root)
+            target = scan.module_file(mod)
             if target is None:
                 raise ValueError(f"{path.relative_to(root)} imports {mod}, which does not exist")
             todo.append((target, name))
@@ -129,10 +176,10 @@ def own_package(entry: str) -> str | None:
     return f"pipeline/{parts[1]}" if len(parts) > 1 and parts[1] in STAGE_PACKAGES else None
 
 
-def code_files(entry: str, root: Path) -> list[str]:
+def code_files(entry: str, root: Path, scan: _Scan | None = None) -> list[str]:
     """What the entry point's outputs can depend on among the code: its import closure, plus every file of its
     own package that is not Python (templates it reads at run time). Sorted relative POSIX paths."""
-    files = set(import_closure(entry, root))
+    files = set(import_closure(entry, root, scan))
     own = own_package(entry)
     if own is not None:
         for path in (root / own).rglob("*"):
@@ -141,9 +188,15 @@ def code_files(entry: str, root: Path) -> list[str]:
     return sorted(files)
 
 
-def fingerprint(entry: str, root: Path) -> bytes:
-    """`sha256  path` per code file of the entry point, sorted by path (the format of `sha256sum`)."""
-    lines = [f"{hashlib.sha256((root / f).read_bytes()).hexdigest()}  {f}\n" for f in code_files(entry, root)]
+def fingerprint(entry: str, root: Path, scan: _Scan | None = None, digests: dict[str, str] | None = None) -> bytes:
+    """`sha256  path` per code file of the entry point, sorted by path (the format of `sha256sum`). `scan` and
+    `digests` (relative path → sha256) carry what one `write` already read over to the next entry point."""
+    digests = digests if digests is not None else {}
+    lines = []
+    for f in code_files(entry, root, scan):
+        if f not in digests:
+            digests[f] = hashlib.sha256((root / f).read_bytes()).hexdigest()
+        lines.append(f"{digests[f]}  {f}\n")
     return "".join(lines).encode()
 
 
@@ -153,8 +206,9 @@ def write(lay: Layout) -> int:
 
     out = code_dir(lay)
     out.mkdir(parents=True, exist_ok=True)
+    scan, digests = _Scan(lay.root), {}
     for entry in ENTRIES:
-        atomic_write_bytes(code_file(lay, entry), fingerprint(entry, lay.root))
+        atomic_write_bytes(code_file(lay, entry), fingerprint(entry, lay.root, scan, digests))
     wanted = {code_file(lay, e).name for e in ENTRIES}
     for stale in out.iterdir():
         if stale.name not in wanted and stale.is_file():

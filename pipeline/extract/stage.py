@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import hashlib
 import importlib.metadata
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import patterns, pins
+from ..core.code import import_statements
 from ..core.errors import ExtractionError, FabricrefError
 from ..core.files import atomic_write_json
 from ..core.paths import Layout
@@ -39,28 +39,23 @@ def _sha256_json(data: Any) -> str:
 
 def _imports(path: Path, package_root: Path) -> set[Path]:
     """Files of the `pipeline` package that one module imports (relative imports and `pipeline.` imports)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     here = path.relative_to(package_root).parent.parts
     found: set[Path] = set()
-    for node in ast.walk(tree):
+    for level, name, names in import_statements(path.read_text(encoding="utf-8"), str(path)):
         targets: list[tuple[str, ...]] = []
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
-            elif node.module and node.module.split(".")[0] == package_root.name:
+        if level >= 0:  # from ... import ...
+            if level:
+                base = here[: len(here) - (level - 1)] if level > 1 else here
+            elif name and name.split(".")[0] == package_root.name:
                 base = ()
             else:
                 continue
-            module = tuple(node.module.split(".")) if node.module else ()
-            if not node.level:
+            module = tuple(name.split(".")) if name else ()
+            if not level:
                 module = module[1:]
-            targets = [(*base, *module)] + [(*base, *module, alias.name) for alias in node.names]
-        elif isinstance(node, ast.Import):
-            targets = [
-                tuple(alias.name.split("."))[1:]
-                for alias in node.names
-                if alias.name.split(".")[0] == package_root.name
-            ]
+            targets = [(*base, *module)] + [(*base, *module, alias) for alias in names]
+        else:
+            targets = [tuple(alias.split("."))[1:] for alias in names if alias.split(".")[0] == package_root.name]
         for parts in targets:
             for candidate in (
                 package_root.joinpath(*parts).with_suffix(".py"),

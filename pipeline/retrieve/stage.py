@@ -10,6 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core import pins
 from ..core.errors import FabricrefError, FetchError, IntegrityError, ValidationError
@@ -17,7 +18,9 @@ from ..core.files import atomic_write_json, exclusive_lock
 from ..core.paths import Layout
 from ..core.sources import Source
 from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes, sha256_file
-from .fetch import FetchPolicy, FetchResult, fetch
+
+if TYPE_CHECKING:
+    from .fetch import FetchPolicy, FetchResult
 
 
 def store(lay: Layout) -> SnapshotStore:
@@ -86,6 +89,8 @@ ProgressFn = Callable[["RefreshOutcome", int, int], None]
 
 
 def _fetch_one(source: Source, current: pins.Revision | None, mirror: str | None, policy: FetchPolicy, end: float):
+    from .fetch import fetch  # the HTTP client is imported by a refresh only, not by the DVC stage (issue 16)
+
     left = end - time.monotonic()
     if left <= 0:
         raise FetchError(f"{source.url}: not fetched: the refresh deadline of {policy.refresh_deadline:g}s passed")
@@ -114,6 +119,8 @@ def refresh(
     they become is recorded one at a time by this thread, so pins and store see one writer. `progress` is told
     of each source as it is settled. Outcomes come back in the order of `sources`.
     """
+    from .fetch import FetchPolicy
+
     policy = policy or FetchPolicy.from_env()
     outcomes: dict[str, RefreshOutcome] = {}
     end = time.monotonic() + policy.refresh_deadline
