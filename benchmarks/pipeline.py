@@ -1,18 +1,27 @@
 """Time the everyday loop: cold `dvc repro` stage by stage, then the incremental cases, printed as a table.
 
 Run from the repository root with the venv's bin on PATH (dvc and fabricref must resolve):
-    PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--profile DIR] [--keep]
+    PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--dvc-alone] [--profile DIR] [--keep]
 
 Everything runs in a temporary copy of the checkout (tracked files plus new unignored ones, committed to a
-fresh git repository) so the real one is never touched and the DVC cache starts empty. Each measurement runs
-its command in a fresh wrapper process, so the CPU seconds (user + system of every descendant) and the peak
-resident memory (largest single descendant) are that command's own. On a shared machine wall time is
-inflated by the load; CPU seconds are the steadier number, and the load average is printed beside them.
+fresh git repository) so the real one is never touched. Each measurement runs its command in a fresh wrapper
+process, so the CPU seconds (user + system of every descendant) and the peak resident memory (largest single
+descendant) are that command's own. On a shared machine wall time is inflated by the load; CPU seconds are the
+steadier number, and the load average is printed beside them.
 
 Cases (budgets from issue 16):
-- cold: one `dvc repro` on the fresh copy (≤ 15 s); afterwards every output hash in `dvc.lock` must equal the
-  checkout's (nothing dropped, outputs deterministic). Then each stage's command alone (`stage NAME` rows, one per
-  stage as `dvc repro` runs them, `foreach` items included), which rewrites the same bytes: where the time goes.
+- cold: one `dvc repro` on the copy with no outputs, the checkout's dvc.lock and every cache empty: DVC's cache
+  (run cache included), DVC's site cache (kept beside the copy, not under /var/tmp/dvc) and the pipeline's own
+  .fabricref-cache (extractions, drawings, computed parts) (≤ 15 s). Afterwards every output hash in `dvc.lock`
+  must equal the checkout's (nothing dropped, outputs deterministic).
+- cold again: everything back to that state, a second cold `dvc repro`; its dvc.lock must be byte-identical to the
+  first's (a second sample of the cold time, too).
+- DVC alone (--dvc-alone): a cold `dvc repro` of another copy whose stage commands only copy the cold run's
+  outputs into place (a shell `cp`): what DVC itself costs (hashing, caching, run cache, dvc.lock rewritten after
+  every stage), in total and per stage.
+- stage NAME: each stage's command alone, one row per stage as DVC resolves dvc.yaml (`foreach` / `matrix` items
+  included), each with .fabricref-cache emptied first as on the cold run; it rewrites the same bytes. Then "cold
+  minus stages summed": DVC's own share of the cold run.
 - workload: one knob of one workload changes in params.yaml; `dvc repro` (≤ 5 s).
 - source: a new revision of one source that moves no figure (its title reworded: what most refreshes of a vendor
   page bring) is pinned; `dvc repro` (≤ 10 s). retrieve, extract and compile rerun; compile's fact tables come
@@ -31,6 +40,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -45,7 +55,7 @@ WORKLOAD_EDIT = ("seq_len: 8192", "seq_len: 4096")
 SOURCE = "nvidia-hgx-h100-blog"
 SOURCE_REVISION_EDIT = (b"(NVIDIA Technical Blog)</title>", b"(NVIDIA Developer Blog)</title>")
 SOURCE_EDIT = (b"900 gigabytes", b"950 gigabytes")
-BUDGETS = {"cold": 15.0, "workload": 5.0, "source": 10.0}
+BUDGETS = {"cold": 15.0, "cold again": 15.0, "workload": 5.0, "source": 10.0}
 
 
 @dataclass
@@ -102,25 +112,23 @@ def copy_checkout(dest: Path) -> Path:
     return dest
 
 
-def stages(root: Path) -> dict[str, str]:
-    """Stage name → command, in dvc.yaml order (the order `dvc repro` runs them here), `foreach` stages expanded
-    to `name@key` as DVC names them (only `${item}`, `${key}` and `${item.<field>}` are used in dvc.yaml)."""
-    from ruamel.yaml import YAML
+def stages(root: Path) -> dict[str, tuple[str, list[str]]]:
+    """Stage name → (command, output paths) as DVC resolves dvc.yaml (`foreach` / `matrix` items expanded and
+    named as `dvc repro` names them), in dvc.yaml order; read through DVC itself so no stage name is hard-coded
+    here and any templating DVC supports is followed."""
+    from dvc.repo import Repo
 
-    out: dict[str, str] = {}
-    for name, spec in YAML(typ="safe").load((root / "dvc.yaml").read_text())["stages"].items():
-        if "foreach" not in spec:
-            out[name] = spec["cmd"]
-            continue
-        items = spec["foreach"]
-        for key, item in items.items() if isinstance(items, dict) else ((str(i), i) for i in items):
-            cmd = spec["do"]["cmd"].replace("${key}", str(key))
-            if isinstance(item, dict):
-                for field, value in item.items():
-                    cmd = cmd.replace("${item." + field + "}", str(value))
-            else:
-                cmd = cmd.replace("${item}", str(item))
-            out[f"{name}@{key}"] = cmd
+    out: dict[str, tuple[str, list[str]]] = {}
+    here = Path.cwd()
+    os.chdir(root)  # DVC names a stage relative to the working directory (`name`, `sub/dvc.yaml:name`)
+    try:
+        with Repo(".") as repo:
+            for stage in repo.index.stages:
+                if stage.cmd:
+                    cmd = stage.cmd if isinstance(stage.cmd, str) else " && ".join(stage.cmd)
+                    out[stage.addressing] = (cmd, [o.def_path for o in stage.outs])
+    finally:
+        os.chdir(here)
     return out
 
 
@@ -165,12 +173,103 @@ def edit_params(root: Path, workload: str, old: str, new: str) -> None:
     path.write_text(text[:start] + text[start:end].replace(old, new, 1) + text[end:])
 
 
-def run_all(work: Path, profile: Path | None) -> list[Measure]:
+def site_cache(root: Path) -> Path:
+    """DVC's per-repository site cache (its hash state and index), kept beside the copy: emptied for a cold run
+    and removed with the copy instead of piling up under /var/tmp/dvc."""
+    return root.parent / f"{root.name}-dvc-site-cache"
+
+
+def use_own_site_cache(root: Path) -> None:
+    (root / ".dvc" / "config.local").write_text(f"[core]\n    site_cache_dir = {site_cache(root)}\n")
+
+
+def make_cold(root: Path) -> None:
+    """Back to the checkout as committed: no outputs, dvc.lock as shipped, every cache empty (DVC's cache, run cache
+    and site cache, the pipeline's own .fabricref-cache); refuse to measure a "cold" run that is not."""
+    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=root, check=True)
+    subprocess.run(["git", "clean", "-qfdx", "-e", ".dvc/config.local"], cwd=root, check=True)
+    shutil.rmtree(site_cache(root), ignore_errors=True)
+    left = [p for p in (root / ".dvc" / "cache", root / ".dvc" / "tmp", root / ".fabricref-cache") if p.exists()]
+    if left or site_cache(root).exists():
+        sys.exit(f"not a cold start, still present: {', '.join(map(str, left))}")
+
+
+def dvc_alone(work: Path, built: Path, listed: dict[str, tuple[str, list[str]]]) -> Measure:
+    """DVC's own cost on a cold run: a fresh copy whose stage commands only copy their outputs from BUILT (the
+    cold run's), so `dvc repro` does all it does for the real pipeline (hashing, caching, run cache, dvc.lock
+    rewritten after each stage) except the stages' work. The copy's dvc.lock names the same commands, so DVC skips
+    what it skips on the real cold run; its outputs must come out as the real run's."""
+    root = copy_checkout(work / "alone")
+    use_own_site_cache(root)
+    saved = work / "alone-outputs"
+    cases = []
+    for cmd, outs in listed.values():
+        copies = []
+        for out in outs:
+            (saved / out).parent.mkdir(parents=True, exist_ok=True)
+            copy = shutil.copytree if (built / out).is_dir() else shutil.copy2
+            copy(built / out, saved / out)
+            parent = shlex.quote(str(Path(out).parent))
+            copies.append(f"mkdir -p {parent} && cp -a {shlex.quote(str(saved / out))} {shlex.quote(out)}")
+        cases.append(f"  {shlex.quote(' '.join(cmd.split()))}) {' && '.join(copies) or 'true'} ;;")
+    script = work / "replay"  # a shell `case` on the stage's command: cp costs next to nothing
+    cases.append('  *) echo "replay: no stage runs $*" >&2; exit 1 ;;')
+    script.write_text('#!/bin/sh\nset -e\ncase "$*" in\n' + "\n".join(cases) + "\nesac\n")
+    script.chmod(0o755)
+    prefix = f"{os.path.relpath(script, root)} "
+    for name in ("dvc.yaml", "dvc.lock"):
+        text = (root / name).read_text()
+        (root / name).write_text(re.sub(r"^(\s+cmd: )", lambda m: m.group(1) + prefix, text, flags=re.M))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b"}
+    env["GIT_COMMITTER_EMAIL"] = "b@b"
+    subprocess.run(["git", "commit", "-qam", "replay"], cwd=root, check=True, env=env)
+    row = measure("DVC alone (commands only copy outputs)", ["dvc", "repro"], root)
+    moved = lock_differences(root / "dvc.lock", built / "dvc.lock")
+    if moved:
+        sys.exit(f"DVC alone: the replayed outputs differ from the cold run's: {', '.join(moved)}")
+    stages_run = len(row.ran.split(", ")) if row.ran else 0
+    row.ran = f"{stages_run} stages, {row.cpu / max(stages_run, 1):.2f} CPU s per stage"
+    return row
+
+
+def stages_run(ran: str, listed: dict[str, tuple[str, list[str]]]) -> str:
+    """The stages DVC ran, shortened to "every stage but ..." when that is shorter."""
+    names = ran.split(", ") if ran else []
+    if not names or any(n not in listed for n in names):
+        return ran
+    rest = [n for n in listed if n not in names]
+    if not rest:
+        return "every stage"
+    return ("every stage but " + ", ".join(rest)) if len(rest) < len(names) else ran
+
+
+def run_all(work: Path, profile: Path | None, alone: bool) -> list[Measure]:
     root = copy_checkout(work / "repo")
+    use_own_site_cache(root)
+    make_cold(root)
     rows: list[Measure] = [measure("cold", ["dvc", "repro"], root)]
     moved = lock_differences(root / "dvc.lock", ROOT / "dvc.lock")
+    first_lock = (root / "dvc.lock").read_bytes()
     rows.append(measure("no-op repro", ["dvc", "repro"], root))
-    per_stage = [measure(f"stage {name}", argv_of(cmd), root) for name, cmd in stages(root).items()]
+    make_cold(root)
+    rows.append(measure("cold again", ["dvc", "repro"], root))
+    same_lock = (root / "dvc.lock").read_bytes() == first_lock
+    listed = stages(root)
+    if alone:
+        rows.append(dvc_alone(work, root, listed))
+    # Each command alone, as the cold run ran it: the pipeline's own cache (.fabricref-cache: extractions,
+    # drawings) emptied before each, then put back as the cold run left it for the incremental cases.
+    cache = root / ".fabricref-cache"
+    kept = work / "fabricref-cache-after-cold"
+    if cache.exists():
+        shutil.move(cache, kept)
+    per_stage = []
+    for name, (cmd, _) in listed.items():
+        shutil.rmtree(cache, ignore_errors=True)
+        per_stage.append(measure(f"stage {name}", argv_of(cmd), root))
+    shutil.rmtree(cache, ignore_errors=True)
+    if kept.exists():
+        shutil.move(kept, cache)
     rows += per_stage
     rows.append(
         Measure(
@@ -178,14 +277,18 @@ def run_all(work: Path, profile: Path | None) -> list[Measure]:
             sum(r.wall for r in per_stage),
             sum(r.cpu for r in per_stage),
             max(r.peak_mb for r in per_stage),
-            "each command alone, no DVC",
+            "each command alone, empty .fabricref-cache, no DVC",
         )
+    )
+    cold = rows[0]
+    rows.append(
+        Measure("cold minus stages summed", cold.wall - rows[-1].wall, cold.cpu - rows[-1].cpu, 0, "DVC's own cost")
     )
     # The commands rewrote the same bytes with new mtimes: let DVC rehash them now, not inside the cases below.
     subprocess.run(["dvc", "status", "-q"], cwd=root, check=False, capture_output=True)
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
-        for name, cmd in stages(root).items():
+        for name, (cmd, _) in listed.items():
             argv = argv_of(cmd)
             if argv[1:2] != ["-m"]:
                 continue
@@ -202,8 +305,11 @@ def run_all(work: Path, profile: Path | None) -> list[Measure]:
     edit(transcription, *SOURCE_EDIT)
     subprocess.run(["fabricref", "pin", SOURCE], cwd=root, check=True, capture_output=True)
     rows.append(measure("source figure", ["dvc", "repro"], root))
+    for row in rows:
+        row.ran = stages_run(row.ran, listed)
     same = "yes" if not moved else "NO, stages differing: " + ", ".join(moved)
     print(f"outputs of the cold run (dvc.lock outs) identical to the checkout's: {same}")
+    print(f"dvc.lock of a second cold run byte-identical to the first's: {'yes' if same_lock else 'NO'}")
     return rows
 
 
@@ -223,6 +329,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", type=Path, help="also write cProfile output per stage into this directory")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy and print its path")
+    parser.add_argument(
+        "--dvc-alone",
+        action="store_true",
+        help="also time a cold `dvc repro` whose stage commands only copy the cold run's outputs (DVC's own cost)",
+    )
     args = parser.parse_args()
     if shutil.which("dvc") is None or shutil.which("fabricref") is None:
         print("dvc and fabricref must be on PATH (PATH=$PWD/.venv/bin:$PATH)", file=sys.stderr)
@@ -230,7 +341,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="fabricref-bench-"))
     try:
         load = os.getloadavg()
-        rows = run_all(work, args.profile)
+        rows = run_all(work, args.profile, args.dvc_alone)
         print(f"{os.cpu_count()} CPUs, load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
         print(table(rows))
     finally:
