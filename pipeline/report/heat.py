@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle
 
 from . import LAYOUT_CAVEAT
 from .cells import Cell
-from .drawings import KIND_STYLE, _axis_off, _styled, part_layout
+from .drawings import KIND_STYLE, OUTLINE_ONLY, _axis_off, _styled, part_layout
 
 CMAP = colormaps["YlOrRd"]
 UNLOADED = "#d9d9d9"  # a drawn link that this workload does not use
@@ -90,7 +90,7 @@ def draw_link_load(
     fig, ax = _figure(min(3 + width * 0.55, 16) + 1.6, max(3.2, 1.4 + 0.55 * height), 0.2)
     ax.add_collection(
         PatchCollection(
-            [Rectangle((-0.6, y - 0.32), w + 0.2, 0.64) for _, y, w in boxes],
+            [Rectangle((-0.6, y - 0.32), w + 0.2, 0.64, facecolor=OUTLINE_ONLY) for _, y, w in boxes],
             facecolors="#f7f7f7",
             edgecolors="#999999",
             linewidths=0.6,
@@ -100,7 +100,7 @@ def draw_link_load(
     parts = sorted(pos.items(), key=lambda kv: kv[0])
     ax.add_collection(
         PatchCollection(
-            [Rectangle((x - 0.4, y - 0.22), 0.8, 0.44) for _, (x, y, _) in parts],
+            [Rectangle((x - 0.4, y - 0.22), 0.8, 0.44, facecolor=OUTLINE_ONLY) for _, (x, y, _) in parts],
             facecolors=[KIND_STYLE[kind][0] for _, (_, _, kind) in parts],
             edgecolors="black",
             linewidths=0.4,
@@ -165,12 +165,12 @@ def draw_tier_pod_load(title: str, cells: list[Cell], pods: int) -> bytes:
     patches, colours = [], []
     for c in ordered:
         y = tiers.index(c.tier)
-        patches.append(Rectangle((c.pod - 0.45, y - 0.4), 0.9, 0.8))
+        patches.append(Rectangle((c.pod - 0.45, y - 0.4), 0.9, 0.8, facecolor=OUTLINE_ONLY))
         colours.append(colour(c.peak, vmax))
         ink = "white" if Normalize(0.0, vmax)(c.peak) > 0.6 else "black"
         ax.text(c.pod, y, f"{c.peak:.2f}\n{c.links:,} links", ha="center", va="center", fontsize=6.5, color=ink)
     empty = [
-        Rectangle((p - 0.45, y - 0.4), 0.9, 0.8)
+        Rectangle((p - 0.45, y - 0.4), 0.9, 0.8, facecolor=OUTLINE_ONLY)
         for y, t in enumerate(tiers)
         for p in range(columns)
         if (t, p) not in merged
