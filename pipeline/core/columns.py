@@ -10,6 +10,7 @@ its slow, general path.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -31,31 +32,75 @@ _ALLOWED = {
 }
 
 
+@dataclass(frozen=True)
+class Coded:
+    """A column given as `values[codes[i]]` for row i: a table whose text repeats (a topology's id per edge, a
+    node's name at each of its edges, a link class's attributes per link) is carried as its few distinct values
+    and one number per row. The values are checked and converted once, and the rows picked out by NumPy, so
+    the table holds exactly what the full list `expand()` gives (the same Parquet bytes)."""
+
+    values: Sequence[Any]
+    codes: np.ndarray  # integer indices into `values`
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def expand(self) -> list[Any]:
+        return list(map(self.values.__getitem__, self.codes.tolist()))
+
+
+def plain(series: Sequence[Any]) -> list[Any]:
+    """A column as a list of Python values, whatever form it was given in (list, `Coded`, NumPy array)."""
+    if isinstance(series, Coded):
+        return series.expand()
+    if isinstance(series, np.ndarray):
+        return series.tolist()
+    return list(series)
+
+
 def _column(values: Sequence[Any], sql_type: str) -> tuple[np.ndarray, np.ndarray | None] | None:
     """(values, null mask or None) as NumPy arrays, or None when the column cannot be carried exactly."""
+    if isinstance(values, Coded):
+        carried = _column(values.values, sql_type)
+        if carried is None:
+            return None
+        array, nulls = carried
+        return array[values.codes], None if nulls is None else nulls[values.codes]
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        kind = _NUMERIC.get(sql_type)
+        return (values, None) if kind is not None and values.dtype == kind else None
     types = set(map(type, values))
     has_null = type(None) in types
     types.discard(type(None))
-    nulls = np.fromiter((v is None for v in values), dtype=np.bool_, count=len(values)) if has_null else None
-    if sql_type == "VARCHAR":
-        if not types <= {str}:
-            return None
-        return np.array(["" if v is None else v for v in values] if has_null else values, dtype=object), nulls
     kind = _NUMERIC.get(sql_type)
-    if kind is None or not types <= _ALLOWED[sql_type]:
+    if not types <= ({str} if sql_type == "VARCHAR" else _ALLOWED.get(sql_type, set())) or not (
+        kind or sql_type == "VARCHAR"
+    ):
         return None
-    fill: Any = False if kind is np.bool_ else 0
+    if not has_null:
+        try:
+            return np.array(values, dtype=kind or object), None
+        except OverflowError:
+            return None
+    # With nulls: the values as objects, the nulls found and filled in one vectorised pass each (no Python loop;
+    # `==` against None is False for every value of these types but None itself).
+    objects = np.array(values, dtype=object)
+    nulls = objects == None  # noqa: E711 (element-wise, not an identity test)
+    objects[nulls] = "" if kind is None else (False if kind is np.bool_ else 0)
+    if kind is None:
+        return objects, nulls
     try:
-        array = np.array([fill if v is None else v for v in values] if has_null else values, dtype=kind)
+        return objects.astype(kind), nulls
     except OverflowError:
         return None
-    return array, nulls
 
 
 def insert_columns(
-    con: duckdb.DuckDBPyConnection, table: str, columns: list[tuple[str, str]], series: list[list[Any]]
+    con: duckdb.DuckDBPyConnection, table: str, columns: list[tuple[str, str]], series: list[Sequence[Any]]
 ) -> bool:
-    """INSERT the column lists into TABLE through NumPy arrays; False (nothing inserted) if a column does not fit."""
+    """INSERT the columns into TABLE through NumPy arrays; False (nothing inserted) if a column does not fit.
+    A column is a list of values, a `Coded` column or a NumPy array of the column's own type (int64 for
+    INTEGER and BIGINT, float64 for DOUBLE, bool for BOOLEAN)."""
     arrays: dict[str, np.ndarray] = {}
     select = []
     for i, ((_, sql_type), values) in enumerate(zip(columns, series, strict=True)):

@@ -38,7 +38,7 @@ from typing import Any
 
 import duckdb
 
-from .columns import insert_columns
+from .columns import insert_columns, plain
 from .errors import FabricrefError
 from .paths import Layout
 
@@ -85,17 +85,17 @@ def _table_connection(name: str, columns: list[tuple[str, str]]) -> duckdb.DuckD
     return con
 
 
-def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str]) -> Path:
-    """The table sorted by `order` as `directory/name.parquet`, written to a temporary file and renamed (atomic)."""
+def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str] | None) -> Path:
+    """The table sorted by `order` as `directory/name.parquet`, written to a temporary file and renamed (atomic).
+    `order` None: the table is in its order already (as inserted), and is written as it is."""
     target = directory / f"{name}.parquet"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
     os.close(fd)
     try:
-        keys = ", ".join(_quote(k) for k in order)
-        con.execute(
-            f"COPY (SELECT * FROM {_quote(name)} ORDER BY {keys}) TO '{tmp}' "
-            "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)"
-        )
+        query = f"SELECT * FROM {_quote(name)}"
+        if order is not None:
+            query += " ORDER BY " + ", ".join(_quote(k) for k in order)
+        con.execute(f"COPY ({query}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)")
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -114,19 +114,30 @@ def write_table(
 
 
 def write_columns(
-    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], series: Sequence[list[Any]]
+    directory: Path,
+    name: str,
+    columns: list[tuple[str, str]],
+    order: list[str],
+    series: Sequence[Sequence[Any]],
+    presorted: bool = False,
 ) -> Path:
     """`write_table` for data held column by column (one list per column, all of one length), as a stage that
-    builds columns has it: the same bytes as `write_table` of the same rows, without building the rows."""
+    builds columns has it: the same bytes as `write_table` of the same rows, without building the rows. A column
+    may also be a `columns.Coded` column or a NumPy array of the column's type (see `insert_columns`).
+
+    `presorted`: the caller has put the rows in `order` already, with unique keys (a stage that can order them on
+    numbers does it faster than DuckDB sorts text keys); the table is written in the order given, which is the
+    order (and so the bytes) the sort would give. Wrong if the rows are not in order: only for callers that
+    sort them by construction (and test that against the sort)."""
     if len(series) != len(columns) or len({len(s) for s in series}) > 1:
         raise ValueError(f"{name}: {len(series)} columns of lengths {sorted({len(s) for s in series})}")
     directory.mkdir(parents=True, exist_ok=True)
     con = _table_connection(name, columns)
     try:
-        if series and series[0] and not insert_columns(con, name, columns, list(series)):
+        if series and len(series[0]) and not insert_columns(con, name, columns, list(series)):
             select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
-            con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", list(series))
-        return _copy_sorted(con, directory, name, order)
+            con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", [plain(s) for s in series])
+        return _copy_sorted(con, directory, name, None if presorted else order)
     finally:
         con.close()
 

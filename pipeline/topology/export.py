@@ -12,13 +12,17 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain, count, repeat
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
+import numpy as np
+
+from ..core.columns import Coded
 from ..core.files import atomic_write_bytes
 from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS
 
@@ -73,7 +77,10 @@ class Columns:
     `classes` holds one attribute dict per link class (equal contents: one class), first met in `g.edges()`
     order, and `firsts` that first edge. Edges are columns of node numbers and class numbers: `eu`, `ev`, `ek`
     in `g.edges()` order, `iu`, `iv`, `ik` in `insertion_order`; the first end is the one earlier in node order.
-    Columns, not one tuple per edge, so that the writers run through them with `map` and `zip` in C."""
+    Columns, not one tuple per edge, so that the writers run through them with `map` and `zip` in C.
+
+    The `insertion_order` columns are worked out on first use (only the tables need them): the stage hands the
+    exports to a second process first, and orders the edges for the tables meanwhile."""
 
     tid: Any
     graph: dict[str, Any]
@@ -84,9 +91,34 @@ class Columns:
     eu: list[int]
     ev: list[int]
     ek: list[int]
-    iu: list[int]
-    iv: list[int]
-    ik: list[int]
+    # What `insertion_order` needs: neighbour lists as node numbers, the edge dicts beside them (alive, so
+    # their ids stay theirs) and the dicts in `g.edges()` order (their ids give each slot its class).
+    _adj: list[list[int]] = field(repr=False, compare=False)
+    _slots: list[list[dict[str, Any]]] = field(repr=False, compare=False)
+    _found: list[dict[str, Any]] = field(repr=False, compare=False)
+
+    @cached_property
+    def _inserted(self) -> tuple[list[int], list[int], list[int]]:
+        order = _kahn(self._adj)
+        if len(order) != len(self.eu):
+            raise ValueError(f"topology {self.tid}: neighbour orders admit no edge order")
+        ku, kv, khu = _transpose(order, 3)
+        class_of = dict(zip(map(id, self._found), self.ek, strict=True))
+        inserted_dicts = map(list.__getitem__, map(self._slots.__getitem__, ku), khu)
+        ik = list(map(class_of.__getitem__, map(id, inserted_dicts)))
+        return list(map(min, ku, kv)), list(map(max, ku, kv)), ik
+
+    @property
+    def iu(self) -> list[int]:
+        return self._inserted[0]
+
+    @property
+    def iv(self) -> list[int]:
+        return self._inserted[1]
+
+    @property
+    def ik(self) -> list[int]:
+        return self._inserted[2]
 
 
 def _adjacency(g: nx.Graph) -> tuple[list[Any], list[list[int]], list[list[dict[str, Any]]]]:
@@ -168,15 +200,7 @@ def read_columns(g: nx.Graph) -> Columns:
     ek, first = _classify(found_dicts)
     classes = [found_dicts[i] for i in first]
     firsts = [(eu[i], ev[i]) for i in first]
-    order = _kahn(adj)
-    if len(order) != len(eu):
-        raise ValueError(f"topology {tid}: neighbour orders admit no edge order")
-    ku, kv, khu = _transpose(order, 3)
-    class_of = dict(zip(map(id, found_dicts), ek, strict=True))  # the graph holds every dict meanwhile
-    inserted_dicts = map(list.__getitem__, map(slot_dicts.__getitem__, ku), khu)
-    ik = list(map(class_of.__getitem__, map(id, inserted_dicts)))
-    iu, iv = list(map(min, ku, kv)), list(map(max, ku, kv))
-    return Columns(tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, iu, iv, ik)
+    return Columns(tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, adj, slot_dicts, found_dicts)
 
 
 def _columns(g: nx.Graph | Columns) -> Columns:
@@ -216,6 +240,79 @@ def edge_columns(g: nx.Graph | Columns) -> list[list[Any]]:
 
 def edge_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
     return list(zip(*edge_columns(g), strict=True))
+
+
+def table_columns(tables: Iterable[Columns]) -> tuple[list[Any], list[Any], bool]:
+    """The `NODE_COLUMNS` and `EDGE_COLUMNS` of every topology (what `node_columns` and `edge_columns` give,
+    concatenated), for `write_columns`, and whether the rows are already in the tables' order.
+
+    Built on numbers: node names, ids and link-class attributes are held once and each row picks its values by
+    index (`columns.Coded`), so no list per column is made of ~300,000 Python values. The rows are put in the
+    tables' order, (topology_id, node) and (topology_id, source, target), with `presorted` True: topologies by
+    id, a topology's nodes by name, its edges by the ranks of their ends' names, so `write_columns` skips
+    DuckDB's sort on three text keys (a third of writing the tables). Python orders str by code point, as
+    DuckDB orders VARCHAR by UTF-8 bytes; the keys are unique (one row per node, per edge of a simple graph), so
+    the order is total and the bytes are the ones the sort gives. Ids or names that are not all str, or
+    repeated topology ids, leave the rows in graph order (False: `write_columns` sorts them)."""
+    tables = list(tables)
+    tids = [c.tid for c in tables]
+    presorted = len(set(tids)) == len(tids) and all(
+        type(t) is str and set(map(type, c.nodes)) <= {str} for t, c in zip(tids, tables, strict=True)
+    )
+    if presorted:
+        tables.sort(key=lambda c: c.tid)
+        tids.sort()
+    names: list[Any] = []  # every topology's node names, one after the other
+    node_attrs: list[list[Any]] = [[] for _ in NODE_COLUMNS[3:]]
+    classes: list[dict[str, Any]] = []
+    node_parts: list[tuple[np.ndarray, ...]] = []  # (topology, node number, position) per topology
+    edge_parts: list[tuple[np.ndarray, ...]] = []  # (topology, source, target, position, class)
+    for number, c in enumerate(tables):
+        for into, part in zip(node_attrs, node_columns(c)[3:], strict=True):
+            into += part
+        _check_attrs(c.tid, {k: None for d in c.classes for k in d}, EDGE_ATTRS, "edge")
+        n, m = len(c.nodes), len(c.ik)
+        iu, iv, ik = (np.asarray(x, dtype=np.int64) for x in (c.iu, c.iv, c.ik))
+        if presorted:
+            by_name = np.asarray(sorted(range(n), key=c.nodes.__getitem__), dtype=np.int64)
+            rank = np.empty(n, dtype=np.int64)
+            rank[by_name] = np.arange(n)
+            # (rank of source, rank of target) as one int64 key, in one argsort.
+            by_ends = np.argsort(rank[iu] * n + rank[iv], kind="stable")
+        else:
+            by_name, by_ends = np.arange(n), np.arange(m)
+        node_parts.append((np.full(n, number), by_name + len(names), by_name))
+        edge_parts.append(
+            (
+                np.full(m, number),
+                iu[by_ends] + len(names),
+                iv[by_ends] + len(names),
+                by_ends,
+                ik[by_ends] + len(classes),
+            )
+        )
+        names += c.nodes
+        classes += c.classes
+    tn, node, npos = _concatenated(node_parts, 3)
+    te, src, dst, epos, cls = _concatenated(edge_parts, 5)
+    nodes = [Coded(tids, tn), Coded(names, node), npos, *(Coded(values, node) for values in node_attrs)]
+    edges = [
+        Coded(tids, te),
+        Coded(names, src),
+        Coded(names, dst),
+        epos,
+        *(Coded([d[k] for d in classes], cls) for k in _EDGE_VALUES),
+    ]
+    return nodes, edges, presorted
+
+
+def _concatenated(parts: list[tuple[np.ndarray, ...]], width: int) -> list[np.ndarray]:
+    """Each of `width` columns, its parts (one per topology) joined; int64, empty when there are no parts."""
+    return (
+        [np.concatenate([p[i] for p in parts]).astype(np.int64, copy=False) for i in range(width)]
+        if parts
+        else [np.zeros(0, dtype=np.int64) for _ in range(width)]
+    )
 
 
 def graph_row(g: nx.Graph | Columns, endpoint_latency_ns: float) -> tuple[Any, ...]:
@@ -486,11 +583,33 @@ def _compact_node_link(t: _Typed) -> Iterator[bytes]:
 
 def write_exports(g: nx.Graph | Columns, directory: Path, compress: bool) -> list[str]:
     """`<id>.json` and `<id>.graphml` (`.gz` added when `compress`); returns the file names written."""
-    t = _typed_columns(_columns(g))
-    names = [f"{t.columns.tid}.{ext}{'.gz' if compress else ''}" for ext in ("json", "graphml")]
-    _write_node_link(t, directory / names[0])
-    _write_graphml(t, directory / names[1])
+    t = typed(_columns(g))
+    names = export_names(t, compress)
+    for name in names:
+        write_export(t, directory / name)
     return names
+
+
+def typed(c: Columns) -> _Typed:
+    """The columns typed for the exports, once for both (attribute type errors are raised here)."""
+    return _typed_columns(c)
+
+
+def export_names(t: _Typed, compress: bool) -> list[str]:
+    """The file names of one topology's exports: node-link JSON, then GraphML (`.gz` added when `compress`)."""
+    return [f"{t.columns.tid}.{ext}{'.gz' if compress else ''}" for ext in ("json", "graphml")]
+
+
+def write_export(t: _Typed, path: Path) -> None:
+    """One export file, its format named by `path` (`<id>.json[.gz]` or `<id>.graphml[.gz]`): the stage writes
+    each file as one job, in whichever process takes it; its bytes depend on the columns alone."""
+    kind = path.name.removesuffix(".gz").rsplit(".", 1)[-1]
+    if kind == "json":
+        _write_node_link(t, path)
+    elif kind == "graphml":
+        _write_graphml(t, path)
+    else:
+        raise ValueError(f"{path}: not an export (expected .json or .graphml, optionally .gz)")
 
 
 def _graphml_type(kinds: set[type]) -> str:

@@ -1,0 +1,159 @@
+"""The topology stage's fast paths give the bytes of its plain ones: exports written by a forked helper process as
+by one process, tables put in order by the stage as DuckDB's sort orders them, coded columns as full lists."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from conftest import CLUSTERS, SYSTEM_REFERENCES
+
+from pipeline.core import registry
+from pipeline.core.columns import Coded
+from pipeline.core.errors import FabricrefError, UsageError
+from pipeline.core.paths import Layout
+from pipeline.topology import export, stage
+
+
+def _outputs(lay: Layout) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(stage.topology_dir(lay).iterdir())}
+
+
+def _clear(lay: Layout) -> None:
+    for p in stage.topology_dir(lay).iterdir():
+        p.unlink()
+
+
+def _smallest_cluster(lay: Layout) -> str:
+    """The cluster with the fewest accelerators, as the session's build summarised it (discovered, not named)."""
+    summaries = json.loads((stage.topology_dir(lay) / "summaries.json").read_text())
+    return min(CLUSTERS, key=lambda c: (summaries[c]["accelerators"], c))
+
+
+def _keep_only_cluster(lay: Layout, keep: str) -> None:
+    for p in (lay.root / "models" / "clusters").glob("*.yaml"):
+        if p.stem != keep:
+            p.unlink()
+
+
+def test_exports_written_by_the_helper_process_are_the_bytes_of_one_process(built_copy: Layout):
+    """Every reference and the smallest cluster (a few seconds for all): the stage with its forked helper writes
+    the very files, byte for byte, that it writes alone; a rerun over the outputs changes nothing either."""
+    _keep_only_cluster(built_copy, _smallest_cluster(built_copy))
+    _clear(built_copy)
+    serial_summaries = stage.run(built_copy, 1)
+    serial = _outputs(built_copy)
+    _clear(built_copy)
+    assert stage.run(built_copy, 2) == serial_summaries
+    assert _outputs(built_copy) == serial
+    stage.run(built_copy, 2)  # over its own outputs: the same files, none left over
+    assert _outputs(built_copy) == serial
+    assert {n for n in serial if n.endswith((".json", ".json.gz", ".graphml", ".graphml.gz"))} > {"summaries.json"}
+
+
+@pytest.mark.slow
+def test_every_shipped_topology_forked_and_alone_gives_the_same_bytes(built_copy: Layout):
+    """The whole stage (the 24,576-GPU cluster included) both ways."""
+    _clear(built_copy)
+    stage.run(built_copy, 1)
+    serial = _outputs(built_copy)
+    _clear(built_copy)
+    stage.run(built_copy, 2)
+    assert _outputs(built_copy) == serial
+
+
+def test_a_failure_in_either_process_fails_the_stage_with_its_message(built_copy: Layout, monkeypatch):
+    """An export that cannot be written fails the run with the writer's message, whichever process took it, and
+    the helper is waited for (no process is left behind)."""
+    _keep_only_cluster(built_copy, _smallest_cluster(built_copy))
+    real = export.write_export
+
+    def failing(t, path: Path) -> None:
+        if path.name.endswith(".graphml.gz"):
+            raise FabricrefError(f"cannot write {path}: No space left on device")
+        real(t, path)
+
+    monkeypatch.setattr(export, "write_export", failing)
+    forked: list[int] = []
+    fork = os.fork
+
+    def recorded() -> int:
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recorded)
+    with pytest.raises(FabricrefError, match=r"cannot write .*\.graphml\.gz: No space left on device"):
+        stage.run(built_copy, 2)
+    assert len(forked) == 1
+    with pytest.raises(ChildProcessError):  # already waited for
+        os.waitpid(forked[0], os.WNOHANG)
+
+
+def test_workers_come_from_the_argument_or_the_environment(monkeypatch):
+    monkeypatch.setenv(stage.WORKERS_ENV, "1")
+    assert stage.workers() == 1
+    assert stage.workers(2) == 2
+    monkeypatch.setenv(stage.WORKERS_ENV, "two")
+    with pytest.raises(UsageError, match="FABRICREF_TOPOLOGY_WORKERS='two'"):
+        stage.workers()
+    with pytest.raises(UsageError, match="expected 1"):
+        stage.workers(3)
+
+
+def test_tables_the_stage_orders_are_the_bytes_duckdb_sorts(built_graph, tmp_path: Path):
+    """`table_columns` puts the rows in the tables' order itself (topologies by id, nodes by name, edges by their
+    ends' names) and `write_columns(presorted=True)` writes them as given: the same file as the rows written in
+    graph order and sorted by DuckDB. Topologies given out of order, a cluster among them."""
+    ids = [*reversed(SYSTEM_REFERENCES[:4]), CLUSTERS[0]]
+    tables = [export.read_columns(built_graph(tid)) for tid in ids]
+    nodes, edges, presorted = export.table_columns(tables)
+    assert presorted
+    for name, schema, order, series, rows in (
+        ("nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes, [export.node_rows(c) for c in tables]),
+        (
+            "edges",
+            export.EDGE_COLUMNS,
+            ["topology_id", "source", "target"],
+            edges,
+            [export.edge_rows(c) for c in tables],
+        ),
+    ):
+        fast = registry.write_columns(tmp_path / "fast", name, schema, order, series, presorted=True)
+        plain = registry.write_table(tmp_path / "plain", name, schema, order, [r for part in rows for r in part])
+        assert fast.read_bytes() == plain.read_bytes(), name
+        first = duckdb.connect().execute(f"SELECT topology_id FROM '{fast}' LIMIT 1").fetchone()
+        assert first == (min(ids),)
+
+
+def test_repeated_topology_ids_are_left_to_duckdb_to_sort(built_graph):
+    c = export.read_columns(built_graph(SYSTEM_REFERENCES[0]))
+    _, _, presorted = export.table_columns([c, c])
+    assert not presorted
+
+
+def test_a_coded_column_holds_what_its_full_list_holds(tmp_path: Path):
+    """`Coded(values, codes)` is `values[codes[i]]` per row, nulls and numbers included; a NumPy array of the
+    column's type goes in as it is: the Parquet bytes of the plain lists."""
+    columns = [("name", "VARCHAR"), ("n", "INTEGER"), ("gbps", "DOUBLE"), ("ok", "BOOLEAN"), ("pos", "BIGINT")]
+    codes = np.array([2, 0, 1, 1, 2, 0])
+    coded = [
+        Coded(["b", None, "ü"], codes),
+        Coded([None, 7, -3], codes),
+        Coded([0.1, 400, None], codes),
+        Coded([True, None, False], codes),
+        np.arange(6, dtype=np.int64),
+    ]
+    full = [c.expand() if isinstance(c, Coded) else c.tolist() for c in coded]
+    assert full[0] == ["ü", "b", None, None, "ü", "b"]
+    a = registry.write_columns(tmp_path / "a", "t", columns, ["pos"], coded)
+    b = registry.write_columns(tmp_path / "b", "t", columns, ["pos"], full)
+    assert a.read_bytes() == b.read_bytes()
+    # A coded column whose values do not fit NumPy exactly takes the general path: the same rows.
+    odd = registry.write_columns(tmp_path / "c", "t", [("x", "BIGINT")], ["x"], [Coded([2**70, 1], np.array([1]))])
+    assert duckdb.connect().execute(f"SELECT * FROM '{odd}'").fetchall() == [(1,)]
