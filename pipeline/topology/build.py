@@ -77,13 +77,18 @@ def _add_edges(g: nx.Graph, edges: list[tuple[str, str, dict[str, Any]]], shared
     copies and merges (most of a 24,576-GPU cluster's build). An end not yet in `g` goes through networkx; an
     edge added twice gets the merged attributes, as networkx merges them."""
     adj = g._adj
+    held = shared._by_id  # a dict met before: its shared attributes without a call per edge
     for u, v, d in edges:
         nbrs = adj.get(u)
         if nbrs is None or v not in adj:
             g.add_edge(u, v)
             nbrs = adj[u]
         old = nbrs.get(v)
-        attrs = shared(d) if not old else EdgeAttrs({**old, **d})
+        if old:
+            attrs = EdgeAttrs({**old, **d})
+        else:
+            known = held.get(id(d))
+            attrs = shared(d) if known is None else known[1]
         nbrs[v] = attrs
         adj[v][u] = attrs
     nx._clear_cache(g)  # as networkx does after any change (cached backend conversions)

@@ -14,8 +14,9 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain, count, repeat
+from itertools import accumulate, chain, compress, pairwise, repeat
 from json.encoder import encode_basestring
+from operator import add
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
@@ -91,20 +92,24 @@ class Columns:
     eu: list[int]
     ev: list[int]
     ek: list[int]
-    # What `insertion_order` needs: neighbour lists as node numbers, the edge dicts beside them (alive, so
-    # their ids stay theirs) and the dicts in `g.edges()` order (their ids give each slot its class).
-    _adj: list[list[int]] = field(repr=False, compare=False)
-    _slots: list[list[dict[str, Any]]] = field(repr=False, compare=False)
+    # What `insertion_order` needs: every node's neighbours as node numbers, node after node (`_degrees` of
+    # them each), the edge dicts beside them (alive, so their ids stay theirs) and the dicts in `g.edges()`
+    # order (their ids give each slot its class).
+    _flat: np.ndarray = field(repr=False, compare=False)
+    _degrees: list[int] = field(repr=False, compare=False)
+    _flat_dicts: list[dict[str, Any]] = field(repr=False, compare=False)
     _found: list[dict[str, Any]] = field(repr=False, compare=False)
 
     @cached_property
     def _inserted(self) -> tuple[list[int], list[int], list[int]]:
-        order = _kahn(self._adj)
+        flat = self._flat.tolist()
+        offsets = list(accumulate(self._degrees, initial=0))
+        order = _kahn([flat[a:b] for a, b in pairwise(offsets)])
         if len(order) != len(self.eu):
             raise ValueError(f"topology {self.tid}: neighbour orders admit no edge order")
         ku, kv, khu = _transpose(order, 3)
         class_of = dict(zip(map(id, self._found), self.ek, strict=True))
-        inserted_dicts = map(list.__getitem__, map(self._slots.__getitem__, ku), khu)
+        inserted_dicts = map(self._flat_dicts.__getitem__, map(add, map(offsets.__getitem__, ku), khu))
         ik = list(map(class_of.__getitem__, map(id, inserted_dicts)))
         return list(map(min, ku, kv)), list(map(max, ku, kv)), ik
 
@@ -187,20 +192,29 @@ def _transpose(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 def read_columns(g: nx.Graph) -> Columns:
+    """The graph's columns (see `Columns`), read from networkx's own dicts as `_adjacency` reads them. The
+    neighbour lists are read flat, one NumPy array for the whole graph, and the edges of `g.edges()` picked out
+    of it by one comparison (each edge once, from its end earlier in node order): no Python step per edge."""
     tid = g.graph.get("topology_id")
-    nodes, adj, slot_dicts = _adjacency(g)
+    nodes = list(g._node)
+    index = {n: i for i, n in enumerate(nodes)}
+    neighbours = g._adj.values()
+    degrees = list(map(len, neighbours))
+    flat = np.fromiter(map(index.__getitem__, chain.from_iterable(neighbours)), dtype=np.int64, count=sum(degrees))
+    flat_dicts = list(chain.from_iterable(map(dict.values, neighbours)))
     node_dicts = list(g._node.values())
     names = sorted(set().union(*node_dicts))
     node_values = {k: list(map(dict.get, node_dicts, repeat(k))) for k in names}
-    # `g.edges()` order: every edge once, from its end earlier in node order.
-    found = [
-        (u, v, d) for u, row, drow in zip(count(), adj, slot_dicts) for v, d in zip(row, drow, strict=True) if v >= u
-    ]
-    eu, ev, found_dicts = _transpose(found, 3)
+    ends = np.repeat(np.arange(len(nodes), dtype=np.int64), degrees)
+    keep = flat >= ends
+    eu, ev = ends[keep].tolist(), flat[keep].tolist()
+    found_dicts = list(compress(flat_dicts, keep.tolist()))
     ek, first = _classify(found_dicts)
     classes = [found_dicts[i] for i in first]
     firsts = [(eu[i], ev[i]) for i in first]
-    return Columns(tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, adj, slot_dicts, found_dicts)
+    return Columns(
+        tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, flat, degrees, flat_dicts, found_dicts
+    )
 
 
 def _columns(g: nx.Graph | Columns) -> Columns:
