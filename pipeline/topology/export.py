@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, chain, compress, pairwise, repeat
 from json.encoder import encode_basestring
-from operator import add
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
@@ -93,37 +92,43 @@ class Columns:
     ev: list[int]
     ek: list[int]
     # What `insertion_order` needs: every node's neighbours as node numbers, node after node (`_degrees` of
-    # them each), the edge dicts beside them (alive, so their ids stay theirs) and the dicts in `g.edges()`
-    # order (their ids give each slot its class).
+    # them each), and the edge dicts beside them (alive, so their ids stay theirs: an id gives a slot its class).
     _flat: np.ndarray = field(repr=False, compare=False)
     _degrees: list[int] = field(repr=False, compare=False)
     _flat_dicts: list[dict[str, Any]] = field(repr=False, compare=False)
-    _found: list[dict[str, Any]] = field(repr=False, compare=False)
 
     @cached_property
-    def _inserted(self) -> tuple[list[int], list[int], list[int]]:
+    def _inserted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(iu, iv, ik) as int64 arrays: Kahn's order over the neighbour lists, each edge's class found by the id
+        of the dict in its slot (both slots of an edge hold one dict; each id's class is that of the edge
+        `g.edges()` met it on), in NumPy rather than a Python step per edge."""
         flat = self._flat.tolist()
         offsets = list(accumulate(self._degrees, initial=0))
         order = _kahn([flat[a:b] for a, b in pairwise(offsets)])
         if len(order) != len(self.eu):
             raise ValueError(f"topology {self.tid}: neighbour orders admit no edge order")
-        ku, kv, khu = _transpose(order, 3)
-        class_of = dict(zip(map(id, self._found), self.ek, strict=True))
-        inserted_dicts = map(self._flat_dicts.__getitem__, map(add, map(offsets.__getitem__, ku), khu))
-        ik = list(map(class_of.__getitem__, map(id, inserted_dicts)))
-        return list(map(min, ku, kv)), list(map(max, ku, kv)), ik
+        u, v, slot = np.fromiter(chain.from_iterable(order), dtype=np.int64, count=3 * len(order)).reshape(-1, 3).T
+        ids = np.fromiter(map(id, self._flat_dicts), dtype=np.int64, count=len(self._flat_dicts))
+        found = ids[self._flat >= np.repeat(np.arange(len(self._degrees), dtype=np.int64), self._degrees)]
+        known, first = np.unique(found, return_index=True)
+        at = np.searchsorted(known, ids).clip(max=max(len(known) - 1, 0))
+        if len(ids) and not (known[at] == ids).all():
+            raise ValueError(f"topology {self.tid}: an edge's two ends hold different attribute dicts")
+        slot_class = np.asarray(self.ek, dtype=np.int64)[first][at]
+        ik = slot_class[np.asarray(offsets, dtype=np.int64)[u] + slot] if len(order) else np.zeros(0, np.int64)
+        return np.minimum(u, v), np.maximum(u, v), ik
 
     @property
     def iu(self) -> list[int]:
-        return self._inserted[0]
+        return self._inserted[0].tolist()
 
     @property
     def iv(self) -> list[int]:
-        return self._inserted[1]
+        return self._inserted[1].tolist()
 
     @property
     def ik(self) -> list[int]:
-        return self._inserted[2]
+        return self._inserted[2].tolist()
 
 
 def _adjacency(g: nx.Graph) -> tuple[list[Any], list[list[int]], list[list[dict[str, Any]]]]:
@@ -212,9 +217,7 @@ def read_columns(g: nx.Graph) -> Columns:
     ek, first = _classify(found_dicts)
     classes = [found_dicts[i] for i in first]
     firsts = [(eu[i], ev[i]) for i in first]
-    return Columns(
-        tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, flat, degrees, flat_dicts, found_dicts
-    )
+    return Columns(tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, flat, degrees, flat_dicts)
 
 
 def _columns(g: nx.Graph | Columns) -> Columns:
@@ -247,9 +250,10 @@ def edge_columns(g: nx.Graph | Columns) -> list[list[Any]]:
     c = _columns(g)
     _check_attrs(c.tid, {k: None for d in c.classes for k in d}, EDGE_ATTRS, "edge")
     nodes = c.nodes
-    n = len(c.ik)
-    attrs = [list(map([d[k] for d in c.classes].__getitem__, c.ik)) for k in _EDGE_VALUES]
-    return [[c.tid] * n, list(map(nodes.__getitem__, c.iu)), list(map(nodes.__getitem__, c.iv)), list(range(n)), *attrs]
+    iu, iv, ik = c.iu, c.iv, c.ik
+    n = len(ik)
+    attrs = [list(map([d[k] for d in c.classes].__getitem__, ik)) for k in _EDGE_VALUES]
+    return [[c.tid] * n, list(map(nodes.__getitem__, iu)), list(map(nodes.__getitem__, iv)), list(range(n)), *attrs]
 
 
 def edge_rows(g: nx.Graph | Columns) -> list[tuple[Any, ...]]:
@@ -285,8 +289,8 @@ def table_columns(tables: Iterable[Columns]) -> tuple[list[Any], list[Any], bool
         for into, part in zip(node_attrs, node_columns(c)[3:], strict=True):
             into += part
         _check_attrs(c.tid, {k: None for d in c.classes for k in d}, EDGE_ATTRS, "edge")
-        n, m = len(c.nodes), len(c.ik)
-        iu, iv, ik = (np.asarray(x, dtype=np.int64) for x in (c.iu, c.iv, c.ik))
+        iu, iv, ik = c._inserted
+        n, m = len(c.nodes), len(ik)
         if presorted:
             by_name = np.asarray(sorted(range(n), key=c.nodes.__getitem__), dtype=np.int64)
             rank = np.empty(n, dtype=np.int64)
