@@ -573,7 +573,7 @@ def _compact_node_link(t: _Typed) -> Iterator[bytes]:
         heads.append(head.encode())
         mids.append(mid.encode())
         tails.append(tail.encode())
-    ids = [_json(n).encode() for n in c.nodes]
+    ids = _json_texts(c.nodes)
     yield b'{"directed":false,"edges":['
     for s in _slices(len(c.ek)):
         ks = c.ek[s]
@@ -661,10 +661,32 @@ def _graphml_value(v: Any, kind: str) -> str:
     return _escape(str(v))
 
 
+def _plain_texts(values: list[Any]) -> bool:
+    """Every value a str with nothing to escape: one search over them all joined instead of one call per value
+    (the pattern matches single characters, so no match can span two values)."""
+    return all(type(v) is str for v in values) and not _PLAIN.search("".join(values))
+
+
+def _quoted(names: list[Any]) -> list[bytes]:
+    """`_quoteattr(str(n))` of each name, UTF-8."""
+    if _plain_texts(names):
+        return [b'"%b"' % n for n in map(str.encode, names)]
+    return [_quoteattr(str(n)).encode() for n in names]
+
+
+def _json_texts(values: list[Any]) -> list[bytes]:
+    """`_json(v)` of each value, UTF-8 (all str: one C encoder call each, mapped)."""
+    if all(type(v) is str for v in values):
+        return list(map(str.encode, map(encode_basestring, values)))
+    return [_json(v).encode() for v in values]
+
+
 def _data(prefix: str, kind: str) -> Callable[[list[Any]], Iterable[str]]:
     """A node's `<data>` element for each value (the `prefix` opens it)."""
 
     def fmt(values: list[Any]) -> Iterable[str]:
+        if kind == "string" and _plain_texts(values):
+            return [f"{prefix}{v}</data>" for v in values]
         if kind == "string" and all(type(v) is str for v in values):
             return [f"{prefix}{_escape(v)}</data>" for v in values]
         return [f"{prefix}{_graphml_value(v, kind)}</data>" for v in values]
@@ -721,7 +743,7 @@ def _graphml(t: _Typed) -> Iterator[bytes]:
     lines.append('  <graph edgedefault="undirected">')
     lines += data("graph", t.graph, "    ")
     yield ("\n".join(lines) + "\n").encode()
-    quoted = [_quoteattr(str(n)).encode() for n in c.nodes]  # each id once, not once per edge end
+    quoted = _quoted(c.nodes)  # each id once, not once per edge end
     pieces = []
     for name, values in t.nodes.items():
         kid, kind = keys[("node", name)]
