@@ -542,6 +542,11 @@ _JSON: dict[str, Any] = {"sort_keys": True, "ensure_ascii": False, "separators":
 _HOLES = ("\x00source\x00", "\x00target\x00")  # stand-ins no attribute value can contain (JSON escapes NUL)
 
 
+def _all_str(values: list[Any]) -> bool:
+    """Every value a str (one C pass over the types, not a Python step per value)."""
+    return set(map(type, values)) <= {str}
+
+
 def _json(v: Any) -> str:
     """`json.dumps(v)` as the compact export writes it (strings through the same C encoder json.dumps uses)."""
     return encode_basestring(v) if type(v) is str else json.dumps(v, **_JSON)
@@ -552,7 +557,7 @@ def _member(key: str) -> Callable[[list[Any]], Iterable[str]]:
     prefix = f",{_json(key)}:"
 
     def fmt(values: list[Any]) -> Iterable[str]:
-        texts = map(encode_basestring if all(type(v) is str for v in values) else _json, values)
+        texts = map(encode_basestring if _all_str(values) else _json, values)
         return map(prefix.__add__, texts)
 
     return fmt
@@ -664,7 +669,7 @@ def _graphml_value(v: Any, kind: str) -> str:
 def _plain_texts(values: list[Any]) -> bool:
     """Every value a str with nothing to escape: one search over them all joined instead of one call per value
     (the pattern matches single characters, so no match can span two values)."""
-    return all(type(v) is str for v in values) and not _PLAIN.search("".join(values))
+    return _all_str(values) and not _PLAIN.search("".join(values))
 
 
 def _quoted(names: list[Any]) -> list[bytes]:
@@ -676,7 +681,7 @@ def _quoted(names: list[Any]) -> list[bytes]:
 
 def _json_texts(values: list[Any]) -> list[bytes]:
     """`_json(v)` of each value, UTF-8 (all str: one C encoder call each, mapped)."""
-    if all(type(v) is str for v in values):
+    if _all_str(values):
         return list(map(str.encode, map(encode_basestring, values)))
     return [_json(v).encode() for v in values]
 
@@ -687,7 +692,7 @@ def _data(prefix: str, kind: str) -> Callable[[list[Any]], Iterable[str]]:
     def fmt(values: list[Any]) -> Iterable[str]:
         if kind == "string" and _plain_texts(values):
             return [f"{prefix}{v}</data>" for v in values]
-        if kind == "string" and all(type(v) is str for v in values):
+        if kind == "string" and _all_str(values):
             return [f"{prefix}{_escape(v)}</data>" for v in values]
         return [f"{prefix}{_graphml_value(v, kind)}</data>" for v in values]
 
