@@ -159,7 +159,8 @@ def _registry_built_in_the_background(request: pytest.FixtureRequest, tmp_path_f
 @pytest.fixture(scope="session")
 def built_graph(built_registry: Layout) -> Callable[[str], nx.Graph]:
     """`built_graph(id)`: the topology stage's graph of a reference or cluster, built from the shared registry
-    once per worker (the 24,576-GPU cluster takes seconds) and frozen, so a test that tried to change it fails."""
+    once per worker and frozen, so a test that tried to change it fails. No xdist group: building is cheap (every
+    topology well under 2 CPU s, the 24,576-GPU cluster ~0.7), so its tests balance over the workers."""
     from pipeline.topology import stage
 
     graphs: dict[str, nx.Graph] = {}
@@ -235,8 +236,9 @@ def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses `built_pipeline` joins one xdist group: one worker runs them all, so the clone is
-    built once, and a test that changes it and puts it back never races another. Likewise every test that uses
-    `built_graph` (each graph built once per run, not once per worker).
+    built once, and a test that changes it and puts it back never races another. The `built_graph` tests are not
+    grouped: each worker builds the few graphs it needs (cheap), and the long read-backs of the large clusters'
+    exports run on both workers instead of queueing on one.
 
     The order (the same in every worker, as xdist requires) puts the longest chain first, the `dvc repro` clone's
     tests, then the other slow tests (a long test started last keeps one worker busy while the other idles), and
@@ -245,9 +247,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `--loadscope-reorder`), and the ungrouped tests in this order. Tests do not depend on their order."""
     for item in items:
         names = getattr(item, "fixturenames", ())
-        group = next((f for f in ("built_pipeline", "built_graph") if f in names), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        if "built_pipeline" in names:
+            item.add_marker(pytest.mark.xdist_group("built_pipeline"))
 
     def rank(item: pytest.Item) -> tuple[bool, bool, bool, bool]:
         names = getattr(item, "fixturenames", ())
