@@ -1,8 +1,9 @@
 """Shared fixtures: a private copy of the checkout per test, and an in-process CLI runner.
 
 The suite runs under pytest-xdist (`-n 2`, README): the registry built from the shipped data is built once per
-run in a directory every worker of that run shares (under a file lock), and the tests that read the whole `dvc
-repro` clone share one xdist group, so that clone is built once, by the worker that runs them."""
+run in a directory every worker of that run shares (under a file lock), and so is the whole `dvc repro` clone;
+the tests that read that clone share one xdist group (DVC commands in one repository must not run at once), and
+the tests that change it work on a private copy of it (`pipeline_copy`), on any worker."""
 
 from __future__ import annotations
 
@@ -229,31 +230,34 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController
     """Tell each worker that the groups apply. A worker sets up its options from the command line alone, so the
     `--dist loadgroup` chosen above never reaches it: without this its tests carry no group, every test is
-    scheduled on its own, and each worker builds its own `built_pipeline` clone (two `dvc repro` at once)."""
+    scheduled on its own, and two DVC commands could run in the shared `built_pipeline` clone at once."""
     node.workerinput["fabricref_loadgroup"] = node.config.option.dist == "loadgroup"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses `built_pipeline` joins one xdist group: one worker runs them all, so the clone is
-    built once, and a test that changes it and puts it back never races another. The `built_graph` tests are not
-    grouped: each worker builds the few graphs it needs (cheap), and the long read-backs of the large clusters'
-    exports run on both workers instead of queueing on one.
+    """Every test that reads the shared `built_pipeline` clone joins one xdist group: one worker runs them all, so
+    no two DVC commands run in that repository at once. A test that changes the clone (`pipeline_copy`) is not in
+    the group: it has a copy of its own. The `built_graph` tests are not grouped either: each worker builds the
+    few graphs it needs (cheap), and the long read-backs of the large clusters' exports run on both workers.
 
     The order (the same in every worker, as xdist requires) puts the longest chain first, the `dvc repro` clone's
-    tests, then the other slow tests (a long test started last keeps one worker busy while the other idles), and
-    the tests that read the shared registry after the others, so the workers run those while it is built in the
+    tests, then the other slow tests (a long test started last keeps one worker busy while the other idles), the
+    ones on a copy of the clone last among them (the other worker builds the clone meanwhile), and the tests that
+    read the shared registry after the others, so the workers run those while it is built in the
     background (`_registry_built_in_the_background`). xdist then sends the groups first, the largest first (its
     `--loadscope-reorder`), and the ungrouped tests in this order. Tests do not depend on their order."""
     for item in items:
         names = getattr(item, "fixturenames", ())
-        if "built_pipeline" in names:
+        if "built_pipeline" in names and "pipeline_copy" not in names:
             item.add_marker(pytest.mark.xdist_group("built_pipeline"))
 
-    def rank(item: pytest.Item) -> tuple[bool, bool, bool, bool]:
+    def rank(item: pytest.Item) -> tuple[bool, bool, bool, bool, bool]:
         names = getattr(item, "fixturenames", ())
+        grouped = "built_pipeline" in names and "pipeline_copy" not in names
         cold = item.get_closest_marker("cold_pipeline") is None  # before a `dvc exp run` redraws the report
-        return "built_pipeline" not in names, cold, item.get_closest_marker("slow") is None, "built_registry" in names
+        slow = item.get_closest_marker("slow") is not None
+        return not grouped, cold, not slow, "pipeline_copy" in names, "built_registry" in names
 
     items.sort(key=rank)  # stable: collection order within each rank
 
@@ -290,19 +294,41 @@ def stage_audit_env(audit: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One git clone of the checkout run through the whole `dvc repro`, shared by every test that only reads it
-    (a test that changes it puts it back and reruns, so the next one finds it as built). On that cold run every
-    stage process records what it read and wrote (tests/stage_audit, `stage_audit_dir`): test_dvc_deps checks
-    those records rather than running every stage again."""
-    root = copy_checkout(tmp_path_factory.mktemp("pipeline") / "clone", with_git=True)
+def _build_pipeline(target: Path) -> None:
+    """The cold `dvc repro` of `built_pipeline`, then a pristine copy of the built clone that no test touches,
+    from which `pipeline_copy` copies."""
+    root = copy_checkout(target / "clone", with_git=True)
     audit = stage_audit_dir(root)
     audit.mkdir()
     env = stage_audit_env(audit)
     done = subprocess.run(["dvc", "repro"], cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, f"dvc repro failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return root
+    _copy_clone(root, target / "pristine")
+
+
+def _copy_clone(src: Path, dest: Path) -> Path:
+    """A copy of a built clone: working tree, git history, DVC cache and run cache, the drawing and item caches.
+    DVC's own scratch (.dvc/tmp: locks, hash index, experiment queue) is left behind; DVC starts it afresh."""
+    scratch = src / ".dvc"
+    shutil.copytree(src, dest, symlinks=True, ignore=lambda d, names: ["tmp"] if Path(d) == scratch else [])
+    return dest
+
+
+@pytest.fixture(scope="session")
+def built_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One git clone of the checkout run through the whole `dvc repro` once per run (any xdist worker may ask: a
+    file lock makes the others wait), shared by every test that only reads it. On that cold run every stage
+    process records what it read and wrote (tests/stage_audit, `stage_audit_dir`): test_dvc_deps checks those
+    records rather than running every stage again. A test that changes the clone uses `pipeline_copy`."""
+    return build_once(shared_base(tmp_path_factory), "pipeline", _build_pipeline) / "clone"
+
+
+@pytest.fixture
+def pipeline_copy(built_pipeline: Path, tmp_path: Path) -> Path:
+    """A private copy of the built clone as the cold `dvc repro` left it, for a test that changes inputs and runs
+    DVC again (`dvc exp run`, `dvc repro`): nothing to put back afterwards, and it runs on any xdist worker, beside
+    the tests reading the shared clone."""
+    return _copy_clone(built_pipeline.parent / "pristine", tmp_path / "clone")
 
 
 if __name__ == "__main__":  # `python tests/conftest.py BASE`: the background build started above

@@ -49,7 +49,8 @@ def test_audit_in_the_clone_verifies_the_hash_of_the_stored_file(clone: Path):
         assert leaf["sha256"] == sha256_file(clone / leaf["snapshot_path"])
 
 
-def test_a_changed_reference_model_reruns_only_compile(clone: Path):
+def test_a_changed_reference_model_reruns_only_compile(pipeline_copy: Path):
+    clone = pipeline_copy  # a copy of its own: the model is changed, then put back
     path = clone / "models" / "references" / "nvidia-dgx-h100.yaml"
     path.write_text(
         path.read_text().replace("No vendor document read states a price;", "No vendor document states a price;")

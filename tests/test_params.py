@@ -247,7 +247,8 @@ def test_dvc_plots_show_renders(built_pipeline: Path, tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(built_pipeline: Path):
+def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pipeline_copy: Path):
+    built_pipeline = pipeline_copy  # a copy of its own (conftest): `dvc exp run` changes it
     wid = "llama70b-train-tp8-dp512"
     before = _metric_files(built_pipeline, wid)
     try:
@@ -359,10 +360,11 @@ def test_an_mfu_given_on_the_command_line_is_labelled_as_given(cli, built_regist
 
 
 @pytest.mark.slow
-def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(built_pipeline: Path):
+def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(pipeline_copy: Path):
     """`-S step.memory_headroom=0.1`: every per-workload traffic stage reruns (they all read `step`), and the
     stages that do not (topology, sharing, KV curve, comparison) do not; every fit headroom drops by 10 % of the
     accelerator memory (8 GB on the 80 GB H100s)."""
+    built_pipeline = pipeline_copy  # a copy of its own (conftest): `dvc exp run` changes it
     before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
     try:
         out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
@@ -485,7 +487,8 @@ def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_co
 
 
 @pytest.mark.slow
-def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collectives(built_pipeline: Path):
+def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collectives(pipeline_copy: Path):
+    built_pipeline = pipeline_copy  # a copy of its own (conftest): `dvc exp run` changes it
     wid, target = "llama70b-serve-disaggregated", "meta-style-h100-24576"
     before = _metric_files(built_pipeline, wid)[target]
     key = "calibration.link_classes.roce-ethernet.efficiency"
