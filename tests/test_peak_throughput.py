@@ -53,10 +53,18 @@ def _rows(lay, sql: str, *params) -> list[dict]:
         con.close()
 
 
+_FIELDS: dict[Path, dict[tuple[str, str], list[dict]]] = {}
+
+
 def _field(lay, ref: str, key: str) -> dict:
-    (row,) = _rows(
-        lay, "SELECT value_number, unit, status, reason FROM fields WHERE reference_id = ? AND field = ?", ref, key
-    )
+    """The one row of `fields` for (ref, key). The whole view is read once per registry (one query instead of one
+    connection per field): every test here reads the session's built registry and none writes it."""
+    if lay.root not in _FIELDS:
+        rows: dict[tuple[str, str], list[dict]] = {}
+        for row in _rows(lay, "SELECT reference_id, field, value_number, unit, status, reason FROM fields"):
+            rows.setdefault((row.pop("reference_id"), row.pop("field")), []).append(row)
+        _FIELDS[lay.root] = rows
+    (row,) = _FIELDS[lay.root].get((ref, key), [])
     return row
 
 
