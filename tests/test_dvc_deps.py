@@ -266,16 +266,27 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(bui
         )
         assert done.returncode == 0, f"stage {stage} failed:\n{done.stdout}\n{done.stderr}"
     records: dict[str, list[dict]] = {}
+    workers: dict[str, list[dict]] = {}  # processes a stage forked (the traffic stage's workers)
     for path in sorted(audit.glob("*.json")):
         record = json.loads(path.read_text())
-        records.setdefault(record["stage"], []).append(record)
+        (workers if "forked_from" in record else records).setdefault(record["stage"], []).append(record)
     assert sorted(records) == sorted(stages), "the cold dvc repro audited other stages than dvc.yaml lists"
+    assert set(workers) <= set(stages)
+    if len(os.sched_getaffinity(0)) > 1:  # the cold run computes every traffic item, in one worker per CPU
+        assert len(workers.get("traffic", [])) > 1, "the traffic stage's workers left no audit record"
     problems: list[str] = []
     for stage in stages:
         spec = stages[stage]
         module, args = entry_argv(spec["cmd"])
         assert [r["argv"] for r in records[stage]] == [["-m", module, *args]], (stage, records[stage])
-        record = records[stage][0]
+        (record,) = records[stage]
+        mine = workers.get(stage, [])
+        assert all(w["forked_from"] == record["pid"] for w in mine), (stage, [w["forked_from"] for w in mine])
+        # What its workers read and loaded counts as the stage's.
+        record = {
+            "log": [e for r in [record, *mine] for e in r["log"]],
+            "loaded": sorted({m for r in [record, *mine] for m in r["loaded"]}),
+        }
         deps = [str(d) for d in spec["deps"]] + params_files(spec)
         if stage != "code":  # its code, through registry/code/<entry>.txt
             deps += code_files(entry_module(spec["cmd"]), root)

@@ -2,8 +2,9 @@
 
 - One fact, one place: every knob of a shipped workload lives in params.yaml (`workloads.<id>.<knob>`), none is
   also written in the workload file, and a value stated in both is refused.
-- dvc.yaml runs one traffic stage per workload (found by globbing models/workloads), each declaring its own
-  `workloads.<id>` params and its own file, so `dvc exp run -S workloads.<id>.dp=...` reruns only that stage.
+- dvc.yaml runs the traffic work as one stage that declares every workload's knobs (`workloads`) and files; inside
+  it, `dvc exp run -S workloads.<id>.dp=...` recomputes only that workload (and the sharing pairs it is in): the
+  others come from the item cache (tests/test_traffic_cache.py checks the keys).
 - Metrics are numbers, one small flat file per workload × target (metrics/<workload>/<target>.json), so
   `dvc metrics show` prints a narrow table; the words live in the traffic tables.
 """
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from conftest import ROOT, env_with_venv
 
 from pipeline.core.errors import ValidationError
 from pipeline.core.paths import Layout
-from pipeline.traffic.workloads import KNOBS, find_workload, load_workload, standalone_text, workload_paths
+from pipeline.traffic.workloads import KNOBS, find_workload, load_workload, standalone_text
 
 WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
 
@@ -126,24 +128,17 @@ def test_a_workload_file_outside_a_checkout_states_its_own_knobs(tmp_path: Path)
     assert alone.training == shipped_w.training and (alone.training.dp, alone.training.seq_len) == (64, 8192)
 
 
-def test_one_traffic_stage_per_workload_with_its_own_params_and_file():
+def test_one_traffic_stage_declares_every_workload_its_knobs_and_the_choices_it_reads():
     stages = _raw_stages()
-    assert stages["traffic-workload"]["foreach"] == WORKLOADS
-    do = stages["traffic-workload"]["do"]
-    assert do["params"] == ["workloads.${item}", "step", "calibration"]
-    assert "models/workloads/${item}.yaml" in do["deps"]
-    assert not [d for d in do["deps"] if d in ("models/workloads", "params.yaml")], "a stage per workload reads one"
-    shares = {}
-    for path in workload_paths(Layout(ROOT)):
-        other = yaml.safe_load(path.read_text()).get("shares_with")
-        if other:
-            shares[path.stem] = {"with": other}
-    assert stages["traffic-sharing"]["foreach"] == shares
-    assert sorted(stages["traffic-sharing"]["do"]["params"]) == [
-        "calibration",
-        "workloads.${item.with}",
-        "workloads.${key}",
-    ]
+    assert not [n for n in stages if n.startswith("traffic-") or n == "comparison"], (
+        "one traffic stage, not one per item"
+    )
+    traffic = stages["traffic"]
+    assert traffic["cmd"] == "python -m pipeline.traffic"
+    assert traffic["params"] == ["workloads", "step", "calibration"]
+    assert "models/workloads" in traffic["deps"] and "params.yaml" not in traffic["deps"]
+    # One metrics file per workload and target, all under the one metrics directory the stage declares.
+    assert traffic["metrics"] == [{"metrics": {"cache": False}}]
 
 
 def _numbers_only(value: Any, where: str) -> None:
@@ -163,8 +158,8 @@ def test_shipped_metrics_are_flat_numbers_one_file_per_workload_and_target():
     short keys with their unit, numbers only (no word, no nesting), so the table stays narrow."""
     from pipeline.traffic.stage import METRICS
 
-    (metric,) = _raw_stages()["traffic-workload"]["do"]["metrics"]
-    assert metric == {"metrics/${item}": {"cache": False}}
+    (metric,) = _raw_stages()["traffic"]["metrics"]
+    assert metric == {"metrics": {"cache": False}}
     allowed = {*METRICS, "util"}
     for wid in WORKLOADS:
         files = _metric_files(ROOT, wid)
@@ -199,34 +194,53 @@ def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
     assert "ttft_s" not in one  # a training workload's table has no inference columns
 
 
-def test_a_workload_stage_writes_numeric_metrics_and_its_tables(built_copy: Layout):
-    from pipeline.traffic import stage
+def test_the_traffic_stage_writes_numeric_metrics_beside_its_tables(built_copy: Layout):
+    from pipeline.traffic import batch
 
-    metrics = stage.run_workload(built_copy, "llama70b-serve-aggregated")
-    on_disk = _metric_files(built_copy.root, "llama70b-serve-aggregated")
-    assert on_disk == metrics
-    w = find_workload(built_copy, "llama70b-serve-aggregated")
+    done = batch.run(built_copy)
+    wid = "llama70b-serve-aggregated"
+    on_disk = _metric_files(built_copy.root, wid)
+    assert on_disk == {k.split("@")[1]: v for k, v in done.metrics.items() if k.startswith(wid + "@")}
+    w = find_workload(built_copy, wid)
     assert sorted(on_disk) == sorted(w.targets)
-    for name in stage.WORKLOAD_TABLES:
-        assert (stage.workload_dir(built_copy, w.id) / f"{name}.parquet").is_file()
+    assert sorted(p.name for p in (built_copy.root / "metrics").iterdir()) == WORKLOADS
     # The words and the full figures are in the table beside the numbers.
     import duckdb
 
     rows = duckdb.sql(
         "SELECT topology_id, dominant_phase, confidence, caveat, communication_seconds, headroom_bytes "
-        "FROM read_parquet(?)",
-        params=[str(stage.workload_dir(built_copy, w.id) / "traffic_workloads.parquet")],
+        "FROM read_parquet(?) WHERE workload_id = ?",
+        params=[str(built_copy.registry_dir / "traffic" / "traffic_workloads.parquet"), wid],
     ).fetchall()
     assert sorted(r[0] for r in rows) == sorted(w.targets)
     for topology_id, dominant, conf, caveat, seconds, headroom in rows:
         assert dominant and conf and caveat
         assert seconds == pytest.approx(on_disk[topology_id]["comm_s"], rel=1e-8)
         assert headroom / 1e9 == pytest.approx(on_disk[topology_id]["free_gb"], rel=1e-8)
-    # A target the workload no longer names loses its file.
-    stale = stage.metrics_dir(built_copy, w.id) / "nvidia-dgx-b300.json"
+    # A target the workload no longer names, or a workload no longer there, loses its file (the cache serves the
+    # rerun: nothing moved).
+    stale = built_copy.root / "metrics" / wid / "nvidia-dgx-b300.json"
     stale.write_text("{}")
-    stage.run_workload(built_copy, "llama70b-serve-aggregated")
-    assert not stale.exists()
+    gone = built_copy.root / "metrics" / "gone-workload" / "nvidia-dgx-h100.json"
+    gone.parent.mkdir()
+    gone.write_text("{}")
+    again = batch.run(built_copy)
+    assert again.computed == [] and not stale.exists() and not gone.parent.exists()
+    assert _metric_files(built_copy.root, wid) == on_disk
+
+
+def _items(out: str) -> tuple[int, list[str], int]:
+    """What the traffic stage says it did: how many items it computed, their names (given when at most three) and
+    how many it read from the item cache."""
+    found = re.search(r"items computed: (\d+)(?: \(([^)]*)\))?.*, read from \S+: (\d+);", out)
+    assert found, out
+    return int(found.group(1)), found.group(2).split(", ") if found.group(2) else [], int(found.group(3))
+
+
+def _computed(out: str) -> list[str]:
+    computed, names, _ = _items(out)
+    assert len(names) == computed, out
+    return names
 
 
 def _sh(cmd: list[str], cwd: Path) -> str:
@@ -254,7 +268,10 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
     try:
         out = _sh(["dvc", "exp", "run", "-S", f"workloads.{wid}.dp=256"], built_pipeline)
         ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-        assert ran == sorted([f"traffic-workload@{wid}", "traffic", "report", "database"]), out
+        assert ran == ["database", "report", "traffic"], out
+        # Inside the stage, that workload alone was computed; the others, the sharing pair and the curve came from
+        # the item cache.
+        assert _computed(out) == [f"workload {wid}"], out
         after = _metric_files(built_pipeline, wid)
         assert sorted(after) == sorted(before)
         for target in before:
@@ -293,7 +310,7 @@ def test_the_step_choices_live_in_params_yaml_and_only_the_workload_stages_decla
     assert not hasattr(compute, "MFU_ASSUMPTION"), "the MFU's one home is params.yaml step.mfu"
     stages = _raw_stages()
     readers = sorted(name for name, spec in stages.items() if "step" in spec.get("do", spec).get("params", []))
-    assert readers == ["traffic-workload"]
+    assert readers == ["traffic"]
 
 
 @pytest.mark.parametrize(
@@ -324,25 +341,20 @@ def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(bu
     from pipeline.traffic import stage
 
     wid = "llama70b-train-tp8-dp512"
-    before = stage.run_workload(built_copy, wid)
+    before = stage.workload_result(built_copy, wid)[1]
     params = built_copy.root / "params.yaml"
     text = params.read_text()
     params.write_text(
         text.replace("  mfu: 0.5\n", "  mfu: 0.25\n").replace("memory_headroom: 0.0", "memory_headroom: 0.1")
     )
-    after = stage.run_workload(built_copy, wid)
-    assert after == _metric_files(built_copy.root, wid)
+    tables, after = stage.workload_result(built_copy, wid)
     for target in ("illustrative-h100-4096", "meta-style-h100-24576"):  # 80 GB H100s
         assert after[target]["free_gb"] == pytest.approx(before[target]["free_gb"] - 0.1 * 80, abs=1e-6)
         assert after[target]["compute_s"] == pytest.approx(2 * before[target]["compute_s"], rel=1e-8)
         assert after[target]["comm_s"] == before[target]["comm_s"]  # the network does not move
-    import duckdb
-
-    ((assumed,),) = duckdb.sql(
-        "SELECT step_assumptions FROM read_parquet(?) WHERE topology_id = 'illustrative-h100-4096'",
-        params=[str(stage.workload_dir(built_copy, wid) / "traffic_workloads.parquet")],
-    ).fetchall()
-    said = json.loads(assumed)
+    columns = [c for c, _ in stage.WORKLOAD_COLUMNS]
+    (row,) = [r for r in tables["traffic_workloads"] if r[0] == "illustrative-h100-4096"]
+    said = json.loads(row[columns.index("step_assumptions")])
     assert (
         "the fit keeps 10 % of accelerator memory free (params.yaml step.memory_headroom): 72.0 GB of 80.0 GB usable"
         in said
@@ -361,15 +373,21 @@ def test_an_mfu_given_on_the_command_line_is_labelled_as_given(cli, built_regist
 
 @pytest.mark.slow
 def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(pipeline_copy: Path):
-    """`-S step.memory_headroom=0.1`: every per-workload traffic stage reruns (they all read `step`), and the
-    stages that do not (topology, sharing, KV curve, comparison) do not; every fit headroom drops by 10 % of the
-    accelerator memory (8 GB on the 80 GB H100s)."""
+    """`-S step.memory_headroom=0.1`: the traffic stage reruns and recomputes every workload (they all read
+    `step`) but not the sharing pair or the KV curve (which do not: read from the item cache); topology does not
+    rerun; every fit headroom drops by 10 % of the accelerator memory (8 GB on the 80 GB H100s)."""
     built_pipeline = pipeline_copy  # a copy of its own (conftest): `dvc exp run` changes it
     before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
     try:
         out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
         ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-        assert ran == sorted([*(f"traffic-workload@{w}" for w in WORKLOADS), "traffic", "report", "database"]), out
+        assert ran == ["database", "report", "traffic"], out
+        pairs = sum(
+            1
+            for w in WORKLOADS
+            if yaml.safe_load((ROOT / "models" / "workloads" / f"{w}.yaml").read_text()).get("shares_with")
+        )
+        assert _items(out)[0::2] == (len(WORKLOADS), pairs + 1), out
         for wid in WORKLOADS:
             after = _metric_files(built_pipeline, wid)
             for target in ("illustrative-h100-4096", "meta-style-h100-24576"):
@@ -414,7 +432,7 @@ def test_each_calibration_param_is_an_assumed_number_the_file_holds_without_a_va
     stages = _raw_stages()
     readers = sorted(n for n, spec in stages.items() if "calibration" in spec.get("do", spec).get("params", []))
     assert readers == sorted(n for n, spec in stages.items() if "models/calibration" in spec.get("do", spec)["deps"])
-    assert readers == ["comparison", "traffic-sharing", "traffic-workload"]
+    assert readers == ["traffic"]
 
 
 # nvlink5's efficiency in the calibration file: its status and note, no value (params.yaml sets it).
@@ -471,12 +489,12 @@ def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_co
         r = stage.estimate(built_copy, target, find_workload(built_copy, wid))
         return next(p for p in r.phases if p.phase == "kv-transfer")
 
-    before_phase, before = kv_phase(), stage.run_workload(built_copy, wid)[target]
+    before_phase, before = kv_phase(), stage.workload_result(built_copy, wid)[1][target]
     assert before_phase.bandwidth_s == pytest.approx(kv / (50e9 * 0.94), rel=1e-9)
     params = built_copy.root / "params.yaml"
     text = params.read_text()
     params.write_text(text.replace("      efficiency: 0.94         #", "      efficiency: 0.8          #", 1))
-    after_phase, after = kv_phase(), stage.run_workload(built_copy, wid)[target]
+    after_phase, after = kv_phase(), stage.workload_result(built_copy, wid)[1][target]
     assert after_phase.bandwidth_s == pytest.approx(kv / (50e9 * 0.8), rel=1e-9)
     moved = kv / (50e9 * 0.8) - kv / (50e9 * 0.94)
     assert moved == pytest.approx(0.0049975, abs=1e-7)
@@ -495,9 +513,8 @@ def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collec
     try:
         out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.8"], built_pipeline)
         ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-        sharing = [f"traffic-sharing@{k}" for k in _raw_stages()["traffic-sharing"]["foreach"]]
-        expected = [*(f"traffic-workload@{w}" for w in WORKLOADS), *sharing, "comparison"]
-        assert ran == sorted([*expected, "traffic", "report", "database"]), out
+        assert ran == ["database", "report", "traffic"], out
+        assert _items(out)[2] == 0, out  # the calibration shapes every item: none read from the cache
         after = _metric_files(built_pipeline, wid)[target]
         moved = 1_342_177_280 / (50e9 * 0.8) - 1_342_177_280 / (50e9 * 0.94)
         assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)

@@ -164,11 +164,10 @@ def topology_(
 
 @app.command()
 def traffic(root: RootOpt = None) -> None:
-    """Lay every shipped workload onto its targets; write registry/traffic/ (tables and metrics)."""
-    from ..traffic import stage
+    """Lay every shipped workload onto its targets; write registry/traffic/ (tables), metrics/ and the comparison."""
+    from ..traffic import batch
 
-    metrics = stage.run(lay_of(root))
-    out.print(f"estimated {len(metrics) - 1} workload × topology pairs into registry/traffic/")
+    out.print(batch.summary(batch.run(lay_of(root))))
 
 
 @app.command()

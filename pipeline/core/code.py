@@ -30,7 +30,6 @@ ENTRIES = (
     "pipeline.compile",
     "pipeline.topology",
     "pipeline.traffic",
-    "pipeline.traffic.comparison",
     "pipeline.report",
     "pipeline.core.registry",
 )

@@ -1,6 +1,8 @@
-"""`python -m pipeline.traffic [workload ID | sharing ID | kv | combine]` (the DVC stages, see dvc.yaml).
+"""`python -m pipeline.traffic [-n JOBS]`: the traffic stage (dvc.yaml `traffic`; people: `fabricref traffic`).
 
-With no argument, everything in one process (as `fabricref traffic`)."""
+Every workload on its targets, every sharing pair, the KV curve and the measured-vs-model comparison, in one
+process; each item read from the item cache (.fabricref-cache/traffic/) when nothing that shapes it moved, the
+others computed by JOBS worker processes (default: $FABRICREF_JOBS, else one per usable CPU)."""
 
 import sys
 
@@ -8,33 +10,21 @@ from ..core.entry import run_stage
 from ..core.errors import UsageError
 from ..core.paths import Layout
 
-USAGE = "usage: python -m pipeline.traffic [workload ID | sharing ID | kv | combine]"
+USAGE = "usage: python -m pipeline.traffic [-n JOBS]   (JOBS: worker processes, a whole number ≥ 1)"
 
 
 def main(lay: Layout) -> str:
     args = sys.argv[1:]
-    if args not in ([], ["kv"], ["combine"]) and not (len(args) == 2 and args[0] in ("workload", "sharing")):
-        raise UsageError(USAGE)
-    if args == ["combine"]:  # concatenating the parts needs DuckDB only, none of the estimating code
-        from .combine import combine
+    jobs = None
+    if args:
+        if len(args) != 2 or args[0] not in ("-n", "--jobs") or not args[1].isdigit() or int(args[1]) < 1:
+            raise UsageError(USAGE)
+        jobs = int(args[1])
+    # Imported once the arguments are known good: a usage error needs none of the stage's libraries (and a run
+    # whose items all come from the cache none of the estimating code: pipeline/traffic/batch.py).
+    from . import batch
 
-        counts = combine(lay)
-        return "combined " + ", ".join(f"{n} {name} rows" for name, n in counts.items()) + " into registry/traffic/"
-    # Imported once the arguments are known good: the stage's libraries (numpy, scipy, networkx, DuckDB,
-    # pydantic) are most of a short run's CPU, and a usage error needs none of them.
-    from . import stage
-
-    if not args:
-        metrics = stage.run(lay)
-        return f"estimated {len(metrics) - 1} workload × topology pairs into registry/traffic/"
-    if args[0] == "workload":
-        metrics = stage.run_workload(lay, args[1])
-        return f"estimated {args[1]} on {len(metrics)} targets into {lay.relative(stage.workload_dir(lay, args[1]))}/"
-    if args[0] == "sharing":
-        n = stage.run_sharing(lay, args[1])
-        return f"{n} shared phases into {lay.relative(stage.sharing_file(lay, args[1]))}"
-    stage.run_kv(lay)
-    return "KV-transfer curve into registry/traffic/plots/kv_transfer.csv"
+    return batch.summary(batch.run(lay, jobs))
 
 
 run_stage(main, collect_cycles=False)

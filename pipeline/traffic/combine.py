@@ -1,31 +1,28 @@
-"""`python -m pipeline.traffic combine`: the per-item parts into the tables every reader knows, and the plot
-data of the phases and links.
+"""The traffic stage's outputs from its items' results: the tables every reader knows, the plot data of the
+phases and links, the KV curve and the caveats.
 
-Reads only the parts' Parquet files and the workload files' `shares_with`: no estimating code is imported."""
+Imports no estimating code: the results come from the item cache or the workers (pipeline/traffic/stage.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-from ..core.files import atomic_write_json
+from ..core.files import atomic_write_bytes, atomic_write_json
 from ..core.paths import Layout
-from ..core.registry import Tables, concat_tables
+from ..core.registry import Tables, remove_stale, write_table
 from . import plots
-from .parts import TABLES, WORKLOAD_TABLES, sharing_file, sharing_pairs, traffic_dir, workload_dir, workload_paths
+from .parts import TABLES, traffic_dir
 
 
-def combine(lay: Layout) -> dict[str, int]:
-    """`python -m pipeline.traffic combine`: the per-item parts → registry/traffic/<table>.parquet (what the
-    report, the database views and every query read) and the plot data of the phases and links."""
+def write_outputs(lay: Layout, rows: dict[str, list[Any]], kv_csv: bytes) -> dict[str, int]:
+    """registry/traffic/<table>.parquet from each table's rows (in item order; written sorted), the plot data
+    (phase times, busiest links, the KV curve) and caveats.json. Returns the row count per table."""
     out = traffic_dir(lay)
-    parts: dict[str, list[Path]] = {name: [] for name in TABLES}
-    for path in workload_paths(lay):
-        for name in WORKLOAD_TABLES:
-            parts[name].append(workload_dir(lay, path.stem) / f"{name}.parquet")
-    parts["traffic_sharing"] = [sharing_file(lay, wid) for wid, _ in sharing_pairs(lay)]
     counts = {}
     for name, (columns, order) in TABLES.items():
-        counts[name] = concat_tables(out, name, columns, order, parts[name])
+        write_table(out, name, columns, order, rows[name])
+        counts[name] = len(rows[name])
+    remove_stale(out, TABLES)
     names = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
     with Tables({n: out / f"{n}.parquet" for n in names}) as t:
         plots.write_phases(out / "plots", t)
@@ -33,5 +30,6 @@ def combine(lay: Layout) -> dict[str, int]:
         # show no traffic numbers do not rerun when a number moves (the words do not).
         found = [r["c"] for r in t.rows("SELECT DISTINCT caveat AS c FROM traffic_workloads ORDER BY 1")]
         found += [r["c"] for r in t.rows("SELECT DISTINCT not_established AS c FROM traffic_failures ORDER BY 1")]
+    atomic_write_bytes(out / "plots" / "kv_transfer.csv", kv_csv)
     atomic_write_json(out / "caveats.json", {"caveats": [c for c in dict.fromkeys(found) if c]})
     return counts

@@ -1,5 +1,4 @@
-"""`python -m pipeline.traffic.comparison` (the DVC stage `comparison`): every pinned measured log beside the
-model, for the report.
+"""Every pinned measured log beside the model, for the report (part of the traffic stage, `stage.run`).
 
 Reads the measured pins (sources/measured/*.json) and the logs' bytes from the snapshot store (never the
 `measurements` table, which `fabricref measured import` writes outside DVC), costs each measured size with the
@@ -7,15 +6,14 @@ calibrated model on the topology the log ran on, and writes registry/comparison/
 per log, placement and size, with the log's hash, file name and origin so the report can cite it. No pins: an
 empty table (the report then says how to import one).
 
-The same stage writes the KV-transfer curve (registry/traffic/plots/kv_transfer.csv, `stage.run_kv`): the model at
-a range of prompt lengths on two shipped topologies, read from the same tables; one process instead of two.
+Computed on every run of the stage, never cached: with no pins it costs a directory listing, and a pin's log is
+read from the store whatever the cache would hold.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.entry import run_stage
 from ..core.paths import Layout
 from ..core.registry import write_table
 from .measured import measured_rows, model_rows
@@ -66,18 +64,3 @@ def run(lay: Layout) -> tuple[Path, int]:
         comparison_dir(lay), TABLE, COLUMNS, ["topology_id", "measurement_id", "placement", "bytes", "line"], rows
     )
     return path, len({m["measurement_id"] for m in measured})
-
-
-def main(lay: Layout) -> str:
-    from .stage import run_kv
-
-    path, logs = run(lay)
-    run_kv(lay)
-    return (
-        f"compared {logs} measured log(s) with the model into {lay.relative(path)}; "
-        "KV-transfer curve into registry/traffic/plots/kv_transfer.csv"
-    )
-
-
-if __name__ == "__main__":
-    run_stage(main)

@@ -1,15 +1,14 @@
-"""Where the traffic stage's parts live and what their tables hold: the columns, the per-item paths, who shares
-a cluster with whom.
+"""What the traffic stage's tables hold (their columns and sort order), where they live, and who shares a cluster
+with whom.
 
-Kept free of the estimating code (numpy, networkx, the routing) so that the `combine` step, which only
-concatenates the parts, starts in a fraction of the time a workload stage needs (issue 16)."""
+Kept free of the estimating code (numpy, networkx, the routing): writing the tables from cached results needs
+none of it (issue 16)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..core.paths import Layout
-from ..core.schemas import load_yaml
 
 TRAFFIC_COLUMNS = [
     ("topology_id", "VARCHAR"),
@@ -102,11 +101,8 @@ SHARING_COLUMNS = [
 ]
 
 
-# The per-item layout DVC runs (dvc.yaml): one stage per workload writes WORKLOAD_TABLES under
-# registry/traffic/workloads/<id>/ and its metrics under metrics/<id>/; one per sharing pair writes
-# registry/traffic/sharing/<id>.parquet; `combine` concatenates them into the tables every reader knows
-# (registry/traffic/<table>.parquet, same names and columns) and the plot data; `kv` writes the KV-transfer curve.
-# A changed workload reruns its own stage and the combine.
+# registry/traffic/<table>.parquet: each workload's item gives its rows of WORKLOAD_TABLES, each sharing pair's
+# its rows of traffic_sharing (pipeline/traffic/stage.py).
 TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
     "traffic": (TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"]),
     "traffic_links": (LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"]),
@@ -121,25 +117,5 @@ def traffic_dir(lay: Layout) -> Path:
     return lay.registry_dir / "traffic"
 
 
-def workload_dir(lay: Layout, workload_id: str) -> Path:
-    return traffic_dir(lay) / "workloads" / workload_id
-
-
-def sharing_file(lay: Layout, workload_id: str) -> Path:
-    return traffic_dir(lay) / "sharing" / f"{workload_id}.parquet"
-
-
 def workload_paths(lay: Layout) -> list[Path]:
     return sorted((lay.root / "models" / "workloads").glob("*.yaml"))
-
-
-def sharing_pairs(lay: Layout) -> list[tuple[str, str]]:
-    """(workload, the workload it shares the cluster with), for every workload file that declares `shares_with`
-    (read from the files alone: the knobs in params.yaml do not change who shares with whom)."""
-    pairs = []
-    for path in workload_paths(lay):
-        data = load_yaml(path)[0]
-        other = data.get("shares_with") if isinstance(data, dict) else None
-        if other:
-            pairs.append((path.stem, str(other)))
-    return pairs

@@ -18,12 +18,16 @@ PROMPTS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 KV_MODEL = {"layers": 80, "kv_heads": 8, "head_dim": 128, "dtype": "bf16"}  # the 70B model of the workloads
 
 
-def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+def _csv_bytes(header: list[str], rows: list[list[Any]]) -> bytes:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
-    atomic_write_bytes(path, buf.getvalue().encode())
+    return buf.getvalue().encode()
+
+
+def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    atomic_write_bytes(path, _csv_bytes(header, rows))
 
 
 def write_phases(out: Path, tables: Tables) -> None:
@@ -54,14 +58,13 @@ def write_phases(out: Path, tables: Tables) -> None:
     _csv(out / "link_utilization.csv", ["link", "utilization"], util)
 
 
-def write_kv(out: Path, views: dict[str, View]) -> None:
+def kv_csv(views: dict[str, View]) -> bytes:
     """kv_transfer.csv: the 70B model's KV cache per decode rank, sent inside an NVL72 domain and across the
     fabric between 8-GPU servers, for each prompt length."""
-    # Imported here: the combine step writes the phase plots with this module and needs no estimating code.
+    # Imported here: writing the phase plots needs no estimating code.
     from . import sizing
     from .cost import send
 
-    out.mkdir(parents=True, exist_ok=True)
     local, cross = views["nvidia-gb200-nvl72"], views["illustrative-h100-4096"]
     kv_rows = []
     for tokens in PROMPTS:
@@ -69,6 +72,4 @@ def write_kv(out: Path, views: dict[str, View]) -> None:
         a = send(local, "kv", local.accelerators[0], local.accelerators[8], per_rank, concurrent=8)
         b = send(cross, "kv", cross.accelerators[0], cross.accelerators[8], per_rank, concurrent=8)
         kv_rows.append([tokens, round(a.seconds, 9), round(b.seconds, 9)])
-    _csv(
-        out / "kv_transfer.csv", ["prompt_tokens", "local_nvl72_seconds", "cross_fabric_8gpu_servers_seconds"], kv_rows
-    )
+    return _csv_bytes(["prompt_tokens", "local_nvl72_seconds", "cross_fabric_8gpu_servers_seconds"], kv_rows)

@@ -6,20 +6,18 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import confidence
 from ..core.errors import UsageError
 from ..core.facts import load_facts
-from ..core.files import atomic_write_json
 from ..core.graphs import Topologies
 from ..core.paths import Layout
-from ..core.registry import remove_stale, write_table
 from . import CAVEAT, ha, loads, plots
 from . import step as step_model
+from .batch import KV_TARGETS
 from .calculator import view_for
 from .choices import StepChoices, load_step_choices
-from .combine import combine
 from .cost import Phase
 from .loads import RoutedPhase
 from .parts import (  # noqa: F401  (re-exported: callers know them as stage.*)
@@ -31,10 +29,7 @@ from .parts import (  # noqa: F401  (re-exported: callers know them as stage.*)
     TRAFFIC_COLUMNS,
     WORKLOAD_COLUMNS,
     WORKLOAD_TABLES,
-    sharing_file,
-    sharing_pairs,
     traffic_dir,
-    workload_dir,
     workload_paths,
 )
 from .phases import phases, routed_phases
@@ -42,6 +37,9 @@ from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
 from .view import View
 from .workloads import Workload, find_workload
+
+if TYPE_CHECKING:
+    from .batch import Item
 
 
 @dataclass(kw_only=True)
@@ -163,9 +161,6 @@ def sharing(
             row = (topology_id, me.workload.id, other.workload.id, p.phase, p.network, share, added * p.count)
             rows.append((*row, share == 0.0, why))
     return a, b, rows
-
-
-KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")
 
 
 class Views:
@@ -332,36 +327,22 @@ def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], 
     return out, metrics
 
 
-def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> dict[str, dict[str, Any]]:
-    """`python -m pipeline.traffic workload <id>`: one workload on its targets → registry/traffic/workloads/<id>/."""
-    w = find_workload(lay, workload_id)
+def workload_result(
+    lay: Layout, workload_id: str, views: Views | None = None
+) -> tuple[dict[str, list[tuple]], dict[str, dict[str, Any]]]:
+    """One workload on its targets, computed afresh and written nowhere: its rows of WORKLOAD_TABLES and its
+    metrics per target (what the stage stores for it)."""
     own = views or Views(lay)
     try:
-        tables, metrics = workload_tables(w, own)
+        return workload_tables(find_workload(lay, workload_id), own)
     finally:
         if views is None:
             own.close()
-    out = workload_dir(lay, w.id)
-    for name in WORKLOAD_TABLES:
-        columns, order = TABLES[name]
-        write_table(out, name, columns, order, tables[name])
-    remove_stale(out, WORKLOAD_TABLES)
-    shown = metrics_dir(lay, w.id)
-    for target, numbers in metrics.items():
-        atomic_write_json(shown / f"{target}.json", numbers)
-    for stale in shown.glob("*.json"):  # a target the workload no longer names
-        if stale.stem not in metrics:
-            stale.unlink()
-    return metrics
 
 
-def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> int:
-    """`python -m pipeline.traffic sharing <id>`: the workload and its `shares_with` side by side on every target
-    both name → registry/traffic/sharing/<id>.parquet (rows of traffic_sharing)."""
-    w = find_workload(lay, workload_id)
-    if not w.shares_with:
-        raise UsageError(f"workload {workload_id} declares no shares_with: nothing to share")
-    other = find_workload(lay, w.shares_with)
+def sharing_rows(lay: Layout, w: Workload, other: Workload, views: Views | None = None) -> list[tuple]:
+    """Workload `w` and `other` (its `shares_with`) side by side on every target both name: rows of
+    traffic_sharing."""
     own = views or Views(lay)
     rows: list[tuple] = []
     try:
@@ -371,35 +352,66 @@ def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> in
     finally:
         if views is None:
             own.close()
-    path = sharing_file(lay, w.id)
-    columns, order = TABLES["traffic_sharing"]
-    write_table(path.parent, path.stem, columns, order, rows)
-    return len(rows)
+    return rows
 
 
-def run_kv(lay: Layout, views: Views | None = None) -> None:
-    """`python -m pipeline.traffic kv`: KV-cache transfer time across prompt lengths, inside an NVL72 domain vs
-    across the fabric between 8-GPU servers (registry/traffic/plots/kv_transfer.csv)."""
-    own = views or Views(lay)
-    try:
-        plots.write_kv(traffic_dir(lay) / "plots", {t: own(t) for t in KV_TARGETS})
-    finally:
-        if views is None:
-            own.close()
+# -- computing the traffic stage's items (pipeline/traffic/batch.py decides which, and writes the outputs) --
 
 
-def run(lay: Layout) -> dict[str, Any]:
-    """Everything the per-item DVC stages write, in one process (the `fabricref traffic` verb)."""
+def compute(item: Item, lay: Layout, workloads: dict[str, Workload], views: Views) -> bytes:
+    """An item's result as stored: JSON of its rows and metrics (floats exactly: Python writes the shortest repr
+    that reads back to the same float), or the KV curve's CSV bytes."""
+    if item.kind == "workload":
+        tables, metrics = workload_tables(workloads[item.id], views)
+        return _json({"tables": tables, "metrics": metrics})
+    if item.kind == "sharing":
+        w = workloads[item.id]
+        return _json({"rows": sharing_rows(lay, w, workloads[str(w.shares_with)], views)})
+    return plots.kv_csv({t: views(t) for t in KV_TARGETS})
+
+
+def _json(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), allow_nan=True).encode()
+
+
+# Set in the parent before the worker processes fork: they inherit it (with the views built) instead of pickling.
+_SHARED: tuple[Layout, dict[str, Workload], Views, list[Item]] | None = None
+
+
+def _compute_shared(index: int) -> bytes:
+    assert _SHARED is not None
+    lay, workloads, views, todo = _SHARED
+    return compute(todo[index], lay, workloads, views)
+
+
+def compute_all(lay: Layout, workloads: dict[str, Workload], todo: list[Item], jobs: int) -> list[bytes]:
+    """The results of `todo`, in its order. With more than one job, the views every item needs are built first
+    (once, not once per worker) and the workers fork from this process: no import, no view built twice."""
+    global _SHARED
     views = Views(lay)
-    metrics: dict[str, Any] = {"caveat": CAVEAT}
     try:
-        for path in workload_paths(lay):
-            for target, numbers in run_workload(lay, path.stem, views).items():
-                metrics[f"{path.stem}@{target}"] = numbers
-        for wid, _ in sharing_pairs(lay):
-            run_sharing(lay, wid, views)
-        run_kv(lay, views)
+        if jobs == 1:
+            return [compute(item, lay, workloads, views) for item in todo]
+        for item in todo:
+            for target in item.targets:
+                views.accelerator(views(target).reference)
+        views.choices  # noqa: B018  (read params.yaml's `step` once, before the fork)
+        views.close()  # no DuckDB connection may cross the fork
+        import multiprocessing
+
+        _SHARED = (lay, workloads, views, todo)
+        pool = multiprocessing.get_context("fork").Pool(jobs)
+        try:
+            # Largest first (most targets), one at a time: the two workers finish close together.
+            order = sorted(range(len(todo)), key=lambda i: -len(todo[i].targets))
+            done = dict(zip(order, pool.imap(_compute_shared, order), strict=True))
+            pool.close()
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
+            _SHARED = None
+        return [done[i] for i in range(len(todo))]
     finally:
         views.close()
-    combine(lay)
-    return metrics

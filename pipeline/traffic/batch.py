@@ -1,0 +1,216 @@
+"""The traffic stage (`python -m pipeline.traffic`, dvc.yaml `traffic`; people: `fabricref traffic`): every
+workload on its targets, every sharing pair and the KV curve as independent items, each read from the item cache
+when nothing that shapes it moved and otherwise computed (by worker processes when there are several); then the
+tables every reader knows, the plot data, the caveats, the metrics and the measured-vs-model comparison.
+
+One DVC stage instead of one per item (issue 16): DVC's own cost per stage (~0.55 s, mostly re-reading and
+rewriting dvc.lock) and each process's library imports (~0.9 s) were most of the traffic work. What the per-item
+stages bought (a changed workload recomputes only that workload) the item cache keeps: each item's result is
+stored in .fabricref-cache/traffic/ under a key of everything that shapes it (pipeline/core/keyed.py). This module
+imports none of the estimating code (the routing, networkx, scipy): a run whose items all hit never loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.code import fingerprint
+from ..core.errors import UsageError
+from ..core.files import atomic_write_json
+from ..core.keyed import KeyedCache, file_digests, library_versions, sha256_bytes
+from ..core.paths import PARAMS_FILE, Layout
+from ..core.schemas import load_yaml
+from . import CAVEAT
+from .combine import write_outputs
+from .parts import TABLES, WORKLOAD_TABLES, traffic_dir, workload_paths
+from .workloads import Workload, find_workload
+
+KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
+# The libraries whose behaviour shapes the numbers and their bytes (the YAML and schema readers shape the inputs
+# as the code sees them).
+LIBRARIES = ("duckdb", "jsonschema", "networkx", "numpy", "pydantic", "pydantic_core", "PyYAML", "ruamel.yaml", "scipy")
+CACHE_FORMAT = 1
+ENTRY = "pipeline.traffic"  # the stage's entry point: its import closure is the code an item's result depends on
+CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout whose pipeline/ is running
+# The input files an estimate reads besides its workload file and params.yaml (checked by tests/test_dvc_deps.py,
+# which runs the stage under an audit hook).
+TOPOLOGY_INPUTS = ("topology_graphs", "topology_nodes", "topology_edges", "topology_summaries")
+FACT_INPUTS = ("reference_models", "fields", "assumptions", "parameters")
+JOBS_ENV = "FABRICREF_JOBS"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One independent piece of the stage's work, with the key its result is cached under."""
+
+    kind: str  # "workload", "sharing" (the pair of `id` and its shares_with) or "kv"
+    id: str
+    key: dict[str, Any]
+    targets: tuple[str, ...]  # the topologies its estimate reads
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.id}" if self.kind != "kv" else "KV-transfer curve"
+
+
+def _params(lay: Layout) -> dict[str, Any]:
+    path = lay.root / PARAMS_FILE
+    data = load_yaml(path)[0] if path.is_file() else None
+    return data if isinstance(data, dict) else {}
+
+
+def items(lay: Layout, workloads: dict[str, Workload]) -> list[Item]:
+    """Every item of the stage with its cache key: everything that shapes its result — the code (the stage's
+    import closure, as the `code` stage lists it), the library versions, the bytes of every input file, the
+    params.yaml values it reads, its workload files."""
+    params = _params(lay)
+    inputs = [lay.registry_dir / "topology" / f"{t}.parquet" for t in TOPOLOGY_INPUTS]
+    inputs += [lay.registry_dir / "tables" / f"{t}.parquet" for t in FACT_INPUTS]
+    inputs.append(lay.root / "models" / "calibration")
+    common = {
+        "format": CACHE_FORMAT,
+        "code_sha256": sha256_bytes(fingerprint(ENTRY, CODE_ROOT)),
+        "libraries": library_versions(LIBRARIES),
+        "inputs": file_digests(lay.root, inputs),
+        "calibration": params.get("calibration"),
+    }
+
+    def workload(wid: str) -> dict[str, Any]:
+        path = workloads[wid].path
+        return {
+            "id": wid,
+            "file_sha256": sha256_bytes(path.read_bytes()) if path is not None else None,
+            "knobs": (params.get("workloads") or {}).get(wid),
+        }
+
+    found = [
+        Item("workload", wid, {**common, "item": "workload", "step": params.get("step"), **workload(wid)}, w.targets)
+        for wid, w in workloads.items()
+    ]
+    for wid, w in workloads.items():
+        if w.shares_with:
+            other = workloads.get(w.shares_with) or find_workload(lay, w.shares_with)  # unknown: a clear error
+            both = tuple(t for t in w.targets if t in other.targets)
+            pair = [workload(wid), workload(other.id)]
+            found.append(Item("sharing", wid, {**common, "item": "sharing", "workloads": pair}, both))
+    found.append(Item("kv", "kv", {**common, "item": "kv"}, KV_TARGETS))
+    return found
+
+
+def jobs_wanted(jobs: int | None, items: int) -> int:
+    """Worker processes: `jobs` if given, else $FABRICREF_JOBS, else one per usable CPU; never more than items."""
+    if jobs is None:
+        raw = os.environ.get(JOBS_ENV, "").strip()
+        if raw:
+            try:
+                jobs = int(raw)
+            except ValueError:
+                raise UsageError(f"${JOBS_ENV}={raw!r}: expected a whole number of worker processes ≥ 1") from None
+        else:
+            jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if jobs < 1:
+        raise UsageError(f"{jobs} worker processes: expected at least 1")
+    return max(1, min(jobs, items))
+
+
+@dataclass
+class Run:
+    """What a run did: the metrics it wrote, and how many items it computed or read from the cache."""
+
+    metrics: dict[str, Any]
+    computed: list[str]
+    cached: list[str]
+    jobs: int
+
+
+def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
+    """The traffic stage: every workload on its targets, every sharing pair and the KV curve (each read from the
+    item cache when nothing that shapes it moved), then the tables every reader knows (registry/traffic/), the
+    plot data, the caveats, metrics/<workload>/<target>.json, and the measured logs beside the model
+    (registry/comparison/)."""
+    from . import comparison
+
+    workloads = {path.stem: find_workload(lay, path.stem) for path in workload_paths(lay)}
+    found = items(lay, workloads)
+    cache = KeyedCache(lay.cache_dir / "traffic")
+    results: dict[int, bytes] = {}
+    if use_cache:
+        for i, item in enumerate(found):
+            payload = cache.read(item.key)
+            if payload is not None:
+                results[i] = payload
+    todo = [i for i in range(len(found)) if i not in results]
+    n = jobs_wanted(jobs, len(todo)) if todo else 1
+    if todo:  # the estimating code (numpy, networkx, scipy) is loaded only now
+        from .stage import compute_all
+
+        computed = compute_all(lay, workloads, [found[i] for i in todo], n)
+    else:
+        computed = []
+    for i, payload in zip(todo, computed, strict=True):
+        results[i] = payload
+        if use_cache:
+            cache.write(found[i].key, payload)
+    if use_cache:
+        cache.prune()
+
+    tables: dict[str, list] = {name: [] for name in TABLES}
+    metrics: dict[str, Any] = {"caveat": CAVEAT}
+    shown: dict[str, dict[str, Any]] = {}
+    kv = b""
+    for i, item in enumerate(found):  # in item order (workloads sorted, then pairs): the same rows however run
+        if item.kind == "kv":
+            kv = results[i]
+            continue
+        data = json.loads(results[i])
+        if item.kind == "sharing":
+            tables["traffic_sharing"] += data["rows"]
+            continue
+        for name in WORKLOAD_TABLES:
+            tables[name] += data["tables"][name]
+        shown[item.id] = data["metrics"]
+        for target, numbers in data["metrics"].items():
+            metrics[f"{item.id}@{target}"] = numbers
+    write_outputs(lay, tables, kv)
+    _write_metrics(lay, shown)
+    comparison.run(lay)
+    for legacy in ("workloads", "sharing"):  # the per-item parts the stages before this one wrote
+        shutil.rmtree(traffic_dir(lay) / legacy, ignore_errors=True)
+    return Run(
+        metrics=metrics,
+        computed=[found[i].name for i in todo],
+        cached=[item.name for i, item in enumerate(found) if i not in todo],
+        jobs=n if todo else 0,
+    )
+
+
+def _write_metrics(lay: Layout, shown: dict[str, dict[str, Any]]) -> None:
+    """metrics/<workload>/<target>.json for every workload and target; a workload or target no longer there
+    loses its file (the stage owns metrics/)."""
+    root = lay.root / "metrics"
+    for wid, by_target in shown.items():
+        for target, numbers in by_target.items():
+            atomic_write_json(root / wid / f"{target}.json", numbers)
+    for stale in sorted(root.glob("*/*.json")):
+        if stale.stem not in shown.get(stale.parent.name, {}):
+            stale.unlink()
+    for directory in sorted(root.glob("*")):
+        if directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+def summary(done: Run) -> str:
+    """One line: what was estimated, which items were computed (named when few) and how many came from the cache."""
+    pairs = len(done.metrics) - 1
+    named = f" ({', '.join(done.computed)})" if 0 < len(done.computed) <= 3 else ""
+    workers = f" by {done.jobs} worker processes" if done.jobs > 1 else ""
+    return (
+        f"estimated {pairs} workload × topology pairs into registry/traffic/ and metrics/; items computed: "
+        f"{len(done.computed)}{named}{workers}, read from .fabricref-cache/traffic/: {len(done.cached)}; "
+        "measured logs beside the model into registry/comparison/"
+    )

@@ -1,0 +1,246 @@
+"""The traffic stage's item cache (issue 16): one DVC stage, each workload, sharing pair and the KV curve cached
+under a key of everything that shapes it (pipeline/core/keyed.py, pipeline/traffic/batch.py).
+
+- The store: an entry is used only for exactly its key and only while its payload matches its digest; a corrupt,
+  truncated or foreign entry is a miss, never a wrong hit; an unwritable cache is not an error.
+- The keys, input by input: which items each edit invalidates, checked by hand against what each item reads.
+- The stage: a changed knob recomputes that workload and the pairs it is in, nothing else; outputs with cache hits,
+  on one worker or two, are byte-identical to outputs computed cold without the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from pipeline.core import keyed
+from pipeline.core.keyed import KeyedCache
+from pipeline.core.paths import Layout
+from pipeline.traffic import batch
+from pipeline.traffic.workloads import find_workload, workload_paths
+
+# -- the store -----------------------------------------------------------------------------------------------------
+
+
+def test_an_entry_is_read_back_for_its_key_only(tmp_path: Path):
+    cache = KeyedCache(tmp_path / "c")
+    key = {"item": "workload", "id": "w", "x": 1.5}
+    assert cache.read(key) is None and (cache.hits, cache.misses) == (0, 1)
+    cache.write(key, b"payload\nwith a newline")
+    assert cache.read(key) == b"payload\nwith a newline"
+    assert cache.read({**key, "x": 1.25}) is None  # any other value: another key
+    assert cache.read(dict(reversed(key.items()))) == b"payload\nwith a newline"  # the same key, other dict order
+    assert (cache.hits, cache.misses) == (2, 2)
+
+
+def test_a_corrupt_truncated_or_foreign_entry_is_a_miss(tmp_path: Path):
+    cache = KeyedCache(tmp_path / "c")
+    key = {"id": "w"}
+    cache.write(key, b"0123456789")
+    path = cache.path(key)
+    good = path.read_bytes()
+    path.write_bytes(good[:-1] + b"X")  # one byte of the payload changed: its digest no longer matches
+    assert cache.read(key) is None
+    path.write_bytes(good[:-3])  # torn
+    assert cache.read(key) is None
+    path.write_bytes(good.split(b"\n")[0])  # the header alone
+    assert cache.read(key) is None
+    path.write_bytes(b"not json\n0123456789")
+    assert cache.read(key) is None
+    # An entry of another key stored under this name (a name collision, or a file copied over): not this key's.
+    other = KeyedCache(tmp_path / "d")
+    other.write({"id": "v"}, b"0123456789")
+    path.write_bytes(other.path({"id": "v"}).read_bytes())
+    assert cache.read(key) is None
+    cache.write(key, b"0123456789")
+    assert cache.read(key) == b"0123456789"
+    assert not list(cache.directory.glob(".entry.*.tmp"))  # no temporary file left behind
+
+
+def test_an_unwritable_cache_is_not_an_error(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the directory would be")
+    cache = KeyedCache(blocker / "traffic")
+    cache.write({"id": "w"}, b"x")
+    assert cache.read({"id": "w"}) is None
+
+
+def test_prune_keeps_this_runs_entries_and_the_most_recent_others(tmp_path: Path):
+    import os
+
+    first = KeyedCache(tmp_path / "c")
+    for i in range(5):
+        first.write({"i": i}, b"x")
+        os.utime(first.path({"i": i}), ns=(10**18 + i, 10**18 + i))  # entry i written i ns after the first
+    run = KeyedCache(tmp_path / "c")
+    assert run.read({"i": 0}) == b"x"  # used by this run, though the oldest
+    run.prune(keep_unused=2)
+    assert [run.read({"i": i}) is not None for i in range(5)] == [True, False, False, True, True]
+
+
+def test_library_versions_come_from_the_installed_metadata():
+    found = keyed.library_versions(["numpy", "no-such-distribution-fabricref"])
+    import numpy
+
+    assert found["numpy"] == numpy.__version__ and found["no-such-distribution-fabricref"] is None
+    assert found["python"].startswith(".".join(map(str, __import__("sys").version_info[:2])))
+
+
+# -- the keys, input by input -------------------------------------------------------------------------------------
+
+PAIR = ("llama70b-train-tp8-pp4-dp32", "llama70b-serve-disaggregated")  # models/workloads: shares_with
+
+
+def _keys(lay: Layout) -> dict[str, str]:
+    workloads = {p.stem: find_workload(lay, p.stem) for p in workload_paths(lay)}
+    return {item.name: keyed.sha256_json(item.key) for item in batch.items(lay, workloads)}
+
+
+def _moved(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    assert sorted(before) == sorted(after)
+    return sorted(name for name in before if before[name] != after[name])
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.fixture
+def keyed_repo(repo: Layout) -> Layout:
+    """A copy of the checkout with stand-in bytes for the topology and fact tables (the keys hash their bytes;
+    nothing here reads them as tables)."""
+    for name in batch.TOPOLOGY_INPUTS:
+        (repo.registry_dir / "topology").mkdir(parents=True, exist_ok=True)
+        (repo.registry_dir / "topology" / f"{name}.parquet").write_bytes(name.encode())
+    for name in batch.FACT_INPUTS:
+        (repo.registry_dir / "tables").mkdir(parents=True, exist_ok=True)
+        (repo.registry_dir / "tables" / f"{name}.parquet").write_bytes(name.encode())
+    return repo
+
+
+def test_the_items_are_every_workload_every_pair_and_the_curve(keyed_repo: Layout):
+    names = sorted(_keys(keyed_repo))
+    workloads = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
+    assert names == sorted([*(f"workload {w}" for w in workloads), f"sharing {PAIR[0]}", "KV-transfer curve"])
+
+
+def test_a_workload_knob_or_file_moves_that_workload_and_its_pairs_only(keyed_repo: Layout):
+    root = keyed_repo.root
+    before = _keys(keyed_repo)
+    _edit(root / "params.yaml", "    dp: 512\n", "    dp: 256\n")  # llama70b-train-tp8-dp512: in no pair
+    assert _moved(before, after := _keys(keyed_repo)) == ["workload llama70b-train-tp8-dp512"]
+    # The disaggregated serving workload shares a cluster with the pipeline-parallel training: both items move.
+    _edit(root / "models" / "workloads" / f"{PAIR[1]}.yaml", "\n", "\n# a comment is bytes too\n")
+    assert _moved(after, again := _keys(keyed_repo)) == [f"sharing {PAIR[0]}", f"workload {PAIR[1]}"]
+    _edit(root / "models" / "workloads" / f"{PAIR[0]}.yaml", "\n", "\n# and here\n")
+    assert _moved(again, _keys(keyed_repo)) == [f"sharing {PAIR[0]}", f"workload {PAIR[0]}"]
+
+
+def test_the_step_choices_move_every_workload_but_not_the_pairs_or_the_curve(keyed_repo: Layout):
+    before = _keys(keyed_repo)
+    _edit(keyed_repo.root / "params.yaml", "  mfu: 0.5\n", "  mfu: 0.25\n")
+    assert _moved(before, _keys(keyed_repo)) == sorted(n for n in before if n.startswith("workload "))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("params.yaml", "      efficiency: 0.94 ", "      efficiency: 0.8  "),  # calibration in params.yaml
+        ("models/calibration/collectives.yaml", "\n", "\n# bytes of the calibration file\n"),
+        ("registry/topology/topology_edges.parquet", "topology_edges", "other edges"),
+        ("registry/topology/topology_summaries.parquet", "topology_summaries", "other summaries"),
+        ("registry/tables/fields.parquet", "fields", "other fields"),
+        ("registry/tables/parameters.parquet", "parameters", "other parameters"),
+    ],
+)
+def test_the_calibration_and_every_data_input_move_every_item(keyed_repo: Layout, edit: tuple[str, str, str]):
+    before = _keys(keyed_repo)
+    name, old, new = edit
+    _edit(keyed_repo.root / name, old, new)
+    assert _moved(before, _keys(keyed_repo)) == sorted(before)
+
+
+def test_the_code_of_the_stage_moves_every_item_and_other_code_none(keyed_repo: Layout, tmp_path: Path, monkeypatch):
+    code = tmp_path / "code"
+    shutil.copytree(ROOT / "pipeline", code / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(batch, "CODE_ROOT", code)
+    before = _keys(keyed_repo)
+    _edit(code / "pipeline" / "report" / "stage.py", "\n", "\n# the report is not the traffic stage's code\n")
+    assert _moved(before, _keys(keyed_repo)) == []
+    _edit(code / "pipeline" / "traffic" / "cost.py", "\n", "\n# an edit to the costing\n")
+    assert _moved(before, after := _keys(keyed_repo)) == sorted(before)
+    _edit(code / "pipeline" / "core" / "units.py", "\n", "\n# shared code the stage imports\n")
+    assert _moved(after, _keys(keyed_repo)) == sorted(before)
+
+
+@pytest.mark.parametrize("library", ["numpy", "scipy", "networkx", "duckdb", "pydantic"])
+def test_a_library_version_moves_every_item(keyed_repo: Layout, monkeypatch, library: str):
+    before = _keys(keyed_repo)
+    real = keyed.metadata.version
+    monkeypatch.setattr(keyed.metadata, "version", lambda name: "0.0-other" if name == library else real(name))
+    assert _moved(before, _keys(keyed_repo)) == sorted(before)
+
+
+# -- the stage ------------------------------------------------------------------------------------------------------
+
+
+def _outputs(root: Path) -> dict[str, str]:
+    """SHA-256 of every file the traffic stage writes (dvc.yaml outs and metrics)."""
+    files = [*(root / "registry" / "traffic").rglob("*"), *(root / "registry" / "comparison").rglob("*")]
+    files += (root / "metrics").rglob("*")
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(files)
+        if p.is_file() and p.name != ".gitignore"
+    }
+
+
+@pytest.mark.slow
+def test_one_changed_knob_recomputes_that_workload_and_its_pair_only(built_copy: Layout):
+    cold = batch.run(built_copy, jobs=1)
+    assert len(cold.computed) == len(cold.computed + cold.cached) == 8 and cold.jobs == 1
+    built = _outputs(built_copy.root)
+    warm = batch.run(built_copy, jobs=1)
+    assert warm.computed == [] and len(warm.cached) == 8
+    assert _outputs(built_copy.root) == built
+    params = built_copy.root / "params.yaml"
+    shipped = params.read_text()
+    # llama70b-serve-disaggregated: prompt_tokens 32768 → 16384 (its KV transfer halves).
+    _edit(params, "    prompt_tokens: 32768\n", "    prompt_tokens: 16384\n")
+    changed = batch.run(built_copy, jobs=1)
+    assert changed.computed == [f"workload {PAIR[1]}", f"sharing {PAIR[0]}"], changed.computed
+    moved = sorted(k for k, v in _outputs(built_copy.root).items() if built.get(k) != v)
+    assert f"metrics/{PAIR[1]}/meta-style-h100-24576.json" in moved
+    assert not [m for m in moved if m.startswith("metrics/") and f"/{PAIR[1]}/" not in f"/{m}"], moved
+    params.write_text(shipped)  # reverted: every item is still in the cache, and the outputs are as built
+    back = batch.run(built_copy, jobs=1)
+    assert back.computed == [] and _outputs(built_copy.root) == built
+
+
+@pytest.mark.slow
+def test_outputs_from_the_cache_or_two_workers_equal_outputs_computed_cold(built_copy: Layout):
+    """Deterministic however run: cold on one process without the cache, cold on two workers, all from the
+    cache, and with one entry corrupted (recomputed, not trusted) — the same bytes every time."""
+    cold = batch.run(built_copy, jobs=1, use_cache=False)
+    assert cold.jobs == 1 and len(cold.computed) == 8
+    expected = _outputs(built_copy.root)
+    assert not (built_copy.cache_dir / "traffic").exists()  # use_cache=False neither reads nor writes it
+    two = batch.run(built_copy, jobs=2)
+    assert two.jobs == 2 and len(two.computed) == 8
+    assert _outputs(built_copy.root) == expected
+    hits = batch.run(built_copy, jobs=2)
+    assert hits.computed == [] and _outputs(built_copy.root) == expected
+    entries = sorted((built_copy.cache_dir / "traffic").glob("*.entry"))
+    assert len(entries) == 8
+    victim = max(entries, key=lambda p: p.stat().st_size)  # the largest: a workload with many links
+    data = bytearray(victim.read_bytes())
+    data[-10] ^= 0x01
+    victim.write_bytes(bytes(data))
+    healed = batch.run(built_copy, jobs=2)
+    assert len(healed.computed) == 1 and _outputs(built_copy.root) == expected
