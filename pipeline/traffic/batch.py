@@ -33,7 +33,18 @@ from .workloads import Workload, find_workload
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
 # The libraries whose behaviour shapes the numbers and their bytes (the YAML and schema readers shape the inputs
 # as the code sees them).
-LIBRARIES = ("duckdb", "jsonschema", "networkx", "numpy", "pydantic", "pydantic_core", "PyYAML", "ruamel.yaml", "scipy")
+LIBRARIES = (
+    "duckdb",
+    "jsonschema",
+    "jsonschema_rs",
+    "networkx",
+    "numpy",
+    "pydantic",
+    "pydantic_core",
+    "PyYAML",
+    "ruamel.yaml",
+    "scipy",
+)
 CACHE_FORMAT = 1
 ENTRY = "pipeline.traffic"  # the stage's entry point: its import closure is the code an item's result depends on
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout whose pipeline/ is running
