@@ -595,9 +595,12 @@ def _compact_node_link(t: _Typed) -> Iterator[bytes]:
         yield text if s.start == 0 else b"," + text
     yield f'],"graph":{json.dumps(t.graph, **_JSON)},"multigraph":false,"nodes":['.encode()
     # `{**d, "id": n}` with sorted keys: every present key as `,"key":value`, "id" in its sorted place.
-    keyed = {k: v for k, v in t.nodes.items() if k != "id"}
-    keyed["id"] = c.nodes
-    pieces = [_per_value(keyed[k], _member(k)) for k in sorted(keyed)]
+    # The ids are encoded already (for the edges) and all distinct: no formatting once per distinct value.
+    id_member = f",{_json('id')}:".encode()
+    pieces = [
+        list(map(id_member.__add__, ids)) if k == "id" else _per_value(t.nodes[k], _member(k))
+        for k in sorted({*t.nodes, "id"})
+    ]
     for s in _slices(len(c.nodes)):
         text = b",".join([b"{%b}" % p[1:] for p in map(b"".join, zip(*(col[s] for col in pieces), strict=True))])
         yield text if s.start == 0 else b"," + text
