@@ -157,3 +157,18 @@ def test_a_coded_column_holds_what_its_full_list_holds(tmp_path: Path):
     # A coded column whose values do not fit NumPy exactly takes the general path: the same rows.
     odd = registry.write_columns(tmp_path / "c", "t", [("x", "BIGINT")], ["x"], [Coded([2**70, 1], np.array([1]))])
     assert duckdb.connect().execute(f"SELECT * FROM '{odd}'").fetchall() == [(1,)]
+
+
+def test_tables_written_on_one_connection_are_the_bytes_of_fresh_ones(tmp_path: Path):
+    """The stage writes its four tables on one DuckDB (`con=`): each file is what a connection of its own writes,
+    and each table is dropped once written (a table of the same name can follow)."""
+    columns = [("id", "VARCHAR"), ("n", "INTEGER")]
+    rows = [("b", 2), ("a", None), ("c", 1)]
+    con = registry.writer_connection()
+    try:
+        shared = [registry.write_table(tmp_path / str(i), "t", columns, ["id"], rows, con=con) for i in (1, 2)]
+        assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchone() == (0,)
+    finally:
+        con.close()
+    alone = registry.write_table(tmp_path / "alone", "t", columns, ["id"], rows)
+    assert shared[0].read_bytes() == shared[1].read_bytes() == alone.read_bytes()

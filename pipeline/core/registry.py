@@ -71,18 +71,42 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _table_connection(name: str, columns: list[tuple[str, str]]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB holding the empty table, single-threaded and in insertion order (stable bytes)."""
+def writer_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB set up to write tables with stable bytes: single-threaded, in insertion order. A
+    stage that writes several tables may pass one to `write_table` / `write_columns` (`con=`): each opening
+    costs ~20 ms; every table is dropped again once written, so each is written as on a fresh connection."""
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET threads = 1")
         con.execute("SET preserve_insertion_order = true")
-        cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns)
-        con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
     except BaseException:
         con.close()
         raise
     return con
+
+
+def _table_connection(
+    name: str, columns: list[tuple[str, str]], con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB (`con`, or a new `writer_connection`) holding the empty table."""
+    own = con is None
+    con = writer_connection() if con is None else con
+    try:
+        cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns)
+        con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
+    except BaseException:
+        if own:
+            con.close()
+        raise
+    return con
+
+
+def _release(con: duckdb.DuckDBPyConnection, name: str, own: bool) -> None:
+    """Close a connection of our own; drop the table from a caller's (it is theirs to close)."""
+    if own:
+        con.close()
+    else:
+        con.execute(f"DROP TABLE IF EXISTS {_quote(name)}")
 
 
 def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str] | None) -> Path:
@@ -104,13 +128,19 @@ def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, ord
 
 
 def write_table(
-    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
+    directory: Path,
+    name: str,
+    columns: list[tuple[str, str]],
+    order: list[str],
+    rows: Iterable[Sequence[Any]],
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> Path:
-    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes."""
+    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes. `con`: a
+    `writer_connection()` to reuse (else one is opened and closed here)."""
     data = list(rows)
     # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
     series = [list(col) for col in zip(*data, strict=True)] if data else [[] for _ in columns]
-    return write_columns(directory, name, columns, order, series)
+    return write_columns(directory, name, columns, order, series, con=con)
 
 
 def write_columns(
@@ -120,6 +150,7 @@ def write_columns(
     order: list[str],
     series: Sequence[Sequence[Any]],
     presorted: bool = False,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> Path:
     """`write_table` for data held column by column (one list per column, all of one length), as a stage that
     builds columns has it: the same bytes as `write_table` of the same rows, without building the rows. A column
@@ -128,18 +159,19 @@ def write_columns(
     `presorted`: the caller has put the rows in `order` already, with unique keys (a stage that can order them on
     numbers does it faster than DuckDB sorts text keys); the table is written in the order given, which is the
     order (and so the bytes) the sort would give. Wrong if the rows are not in order: only for callers that
-    sort them by construction (and test that against the sort)."""
+    sort them by construction (and test that against the sort). `con`: as for `write_table`."""
     if len(series) != len(columns) or len({len(s) for s in series}) > 1:
         raise ValueError(f"{name}: {len(series)} columns of lengths {sorted({len(s) for s in series})}")
     directory.mkdir(parents=True, exist_ok=True)
-    con = _table_connection(name, columns)
+    own = con is None
+    con = _table_connection(name, columns, con)
     try:
         if series and len(series[0]) and not insert_columns(con, name, columns, list(series)):
             select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
             con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", [plain(s) for s in series])
         return _copy_sorted(con, directory, name, None if presorted else order)
     finally:
-        con.close()
+        _release(con, name, own)
 
 
 def concat_tables(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -20,7 +21,7 @@ from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS
 from ..core.paths import Layout
-from ..core.registry import write_columns, write_table
+from ..core.registry import write_columns, write_table, writer_connection
 from . import export
 from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
@@ -156,14 +157,15 @@ def run(lay: Layout, workers_: int | None = None) -> list[dict[str, Any]]:
         summarize_pending()
         nodes, edges, presorted = export.table_columns(tables)
         del tables
-        write_table(out, "topology_graphs", GRAPH_COLUMNS, ["topology_id"], graph_rows)
-        write_columns(out, "topology_nodes", export.NODE_COLUMNS, ["topology_id", "node"], nodes, presorted)
-        del nodes
-        write_columns(out, "topology_edges", export.EDGE_COLUMNS, ["topology_id", "source", "target"], edges, presorted)
-        del edges
-        write_table(
-            out, "topology_summaries", [("topology_id", "VARCHAR"), ("summary", "VARCHAR")], ["topology_id"], summaries
-        )
+        with contextlib.closing(writer_connection()) as con:  # one DuckDB for the four tables
+            write_table(out, "topology_graphs", GRAPH_COLUMNS, ["topology_id"], graph_rows, con=con)
+            node_keys, edge_keys = ["topology_id", "node"], ["topology_id", "source", "target"]
+            write_columns(out, "topology_nodes", export.NODE_COLUMNS, node_keys, nodes, presorted, con=con)
+            del nodes
+            write_columns(out, "topology_edges", export.EDGE_COLUMNS, edge_keys, edges, presorted, con=con)
+            del edges
+            summary_columns = [("topology_id", "VARCHAR"), ("summary", "VARCHAR")]
+            write_table(out, "topology_summaries", summary_columns, ["topology_id"], summaries, con=con)
         atomic_write_json(out / "summaries.json", {tid: json.loads(s) for tid, s in summaries})
         queue.work()  # the exports the helper has not taken yet
     written |= {
