@@ -11,13 +11,17 @@ under a key of everything that shapes it (pipeline/core/keyed.py, pipeline/traff
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
 from pipeline.core import keyed
+from pipeline.core.errors import UsageError
 from pipeline.core.keyed import KeyedCache
 from pipeline.core.paths import Layout
 from pipeline.traffic import batch
@@ -70,8 +74,6 @@ def test_an_unwritable_cache_is_not_an_error(tmp_path: Path):
 
 
 def test_prune_keeps_this_runs_entries_and_the_most_recent_others(tmp_path: Path):
-    import os
-
     first = KeyedCache(tmp_path / "c")
     for i in range(5):
         first.write({"i": i}, b"x")
@@ -244,3 +246,27 @@ def test_outputs_from_the_cache_or_two_workers_equal_outputs_computed_cold(built
     victim.write_bytes(bytes(data))
     healed = batch.run(built_copy, jobs=2)
     assert len(healed.computed) == 1 and _outputs(built_copy.root) == expected
+
+
+def test_worker_count_from_the_flag_the_environment_or_the_cpus(monkeypatch):
+    monkeypatch.delenv(batch.JOBS_ENV, raising=False)
+    cpus = len(os.sched_getaffinity(0))
+    assert batch.jobs_wanted(None, 8) == min(cpus, 8)
+    assert batch.jobs_wanted(None, 1) == 1  # never more workers than items
+    assert batch.jobs_wanted(3, 2) == 2 and batch.jobs_wanted(1, 8) == 1
+    monkeypatch.setenv(batch.JOBS_ENV, "1")
+    assert batch.jobs_wanted(None, 8) == 1
+    assert batch.jobs_wanted(2, 8) == 2  # the flag wins over the environment
+    for bad in ("two", "0", "-1"):
+        monkeypatch.setenv(batch.JOBS_ENV, bad)
+        with pytest.raises(UsageError, match="worker processes"):
+            batch.jobs_wanted(None, 8)
+
+
+@pytest.mark.parametrize("args", [["-n", "0"], ["-n"], ["--jobs", "x"], ["workload", "llama8b-fsdp-dp64"]])
+def test_bad_stage_arguments_are_usage_errors(args: list[str]):
+    """Exit 2 with the usage line, before any library is imported or anything is written."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.traffic", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "usage: python -m pipeline.traffic [-n JOBS]" in done.stderr, done.stderr
