@@ -252,8 +252,8 @@ def run_all(work: Path, profile: Path | None, alone: bool) -> list[Measure]:
     rows: list[Measure] = [measure("cold", ["dvc", "repro"], root)]
     moved = lock_differences(root / "dvc.lock", ROOT / "dvc.lock")
     first_lock = (root / "dvc.lock").read_bytes()
-    locked = len(YAML(typ="safe").load(first_lock)["stages"])
-    lock_size = f"dvc.lock after the cold run: {len(first_lock.splitlines())} lines, {locked} stages"
+    locked = YAML(typ="safe").load(first_lock)["stages"]
+    lock_size = f"dvc.lock after the cold run: {len(first_lock.splitlines())} lines, {len(locked)} stages"
     rows.append(measure("no-op repro", ["dvc", "repro"], root))
     make_cold(root)
     rows.append(measure("cold again", ["dvc", "repro"], root))
@@ -314,7 +314,10 @@ def run_all(work: Path, profile: Path | None, alone: bool) -> list[Measure]:
     same = "yes" if not moved else "NO, stages differing: " + ", ".join(moved)
     print(f"outputs of the cold run (dvc.lock outs) identical to the checkout's: {same}")
     print(f"dvc.lock of a second cold run byte-identical to the first's: {'yes' if same_lock else 'NO'}")
+    stale = sorted(set(locked) - set(listed))  # DVC never drops a removed stage's entry
     print(lock_size + f" (dvc.yaml: {len(listed)}; DVC re-reads and rewrites the whole lock after every stage)")
+    if stale:
+        print(f"dvc.lock entries of stages dvc.yaml no longer has (delete them): {', '.join(stale)}")
     return rows
 
 
