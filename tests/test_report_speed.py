@@ -32,21 +32,38 @@ QUEUE_SCRIPT = textwrap.dedent(
             time.sleep(0.02)  # long enough that both processes take some of the queue
             if name == "fails-in-helper" and os.getpid() != parent:
                 raise RuntimeError("only the helper fails")
+            if name == "fails-here":
+                if os.getpid() == parent:
+                    raise RuntimeError("this process fails")
+                time.sleep(1)  # the helper's work, not waited for
             return f"{i}:{'parent' if os.getpid() == parent else 'helper'}".encode()
         return made
 
     name = sys.argv[1]
     batch = workers.Batch([(name, (i,)) for i in range(12)], draw, helper=True)
-    print(" ".join(svg.decode() for svg in batch.results()))
+    began = time.monotonic()
+    try:
+        print(" ".join(svg.decode() for svg in batch.results()))
+    except RuntimeError as exc:
+        waited = "waited" if time.monotonic() - began > 5 else "at once"
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            print(f"{exc} {waited}; a child is left")
+        except ChildProcessError:
+            print(f"{exc} {waited}; no child left")
     """
 )
 
 
-def _queue(name: str) -> list[tuple[int, str]]:
+def _run(name: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = subprocess.run([sys.executable, "-c", QUEUE_SCRIPT, name], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
-    return [(int(i), who) for i, who in (item.split(":") for item in run.stdout.split())]
+    return run.stdout.strip()
+
+
+def _queue(name: str) -> list[tuple[int, str]]:
+    return [(int(i), who) for i, who in (item.split(":") for item in _run(name).split())]
 
 
 @pytest.mark.skipif(not workers.helpers(), reason="one CPU: nothing is forked")
@@ -60,6 +77,11 @@ def test_a_helper_process_draws_part_of_the_queue_and_every_result_comes_back_in
 def test_what_the_helper_fails_to_draw_is_drawn_here():
     results = _queue("fails-in-helper")
     assert results == [(i, "parent") for i in range(12)]
+
+
+@pytest.mark.skipif(not workers.helpers(), reason="one CPU: nothing is forked")
+def test_a_failure_here_is_raised_at_once_and_the_helper_is_ended():
+    assert _run("fails-here") == "this process fails at once; no child left"
 
 
 def test_with_another_thread_running_nothing_is_forked_and_errors_surface_here():

@@ -97,12 +97,14 @@ class Batch:
             mine: dict[int, bytes] = {}
             try:
                 self._take(self._queue, mine)
-            finally:
-                os.close(self._queue)
-                with os.fdopen(self._returns, "rb") as returns:
-                    data = returns.read()
-                os.waitpid(self._pid, 0)
-                self._pid = 0
+            except BaseException:
+                self.cancel()  # this drawing's error is the answer: the helper's work is not waited for
+                raise
+            os.close(self._queue)
+            with os.fdopen(self._returns, "rb") as returns:
+                data = returns.read()  # until the helper exits
+            os.waitpid(self._pid, 0)
+            self._pid = 0
             try:
                 theirs = pickle.loads(data) if data else {}
             except (pickle.UnpicklingError, EOFError, ValueError):
