@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core import code
+from pipeline.core import code, keyed
 from pipeline.core.paths import Layout
 from pipeline.report import drawcache, heat
 from pipeline.report.cells import Cell
@@ -30,7 +30,7 @@ def _cache(tmp_path: Path, environment: dict | None = FIXED) -> DrawingCache:
 
 
 def _entries(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / ".fabricref-cache" / "report").rglob("*.svg-entry"))
+    return sorted((tmp_path / ".fabricref-cache" / "report").rglob(f"*{keyed.ENTRY_SUFFIX}"))
 
 
 def test_a_second_identical_call_is_a_hit_with_the_fresh_drawings_bytes(tmp_path):

@@ -11,12 +11,13 @@ version; the key holds all of them, so any change to any of them draws afresh:
 - matplotlib's, numpy's, pyparsing's and FreeType's versions, Python's version, every matplotlib setting in
   effect (rcParams, so a `matplotlibrc` counts) and the SHA-256 of the font file the text is measured with.
 
-An entry is one file: a JSON line (the key and the SVG's SHA-256), then the SVG. It is used only if it stores exactly
-the key asked for and the SVG still matches its digest; anything else (stale, edited, torn) is drawn again and
-replaced. Entries are never required: a cold run (the benchmark's, CI's) draws everything, and a checkout where the
-cache cannot be written draws everything each time. Nothing here changes a byte of the report. Each part of the
-report (`models`, `pages`) keeps its own directory and, after a run, only the entries that run used: the cache
-holds one report's drawings, not every drawing ever made.
+Entries are stored by the project's one keyed cache (pipeline/core/keyed.py): a JSON line (the key and the SVG's
+SHA-256), then the SVG, used only if it holds exactly the key asked for and the SVG still matches its digest;
+anything else (stale, edited, torn) is drawn again and replaced. Entries are never required: a cold run (the
+benchmark's, CI's) draws everything, and a checkout where the cache cannot be written draws everything each time.
+Nothing here changes a byte of the report. Each part of the report (`models`, `pages`) keeps its own directory
+and, after a run, only the entries that run used: the cache holds one report's drawings, not every drawing ever
+made.
 
 matplotlib is imported only on a miss (and, once per run, to read its settings for the key). The misses of a
 run are drawn together (`start`), in this process and a forked helper (workers.py).
@@ -24,25 +25,20 @@ run are drawn together (`start`), in this process and a forked helper (workers.p
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
-import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core.code import fingerprint
+from ..core.keyed import KeyedCache, sha256_bytes, sha256_json
 from ..core.paths import Layout
 from . import STYLE, workers
 
 CACHE_FORMAT = 1
 PIPELINE_DIR = Path(__file__).resolve().parents[1]
 ENTRY = "pipeline.report"
-ENTRY_SUFFIX = ".svg-entry"
 
 
 def _canonical(value: Any) -> Any:
@@ -63,14 +59,6 @@ def _canonical(value: Any) -> Any:
     raise TypeError(f"cannot key a drawing on a {type(value).__name__}")
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _sha256_json(value: Any) -> str:
-    return _sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
-
-
 def _environment() -> dict[str, Any]:
     """What besides the arguments shapes an SVG: the report's code, the libraries, settings and font."""
     import matplotlib
@@ -86,15 +74,15 @@ def _environment() -> dict[str, Any]:
     return {
         # The stage's code as DVC sees it (registry/code/pipeline.report.txt): every file of `python -m
         # pipeline.report`'s static import closure, function-level imports included, and the templates.
-        "code_sha256": _sha256(fingerprint(ENTRY, PIPELINE_DIR.parent)),
+        "code_sha256": sha256_bytes(fingerprint(ENTRY, PIPELINE_DIR.parent)),
         "python": list(sys.version_info[:2]),
         "matplotlib": matplotlib.__version__,
         "numpy": numpy.__version__,
         "pyparsing": pyparsing.__version__,
         # The FreeType that measures the text (bundled with matplotlib's wheels, a system one in a source build).
         "freetype": ft2font.__freetype_version__,
-        "rcparams_sha256": _sha256_json(settings),
-        "font": {"name": font.name, "sha256": _sha256(font.read_bytes())},
+        "rcparams_sha256": sha256_json(settings),
+        "font": {"name": font.name, "sha256": sha256_bytes(font.read_bytes())},
     }
 
 
@@ -117,8 +105,8 @@ class DrawingCache:
 
     def __init__(self, lay: Layout, part: str, environment: Callable[[], dict[str, Any]] = _environment) -> None:
         self.directory = lay.cache_dir / "report" / part
+        self.store = KeyedCache(self.directory)
         self._environment = environment
-        self._used: set[Path] = set()
         self._env_sha256: str | None = None
         self.hits = 0
         self.misses = 0
@@ -126,44 +114,12 @@ class DrawingCache:
     def key(self, name: str, args: tuple[Any, ...]) -> dict[str, Any] | None:
         """The entry's key, or None when an argument cannot be keyed exactly (then nothing is cached)."""
         try:
-            arguments = _sha256_json(_canonical(list(args)))
+            arguments = sha256_json(_canonical(list(args)))
         except TypeError:
             return None
         if self._env_sha256 is None:
-            self._env_sha256 = _sha256_json(self._environment())
+            self._env_sha256 = sha256_json(self._environment())
         return {"format": CACHE_FORMAT, "drawing": name, "arguments": arguments, "environment": self._env_sha256}
-
-    def path(self, key: dict[str, Any]) -> Path:
-        return self.directory / f"{_sha256_json(key)[:40]}{ENTRY_SUFFIX}"
-
-    def read(self, key: dict[str, Any]) -> bytes | None:
-        """The stored SVG if the entry is for exactly this key and matches its digest; else None."""
-        try:
-            data = self.path(key).read_bytes()
-        except OSError:
-            return None
-        head, sep, svg = data.partition(b"\n")
-        try:
-            header = json.loads(head)
-        except ValueError:
-            return None
-        if not sep or not isinstance(header, dict) or header.get("key") != key:
-            return None
-        return svg if header.get("svg_sha256") == _sha256(svg) else None
-
-    def write(self, key: dict[str, Any], svg: bytes) -> None:
-        """Store an entry (temporary file renamed over it); an unwritable cache is not an error."""
-        head = json.dumps({"key": key, "svg_sha256": _sha256(svg)}, sort_keys=True).encode()
-        with contextlib.suppress(OSError):
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".entry.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(head + b"\n" + svg)
-                os.replace(tmp, self.path(key))
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
 
     def draw(self, name: str, *args: Any) -> bytes:
         """The drawing `name` ("module.function" of this package) of `args`, or the stored result of the same call
@@ -175,11 +131,7 @@ class DrawingCache:
         `helpers` of them, by default one where there are two CPUs); the caller may do other work, then collect
         all SVGs, in the calls' order, with `results()`."""
         keys = [self.key(name, args) for name, args in calls]
-        svgs: list[bytes | None] = []
-        for key in keys:
-            if key is not None:
-                self._used.add(self.path(key))
-            svgs.append(None if key is None else self.read(key))
+        svgs = [None if key is None else self.store.read(key) for key in keys]
         missing = [i for i, svg in enumerate(svgs) if svg is None]
         self.hits += len(calls) - len(missing)
         self.misses += len(missing)
@@ -194,10 +146,7 @@ class DrawingCache:
 
     def prune(self) -> None:
         """Remove the entries this run did not use (a finished run's drawings are the ones worth keeping)."""
-        with contextlib.suppress(OSError):
-            for entry in self.directory.glob(f"*{ENTRY_SUFFIX}"):
-                if entry not in self._used:
-                    entry.unlink(missing_ok=True)
+        self.store.prune(keep_unused=0)
 
 
 class Pending:
@@ -219,7 +168,7 @@ class Pending:
             self._svgs[i] = svg
             key = self._keys[i]
             if key is not None:
-                self._cache.write(key, svg)
+                self._cache.store.write(key, svg)
         return [svg for svg in self._svgs if svg is not None]
 
     def cancel(self) -> None:
