@@ -145,3 +145,11 @@ def test_text_is_measured_once_per_process_only_under_the_same_text_settings():
         heat.draw_tier_pod_load("c", CELLS, 3)
     assert len(drawings._TEXT_METRICS) == tables + 1
     assert matplotlib.text._get_text_metrics_with_cache.__module__ == "matplotlib.text"  # restored afterwards
+
+
+def test_colours_in_one_lookup_are_each_utilisations_own_colour():
+    # Edges of the scale and of its 256 bins, beyond the top (oversubscribed), and uneven values.
+    values = [0.0, 1e-9, 0.5, 1 / 3, 0.999999, 1.0, 1.5, 2.0, 255 / 256, 1 / 256, 0.123456789, 0.87654321]
+    for vmax in (1.0, 1.5, 2.0):
+        assert heat.colours(values, vmax) == [heat.colour(u, vmax) for u in values]
+    assert heat.colours([], 1.0) == []
