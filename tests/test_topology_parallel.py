@@ -172,3 +172,16 @@ def test_tables_written_on_one_connection_are_the_bytes_of_fresh_ones(tmp_path: 
         con.close()
     alone = registry.write_table(tmp_path / "alone", "t", columns, ["id"], rows)
     assert shared[0].read_bytes() == shared[1].read_bytes() == alone.read_bytes()
+
+
+def test_the_graphml_escaping_is_the_standard_librarys():
+    """export.escape / quoteattr (written out to spare the stage importing urllib.request and ssl) give what
+    xml.sax.saxutils gives, on every string of up to 4 characters from those that matter and a few beside."""
+    import itertools
+    from xml.sax import saxutils
+
+    chars = "a&<>\"'\n\r\t;#ü"
+    for k in range(5):
+        for text in map("".join, itertools.product(chars, repeat=k)):
+            assert export.escape(text) == saxutils.escape(text), text
+            assert export.quoteattr(text) == saxutils.quoteattr(text), text

@@ -18,7 +18,6 @@ from itertools import accumulate, chain, compress, pairwise, repeat
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
@@ -651,13 +650,31 @@ def _graphml_type(kinds: set[type]) -> str:
 _PLAIN = re.compile(r"[&<>\"'\n\r\t]")
 
 
+def escape(text: str) -> str:
+    """`xml.sax.saxutils.escape(text)`: &, > and < as entities (the ampersand first).
+
+    Written out here (as CPython has it) rather than imported: importing xml.sax.saxutils imports urllib.request,
+    http.client and ssl, tens of milliseconds at every start of the stage, for three `str.replace` calls.
+    tests/test_topology_parallel.py checks both against the library on every character that matters."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
+def quoteattr(text: str) -> str:
+    """`xml.sax.saxutils.quoteattr(text)` (see `escape`): escaped, newline, return and tab as character
+    references, and quoted with " unless it holds " but not ' (then '); with both, " becomes &quot;."""
+    text = escape(text).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+    if '"' in text:
+        return '"' + text.replace('"', "&quot;") + '"' if "'" in text else "'" + text + "'"
+    return '"' + text + '"'
+
+
 def _escape(text: str) -> str:
-    """`xml.sax.saxutils.escape`, skipped for the usual text that has nothing to escape."""
+    """`escape`, skipped for the usual text that has nothing to escape."""
     return escape(text) if _PLAIN.search(text) else text
 
 
 def _quoteattr(text: str) -> str:
-    """`xml.sax.saxutils.quoteattr`, skipped for the usual text that has nothing to escape."""
+    """`quoteattr`, skipped for the usual text that has nothing to escape."""
     return quoteattr(text) if _PLAIN.search(text) else f'"{text}"'
 
 
@@ -707,7 +724,7 @@ def write_graphml(g: nx.Graph | Columns, path: Path) -> None:
 
     Written by hand from the columns rather than through networkx's writer, which builds an ElementTree element
     per node, edge and attribute (minutes and gigabytes on the 24,576-GPU cluster): keys sorted by scope and
-    name, nodes and edges in graph order, text escaped with `xml.sax.saxutils` as ElementTree would, so the
+    name, nodes and edges in graph order, text escaped as `xml.sax.saxutils` escapes it, as ElementTree would, so the
     bytes are deterministic and `networkx.read_graphml` reads back the same graph with the same types (tests/
     test_topology_exports.py checks every shipped topology).
     """
