@@ -270,3 +270,23 @@ def test_bad_stage_arguments_are_usage_errors(args: list[str]):
         [sys.executable, "-m", "pipeline.traffic", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and "usage: python -m pipeline.traffic [-n JOBS]" in done.stderr, done.stderr
+
+
+def test_a_failure_in_a_worker_fails_the_run_with_its_message_and_exit_code(monkeypatch):
+    """An item that fails in a worker process (here: an unknown id, whose error class takes its own constructor
+    arguments and so would not survive pickling) stops the run with the same message and exit code, the first
+    failing item's in item order; the other items' results are not returned."""
+    from pipeline.core.errors import UnknownIdError
+    from pipeline.traffic import stage
+
+    def fake(item, lay, workloads, views):
+        if item.id in ("b", "c"):
+            raise UnknownIdError("workload", f"no-such-{item.id}", ["a", "b"])
+        return item.id.encode()
+
+    monkeypatch.setattr(stage, "compute", fake)  # the workers fork from this process: they run the fake
+    todo = [batch.Item("workload", i, {"id": i}, ()) for i in ("a", "b", "c", "d")]
+    assert stage.compute_all(Layout(ROOT), {}, todo[:1] + todo[3:], 2) == [b"a", b"d"]
+    with pytest.raises(UsageError, match="no-such-b") as raised:
+        stage.compute_all(Layout(ROOT), {}, todo, 2)
+    assert raised.value.exit_code == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import confidence
-from ..core.errors import UsageError
+from ..core.errors import FabricrefError, UsageError
 from ..core.facts import load_facts
 from ..core.graphs import Topologies
 from ..core.paths import Layout
@@ -378,15 +378,21 @@ def _json(data: Any) -> bytes:
 _SHARED: tuple[Layout, dict[str, Workload], Views, list[Item]] | None = None
 
 
-def _compute_shared(index: int) -> bytes:
+def _compute_shared(index: int) -> tuple[bool, Any]:
+    """In a worker: (True, the result) or (False, (message, exit code)) of a failure the user can act on, passed
+    back as plain data (an error class with its own constructor arguments may not survive pickling)."""
     assert _SHARED is not None
     lay, workloads, views, todo = _SHARED
-    return compute(todo[index], lay, workloads, views)
+    try:
+        return True, compute(todo[index], lay, workloads, views)
+    except FabricrefError as exc:
+        return False, (str(exc), exc.exit_code)
 
 
 def compute_all(lay: Layout, workloads: dict[str, Workload], todo: list[Item], jobs: int) -> list[bytes]:
     """The results of `todo`, in its order. With more than one job, the views every item needs are built first
-    (once, not once per worker) and the workers fork from this process: no import, no view built twice."""
+    (once, not once per worker) and the workers fork from this process: no import, no view built twice. A worker
+    that dies (killed, out of memory) fails the run (BrokenProcessPool), it does not hang it."""
     global _SHARED
     views = Views(lay)
     try:
@@ -398,20 +404,20 @@ def compute_all(lay: Layout, workloads: dict[str, Workload], todo: list[Item], j
         views.choices  # noqa: B018  (read params.yaml's `step` once, before the fork)
         views.close()  # no DuckDB connection may cross the fork
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
         _SHARED = (lay, workloads, views, todo)
-        pool = multiprocessing.get_context("fork").Pool(jobs)
         try:
-            # Largest first (most targets), one at a time: the two workers finish close together.
-            order = sorted(range(len(todo)), key=lambda i: -len(todo[i].targets))
-            done = dict(zip(order, pool.imap(_compute_shared, order), strict=True))
-            pool.close()
-        except BaseException:
-            pool.terminate()
-            raise
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+                # Largest first (most targets), one at a time: the two workers finish close together.
+                order = sorted(range(len(todo)), key=lambda i: -len(todo[i].targets))
+                done = dict(zip(order, pool.map(_compute_shared, order), strict=True))
         finally:
-            pool.join()
             _SHARED = None
-        return [done[i] for i in range(len(todo))]
+        for ok, value in (done[i] for i in range(len(todo))):  # the first failure in item order
+            if not ok:
+                message, code = value
+                raise (UsageError if code == UsageError.exit_code else FabricrefError)(message)
+        return [done[i][1] for i in range(len(todo))]
     finally:
         views.close()
