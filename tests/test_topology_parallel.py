@@ -185,3 +185,19 @@ def test_the_graphml_escaping_is_the_standard_librarys():
         for text in map("".join, itertools.product(chars, repeat=k)):
             assert export.escape(text) == saxutils.escape(text), text
             assert export.quoteattr(text) == saxutils.quoteattr(text), text
+
+
+def test_without_a_helper_process_the_stage_writes_every_export_itself(built_copy: Layout, monkeypatch):
+    """A fork that fails (no process or memory to spare) leaves the whole run to the stage's own process."""
+    _keep_only_cluster(built_copy, _smallest_cluster(built_copy))
+    _clear(built_copy)
+    stage.run(built_copy, 1)
+    serial = _outputs(built_copy)
+    _clear(built_copy)
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    stage.run(built_copy, 2)
+    assert _outputs(built_copy) == serial

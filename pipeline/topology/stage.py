@@ -208,7 +208,13 @@ class _ExportQueue:
             self.errors, errors_w = os.pipe()
             sys.stdout.flush()
             sys.stderr.flush()
-            self.pid = os.fork()
+            try:
+                self.pid = os.fork()
+            except OSError:  # no helper (out of processes or memory): this process writes every export
+                os.close(self.errors)
+                os.close(errors_w)
+                self.pid = 0
+                return self
             if self.pid == 0:  # the helper
                 code = 1
                 try:
