@@ -1,6 +1,7 @@
 """What makes a cold report fast changes no byte: drawings made in a forked helper process come back complete and
 in order (and a helper's failure is drawn again here), and the shortcuts inside a drawing (text measured once per
-process, hidden axes skipping their tick layout) give exactly the SVG matplotlib gives without them."""
+process, hidden axes skipping their tick layout, boxes added without data limits) give exactly the SVG matplotlib
+gives without them."""
 
 from __future__ import annotations
 
@@ -118,10 +119,19 @@ NODES += [_part(f"nic{t}", "nic", f"t{t}", "scale_out") for t in (1, 2)] + [_par
 EDGES = [{"source": f"gpu{t}{i}", "target": "sw", "network": "scale_up"} for t in (1, 2) for i in range(4)]
 EDGES += [{"source": f"gpu{t}0", "target": f"nic{t}", "network": "host"} for t in (1, 2)]
 CELLS = [Cell("NIC–leaf", 0, 0.4, 16), Cell("leaf–spine", 1, 0.9, 4), Cell("spine–core", None, 1.3, 2)]
+SUMMARY = {
+    "nodes_by_kind": {"core": 16, "spine": 80, "leaf": 80, "frontend_switch": 4},
+    "oversubscription": {"leaf": 1, "spine": 2},
+    "scale_up_domains": 320,
+    "scale_up_domain_size": 8,
+    "accelerators": 2560,
+    "bisection_bandwidth_gbps": 512000,
+}
 CALLS = [
     ("reference parts", drawings.draw_reference, ("r", NODES, EDGES)),
     ("link load", heat.draw_link_load, ("l", NODES, EDGES, {("gpu10", "sw"): 0.5, ("gpu20", "nic2"): 1.2})),
     ("tier-pod load", heat.draw_tier_pod_load, ("c", CELLS, 3)),
+    ("cluster structure", drawings.draw_cluster, ("c", SUMMARY, 10, 8)),
     ("bar chart", drawings.bar_chart, ("b", ["x", "y"], {"overhead": [1.0, 2.0], "bandwidth": [0.5, 0.25]}, "s")),
 ]
 
@@ -133,6 +143,7 @@ def test_the_shortcuts_inside_a_drawing_give_matplotlibs_own_bytes(monkeypatch, 
     # Without the shortcuts: matplotlib's per-renderer text metrics, and axes merely switched off.
     monkeypatch.setattr(drawings, "_axis_off", lambda ax: ax.axis("off"))
     monkeypatch.setattr(heat, "_axis_off", lambda ax: ax.axis("off"))
+    monkeypatch.setattr(drawings, "_add_box", lambda ax, box: ax.add_patch(box))
     with matplotlib.rc_context(STYLE):
         plain = draw.__wrapped__(*args)
     assert plain == fast, what

@@ -215,6 +215,12 @@ def draw_reference(title: str, nodes: list[dict[str, Any]], edges: list[dict[str
     return _svg(fig)
 
 
+def _add_box(ax: Any, box: FancyBboxPatch) -> None:
+    """A patch added as add_patch does (clipped to the axes) but without updating the data limits: the cluster
+    drawing sets its limits itself, and measuring each rounded box's Bézier outline for them was a sixth of it."""
+    ax.add_artist(box)
+
+
 @_styled
 def draw_cluster(title: str, summary: dict[str, Any], pods: int, rails: int) -> bytes:
     """Tiers as rows of grouped boxes (never one dot per part), oversubscription labelled between tiers."""
@@ -229,22 +235,24 @@ def draw_cluster(title: str, summary: dict[str, Any], pods: int, rails: int) -> 
         if not count:
             continue
         if name == "core":
-            ax.add_patch(
+            _add_box(
+                ax,
                 FancyBboxPatch(
                     (0, y - 0.25), shown * 1.2 - 0.2, 0.5, boxstyle="round,pad=0.02", fc=colors[name], alpha=0.8
-                )
+                ),
             )
             ax.text(shown * 0.6 - 0.1, y, f"core: {count} switches", ha="center", va="center", color="white")
             continue
         for p in range(shown):
-            ax.add_patch(
-                FancyBboxPatch((p * 1.2, y - 0.25), 1.0, 0.5, boxstyle="round,pad=0.02", fc=colors[name], alpha=0.85)
+            _add_box(
+                ax,
+                FancyBboxPatch((p * 1.2, y - 0.25), 1.0, 0.5, boxstyle="round,pad=0.02", fc=colors[name], alpha=0.85),
             )
             ax.text(p * 1.2 + 0.5, y, f"{count // pods} {name}s", ha="center", va="center", fontsize=7)
     per_pod_domains = domains // pods
     for p in range(shown):
-        ax.add_patch(
-            FancyBboxPatch((p * 1.2, -0.35), 1.0, 0.7, boxstyle="round,pad=0.02", fc=colors["blocks"], alpha=0.85)
+        _add_box(
+            ax, FancyBboxPatch((p * 1.2, -0.35), 1.0, 0.7, boxstyle="round,pad=0.02", fc=colors["blocks"], alpha=0.85)
         )
         ax.text(
             p * 1.2 + 0.5,
@@ -273,7 +281,7 @@ def draw_cluster(title: str, summary: dict[str, Any], pods: int, rails: int) -> 
         va="center",
     )
     fe = kinds.get("frontend_switch", 0)
-    ax.add_patch(FancyBboxPatch((right, -0.9), 3.2, 0.5, boxstyle="round,pad=0.02", fc="#9467bd", alpha=0.6))
+    _add_box(ax, FancyBboxPatch((right, -0.9), 3.2, 0.5, boxstyle="round,pad=0.02", fc="#9467bd", alpha=0.6))
     ax.text(
         right + 1.6,
         -0.65,
