@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 from pathlib import Path
 
 import duckdb
@@ -188,7 +189,8 @@ def test_the_graphml_escaping_is_the_standard_librarys():
 
 
 def test_without_a_helper_process_the_stage_writes_every_export_itself(built_copy: Layout, monkeypatch):
-    """A fork that fails (no process or memory to spare) leaves the whole run to the stage's own process."""
+    """A fork that fails (no process or memory to spare), or more export jobs than the queue's pipe takes at once,
+    leave the whole run to the stage's own process: the same files."""
     _keep_only_cluster(built_copy, _smallest_cluster(built_copy))
     _clear(built_copy)
     stage.run(built_copy, 1)
@@ -199,5 +201,11 @@ def test_without_a_helper_process_the_stage_writes_every_export_itself(built_cop
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
     monkeypatch.setattr(os, "fork", no_fork)
+    stage.run(built_copy, 2)
+    assert _outputs(built_copy) == serial
+    # More jobs than a pipe takes at once (here: more than 2): no helper is forked at all.
+    _clear(built_copy)
+    monkeypatch.setattr(select, "PIPE_BUF", 8)
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked with more jobs than the pipe holds"))
     stage.run(built_copy, 2)
     assert _outputs(built_copy) == serial
