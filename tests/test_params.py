@@ -194,6 +194,7 @@ def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
     assert "ttft_s" not in one  # a training workload's table has no inference columns
 
 
+@pytest.mark.slow  # runs the whole traffic stage twice: ~8 CPU s
 def test_the_traffic_stage_writes_numeric_metrics_beside_its_tables(built_copy: Layout):
     from pipeline.traffic import batch
 
@@ -469,6 +470,7 @@ def test_a_bad_calibration_param_is_refused_where_it_is_written(repo: Layout, ed
         load_calibration(repo.root)
 
 
+@pytest.mark.slow  # the workload on all its targets twice, two estimates on 24,576 GPUs: ~6 CPU s
 def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_copy: Layout):
     """RoCE efficiency 0.94 → 0.8: the KV transfer of llama70b-serve-disaggregated across Meta's RoCE fabric moves
     1,342,177,280 B per rank (2 × 80 layers × 8 KV heads × 128 × 2 B × 32,768 tokens ÷ TP 8) over a 400 Gb/s NIC
