@@ -6,15 +6,16 @@ HTML is only ever parsed (html.parser), never rendered or executed; scripts and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from bs4 import BeautifulSoup, Tag
-from soupsieve import SelectorSyntaxError
+from typing import TYPE_CHECKING
 
 from ..core import patterns
 from ..core.errors import ExtractionError, ValidationError
 from ..core.sources import Rule
 from ..core.units import parse_number, parse_quantity, unit_info
 from ..core.vocabulary import FieldSpec
+
+if TYPE_CHECKING:  # the HTML parser is imported when a document is parsed: not when every parse is cached
+    from bs4 import BeautifulSoup, Tag
 
 EXCERPT_LIMIT = 400
 
@@ -33,6 +34,8 @@ class Parsed:
 
 
 def parse_document(data: bytes) -> BeautifulSoup:
+    from bs4 import BeautifulSoup
+
     soup = BeautifulSoup(data, "html.parser")
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
@@ -45,6 +48,8 @@ def _text(tag: Tag) -> str:
 
 def _locator(tag: Tag) -> str:
     """A CSS path from the root to the element: stable for the same document, readable by people."""
+    from bs4 import Tag
+
     parts = []
     node: Tag | None = tag
     while node is not None and node.name not in (None, "[document]"):
@@ -68,6 +73,8 @@ def _where(source_id: str, rule: Rule, revision: int | None) -> str:
 
 def _select(soup: BeautifulSoup, rule: Rule, where: str) -> tuple[Tag, Tag]:
     """Returns (element for the locator and excerpt, element holding the value)."""
+    from soupsieve import SelectorSyntaxError
+
     scope: Tag = soup
     try:
         if rule.select.within:
