@@ -248,6 +248,34 @@ def test_outputs_from_the_cache_or_two_workers_equal_outputs_computed_cold(built
     assert len(healed.computed) == 1 and _outputs(built_copy.root) == expected
 
 
+@pytest.mark.slow
+def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_key_read_before(
+    built_copy: Layout, monkeypatch
+):
+    """params.yaml edited while the stage computes (say during a long `dvc repro`), then reverted: the items computed
+    from the edited file were stored under the key of the file as it was before, so the run after the revert read
+    them back as hits and wrote the edited file's numbers (mfu 0.25) for the shipped one's (0.5), without a word."""
+    from pipeline.traffic import stage
+
+    params = built_copy.root / "params.yaml"
+    shipped = params.read_text()
+    batch.run(built_copy, jobs=1, use_cache=False)
+    expected = _outputs(built_copy.root)
+    real = stage.compute_all
+
+    def edited_meanwhile(*args, **kwargs):
+        _edit(params, "  mfu: 0.5\n", "  mfu: 0.25\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stage, "compute_all", edited_meanwhile)
+    batch.run(built_copy, jobs=1)  # keys read with mfu 0.5; the workloads computed with 0.25
+    monkeypatch.setattr(stage, "compute_all", real)
+    params.write_text(shipped)
+    again = batch.run(built_copy, jobs=1)
+    assert sorted(again.computed) == sorted(f"workload {p.stem}" for p in workload_paths(built_copy))
+    assert _outputs(built_copy.root) == expected
+
+
 def test_worker_count_from_the_flag_the_environment_or_the_cpus(monkeypatch):
     monkeypatch.delenv(batch.JOBS_ENV, raising=False)
     cpus = len(os.sched_getaffinity(0))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.code import fingerprint
-from ..core.errors import UsageError
+from ..core.errors import FabricrefError, UsageError
 from ..core.files import atomic_write_json
 from ..core.keyed import KeyedCache, file_digests, library_versions, sha256_bytes
 from ..core.paths import PARAMS_FILE, Layout
@@ -163,9 +163,21 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
         computed = compute_all(lay, workloads, [found[i] for i in todo], n)
     else:
         computed = []
+    # The keys were read before the items were computed, the inputs and the code again while computing: an edit
+    # in between (say during a long `dvc repro`) would store results of the edited inputs under the key of the old
+    # ones, read back as hits once the edit is reverted. So a result is stored only if its key, read again now
+    # (the workload files loaded again too), is still the one it was computed under.
+    stable: set[int] = set()
+    if use_cache and todo:
+        try:
+            again = {path.stem: find_workload(lay, path.stem) for path in workload_paths(lay)}
+            now = items(lay, again) if again == workloads else []
+        except FabricrefError:  # an input broken meanwhile: this run's results are not stored
+            now = []
+        stable = {i for i in todo if i < len(now) and now[i].key == found[i].key}
     for i, payload in zip(todo, computed, strict=True):
         results[i] = payload
-        if use_cache:
+        if use_cache and i in stable:
             cache.write(found[i].key, payload)
     if use_cache:
         cache.prune()
