@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT
 
 from pipeline.core import keyed
@@ -203,64 +205,83 @@ def _outputs(root: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow
-def test_one_changed_knob_recomputes_that_workload_and_its_pair_only(built_copy: Layout):
-    cold = batch.run(built_copy, jobs=1)
-    assert len(cold.computed) == len(cold.computed + cold.cached) == 8 and cold.jobs == 1
-    built = _outputs(built_copy.root)
-    warm = batch.run(built_copy, jobs=1)
-    assert warm.computed == [] and len(warm.cached) == 8
-    assert _outputs(built_copy.root) == built
+@pytest.fixture
+def pair_copy(built_copy: Layout) -> Layout:
+    """The built registry's copy with only the sharing pair's two workloads (their files and params.yaml knobs):
+    the stage tests below run the whole traffic stage several times, and the other shipped workloads add only
+    more of the same items (each computed, cached and compared alike), at twice the CPU. Its 4 items: the two
+    workloads, their sharing pair and the KV-transfer curve."""
     params = built_copy.root / "params.yaml"
+    text = params.read_text()
+    for path in workload_paths(built_copy):
+        if path.stem not in PAIR:
+            path.unlink()
+            text, count = re.subn(rf"^  {re.escape(path.stem)}:\n(?:    .*\n)+", "", text, flags=re.MULTILINE)
+            assert count == 1, path.stem
+    params.write_text(text)
+    assert sorted(yaml.safe_load(text)["workloads"]) == sorted(PAIR)
+    assert sorted(p.stem for p in workload_paths(built_copy)) == sorted(PAIR)
+    return built_copy
+
+
+@pytest.mark.slow
+def test_one_changed_knob_recomputes_that_workload_and_its_pair_only(pair_copy: Layout):
+    cold = batch.run(pair_copy, jobs=1)
+    assert len(cold.computed) == len(cold.computed + cold.cached) == 4 and cold.jobs == 1
+    built = _outputs(pair_copy.root)
+    warm = batch.run(pair_copy, jobs=1)
+    assert warm.computed == [] and len(warm.cached) == 4
+    assert _outputs(pair_copy.root) == built
+    params = pair_copy.root / "params.yaml"
     shipped = params.read_text()
     # llama70b-serve-disaggregated: prompt_tokens 32768 → 16384 (its KV transfer halves).
     _edit(params, "    prompt_tokens: 32768\n", "    prompt_tokens: 16384\n")
-    changed = batch.run(built_copy, jobs=1)
+    changed = batch.run(pair_copy, jobs=1)
     assert changed.computed == [f"workload {PAIR[1]}", f"sharing {PAIR[0]}"], changed.computed
-    moved = sorted(k for k, v in _outputs(built_copy.root).items() if built.get(k) != v)
+    moved = sorted(k for k, v in _outputs(pair_copy.root).items() if built.get(k) != v)
     assert f"metrics/{PAIR[1]}/meta-style-h100-24576.json" in moved
     assert not [m for m in moved if m.startswith("metrics/") and f"/{PAIR[1]}/" not in f"/{m}"], moved
     params.write_text(shipped)  # reverted: every item is still in the cache, and the outputs are as built
-    back = batch.run(built_copy, jobs=1)
-    assert back.computed == [] and _outputs(built_copy.root) == built
+    back = batch.run(pair_copy, jobs=1)
+    assert back.computed == [] and _outputs(pair_copy.root) == built
 
 
 @pytest.mark.slow
-def test_outputs_from_the_cache_or_two_workers_equal_outputs_computed_cold(built_copy: Layout):
+def test_outputs_from_the_cache_or_two_workers_equal_outputs_computed_cold(pair_copy: Layout):
     """Deterministic however run: cold on one process without the cache, cold on two workers, all from the
     cache, and with one entry corrupted (recomputed, not trusted) — the same bytes every time."""
-    cold = batch.run(built_copy, jobs=1, use_cache=False)
-    assert cold.jobs == 1 and len(cold.computed) == 8
-    expected = _outputs(built_copy.root)
-    assert not (built_copy.cache_dir / "traffic").exists()  # use_cache=False neither reads nor writes it
-    two = batch.run(built_copy, jobs=2)
-    assert two.jobs == 2 and len(two.computed) == 8
-    assert _outputs(built_copy.root) == expected
-    hits = batch.run(built_copy, jobs=2)
-    assert hits.computed == [] and _outputs(built_copy.root) == expected
-    entries = sorted((built_copy.cache_dir / "traffic").glob("*.entry"))
-    assert len(entries) == 8
+    cold = batch.run(pair_copy, jobs=1, use_cache=False)
+    assert cold.jobs == 1 and len(cold.computed) == 4
+    expected = _outputs(pair_copy.root)
+    assert not (pair_copy.cache_dir / "traffic").exists()  # use_cache=False neither reads nor writes it
+    two = batch.run(pair_copy, jobs=2)
+    assert two.jobs == 2 and len(two.computed) == 4
+    assert _outputs(pair_copy.root) == expected
+    hits = batch.run(pair_copy, jobs=2)
+    assert hits.computed == [] and _outputs(pair_copy.root) == expected
+    entries = sorted((pair_copy.cache_dir / "traffic").glob("*.entry"))
+    assert len(entries) == 4
     victim = max(entries, key=lambda p: p.stat().st_size)  # the largest: a workload with many links
     data = bytearray(victim.read_bytes())
     data[-10] ^= 0x01
     victim.write_bytes(bytes(data))
-    healed = batch.run(built_copy, jobs=2)
-    assert len(healed.computed) == 1 and _outputs(built_copy.root) == expected
+    healed = batch.run(pair_copy, jobs=2)
+    assert len(healed.computed) == 1 and _outputs(pair_copy.root) == expected
 
 
 @pytest.mark.slow
 def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_key_read_before(
-    built_copy: Layout, monkeypatch
+    pair_copy: Layout, monkeypatch
 ):
     """params.yaml edited while the stage computes (say during a long `dvc repro`), then reverted: the items computed
     from the edited file were stored under the key of the file as it was before, so the run after the revert read
     them back as hits and wrote the edited file's numbers (mfu 0.25) for the shipped one's (0.5), without a word."""
     from pipeline.traffic import stage
 
-    params = built_copy.root / "params.yaml"
+    params = pair_copy.root / "params.yaml"
     shipped = params.read_text()
-    batch.run(built_copy, jobs=1, use_cache=False)
-    expected = _outputs(built_copy.root)
+    batch.run(pair_copy, jobs=1, use_cache=False)
+    expected = _outputs(pair_copy.root)
     real = stage.compute_all
 
     def edited_meanwhile(*args, **kwargs):
@@ -268,12 +289,12 @@ def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_ke
         return real(*args, **kwargs)
 
     monkeypatch.setattr(stage, "compute_all", edited_meanwhile)
-    batch.run(built_copy, jobs=1)  # keys read with mfu 0.5; the workloads computed with 0.25
+    batch.run(pair_copy, jobs=1)  # keys read with mfu 0.5; the workloads computed with 0.25
     monkeypatch.setattr(stage, "compute_all", real)
     params.write_text(shipped)
-    again = batch.run(built_copy, jobs=1)
-    assert sorted(again.computed) == sorted(f"workload {p.stem}" for p in workload_paths(built_copy))
-    assert _outputs(built_copy.root) == expected
+    again = batch.run(pair_copy, jobs=1)
+    assert sorted(again.computed) == sorted(f"workload {p.stem}" for p in workload_paths(pair_copy))
+    assert _outputs(pair_copy.root) == expected
 
 
 def test_worker_count_from_the_flag_the_environment_or_the_cpus(monkeypatch):
