@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import pytest
+from conftest import copy_checkout
 
 from pipeline.compile import stage
 from pipeline.core.errors import CompileError, FabricrefError
+from pipeline.core.paths import Layout
 from pipeline.core.registry import ensure_database
 from pipeline.core.sources import load_sources
 from pipeline.extract.stage import run as extract
 
 
+@pytest.fixture(scope="module")
+def _extracted_once(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """The checkout copied and run through extract once per module (worker): every test below edits a model and
+    compiles, and extract's output is the same for all of them."""
+    lay = Layout(copy_checkout(tmp_path_factory.mktemp("extracted") / "repo"))
+    extract(lay, load_sources(lay))
+    return lay
+
+
 @pytest.fixture
-def extracted(repo):
-    extract(repo, load_sources(repo))
-    return repo
+def extracted(_extracted_once: Layout, tmp_path: Path) -> Layout:
+    """A private copy of the extracted checkout, for a test that edits models and runs compile."""
+    return Layout(shutil.copytree(_extracted_once.root, tmp_path / "repo"))
 
 
 def edit_model(lay, ref_id, old, new):
