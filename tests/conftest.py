@@ -77,6 +77,33 @@ def copy_checkout(dest: Path, with_git: bool = False) -> Path:
     return dest
 
 
+# A valid field record and its provenance, shared by the schema tests (one copy, not one per test module).
+PROVENANCE = {
+    "source_id": "demo-doc",
+    "rule_id": "gpus",
+    "revision": 1,
+    "sha256": "a" * 64,
+    "retrieved_at": "2026-01-01T00:00:00Z",
+    "url": "https://example.test/demo.html",
+    "snapshot_path": "sources/snapshots/sha256/aa/" + "a" * 64,
+    "locator": "table row 'GPUs'",
+    "excerpt": "8",
+    "origin": "transcription",
+}
+STATED = {
+    "record": "field",
+    "reference_id": "demo",
+    "field": "accelerator.count",
+    "value_number": 8.0,
+    "value_text": "8",
+    "unit": "count",
+    "direction": None,
+    "status": "published",
+    "confidence": "published",
+    "provenance": [PROVENANCE],
+}
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Layout:
     """A private copy of the checkout (sources, pins, snapshots, models): tests never touch the real one."""

@@ -6,6 +6,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import PROVENANCE, STATED
 
 from pipeline.core.errors import ValidationError
 from pipeline.core.paths import check_slug
@@ -436,30 +437,6 @@ def test_a_count_below_its_minimum_says_so_without_naming_a_bare_type(tmp_path):
     )
 
 
-PROVENANCE = {
-    "source_id": "demo-doc",
-    "rule_id": "gpus",
-    "revision": 1,
-    "sha256": "a" * 64,
-    "retrieved_at": "2026-01-01T00:00:00Z",
-    "url": "https://example.test/demo.html",
-    "snapshot_path": "sources/snapshots/sha256/aa/" + "a" * 64,
-    "locator": "table row 'GPUs'",
-    "excerpt": "8",
-    "origin": "transcription",
-}
-STATED = {
-    "record": "field",
-    "reference_id": "demo",
-    "field": "accelerator.count",
-    "value_number": 8.0,
-    "value_text": "8",
-    "unit": "count",
-    "direction": None,
-    "status": "published",
-    "confidence": "published",
-    "provenance": [PROVENANCE],
-}
 DERIVED = {**STATED, "status": "derived", "formula": "a.b * 2", "inputs": ["a.b"], "provenance": []}
 UNKNOWN = {
     **STATED,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import PROVENANCE, STATED
 
 # A venv made before jsonschema-rs joined the dependencies validates with jsonschema alone (correct, slower);
 # `pip install -c constraints.txt -e '.[test]'` brings it (CI installs it).
@@ -32,30 +33,7 @@ SHIPPED = [
     ("vocabulary.schema.json", "schemas/vocabulary.json"),
 ]
 
-PROVENANCE = {
-    "source_id": "demo-doc",
-    "rule_id": "gpus",
-    "revision": 1,
-    "sha256": "a" * 64,
-    "retrieved_at": "2026-01-01T00:00:00Z",
-    "url": "https://example.test/demo.html",
-    "snapshot_path": "sources/snapshots/sha256/aa/" + "a" * 64,
-    "locator": "table row 'GPUs'",
-    "excerpt": "8",
-    "origin": "transcription",
-}
-FIELD = {
-    "record": "field",
-    "reference_id": "demo",
-    "field": "accelerator.count",
-    "value_number": 8.0,
-    "value_text": "8",
-    "unit": "count",
-    "direction": None,
-    "status": "published",
-    "confidence": "published",
-    "provenance": [PROVENANCE],
-}
+FIELD = STATED
 CLAIM = {
     "record": "claim",
     "source_id": "demo-doc",
