@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.processes import usable_cpus
+
 Job = tuple[str, tuple[Any, ...]]
 INDEX = struct.Struct("<I")
 MAX_QUEUED = 65536 // INDEX.size  # what a pipe holds on Linux without blocking the one write
@@ -33,13 +35,7 @@ MAX_QUEUED = 65536 // INDEX.size  # what a pipe holds on Linux without blocking 
 
 def helpers() -> int:
     """How many processes to fork beside this one: 1 with two or more usable CPUs, else 0."""
-    if not hasattr(os, "fork"):
-        return 0
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 1
-    return 1 if cpus >= 2 else 0
+    return 1 if hasattr(os, "fork") and usable_cpus() >= 2 else 0
 
 
 def _weight(job: Job) -> int:

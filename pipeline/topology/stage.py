@@ -22,6 +22,7 @@ from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS
 from ..core.paths import Layout
+from ..core.processes import env_count, usable_cpus
 from ..core.registry import write_columns, write_table, writer_connection
 from . import export
 from .build import build_cluster, build_reference, switch_product
@@ -96,15 +97,10 @@ def workers(given: int | None = None) -> int:
     test runner's, a library's) would never be released in the helper. The DVC stage's process is single-
     threaded; asking for 2 explicitly forks anyway (the tests compare both paths)."""
     if given is None:
-        text = os.environ.get(WORKERS_ENV, "").strip()
-        if text:
-            try:
-                given = int(text)
-            except ValueError:
-                raise UsageError(f"${WORKERS_ENV}={text!r}: expected a whole number of processes (1 or 2)") from None
-        else:
-            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            given = 2 if cpus >= 2 and hasattr(os, "fork") and threading.active_count() == 1 else 1
+        given = env_count(WORKERS_ENV, "a whole number of processes (1 or 2)")
+    if given is None:
+        one_thread = threading.active_count() == 1
+        given = 2 if usable_cpus() >= 2 and hasattr(os, "fork") and one_thread else 1
     if given not in (1, 2):
         raise UsageError(f"topology workers {given}: expected 1 (this process only) or 2 (one forked helper)")
     return given

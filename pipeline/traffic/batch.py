@@ -13,7 +13,6 @@ imports none of the estimating code (the routing, networkx, scipy): a run whose 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from ..core.errors import FabricrefError, UsageError
 from ..core.files import atomic_write_json
 from ..core.keyed import KeyedCache, file_digests, library_versions, sha256_bytes
 from ..core.paths import PARAMS_FILE, Layout
+from ..core.processes import env_count, usable_cpus
 from ..core.schemas import load_yaml
 from . import CAVEAT
 from .combine import write_outputs
@@ -116,14 +116,9 @@ def items(lay: Layout, workloads: dict[str, Workload]) -> list[Item]:
 def jobs_wanted(jobs: int | None, items: int) -> int:
     """Worker processes: `jobs` if given, else $FABRICREF_JOBS, else one per usable CPU; never more than items."""
     if jobs is None:
-        raw = os.environ.get(JOBS_ENV, "").strip()
-        if raw:
-            try:
-                jobs = int(raw)
-            except ValueError:
-                raise UsageError(f"${JOBS_ENV}={raw!r}: expected a whole number of worker processes ≥ 1") from None
-        else:
-            jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        jobs = env_count(JOBS_ENV, "a whole number of worker processes ≥ 1")
+    if jobs is None:
+        jobs = usable_cpus()
     if jobs < 1:
         raise UsageError(f"{jobs} worker processes: expected at least 1")
     return max(1, min(jobs, items))
