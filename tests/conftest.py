@@ -104,6 +104,18 @@ STATED = {
 }
 
 
+def document_paths(value: Any, parts: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path into a parsed JSON / YAML document (keys and indexes), the root first, parents before children."""
+    out = [parts]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += document_paths(item, (*parts, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out += document_paths(item, (*parts, index))
+    return out
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Layout:
     """A private copy of the checkout (sources, pins, snapshots, models): tests never touch the real one."""

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import env_with_venv
+from conftest import STATED, env_with_venv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_retrieve import DOC_PATH, PAGE_V1, add_source, state
@@ -264,18 +264,7 @@ def test_non_whole_derived_count_and_infinite_assumption_are_refused(repo):
 
 
 def test_a_status_that_contradicts_its_provenance_is_invalid():
-    record = {
-        "record": "field",
-        "reference_id": "x",
-        "field": "a.b",
-        "value_number": 8.0,
-        "value_text": "8",
-        "unit": "count",
-        "direction": None,
-        "status": "published",
-        "confidence": "published",
-        "provenance": [],
-    }
+    record = {**STATED, "provenance": []}  # published, yet no document stated it
     with pytest.raises(ValidationError, match="should be non-empty|is too short"):
         validate(record, "field.schema.json", "record")
     unknown = {**record, "status": "unknown", "confidence": "unknown", "reason": "nobody states it"}

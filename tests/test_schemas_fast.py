@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PROVENANCE, STATED
+from conftest import PROVENANCE, STATED, document_paths
 
 # A venv made before jsonschema-rs joined the dependencies validates with jsonschema alone (correct, slower);
 # `pip install -c constraints.txt -e '.[test]'` brings it (CI installs it).
@@ -73,17 +73,6 @@ def _documents(every: bool) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _paths(value: Any, parts: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [parts]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out += _paths(item, (*parts, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            out += _paths(item, (*parts, index))
-    return out
-
-
 def _get(value: Any, parts: tuple[Any, ...]) -> Any:
     for part in parts:
         value = value[part]
@@ -105,7 +94,7 @@ REPLACEMENTS: list[Any] = [None, True, 0, -1, 1.5, 1.0, "", "x", "a\x1cb", "ok-i
 
 def _variants(data: Any, every: bool) -> list[Any]:
     """Broken copies of `data` at about 4 of its paths (8 with `every`), spread over the document."""
-    paths = _paths(data)
+    paths = document_paths(data)
     paths = paths[:: max(1, len(paths) // (8 if every else 4))]
     out = []
     for parts in paths:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import document_paths
 
 from pipeline.core import schemas
 from pipeline.core.errors import ValidationError
@@ -36,16 +37,9 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _paths(value: Any, parts: tuple[Any, ...] = ()) -> list[list[Any]]:
+def _paths(value: Any) -> list[list[Any]]:
     """Every path into a document, and one step off each (a missing key or index: the nearest ancestor's line)."""
-    out = [[*parts], [*parts, "no-such-key"], [*parts, 10**6]]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out += _paths(item, (*parts, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            out += _paths(item, (*parts, index))
-    return out
+    return [[*p, *off] for p in document_paths(value) for off in ((), ("no-such-key",), (10**6,))]
 
 
 def test_lines_are_ruamels_in_flow_and_block_forms():
