@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import accumulate, chain, compress, pairwise, repeat
+from itertools import accumulate, chain, compress, repeat
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,24 +98,28 @@ class Columns:
 
     @cached_property
     def _inserted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(iu, iv, ik) as int64 arrays: Kahn's order over the neighbour lists, each edge's class found by the id
-        of the dict in its slot (both slots of an edge hold one dict; each id's class is that of the edge
-        `g.edges()` met it on), in NumPy rather than a Python step per edge."""
-        flat = self._flat.tolist()
-        offsets = list(accumulate(self._degrees, initial=0))
-        order = _kahn([flat[a:b] for a, b in pairwise(offsets)])
+        """(iu, iv, ik) as int64 arrays: Kahn's order over the neighbour lists (`_kahn`, on the flat list), each
+        edge's class that of the edge `g.edges()` met it as (both slots of an edge hold one dict, checked by id),
+        in NumPy rather than a Python step per edge."""
+        flat, degrees = self._flat, self._degrees
+        ends = np.repeat(np.arange(len(degrees), dtype=np.int64), degrees)
+        rev = _reverse_slots(ends, flat)
+        offsets = np.zeros(len(degrees) + 1, dtype=np.int64)
+        np.cumsum(degrees, out=offsets[1:])
+        order = np.asarray(
+            _kahn(flat.tolist(), offsets.tolist(), rev.tolist(), bool((ends == flat).any())), dtype=np.int64
+        )
         if len(order) != len(self.eu):
             raise ValueError(f"topology {self.tid}: neighbour orders admit no edge order")
-        u, v, slot = np.fromiter(chain.from_iterable(order), dtype=np.int64, count=3 * len(order)).reshape(-1, 3).T
         ids = np.fromiter(map(id, self._flat_dicts), dtype=np.int64, count=len(self._flat_dicts))
-        found = ids[self._flat >= np.repeat(np.arange(len(self._degrees), dtype=np.int64), self._degrees)]
-        known, first = np.unique(found, return_index=True)
-        at = np.searchsorted(known, ids).clip(max=max(len(known) - 1, 0))
-        if len(ids) and not (known[at] == ids).all():
+        if not (ids == ids[rev]).all():
             raise ValueError(f"topology {self.tid}: an edge's two ends hold different attribute dicts")
-        slot_class = np.asarray(self.ek, dtype=np.int64)[first][at]
-        ik = slot_class[np.asarray(offsets, dtype=np.int64)[u] + slot] if len(order) else np.zeros(0, np.int64)
-        return np.minimum(u, v), np.maximum(u, v), ik
+        # Slot i's edge in `g.edges()` order: the slot read from the end earlier in node order (`keep`).
+        keep = flat >= ends
+        edge_of = np.cumsum(keep) - 1
+        slot_class = np.asarray(self.ek, dtype=np.int64)[edge_of[np.where(keep, np.arange(len(flat)), rev)]]
+        u, v = ends[order], flat[order]
+        return np.minimum(u, v), np.maximum(u, v), slot_class[order]
 
     @property
     def iu(self) -> list[int]:
@@ -128,18 +132,6 @@ class Columns:
     @property
     def ik(self) -> list[int]:
         return self._inserted[2].tolist()
-
-
-def _adjacency(g: nx.Graph) -> tuple[list[Any], list[list[int]], list[list[dict[str, Any]]]]:
-    """Nodes, every node's neighbours as node numbers and the edge dicts beside them, in networkx's own order.
-
-    Read from networkx's own dicts (`g._node`, `g._adj`, as pipeline/traffic/routing.py does): its view objects
-    iterate through Python-level Mapping code, seconds on a 24,576-GPU cluster."""
-    nodes = list(g._node)
-    index = {n: i for i, n in enumerate(nodes)}
-    adj = [list(map(index.__getitem__, nbrs)) for nbrs in g._adj.values()]
-    dicts = [list(nbrs.values()) for nbrs in g._adj.values()]
-    return nodes, adj, dicts
 
 
 def _classify(dicts: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
@@ -196,7 +188,8 @@ def _transpose(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 def read_columns(g: nx.Graph) -> Columns:
-    """The graph's columns (see `Columns`), read from networkx's own dicts as `_adjacency` reads them. The
+    """The graph's columns (see `Columns`), read from networkx's own dicts (`g._node`, `g._adj`, as
+    pipeline/traffic/routing.py does: its view objects iterate through Python-level Mapping code). The
     neighbour lists are read flat, one NumPy array for the whole graph, and the edges of `g.edges()` picked out
     of it by one comparison (each edge once, from its end earlier in node order): no Python step per edge."""
     tid = g.graph.get("topology_id")
@@ -350,34 +343,68 @@ def _check_attrs(tid: Any, names: Iterable[str], known: tuple[str, ...], what: s
         )
 
 
-def _kahn(adj: list[list[int]]) -> list[tuple[int, int, int]]:
-    """`insertion_order` on node numbers: (u, v, slot of v in u's neighbour list) per edge, in emitted order.
-    u's head is kept in a local while u's run lasts (no other node's step reads it)."""
-    head = [0] * len(adj)
-    out: list[tuple[int, int, int]] = []
+def _reverse_slots(ends: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """For each slot of the flat neighbour list (node `ends[i]`'s neighbour `flat[i]`), the slot of the same edge
+    in the other end's list (a self-loop, listed once: its own slot). The two slots of an edge share the key
+    (smaller end, larger end), so sorted by it they come in pairs."""
+    n = len(ends)
+    rev = np.arange(n, dtype=np.int64)
+    pairs = np.flatnonzero(ends != flat)
+    lo, hi = np.minimum(ends[pairs], flat[pairs]), np.maximum(ends[pairs], flat[pairs])
+    by_key = np.argsort(lo * (int(hi.max(initial=0)) + 1) + hi, kind="stable")
+    first, second = by_key[0::2], by_key[1::2]
+    if len(first) != len(second) or (lo[first] != lo[second]).any() or (hi[first] != hi[second]).any():
+        raise ValueError("a node's neighbour list names a node whose own list does not name it back")
+    rev[pairs[first]], rev[pairs[second]] = pairs[second], pairs[first]
+    return rev
+
+
+def _kahn(flat: list[int], offsets: list[int], rev: list[int], loops: bool) -> list[int]:
+    """`insertion_order` on node numbers: the slots (indices into the flat neighbour list `flat`, node u's
+    neighbours at `offsets[u]:offsets[u + 1]`) of the edges in emitted order, each edge once, from the end whose
+    run emitted it. An edge is next at its other end when that end's head is at its reverse slot (`rev`).
+    u's head is kept in a local while u's run lasts (no other node's step reads it); the loop without the
+    self-loop test when there are none (`loops` False)."""
+    head = offsets[:-1]
+    stop = offsets[1:]
+    out: list[int] = []
     emit = out.append
-    stack = list(range(len(adj) - 1, -1, -1))
+    stack = list(range(len(head) - 1, -1, -1))
     pop, push = stack.pop, stack.append
+    if loops:
+        while stack:
+            u = pop()
+            i = head[u]
+            end = stop[u]
+            while i < end:
+                v = flat[i]
+                if v == u:  # a self-loop: listed once among u's own neighbours, so it is next at both its ends
+                    emit(i)
+                    i += 1
+                    continue
+                j = rev[i]
+                if head[v] != j:
+                    break  # (u, v) waits for v's earlier neighbours; v's own turn re-examines it
+                emit(i)
+                i += 1
+                head[v] = j + 1
+                push(v)
+            head[u] = i
+        return out
     while stack:
         u = pop()
-        au = adj[u]
-        hu = head[u]
-        end = len(au)
-        while hu < end:
-            v = au[hu]
-            if v == u:  # a self-loop: listed once among u's own neighbours, so it is next at both its ends
-                emit((u, u, hu))
-                hu += 1
-                continue
-            av = adj[v]
-            hv = head[v]
-            if hv >= len(av) or av[hv] != u:
-                break  # (u, v) waits for v's earlier neighbours; v's own turn re-examines it
-            emit((u, v, hu))
-            hu += 1
-            head[v] = hv + 1
+        i = head[u]
+        end = stop[u]
+        while i < end:
+            v = flat[i]
+            j = rev[i]
+            if head[v] != j:
+                break
+            emit(i)
+            i += 1
+            head[v] = j + 1
             push(v)
-        head[u] = hu
+        head[u] = i
     return out
 
 
@@ -387,8 +414,17 @@ def insertion_order(g: nx.Graph) -> list[tuple[Any, Any, dict[str, Any]]]:
     tie-breaks follow it). Kahn's algorithm over the per-node neighbour lists: an edge is emitted once it is
     next in the lists of both its ends; the order it was built in proves such an order exists. Nodes are
     numbered first so the loop touches only lists of ints (the 24,576-GPU cluster has 233,792 edges)."""
-    nodes, adj, dicts = _adjacency(g)
-    out = [(nodes[u], nodes[v], dicts[u][hu]) for u, v, hu in _kahn(adj)]
+    nodes = list(g._node)
+    index = {n: i for i, n in enumerate(nodes)}
+    neighbours = g._adj.values()
+    degrees = list(map(len, neighbours))
+    flat = np.fromiter(map(index.__getitem__, chain.from_iterable(neighbours)), dtype=np.int64, count=sum(degrees))
+    dicts = list(chain.from_iterable(map(dict.values, neighbours)))
+    ends = np.repeat(np.arange(len(nodes), dtype=np.int64), degrees)
+    rev = _reverse_slots(ends, flat)
+    order = _kahn(flat.tolist(), [0, *accumulate(degrees)], rev.tolist(), bool((ends == flat).any()))
+    us, vs = ends.tolist(), flat.tolist()
+    out = [(nodes[us[i]], nodes[vs[i]], dicts[i]) for i in order]
     if len(out) != g.number_of_edges():
         raise ValueError(f"topology {g.graph['topology_id']}: neighbour orders admit no edge order")
     return out
