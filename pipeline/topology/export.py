@@ -482,11 +482,29 @@ class _Typed:
     graph: dict[str, Any]
     nodes: dict[str, list[Any]]
     classes: list[dict[str, Any]]
+    # Per node attribute of one type: its distinct values and, per node, 0 (None) or 1 + the index of its value;
+    # worked out once here for both exports, which format only the distinct values (see `_per_value`).
+    coded: dict[str, tuple[list[Any], np.ndarray] | None] = field(default_factory=dict)
+
+
+def _code(values: list[Any], kinds: set[type]) -> tuple[list[Any], np.ndarray] | None:
+    """A column of one type as (distinct values, codes); None for several types (a set would merge 1, 1.0 and
+    True, which format differently) or a value its own set cannot find."""
+    if len(kinds) > 1:
+        return None
+    distinct = list(set(values) - {None})
+    index = dict(zip(distinct, range(1, len(distinct) + 1), strict=True))
+    index[None] = 0
+    try:
+        return distinct, np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+    except KeyError:
+        return None
 
 
 def _typed_columns(c: Columns) -> _Typed:
     node_types, edge_types = _types(NODE_COLUMNS), _types(EDGE_COLUMNS)
     nodes: dict[str, list[Any]] = {}
+    coded: dict[str, tuple[list[Any], np.ndarray] | None] = {}
     for k, values in c.node_values.items():  # sorted by name
         t = node_types.get(k)
         kinds = set(map(type, values)) - {_NONE}
@@ -497,17 +515,31 @@ def _typed_columns(c: Columns) -> _Typed:
                 None if v is None else _typed_value(k, v, t, f"topology {c.tid} node {n}")
                 for n, v in zip(c.nodes, values, strict=True)
             ]
+            kinds = set(map(type, values)) - {_NONE}
         nodes[k] = values
+        coded[k] = _code(values, kinds)
     classes = [
         _typed(d, edge_types, f"topology {c.tid} edge {c.nodes[a]}-{c.nodes[b]}")
         for d, (a, b) in zip(c.classes, c.firsts, strict=True)
     ]
-    return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes)
+    return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes, coded)
 
 
-def _per_value(values: list[Any], fmt: Callable[[list[Any]], Iterable[str]]) -> list[bytes]:
-    """`fmt` of every value (it formats a list of values) as UTF-8, nothing for None; formatted once per distinct
-    value when the column has one type (a set would merge 1, 1.0 and True, which format differently)."""
+def _per_value(t: _Typed, name: str, fmt: Callable[[list[Any]], Iterable[str]]) -> list[bytes]:
+    """`fmt` of node attribute `name`'s every value (it formats a list of values) as UTF-8, nothing for None;
+    formatted once per distinct value when the column has one type (`_Typed.coded`), and picked out per node
+    by NumPy."""
+    coded = t.coded.get(name)
+    if coded is None:
+        return _per_value_of(t.nodes[name], fmt)
+    distinct, codes = coded
+    texts = np.empty(len(distinct) + 1, dtype=object)
+    texts[:] = [b"", *map(str.encode, fmt(distinct))]
+    return texts[codes].tolist()
+
+
+def _per_value_of(values: list[Any], fmt: Callable[[list[Any]], Iterable[str]]) -> list[bytes]:
+    """`_per_value` of a column that is not coded."""
     kinds = set(map(type, values)) - {_NONE}
     if len(kinds) > 1:
         return [b"" if v is None else text.encode() for v, text in zip(values, fmt(values), strict=True)]
@@ -633,7 +665,7 @@ def _compact_node_link(t: _Typed) -> Iterator[bytes]:
     # The ids are encoded already (for the edges) and all distinct: no formatting once per distinct value.
     id_member = f",{_json('id')}:".encode()
     pieces = [
-        list(map(id_member.__add__, ids)) if k == "id" else _per_value(t.nodes[k], _member(k))
+        list(map(id_member.__add__, ids)) if k == "id" else _per_value(t, k, _member(k))
         for k in sorted({*t.nodes, "id"})
     ]
     for s in _slices(len(c.nodes)):
@@ -806,10 +838,10 @@ def _graphml(t: _Typed) -> Iterator[bytes]:
     yield ("\n".join(lines) + "\n").encode()
     quoted = _quoted(c.nodes)  # each id once, not once per edge end
     pieces = []
-    for name, values in t.nodes.items():
+    for name in t.nodes:
         kid, kind = keys[("node", name)]
         prefix = f'\n      <data key="{kid}">'
-        pieces.append(_per_value(values, _data(prefix, kind)))
+        pieces.append(_per_value(t, name, _data(prefix, kind)))
     opens = [b"    <node id=%b>" % q for q in quoted]
     for s in _slices(len(c.nodes)):
         yield b"".join(map(b"".join, zip(opens[s], *(col[s] for col in pieces), repeat(b"\n    </node>\n"))))
