@@ -60,10 +60,18 @@ def _scale_out_of(c: Columns) -> tuple[Counter[str], list[tuple[str, str, dict[s
 
 def summarize(g: nx.Graph, columns: Columns | None = None) -> dict[str, Any]:
     """`columns`, `export.read_columns(g)` when the caller holds it (the stage does), saves a walk over every
-    edge: links are counted per class, and only scale-out links are visited, in the same order."""
+    edge and node: links are counted per class, only scale-out links are visited, in the same order, and the
+    nodes' kinds and roles are zipped from their columns."""
     nodes = g._node
-    kind = {n: d["kind"] for n, d in nodes.items() if "kind" in d}  # nx.get_node_attributes(g, "kind")
-    role = {n: d["role"] for n, d in nodes.items() if "role" in d}
+    kinds = None if columns is None else columns.node_values.get("kind")
+    if columns is not None and kinds is not None and None not in kinds:  # every node has one: zipped in C
+        kind = dict(zip(columns.nodes, kinds, strict=True))
+        roles = columns.node_values.get("role")
+        # Read only as `role.get(n)`: a node without a role and one whose role is None read the same.
+        role = {} if roles is None else dict(zip(columns.nodes, roles, strict=True))
+    else:
+        kind = {n: d["kind"] for n, d in nodes.items() if "kind" in d}  # nx.get_node_attributes(g, "kind")
+        role = {n: d["role"] for n, d in nodes.items() if "role" in d}
     nodes_by_kind = dict(sorted(Counter(kind.values()).items()))
     edges_by_network, scale_out = _scale_out(g) if columns is None else _scale_out_of(columns)
     # Bandwidth between switch tiers and at endpoints, summed per direction; None if any link is unknown.
