@@ -29,6 +29,7 @@ from conftest import ROOT, stage_audit_dir, stage_audit_env
 from pipeline.core import code, registry
 from pipeline.core.code import STAGE_PACKAGES, code_files, fingerprint, module_name
 from pipeline.core.code import import_closure as _import_closure
+from pipeline.core.errors import FabricrefError
 from pipeline.core.paths import Layout
 
 NOT_FOR_STAGES = {"pipeline.cli", "pipeline.audit", "pipeline.query", "pipeline.status", "pipeline.changes"}
@@ -360,9 +361,9 @@ def test_a_direct_duckdb_reader_sees_the_parquet_as_it_is_now(small_registry: La
     (tmp_path / "elsewhere").mkdir()
     assert _direct(lay.duckdb_path, tmp_path / "elsewhere") == 5.28  # from any other directory
     con = duckdb.connect(str(lay.duckdb_path), read_only=True)
-    built = con.execute("SELECT view, parquet_path, sha256_at_build FROM _registry_build").fetchall()
+    built = con.execute("SELECT view, parquet_path FROM _registry_build").fetchall()
     con.close()
-    assert [(v, Path(p).name) for v, p, _ in built] == [("traffic_workloads", "traffic_workloads.parquet")]
+    assert [(v, Path(p).name) for v, p in built] == [("traffic_workloads", "traffic_workloads.parquet")]
 
 
 def test_a_removed_table_is_an_error_not_old_numbers(small_registry: Layout):
@@ -383,3 +384,74 @@ def test_a_copied_checkout_refuses_to_read_the_original(small_registry: Layout, 
     registry.ensure_database(copy)  # the build record names the original's files: rewritten for the copy
     assert _direct(copy.duckdb_path, copy.root) == 7.0
     assert _direct(small_registry.duckdb_path, small_registry.root) == 1.08
+
+
+def _bound_columns(path: Path) -> list[tuple[str, str]]:
+    """The columns a fresh reader's catalog lists for the view (what notebooks and SQL tools show)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'traffic_workloads' "
+            "ORDER BY column_index"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_the_views_file_dep_moves_with_a_column_type_and_not_with_a_number(small_registry: Layout):
+    """registry/traffic/schema.json (the database stage's dep for the traffic tables) stays byte-identical when
+    only numbers move, so a changed workload does not rebuild the views; it changes when a column's type does,
+    and the views rebuilt then list the new type (the old file still lists the old one: an outdated view)."""
+    lay = small_registry
+    traffic = lay.registry_dir / "traffic"
+    schema = registry.write_schema(traffic)
+    first = schema.read_bytes()
+    assert json.loads(first) == {
+        "tables": {
+            "traffic_workloads": [
+                ["topology_id", "VARCHAR"],
+                ["workload_id", "VARCHAR"],
+                ["communication_seconds", "DOUBLE"],
+            ]
+        }
+    }
+    _write(lay, 5.28)
+    assert registry.write_schema(traffic).read_bytes() == first
+    registry.write_table(
+        traffic, "traffic_workloads", [*COLUMNS[:2], ("communication_seconds", "DECIMAL(9,3)")], ["topology_id"],
+        [("t", "w", 7)],
+    )  # fmt: skip
+    assert registry.write_schema(traffic).read_bytes() != first  # DVC reruns the database stage
+    assert _bound_columns(lay.duckdb_path)[2] == ("communication_seconds", "DOUBLE")  # outdated until rebuilt
+    registry.build_database(lay)
+    assert _bound_columns(lay.duckdb_path)[2] == ("communication_seconds", "DECIMAL(9,3)")
+    assert _direct(lay.duckdb_path, lay.root) == 7.0
+
+
+def test_a_schema_file_that_does_not_match_its_tables_stops_the_views_build(small_registry: Layout):
+    lay = small_registry
+    traffic = lay.registry_dir / "traffic"
+    registry.write_schema(traffic)
+    registry.write_table(
+        traffic, "traffic_workloads", [*COLUMNS[:2], ("communication_seconds", "BIGINT")], ["topology_id"],
+        [("t", "w", 7)],
+    )  # fmt: skip
+    with pytest.raises(FabricrefError, match=r"registry/traffic/schema.json does not describe .*traffic_workloads"):
+        registry.build_database(lay)
+    registry.write_schema(traffic)
+    registry.write_table(traffic, "traffic_sharing", COLUMNS, ["topology_id"], [])  # a table it does not list
+    with pytest.raises(FabricrefError, match=r"schema.json does not describe the tables beside it \(traffic_sharing\)"):
+        registry.build_database(lay)
+    registry.write_schema(traffic)
+    assert registry.build_database(lay) == lay.duckdb_path
+
+
+def test_the_database_stage_declares_the_traffic_tables_columns_not_their_numbers():
+    """Its deps: the compile and topology directories whole, the traffic tables through the schema file the
+    traffic stage writes (and declares) beside them; which tables it makes views of is what it finds there."""
+    stages = dvc_stages()
+    deps = stages["database"]["deps"]
+    assert "registry/traffic/schema.json" in deps and "registry/traffic/schema.json" in stages["traffic"]["outs"]
+    assert not [d for d in deps if d.startswith("registry/traffic/") and d.endswith(".parquet")]
+    for sub in registry.TABLE_DIRS[:3]:  # the directories DVC's stages write (measurements: `fabricref measured`)
+        assert f"registry/{sub}" in deps or f"registry/{sub}/{registry.SCHEMA_FILE}" in deps

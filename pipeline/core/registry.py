@@ -14,8 +14,16 @@ byte-identical from build to build, so it cannot be a DVC output without breakin
 `dvc.lock`. A file holding *copies* of the tables goes stale silently after `git checkout` + `dvc checkout`
 (a notebook read last week's numbers). A file holding only *views* over the Parquet files holds no numbers at
 all: every query reads the Parquet files as they are now, so a direct reader sees the current numbers or a
-DuckDB error naming what is missing. `_registry_build` records which Parquet files (path and SHA-256 at build
-time) the views were made for; `ensure_database` rewrites the file when that list no longer matches.
+DuckDB error naming what is missing. `_registry_build` records which Parquet files (by path) the views were made
+for; `ensure_database` rewrites the file when that list no longer matches.
+
+What the views file depends on is the tables' names and columns (name and type), not their contents: DuckDB binds
+a view's columns when it is created (and lists those in `duckdb_columns()` / `information_schema` until a query
+binds it again), so a view must be rebuilt when a column's name or type changes, and need not be when a number
+does. A stage whose tables' numbers move often (traffic, on every workload knob) writes `schema.json` beside them
+(`write_schema`): every table's columns as DuckDB reads them, which changes exactly when a view would, and the
+`database` stage declares that file instead of the tables. `build_database` checks the views it bound against
+every `schema.json` present, so a stale one is an error, not an outdated view.
 
 Paths in the views are absolute, so the file opens from the checkout root, a notebooks/ directory or anywhere
 else. Relative paths were rejected: DuckDB resolves them against the reader's working directory, so a reader
@@ -27,7 +35,7 @@ it raises "registry.duckdb was built at …" unless the database file is still w
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import json
 import os
 import shutil
 import sys
@@ -61,6 +69,8 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 BUILD_TABLE = "_registry_build"
+# Beside a directory's tables (see `write_schema`): each table's columns, for the views file's DVC dep.
+SCHEMA_FILE = "schema.json"
 
 
 def _quote(name: str) -> str:
@@ -204,6 +214,34 @@ def remove_stale(directory: Path, keep: Iterable[str]) -> None:
             stale.unlink()
 
 
+def table_columns(paths: dict[str, Path]) -> dict[str, list[list[str]]]:
+    """Table name → [[column, DuckDB type], ...] in column order, as DuckDB binds `read_parquet` of each file
+    (what a view over it lists); only the files' footers are read."""
+    con = duckdb.connect(":memory:")
+    try:
+        found = {}
+        for name, path in sorted(paths.items()):
+            source = _literal(path.resolve().as_posix())
+            rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet({source})").fetchall()
+            found[name] = [[str(r[0]), str(r[1])] for r in rows]
+        return found
+    finally:
+        con.close()
+
+
+def write_schema(directory: Path) -> Path:
+    """`directory/schema.json`: every Parquet table of the directory with its columns (name, DuckDB type), for a
+    stage to write after its tables. Why: it changes exactly when the views over those tables must be rebuilt (a
+    table added, removed or renamed, a column's name or type changed) and not when only their numbers move, so
+    the `database` stage can declare it instead of the tables and is not rerun by every changed number."""
+    from .files import atomic_write_json
+
+    paths = {p.stem: p for p in sorted(directory.glob("*.parquet"))}
+    target = directory / SCHEMA_FILE
+    atomic_write_json(target, {"tables": table_columns(paths)})
+    return target
+
+
 def table_paths(lay: Layout, *dirs: str) -> dict[str, Path]:
     """Table name → Parquet file, for the named output directories (each must exist), or by default for every
     one that exists (inspecting a registry built only up to some stage is fine)."""
@@ -285,14 +323,6 @@ def reading(lay: Layout, *dirs: str) -> Iterator[Tables]:
         yield tables
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _views(lay: Layout) -> list[tuple[str, str]]:
     """(view name, absolute Parquet path) for every table present now."""
     return [(name, path.resolve().as_posix()) for name, path in table_paths(lay).items()]
@@ -335,9 +365,10 @@ def build_database(lay: Layout) -> Path:
             for name, (needs, sql) in DERIVED_VIEWS.items():
                 if all(n in dict(views) for n in needs):
                     con.execute(f"CREATE VIEW {_quote(name)} AS {sql}")
-            con.execute(f"CREATE TABLE {BUILD_TABLE} (view VARCHAR, parquet_path VARCHAR, sha256_at_build VARCHAR)")
+            _check_schemas(lay, con)
+            con.execute(f"CREATE TABLE {BUILD_TABLE} (view VARCHAR, parquet_path VARCHAR)")
             for name, path in views:
-                con.execute(f"INSERT INTO {BUILD_TABLE} VALUES (?, ?, ?)", [name, path, _sha256(Path(path))])
+                con.execute(f"INSERT INTO {BUILD_TABLE} VALUES (?, ?)", [name, path])
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -352,6 +383,34 @@ def build_database(lay: Layout) -> Path:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
     return target
+
+
+def _check_schemas(lay: Layout, con: duckdb.DuckDBPyConnection) -> None:
+    """Every `schema.json` of the table directories lists exactly the views made over that directory's tables,
+    with the columns DuckDB bound: the views file is rebuilt only when one of those files changes, so a stale one
+    would leave an outdated view."""
+    bound: dict[str, list[list[str]]] = {}
+    for view, column, kind in con.execute(
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND NOT internal ORDER BY table_name, column_index"
+    ).fetchall():
+        bound.setdefault(view, []).append([column, kind])
+    for sub in TABLE_DIRS:
+        path = lay.registry_dir / sub / SCHEMA_FILE
+        if not path.is_file():
+            continue
+        try:
+            listed = json.loads(path.read_text(encoding="utf-8"))["tables"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise FabricrefError(f'{lay.relative(path)}: expected {{"tables": {{...}}}} ({exc})') from exc
+        present = {p.stem for p in (lay.registry_dir / sub).glob("*.parquet")}
+        actual = {name: bound.get(name) for name in sorted(present)}
+        if listed != actual:
+            moved = sorted(n for n in set(listed) | set(actual) if listed.get(n) != actual.get(n))
+            raise FabricrefError(
+                f"{lay.relative(path)} does not describe the tables beside it ({', '.join(moved)}): rerun the stage "
+                "that writes them (`dvc repro`)"
+            )
 
 
 def remove_leftovers(directory: Path, prefix: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.files import atomic_write_bytes, atomic_write_json
 from ..core.paths import Layout
-from ..core.registry import Tables, remove_stale, write_table
+from ..core.registry import Tables, remove_stale, write_schema, write_table
 from . import plots
 from .parts import TABLES, traffic_dir
 
@@ -23,6 +23,7 @@ def write_outputs(lay: Layout, rows: dict[str, list[Any]], kv_csv: bytes) -> dic
         write_table(out, name, columns, order, rows[name])
         counts[name] = len(rows[name])
     remove_stale(out, TABLES)
+    write_schema(out)  # the tables' columns: the views file's dep, unmoved by a changed number
     names = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
     with Tables({n: out / f"{n}.parquet" for n in names}) as t:
         plots.write_phases(out / "plots", t)
