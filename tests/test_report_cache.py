@@ -66,6 +66,17 @@ def test_values_that_compare_equal_in_python_are_keyed_apart(tmp_path):
     keys = [cache.key("x", (v,)) for v in (1, 1.0, True, (1,), [1], {"a": 1, "b": 2}, {"b": 2, "a": 1})]
     assert len({repr(k) for k in keys}) == len(keys)
     assert cache.key("x", (object(),)) is None  # not exactly keyable: drawn every time, never stored
+    assert cache.key("x", (type("Text", (str,), {})("a"),)) is None  # a subclass may draw otherwise: not keyed
+
+
+def test_equal_values_key_alike_whichever_objects_hold_them(tmp_path):
+    """The key is of the values alone: one list passed twice keys as two equal lists (rows read in another run
+    are other objects), and a dataclass by its class and fields."""
+    cache = _cache(tmp_path, {"env": 1})
+    row = {"node": "gpu0", "x": 0.5}
+    assert cache.key("x", ([row, row], row)) == cache.key("x", ([dict(row), dict(row)], {"node": "gpu0", "x": 0.5}))
+    assert cache.key("x", (CELLS,)) == cache.key("x", ([Cell("NIC–leaf", 0, 0.4, 16), Cell("leaf–spine", 1, 0.9, 4)],))
+    assert cache.key("x", (CELLS,)) != cache.key("x", ([Cell("NIC–leaf", 0, 0.4, 16)],))
 
 
 def test_another_environment_misses(tmp_path):

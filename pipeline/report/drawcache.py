@@ -5,7 +5,8 @@ chart change; redrawing the others with matplotlib was most of the stage's time.
 its arguments, the report's code, matplotlib's version and settings, the font it measures text with and Python's
 version; the key holds all of them, so any change to any of them draws afresh:
 
-- the arguments, serialised exactly (floats as hex, dict order and tuple / list kept, as the drawing sees them);
+- the arguments, serialised exactly (pickled: floats to the bit, dict order and tuple / list kept, as the drawing
+  sees them);
 - the stage's code: a hash of every file of its import closure and its templates, as the `code` stage lists them
   (any edit there invalidates every entry);
 - matplotlib's, numpy's, pyparsing's and FreeType's versions, Python's version, every matplotlib setting in
@@ -26,6 +27,8 @@ run are drawn together (`start`), in this process and a forked helper (workers.p
 from __future__ import annotations
 
 import dataclasses
+import io
+import pickle
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,27 +39,36 @@ from ..core.keyed import KeyedCache, sha256_bytes, sha256_json
 from ..core.paths import Layout
 from . import STYLE, workers
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: the arguments keyed by their pickle (1: by canonical JSON)
 PIPELINE_DIR = Path(__file__).resolve().parents[1]
 ENTRY = "pipeline.report"
 
 
-def _canonical(value: Any) -> Any:
-    """`value` as JSON that tells apart everything a drawing could tell apart (TypeError if it cannot)."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        return {"float": value.hex()}
-    if isinstance(value, tuple):
-        return {"tuple": [_canonical(v) for v in value]}
-    if isinstance(value, list):
-        return [_canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {"dict": [[_canonical(k), _canonical(v)] for k, v in value.items()]}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = [[f.name, _canonical(getattr(value, f.name))] for f in dataclasses.fields(value)]
-        return {"dataclass": type(value).__qualname__, "fields": fields}
-    raise TypeError(f"cannot key a drawing on a {type(value).__name__}")
+class _ArgumentPickler(pickle.Pickler):
+    """Pickles None, bool, int, float, str, tuple, list, dict and dataclass instances holding those; anything else
+    (a subclass of one of them, an object of another class) is a TypeError: not keyed, so drawn every time."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        # Called for every object but the exact built-in types above (and bytes, set and frozenset: exact too, a
+        # set in its iteration order, so at worst a miss); a dataclass instance is pickled as its class (by import
+        # path) and its fields' values.
+        if dataclasses.is_dataclass(obj):
+            return NotImplemented
+        raise TypeError(f"cannot key a drawing on a {type(obj).__name__}")
+
+
+def argument_bytes(args: Any) -> bytes:
+    """`args` as bytes that tell apart everything a drawing could tell apart (TypeError if they cannot).
+
+    Pickle is exact where it matters: a float is its 8 IEEE bytes (one ulp moves it), 1, 1.0 and True, a tuple and
+    a list, and a dict's order all pickle differently, and two equal pickles unpickle to equal values. "Fast" mode
+    keeps no memo, so the bytes depend on the values alone, not on which of them are the same object. The C
+    pickler does this ~30 times faster than building canonical JSON in Python (128,000 calls per stage)."""
+    buffer = io.BytesIO()
+    pickler = _ArgumentPickler(buffer, protocol=5)
+    pickler.fast = True  # no memo: equal values, equal bytes
+    pickler.dump(args)
+    return buffer.getvalue()
 
 
 def _environment() -> dict[str, Any]:
@@ -114,8 +126,8 @@ class DrawingCache:
     def key(self, name: str, args: tuple[Any, ...]) -> dict[str, Any] | None:
         """The entry's key, or None when an argument cannot be keyed exactly (then nothing is cached)."""
         try:
-            arguments = sha256_json(_canonical(list(args)))
-        except TypeError:
+            arguments = sha256_bytes(argument_bytes(args))
+        except (TypeError, ValueError, pickle.PicklingError):  # ValueError: a cycle (fast mode)
             return None
         if self._env_sha256 is None:
             self._env_sha256 = sha256_json(self._environment())
