@@ -266,10 +266,15 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
     built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
     wid = "llama70b-train-tp8-dp512"
     before = _metric_files(built_pipeline, wid)
+    models = _model_drawings(built_pipeline)
+    assert models
     try:
         out = _sh(["dvc", "exp", "run", "-S", f"workloads.{wid}.dp=256"], built_pipeline)
         ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-        assert ran == ["database", "report", "traffic"], out
+        # Not the views file: the traffic tables' columns did not move (registry/traffic/schema.json).
+        assert ran == ["report", "traffic"], out
+        # The report reran, yet drew no reference or cluster drawing again: each was read from the drawing cache.
+        assert _model_drawings(built_pipeline) == models
         # Inside the stage, that workload alone was computed; the others, the sharing pair and the curve came from
         # the item cache.
         assert _computed(out) == [f"workload {wid}"], out
@@ -289,14 +294,16 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
     assert _metric_files(built_pipeline, wid) == before
 
 
-def test_pages_without_traffic_numbers_do_not_depend_on_them():
-    """report-models (reference and cluster pages, drawings) reads no traffic table: a changed workload leaves it
-    alone. It reads the caveats the traffic stage states, from a file that changes only when the words do."""
-    stages = _raw_stages()
-    models = [d for d in stages["report-models"]["deps"] if d.startswith(("registry/traffic", "registry/comparison"))]
-    assert models == ["registry/traffic/caveats.json"]
-    assert "registry/traffic/caveats.json" in stages["traffic"]["outs"]
-    assert "registry/traffic/traffic_workloads.parquet" in stages["report"]["deps"]
+def _model_drawings(root: Path) -> dict[Path, tuple[int, int]]:
+    """The drawing cache's entries of the reference and cluster drawings (which take no traffic number), each with
+    its inode and mtime: an entry drawn again is rewritten (a new file renamed over it)."""
+    found = {}
+    for entry in sorted((root / ".fabricref-cache" / "report").rglob("*.entry")):
+        with open(entry, "rb") as handle:
+            drawing = json.loads(handle.readline())["key"]["drawing"]
+        if drawing in ("drawings.draw_reference", "drawings.draw_cluster"):
+            found[entry] = (entry.stat().st_ino, entry.stat().st_mtime_ns)
+    return found
 
 
 # -- the step estimate's choices (params.yaml `step`) ------------------------------------------------------------
@@ -381,7 +388,7 @@ def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(pipeline_
     before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
     out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    assert ran == ["database", "report", "traffic"], out
+    assert ran == ["report", "traffic"], out
     pairs = sum(
         1
         for w in WORKLOADS
@@ -509,7 +516,7 @@ def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collec
     key = "calibration.link_classes.roce-ethernet.efficiency"
     out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.8"], built_pipeline)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    assert ran == ["database", "report", "traffic"], out
+    assert ran == ["report", "traffic"], out
     assert _items(out)[2] == 0, out  # the calibration shapes every item: none read from the cache
     after = _metric_files(built_pipeline, wid)[target]
     moved = 1_342_177_280 / (50e9 * 0.8) - 1_342_177_280 / (50e9 * 0.94)

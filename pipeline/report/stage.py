@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,9 @@ STATUSES = (
     "(computed, with formula and inputs), unknown (nobody states it: the value stays empty). Assumed figures "
     "are labelled."
 )
-# Two DVC stages (dvc.yaml declares exactly these tables for each): `report-models` writes the reference and cluster
-# pages and their drawings, which no workload changes; `report` writes the workload pages with their link-load heat
-# maps, the plots, the model-vs-measured page and the index.
+# Two parts of one DVC stage (dvc.yaml declares the tables of both): the reference and cluster pages with their
+# drawings, which take no traffic number (so a changed workload finds them in the drawing cache), and the workload
+# pages with their link-load heat maps, the plots, the model-vs-measured page and the index.
 MODEL_READS = (
     "reference_models",
     "fields",
@@ -122,19 +123,13 @@ def _summaries(con: Tables) -> dict[str, dict[str, Any]]:
     return {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
 
 
-def run(lay: Layout) -> Path:
-    """The whole report in one process (the `fabricref report` verb): both DVC stages' parts."""
-    run_models(lay)
-    return run_pages(lay)
-
-
-def _begin(lay: Layout, parts: Any, reads: Any) -> tuple[Path, Any, Any, Any, Any, Any, list[dict[str, Any]]]:
-    """What both report stages start from: their parts of the report cleared, the templates, the open tables
-    (the caller closes them), the caveats, references, summaries and clusters (summaries with a bisection)."""
+def _begin(lay: Layout) -> tuple[Path, Any, Any, Any, Any, Any, list[dict[str, Any]]]:
+    """What both parts of the report start from: the report cleared, the templates, the open tables (the caller
+    closes them), the caveats, references, summaries and clusters (summaries with a bisection)."""
     out = report_dir(lay)
-    _clear(out, parts)
+    _clear(out, MODEL_PARTS + PAGE_PARTS)
     env = _env()
-    con = _open(lay, reads)
+    con = _open(lay, READS)
     try:
         caveats = _caveats(lay, con)
         refs = _references(con)
@@ -190,55 +185,97 @@ def _cluster_pods(con: Tables) -> dict[str, int]:
     )
 
 
-def run_models(lay: Layout) -> Path:
-    """`python -m pipeline.report models`: reference and cluster pages with their drawings (no traffic number).
-    Each table is read once (grouped per reference here), not once per reference."""
-    out, env, con, caveats, refs, summaries, clusters = _begin(lay, MODEL_PARTS, MODEL_READS)
-    cache = DrawingCache(lay, "models")
+Drawings = list[tuple[Path, str, tuple[Any, ...]]]  # (file in the report, drawing, arguments)
+Render = Callable[[Callable[[Path, bytes], None]], None]  # writes a part's pages with the writer it is given
+
+
+def run(lay: Layout) -> Path:
+    """`python -m pipeline.report` (the DVC stage `report`, and the `fabricref report` verb): the whole report in one
+    process. Why one: the imports, templates, tables and drawing environment are paid once, and every drawing of
+    both parts is in one queue for the two processes (see DrawingCache.start). A changed workload reruns it, yet
+    redraws only what moved: the reference and cluster drawings take no traffic number, so their cache entries
+    are hits (their pages are written again, the same bytes)."""
+    out, env, con, caveats, refs, summaries, clusters = _begin(lay)
     try:
-        cluster_ids = {s["topology_id"] for s in clusters}
-        # Parts are drawn for the references that are not clusters: only their nodes and edges are read.
-        drawn = sorted({r["reference_id"] for r in refs} - cluster_ids)
-        in_drawn = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
-        fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
-        cites_of = _grouped(
-            con.rows("SELECT * FROM field_citations ORDER BY reference_id, field, source_id"), "reference_id"
-        )
-        assumptions_of = _grouped(con.rows("SELECT * FROM assumptions ORDER BY reference_id, field"), "reference_id")
-        nodes_of = _grouped(
-            con.rows(f"SELECT * FROM topology_nodes WHERE {in_drawn} ORDER BY topology_id, node", drawn),
-            "topology_id",
-        )
-        edges_of = _grouped(
-            con.rows(f"SELECT * FROM topology_edges WHERE {in_drawn} ORDER BY topology_id, source, target", drawn),
-            "topology_id",
-        )
-        with_nodes = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
-        pods_of = _cluster_pods(con)
-        rails_of = _per_topology(
-            con,
-            "SELECT topology_id, count(DISTINCT rail) FROM topology_nodes WHERE kind = 'nic' AND role = 'scale_out' "
-            "GROUP BY ALL",
-        )
+        model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
+        page_drawings, render_pages = _pages(lay, out, env, con, caveats, refs, summaries, clusters)
     finally:
         con.close()
-    # Every drawing is started first (see DrawingCache.start: a helper process draws while the pages are
-    # written here), then collected and written.
-    drawings: list[tuple[str, tuple[Any, ...]]] = []
-    targets: list[Path] = []
+    drawings = model_drawings + page_drawings
+    cache = DrawingCache(lay, "all")
+    # Every drawing is started first (a helper process draws while the pages are written here), then collected.
+    pending = cache.start([(name, args) for _, name, args in drawings])
+    write = _Writer()
+    try:
+        render_models(write)
+        render_pages(write)
+        for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
+            write(path, svg)
+    finally:
+        pending.cancel()  # nothing left to stop once the results are in
+        write.close()
+    cache.prune()
+    return out
+
+
+def _models(
+    out: Path,
+    env: Environment,
+    con: Tables,
+    caveats: list[str],
+    refs: list[dict[str, Any]],
+    summaries: dict[str, dict[str, Any]],
+    clusters: list[dict[str, Any]],
+) -> tuple[Drawings, Render]:
+    """The reference and cluster pages with their drawings (no traffic number: MODEL_READS only). Each table is
+    read once (grouped per reference here), not once per reference."""
+    cluster_ids = {s["topology_id"] for s in clusters}
+    # Parts are drawn for the references that are not clusters: only their nodes and edges are read.
+    drawn = sorted({r["reference_id"] for r in refs} - cluster_ids)
+    in_drawn = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
+    fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
+    cites_of = _grouped(
+        con.rows("SELECT * FROM field_citations ORDER BY reference_id, field, source_id"), "reference_id"
+    )
+    assumptions_of = _grouped(con.rows("SELECT * FROM assumptions ORDER BY reference_id, field"), "reference_id")
+    nodes_of = _grouped(
+        con.rows(f"SELECT * FROM topology_nodes WHERE {in_drawn} ORDER BY topology_id, node", drawn),
+        "topology_id",
+    )
+    edges_of = _grouped(
+        con.rows(f"SELECT * FROM topology_edges WHERE {in_drawn} ORDER BY topology_id, source, target", drawn),
+        "topology_id",
+    )
+    with_nodes = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
+    pods_of = _cluster_pods(con)
+    rails_of = _per_topology(
+        con,
+        "SELECT topology_id, count(DISTINCT rail) FROM topology_nodes WHERE kind = 'nic' AND role = 'scale_out' "
+        "GROUP BY ALL",
+    )
+    drawings: Drawings = []
     for ref in refs:
         rid = ref["reference_id"]
         if rid not in cluster_ids and nodes_of.get(rid):
-            drawings.append(("drawings.draw_reference", (ref["title"], nodes_of[rid], edges_of.get(rid, []))))
-            targets.append(out / "drawings" / f"{rid}.svg")
+            drawings.append(
+                (
+                    out / "drawings" / f"{rid}.svg",
+                    "drawings.draw_reference",
+                    (ref["title"], nodes_of[rid], edges_of.get(rid, [])),
+                )
+            )
     for s in clusters:
         tid = s["topology_id"]
         # No leaf or no scale-out NIC: 0, as count(DISTINCT ...) over no rows said.
-        drawings.append(("drawings.draw_cluster", (s["title"], s, pods_of.get(tid, 0), rails_of.get(tid, 0))))
-        targets.append(out / "drawings" / f"{tid}.svg")
-    pending = cache.start(drawings)
-    write = _Writer()
-    try:
+        drawings.append(
+            (
+                out / "drawings" / f"{tid}.svg",
+                "drawings.draw_cluster",
+                (s["title"], s, pods_of.get(tid, 0), rails_of.get(tid, 0)),
+            )
+        )
+
+    def render(write: Callable[[Path, bytes], None]) -> None:
         for ref in refs:
             rid = ref["reference_id"]
             fields = fields_of.get(rid, [])
@@ -265,42 +302,38 @@ def run_models(lay: Layout) -> Path:
             tid = s["topology_id"]
             page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
             write(out / "cluster" / f"{tid}.html", page.encode())
-        for target, svg in zip(targets, pending.results(), strict=True):
-            write(target, svg)
-    finally:
-        pending.cancel()  # nothing left to stop once the results are in
-        write.close()
-    cache.prune()
-    return out
+
+    return drawings, render
 
 
-def run_pages(lay: Layout) -> Path:
-    """`python -m pipeline.report pages`: workload pages with their heat maps, plots, the model-vs-measured page and
-    the index (what a changed workload reruns)."""
-    out, env, con, caveats, refs, summaries, clusters = _begin(lay, PAGE_PARTS, PAGE_READS)
-    cache = DrawingCache(lay, "pages")
-    try:
-        pods_of = _cluster_pods(con)
-        cluster_pods = {s["topology_id"]: pods_of.get(s["topology_id"], 0) for s in clusters}
-        drawn = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
-        workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
-        cells = {(tid, wid): c for tid in sorted(cluster_pods) for wid, c in _cluster_cells(con, tid).items()}
-        link_loads, parts = _reference_loads(con, sorted(cluster_pods))
-        traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
-        failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
-        sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
-    finally:
-        con.close()
-    # Every drawing is started first (see DrawingCache.start: a helper process draws while the pages are
-    # written here), then collected and written: (path in the report, drawing, arguments).
+def _pages(
+    lay: Layout,
+    out: Path,
+    env: Environment,
+    con: Tables,
+    caveats: list[str],
+    refs: list[dict[str, Any]],
+    summaries: dict[str, dict[str, Any]],
+    clusters: list[dict[str, Any]],
+) -> tuple[Drawings, Render]:
+    """The workload pages with their heat maps, the plots, the model-vs-measured page and the index (the part a
+    changed workload moves)."""
+    pods_of = _cluster_pods(con)
+    cluster_pods = {s["topology_id"]: pods_of.get(s["topology_id"], 0) for s in clusters}
+    drawn = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
+    workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
+    cells = {(tid, wid): c for tid in sorted(cluster_pods) for wid, c in _cluster_cells(con, tid).items()}
+    link_loads, parts = _reference_loads(con, sorted(cluster_pods))
+    traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
+    failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
+    sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     heat_maps, drawings = _heat_maps(summaries, cells, cluster_pods, link_loads, parts)
     plots = _plots(drawings, traffic, lay)
     logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
     drawings += [(log["plot"], "measured.plot", (log,)) for log in logs]
-    pending = cache.start([(name, args) for _, name, args in drawings])
-    write = _Writer()
-    try:
-        # The drawings report-models wrote: every reference with parts, then every cluster (the index links them).
+
+    def render(write: Callable[[Path, bytes], None]) -> None:
+        # The drawings of the other part: every reference with parts, then every cluster (the index links them).
         drawing_links = [
             {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
             for rid in (r["reference_id"] for r in refs)
@@ -341,13 +374,8 @@ def run_pages(lay: Layout) -> Path:
             measured=compared,
         )
         write(out / "index.html", index.encode())
-        for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
-            write(out / path, svg)
-    finally:
-        pending.cancel()
-        write.close()
-    cache.prune()
-    return out
+
+    return [(out / path, name, args) for path, name, args in drawings], render
 
 
 IN_LIST = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
@@ -420,7 +448,7 @@ def _reference_loads(
     return loads, {tid: (nodes.get(tid, []), edges.get(tid, [])) for tid in tids}
 
 
-Drawings = list[tuple[str, str, tuple[Any, ...]]]  # (path in the report, drawing, arguments)
+PageDrawings = list[tuple[str, str, tuple[Any, ...]]]  # (path in the report, drawing, arguments)
 
 
 def _heat_maps(
@@ -429,12 +457,12 @@ def _heat_maps(
     cluster_pods: dict[str, int],
     loads: dict[tuple[str, str], dict[tuple[str, str], float]],
     parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
-) -> tuple[dict[tuple[str, str], str], Drawings]:
+) -> tuple[dict[tuple[str, str], str], PageDrawings]:
     """One link-load heat map per topology × workload in `traffic_links`: link by link on a reference's parts
     drawing, per tier and pod on a cluster. Returns (topology, workload) → the SVG's path in the report, and the
     drawings to make."""
     found: dict[tuple[str, str], str] = {}
-    drawings: Drawings = []
+    drawings: PageDrawings = []
     for tid, wid in sorted({*cells, *loads}):
         title = f"{wid} on {summaries.get(tid, {}).get('title') or tid}"
         path = f"load/{tid}/{wid}.svg"
@@ -446,7 +474,7 @@ def _heat_maps(
     return found, drawings
 
 
-def _plots(drawings: Drawings, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+def _plots(drawings: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
     """The index's plots (their drawings appended to `drawings`)."""
     cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for p in traffic:
