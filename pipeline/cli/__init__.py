@@ -14,6 +14,10 @@ its stage declares.
 from __future__ import annotations
 
 import sys
+from functools import cache
+
+import click
+import typer.main
 
 from ..core.errors import FabricrefError
 from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
@@ -26,11 +30,19 @@ check_float_options(estimate.estimate_app)
 __all__ = ["app", "main"]
 
 
+@cache
+def _command() -> click.Command:
+    """The click command Typer builds from `app`, built once per process: `app(...)` rebuilds it on every call
+    (~20 ms of signature and type-hint inspection), which a process calling `main` many times (the tests) repeats.
+    Click keeps no state in a command between invocations (each gets a fresh context)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
     set_width()
     try:
-        app(args=argv, prog_name="fabricref")
+        _command()(args=argv, prog_name="fabricref")
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
