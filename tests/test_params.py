@@ -276,9 +276,9 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
         assert ran == ["report", "traffic"], out
         # The report reran, yet drew no reference or cluster drawing again: each was read from the drawing cache.
         assert _model_drawings(built_pipeline) == models
-        # Inside the stage, that workload alone was computed; the others, the sharing pair and the curve came from
-        # the item cache.
-        assert _computed(out) == [f"workload {wid}"], out
+        # Inside the stage, that workload alone was computed (one item per target); the others, the sharing pair
+        # and the curve came from the item cache.
+        assert _computed(out) == [f"workload {wid} @ {t}" for t in find_workload(Layout(ROOT), wid).targets], out
         after = _metric_files(built_pipeline, wid)
         assert sorted(after) == sorted(before)
         for target in before:
@@ -405,12 +405,14 @@ def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(pipeline_
     out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
     ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
     assert ran == ["report", "traffic"], out
+    # Items: each workload on each of its targets (computed); each sharing pair on each target both name and
+    # the KV curve (read from the cache).
+    found = {w: yaml.safe_load((ROOT / "models" / "workloads" / f"{w}.yaml").read_text()) for w in WORKLOADS}
+    on_targets = sum(len(d["targets"]) for d in found.values())
     pairs = sum(
-        1
-        for w in WORKLOADS
-        if yaml.safe_load((ROOT / "models" / "workloads" / f"{w}.yaml").read_text()).get("shares_with")
+        len(set(d["targets"]) & set(found[d["shares_with"]]["targets"])) for d in found.values() if d.get("shares_with")
     )
-    assert _items(out)[0::2] == (len(WORKLOADS), pairs + 1), out
+    assert _items(out)[0::2] == (on_targets, pairs + 1), out
     for wid in WORKLOADS:
         after = _metric_files(built_pipeline, wid)
         for target in ("illustrative-h100-4096", "meta-style-h100-24576"):

@@ -1,11 +1,13 @@
-"""The traffic stage's item cache (issue 16): one DVC stage, each workload, sharing pair and the KV curve cached
-under a key of everything that shapes it (pipeline/core/keyed.py, pipeline/traffic/batch.py).
+"""The traffic stage's item cache (issue 16): one DVC stage, each workload on each of its targets, each sharing
+pair on each target both name and the KV curve cached under a key of everything that shapes it
+(pipeline/core/keyed.py, pipeline/traffic/batch.py).
 
 - The store: an entry is used only for exactly its key and only while its payload matches its digest; a corrupt,
   truncated or foreign entry is a miss, never a wrong hit; an unwritable cache is not an error.
 - The keys, input by input: which items each edit invalidates, checked by hand against what each item reads.
-- The stage: a changed knob recomputes that workload and the pairs it is in, nothing else; outputs with cache hits,
-  on one worker or two, are byte-identical to outputs computed cold without the cache.
+- The stage: a changed knob recomputes that workload's items and the pairs it is in, nothing else, and the outputs
+  equal those computed cold with the changed knob; outputs with cache hits, on one worker or two, are
+  byte-identical to outputs computed cold without the cache.
 """
 
 from __future__ import annotations
@@ -104,6 +106,16 @@ def _keys(lay: Layout) -> dict[str, str]:
     return {item.name: keyed.sha256_json(item.key) for item in batch.items(lay, workloads)}
 
 
+def _named(lay: Layout, kind: str, wid: str) -> list[str]:
+    """The names of a workload's items (one per target) or of its sharing pair's (one per target both name), from
+    the workload files."""
+    w = find_workload(lay, wid)
+    if kind == "workload":
+        return [f"workload {wid} @ {t}" for t in w.targets]
+    other = find_workload(lay, str(w.shares_with))
+    return [f"sharing {wid} @ {t}" for t in w.targets if t in other.targets]
+
+
 def _moved(before: dict[str, str], after: dict[str, str]) -> list[str]:
     assert sorted(before) == sorted(after)
     return sorted(name for name in before if before[name] != after[name])
@@ -128,22 +140,29 @@ def keyed_repo(repo: Layout) -> Layout:
     return repo
 
 
-def test_the_items_are_every_workload_every_pair_and_the_curve(keyed_repo: Layout):
+def test_the_items_are_every_workload_on_every_target_every_pair_and_the_curve(keyed_repo: Layout):
     names = sorted(_keys(keyed_repo))
     workloads = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
-    assert names == sorted([*(f"workload {w}" for w in workloads), f"sharing {PAIR[0]}", "KV-transfer curve"])
+    per_target = [n for w in workloads for n in _named(keyed_repo, "workload", w)]
+    assert len(per_target) > len(workloads)  # the shipped workloads name several targets each
+    assert names == sorted([*per_target, *_named(keyed_repo, "sharing", PAIR[0]), "KV-transfer curve"])
+    # Every item has a key of its own: no (workload, target) result can be read back for another target.
+    assert len(set(_keys(keyed_repo).values())) == len(names)
 
 
 def test_a_workload_knob_or_file_moves_that_workload_and_its_pairs_only(keyed_repo: Layout):
     root = keyed_repo.root
     before = _keys(keyed_repo)
     _edit(root / "params.yaml", "    dp: 512\n", "    dp: 256\n")  # llama70b-train-tp8-dp512: in no pair
-    assert _moved(before, after := _keys(keyed_repo)) == ["workload llama70b-train-tp8-dp512"]
-    # The disaggregated serving workload shares a cluster with the pipeline-parallel training: both items move.
+    moved = _named(keyed_repo, "workload", "llama70b-train-tp8-dp512")
+    assert len(moved) == 2 and _moved(before, after := _keys(keyed_repo)) == moved  # its two targets, nothing else
+    # The disaggregated serving workload shares a cluster with the pipeline-parallel training: its items and the
+    # pair's move.
+    pair = _named(keyed_repo, "sharing", PAIR[0])
     _edit(root / "models" / "workloads" / f"{PAIR[1]}.yaml", "\n", "\n# a comment is bytes too\n")
-    assert _moved(after, again := _keys(keyed_repo)) == [f"sharing {PAIR[0]}", f"workload {PAIR[1]}"]
+    assert _moved(after, again := _keys(keyed_repo)) == sorted([*pair, *_named(keyed_repo, "workload", PAIR[1])])
     _edit(root / "models" / "workloads" / f"{PAIR[0]}.yaml", "\n", "\n# and here\n")
-    assert _moved(again, _keys(keyed_repo)) == [f"sharing {PAIR[0]}", f"workload {PAIR[0]}"]
+    assert _moved(again, _keys(keyed_repo)) == sorted([*pair, *_named(keyed_repo, "workload", PAIR[0])])
 
 
 def test_the_step_choices_move_every_workload_but_not_the_pairs_or_the_curve(keyed_repo: Layout):
@@ -209,8 +228,8 @@ def _outputs(root: Path) -> dict[str, str]:
 def pair_copy(built_copy: Layout) -> Layout:
     """The built registry's copy with only the sharing pair's two workloads (their files and params.yaml knobs):
     the stage tests below run the whole traffic stage several times, and the other shipped workloads add only
-    more of the same items (each computed, cached and compared alike), at twice the CPU. Its 4 items: the two
-    workloads, their sharing pair and the KV-transfer curve."""
+    more of the same items (each computed, cached and compared alike), at twice the CPU. Its items: the two
+    workloads on each of their targets, their sharing pair on each target both name and the KV-transfer curve."""
     params = built_copy.root / "params.yaml"
     text = params.read_text()
     for path in workload_paths(built_copy):
@@ -226,18 +245,27 @@ def pair_copy(built_copy: Layout) -> Layout:
 
 @pytest.mark.slow
 def test_one_changed_knob_recomputes_that_workload_and_its_pair_only(pair_copy: Layout):
+    """Only the changed workload's (workload, target) items and its pair's are computed again, and the outputs are
+    those of a cold run with the changed knob: an item of another workload or target read back in its place (a
+    key that misses something the item depends on) would show as other bytes."""
     cold = batch.run(pair_copy, jobs=1)
-    assert len(cold.computed) == len(cold.computed + cold.cached) == 4 and cold.jobs == 1
+    items = len(_keys(pair_copy))
+    assert len(cold.computed) == len(cold.computed + cold.cached) == items and cold.jobs == 1
     built = _outputs(pair_copy.root)
     warm = batch.run(pair_copy, jobs=1)
-    assert warm.computed == [] and len(warm.cached) == 4
+    assert warm.computed == [] and len(warm.cached) == items
     assert _outputs(pair_copy.root) == built
     params = pair_copy.root / "params.yaml"
     shipped = params.read_text()
     # llama70b-serve-disaggregated: prompt_tokens 32768 → 16384 (its KV transfer halves).
     _edit(params, "    prompt_tokens: 32768\n", "    prompt_tokens: 16384\n")
-    changed = batch.run(pair_copy, jobs=1)
-    assert changed.computed == [f"workload {PAIR[1]}", f"sharing {PAIR[0]}"], changed.computed
+    changed = batch.run(pair_copy, jobs=2)
+    own = _named(pair_copy, "workload", PAIR[1])
+    assert changed.computed == [*own, *_named(pair_copy, "sharing", PAIR[0])], changed.computed
+    assert len(changed.cached) == items - len(changed.computed)
+    with_hits = _outputs(pair_copy.root)
+    batch.run(pair_copy, jobs=2, use_cache=False)
+    assert _outputs(pair_copy.root) == with_hits
     moved = sorted(k for k, v in _outputs(pair_copy.root).items() if built.get(k) != v)
     assert f"metrics/{PAIR[1]}/meta-style-h100-24576.json" in moved
     assert not [m for m in moved if m.startswith("metrics/") and f"/{PAIR[1]}/" not in f"/{m}"], moved
@@ -251,16 +279,17 @@ def test_outputs_from_the_cache_or_two_workers_equal_outputs_computed_cold(pair_
     """Deterministic however run: cold on one process without the cache, cold on two workers, all from the
     cache, and with one entry corrupted (recomputed, not trusted) — the same bytes every time."""
     cold = batch.run(pair_copy, jobs=1, use_cache=False)
-    assert cold.jobs == 1 and len(cold.computed) == 4
+    items = len(_keys(pair_copy))
+    assert cold.jobs == 1 and len(cold.computed) == items
     expected = _outputs(pair_copy.root)
     assert not (pair_copy.cache_dir / "traffic").exists()  # use_cache=False neither reads nor writes it
     two = batch.run(pair_copy, jobs=2)
-    assert two.jobs == 2 and len(two.computed) == 4
+    assert two.jobs == 2 and len(two.computed) == items
     assert _outputs(pair_copy.root) == expected
     hits = batch.run(pair_copy, jobs=2)
     assert hits.computed == [] and _outputs(pair_copy.root) == expected
     entries = sorted((pair_copy.cache_dir / "traffic").glob("*.entry"))
-    assert len(entries) == 4
+    assert len(entries) == items
     victim = max(entries, key=lambda p: p.stat().st_size)  # the largest: a workload with many links
     data = bytearray(victim.read_bytes())
     data[-10] ^= 0x01
@@ -293,8 +322,39 @@ def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_ke
     monkeypatch.setattr(stage, "compute_all", real)
     params.write_text(shipped)
     again = batch.run(pair_copy, jobs=1)
-    assert sorted(again.computed) == sorted(f"workload {p.stem}" for p in workload_paths(pair_copy))
+    assert sorted(again.computed) == sorted(
+        n for p in workload_paths(pair_copy) for n in _named(pair_copy, "workload", p.stem)
+    )
     assert _outputs(pair_copy.root) == expected
+
+
+def test_the_workers_take_the_items_grouped_by_topology_costliest_first(tmp_path: Path):
+    """Each group is one topology's items (an item reading two topologies goes with the larger: its view is the
+    costly one), so a view is built by one worker only; the groups come costliest first (view + items)."""
+    import json
+
+    from pipeline.core.registry import write_table
+    from pipeline.traffic import stage
+
+    lay = Layout(tmp_path)
+    kinds = {"big": {"accelerator": 800, "leaf": 200}, "mid": {"accelerator": 100}, "small": {"accelerator": 10}}
+    rows = [(t, json.dumps({"nodes_by_kind": k})) for t, k in kinds.items()]
+    write_table(
+        lay.registry_dir / "topology",
+        "topology_summaries",
+        [("topology_id", "VARCHAR"), ("summary", "VARCHAR")],
+        ["topology_id"],
+        rows,
+    )
+    todo = [
+        batch.Item("workload", "w1", {}, ("small",)),
+        batch.Item("workload", "w1", {}, ("big",)),
+        batch.Item("kv", "kv", {}, ("small", "big")),
+        batch.Item("workload", "w2", {}, ("mid",)),
+        batch.Item("workload", "w3", {}, ("small",)),
+    ]
+    # big: 0.04 + 1000 nodes × 7e-6 + 2 items × 0.1 = 0.247 s; small: 0.04 + 10 × 7e-6 + 0.2 = 0.24007 s; mid: 0.1407 s.
+    assert stage.groups(lay, todo) == [[1, 2], [0, 4], [3]]
 
 
 def test_worker_count_from_the_flag_the_environment_or_the_cpus(monkeypatch):
@@ -334,7 +394,8 @@ def test_a_failure_in_a_worker_fails_the_run_with_its_message_and_exit_code(monk
         return item.id.encode()
 
     monkeypatch.setattr(stage, "compute", fake)  # the workers fork from this process: they run the fake
-    todo = [batch.Item("workload", i, {"id": i}, ()) for i in ("a", "b", "c", "d")]
+    # Each on a topology of its own: four groups, taken by the two workers (one group would run in this process).
+    todo = [batch.Item("workload", i, {"id": i}, (f"topology-{i}",)) for i in ("a", "b", "c", "d")]
     assert stage.compute_all(Layout(ROOT), {}, todo[:1] + todo[3:], 2) == [b"a", b"d"]
     with pytest.raises(UsageError, match="no-such-b") as raised:
         stage.compute_all(Layout(ROOT), {}, todo, 2)

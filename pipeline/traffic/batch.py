@@ -45,7 +45,7 @@ LIBRARIES = (
     "ruamel.yaml",
     "scipy",
 )
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: one item per (workload, target) and (pair, target)
 ENTRY = "pipeline.traffic"  # the stage's entry point: its import closure is the code an item's result depends on
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout whose pipeline/ is running
 # The input files an estimate reads besides its workload file and params.yaml (checked by tests/test_dvc_deps.py,
@@ -57,16 +57,19 @@ JOBS_ENV = "FABRICREF_JOBS"
 
 @dataclass(frozen=True)
 class Item:
-    """One independent piece of the stage's work, with the key its result is cached under."""
+    """One independent piece of the stage's work, with the key its result is cached under: a workload on one of
+    its targets, a sharing pair on one target both name, or the KV curve (which reads two topologies). Per target,
+    not per workload: one workload's targets spread over the workers, and a changed workload recomputes only
+    its own (workload, target) items."""
 
     kind: str  # "workload", "sharing" (the pair of `id` and its shares_with) or "kv"
     id: str
     key: dict[str, Any]
-    targets: tuple[str, ...]  # the topologies its estimate reads
+    targets: tuple[str, ...]  # the topologies its estimate reads (one, but for the KV curve)
 
     @property
     def name(self) -> str:
-        return f"{self.kind} {self.id}" if self.kind != "kv" else "KV-transfer curve"
+        return f"{self.kind} {self.id} @ {self.targets[0]}" if self.kind != "kv" else "KV-transfer curve"
 
 
 def _params(lay: Layout) -> dict[str, Any]:
@@ -99,16 +102,17 @@ def items(lay: Layout, workloads: dict[str, Workload]) -> list[Item]:
             "knobs": (params.get("workloads") or {}).get(wid),
         }
 
-    found = [
-        Item("workload", wid, {**common, "item": "workload", "step": params.get("step"), **workload(wid)}, w.targets)
-        for wid, w in workloads.items()
-    ]
+    # In this order (workloads sorted, each on its targets in its file's order; then the pairs; then the curve) the
+    # rows are combined: the same rows in the same order however the items were computed or read.
+    found = []
+    for wid, w in workloads.items():
+        own = {**common, "item": "workload", "step": params.get("step"), **workload(wid)}
+        found += [Item("workload", wid, {**own, "target": t}, (t,)) for t in w.targets]
     for wid, w in workloads.items():
         if w.shares_with:
             other = workloads.get(w.shares_with) or find_workload(lay, w.shares_with)  # unknown: a clear error
-            both = tuple(t for t in w.targets if t in other.targets)
-            pair = [workload(wid), workload(other.id)]
-            found.append(Item("sharing", wid, {**common, "item": "sharing", "workloads": pair}, both))
+            pair = {**common, "item": "sharing", "workloads": [workload(wid), workload(other.id)]}
+            found += [Item("sharing", wid, {**pair, "target": t}, (t,)) for t in w.targets if t in other.targets]
     found.append(Item("kv", "kv", {**common, "item": "kv"}, KV_TARGETS))
     return found
 
@@ -191,7 +195,7 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
             continue
         for name in WORKLOAD_TABLES:
             tables[name] += data["tables"][name]
-        shown[item.id] = data["metrics"]
+        shown.setdefault(item.id, {}).update(data["metrics"])
         for target, numbers in data["metrics"].items():
             metrics[f"{item.id}@{target}"] = numbers
     write_outputs(lay, tables, kv)

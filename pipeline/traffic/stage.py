@@ -242,89 +242,98 @@ def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], 
     out: dict[str, list[tuple]] = {name: [] for name in WORKLOAD_TABLES}
     metrics: dict[str, dict[str, Any]] = {}
     for target in w.targets:
-        view = views(target)
-        r = estimate(views.lay, target, w, 0, view)
-        for p in r.phases:
-            out["traffic"].append(
-                (
-                    target,
-                    w.id,
-                    p.phase,
-                    p.description,
-                    p.collective,
-                    p.algorithm,
-                    p.group_size,
-                    p.concurrent_groups,
-                    p.count,
-                    p.bytes_per_rank,
-                    p.bytes_on_wire_per_rank,
-                    p.network,
-                    p.tier,
-                    p.hops,
-                    p.bottleneck_gbps,
-                    p.effective_gbps,
-                    p.term("latency_s"),
-                    p.term("bandwidth_s"),
-                    p.term("queueing_s"),
-                    p.seconds,
-                    p.total_seconds,
-                    p.dominant,
-                    p.confidence,
-                    p.lineage_records(),
-                    p.notes,
-                )
-            )
-            for link in p.links:
-                out["traffic_links"].append(
-                    (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
-                )
-        top = max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds)
-        choices = views.choices
-        st = step_model.estimate(w, r.phases, views.accelerator(view.reference), choices.mfu, choices.memory_headroom)
-        fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
-        exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])
-        out["traffic_workloads"].append(
+        rows, metrics[target] = workload_on(w, target, views)
+        for name in WORKLOAD_TABLES:
+            out[name] += rows[name]
+    return out, metrics
+
+
+def workload_on(w: Workload, target: str, views: Views) -> tuple[dict[str, list[tuple]], dict[str, Any]]:
+    """One workload on one of its targets (the stage's item): its rows of WORKLOAD_TABLES and its metrics there.
+    Nothing in it reads another target."""
+    out: dict[str, list[tuple]] = {name: [] for name in WORKLOAD_TABLES}
+    view = views(target)
+    r = estimate(views.lay, target, w, 0, view)
+    for p in r.phases:
+        out["traffic"].append(
             (
                 target,
                 w.id,
-                w.accelerators,
-                r.revealing["accelerators_per_progress"],
-                r.revealing["fits_in_one_domain"],
-                r.communication_seconds,
-                top.phase,
-                r.confidence,
-                json.dumps(r.sizing, sort_keys=True),
-                st["memory_per_rank_bytes"],
-                st["memory"]["accelerator_memory_bytes"],
-                fits,
-                st["headroom_bytes"],
-                st["compute_seconds"],
-                st["exposed_communication_seconds"],
-                exposed_at_least,
-                st["step_seconds"],
-                st.get("ttft_seconds"),
-                st.get("tpot_seconds"),
-                json.dumps(st["missing"]),
-                json.dumps([*st["assumptions"], f"mfu {st['mfu']:g}: {st['mfu_source']}"]),
-                CAVEAT,
+                p.phase,
+                p.description,
+                p.collective,
+                p.algorithm,
+                p.group_size,
+                p.concurrent_groups,
+                p.count,
+                p.bytes_per_rank,
+                p.bytes_on_wire_per_rank,
+                p.network,
+                p.tier,
+                p.hops,
+                p.bottleneck_gbps,
+                p.effective_gbps,
+                p.term("latency_s"),
+                p.term("bandwidth_s"),
+                p.term("queueing_s"),
+                p.seconds,
+                p.total_seconds,
+                p.dominant,
+                p.confidence,
+                p.lineage_records(),
+                p.notes,
             )
         )
-        for f in r.failures:
-            out["traffic_failures"].append(
-                (
-                    target,
-                    w.id,
-                    f["failure"],
-                    f["route_survives"],
-                    f["bandwidth_before_gbps"],
-                    f["bandwidth_after_gbps"],
-                    f["explanation"],
-                    f["not_established"],
-                )
+        for link in p.links:
+            out["traffic_links"].append(
+                (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
             )
-        utilizations = [p.max_link_utilization for p in r.phases if p.max_link_utilization is not None]
-        metrics[target] = metric_numbers(st, max(utilizations) if utilizations else None)
-    return out, metrics
+    top = max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds)
+    choices = views.choices
+    st = step_model.estimate(w, r.phases, views.accelerator(view.reference), choices.mfu, choices.memory_headroom)
+    fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
+    exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])
+    out["traffic_workloads"].append(
+        (
+            target,
+            w.id,
+            w.accelerators,
+            r.revealing["accelerators_per_progress"],
+            r.revealing["fits_in_one_domain"],
+            r.communication_seconds,
+            top.phase,
+            r.confidence,
+            json.dumps(r.sizing, sort_keys=True),
+            st["memory_per_rank_bytes"],
+            st["memory"]["accelerator_memory_bytes"],
+            fits,
+            st["headroom_bytes"],
+            st["compute_seconds"],
+            st["exposed_communication_seconds"],
+            exposed_at_least,
+            st["step_seconds"],
+            st.get("ttft_seconds"),
+            st.get("tpot_seconds"),
+            json.dumps(st["missing"]),
+            json.dumps([*st["assumptions"], f"mfu {st['mfu']:g}: {st['mfu_source']}"]),
+            CAVEAT,
+        )
+    )
+    for f in r.failures:
+        out["traffic_failures"].append(
+            (
+                target,
+                w.id,
+                f["failure"],
+                f["route_survives"],
+                f["bandwidth_before_gbps"],
+                f["bandwidth_after_gbps"],
+                f["explanation"],
+                f["not_established"],
+            )
+        )
+    utilizations = [p.max_link_utilization for p in r.phases if p.max_link_utilization is not None]
+    return out, metric_numbers(st, max(utilizations) if utilizations else None)
 
 
 def workload_result(
@@ -340,14 +349,16 @@ def workload_result(
             own.close()
 
 
-def sharing_rows(lay: Layout, w: Workload, other: Workload, views: Views | None = None) -> list[tuple]:
-    """Workload `w` and `other` (its `shares_with`) side by side on every target both name: rows of
-    traffic_sharing."""
+def sharing_rows(
+    lay: Layout, w: Workload, other: Workload, views: Views | None = None, targets: tuple[str, ...] | None = None
+) -> list[tuple]:
+    """Workload `w` and `other` (its `shares_with`) side by side on every target both name (or on `targets`
+    only): rows of traffic_sharing."""
     own = views or Views(lay)
     rows: list[tuple] = []
     try:
         for target in w.targets:
-            if target in other.targets:
+            if target in other.targets and (targets is None or target in targets):
                 rows += sharing(lay, target, w, other, own(target))[2]
     finally:
         if views is None:
@@ -362,11 +373,12 @@ def compute(item: Item, lay: Layout, workloads: dict[str, Workload], views: View
     """An item's result as stored: JSON of its rows and metrics (floats exactly: Python writes the shortest repr
     that reads back to the same float), or the KV curve's CSV bytes."""
     if item.kind == "workload":
-        tables, metrics = workload_tables(workloads[item.id], views)
-        return _json({"tables": tables, "metrics": metrics})
+        (target,) = item.targets
+        tables, metrics = workload_on(workloads[item.id], target, views)
+        return _json({"tables": tables, "metrics": {target: metrics}})
     if item.kind == "sharing":
         w = workloads[item.id]
-        return _json({"rows": sharing_rows(lay, w, workloads[str(w.shares_with)], views)})
+        return _json({"rows": sharing_rows(lay, w, workloads[str(w.shares_with)], views, item.targets)})
     return plots.kv_csv({t: views(t) for t in KV_TARGETS})
 
 
@@ -374,50 +386,96 @@ def _json(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), allow_nan=True).encode()
 
 
-# Set in the parent before the worker processes fork: they inherit it (with the views built) instead of pickling.
-_SHARED: tuple[Layout, dict[str, Workload], Views, list[Item]] | None = None
+# What a topology's view and an item on it cost, roughly, in CPU seconds (measured on the shipped clusters: the
+# 24,576-GPU cluster's view ~0.65 s, an 8-GPU server's ~0.04 s; an item ~0.05-0.4 s). Only the order in which the
+# workers take the groups depends on it, never a result.
+VIEW_SECONDS = (0.04, 7e-6)  # a constant, and per node
+ITEM_SECONDS = 0.1
 
 
-def _compute_shared(index: int) -> tuple[bool, Any]:
-    """In a worker: (True, the result) or (False, (message, exit code)) of a failure the user can act on, passed
-    back as plain data (an error class with its own constructor arguments may not survive pickling)."""
+def groups(lay: Layout, todo: list[Item]) -> list[list[int]]:
+    """The items of `todo` (indices) grouped by the topology whose view they need most (the largest they read),
+    the costliest group first: each group is computed by one worker, which builds that view once (a view is
+    built only in a worker that needs it, never in the parent), and the workers take the next group as they
+    finish (largest first: they finish close together)."""
+    nodes = _node_counts(lay, sorted({t for item in todo for t in item.targets}))
+    by_home: dict[str, list[int]] = {}
+    for i, item in enumerate(todo):
+        home = max(item.targets, key=lambda t: (nodes.get(t, 0), t), default="")
+        by_home.setdefault(home, []).append(i)
+
+    def seconds(home: str) -> float:
+        view = VIEW_SECONDS[0] + VIEW_SECONDS[1] * nodes.get(home, 0) if home else 0.0
+        return view + ITEM_SECONDS * len(by_home[home])
+
+    return [by_home[home] for home in sorted(by_home, key=lambda h: (-seconds(h), h))]
+
+
+def _node_counts(lay: Layout, topology_ids: list[str]) -> dict[str, int]:
+    """Nodes per topology, from the topology stage's summaries (a topology not there counts 0: the worker that
+    builds its view says what is wrong)."""
+    from ..core.registry import Tables
+
+    path = lay.registry_dir / "topology" / "topology_summaries.parquet"
+    if not topology_ids or not path.is_file():
+        return {}
+    with Tables({"topology_summaries": path}) as tables:
+        rows = tables.rows(
+            "SELECT topology_id, summary FROM topology_summaries WHERE list_contains(?, topology_id)", topology_ids
+        )
+    return {r["topology_id"]: sum(json.loads(r["summary"]).get("nodes_by_kind", {}).values()) for r in rows}
+
+
+# Set in the parent before the worker processes fork: they inherit it instead of pickling it. Each worker builds
+# the views of the groups it takes, once (_WORKER_VIEWS, in the worker only).
+_SHARED: tuple[Layout, dict[str, Workload], list[Item], list[list[int]]] | None = None
+_WORKER_VIEWS: Views | None = None
+
+
+def _compute_group(index: int) -> list[tuple[bool, Any]]:
+    """In a worker: per item of the group, (True, the result) or (False, (message, exit code)) of a failure the
+    user can act on, passed back as plain data (an error class with its own constructor arguments may not
+    survive pickling)."""
+    global _WORKER_VIEWS
     assert _SHARED is not None
-    lay, workloads, views, todo = _SHARED
-    try:
-        return True, compute(todo[index], lay, workloads, views)
-    except FabricrefError as exc:
-        return False, (str(exc), exc.exit_code)
+    lay, workloads, todo, grouped = _SHARED
+    if _WORKER_VIEWS is None:
+        _WORKER_VIEWS = Views(lay)
+    out: list[tuple[bool, Any]] = []
+    for i in grouped[index]:
+        try:
+            out.append((True, compute(todo[i], lay, workloads, _WORKER_VIEWS)))
+        except FabricrefError as exc:
+            out.append((False, (str(exc), exc.exit_code)))
+    return out
 
 
 def compute_all(lay: Layout, workloads: dict[str, Workload], todo: list[Item], jobs: int) -> list[bytes]:
-    """The results of `todo`, in its order. With more than one job, the views every item needs are built first
-    (once, not once per worker) and the workers fork from this process: no import, no view built twice. A worker
-    that dies (killed, out of memory) fails the run (BrokenProcessPool), it does not hang it."""
+    """The results of `todo`, in its order. With more than one job, the items are grouped by topology (`groups`)
+    and worker processes forked from this one take the groups: no import repeated, each view built once, by the
+    worker that needs it. A worker that dies (killed, out of memory) fails the run (BrokenProcessPool), it does
+    not hang it."""
     global _SHARED
-    views = Views(lay)
-    try:
-        if jobs == 1:
-            return [compute(item, lay, workloads, views) for item in todo]
-        for item in todo:
-            for target in item.targets:
-                views.accelerator(views(target).reference)
-        views.choices  # noqa: B018  (read params.yaml's `step` once, before the fork)
-        views.close()  # no DuckDB connection may cross the fork
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        _SHARED = (lay, workloads, views, todo)
+    grouped = groups(lay, todo) if jobs > 1 else []  # opens and closes its DuckDB connection: none may cross the fork
+    if len(grouped) <= 1:  # one job, or one group: in this process (a worker would only add its fork)
+        views = Views(lay)
         try:
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-                # Largest first (most targets), one at a time: the two workers finish close together.
-                order = sorted(range(len(todo)), key=lambda i: -len(todo[i].targets))
-                done = dict(zip(order, pool.map(_compute_shared, order), strict=True))
+            return [compute(item, lay, workloads, views) for item in todo]
         finally:
-            _SHARED = None
-        for ok, value in (done[i] for i in range(len(todo))):  # the first failure in item order
-            if not ok:
-                message, code = value
-                raise (UsageError if code == UsageError.exit_code else FabricrefError)(message)
-        return [done[i][1] for i in range(len(todo))]
+            views.close()
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _SHARED = (lay, workloads, todo, grouped)
+    try:
+        with ProcessPoolExecutor(min(jobs, len(grouped)), mp_context=multiprocessing.get_context("fork")) as pool:
+            done: dict[int, tuple[bool, Any]] = {}
+            for group, results in zip(grouped, pool.map(_compute_group, range(len(grouped))), strict=True):
+                done.update(zip(group, results, strict=True))
     finally:
-        views.close()
+        _SHARED = None
+    for ok, value in (done[i] for i in range(len(todo))):  # the first failure in item order
+        if not ok:
+            message, code = value
+            raise (UsageError if code == UsageError.exit_code else FabricrefError)(message)
+    return [done[i][1] for i in range(len(todo))]
