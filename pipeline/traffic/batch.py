@@ -12,7 +12,6 @@ imports none of the estimating code (the routing, networkx, scipy): a run whose 
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,8 @@ from ..core.processes import env_count, usable_cpus
 from ..core.schemas import load_yaml
 from . import CAVEAT
 from .combine import write_outputs
-from .parts import TABLES, WORKLOAD_TABLES, traffic_dir, workload_paths
+from .parts import traffic_dir, workload_paths
+from .payload import decode
 from .workloads import Workload, find_workload
 
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
@@ -45,7 +45,7 @@ LIBRARIES = (
     "ruamel.yaml",
     "scipy",
 )
-CACHE_FORMAT = 2  # 2: one item per (workload, target) and (pair, target)
+CACHE_FORMAT = 3  # 2: one item per (workload, target) and (pair, target); 3: tables as columns (payload.py)
 ENTRY = "pipeline.traffic"  # the stage's entry point: its import closure is the code an item's result depends on
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout whose pipeline/ is running
 # The input files an estimate reads besides its workload file and params.yaml (checked by tests/test_dvc_deps.py,
@@ -181,7 +181,7 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
     if use_cache:
         cache.prune()
 
-    tables: dict[str, list] = {name: [] for name in TABLES}
+    parts: dict[str, list[list[Any]]] = {}  # table → each item's columns
     metrics: dict[str, Any] = {"caveat": CAVEAT}
     shown: dict[str, dict[str, Any]] = {}
     kv = b""
@@ -189,16 +189,14 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
         if item.kind == "kv":
             kv = results[i]
             continue
-        data = json.loads(results[i])
-        if item.kind == "sharing":
-            tables["traffic_sharing"] += data["rows"]
-            continue
-        for name in WORKLOAD_TABLES:
-            tables[name] += data["tables"][name]
-        shown.setdefault(item.id, {}).update(data["metrics"])
-        for target, numbers in data["metrics"].items():
-            metrics[f"{item.id}@{target}"] = numbers
-    write_outputs(lay, tables, kv)
+        data = decode(results[i])
+        for name, columns in data.tables.items():
+            parts.setdefault(name, []).append(columns)
+        if item.kind == "workload":
+            shown.setdefault(item.id, {}).update(data.extra["metrics"])
+            for target, numbers in data.extra["metrics"].items():
+                metrics[f"{item.id}@{target}"] = numbers
+    write_outputs(lay, parts, kv)
     _write_metrics(lay, shown)
     comparison.run(lay)
     for legacy in ("workloads", "sharing"):  # the per-item parts the stages before this one wrote

@@ -1,6 +1,12 @@
 """The traffic stage's outputs from its items' results: the tables every reader knows, the plot data of the
 phases and links, the KV curve and the caveats.
 
+The items' tables arrive column by column (pipeline/traffic/payload.py); each table is their columns joined in
+item order, then written sorted (`write_columns`, one DuckDB connection for all): the rows in the same order as
+when each item's rows were appended, so the same bytes. The plot data and the caveats are read from those columns
+in memory, not read back from the files just written; where the in-memory reading could differ from the SQL
+(ties or NULLs in a sort key, a NaN utilization) the files are read back as before (`plots.write_phases`).
+
 Imports no estimating code: the results come from the item cache or the workers (pipeline/traffic/stage.py)."""
 
 from __future__ import annotations
@@ -9,28 +15,59 @@ from typing import Any
 
 from ..core.files import atomic_write_bytes, atomic_write_json
 from ..core.paths import Layout
-from ..core.registry import Tables, remove_stale, write_schema, write_table
+from ..core.registry import Tables, remove_stale, write_columns, write_schema, writer_connection
 from . import plots
 from .parts import TABLES, traffic_dir
+from .payload import concat
 
 
-def write_outputs(lay: Layout, rows: dict[str, list[Any]], kv_csv: bytes) -> dict[str, int]:
-    """registry/traffic/<table>.parquet from each table's rows (in item order; written sorted), the plot data
-    (phase times, busiest links, the KV curve) and caveats.json. Returns the row count per table."""
+def join(parts: dict[str, list[list[Any]]]) -> dict[str, list[Any]]:
+    """Each table's columns from its items' columns (`parts[table]`: one list of columns per item, in item order)."""
+    out = {}
+    for name, (columns, _) in TABLES.items():
+        items = parts.get(name, [])
+        out[name] = [concat([item[c] for item in items]) for c in range(len(columns))]
+    return out
+
+
+def write_outputs(lay: Layout, parts: dict[str, list[list[Any]]], kv_csv: bytes) -> dict[str, int]:
+    """registry/traffic/<table>.parquet from each table's items' columns (in item order; written sorted), the plot
+    data (phase times, busiest links, the KV curve) and caveats.json. Returns the row count per table."""
     out = traffic_dir(lay)
+    tables = join(parts)
     counts = {}
-    for name, (columns, order) in TABLES.items():
-        write_table(out, name, columns, order, rows[name])
-        counts[name] = len(rows[name])
+    con = writer_connection()
+    try:
+        for name, (columns, order) in TABLES.items():
+            write_columns(out, name, columns, order, tables[name], con=con)
+            counts[name] = len(tables[name][0])
+    finally:
+        con.close()
     remove_stale(out, TABLES)
     write_schema(out)  # the tables' columns: the views file's dep, unmoved by a changed number
-    names = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
-    with Tables({n: out / f"{n}.parquet" for n in names}) as t:
-        plots.write_phases(out / "plots", t)
-        # The caveats beside these numbers, for every page of the report: a file of their own, so the pages that
-        # show no traffic numbers do not rerun when a number moves (the words do not).
-        found = [r["c"] for r in t.rows("SELECT DISTINCT caveat AS c FROM traffic_workloads ORDER BY 1")]
-        found += [r["c"] for r in t.rows("SELECT DISTINCT not_established AS c FROM traffic_failures ORDER BY 1")]
+    if not plots.write_phases_from(out / "plots", tables["traffic"], tables["traffic_links"]):
+        names = ("traffic", "traffic_links")
+        with Tables({n: out / f"{n}.parquet" for n in names}) as t:
+            plots.write_phases(out / "plots", t)
+    # The caveats beside these numbers, for every page of the report: a file of their own, so the pages that show no
+    # traffic numbers do not rerun when a number moves (the words do not).
+    found = caveats(tables)
     atomic_write_bytes(out / "plots" / "kv_transfer.csv", kv_csv)
     atomic_write_json(out / "caveats.json", {"caveats": [c for c in dict.fromkeys(found) if c]})
     return counts
+
+
+def _column(tables: dict[str, list[Any]], table: str, column: str) -> list[Any]:
+    names = [c for c, _ in TABLES[table][0]]
+    return plots.as_list(tables[table][names.index(column)])
+
+
+def caveats(tables: dict[str, list[Any]]) -> list[str | None]:
+    """`SELECT DISTINCT caveat FROM traffic_workloads ORDER BY 1`, then the same of traffic_failures'
+    `not_established`: distinct texts in code point order (DuckDB's binary order of UTF-8 text), NULL last."""
+    found: list[str | None] = []
+    for table, column in (("traffic_workloads", "caveat"), ("traffic_failures", "not_established")):
+        values = set(_column(tables, table, column))
+        found += sorted(v for v in values if v is not None)
+        found += [None] if None in values else []
+    return found

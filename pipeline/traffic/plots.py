@@ -4,11 +4,17 @@ the busiest physical links, and local versus cross-domain KV transfer times acro
 from __future__ import annotations
 
 import csv
+import heapq
 import io
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from ..core.columns import Coded, plain
 from ..core.files import atomic_write_bytes
+from .parts import LINK_COLUMNS, TRAFFIC_COLUMNS
 
 if TYPE_CHECKING:
     from ..core.registry import Tables
@@ -30,12 +36,16 @@ def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
     atomic_write_bytes(path, _csv_bytes(header, rows))
 
 
+TERMS = (("overhead", "latency_s"), ("bandwidth", "bandwidth_s"), ("queueing", "queueing_s"))
+BUSIEST = 25
+
+
 def write_phases(out: Path, tables: Tables) -> None:
     """phase_times.csv (long form: one row per phase and term, stacked in the plot) and link_utilization.csv
-    (the 25 busiest physical links), from the combined traffic tables."""
+    (the 25 busiest physical links), from the combined traffic tables as written."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    terms = (("overhead", "latency_s"), ("bandwidth", "bandwidth_s"), ("queueing", "queueing_s"))
+    terms = TERMS
     for r in tables.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase"):
         case = f"{r['workload_id']} @ {r['topology_id']} : {r['phase']}"
         for term, column in terms:
@@ -68,6 +78,83 @@ def write_phases(out: Path, tables: Tables) -> None:
         key=lambda x: (-x[1], x[0]),
     )[:25]
     _csv(out / "link_utilization.csv", ["link", "utilization"], util)
+
+
+def as_list(column: Any) -> list[Any]:
+    """A table column in any form `write_columns` takes (list, `Coded`, NumPy array), as a list of values."""
+    return column if isinstance(column, list) else plain(column)
+
+
+def _returned_as(kind: type, column: Any) -> bool:
+    """Every value of the column is exactly of `kind` or NULL: what reading it back from Parquet would give."""
+    if isinstance(column, np.ndarray):  # tolist() gives Python floats of float64, ints of int64
+        return column.dtype == {float: np.float64, int: np.int64}.get(kind)
+    values = column.values if isinstance(column, Coded) else column
+    return all(v is None or type(v) is kind for v in values)
+
+
+def _at(column: Any, rows: list[int]) -> list[Any]:
+    """The column's values at `rows`."""
+    if isinstance(column, np.ndarray):
+        return column[rows].tolist()
+    if isinstance(column, Coded):
+        return list(map(column.values.__getitem__, column.codes[rows].tolist()))
+    return list(map(column.__getitem__, rows))
+
+
+def write_phases_from(out: Path, traffic: list[Any], links: list[Any]) -> bool:
+    """`write_phases` from the tables' columns in memory (`traffic`, `links`: the columns of TRAFFIC_COLUMNS and
+    LINK_COLUMNS, rows in any order), without reading the files back: the same bytes, or False (nothing written)
+    where the in-memory reading could differ from the SQL — a NULL or a tie in the phases' sort key, a value not of
+    the type the column gives back, a NaN utilization (whose place in a sort depends on the row order)."""
+    names = [c for c, _ in TRAFFIC_COLUMNS]
+    keys = list(zip(*(as_list(traffic[names.index(c)]) for c in ("workload_id", "topology_id", "phase")), strict=True))
+    count = traffic[names.index("count")]
+    numbers = [as_list(traffic[names.index(c)]) for _, c in TERMS]
+    if (
+        any(type(k[0]) is not str or type(k[1]) is not str or type(k[2]) is not str for k in keys)
+        or len(set(keys)) != len(keys)
+        or not _returned_as(int, count)
+        or None in as_list(count)
+        or not all(type(v) is float for column in numbers for v in column)
+    ):
+        return False
+    count = as_list(count)
+    names = [c for c, _ in LINK_COLUMNS]
+    labels = [links[names.index(c)] for c in ("workload_id", "topology_id", "phase", "source", "target")]
+    utilization = links[names.index("utilization")]
+    if not all(_returned_as(str, c) for c in labels) or not _returned_as(float, utilization):
+        return False
+    if isinstance(utilization, np.ndarray):
+        util_values, nulls = utilization, np.zeros(len(utilization), dtype=bool)
+    else:
+        listed = as_list(utilization)
+        nulls = np.array([u is None for u in listed], dtype=bool)
+        util_values = np.array([math.nan if u is None else u for u in listed], dtype=np.float64)
+    if np.isnan(util_values[~nulls]).any():
+        return False
+    rows = []
+    for i in sorted(range(len(keys)), key=keys.__getitem__):  # ORDER BY workload_id, topology_id, phase
+        case = f"{keys[i][0]} @ {keys[i][1]} : {keys[i][2]}"
+        for (term, _), values in zip(TERMS, numbers, strict=True):
+            rows.append([case, term, round(values[i] * count[i], 9)])
+    # The busiest: the SQL's floor (the 25th-largest utilization less 1e-6), then the rows at or above it (NULL is
+    # NaN here, never at or above), ranked by rounded utilization (descending) and label: the n smallest
+    # (-rounded, label) pairs, which is `sorted(...)[:25]` of the SQL's rows with their key.
+    valid = util_values[~nulls]
+    top = np.sort(valid)[::-1][:BUSIEST].tolist()
+    floor = top[-1] - 1e-6 if len(top) == BUSIEST else float("-inf")
+    rows_at = np.flatnonzero(util_values >= floor).tolist()
+    w, t, ph, src, dst = (_at(c, rows_at) for c in labels)
+    found = (
+        (-round(u, 6), f"{w[j]} @ {t[j]} : {ph[j]} : {src[j]} – {dst[j]}")
+        for j, u in enumerate(util_values[rows_at].tolist())
+    )
+    util = [[label, -negated] for negated, label in heapq.nsmallest(BUSIEST, found)]
+    out.mkdir(parents=True, exist_ok=True)
+    _csv(out / "phase_times.csv", ["phase", "term", "seconds"], rows)
+    _csv(out / "link_utilization.csv", ["link", "utilization"], util)
+    return True
 
 
 def kv_csv(views: dict[str, View]) -> bytes:

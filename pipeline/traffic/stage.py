@@ -13,7 +13,7 @@ from ..core.errors import FabricrefError, UsageError
 from ..core.facts import load_facts
 from ..core.graphs import Topologies
 from ..core.paths import Layout
-from . import CAVEAT, ha, loads, plots
+from . import CAVEAT, ha, loads, payload, plots
 from . import step as step_model
 from .batch import KV_TARGETS
 from .calculator import view_for
@@ -370,20 +370,17 @@ def sharing_rows(
 
 
 def compute(item: Item, lay: Layout, workloads: dict[str, Workload], views: Views) -> bytes:
-    """An item's result as stored: JSON of its rows and metrics (floats exactly: Python writes the shortest repr
-    that reads back to the same float), or the KV curve's CSV bytes."""
+    """An item's result as stored: its tables column by column and its metrics (pipeline/traffic/payload.py:
+    every value exactly as computed), or the KV curve's CSV bytes."""
     if item.kind == "workload":
         (target,) = item.targets
         tables, metrics = workload_on(workloads[item.id], target, views)
-        return _json({"tables": tables, "metrics": {target: metrics}})
+        return payload.encode({n: (TABLES[n][0], tables[n]) for n in WORKLOAD_TABLES}, {"metrics": {target: metrics}})
     if item.kind == "sharing":
         w = workloads[item.id]
-        return _json({"rows": sharing_rows(lay, w, workloads[str(w.shares_with)], views, item.targets)})
+        rows = sharing_rows(lay, w, workloads[str(w.shares_with)], views, item.targets)
+        return payload.encode({"traffic_sharing": (SHARING_COLUMNS, rows)}, {})
     return plots.kv_csv({t: views(t) for t in KV_TARGETS})
-
-
-def _json(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":"), allow_nan=True).encode()
 
 
 # What a topology's view and an item on it cost, roughly, in CPU seconds (measured on the shipped clusters: the
