@@ -13,6 +13,7 @@ pair on each target both name and the KV curve cached under a key of everything 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import yaml
 from conftest import ROOT
 
 from pipeline.core import keyed
+from pipeline.core.code import import_closure
 from pipeline.core.errors import UsageError
 from pipeline.core.keyed import KeyedCache
 from pipeline.core.paths import Layout
@@ -202,6 +204,33 @@ def test_the_code_of_the_stage_moves_every_item_and_other_code_none(keyed_repo: 
     assert _moved(after, _keys(keyed_repo)) == sorted(before)
 
 
+def test_the_code_key_read_through_the_parse_memo_is_the_key_parsed_afresh(
+    keyed_repo: Layout, tmp_path: Path, monkeypatch
+):
+    """The stage keeps each module text's import statements in .fabricref-cache/code/ (parsing is most of the
+    code key's cost). A module gaining an import, and then the module it imports, move the key exactly as a fresh
+    parse does; the memo keeps only the texts of the code as it is."""
+    code = tmp_path / "code"
+    shutil.copytree(ROOT / "pipeline", code / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(batch, "CODE_ROOT", code)
+    first = batch.code_sha256(keyed_repo)
+    assert batch.code_sha256(keyed_repo) == first == batch.code_sha256()  # read back from the memo: the same key
+    extra = code / "pipeline" / "traffic" / "extra_costing.py"
+    extra.write_text("FACTOR = 1.0\n")
+    assert batch.code_sha256(keyed_repo) == first  # not imported by the stage: not its code
+    _edit(code / "pipeline" / "traffic" / "cost.py", "\nfrom ", "\nfrom . import extra_costing  # noqa: F401\nfrom ")
+    second = batch.code_sha256(keyed_repo)
+    assert second != first and second == batch.code_sha256()
+    extra.write_text("FACTOR = 2.0\n")  # the newly imported module is part of the closure now
+    third = batch.code_sha256(keyed_repo)
+    assert third not in (first, second) and third == batch.code_sha256()
+    stored = KeyedCache(keyed_repo.cache_dir / "code")
+    (entry,) = stored.directory.glob("*.entry")
+    kept = json.loads(entry.read_bytes().partition(b"\n")[2])
+    texts = {keyed.sha256_bytes((code / f).read_text().encode()) for f in import_closure(batch.ENTRY, code)}
+    assert sorted(kept) == sorted(texts)  # the texts of the closure as it is: the edited texts' old entries are gone
+
+
 @pytest.mark.parametrize("library", ["numpy", "scipy", "networkx", "duckdb", "pydantic"])
 def test_a_library_version_moves_every_item(keyed_repo: Layout, monkeypatch, library: str):
     before = _keys(keyed_repo)
@@ -331,8 +360,6 @@ def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_ke
 def test_the_workers_take_the_items_grouped_by_topology_costliest_first(tmp_path: Path):
     """Each group is one topology's items (an item reading two topologies goes with the larger: its view is the
     costly one), so a view is built by one worker only; the groups come costliest first (view + items)."""
-    import json
-
     from pipeline.core.registry import write_table
     from pipeline.traffic import stage
 

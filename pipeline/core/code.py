@@ -20,6 +20,7 @@ import hashlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .paths import Layout
 
@@ -96,15 +97,39 @@ def import_statements(source: str, filename: str) -> tuple[tuple[int, str | None
     return tuple(found)
 
 
+class ImportMemo:
+    """Each module text's import statements by the SHA-256 of the text, kept by a caller across runs (parsing is
+    most of a closure's cost; pipeline/traffic/batch.py keeps one in its cache): a text looked up is parsed only
+    if it was never seen, so the closure is the one parsing would give. `used`: the texts looked up since made."""
+
+    def __init__(self, known: dict[str, Any] | None = None) -> None:
+        self.known: dict[str, Any] = dict(known or {})
+        self.used: set[str] = set()
+
+    def statements(self, source: str, filename: str) -> Any:
+        """`import_statements(source, filename)`, JSON-shaped (lists)."""
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        self.used.add(digest)
+        if digest not in self.known:
+            found = import_statements(source, filename)
+            self.known[digest] = [[level, module, list(names)] for level, module, names in found]
+        return self.known[digest]
+
+    def kept(self) -> dict[str, Any]:
+        """The entries looked up since made (the ones to keep: the texts of the code as it is now)."""
+        return {d: self.known[d] for d in sorted(self.used)}
+
+
 class _Scan:
     """What one computation of closures (one `write`, one `fingerprint`) has already looked up under one root:
     module files by name, and the modules each file imports. Fresh per computation, so a file created, removed
     or edited between two calls is seen."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, memo: ImportMemo | None = None) -> None:
         self.root = root
         self.files: dict[str, Path | None] = {}
         self.imports: dict[Path, list[str]] = {}
+        self.memo = memo
 
     def module_file(self, name: str) -> Path | None:
         if name not in self.files:
@@ -123,7 +148,10 @@ def imported(path: Path, root: Path, scan: _Scan | None = None) -> list[str]:
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[str] = []
-    for level, module, names in import_statements(path.read_text(encoding="utf-8"), str(path)):
+    source = path.read_text(encoding="utf-8")
+    memo = scan.memo if scan is not None else None
+    statements = memo.statements(source, str(path)) if memo is not None else import_statements(source, str(path))
+    for level, module, names in statements:
         if level < 0:
             found += names
             continue
@@ -187,10 +215,18 @@ def code_files(entry: str, root: Path, scan: _Scan | None = None) -> list[str]:
     return sorted(files)
 
 
-def fingerprint(entry: str, root: Path, scan: _Scan | None = None, digests: dict[str, str] | None = None) -> bytes:
+def fingerprint(
+    entry: str,
+    root: Path,
+    scan: _Scan | None = None,
+    digests: dict[str, str] | None = None,
+    memo: ImportMemo | None = None,
+) -> bytes:
     """`sha256  path` per code file of the entry point, sorted by path (the format of `sha256sum`). `scan` and
-    `digests` (relative path → sha256) carry what one `write` already read over to the next entry point."""
+    `digests` (relative path → sha256) carry what one `write` already read over to the next entry point; `memo`
+    the import statements earlier runs parsed (for a fresh scan)."""
     digests = digests if digests is not None else {}
+    scan = scan if scan is not None else _Scan(root, memo)
     lines = []
     for f in code_files(entry, root, scan):
         if f not in digests:

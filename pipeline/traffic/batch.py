@@ -12,6 +12,7 @@ imports none of the estimating code (the routing, networkx, scipy): a run whose 
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +20,13 @@ from typing import Any
 
 from ..core.code import fingerprint
 from ..core.errors import FabricrefError, UsageError
-from ..core.files import atomic_write_json
+from ..core.files import canonical_json
 from ..core.keyed import KeyedCache, file_digests, library_versions, sha256_bytes
 from ..core.paths import PARAMS_FILE, Layout
 from ..core.processes import env_count, usable_cpus
 from ..core.schemas import load_yaml
 from . import CAVEAT
-from .combine import write_outputs
+from .combine import write_files, write_outputs
 from .parts import traffic_dir, workload_paths
 from .payload import decode
 from .workloads import Workload, find_workload
@@ -78,17 +79,37 @@ def _params(lay: Layout) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def items(lay: Layout, workloads: dict[str, Workload]) -> list[Item]:
+def code_sha256(lay: Layout | None = None) -> str:
+    """The SHA-256 of the stage's code as the `code` stage lists it (every file of its import closure). With `lay`,
+    the import statements of module texts parsed by earlier runs are read from (and the new ones kept in)
+    .fabricref-cache/code/: parsing is most of the cost; the closure is the same (`ImportMemo`)."""
+    if lay is None:
+        return sha256_bytes(fingerprint(ENTRY, CODE_ROOT))
+    from ..core.code import ImportMemo
+
+    store = KeyedCache(lay.cache_dir / "code")
+    # Keyed by the code that parses (and Python's version): statements parsed by other code are not reused.
+    key = {"memo": "import statements", "code": sha256_bytes((CODE_ROOT / "pipeline/core/code.py").read_bytes())}
+    key["python"] = library_versions(())["python"]
+    stored = store.read(key)
+    memo = ImportMemo(json.loads(stored) if stored is not None else None)
+    digest = sha256_bytes(fingerprint(ENTRY, CODE_ROOT, memo=memo))
+    if memo.kept() != (json.loads(stored) if stored is not None else None):
+        store.write(key, json.dumps(memo.kept(), sort_keys=True, separators=(",", ":")).encode())
+    return digest
+
+
+def items(lay: Layout, workloads: dict[str, Workload], code: str | None = None) -> list[Item]:
     """Every item of the stage with its cache key: everything that shapes its result — the code (the stage's
-    import closure, as the `code` stage lists it), the library versions, the bytes of every input file, the
-    params.yaml values it reads, its workload files."""
+    import closure, as the `code` stage lists it; `code`: its `code_sha256` when the caller has it), the library
+    versions, the bytes of every input file, the params.yaml values it reads, its workload files."""
     params = _params(lay)
     inputs = [lay.registry_dir / "topology" / f"{t}.parquet" for t in TOPOLOGY_INPUTS]
     inputs += [lay.registry_dir / "tables" / f"{t}.parquet" for t in FACT_INPUTS]
     inputs.append(lay.root / "models" / "calibration")
     common = {
         "format": CACHE_FORMAT,
-        "code_sha256": sha256_bytes(fingerprint(ENTRY, CODE_ROOT)),
+        "code_sha256": code if code is not None else code_sha256(),
         "libraries": library_versions(LIBRARIES),
         "inputs": file_digests(lay.root, inputs),
         "calibration": params.get("calibration"),
@@ -146,7 +167,7 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
     from . import comparison
 
     workloads = {path.stem: find_workload(lay, path.stem) for path in workload_paths(lay)}
-    found = items(lay, workloads)
+    found = items(lay, workloads, code_sha256(lay if use_cache else None))
     cache = KeyedCache(lay.cache_dir / "traffic")
     results: dict[int, bytes] = {}
     if use_cache:
@@ -170,7 +191,7 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
     if use_cache and todo:
         try:
             again = {path.stem: find_workload(lay, path.stem) for path in workload_paths(lay)}
-            now = items(lay, again) if again == workloads else []
+            now = items(lay, again, code_sha256(lay)) if again == workloads else []
         except FabricrefError:  # an input broken meanwhile: this run's results are not stored
             now = []
         stable = {i for i in todo if i < len(now) and now[i].key == found[i].key}
@@ -213,9 +234,13 @@ def _write_metrics(lay: Layout, shown: dict[str, dict[str, Any]]) -> None:
     """metrics/<workload>/<target>.json for every workload and target; a workload or target no longer there
     loses its file (the stage owns metrics/)."""
     root = lay.root / "metrics"
-    for wid, by_target in shown.items():
-        for target, numbers in by_target.items():
-            atomic_write_json(root / wid / f"{target}.json", numbers)
+    write_files(
+        {
+            root / wid / f"{target}.json": canonical_json(numbers)
+            for wid, by_target in shown.items()
+            for target, numbers in by_target.items()
+        }
+    )
     for stale in sorted(root.glob("*/*.json")):
         if stale.stem not in shown.get(stale.parent.name, {}):
             stale.unlink()

@@ -11,9 +11,11 @@ Imports no estimating code: the results come from the item cache or the workers 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from ..core.files import atomic_write_bytes, atomic_write_json
+from ..core.files import atomic_write_bytes, canonical_json
 from ..core.paths import Layout
 from ..core.registry import Tables, remove_stale, write_columns, write_schema, writer_connection
 from . import plots
@@ -45,16 +47,32 @@ def write_outputs(lay: Layout, parts: dict[str, list[list[Any]]], kv_csv: bytes)
         con.close()
     remove_stale(out, TABLES)
     write_schema(out)  # the tables' columns: the views file's dep, unmoved by a changed number
-    if not plots.write_phases_from(out / "plots", tables["traffic"], tables["traffic_links"]):
+    files = {out / "plots" / "kv_transfer.csv": kv_csv}
+    phases = plots.phases_from(tables["traffic"], tables["traffic_links"])
+    if phases is None:
         names = ("traffic", "traffic_links")
         with Tables({n: out / f"{n}.parquet" for n in names}) as t:
             plots.write_phases(out / "plots", t)
+    else:
+        files.update({out / "plots" / name: data for name, data in phases.items()})
     # The caveats beside these numbers, for every page of the report: a file of their own, so the pages that show no
     # traffic numbers do not rerun when a number moves (the words do not).
     found = caveats(tables)
-    atomic_write_bytes(out / "plots" / "kv_transfer.csv", kv_csv)
-    atomic_write_json(out / "caveats.json", {"caveats": [c for c in dict.fromkeys(found) if c]})
+    files[out / "caveats.json"] = canonical_json({"caveats": [c for c in dict.fromkeys(found) if c]})
+    write_files(files)
     return counts
+
+
+def write_files(files: dict[Path, bytes]) -> None:
+    """Each file written atomically (`atomic_write_bytes`), several at a time: each waits on its fsync, not on
+    the others' (the first error is raised once all are done)."""
+    if len(files) <= 1:
+        for path, data in files.items():
+            atomic_write_bytes(path, data)
+        return
+    with ThreadPoolExecutor(min(8, len(files))) as pool:
+        for done in [pool.submit(atomic_write_bytes, path, data) for path, data in files.items()]:
+            done.result()
 
 
 def _column(tables: dict[str, list[Any]], table: str, column: str) -> list[Any]:

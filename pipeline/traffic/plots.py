@@ -102,11 +102,12 @@ def _at(column: Any, rows: list[int]) -> list[Any]:
     return list(map(column.__getitem__, rows))
 
 
-def write_phases_from(out: Path, traffic: list[Any], links: list[Any]) -> bool:
-    """`write_phases` from the tables' columns in memory (`traffic`, `links`: the columns of TRAFFIC_COLUMNS and
-    LINK_COLUMNS, rows in any order), without reading the files back: the same bytes, or False (nothing written)
-    where the in-memory reading could differ from the SQL — a NULL or a tie in the phases' sort key, a value not of
-    the type the column gives back, a NaN utilization (whose place in a sort depends on the row order)."""
+def phases_from(traffic: list[Any], links: list[Any]) -> dict[str, bytes] | None:
+    """What `write_phases` writes (file name → bytes), from the tables' columns in memory (`traffic`, `links`: the
+    columns of TRAFFIC_COLUMNS and LINK_COLUMNS, rows in any order) instead of the files read back: the same
+    bytes, or None where the in-memory reading could differ from the SQL — a NULL or a tie in the phases' sort key,
+    a value not of the type the column gives back, a NaN utilization (whose place in a sort depends on the row
+    order)."""
     names = [c for c, _ in TRAFFIC_COLUMNS]
     keys = list(zip(*(as_list(traffic[names.index(c)]) for c in ("workload_id", "topology_id", "phase")), strict=True))
     count = traffic[names.index("count")]
@@ -118,13 +119,13 @@ def write_phases_from(out: Path, traffic: list[Any], links: list[Any]) -> bool:
         or None in as_list(count)
         or not all(type(v) is float for column in numbers for v in column)
     ):
-        return False
+        return None
     count = as_list(count)
     names = [c for c, _ in LINK_COLUMNS]
     labels = [links[names.index(c)] for c in ("workload_id", "topology_id", "phase", "source", "target")]
     utilization = links[names.index("utilization")]
     if not all(_returned_as(str, c) for c in labels) or not _returned_as(float, utilization):
-        return False
+        return None
     if isinstance(utilization, np.ndarray):
         util_values, nulls = utilization, np.zeros(len(utilization), dtype=bool)
     else:
@@ -132,7 +133,7 @@ def write_phases_from(out: Path, traffic: list[Any], links: list[Any]) -> bool:
         nulls = np.array([u is None for u in listed], dtype=bool)
         util_values = np.array([math.nan if u is None else u for u in listed], dtype=np.float64)
     if np.isnan(util_values[~nulls]).any():
-        return False
+        return None
     rows = []
     for i in sorted(range(len(keys)), key=keys.__getitem__):  # ORDER BY workload_id, topology_id, phase
         case = f"{keys[i][0]} @ {keys[i][1]} : {keys[i][2]}"
@@ -151,10 +152,10 @@ def write_phases_from(out: Path, traffic: list[Any], links: list[Any]) -> bool:
         for j, u in enumerate(util_values[rows_at].tolist())
     )
     util = [[label, -negated] for negated, label in heapq.nsmallest(BUSIEST, found)]
-    out.mkdir(parents=True, exist_ok=True)
-    _csv(out / "phase_times.csv", ["phase", "term", "seconds"], rows)
-    _csv(out / "link_utilization.csv", ["link", "utilization"], util)
-    return True
+    return {
+        "phase_times.csv": _csv_bytes(["phase", "term", "seconds"], rows),
+        "link_utilization.csv": _csv_bytes(["link", "utilization"], util),
+    }
 
 
 def kv_csv(views: dict[str, View]) -> bytes:
