@@ -77,14 +77,16 @@ def _column(values: Sequence[Any], sql_type: str) -> tuple[np.ndarray, np.ndarra
         kind or sql_type == "VARCHAR"
     ):
         return None
+    # `np.fromiter`, not `np.array`: the same 1-D array, without `np.array`'s look into every value for nested
+    # sequences (2-3x slower on 10^5 values).
     if not has_null:
         try:
-            return np.array(values, dtype=kind or object), None
+            return np.fromiter(values, dtype=kind or object, count=len(values)), None
         except OverflowError:
             return None
     # With nulls: the values as objects, the nulls found and filled in one vectorised pass each (no Python loop;
     # `==` against None is False for every value of these types but None itself).
-    objects = np.array(values, dtype=object)
+    objects = np.fromiter(values, dtype=object, count=len(values))
     nulls = objects == None  # noqa: E711 (element-wise, not an identity test)
     objects[nulls] = "" if kind is None else (False if kind is np.bool_ else 0)
     if kind is None:
