@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, chain, compress, repeat
@@ -95,6 +95,8 @@ class Columns:
     _flat: np.ndarray = field(repr=False, compare=False)
     _degrees: list[int] = field(repr=False, compare=False)
     _flat_dicts: list[dict[str, Any]] = field(repr=False, compare=False)
+    # `eu`, `ev`, `ek` as int64 arrays, for the exports to pick each edge's pieces with (`_interleaved`).
+    _edges: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False, compare=False, default=())  # type: ignore[assignment]
 
     @cached_property
     def _inserted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -204,12 +206,14 @@ def read_columns(g: nx.Graph) -> Columns:
     node_values = {k: list(map(dict.get, node_dicts, repeat(k))) for k in names}
     ends = np.repeat(np.arange(len(nodes), dtype=np.int64), degrees)
     keep = flat >= ends
-    eu, ev = ends[keep].tolist(), flat[keep].tolist()
+    eu_array, ev_array = ends[keep], flat[keep]
+    eu, ev = eu_array.tolist(), ev_array.tolist()
     found_dicts = list(compress(flat_dicts, keep.tolist()))
     ek, first = _classify(found_dicts)
     classes = [found_dicts[i] for i in first]
     firsts = [(eu[i], ev[i]) for i in first]
-    return Columns(tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, flat, degrees, flat_dicts)
+    edges = (eu_array, ev_array, np.fromiter(ek, dtype=np.int64, count=len(ek)))
+    return Columns(tid, g.graph, nodes, node_values, classes, firsts, eu, ev, ek, flat, degrees, flat_dicts, edges)
 
 
 def _columns(g: nx.Graph | Columns) -> Columns:
@@ -525,7 +529,7 @@ def _typed_columns(c: Columns) -> _Typed:
     return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes, coded)
 
 
-def _per_value(t: _Typed, name: str, fmt: Callable[[list[Any]], Iterable[str]]) -> list[bytes]:
+def _per_value(t: _Typed, name: str, fmt: Callable[[list[Any]], Iterable[str]]) -> Sequence[bytes]:
     """`fmt` of node attribute `name`'s every value (it formats a list of values) as UTF-8, nothing for None;
     formatted once per distinct value when the column has one type (`_Typed.coded`), and picked out per node
     by NumPy."""
@@ -535,7 +539,7 @@ def _per_value(t: _Typed, name: str, fmt: Callable[[list[Any]], Iterable[str]]) 
     distinct, codes = coded
     texts = np.empty(len(distinct) + 1, dtype=object)
     texts[:] = [b"", *map(str.encode, fmt(distinct))]
-    return texts[codes].tolist()
+    return texts[codes]  # type: ignore[no-any-return]
 
 
 def _per_value_of(values: list[Any], fmt: Callable[[list[Any]], Iterable[str]]) -> list[bytes]:
@@ -550,6 +554,26 @@ def _per_value_of(values: list[Any], fmt: Callable[[list[Any]], Iterable[str]]) 
         return list(map(memo.__getitem__, values))
     except KeyError:  # NaN: a distinct object per value, never equal to itself
         return [memo[v] if v in memo else next(iter(fmt([v]))).encode() for v in values]
+
+
+def _objects(items: Sequence[bytes]) -> np.ndarray:
+    """The items as a NumPy object array, to be picked from by index arrays."""
+    if isinstance(items, np.ndarray) and items.dtype == object:
+        return items
+    array = np.empty(len(items), dtype=object)
+    array[:] = items
+    return array
+
+
+def _interleaved(columns: Sequence[np.ndarray]) -> bytes:
+    """Row after row, each row's pieces in column order, joined: the text of `b"".join(map(b"".join, zip(*columns)))`
+    with the pieces laid out by NumPy (strided assignment into one object array) instead of a tuple and a bytes
+    object per row."""
+    width = len(columns)
+    out = np.empty(width * len(columns[0]), dtype=object)
+    for i, column in enumerate(columns):
+        out[i::width] = column
+    return b"".join(out.tolist())
 
 
 _CHUNK = 8192  # nodes or edges per piece of text: the 24,576-GPU cluster's 200 MB of GraphML never sit whole
@@ -647,19 +671,14 @@ def _compact_node_link(t: _Typed) -> Iterator[bytes]:
         tails.append(tail.encode())
     ids = _json_texts(c.nodes)
     yield b'{"directed":false,"edges":['
+    # Each edge ends in a comma (its class's tail carries it); the last edge's is left off.
+    id_objects, eu, ev, ek = _objects(ids), *c._edges
+    head_objects, mid_objects = _objects(heads), _objects(mids)
+    tail_objects = _objects([tail + b"," for tail in tails])
     for s in _slices(len(c.ek)):
-        ks = c.ek[s]
-        ends = (map(ids.__getitem__, c.eu[s]), map(ids.__getitem__, c.ev[s]))
-        parts = zip(
-            map(heads.__getitem__, ks),
-            ends[0],
-            map(mids.__getitem__, ks),
-            ends[1],
-            map(tails.__getitem__, ks),
-            strict=True,
-        )
-        text = b",".join(map(b"".join, parts))
-        yield text if s.start == 0 else b"," + text
+        ks = ek[s]
+        text = _interleaved([head_objects[ks], id_objects[eu[s]], mid_objects[ks], id_objects[ev[s]], tail_objects[ks]])
+        yield text[:-1] if s.stop >= len(c.ek) else text
     yield f'],"graph":{json.dumps(t.graph, **_JSON)},"multigraph":false,"nodes":['.encode()
     # `{**d, "id": n}` with sorted keys: every present key as `,"key":value`, "id" in its sorted place.
     # The ids are encoded already (for the edges) and all distinct: no formatting once per distinct value.
@@ -842,21 +861,19 @@ def _graphml(t: _Typed) -> Iterator[bytes]:
         kid, kind = keys[("node", name)]
         prefix = f'\n      <data key="{kid}">'
         pieces.append(_per_value(t, name, _data(prefix, kind)))
-    opens = [b"    <node id=%b>" % q for q in quoted]
+    opens = _objects([b"    <node id=%b>" % q for q in quoted])
+    closes = _objects([b"\n    </node>\n"])
+    columns = [opens, *map(_objects, pieces), closes[np.zeros(len(c.nodes), dtype=np.int64)]]
     for s in _slices(len(c.nodes)):
-        yield b"".join(map(b"".join, zip(opens[s], *(col[s] for col in pieces), repeat(b"\n    </node>\n"))))
+        yield _interleaved([col[s] for col in columns])
     # An edge is its source's opening, its target's quoted id and its class's data: three pieces, joined in C.
     sources = [b"    <edge source=%b target=" % q for q in quoted]
     ends = [
         (">\n" + "".join(f"{line}\n" for line in [*data("edge", d, "      "), "    </edge>"])).encode()
         for d in t.classes
     ]
+    source_objects, quoted_objects, end_objects = _objects(sources), _objects(quoted), _objects(ends)
+    eu, ev, ek = c._edges
     for s in _slices(len(c.ek)):
-        pieces = zip(
-            map(sources.__getitem__, c.eu[s]),
-            map(quoted.__getitem__, c.ev[s]),
-            map(ends.__getitem__, c.ek[s]),
-            strict=True,
-        )
-        yield b"".join(chain.from_iterable(pieces))
+        yield _interleaved([source_objects[eu[s]], quoted_objects[ev[s]], end_objects[ek[s]]])
     yield b"  </graph>\n</graphml>\n"
