@@ -486,9 +486,15 @@ class _Typed:
     graph: dict[str, Any]
     nodes: dict[str, list[Any]]
     classes: list[dict[str, Any]]
-    # Per node attribute of one type: its distinct values and, per node, 0 (None) or 1 + the index of its value;
-    # worked out once here for both exports, which format only the distinct values (see `_per_value`).
-    coded: dict[str, tuple[list[Any], np.ndarray] | None] = field(default_factory=dict)
+    kinds: dict[str, set[type]] = field(default_factory=dict)  # per node attribute: the types of its values
+
+    @cached_property
+    def coded(self) -> dict[str, tuple[list[Any], np.ndarray] | None]:
+        """Per node attribute of one type: its distinct values and, per node, 0 (None) or 1 + the index of its
+        value; once for both exports, which format only the distinct values (see `_per_value`). Worked out on
+        first use, in the process that writes the export: the stage hands a topology's exports to one process
+        largest first, so this stays off the path before the fork."""
+        return {k: _code(values, self.kinds[k]) for k, values in self.nodes.items()}
 
 
 def _code(values: list[Any], kinds: set[type]) -> tuple[list[Any], np.ndarray] | None:
@@ -508,7 +514,7 @@ def _code(values: list[Any], kinds: set[type]) -> tuple[list[Any], np.ndarray] |
 def _typed_columns(c: Columns) -> _Typed:
     node_types, edge_types = _types(NODE_COLUMNS), _types(EDGE_COLUMNS)
     nodes: dict[str, list[Any]] = {}
-    coded: dict[str, tuple[list[Any], np.ndarray] | None] = {}
+    node_kinds: dict[str, set[type]] = {}
     for k, values in c.node_values.items():  # sorted by name
         t = node_types.get(k)
         kinds = set(map(type, values)) - {_NONE}
@@ -521,12 +527,12 @@ def _typed_columns(c: Columns) -> _Typed:
             ]
             kinds = set(map(type, values)) - {_NONE}
         nodes[k] = values
-        coded[k] = _code(values, kinds)
+        node_kinds[k] = kinds
     classes = [
         _typed(d, edge_types, f"topology {c.tid} edge {c.nodes[a]}-{c.nodes[b]}")
         for d, (a, b) in zip(c.classes, c.firsts, strict=True)
     ]
-    return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes, coded)
+    return _Typed(c, _typed(c.graph, {}, f"topology {c.tid}"), nodes, classes, node_kinds)
 
 
 def _per_value(t: _Typed, name: str, fmt: Callable[[list[Any]], Iterable[str]]) -> Sequence[bytes]:
@@ -836,7 +842,7 @@ def _graphml(t: _Typed) -> Iterator[bytes]:
     edge_names = sorted({k for d in t.classes for k in d})
     scopes: dict[str, dict[str, set[type]]] = {
         "graph": {k: {type(v)} for k, v in sorted(t.graph.items())},
-        "node": {k: set(map(type, values)) - {_NONE} for k, values in t.nodes.items()},
+        "node": t.kinds,
         "edge": {k: {type(d[k]) for d in t.classes if k in d} for k in edge_names},
     }
     for scope, kinds in scopes.items():
