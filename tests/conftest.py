@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -68,16 +69,22 @@ def working_tree_files(root: Path = ROOT) -> list[str]:
 CODE_DIRS = ("pipeline/", "tests/")
 
 
+# A file above this is copied from disk each time rather than held in memory (the checkout's largest is ~80 KB;
+# an untracked file that git does not ignore is copied too, whatever its size).
+HELD_BYTES = 1024 * 1024
+
+
 @functools.cache
-def _checkout_contents(whole: bool) -> tuple[tuple[str, bytes, int, int], ...]:
-    """(path, bytes, mode, mtime in ns) of each file a copy takes, read once per process: every later copy only
-    writes (the checkout does not change while the tests run)."""
+def _checkout_contents(whole: bool) -> tuple[tuple[str, bytes | None, int, int], ...]:
+    """(path, bytes or None when large, mode, mtime in ns) of each file a copy takes, read once per process:
+    every later copy only writes (the checkout does not change while the tests run)."""
     contents = []
     for rel in working_tree_files():
         if not whole and rel.startswith(CODE_DIRS):
             continue
         info = (ROOT / rel).stat()
-        contents.append((rel, (ROOT / rel).read_bytes(), stat.S_IMODE(info.st_mode), info.st_mtime_ns))
+        data = (ROOT / rel).read_bytes() if info.st_size <= HELD_BYTES else None
+        contents.append((rel, data, stat.S_IMODE(info.st_mode), info.st_mtime_ns))
     return tuple(contents)
 
 
@@ -90,9 +97,13 @@ def copy_checkout(dest: Path, with_git: bool = False) -> Path:
         if target.parent not in made:
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
-        with open(target, "xb") as out:
-            out.write(data)
-            os.fchmod(out.fileno(), mode)  # exact, whatever the umask
+        if data is None:
+            shutil.copyfile(ROOT / rel, target)
+            os.chmod(target, mode)
+        else:
+            with open(target, "xb") as out:
+                out.write(data)
+                os.fchmod(out.fileno(), mode)  # exact, whatever the umask
         os.utime(target, ns=(mtime, mtime))
     if with_git:
         env = {
@@ -263,6 +274,26 @@ def httpserver_listen_address() -> tuple[str, int]:
     return ("127.0.0.1", 0)
 
 
+class QuickHTTPServer(HTTPServer):
+    """pytest-httpserver's server, stopped within 0.05 s: its serve loop looks for a stop request every 0.5 s by
+    default, and every stop (each worker's session server, a test's own server) would wait for that."""
+
+    def thread_target(self) -> None:
+        assert self.server is not None
+        self.server.serve_forever(poll_interval=0.05)
+
+
+@pytest.fixture(scope="session")
+def make_httpserver(httpserver_listen_address: tuple[str, int]) -> Iterator[HTTPServer]:
+    """The session's server (pytest-httpserver's fixture of that name, on QuickHTTPServer)."""
+    server = QuickHTTPServer(*httpserver_listen_address)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
 @pytest.fixture
 def httpserver(make_httpserver: HTTPServer) -> Iterator[HTTPServer]:
     """pytest-httpserver's per-test server, which also waits, when the test ends, until the server has answered
@@ -277,6 +308,18 @@ def httpserver(make_httpserver: HTTPServer) -> Iterator[HTTPServer]:
     finally:
         conn.close()
     make_httpserver.clear()
+
+
+@pytest.fixture
+def hold(httpserver: HTTPServer) -> Iterator[Callable[[float], bool]]:
+    """`hold(seconds)` in a request handler: waits that long, or less if the test ends first; True once it has
+    ended. A handler that must outlast the client's timeout holds rather than sleeps: the client's timeout still
+    decides when it gives up, and the server then answers what the client abandoned as soon as the test ends, not
+    a fixed sleep later (the `httpserver` fixture waits for those answers). Set up after `httpserver`, so the end
+    of the hold comes before that wait."""
+    ended = threading.Event()
+    yield ended.wait
+    ended.set()
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns `-n auto` into a number of workers

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from pytest_httpserver import HTTPServer
+from conftest import QuickHTTPServer
 from test_retrieve import DOC_PATH, PAGE_V1, add_source, state
 
 from pipeline.core import pins
@@ -122,7 +122,8 @@ def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Proxy]:
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
     server = Proxy()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Polled for the stop every 0.05 s (the default 0.5 s made every test's teardown wait that long).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
     server.shutdown()
@@ -199,8 +200,8 @@ def test_behind_the_proxy_the_proxy_resolves_the_name_and_the_deadline_still_hol
     assert [line for line, _ in proxy.seen] == ["CONNECT example.test:443 HTTP/1.1"]
     proxy.drip = 0.2
     started = time.monotonic()
-    slow = refresh(lay, None, proxy="env", deadline=1.0, read_timeout=5)
-    assert slow.action == "failed" and "total deadline of 1s exceeded" in slow.detail
+    slow = refresh(lay, None, proxy="env", deadline=0.5, read_timeout=5)
+    assert slow.action == "failed" and "total deadline of 0.5s exceeded" in slow.detail
     assert time.monotonic() - started < 4  # 44 header bytes at 0.2 s each would take 9 s
 
 
@@ -272,7 +273,7 @@ def test_https_through_the_proxy_is_verified_against_ssl_cert_file(lay, proxy, m
     ca_file, cert_file, key_file = _ca_and_server_cert(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_file, key_file)
-    origin = HTTPServer(host="127.0.0.1", port=0, ssl_context=context)
+    origin = QuickHTTPServer(host="127.0.0.1", port=0, ssl_context=context)
     origin.expect_request(DOC_PATH).respond_with_data(PAGE_V1, content_type="text/html")
     origin.start()
     try:

@@ -94,19 +94,20 @@ def test_missing_content_type_is_refused():
         server.close()
 
 
-def test_slow_drip_is_bounded_by_the_total_deadline(httpserver):
+def test_slow_drip_is_bounded_by_the_total_deadline(httpserver, hold):
     def drip(_: Request) -> Response:
         def body():
-            for _ in range(30):
+            for _ in range(60):  # 6 s in all; every byte well within the read timeout
                 yield b"x"
-                time.sleep(0.2)
+                if hold(0.1):  # the test has ended: stop dripping
+                    return
 
         return Response(body(), content_type="text/html")
 
     httpserver.expect_request(DOC_PATH).respond_with_handler(drip)
-    policy = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=1.0, attempts=1)
+    policy = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=0.5, attempts=1)
     started = time.monotonic()
-    with pytest.raises(FabricrefError, match="total deadline of 1s exceeded"):
+    with pytest.raises(FabricrefError, match=r"total deadline of 0\.5s exceeded"):
         fetch(URL, "text/html", mirror=httpserver.url_for("/"), policy=policy)
     assert time.monotonic() - started < 3
 
@@ -157,14 +158,18 @@ def test_two_refreshes_at_once_refuse_or_wait(repo, httpserver):
     assert outcome.action == "new-revision"
 
 
-def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver):
+def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver, hold):
     add_source(repo)
+    streaming = threading.Event()
 
     def drip(_: Request) -> Response:
         def body():
             yield b"<html><body><table><tr><th>GPUs</th><td>8</td></tr></table>"
-            for _ in range(100):
-                time.sleep(0.1)
+            for n in range(100):  # 10 s in all
+                if n == 3:
+                    streaming.set()  # the client has been reading the body for 0.3 s: it is in the middle of it
+                if hold(0.1):  # the test has ended
+                    return
                 yield b"<!-- more -->"
 
         return Response(body(), content_type="text/html")
@@ -189,7 +194,10 @@ def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    time.sleep(2.0)
+    deadline = time.monotonic() + 60
+    while not streaming.wait(0.05):  # kill it in the middle of the body, not at a fixed time
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert time.monotonic() < deadline, "the refresh never got to the body"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert proc.returncode == -signal.SIGKILL
