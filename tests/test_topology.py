@@ -239,3 +239,43 @@ def test_compact_node_link_and_graphml_escape_awkward_text_like_the_library_enco
     back = nx.read_graphml(tmp_path / 't"<&>.graphml.gz')
     assert list(back.nodes) == odd and back.edges[odd[3], odd[0]]["links"] == 2
     assert back.edges[odd[0], odd[1]]["note"] == 'a "b" <c>' and back.graph["title"] == "a\nb"
+
+
+def test_blocks_stamped_node_by_node_are_the_graph_stamped_link_by_link(built_registry, monkeypatch):
+    """A cluster's blocks get each node's neighbour dict in one step (`build._links`); the graph is the one
+    stamping link by link gives: same nodes and attributes in the same order, every node's neighbours in the
+    same order with equal link attributes. The smallest shipped cluster, built both ways."""
+    from pipeline.topology import build as topology_build
+
+    cluster = min(stage.load_clusters(built_registry), key=lambda c: c.blocks).id
+    made = []
+    links = topology_build._links
+    monkeypatch.setattr(topology_build, "_links", lambda t, shared: made.append(links(t, shared)) or made[-1])
+    fast = stage.build(built_registry, cluster)
+    assert made and made[0] is not None  # the one-step path was taken
+    monkeypatch.setattr(topology_build, "_links", lambda t, shared: None)
+    slow = stage.build(built_registry, cluster)
+    assert list(fast.nodes(data=True)) == list(slow.nodes(data=True))
+    assert [(n, list(nbrs.items())) for n, nbrs in fast.adj.items()] == [
+        (n, list(nbrs.items())) for n, nbrs in slow.adj.items()
+    ]
+
+
+def test_a_template_with_a_repeated_dangling_or_looped_link_is_stamped_link_by_link():
+    """Only a template whose links each join two of its nodes once is stamped node by node (`_links`); a link
+    repeated (either way round), to a node outside it, or from a node to itself leaves it to `_add_edges`."""
+    from pipeline.topology.blocks import Template
+    from pipeline.topology.build import _links, _Shared
+
+    t = Template()
+    t.node("a", "cpu")
+    t.node("b", "nic")
+    t.node("c", "nic")
+    t.link("a", "b", {"network": "host"})
+    t.link("c", "a", {"network": "host"})
+    plan = _links(t, _Shared())
+    assert plan is not None
+    assert plan.neighbours == [[1, 2], [0], [0]]
+    for a, b in (("b", "a"), ("a", "b"), ("a", "x"), ("c", "c")):
+        bad = Template(nodes=list(t.nodes), edges=[*t.edges, (a, b, {"network": "host"})])
+        assert _links(bad, _Shared()) is None

@@ -140,3 +140,18 @@ def test_built_edges_of_a_link_class_share_one_read_only_dict(built_graph):
     copy = dict(d)
     copy["note"] = "changed"
     assert g.edges[a, b]["note"] != "changed"
+
+
+def test_pieces_laid_out_by_numpy_join_as_zip_joins_them():
+    """The exports lay each row's pieces out in one object array (`_interleaved`); the text is the one joining
+    the rows' tuples gives, for any widths and lengths, empty pieces and NUL bytes included (a NumPy bytes
+    array would drop trailing NULs)."""
+    rnd = random.Random(7)
+    for _ in range(200):
+        rows, width = rnd.randint(0, 12), rnd.randint(1, 5)
+        cols = [
+            [bytes(rnd.choice([0, 44, 65, 255]) for _ in range(rnd.randint(0, 3))) for _ in range(rows)]
+            for _ in range(width)
+        ]
+        expected = b"".join(map(b"".join, zip(*cols, strict=True)))
+        assert export._interleaved([export._objects(c) for c in cols]) == expected
