@@ -21,7 +21,7 @@ and, after a run, only the entries that run used: the cache holds one report's d
 made.
 
 matplotlib is imported only on a miss (and, once per run, to read its settings for the key). The misses of a
-run are drawn together (`start`), in this process and a forked helper (workers.py).
+call of `start` are drawn together, in this process and a forked helper (workers.py).
 """
 
 from __future__ import annotations

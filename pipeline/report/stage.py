@@ -123,22 +123,14 @@ def _summaries(con: Tables) -> dict[str, dict[str, Any]]:
     return {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
 
 
-def _begin(lay: Layout) -> tuple[Path, Any, Any, Any, Any, Any, list[dict[str, Any]]]:
-    """What both parts of the report start from: the report cleared, the templates, the open tables (the caller
-    closes them), the caveats, references, summaries and clusters (summaries with a bisection)."""
-    out = report_dir(lay)
-    _clear(out, MODEL_PARTS + PAGE_PARTS)
-    env = _env()
-    con = _open(lay, READS)
-    try:
-        caveats = _caveats(lay, con)
-        refs = _references(con)
-        summaries = _summaries(con)
-    except BaseException:
-        con.close()
-        raise
+def _begin(lay: Layout, con: Tables) -> tuple[list[str], list[dict[str, Any]], Any, list[dict[str, Any]]]:
+    """What both parts of the report start from: the caveats, references, summaries and clusters (summaries with a
+    bisection)."""
+    caveats = _caveats(lay, con)
+    refs = _references(con)
+    summaries = _summaries(con)
     clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
-    return out, env, con, caveats, refs, summaries, clusters
+    return caveats, refs, summaries, clusters
 
 
 class _Writer:
@@ -191,29 +183,39 @@ Render = Callable[[Callable[[Path, bytes], None]], None]  # writes a part's page
 
 def run(lay: Layout) -> Path:
     """`python -m pipeline.report` (the DVC stage `report`, and the `fabricref report` verb): the whole report in one
-    process. Why one: the imports, templates, tables and drawing environment are paid once, and every drawing of
-    both parts is in one queue for the two processes (see DrawingCache.start). A changed workload reruns it, yet
-    redraws only what moved: the reference and cluster drawings take no traffic number, so their cache entries
-    are hits (their pages are written again, the same bytes)."""
-    out, env, con, caveats, refs, summaries, clusters = _begin(lay)
-    try:
-        model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
-        page_drawings, render_pages = _pages(lay, out, env, con, caveats, refs, summaries, clusters)
-    finally:
-        con.close()
-    drawings = model_drawings + page_drawings
+    process. Why one: the imports, templates and drawing environment are paid once, and the drawings of both parts
+    are drawn on both cores together. A changed workload reruns it, yet redraws only what moved: the reference and
+    cluster drawings take no traffic number, so their cache entries are hits (their pages are written again, the
+    same bytes).
+
+    The reference and cluster drawings are started (DrawingCache.start: a forked helper draws them) as soon as
+    their tables are read, before the traffic tables are: that reading, the heat maps' keys and the pages are then
+    done here while they are drawn; the workload part's drawings get a helper of their own, and this process draws
+    from both queues once its pages are written. Each helper is forked with no table open (see workers)."""
+    out = report_dir(lay)
+    _clear(out, MODEL_PARTS + PAGE_PARTS)
+    env = _env()
     cache = DrawingCache(lay, "all")
-    # Every drawing is started first (a helper process draws while the pages are written here), then collected.
-    pending = cache.start([(name, args) for _, name, args in drawings])
-    write = _Writer()
+    with _open(lay, MODEL_READS) as con:
+        caveats, refs, summaries, clusters = _begin(lay, con)
+        model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
+    model_pending = cache.start([(name, args) for _, name, args in model_drawings])
     try:
-        render_models(write)
-        render_pages(write)
-        for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
-            write(path, svg)
+        with _open(lay, PAGE_READS) as con:
+            page_drawings, render_pages = _pages(lay, out, env, con, caveats, refs, summaries, clusters)
+        page_pending = cache.start([(name, args) for _, name, args in page_drawings])
+        write = _Writer()
+        try:
+            render_models(write)
+            render_pages(write)
+            for drawings, pending in ((page_drawings, page_pending), (model_drawings, model_pending)):
+                for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
+                    write(path, svg)
+        finally:
+            page_pending.cancel()  # nothing left to stop once the results are in
+            write.close()
     finally:
-        pending.cancel()  # nothing left to stop once the results are in
-        write.close()
+        model_pending.cancel()
     cache.prune()
     return out
 

@@ -12,7 +12,9 @@ and only while this process runs no other Python thread; it keeps its drawings a
 pipe when the queue is empty, then exits without running the parent's exit handlers. The caller does its own
 work meanwhile (the pages), then draws from the same queue and collects the helper's drawings. If the helper
 fails or dies, whatever it did not deliver is drawn here, so a drawing's error surfaces in this process with its
-traceback. One CPU (or no fork): everything is drawn here.
+traceback. One CPU (or no fork): everything is drawn here. Each batch has its own queue and helper: the report
+starts two (its reference and cluster drawings as soon as their tables are read, then the workload part's), so for
+a while three processes share the two cores, and this one draws from both queues when its pages are written.
 """
 
 from __future__ import annotations
