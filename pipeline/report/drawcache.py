@@ -16,9 +16,9 @@ Entries are stored by the project's one keyed cache (pipeline/core/keyed.py): a 
 SHA-256), then the SVG, used only if it holds exactly the key asked for and the SVG still matches its digest;
 anything else (stale, edited, torn) is drawn again and replaced. Entries are never required: a cold run (the
 benchmark's, CI's) draws everything, and a checkout where the cache cannot be written draws everything each time.
-Nothing here changes a byte of the report. Each part of the report (`models`, `pages`) keeps its own directory
-and, after a run, only the entries that run used: the cache holds one report's drawings, not every drawing ever
-made.
+Nothing here changes a byte of the report. Each cache names its directory (the report stage: `all`, one for
+both parts) and keeps, after a run, only the entries that run used: the cache holds one report's drawings, not
+every drawing ever made.
 
 matplotlib is imported only on a miss (and, once per run, to read its settings for the key). The misses of a
 call of `start` are drawn together, in this process and a forked helper (workers.py).
