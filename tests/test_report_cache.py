@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,48 @@ def test_a_rerun_from_the_cache_writes_the_cold_runs_bytes(built_pipeline: Path)
     after = {p.relative_to(report): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
     assert after == before
     assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in _entries(built_pipeline)} == stamps
+
+
+# Runs in a fresh interpreter: the pytest process (an xdist worker) runs threads, and nothing is forked then.
+PREFETCH_SCRIPT = """
+import os, sys
+from pathlib import Path
+from pipeline.core.keyed import sha256_json
+from pipeline.core.paths import Layout
+from pipeline.report import drawcache
+
+lay, parent = Layout(Path(sys.argv[1])), os.getpid()
+real = drawcache.DrawingCache(lay, "all")
+real.prefetch()
+print("forked" if real._prefetch else "not forked", real.environment_sha256() == sha256_json(drawcache._environment()))
+where = drawcache.DrawingCache(lay, "all", environment=lambda: {"pid": os.getpid()})
+where.prefetch()
+print(where.environment_sha256() != sha256_json({"pid": parent}))  # computed in the child
+def fails_in_child():
+    if os.getpid() != parent:
+        raise RuntimeError("the child fails")
+    return {"pid": parent}
+failing = drawcache.DrawingCache(lay, "all", environment=fails_in_child)
+failing.prefetch()
+print(failing.environment_sha256() == sha256_json({"pid": parent}))  # computed here instead
+unused = drawcache.DrawingCache(lay, "all")
+unused.prefetch()
+unused.close()
+try:
+    os.waitpid(-1, os.WNOHANG)
+    print("a child is left")
+except ChildProcessError:
+    print("no child left")
+"""
+
+
+def test_the_environment_computed_in_a_forked_child_is_this_processs_own(tmp_path):
+    """`prefetch` computes the environment's digest in a child while the stage reads its tables: the same digest
+    as computed here; a child that fails leaves it to this process; `close` ends a child never asked."""
+    env = {**os.environ, "PYTHONPATH": str(Path(drawcache.__file__).parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", PREFETCH_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    forked = "forked" if len(os.sched_getaffinity(0)) > 1 else "not forked"
+    assert done.stdout.split("\n") == [f"{forked} True", str(forked == "forked"), "True", "no child left", ""]

@@ -26,10 +26,14 @@ call of `start` are drawn together, in this process and a forked helper (workers
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
+import os
 import pickle
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -120,8 +124,57 @@ class DrawingCache:
         self.store = KeyedCache(self.directory)
         self._environment = environment
         self._env_sha256: str | None = None
+        self._prefetch: tuple[int, int] | None = None  # (child pid, read end of its pipe)
         self.hits = 0
         self.misses = 0
+
+    def prefetch(self) -> None:
+        """Start computing the environment's digest in a forked child while this process reads its tables: the
+        environment imports matplotlib and hashes the stage's code (~0.25 s), which a run whose drawings are all
+        in the cache (a changed workload's) needs for nothing else. The child is a copy of this process, so it
+        computes what this one would; `key` collects it, and computes it here if the child gave nothing (failed or
+        killed: an error then surfaces here). Only with a second usable CPU and no other thread running (as
+        workers forks); `close` ends a child never collected."""
+        if self._env_sha256 is not None or self._prefetch or not workers.helpers() or threading.active_count() != 1:
+            return
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: 64 hex digits (one atomic write), then exit without the parent's exit handlers
+            status = 1
+            try:
+                os.close(read)
+                os.write(write, sha256_json(self._environment()).encode())
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write)
+        self._prefetch = (pid, read)
+
+    def environment_sha256(self) -> str:
+        """The digest of the environment (from the `prefetch` child if one was started)."""
+        if self._env_sha256 is None:
+            found = b""
+            if self._prefetch:
+                pid, read = self._prefetch
+                self._prefetch = None
+                with os.fdopen(read, "rb") as handle:
+                    found = handle.read()
+                os.waitpid(pid, 0)
+            digest = found.decode("ascii", "replace")
+            if len(digest) != 64 or set(digest) - set("0123456789abcdef"):
+                digest = sha256_json(self._environment())
+            self._env_sha256 = digest
+        return self._env_sha256
+
+    def close(self) -> None:
+        """End a `prefetch` child whose digest was never asked for (the run failed first)."""
+        if self._prefetch:
+            pid, read = self._prefetch
+            self._prefetch = None
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read)
 
     def key(self, name: str, args: tuple[Any, ...]) -> dict[str, Any] | None:
         """The entry's key, or None when an argument cannot be keyed exactly (then nothing is cached)."""
@@ -129,9 +182,12 @@ class DrawingCache:
             arguments = sha256_bytes(argument_bytes(args))
         except (TypeError, ValueError, pickle.PicklingError):  # ValueError: a cycle (fast mode)
             return None
-        if self._env_sha256 is None:
-            self._env_sha256 = sha256_json(self._environment())
-        return {"format": CACHE_FORMAT, "drawing": name, "arguments": arguments, "environment": self._env_sha256}
+        return {
+            "format": CACHE_FORMAT,
+            "drawing": name,
+            "arguments": arguments,
+            "environment": self.environment_sha256(),
+        }
 
     def draw(self, name: str, *args: Any) -> bytes:
         """The drawing `name` ("module.function" of this package) of `args`, or the stored result of the same call

@@ -193,13 +193,17 @@ def run(lay: Layout) -> Path:
     done here while they are drawn; the workload part's drawings get a helper of their own, and this process draws
     from both queues once its pages are written. Each helper is forked with no table open (see workers)."""
     out = report_dir(lay)
-    _clear(out, MODEL_PARTS + PAGE_PARTS)
-    env = _env()
     cache = DrawingCache(lay, "all")
-    with _open(lay, MODEL_READS) as con:
-        caveats, refs, summaries, clusters = _begin(lay, con)
-        model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
-    model_pending = cache.start([(name, args) for _, name, args in model_drawings])
+    cache.prefetch()  # the drawing environment, computed in a child while the tables are read here
+    try:
+        _clear(out, MODEL_PARTS + PAGE_PARTS)
+        env = _env()
+        with _open(lay, MODEL_READS) as con:
+            caveats, refs, summaries, clusters = _begin(lay, con)
+            model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
+        model_pending = cache.start([(name, args) for _, name, args in model_drawings])
+    finally:
+        cache.close()
     try:
         with _open(lay, PAGE_READS) as con:
             page_drawings, render_pages = _pages(lay, out, env, con, caveats, refs, summaries, clusters)
