@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from ..core.errors import FabricrefError
 from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
+from ..core.keyed import ENTRY_SUFFIX
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
 from . import LAYOUT_CAVEAT, measured
@@ -194,7 +195,8 @@ def run(lay: Layout) -> Path:
     from both queues once its pages are written. Each helper is forked with no table open (see workers)."""
     out = report_dir(lay)
     cache = DrawingCache(lay, "all")
-    cache.prefetch()  # the drawing environment, computed in a child while the tables are read here
+    if next(cache.directory.glob(f"*{ENTRY_SUFFIX}"), None):  # empty: all drawn here, matplotlib imported anyway
+        cache.prefetch()  # the drawing environment, computed in a child while the tables are read here
     try:
         _clear(out, MODEL_PARTS + PAGE_PARTS)
         env = _env()
