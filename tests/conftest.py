@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import hashlib
 import http.client
 import os
 import re
@@ -16,20 +17,24 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import pytest
 from pytest_httpserver import HTTPServer
 
-from pipeline.cli import main
 from pipeline.core.paths import Layout
-from pipeline.core.registry import ensure_database
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+# The CLI, networkx and DuckDB are imported where a fixture needs them, not here: pytest's controlling process
+# (under xdist) loads this file only for its hooks and runs no test, and it starts the workers only once it has.
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
@@ -173,6 +178,8 @@ class Result:
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    from pipeline.cli import main
+
     def run(*args: str, root: Path | None = None) -> Result:
         argv = [*args, "--root", str(root)] if root is not None else list(args)
         capsys.readouterr()
@@ -205,6 +212,9 @@ def build_once(base: Path, name: str, build: Callable[[Path], None]) -> Path:
 
 
 def _build_registry(target: Path) -> None:
+    from pipeline.cli import main
+    from pipeline.core.registry import ensure_database
+
     lay = Layout(copy_checkout(target / "repo"))
     for verb in (["retrieve"], ["extract"], ["compile"], ["topology", "--all"]):
         assert main([*verb, "--root", str(lay.root)]) == 0
@@ -243,6 +253,8 @@ def built_graph(built_registry: Layout) -> Callable[[str], nx.Graph]:
     """`built_graph(id)`: the topology stage's graph of a reference or cluster, built from the shared registry
     once per worker and frozen, so a test that tried to change it fails. No xdist group: building is cheap (every
     topology well under 2 CPU s, the 24,576-GPU cluster ~0.7), so its tests balance over the workers."""
+    import networkx as nx
+
     from pipeline.topology import stage
 
     graphs: dict[str, nx.Graph] = {}
@@ -322,6 +334,22 @@ def hold(httpserver: HTTPServer) -> Iterator[Callable[[float], bool]]:
     ended.set()
 
 
+def _temp_root_of_this_checkout(config: pytest.Config) -> None:
+    """The run's temporary directories under a root of this checkout's own (one per checkout path, in the system
+    temporary directory), unless --basetemp or PYTEST_DEBUG_TEMPROOT says where. Why: at its end a run deletes
+    every finished run's directories but the newest three under its root; in the shared default root
+    (/tmp/pytest-of-USER) that is every other checkout's runs too, and deleting their tens of thousands of files
+    took the end of a run 7-40 s on a shared machine. Here a run deletes only this checkout's old runs."""
+    if config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT"):
+        return
+    digest = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"fabricref-tests-{digest}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    if root.is_symlink() or root.stat().st_uid != os.getuid():  # not ours (a shared /tmp): the default root
+        return
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns `-n auto` into a number of workers
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """In parallel by default: one pytest-xdist worker per core (at most 4) with `--dist loadgroup` (the groups
@@ -330,6 +358,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: it re-parses the command line, where no --dist stands
         config.option.loadgroup = config.option.loadgroup or config.workerinput.get("fabricref_loadgroup", False)
         return
+    _temp_root_of_this_checkout(config)
     if not config.pluginmanager.hasplugin("xdist"):
         return
     if config.option.numprocesses is None and not config.getoption("usepdb", False):
