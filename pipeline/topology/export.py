@@ -9,6 +9,7 @@ GraphML are all written from those columns, so nothing walks networkx's views or
 from __future__ import annotations
 
 import json
+import operator
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -649,12 +650,15 @@ def _json(v: Any) -> str:
     return encode_basestring(v) if type(v) is str else json.dumps(v, **_JSON)
 
 
-def _member(key: str) -> Callable[[list[Any]], Iterable[str]]:
-    """`,"key":value` for each value, as json.dumps writes it (strings through its C encoder, in one map)."""
-    prefix = f",{_json(key)}:"
+def _member(key: str, before_id: bool = False) -> Callable[[list[Any]], Iterable[str]]:
+    """`,"key":value` for each value, as json.dumps writes it (strings through its C encoder, in one map);
+    `"key":value,` for a key sorted before "id" (see `_compact_node_link`)."""
+    prefix = f"{_json(key)}:" if before_id else f",{_json(key)}:"
 
     def fmt(values: list[Any]) -> Iterable[str]:
         texts = map(encode_basestring if _all_str(values) else _json, values)
+        if before_id:
+            texts = map(operator.add, texts, repeat(","))
         return map(prefix.__add__, texts)
 
     return fmt
@@ -686,16 +690,20 @@ def _compact_node_link(t: _Typed) -> Iterator[bytes]:
         text = _interleaved([head_objects[ks], id_objects[eu[s]], mid_objects[ks], id_objects[ev[s]], tail_objects[ks]])
         yield text[:-1] if s.stop >= len(c.ek) else text
     yield f'],"graph":{json.dumps(t.graph, **_JSON)},"multigraph":false,"nodes":['.encode()
-    # `{**d, "id": n}` with sorted keys: every present key as `,"key":value`, "id" in its sorted place.
+    # `{**d, "id": n}` with sorted keys. Every node has "id", so a present key sorted before it is written
+    # `"key":value,` and one after it `,"key":value`: a node is its pieces in key order between braces. Each
+    # node ends in a comma (the closing piece carries it); the last node's is left off.
     # The ids are encoded already (for the edges) and all distinct: no formatting once per distinct value.
-    id_member = f",{_json('id')}:".encode()
-    pieces = [
-        list(map(id_member.__add__, ids)) if k == "id" else _per_value(t, k, _member(k))
-        for k in sorted({*t.nodes, "id"})
-    ]
+    id_member = f"{_json('id')}:".encode()
+    every = np.zeros(len(c.nodes), dtype=np.int64)
+    columns = [_objects([b"{"])[every]]
+    for k in sorted({*t.nodes, "id"}):
+        piece = list(map(id_member.__add__, ids)) if k == "id" else _per_value(t, k, _member(k, k < "id"))
+        columns.append(_objects(piece))
+    columns.append(_objects([b"},"])[every])
     for s in _slices(len(c.nodes)):
-        text = b",".join([b"{%b}" % p[1:] for p in map(b"".join, zip(*(col[s] for col in pieces), strict=True))])
-        yield text if s.start == 0 else b"," + text
+        text = _interleaved([col[s] for col in columns])
+        yield text[:-1] if s.stop >= len(c.nodes) else text
     yield b"]}\n"
 
 
