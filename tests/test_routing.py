@@ -275,3 +275,42 @@ def test_estimate_refuses_tp6_naming_the_group(built_registry, tmp_path):
     )
     with pytest.raises(UsageError, match=r"TP group 1 \(ranks 6–11\) straddles 2 scale-up domains"):
         estimate(built_registry, "illustrative-h100-4096", _workload(tmp_path, text))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hops_from_are_scipys_unweighted_shortest_paths(seed: int):
+    """routing.hops_from (a breadth-first search in NumPy, so the stage never loads scipy.sparse.csgraph and with
+    it scipy.linalg) gives the same distances as scipy's BFS: directed arcs, repeated arcs, self-loops, nodes no
+    arc reaches (inf), a source with no arc out."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import shortest_path
+
+    from pipeline.traffic.routing import hops_from
+
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 60))
+    arcs = int(rng.integers(0, 4 * k))
+    tail, head = rng.integers(0, k, arcs), rng.integers(0, k, arcs)
+    adj = sp.csr_matrix((np.ones(arcs), (tail, head)), shape=(k, k))
+    sources = rng.integers(0, k, int(rng.integers(1, 6)))
+    expected = np.atleast_2d(shortest_path(adj, directed=True, unweighted=True, indices=sources))
+    found = hops_from(adj, sources)
+    assert found.shape == expected.shape and np.array_equal(found, expected)
+    assert found.dtype == expected.dtype
+
+
+def test_hops_from_on_a_leaf_spine_by_hand():
+    """Leaves 0-3, spines 4-5, every leaf wired both ways to both spines; node 6 wired to nothing: from leaf 0,
+    0 hops to itself, 1 to the spines, 2 to the other leaves, none to node 6."""
+    import scipy.sparse as sp
+
+    from pipeline.traffic.routing import hops_from
+
+    pairs = [(leaf, spine) for leaf in range(4) for spine in (4, 5)]
+    tail = [a for a, b in pairs] + [b for a, b in pairs]
+    head = [b for a, b in pairs] + [a for a, b in pairs]
+    adj = sp.csr_matrix((np.ones(len(tail)), (tail, head)), shape=(7, 7))
+    assert hops_from(adj, np.array([0, 4])).tolist() == [
+        [0, 2, 2, 2, 1, 1, float("inf")],
+        [1, 1, 1, 1, 0, 2, float("inf")],
+    ]

@@ -162,3 +162,28 @@ def test_the_caveats_come_in_the_order_the_sql_gives(tmp_path: Path):
     tables = combine.join({"traffic_workloads": [[list(c) for c in zip(*rows, strict=True)]]})
     assert combine.caveats(tables) == expected
     assert expected[-1] is None and expected[:3] == ["Z", "a", "a b"]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_busiest_links_from_memory_match_the_sql_on_random_tables(tmp_path: Path, seed: int):
+    """Random link tables whose labels are built to trip a shortcut: ids that are prefixes of each other or hold
+    the separators (" @ ", " : ", " – "), utilizations that tie, tie once rounded to 6 places, or are NULL; the
+    in-memory ranking (which skips labels that cannot rank) gives the SQL's bytes."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["w", "w-b", "w b", "w @ x", "é", "a : b", "a", "w @"]
+    utils = [1.0, 1.0 + 2e-16, 0.9999999999999997, 0.5, 0.5000004, 0.4999996, 0.25, None, 0.0, -0.0, -1e-9]
+    few = utils[: rng.randint(1, len(utils))]
+    links = [
+        _link(rng.choice(words[:3]), "t", rng.choice(["dp", "dp : x", "tp"]), f"{rng.choice('asxz')}{i}",
+              rng.choice(words), rng.choice(few))
+        for i in range(rng.choice([10, 24, 400]))
+    ]  # fmt: skip
+    phases = [_phase("t", "w", "dp", 0.1)]
+    took, back = _plot_files(tmp_path, f"seed{seed}", phases, links)
+    assert took
+    # The generic way (every label built) gives the same: the columns as plain lists.
+    listed = [plain(c) for c in payload.decode(payload.encode({"l": (LINK_COLUMNS, links)}, {})).tables["l"]]
+    traffic = payload.decode(payload.encode({"t": (TRAFFIC_COLUMNS, phases)}, {})).tables["t"]
+    assert plots.phases_from(traffic, listed) == back

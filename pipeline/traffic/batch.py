@@ -26,7 +26,7 @@ from ..core.paths import PARAMS_FILE, Layout
 from ..core.processes import env_count, usable_cpus
 from ..core.schemas import load_yaml
 from . import CAVEAT
-from .combine import write_files, write_outputs
+from .combine import write_outputs
 from .parts import traffic_dir, workload_paths
 from .payload import decode
 from .workloads import Workload, find_workload
@@ -217,8 +217,8 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
             shown.setdefault(item.id, {}).update(data.extra["metrics"])
             for target, numbers in data.extra["metrics"].items():
                 metrics[f"{item.id}@{target}"] = numbers
-    write_outputs(lay, parts, kv)
-    _write_metrics(lay, shown)
+    write_outputs(lay, parts, kv, _metric_files(lay, shown))
+    _remove_stale_metrics(lay, shown)
     comparison.run(lay)
     for legacy in ("workloads", "sharing"):  # the per-item parts the stages before this one wrote
         shutil.rmtree(traffic_dir(lay) / legacy, ignore_errors=True)
@@ -230,17 +230,19 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
     )
 
 
-def _write_metrics(lay: Layout, shown: dict[str, dict[str, Any]]) -> None:
-    """metrics/<workload>/<target>.json for every workload and target; a workload or target no longer there
-    loses its file (the stage owns metrics/)."""
+def _metric_files(lay: Layout, shown: dict[str, dict[str, Any]]) -> dict[Path, bytes]:
+    """metrics/<workload>/<target>.json for every workload and target (written with the stage's other files)."""
     root = lay.root / "metrics"
-    write_files(
-        {
-            root / wid / f"{target}.json": canonical_json(numbers)
-            for wid, by_target in shown.items()
-            for target, numbers in by_target.items()
-        }
-    )
+    return {
+        root / wid / f"{target}.json": canonical_json(numbers)
+        for wid, by_target in shown.items()
+        for target, numbers in by_target.items()
+    }
+
+
+def _remove_stale_metrics(lay: Layout, shown: dict[str, dict[str, Any]]) -> None:
+    """A workload or target no longer there loses its file (the stage owns metrics/)."""
+    root = lay.root / "metrics"
     for stale in sorted(root.glob("*/*.json")):
         if stale.stem not in shown.get(stale.parent.name, {}):
             stale.unlink()

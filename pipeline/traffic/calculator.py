@@ -3,8 +3,9 @@ path hops; the calibration gives efficiencies and latencies; `algorithms` choose
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import confidence as rule
 from ..core.errors import UsageError
@@ -13,6 +14,9 @@ from ..core.paths import Layout
 from .algorithms import Cost, Fabric, Tier, estimate
 from .calibration import Calibration, load_calibration
 from .view import Lineage, View
+
+if TYPE_CHECKING:
+    from ..core.facts import Facts
 
 GBPS_TO_BYTES = 1e9 / 8
 # Switches a scale-out path crosses, by tier (same leaf; leaf-spine-leaf; leaf-spine-core-spine-leaf).
@@ -46,21 +50,27 @@ def collnet_note(cost: Cost, placed: Placed) -> list[str]:
     return [f"InfiniBand SHARP declared by the cluster ({placed.collnet_basis})"]
 
 
-def view_for(lay: Layout, topology_id: str, topologies: Topologies | None = None) -> View:
+def view_for(
+    lay: Layout,
+    topology_id: str,
+    topologies: Topologies | None = None,
+    facts: Callable[[str], Facts] | None = None,
+) -> View:
     """The installed wiring of a reference or cluster, as the traffic stage sees it: the topology stage's output
-    (registry/topology/), read through `topologies` when the caller keeps them open."""
+    (registry/topology/), read through `topologies` when the caller keeps them open (and the facts through
+    `facts`, when it keeps those: pipeline/traffic/stage.py `Views`)."""
 
     topology = topologies.get(topology_id) if topologies is not None else load_topology(lay, topology_id)
     view = View(topology.graph, topology.endpoint_latency_ns, topology.summary)
     view.calibration = load_calibration(lay.root)
-    view.scale_up_technology = _technology(lay, view.reference)
+    view.scale_up_technology = _technology(lay, view.reference, facts)
     return view
 
 
-def _technology(lay: Layout, reference: str) -> str:
+def _technology(lay: Layout, reference: str, facts: Callable[[str], Facts] | None = None) -> str:
     from ..core.facts import load_facts
 
-    return load_facts(lay, reference).text("scale_up.technology")
+    return (facts or (lambda r: load_facts(lay, r)))(reference).text("scale_up.technology")
 
 
 def place(

@@ -32,11 +32,36 @@ def join(parts: dict[str, list[list[Any]]]) -> dict[str, list[Any]]:
     return out
 
 
-def write_outputs(lay: Layout, parts: dict[str, list[list[Any]]], kv_csv: bytes) -> dict[str, int]:
+def write_outputs(
+    lay: Layout, parts: dict[str, list[list[Any]]], kv_csv: bytes, more: dict[Path, bytes] | None = None
+) -> dict[str, int]:
     """registry/traffic/<table>.parquet from each table's items' columns (in item order; written sorted), the plot
-    data (phase times, busiest links, the KV curve) and caveats.json. Returns the row count per table."""
+    data (phase times, busiest links, the KV curve), caveats.json and `more` files (the metrics). Returns the row
+    count per table. The tables are written in a thread of their own (DuckDB runs without the GIL) while this one
+    derives the plot data and writes the small files."""
     out = traffic_dir(lay)
     tables = join(parts)
+    with ThreadPoolExecutor(1) as pool:
+        written = pool.submit(_write_tables, out, tables)
+        files = {**(more or {}), out / "plots" / "kv_transfer.csv": kv_csv}
+        phases = plots.phases_from(tables["traffic"], tables["traffic_links"])
+        if phases is not None:
+            files.update({out / "plots" / name: data for name, data in phases.items()})
+        # The caveats beside these numbers, for every page of the report: a file of their own, so the pages that
+        # show no traffic numbers do not rerun when a number moves (the words do not).
+        found = caveats(tables)
+        files[out / "caveats.json"] = canonical_json({"caveats": [c for c in dict.fromkeys(found) if c]})
+        write_files(files)
+        counts = written.result()
+    if phases is None:
+        with Tables({n: out / f"{n}.parquet" for n in ("traffic", "traffic_links")}) as t:
+            plots.write_phases(out / "plots", t)
+    return counts
+
+
+def _write_tables(out: Path, tables: dict[str, list[Any]]) -> dict[str, int]:
+    """Every table, then the stale ones removed and schema.json (the tables' columns: the views file's dep,
+    unmoved by a changed number)."""
     counts = {}
     con = writer_connection()
     try:
@@ -46,20 +71,7 @@ def write_outputs(lay: Layout, parts: dict[str, list[list[Any]]], kv_csv: bytes)
     finally:
         con.close()
     remove_stale(out, TABLES)
-    write_schema(out)  # the tables' columns: the views file's dep, unmoved by a changed number
-    files = {out / "plots" / "kv_transfer.csv": kv_csv}
-    phases = plots.phases_from(tables["traffic"], tables["traffic_links"])
-    if phases is None:
-        names = ("traffic", "traffic_links")
-        with Tables({n: out / f"{n}.parquet" for n in names}) as t:
-            plots.write_phases(out / "plots", t)
-    else:
-        files.update({out / "plots" / name: data for name, data in phases.items()})
-    # The caveats beside these numbers, for every page of the report: a file of their own, so the pages that show no
-    # traffic numbers do not rerun when a number moves (the words do not).
-    found = caveats(tables)
-    files[out / "caveats.json"] = canonical_json({"caveats": [c for c in dict.fromkeys(found) if c]})
-    write_files(files)
+    write_schema(out)
     return counts
 
 

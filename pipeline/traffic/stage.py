@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import confidence
 from ..core.errors import FabricrefError, UsageError
-from ..core.facts import load_facts
+from ..core.facts import Facts, load_facts
 from ..core.graphs import Topologies
 from ..core.paths import Layout
 from . import CAVEAT, ha, loads, payload, plots
 from . import step as step_model
 from .batch import KV_TARGETS
 from .calculator import view_for
+from .calibration import load_calibration
 from .choices import StepChoices, load_step_choices
 from .cost import Phase
 from .loads import RoutedPhase
@@ -171,6 +172,7 @@ class Views:
         self._topologies: Topologies | None = None
         self._views: dict[str, View] = {}
         self._accelerators: dict[str, step_model.Accelerator] = {}
+        self._facts: dict[str, Facts] = {}
         self._choices: StepChoices | None = None
 
     @property
@@ -184,12 +186,18 @@ class Views:
         if topology_id not in self._views:
             if self._topologies is None:
                 self._topologies = Topologies(self.lay)
-            self._views[topology_id] = view_for(self.lay, topology_id, self._topologies)
+            self._views[topology_id] = view_for(self.lay, topology_id, self._topologies, self.facts)
         return self._views[topology_id]
+
+    def facts(self, reference: str) -> Facts:
+        """A reference's facts, read once (each view and each step estimate on it reads them)."""
+        if reference not in self._facts:
+            self._facts[reference] = load_facts(self.lay, reference)
+        return self._facts[reference]
 
     def accelerator(self, reference: str) -> step_model.Accelerator:
         if reference not in self._accelerators:
-            self._accelerators[reference] = step_model.accelerator(load_facts(self.lay, reference))
+            self._accelerators[reference] = step_model.accelerator(self.facts(reference))
         return self._accelerators[reference]
 
     def close(self) -> None:
@@ -424,24 +432,21 @@ def _node_counts(lay: Layout, topology_ids: list[str]) -> dict[str, int]:
 
 
 # Set in the parent before the worker processes fork: they inherit it instead of pickling it. Each worker builds
-# the views of the groups it takes, once (_WORKER_VIEWS, in the worker only).
-_SHARED: tuple[Layout, dict[str, Workload], list[Item], list[list[int]]] | None = None
-_WORKER_VIEWS: Views | None = None
+# the views of the groups it takes, once, in its own copy of the `Views` (which holds no view and no connection
+# when it forks).
+_SHARED: tuple[Layout, dict[str, Workload], list[Item], list[list[int]], Views] | None = None
 
 
 def _compute_group(index: int) -> list[tuple[bool, Any]]:
     """In a worker: per item of the group, (True, the result) or (False, (message, exit code)) of a failure the
     user can act on, passed back as plain data (an error class with its own constructor arguments may not
     survive pickling)."""
-    global _WORKER_VIEWS
     assert _SHARED is not None
-    lay, workloads, todo, grouped = _SHARED
-    if _WORKER_VIEWS is None:
-        _WORKER_VIEWS = Views(lay)
+    lay, workloads, todo, grouped, views = _SHARED
     out: list[tuple[bool, Any]] = []
     for i in grouped[index]:
         try:
-            out.append((True, compute(todo[i], lay, workloads, _WORKER_VIEWS)))
+            out.append((True, compute(todo[i], lay, workloads, views)))
         except FabricrefError as exc:
             out.append((False, (str(exc), exc.exit_code)))
     return out
@@ -463,7 +468,13 @@ def compute_all(lay: Layout, workloads: dict[str, Workload], todo: list[Item], j
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    _SHARED = (lay, workloads, todo, grouped)
+    # What every worker reads the same, read once here (each worker would parse it on its own critical path): the
+    # calibration (cached by file and mtime in this process, inherited by the fork) and params.yaml's `step`.
+    views = Views(lay)
+    load_calibration(lay.root)
+    if any(item.kind == "workload" for item in todo):
+        views.choices  # noqa: B018
+    _SHARED = (lay, workloads, todo, grouped, views)
     try:
         with ProcessPoolExecutor(min(jobs, len(grouped)), mp_context=multiprocessing.get_context("fork")) as pool:
             done: dict[int, tuple[bool, Any]] = {}
