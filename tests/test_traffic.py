@@ -135,17 +135,14 @@ def test_kv_transfer_is_local_in_nvl72_and_crosses_the_fabric_between_8_gpu_serv
     assert remote.bytes_on_wire_by_network == {"scale_out": pytest.approx(per_rank)}
 
 
-# The two tests on the 24,576-GPU cluster read one estimate (~1.3 CPU s with its view): one worker runs both.
-META = pytest.mark.xdist_group("traffic-meta-style-dp512")
-
-
 @pytest.fixture(scope="module")
 def meta_dp512(built_registry):
-    """llama70b-train-tp8-dp512 on meta-style-h100-24576, estimated once for the tests that only read it."""
+    """llama70b-train-tp8-dp512 on meta-style-h100-24576 (~1.3 CPU s with its view), estimated once per worker for
+    the tests that only read it. No xdist group to keep them on one worker: a group is sent first, and its tests
+    would wait for the shared registry that the workers otherwise build while running other tests."""
     return estimate(built_registry, "meta-style-h100-24576", find_workload(built_registry, "llama70b-train-tp8-dp512"))
 
 
-@META
 def test_oversubscription_queues_only_where_links_are_oversubscribed(built_registry, meta_dp512):
     """Meta-style: only 2 of each DP ring's 512 edges cross pods (16 flows against ~175 Tb/s of pod uplinks),
     so the 1:7 tier adds no queueing; the phase runs at the NIC's 400 Gb/s (at the calibrated 400G efficiency)
@@ -186,7 +183,6 @@ def test_choosing_a_workload_changes_traffic_not_wiring(built_registry):
     assert sorted(before.edges(data="bandwidth_gbps")) == sorted(after.edges(data="bandwidth_gbps"))
 
 
-@META
 def test_failure_scenario_states_route_and_bandwidth_and_what_is_not_established(meta_dp512):
     r = meta_dp512
     nic = next(f for f in r.failures if f["failure"].startswith("backend NIC"))
