@@ -3,6 +3,7 @@ anything else (another argument, another code or library version, a damaged entr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -63,10 +64,25 @@ def test_any_changed_argument_misses(tmp_path, changed):
     assert (cache.hits, cache.misses) == (0, 2) and len(_entries(tmp_path)) == 2
 
 
+@dataclasses.dataclass(frozen=True)
+class _OtherCell:
+    """Cell's fields under another class: a drawing may tell the two apart (by type, by methods)."""
+
+    tier: str
+    pod: int | None
+    peak: float
+    links: int
+
+
 def test_values_that_compare_equal_in_python_are_keyed_apart(tmp_path):
+    """Equal in Python yet drawn differently: 1, 1.0 and True; a tuple and a list; a dict's order; 0.0 and -0.0
+    (a label says "-0"); one dataclass's fields under another class."""
     cache = _cache(tmp_path, {"env": 1})
-    keys = [cache.key("x", (v,)) for v in (1, 1.0, True, (1,), [1], {"a": 1, "b": 2}, {"b": 2, "a": 1})]
-    assert len({repr(k) for k in keys}) == len(keys)
+    other = _OtherCell(*dataclasses.astuple(CELLS[0]))
+    assert dataclasses.astuple(other) == dataclasses.astuple(CELLS[0])
+    values = (1, 1.0, True, (1,), [1], {"a": 1, "b": 2}, {"b": 2, "a": 1}, 0.0, -0.0, CELLS[0], other)
+    keys = [cache.key("x", (v,)) for v in values]
+    assert None not in keys and len({repr(k) for k in keys}) == len(keys)
     assert cache.key("x", (object(),)) is None  # not exactly keyable: drawn every time, never stored
     assert cache.key("x", (type("Text", (str,), {})("a"),)) is None  # a subclass may draw otherwise: not keyed
 
