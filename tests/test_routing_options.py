@@ -365,3 +365,23 @@ def test_an_estimate_at_an_offset_counts_the_domains_its_ranks_sit_on(built_regi
     at = {off: estimate(built_registry, "tiny-1to7", w, off, view).revealing for off in (0, 4)}
     assert (at[0]["domains_spanned"], at[0]["fits_in_one_domain"]) == (1, True)
     assert (at[4]["domains_spanned"], at[4]["fits_in_one_domain"]) == (2, False)
+
+
+def test_accelerator_domains_are_remembered_per_graph_read_only_and_recomputed_when_nodes_change():
+    """accelerator_domains (every placement's domain map) is memoized per graph object like the order: a fresh
+    walk's answer, which no caller can change for the next one, walked again when the graph gained a node."""
+    import networkx as nx
+
+    from pipeline.traffic.placement import accelerator_domains
+
+    g = nx.Graph()
+    g.add_node("d0-a0", kind="accelerator", domain="d0", index=0)
+    g.add_node("lone", kind="accelerator", index=0)  # no domain: its own
+    g.add_node("sw", kind="switch", domain="d0")
+    first = accelerator_domains(g)
+    assert dict(first) == {"d0-a0": "d0", "lone": "lone"}
+    with pytest.raises(TypeError):
+        first["d0-a0"] = "changed by a caller"  # type: ignore[index]
+    assert accelerator_domains(g) is first
+    g.add_node("d1-a0", kind="accelerator", domain="d1", index=0)
+    assert dict(accelerator_domains(g)) == {"d0-a0": "d0", "lone": "lone", "d1-a0": "d1"}

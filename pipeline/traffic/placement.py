@@ -19,6 +19,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import networkx as nx
@@ -30,24 +31,39 @@ class PlacementError(UsageError):
     """A workload cannot be laid onto the topology as declared (exit code 2: the request is wrong)."""
 
 
-# ordered_accelerators per graph object: a traffic process asks ~20 times per topology (every placement, the
-# sharing check, the failure scenarios) and each answer walks every node (~10^5 on a big cluster; 1.7 s of the
-# sharing stage's CPU). The traffic code never mutates a built graph; the node count is checked as a guard.
-_ORDER: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...]]] = weakref.WeakKeyDictionary()
+# The accelerators of a graph (in order, and their domains) per graph object: a traffic process asks ~20 times per
+# topology (every placement, the sharing check, the failure scenarios) and each answer walked every node (~10^5 on
+# a big cluster: 1.7 s of the sharing stage's CPU, half of a small workload's on the 24,576-GPU cluster). The
+# traffic code never mutates a built graph; the node count is checked as a guard.
+_ACCELERATORS: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...], Mapping[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _accelerators(g: nx.Graph) -> tuple[int, tuple[str, ...], Mapping[str, str]]:
+    """(node count, `ordered_accelerators`, `accelerator_domains`) of `g`, from one walk over its nodes."""
+    seen = _ACCELERATORS.get(g)
+    if seen is not None and seen[0] == g.number_of_nodes():
+        return seen
+    by_domain: dict[str, list[tuple[int, str]]] = {}
+    domain: dict[str, str] = {}
+    for n, d in g._node.items():  # networkx's own dict: no view object per node
+        if d.get("kind") == "accelerator":
+            dom = domain[n] = d.get("domain") or n
+            by_domain.setdefault(dom, []).append((int(d.get("index", 0)), n))
+    order = tuple(n for members in by_domain.values() for _, n in sorted(members))
+    seen = _ACCELERATORS[g] = (g.number_of_nodes(), order, MappingProxyType(domain))
+    return seen
 
 
 def ordered_accelerators(g: nx.Graph) -> list[str]:
     """Accelerators domain by domain (domains in topology order), each domain by accelerator index."""
-    seen = _ORDER.get(g)
-    if seen is not None and seen[0] == g.number_of_nodes():
-        return list(seen[1])
-    by_domain: dict[str, list[tuple[int, str]]] = {}
-    for n, d in g._node.items():  # networkx's own dict: no view object per node
-        if d.get("kind") == "accelerator":
-            by_domain.setdefault(d.get("domain") or n, []).append((int(d.get("index", 0)), n))
-    order = [n for members in by_domain.values() for _, n in sorted(members)]
-    _ORDER[g] = (g.number_of_nodes(), tuple(order))
-    return order
+    return list(_accelerators(g)[1])
+
+
+def accelerator_domains(g: nx.Graph) -> Mapping[str, str]:
+    """Each accelerator's scale-up domain (itself when it names none), read-only: every placement shares it."""
+    return _accelerators(g)[2]
 
 
 @dataclass(frozen=True)
@@ -91,7 +107,7 @@ class Placement:
     topology_id: str
     accelerators: list[str]
     groups: Groups
-    domain: dict[str, str] = field(default_factory=dict)
+    domain: Mapping[str, str] = field(default_factory=dict)
     declared: bool = False
 
     def members(self, group: Sequence[int]) -> list[str]:
@@ -112,7 +128,7 @@ def place(
 ) -> Placement:
     """Map ranks to accelerators (declared, or domains filled in order from `offset`) and validate every group."""
     tid = g.graph.get("topology_id", "?")
-    domain = {n: d.get("domain") or n for n, d in g._node.items() if d.get("kind") == "accelerator"}
+    domain = accelerator_domains(g)
     if declared is not None:
         accs = list(declared)
         if len(accs) != ranks:
