@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
 
 from pipeline.core import code, keyed
 from pipeline.core.paths import Layout
-from pipeline.report import drawcache, heat
+from pipeline.report import drawcache, heat, stage
 from pipeline.report.cells import Cell
 from pipeline.report.drawcache import DrawingCache
 
@@ -226,3 +227,38 @@ def test_the_environment_computed_in_a_forked_child_is_this_processs_own(tmp_pat
     assert done.returncode == 0, done.stderr
     forked = "forked" if len(os.sched_getaffinity(0)) > 1 else "not forked"
     assert done.stdout.split("\n") == [f"{forked} True", str(forked == "forked"), "True", "no child left", ""]
+
+
+def _compiled_env(store: keyed.KeyedCache, source: str, **settings) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.DictLoader({"page.html.j2": source}),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        bytecode_cache=stage._CompiledTemplates(store),
+        **settings,
+    )
+
+
+def test_compiled_templates_are_reused_only_for_the_same_source_and_settings(tmp_path):
+    """A template's compiled code comes back from the keyed cache for the same source under the same settings and
+    renders the same text; another source, a setting the compiler reads (whitespace, autoescape) or a damaged entry
+    compiles afresh."""
+    source = "{% if x %}\n  <b>{{ x }}</b>\n{% endif %}\n"
+    store = keyed.KeyedCache(tmp_path / "templates")
+
+    def render(text: str = source, **settings) -> str:
+        return _compiled_env(store, text, **settings).get_template("page.html.j2").render(x="a<b")
+
+    fresh = render()
+    assert fresh == "\n  <b>a&lt;b</b>\n" and (store.hits, store.misses) == (0, 1)
+    assert render() == fresh and (store.hits, store.misses) == (1, 1)
+    assert render(trim_blocks=True) == "  <b>a&lt;b</b>\n" and store.misses == 2  # compiled again
+    assert render(source.replace("<b>", "<i>")) == "\n  <i>a&lt;b</b>\n" and store.misses == 3
+    raw = jinja2.Environment(
+        loader=jinja2.DictLoader({"page.html.j2": source}), bytecode_cache=stage._CompiledTemplates(store)
+    )
+    assert raw.get_template("page.html.j2").render(x="a<b") == "\n  <b>a<b</b>\n"  # not escaped: its own entry
+    assert store.misses == 4
+    for entry in sorted(store.directory.glob(f"*{keyed.ENTRY_SUFFIX}")):
+        entry.write_bytes(entry.read_bytes()[:-3])  # torn: fails its digest
+    misses = store.misses
+    assert render() == fresh and store.misses == misses + 1

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import jinja2
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2.bccache import Bucket, BytecodeCache
 
 from ..core.errors import FabricrefError
 from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
-from ..core.keyed import ENTRY_SUFFIX
+from ..core.keyed import ENTRY_SUFFIX, KeyedCache, sha256_bytes
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
 from . import LAYOUT_CAVEAT, measured
@@ -84,7 +87,64 @@ def report_dir(lay: Layout) -> Path:
     return lay.registry_dir / "report"
 
 
-def _env() -> Environment:
+# What jinja2 compiles a template's source into, beyond the source: the environment's syntax and whitespace
+# settings, the autoescape decision for the template's name and the finalize hook (read back from the environment,
+# so a setting changed in `_env` changes the key), the extensions, jinja2's and Python's versions.
+COMPILED_SETTINGS = (
+    "block_start_string",
+    "block_end_string",
+    "variable_start_string",
+    "variable_end_string",
+    "comment_start_string",
+    "comment_end_string",
+    "line_statement_prefix",
+    "line_comment_prefix",
+    "trim_blocks",
+    "lstrip_blocks",
+    "newline_sequence",
+    "keep_trailing_newline",
+    "optimized",
+    "is_async",
+)
+
+
+class _CompiledTemplates(BytecodeCache):
+    """Compiled templates kept across runs in the project's keyed cache (pipeline/core/keyed.py), under a key of the
+    template's name and source (SHA-256) and everything else the compiler reads (COMPILED_SETTINGS): compiling the
+    report's templates took ~0.1 s of every run. An entry is used only for exactly its key and while it matches its
+    digest; jinja2 checks its own header (format, Python version, the source digest) again on load."""
+
+    def __init__(self, store: KeyedCache) -> None:
+        self.store = store
+
+    def _key(self, environment: Environment, name: str, source_sha256: str) -> dict[str, Any]:
+        autoescape = environment.autoescape
+        finalize = environment.finalize
+        return {
+            "format": 1,
+            "template": name,
+            "source_sha256": source_sha256,
+            "settings": {k: repr(getattr(environment, k)) for k in COMPILED_SETTINGS},
+            "autoescape": bool(autoescape(name) if callable(autoescape) else autoescape),
+            "finalize": None if finalize is None else f"{finalize.__module__}.{finalize.__qualname__}",
+            "extensions": sorted(environment.extensions),
+            "jinja2": jinja2.__version__,
+            "python": sys.version,
+        }
+
+    def get_bucket(self, environment: Environment, name: str, filename: str | None, source: str) -> Bucket:
+        bucket = Bucket(environment, name, sha256_bytes(source.encode()))
+        data = self.store.read(self._key(environment, name, bucket.checksum))
+        if data is not None:
+            bucket.bytecode_from_string(data)  # a wrong header or source digest leaves it empty: compiled afresh
+        return bucket
+
+    def set_bucket(self, bucket: Bucket) -> None:
+        self.store.write(self._key(bucket.environment, bucket.key, bucket.checksum), bucket.bytecode_to_string())
+
+
+def _env(compiled: KeyedCache | None = None) -> Environment:
+    """The report's templates; `compiled`: where their compiled code is kept across runs (none: compiled here)."""
     return Environment(
         loader=FileSystemLoader(Path(__file__).parent / "templates"),
         autoescape=select_autoescape(["html", "j2"]),
@@ -92,6 +152,7 @@ def _env() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        bytecode_cache=None if compiled is None else _CompiledTemplates(compiled),
     )
 
 
@@ -199,7 +260,8 @@ def run(lay: Layout) -> Path:
         cache.prefetch()  # the drawing environment, computed in a child while the tables are read here
     try:
         _clear(out, MODEL_PARTS + PAGE_PARTS)
-        env = _env()
+        compiled = KeyedCache(lay.cache_dir / "report" / "templates")
+        env = _env(compiled)
         with _open(lay, MODEL_READS) as con:
             caveats, refs, summaries, clusters = _begin(lay, con)
             model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
@@ -223,6 +285,7 @@ def run(lay: Layout) -> Path:
     finally:
         model_pending.cancel()
     cache.prune()
+    compiled.prune(keep_unused=0)
     return out
 
 
