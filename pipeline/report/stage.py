@@ -253,11 +253,17 @@ def run(lay: Layout) -> Path:
     The reference and cluster drawings are started (DrawingCache.start: a forked helper draws them) as soon as
     their tables are read, before the traffic tables are: that reading, the heat maps' keys and the pages are then
     done here while they are drawn; the workload part's drawings get a helper of their own, and this process draws
-    from both queues once its pages are written. Each helper is forked with no table open (see workers)."""
+    from both queues once its pages are written. Each helper is forked with no table open (see workers). When the
+    drawing cache holds entries (most drawings will be hits), the drawing environment is computed in a child
+    meanwhile (DrawingCache.prefetch) and every key waits until the traffic tables are read: the child has that
+    long to finish."""
     out = report_dir(lay)
     cache = DrawingCache(lay, "all")
-    if next(cache.directory.glob(f"*{ENTRY_SUFFIX}"), None):  # empty: all drawn here, matplotlib imported anyway
-        cache.prefetch()  # the drawing environment, computed in a child while the tables are read here
+    cached = next(cache.directory.glob(f"*{ENTRY_SUFFIX}"), None) is not None
+    if cached:  # else everything is drawn here: matplotlib is imported here anyway
+        cache.prefetch()
+    model_pending = page_pending = None
+    write = _Writer()
     try:
         _clear(out, MODEL_PARTS + PAGE_PARTS)
         compiled = KeyedCache(lay.cache_dir / "report" / "templates")
@@ -265,25 +271,25 @@ def run(lay: Layout) -> Path:
         with _open(lay, MODEL_READS) as con:
             caveats, refs, summaries, clusters = _begin(lay, con)
             model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
-        model_pending = cache.start([(name, args) for _, name, args in model_drawings])
-    finally:
-        cache.close()
-    try:
+        if not cached:
+            model_pending = cache.start([(name, args) for _, name, args in model_drawings])
         with _open(lay, PAGE_READS) as con:
             page_drawings, render_pages = _pages(lay, out, env, con, caveats, refs, summaries, clusters)
+        if cached:
+            model_pending = cache.start([(name, args) for _, name, args in model_drawings])
         page_pending = cache.start([(name, args) for _, name, args in page_drawings])
-        write = _Writer()
-        try:
-            render_models(write)
-            render_pages(write)
-            for drawings, pending in ((page_drawings, page_pending), (model_drawings, model_pending)):
-                for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
-                    write(path, svg)
-        finally:
-            page_pending.cancel()  # nothing left to stop once the results are in
-            write.close()
+        cache.close()  # no child left once the first key was asked for
+        render_models(write)  # the writer's threads start here, after every fork
+        render_pages(write)
+        for drawings, pending in ((page_drawings, page_pending), (model_drawings, model_pending)):
+            for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
+                write(path, svg)
     finally:
-        model_pending.cancel()
+        for pending in (page_pending, model_pending):
+            if pending is not None:
+                pending.cancel()  # nothing left to stop once the results are in
+        cache.close()
+        write.close()
     cache.prune()
     compiled.prune(keep_unused=0)
     return out
