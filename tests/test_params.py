@@ -301,7 +301,7 @@ def _model_drawings(root: Path) -> dict[Path, tuple[int, int]]:
     found = {}
     for entry in sorted((root / ".fabricref-cache" / "report").rglob("*.entry")):
         with open(entry, "rb") as handle:
-            drawing = json.loads(handle.readline())["key"]["drawing"]
+            drawing = json.loads(handle.readline())["key"].get("drawing")  # (compiled templates: none)
         if drawing in ("drawings.draw_reference", "drawings.draw_cluster"):
             found[entry] = (entry.stat().st_ino, entry.stat().st_mtime_ns)
     return found
