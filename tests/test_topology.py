@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 
 import networkx as nx
 import pytest
@@ -17,9 +18,29 @@ from pipeline.topology.summary import summarize
 REFERENCES = SYSTEM_REFERENCES
 
 
+class _Graphs:
+    """`graphs[id]`: a reference's or cluster's graph from the session's `built_graph`."""
+
+    def __init__(self, get: Callable[[str], nx.Graph]) -> None:
+        self._get = get
+
+    def __getitem__(self, topology_id: str) -> nx.Graph:
+        return self._get(topology_id)
+
+
 @pytest.fixture(scope="module")
-def graphs(built_graph):
-    return {tid: built_graph(tid) for tid in REFERENCES + CLUSTERS}
+def graphs(built_graph) -> _Graphs:
+    """Each graph built when a test first reads it, not all of them up front: an xdist worker builds only the
+    ones its share of the tests reads (the 24,576-GPU cluster alone takes ~0.5 CPU s)."""
+    return _Graphs(built_graph)
+
+
+@pytest.fixture(scope="module")
+def smallest_cluster(built_registry) -> str:
+    """The shipped cluster with the fewest links, as the session's topology build summarised it (discovered from
+    models/, not named), found without building every cluster."""
+    summaries = json.loads((built_registry.registry_dir / "topology" / "summaries.json").read_text())
+    return min(CLUSTERS, key=lambda c: (sum(summaries[c]["edges_by_network"].values()), c))
 
 
 def kinds(g: nx.Graph, kind: str, role: str | None = None) -> list[str]:
@@ -159,11 +180,11 @@ def test_reference_exports_read_back_with_networkx_defaults(graphs, tmp_path):
     assert 'attr.name="assumed" attr.type="boolean"' in text and "None" not in text
 
 
-def test_cluster_exports_are_gzip_with_no_timestamp_and_read_back(graphs, built_registry, tmp_path):
+def test_cluster_exports_are_gzip_with_no_timestamp_and_read_back(graphs, smallest_cluster, built_registry, tmp_path):
     """Written here from this module's build, byte for byte what the topology stage wrote from its own build (so
     two builds give the same bytes), and read back into the same graph. On the smallest shipped cluster: the same
     code writes every cluster, and test_topology_exports reads every cluster's exports back (slow tier)."""
-    tid = min(CLUSTERS, key=lambda c: graphs[c].number_of_edges())
+    tid = smallest_cluster
     g = graphs[tid]
     names = write_exports(g, tmp_path, compress=True)
     assert names == [f"{tid}.json.gz", f"{tid}.graphml.gz"]
@@ -197,9 +218,9 @@ def test_a_needed_unknown_without_an_assumption_is_a_clear_error(repo, cli):
     assert "needs cpu.count, which is unknown" in result.err and "assumptions:" in result.err
 
 
-def test_cli_topology_json_keys(built_registry, graphs, cli):
+def test_cli_topology_json_keys(built_registry, graphs, smallest_cluster, cli):
     """On the smallest shipped cluster (a cluster's summary has every key; the CLI builds it afresh)."""
-    tid = min(CLUSTERS, key=lambda c: graphs[c].number_of_edges())
+    tid = smallest_cluster
     result = cli("topology", tid, "--json", root=built_registry.root)
     data = json.loads(result.out)
     assert data == json.loads(json.dumps(summarize(graphs[tid])))
