@@ -1,5 +1,6 @@
 """Sources change: refresh through a mirror on 127.0.0.1, dvc repro, history, diff, audit --revision, and a
-rule that stops matching — in a temporary clone, so the repository's own pins are never touched."""
+rule that stops matching — in a copy of the session's built clone (conftest.pipeline_copy), so the repository's own
+pins are never touched and no cold `dvc repro` of its own is needed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import copy_checkout, env_with_venv
+from conftest import env_with_venv
 
 pytestmark = pytest.mark.slow
 # Everything asserted here (history, diff, audit, status) reads the registry compile writes: the topology,
@@ -42,9 +43,8 @@ def json_of(cli, *args: str, root: Path):
     return json.loads(result.out)
 
 
-def test_sources_change_end_to_end(tmp_path, httpserver, cli):
-    root = copy_checkout(tmp_path / "clone", with_git=True)
-    run(["dvc", "repro", *STAGES], root)
+def test_sources_change_end_to_end(pipeline_copy, httpserver, cli):
+    root = pipeline_copy  # built by the cold `dvc repro`: the step 1 status below finds it up to date
     original = (root / "sources" / "transcriptions" / f"{SOURCE}.html").read_bytes()
     pins_file = root / "sources" / "pins" / f"{SOURCE}.json"
 
