@@ -107,6 +107,9 @@ def _statement(con: Any, tables: Any, sql: str, limits: Limits) -> Any:
     # statement cannot switch it back on.
     con.execute(f"SET memory_limit = '{limits.memory_limit.strip()}'")
     con.execute(f"SET threads = {int(limits.threads)}")
+    # An in-memory DuckDB offloads to ./.tmp once the memory limit is reached, unbounded: a query stops at the
+    # limit instead of filling the disk of whoever runs it (one cross join wrote 63 GB).
+    con.execute("SET temp_directory = ''")
     tables.lock_down()
     try:
         statements = con.extract_statements(sql)

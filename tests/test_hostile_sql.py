@@ -63,3 +63,14 @@ def test_a_result_over_the_row_cap_is_refused(built_registry, cli):
 def test_limit_options_are_checked(built_registry, cli, option, value, expected):
     result = cli("query", "SELECT 1", option, value, root=built_registry.root)
     assert result.code == 2 and expected in result.err
+
+
+def test_a_query_over_the_memory_limit_never_spills_to_disk(built_registry, cli, tmp_path, monkeypatch):
+    """DuckDB's in-memory database offloads to ./.tmp when the memory limit is reached: a query must stop at the
+    limit, not fill the disk of whoever runs it (seen: one cross join wrote 63 GB under a test's checkout)."""
+    monkeypatch.chdir(tmp_path)
+    sql = "SELECT count(*) FROM (SELECT range AS v FROM range(30000000) ORDER BY v DESC)"
+    result = cli("query", sql, "--memory-limit", "64MB", root=built_registry.root)
+    assert result.code == 1
+    assert "needs more than the memory limit of 64MB; raise it with --memory-limit" in result.err
+    assert list(tmp_path.iterdir()) == []
