@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,9 +218,13 @@ def run(lay: Layout, jobs: int | None = None, use_cache: bool = True) -> Run:
             shown.setdefault(item.id, {}).update(data.extra["metrics"])
             for target, numbers in data.extra["metrics"].items():
                 metrics[f"{item.id}@{target}"] = numbers
-    write_outputs(lay, parts, kv, _metric_files(lay, shown))
-    _remove_stale_metrics(lay, shown)
-    comparison.run(lay)
+    # The measured logs beside the model (registry/comparison/) read nothing the tables hold: written in a thread
+    # while the tables are (DuckDB writes without the GIL).
+    with ThreadPoolExecutor(1) as pool:
+        compared = pool.submit(comparison.run, lay)
+        write_outputs(lay, parts, kv, _metric_files(lay, shown))
+        _remove_stale_metrics(lay, shown)
+        compared.result()
     for legacy in ("workloads", "sharing"):  # the per-item parts the stages before this one wrote
         shutil.rmtree(traffic_dir(lay) / legacy, ignore_errors=True)
     return Run(
