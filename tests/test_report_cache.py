@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
@@ -262,3 +263,20 @@ def test_compiled_templates_are_reused_only_for_the_same_source_and_settings(tmp
         entry.write_bytes(entry.read_bytes()[:-3])  # torn: fails its digest
     misses = store.misses
     assert render() == fresh and store.misses == misses + 1
+
+
+def test_a_filter_of_our_own_is_never_baked_into_a_kept_template(tmp_path):
+    """jinja2's optimizer runs a filter on constant arguments at compile time, so its result is in the compiled
+    code; the compiled-template key holds no filter's code. An environment with a filter (or test, policy, finalize
+    hook) of its own is compiled afresh and nothing is kept: the filter's new code shows at once."""
+    store = keyed.KeyedCache(tmp_path / "templates")
+
+    def render(size: Callable[[int], str]) -> str:
+        env = _compiled_env(store, "Total: {{ 1536 | size }}")
+        env.filters["size"] = size
+        return env.get_template("page.html.j2").render()
+
+    assert render(lambda n: f"{n / 1024:g} KiB") == "Total: 1.5 KiB"
+    assert render(lambda n: f"{n / 1000:g} kB") == "Total: 1.536 kB"  # the filter fixed, the template not
+    assert not list(store.directory.glob(f"*{keyed.ENTRY_SUFFIX}"))
+    assert stage._CompiledTemplates._keyable(stage._env())  # the report's own environment is still kept

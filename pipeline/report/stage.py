@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from jinja2.bccache import Bucket, BytecodeCache
+from jinja2.defaults import DEFAULT_FILTERS, DEFAULT_POLICIES, DEFAULT_TESTS
 
 from ..core.errors import FabricrefError
 from ..core.files import atomic_write_bytes
@@ -132,15 +133,30 @@ class _CompiledTemplates(BytecodeCache):
             "python": sys.version,
         }
 
+    @staticmethod
+    def _keyable(environment: Environment) -> bool:
+        """Only jinja2's own filters, tests and policies and no finalize hook: jinja2's optimizer runs those on
+        constant arguments at compile time (`{{ 1536 | size }}` is compiled to its text), so a hook of our own would
+        be in the compiled code, yet its code is in no key. With one, templates are compiled afresh, never kept."""
+        return (
+            environment.filters == DEFAULT_FILTERS
+            and environment.tests == DEFAULT_TESTS
+            and environment.policies == DEFAULT_POLICIES
+            and environment.finalize is None
+        )
+
     def get_bucket(self, environment: Environment, name: str, filename: str | None, source: str) -> Bucket:
         bucket = Bucket(environment, name, sha256_bytes(source.encode()))
+        if not self._keyable(environment):
+            return bucket
         data = self.store.read(self._key(environment, name, bucket.checksum))
         if data is not None:
             bucket.bytecode_from_string(data)  # a wrong header or source digest leaves it empty: compiled afresh
         return bucket
 
     def set_bucket(self, bucket: Bucket) -> None:
-        self.store.write(self._key(bucket.environment, bucket.key, bucket.checksum), bucket.bytecode_to_string())
+        if self._keyable(bucket.environment):
+            self.store.write(self._key(bucket.environment, bucket.key, bucket.checksum), bucket.bytecode_to_string())
 
 
 def _env(compiled: KeyedCache | None = None) -> Environment:
