@@ -124,7 +124,15 @@ def copy_checkout(dest: Path, with_git: bool = False) -> Path:
             "GIT_COMMITTER_NAME": "t",
             "GIT_COMMITTER_EMAIL": "t@t",
         }
-        for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "copy"]):
+        # An identity of the clone's own: `dvc exp run` commits and refuses to start without one (a clean CI
+        # machine has no global git identity).
+        for cmd in (
+            ["git", "init", "-q", "-b", "main"],
+            ["git", "config", "user.name", "t"],
+            ["git", "config", "user.email", "t@t"],
+            ["git", "add", "-A"],
+            ["git", "commit", "-q", "-m", "copy"],
+        ):
             subprocess.run(cmd, cwd=dest, check=True, env=env)
     return dest
 
