@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import env_with_venv
 
@@ -32,6 +33,23 @@ def test_dvc_repro_on_a_fresh_clone_is_deterministic(clone: Path):
     assert sh(["git", "status", "--porcelain"], clone) == ""
     for table in ("fields", "field_citations", "snapshots", "sources", "reference_models"):
         assert (clone / "registry" / "tables" / f"{table}.parquet").exists()
+
+
+def test_a_fresh_clone_gets_the_views_file_for_direct_duckdb_readers(clone: Path):
+    """Seen: on a fresh clone DVC skipped the `database` stage (no outputs, deps as in dvc.lock), so the
+    README's `duckdb.connect("registry/registry.duckdb")` found no file."""
+    path = clone / "registry" / "registry.duckdb"
+    assert path.is_file()
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        views = dict(con.execute("SELECT view, parquet_path FROM _registry_build").fetchall())
+        assert views["fields"] == str(clone / "registry" / "tables" / "fields.parquet")
+        assert con.execute("SELECT count(*) FROM fields").fetchone()[0] > 0
+    finally:
+        con.close()
+    listed = json.loads((clone / "registry" / "views.json").read_text())["views"]
+    assert {"fields", "topology_edges", "traffic_links"} <= set(listed)
+    assert listed["fields"][:3] == [["reference_id", "VARCHAR"], ["field", "VARCHAR"], ["value_number", "DOUBLE"]]
 
 
 def test_repro_again_reruns_nothing(clone: Path):

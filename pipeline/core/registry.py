@@ -48,6 +48,7 @@ import duckdb
 
 from .columns import insert_columns, plain
 from .errors import FabricrefError
+from .files import atomic_write_json
 from .paths import Layout
 
 # The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written,
@@ -71,6 +72,7 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
 BUILD_TABLE = "_registry_build"
 # Beside a directory's tables (see `write_schema`): each table's columns, for the views file's DVC dep.
 SCHEMA_FILE = "schema.json"
+VIEWS_FILE = "views.json"  # the views of registry.duckdb with their bound columns: the database stage's output
 
 
 def _quote(name: str) -> str:
@@ -234,8 +236,6 @@ def write_schema(directory: Path) -> Path:
     stage to write after its tables. Why: it changes exactly when the views over those tables must be rebuilt (a
     table added, removed or renamed, a column's name or type changed) and not when only their numbers move, so
     the `database` stage can declare it instead of the tables and is not rerun by every changed number."""
-    from .files import atomic_write_json
-
     paths = {p.stem: p for p in sorted(directory.glob("*.parquet"))}
     target = directory / SCHEMA_FILE
     atomic_write_json(target, {"tables": table_columns(paths)})
@@ -365,7 +365,8 @@ def build_database(lay: Layout) -> Path:
             for name, (needs, sql) in DERIVED_VIEWS.items():
                 if all(n in dict(views) for n in needs):
                     con.execute(f"CREATE VIEW {_quote(name)} AS {sql}")
-            _check_schemas(lay, con)
+            bound = _bound(con)
+            _check_schemas(lay, bound)
             con.execute(f"CREATE TABLE {BUILD_TABLE} (view VARCHAR, parquet_path VARCHAR)")
             for name, path in views:
                 con.execute(f"INSERT INTO {BUILD_TABLE} VALUES (?, ?)", [name, path])
@@ -374,6 +375,10 @@ def build_database(lay: Layout) -> Path:
             con.close()
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
+        # The stage's DVC output, written last: deterministic where the DuckDB file is not, and missing on a fresh
+        # clone, so `dvc repro` builds the views file there (a stage without outputs whose deps match dvc.lock
+        # is skipped, and the clone had no registry.duckdb).
+        atomic_write_json(lay.registry_dir / VIEWS_FILE, {"views": bound})
     except OSError as exc:
         raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror or exc}") from exc
     except duckdb.Error as exc:
@@ -385,16 +390,21 @@ def build_database(lay: Layout) -> Path:
     return target
 
 
-def _check_schemas(lay: Layout, con: duckdb.DuckDBPyConnection) -> None:
-    """Every `schema.json` of the table directories lists exactly the views made over that directory's tables,
-    with the columns DuckDB bound: the views file is rebuilt only when one of those files changes, so a stale one
-    would leave an outdated view."""
+def _bound(con: duckdb.DuckDBPyConnection) -> dict[str, list[list[str]]]:
+    """Every view of the file with its columns (name, DuckDB type) as DuckDB bound them."""
     bound: dict[str, list[list[str]]] = {}
     for view, column, kind in con.execute(
         "SELECT table_name, column_name, data_type FROM duckdb_columns() "
         "WHERE database_name = current_database() AND NOT internal ORDER BY table_name, column_index"
     ).fetchall():
         bound.setdefault(view, []).append([column, kind])
+    return bound
+
+
+def _check_schemas(lay: Layout, bound: dict[str, list[list[str]]]) -> None:
+    """Every `schema.json` of the table directories lists exactly the views made over that directory's tables,
+    with the columns DuckDB bound: the views file is rebuilt only when one of those files changes, so a stale one
+    would leave an outdated view."""
     for sub in TABLE_DIRS:
         path = lay.registry_dir / sub / SCHEMA_FILE
         if not path.is_file():
