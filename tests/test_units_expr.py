@@ -103,3 +103,10 @@ def test_random_quantities_parse_or_fail_clearly(text):
         assert math.isfinite(q.value)
     except ValidationError as exc:
         assert str(exc)
+
+
+def test_a_nul_in_a_formula_is_refused_the_same_on_every_python():
+    # Seen: Debian's Python 3.11.2 raises ValueError from ast.parse for a NUL (3.11.7 a SyntaxError), which
+    # escaped as a traceback from the hypothesis test there.
+    with pytest.raises(ValidationError, match="a NUL character is not allowed"):
+        expr.parse("scale_up.bandwidth_per_accelerator\x00 * 2")

@@ -61,6 +61,8 @@ def parse(formula: str) -> ast.Expression:
         raise ValidationError("empty formula: expected an expression over field names and numbers")
     if len(formula) > 500:
         raise ValidationError("formula longer than 500 characters")
+    if "\x00" in formula:  # ast.parse raises ValueError for it before Python 3.11.4, SyntaxError after
+        raise ValidationError(f"formula {formula!r}: a NUL character is not allowed")
     try:
         tree = ast.parse(formula, mode="eval")
     except SyntaxError as exc:
