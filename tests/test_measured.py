@@ -222,3 +222,19 @@ def test_estimate_collective_in_topology_mode_reproduces_the_fixture_comparisons
                 assert (d["algorithm"], d["protocol"]) == (row["algorithm"], row["protocol"])
                 assert d["busbw_gb_per_s"] == pytest.approx(row["model_busbw_gb_per_s"])
                 assert d["seconds"] == pytest.approx(row["model_seconds"])
+
+
+def test_measured_tables_get_views_but_stay_out_of_the_database_stage_output(measured_repo):
+    """registry/measurements/ is written outside DVC and is no dep of the `database` stage: its views are in
+    registry.duckdb, never in the stage's output views.json (an import would move an output DVC cannot explain)."""
+    from pipeline.core import registry
+
+    lay = measured_repo
+    built = registry.build_database(lay)
+    con = duckdb.connect(str(built), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM measurements").fetchone()[0] > 0
+    finally:
+        con.close()
+    listed = json.loads((lay.registry_dir / "views.json").read_text())["views"]
+    assert "measurements" not in listed and "fields" in listed

@@ -378,7 +378,7 @@ def build_database(lay: Layout) -> Path:
         # The stage's DVC output, written last: deterministic where the DuckDB file is not, and missing on a fresh
         # clone, so `dvc repro` builds the views file there (a stage without outputs whose deps match dvc.lock
         # is skipped, and the clone had no registry.duckdb).
-        atomic_write_json(lay.registry_dir / VIEWS_FILE, {"views": bound})
+        atomic_write_json(lay.registry_dir / VIEWS_FILE, {"views": _tracked(views, bound)})
     except OSError as exc:
         raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror or exc}") from exc
     except duckdb.Error as exc:
@@ -399,6 +399,15 @@ def _bound(con: duckdb.DuckDBPyConnection) -> dict[str, list[list[str]]]:
     ).fetchall():
         bound.setdefault(view, []).append([column, kind])
     return bound
+
+
+def _tracked(views: list[tuple[str, str]], bound: dict[str, list[list[str]]]) -> dict[str, list[list[str]]]:
+    """The bound views over the tables DVC tracks: `registry/measurements/` is written by `fabricref measured
+    import`, outside DVC and not a dep of the stage, so its views stay out of the stage's output (an import, or a
+    reader rebuilding the file, would otherwise move an output DVC cannot explain)."""
+    kept = {name for name, path in views if Path(path).parent.name != "measurements"}
+    kept |= {name for name, (needs, _) in DERIVED_VIEWS.items() if name in bound and set(needs) <= kept}
+    return {name: columns for name, columns in bound.items() if name in kept}
 
 
 def _check_schemas(lay: Layout, bound: dict[str, list[list[str]]]) -> None:
