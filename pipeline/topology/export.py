@@ -190,22 +190,29 @@ def _transpose(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
 
 
+def _flat_adjacency(g: nx.Graph) -> tuple[list[Any], list[int], np.ndarray, list[dict[str, Any]], np.ndarray]:
+    """Nodes in order, each node's degree, every neighbour slot flat (neighbour numbers, one NumPy array for the
+    whole graph, in networkx's insertion order), each slot's edge dict, and each slot's own end."""
+    nodes = list(g._node)
+    index = {n: i for i, n in enumerate(nodes)}
+    neighbours = g._adj.values()
+    degrees = list(map(len, neighbours))
+    flat = np.fromiter(map(index.__getitem__, chain.from_iterable(neighbours)), dtype=np.int64, count=sum(degrees))
+    dicts = list(chain.from_iterable(map(dict.values, neighbours)))
+    ends = np.repeat(np.arange(len(nodes), dtype=np.int64), degrees)
+    return nodes, degrees, flat, dicts, ends
+
+
 def read_columns(g: nx.Graph) -> Columns:
     """The graph's columns (see `Columns`), read from networkx's own dicts (`g._node`, `g._adj`, as
     pipeline/traffic/routing.py does: its view objects iterate through Python-level Mapping code). The
     neighbour lists are read flat, one NumPy array for the whole graph, and the edges of `g.edges()` picked out
     of it by one comparison (each edge once, from its end earlier in node order): no Python step per edge."""
     tid = g.graph.get("topology_id")
-    nodes = list(g._node)
-    index = {n: i for i, n in enumerate(nodes)}
-    neighbours = g._adj.values()
-    degrees = list(map(len, neighbours))
-    flat = np.fromiter(map(index.__getitem__, chain.from_iterable(neighbours)), dtype=np.int64, count=sum(degrees))
-    flat_dicts = list(chain.from_iterable(map(dict.values, neighbours)))
+    nodes, degrees, flat, flat_dicts, ends = _flat_adjacency(g)
     node_dicts = list(g._node.values())
     names = sorted(set().union(*node_dicts))
     node_values = {k: list(map(dict.get, node_dicts, repeat(k))) for k in names}
-    ends = np.repeat(np.arange(len(nodes), dtype=np.int64), degrees)
     keep = flat >= ends
     eu_array, ev_array = ends[keep], flat[keep]
     eu, ev = eu_array.tolist(), ev_array.tolist()
@@ -419,13 +426,7 @@ def insertion_order(g: nx.Graph) -> list[tuple[Any, Any, dict[str, Any]]]:
     tie-breaks follow it). Kahn's algorithm over the per-node neighbour lists: an edge is emitted once it is
     next in the lists of both its ends; the order it was built in proves such an order exists. Nodes are
     numbered first so the loop touches only lists of ints (the 24,576-GPU cluster has 233,792 edges)."""
-    nodes = list(g._node)
-    index = {n: i for i, n in enumerate(nodes)}
-    neighbours = g._adj.values()
-    degrees = list(map(len, neighbours))
-    flat = np.fromiter(map(index.__getitem__, chain.from_iterable(neighbours)), dtype=np.int64, count=sum(degrees))
-    dicts = list(chain.from_iterable(map(dict.values, neighbours)))
-    ends = np.repeat(np.arange(len(nodes), dtype=np.int64), degrees)
+    nodes, degrees, flat, dicts, ends = _flat_adjacency(g)
     rev = _reverse_slots(ends, flat)
     order = _kahn(flat.tolist(), [0, *accumulate(degrees)], rev.tolist(), bool((ends == flat).any()))
     us, vs = ends.tolist(), flat.tolist()
