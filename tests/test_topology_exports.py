@@ -4,13 +4,10 @@ attribute with its column's Python type, None left out (GraphML has no null)."""
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import random
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import networkx as nx
@@ -18,6 +15,7 @@ import pytest
 from conftest import CLUSTERS, SYSTEM_REFERENCES
 
 from pipeline.topology import export
+from pipeline.traffic.routing import no_cyclic_gc
 
 # Discovered from models/: system references (servers, racks) export plain files, clusters gzip-compressed ones.
 REFERENCES = SYSTEM_REFERENCES
@@ -54,21 +52,6 @@ def _assert_same(built: nx.Graph, back: nx.Graph, what: str) -> None:
         assert _typed(back.edges[a, b]) == _expected(d, export.EDGE_COLUMNS), (what, a, b)
 
 
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """The read-back of the 24,576-GPU cluster's GraphML builds ~3 million ElementTree elements that live until
-    networkx has read them: each automatic collection walks them all again (18 full collections, 13 of its 24 CPU
-    s). networkx reads the same file the same way; the collector resumes afterwards (pipeline/traffic/routing.py
-    does the same while routing)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 @pytest.mark.parametrize(("tid", "fmt"), TOPOLOGIES)
 def test_exports_read_back_into_the_built_graph(built_registry, built_graph, tid, fmt):
     built = built_graph(tid)
@@ -78,7 +61,9 @@ def test_exports_read_back_into_the_built_graph(built_registry, built_graph, tid
         raw = path.read_bytes()
         back = nx.node_link_graph(json.loads(gzip.decompress(raw) if suffix else raw))
     elif suffix:
-        with gzip.open(path) as f, _no_cyclic_gc():
+        # The 24,576-GPU cluster's GraphML: ~3 million live ElementTree elements that every automatic collection
+        # would walk again (13 of its 24 CPU s); the collector resumes afterwards.
+        with gzip.open(path) as f, no_cyclic_gc():
             back = nx.read_graphml(f)
     else:
         back = nx.read_graphml(path)
