@@ -1,7 +1,7 @@
 """Time the everyday loop: cold `dvc repro` stage by stage, then the incremental cases, printed as a table.
 
 Run from the repository root with the venv's bin on PATH (dvc and fabricref must resolve):
-    PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--dvc-alone] [--profile DIR] [--keep]
+    PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--dvc-alone] [--tests [--ci]] [--profile DIR] [--keep]
 
 Everything runs in a temporary copy of the checkout (tracked files plus new unignored ones, committed to a
 fresh git repository) so the real one is never touched. Each measurement runs its command in a fresh wrapper
@@ -30,6 +30,9 @@ Cases (budgets from issue 16):
 - source figure: then one figure in that source changes (900 → 950 GB/s NVLink on HGX H100) and is pinned; no
   budget: the H100 systems and both H100 clusters change, and with them most of the traffic work (everything
   downstream of compile reruns).
+- fast tests, whole suite (--tests): the README's pytest with `-m "not slow"` (≤ 60 s) and whole (≤ 180 s), in the
+  checkout; `.ci/run` (--tests --ci): on a fresh clone of HEAD (≤ 240 s; the browser install is part of it only on a
+  machine without chromium, and the row says which).
 --profile DIR also writes DIR/STAGE.prof (cProfile of each stage command, forced) for `python -m pstats`.
 """
 
@@ -55,7 +58,15 @@ WORKLOAD_EDIT = ("seq_len: 8192", "seq_len: 4096")
 SOURCE = "nvidia-hgx-h100-blog"
 SOURCE_REVISION_EDIT = (b"(NVIDIA Technical Blog)</title>", b"(NVIDIA Developer Blog)</title>")
 SOURCE_EDIT = (b"900 gigabytes", b"950 gigabytes")
-BUDGETS = {"cold": 15.0, "cold again": 15.0, "workload": 5.0, "source": 10.0}
+BUDGETS = {
+    "cold": 15.0,
+    "cold again": 15.0,
+    "workload": 5.0,
+    "source": 10.0,
+    "fast tests": 60.0,
+    "whole suite": 180.0,
+    ".ci/run": 240.0,
+}
 
 
 @dataclass
@@ -80,7 +91,7 @@ def _measure_child(cmd: list[str]) -> int:
     return done.returncode
 
 
-def measure(name: str, cmd: list[str], cwd: Path) -> Measure:
+def measure(name: str, cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Measure:
     """Run CMD in CWD through a fresh wrapper process; fail loudly if it fails."""
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--measure", "--", *cmd],
@@ -88,6 +99,7 @@ def measure(name: str, cmd: list[str], cwd: Path) -> Measure:
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     lines = [line for line in done.stderr.splitlines() if line.startswith("BENCH ")]
     if done.returncode != 0 or not lines:
@@ -321,6 +333,24 @@ def run_all(work: Path, profile: Path | None, alone: bool) -> list[Measure]:
     return rows
 
 
+def run_tests(work: Path, ci: bool) -> list[Measure]:
+    """The test budgets: the fast tier and the whole suite as the README runs them (in the checkout itself: the
+    tests never write to it), then with --ci `.ci/run` on a fresh clone of the checkout's HEAD, as CI runs it (its
+    own venv and installs; the browser install is skipped when chromium is already on the machine, and the row
+    says so)."""
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    rows = [measure("fast tests", [*pytest, "-m", "not slow"], ROOT), measure("whole suite", pytest, ROOT)]
+    rows[0].ran, rows[1].ran = "-m 'not slow', xdist", "the README's pytest, xdist"
+    if ci:
+        clone = work / "ci"
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        row = measure(".ci/run", ["bash", ".ci/run"], clone, env={**os.environ, "CI": "true"})
+        browser = "chromium already installed" if shutil.which("chromium") else "chromium installed by it"
+        row.ran = f"fresh clone of HEAD, {browser}"
+        rows.append(row)
+    return rows
+
+
 def table(rows: list[Measure]) -> str:
     head = f"{'case':<50} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'budget':>8}  stages run"
     lines = [head, "-" * len(head)]
@@ -342,6 +372,10 @@ def main() -> int:
         action="store_true",
         help="also time a cold `dvc repro` whose stage commands only copy the cold run's outputs (DVC's own cost)",
     )
+    parser.add_argument(
+        "--tests", action="store_true", help="also time the fast test tier and the whole suite (about 3 minutes)"
+    )
+    parser.add_argument("--ci", action="store_true", help="with --tests: also `.ci/run` on a fresh clone of HEAD")
     args = parser.parse_args()
     # Python as a user's machine runs it: bytecode written at first import. With PYTHONDONTWRITEBYTECODE set (as
     # in some CI shells) no stage would ever find its modules compiled and every one would recompile them (0.1-0.2 s
@@ -354,6 +388,8 @@ def main() -> int:
     try:
         load = os.getloadavg()
         rows = run_all(work, args.profile, args.dvc_alone)
+        if args.tests:
+            rows += run_tests(work, args.ci)
         print(f"{os.cpu_count()} CPUs, load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
         print(table(rows))
     finally:
