@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -201,14 +201,19 @@ def _summaries(con: Tables) -> dict[str, dict[str, Any]]:
     return {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
 
 
-def _begin(lay: Layout, con: Tables) -> tuple[list[str], list[dict[str, Any]], Any, list[dict[str, Any]]]:
-    """What both parts of the report start from: the caveats, references, summaries and clusters (summaries with a
-    bisection)."""
-    caveats = _caveats(lay, con)
-    refs = _references(con)
+class _Common(NamedTuple):
+    """What both parts of the report start from (read once, with the model tables)."""
+
+    caveats: list[str]
+    refs: list[dict[str, Any]]
+    summaries: dict[str, dict[str, Any]]
+    clusters: list[dict[str, Any]]  # the summaries with a bisection
+
+
+def _begin(lay: Layout, con: Tables) -> _Common:
     summaries = _summaries(con)
     clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
-    return caveats, refs, summaries, clusters
+    return _Common(_caveats(lay, con), _references(con), summaries, clusters)
 
 
 class _Writer:
@@ -285,12 +290,12 @@ def run(lay: Layout) -> Path:
         compiled = KeyedCache(lay.cache_dir / "report" / "templates")
         env = _env(compiled)
         with _open(lay, MODEL_READS) as con:
-            caveats, refs, summaries, clusters = _begin(lay, con)
-            model_drawings, render_models = _models(out, env, con, caveats, refs, summaries, clusters)
+            common = _begin(lay, con)
+            model_drawings, render_models = _models(out, env, con, common)
         if not cached:
             model_pending = cache.start([(name, args) for _, name, args in model_drawings])
         with _open(lay, PAGE_READS) as con:
-            page_drawings, render_pages = _pages(lay, out, env, con, caveats, refs, summaries, clusters)
+            page_drawings, render_pages = _pages(lay, out, env, con, common)
         if cached:
             model_pending = cache.start([(name, args) for _, name, args in model_drawings])
         page_pending = cache.start([(name, args) for _, name, args in page_drawings])
@@ -311,17 +316,10 @@ def run(lay: Layout) -> Path:
     return out
 
 
-def _models(
-    out: Path,
-    env: Environment,
-    con: Tables,
-    caveats: list[str],
-    refs: list[dict[str, Any]],
-    summaries: dict[str, dict[str, Any]],
-    clusters: list[dict[str, Any]],
-) -> tuple[Drawings, Render]:
+def _models(out: Path, env: Environment, con: Tables, common: _Common) -> tuple[Drawings, Render]:
     """The reference and cluster pages with their drawings (no traffic number: MODEL_READS only). Each table is
     read once (grouped per reference here), not once per reference."""
+    caveats, refs, summaries, clusters = common
     cluster_ids = {s["topology_id"] for s in clusters}
     # Parts are drawn for the references that are not clusters: only their nodes and edges are read.
     drawn = sorted({r["reference_id"] for r in refs} - cluster_ids)
@@ -399,18 +397,10 @@ def _models(
     return drawings, render
 
 
-def _pages(
-    lay: Layout,
-    out: Path,
-    env: Environment,
-    con: Tables,
-    caveats: list[str],
-    refs: list[dict[str, Any]],
-    summaries: dict[str, dict[str, Any]],
-    clusters: list[dict[str, Any]],
-) -> tuple[Drawings, Render]:
+def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> tuple[Drawings, Render]:
     """The workload pages with their heat maps, the plots, the model-vs-measured page and the index (the part a
     changed workload moves)."""
+    caveats, refs, summaries, clusters = common
     pods_of = _cluster_pods(con)
     cluster_pods = {s["topology_id"]: pods_of.get(s["topology_id"], 0) for s in clusters}
     drawn = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
