@@ -1,8 +1,8 @@
-"""`python -m fabricref.traffic [-n JOBS]`: the traffic stage (dvc.yaml `traffic`; people: `fabricref traffic`).
+"""`python -m fabricref.traffic PART`: one stage of the traffic work (dvc.yaml; people: `fabricref traffic`).
 
-Every workload on its targets, every sharing pair, the KV curve and the measured-vs-model comparison, in one
-process; each item read from the item cache (.fabricref-cache/traffic/) when nothing that shapes it moved, the
-others computed by JOBS worker processes (default: $FABRICREF_JOBS, else one per usable CPU)."""
+PART is `workload ID` (a workload on its targets), `sharing ID` (a workload beside its `shares_with`), `kv` (the
+KV-transfer curve), `comparison` (the measured logs beside the model) or `combine` (the tables every reader knows,
+from the parts the others wrote)."""
 
 import sys
 
@@ -10,21 +10,20 @@ from ..core.entry import run_stage
 from ..core.paths import Layout
 from ..errors import UsageError
 
-USAGE = "usage: python -m fabricref.traffic [-n JOBS]   (JOBS: worker processes, a whole number ≥ 1)"
+USAGE = "usage: python -m fabricref.traffic workload ID | sharing ID | kv | comparison | combine"
 
 
 def main(lay: Layout) -> str:
+    from . import stage
+
     args = sys.argv[1:]
-    jobs = None
-    if args:
-        if len(args) != 2 or args[0] not in ("-n", "--jobs") or not args[1].isdigit() or int(args[1]) < 1:
-            raise UsageError(USAGE)
-        jobs = int(args[1])
-    # Imported once the arguments are known good: a usage error needs none of the stage's libraries (and a run
-    # whose items all come from the cache none of the estimating code: pipeline/traffic/batch.py).
-    from . import batch
-
-    return batch.summary(batch.run(lay, jobs))
+    by_id = {"workload": stage.run_workload, "sharing": stage.run_sharing}
+    alone = {"kv": stage.run_kv, "comparison": stage.run_comparison, "combine": stage.run_combine}
+    if len(args) == 2 and args[0] in by_id:
+        return by_id[args[0]](lay, args[1])
+    if len(args) == 1 and args[0] in alone:
+        return alone[args[0]](lay)
+    raise UsageError(USAGE)
 
 
-run_stage(main, collect_cycles=False)
+run_stage(main)
