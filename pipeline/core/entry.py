@@ -7,7 +7,6 @@ same library functions; they are for people, DVC runs these.
 
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -16,17 +15,10 @@ from ..errors import FabricrefError
 from .paths import layout
 
 
-def run_stage(work: Callable[..., str], collect_cycles: bool = True) -> NoReturn:
+def run_stage(work: Callable[..., str]) -> NoReturn:
     """Run `work(layout)` in the checkout found from the working directory; print its one-line summary.
 
-    `collect_cycles=False` turns off Python's cyclic garbage collector for this short-lived process: a stage
-    that builds a graph of ~10^5 nodes makes millions of container objects, and every collection walks them
-    (a quarter of the topology stage's CPU). Only for stages that make no reference cycles in bulk (reference
-    counting still frees everything else); matplotlib figures do, so the report keeps it.
-
     Exit codes as the CLI: 0 done, 1 a check failed, 2 bad usage."""
-    if not collect_cycles:
-        gc.disable()
     try:
         message = work(layout())
     except FabricrefError as exc:

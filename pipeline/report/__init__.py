@@ -5,5 +5,5 @@ LAYOUT_CAVEAT = (
 )
 
 # Applied only while a drawing is made (rc_context), never at import: deterministic SVG (fixed hash salt, no date),
-# text kept as text. Here, not beside the drawings, so the drawing cache can key on it without importing them.
+# text kept as text.
 STYLE = {"svg.hashsalt": "fabricref", "svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 8}
