@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 import pytest
 import yaml
-from conftest import ROOT, stage_audit_dir, stage_audit_env
+from conftest import ROOT, env_with_venv, stage_audit_dir, stage_audit_env
 from fabricref.core import registry
 from fabricref.core.paths import Layout
 from fabricref.errors import FabricrefError
@@ -49,13 +49,18 @@ def _substitute(value: Any, key: str, item: Any) -> Any:
 
 
 def dvc_stages(root: Path = ROOT) -> dict[str, dict]:
-    """Every stage as `dvc repro` runs it: a `foreach` stage expands to one stage per item, named `name@key`."""
+    """Every stage as `dvc repro` runs it: a `foreach` stage expands to one stage per item, named `name@key` (a
+    `foreach: ${name}` over params.yaml's `name`)."""
     stages: dict[str, dict] = {}
+    params = yaml.safe_load((root / "params.yaml").read_text())
     for name, spec in yaml.safe_load((root / "dvc.yaml").read_text())["stages"].items():
         if "foreach" not in spec:
             stages[name] = spec
             continue
         items = spec["foreach"]
+        if isinstance(items, str):
+            assert items.startswith("${") and items.endswith("}"), items
+            items = params[items[2:-1]]
         pairs = items.items() if isinstance(items, dict) else ((str(i), i) for i in items)
         for key, item in pairs:
             stages[f"{name}@{key}"] = _substitute(spec["do"], str(key), item)
@@ -148,10 +153,6 @@ def test_the_closure_follows_function_level_imports() -> None:
 
 # -- data deps: every stage of the shared cold `dvc repro`, as recorded by tests/stage_audit -----------------------
 
-# Read or written by design outside DVC: the caches under .fabricref-cache/ and bytecode caches.
-OUTSIDE_DVC = (".fabricref-cache/",)
-
-
 @pytest.mark.slow
 def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(built_pipeline: Path):
     """On the session's cold `dvc repro` (conftest.built_pipeline), every stage process recorded what it opened,
@@ -175,27 +176,16 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(bui
         )
         assert done.returncode == 0, f"stage {stage} failed:\n{done.stdout}\n{done.stderr}"
     records: dict[str, list[dict]] = {}
-    workers: dict[str, list[dict]] = {}  # processes a stage forked (the traffic stage's workers)
     for path in sorted(audit.glob("*.json")):
         record = json.loads(path.read_text())
-        (workers if "forked_from" in record else records).setdefault(record["stage"], []).append(record)
+        records.setdefault(record["stage"], []).append(record)
     assert sorted(records) == sorted(stages), "the cold dvc repro audited other stages than dvc.yaml lists"
-    assert set(workers) <= set(stages)
-    if len(os.sched_getaffinity(0)) > 1:  # the cold run computes every traffic item, in one worker per CPU
-        assert len(workers.get("traffic", [])) > 1, "the traffic stage's workers left no audit record"
     problems: list[str] = []
     for stage in stages:
         spec = stages[stage]
         module, args = entry_argv(spec["cmd"])
         assert [r["argv"] for r in records[stage]] == [["-m", module, *args]], (stage, records[stage])
         (record,) = records[stage]
-        mine = workers.get(stage, [])
-        assert all(w["forked_from"] == record["pid"] for w in mine), (stage, [w["forked_from"] for w in mine])
-        # What its workers read and loaded counts as the stage's.
-        record = {
-            "log": [e for r in [record, *mine] for e in r["log"]],
-            "loaded": sorted({m for r in [record, *mine] for m in r["loaded"]}),
-        }
         deps = [str(d) for d in spec["deps"]] + params_files(spec)
         outs = [str(next(iter(o))) if isinstance(o, dict) else str(o) for o in spec.get("outs", [])]
         outs += [str(next(iter(m))) if isinstance(m, dict) else str(m) for m in spec.get("metrics", [])]
@@ -209,7 +199,7 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(bui
             if not path.startswith(str(root) + "/"):
                 continue
             rel = os.path.relpath(path, root)
-            if not was_file or "__pycache__" in rel or rel.startswith(OUTSIDE_DVC):
+            if not was_file or "__pycache__" in rel:
                 continue
             if (
                 stage == "database"
@@ -361,3 +351,36 @@ def test_the_database_stage_declares_the_traffic_tables_columns_not_their_number
     assert not [d for d in deps if d.startswith("registry/traffic/") and d.endswith(".parquet")]
     for sub in registry.TABLE_DIRS[:3]:  # the directories DVC's stages write (measurements: `fabricref measured`)
         assert f"registry/{sub}" in deps or f"registry/{sub}/{registry.SCHEMA_FILE}" in deps
+
+
+# -- dvc status names what an edit makes stale ---------------------------------------------------------------
+
+
+def _stale(root: Path) -> set[str]:
+    """The stages `dvc status` names (each changed dep or output under a stage's name)."""
+    done = subprocess.run(
+        ["dvc", "status", "--json"], cwd=root, env=env_with_venv(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout))
+
+
+@pytest.mark.slow
+def test_dvc_status_names_every_stage_an_edited_module_makes_stale(pipeline_copy: Path):
+    """An edit in the traffic library names every traffic stage (each workload's, the sharing pair's, the curve,
+    the comparison and the combine step) and nothing else; one in the report's package both report stages; one
+    in pipeline/core every stage. DVC names the stages whose own deps moved: the report reruns after a traffic
+    edit once the traffic stages, rerun by `dvc repro`, write other tables."""
+    stages = dvc_stages(pipeline_copy)
+    assert _stale(pipeline_copy) == set()
+    edited = pipeline_copy / "pipeline" / "estimate" / "cost.py"
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    traffic = {s for s in stages if s == "traffic" or s.startswith("traffic-")}
+    assert traffic >= {"traffic", "traffic-kv", "traffic-comparison"} and any("@" in s for s in traffic)
+    assert _stale(pipeline_copy) == traffic
+    report = pipeline_copy / "pipeline" / "report" / "stage.py"
+    report.write_text(report.read_text() + "\n# edited\n")
+    assert _stale(pipeline_copy) == traffic | {"report", "report-models"}
+    core = pipeline_copy / "pipeline" / "core" / "format.py"
+    core.write_text(core.read_text() + "\n# edited\n")
+    assert _stale(pipeline_copy) == set(stages)

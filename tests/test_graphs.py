@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 from fabricref.core.graphs import Topologies, load_topology
 from fabricref.errors import UsageError
-from fabricref.topology import export
+from fabricref.topology import tables
 from fabricref.topology.facts import defaults
 from fabricref.topology.summary import summarize
 
@@ -52,7 +52,7 @@ def test_insertion_order_restores_neighbour_order_that_edge_order_alone_loses():
     assert list(naive.adj["z"]) == ["x", "y"]  # the problem
     again = nx.Graph()
     again.add_nodes_from(g)
-    again.add_edges_from((u, v) for u, v, _ in export.insertion_order(g))
+    again.add_edges_from((u, v) for u, v, _ in tables.insertion_order(g))
     assert {n: list(again.adj[n]) for n in g} == {n: list(g.adj[n]) for n in g}
 
 
@@ -60,7 +60,7 @@ def test_an_attribute_without_a_column_is_refused():
     g = nx.Graph(topology_id="t")
     g.add_node("a", kind="nic", colour="red")
     with pytest.raises(ValueError, match=r"node attributes \['colour'\] have no column"):
-        export.node_rows(g)
+        tables.node_rows(g)
 
 
 def test_an_unknown_topology_names_the_known_ones(built_registry):

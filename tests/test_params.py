@@ -2,9 +2,9 @@
 
 - One fact, one place: every knob of a shipped workload lives in params.yaml (`workloads.<id>.<knob>`), none is
   also written in the workload file, and a value stated in both is refused.
-- dvc.yaml runs the traffic work as one stage that declares every workload's knobs (`workloads`) and files; inside
-  it, `dvc exp run -S workloads.<id>.dp=...` recomputes only that workload (and the sharing pairs it is in): the
-  others come from the item cache (tests/test_traffic_cache.py checks the keys).
+- dvc.yaml runs one traffic stage per workload (`foreach` over params.yaml's `workloads`), each declaring its own
+  knobs (`workloads.<id>`) and file: `dvc exp run -S workloads.<id>.dp=...` reruns that workload's stage (and the
+  sharing pair it is in), the combine step and the workload part of the report, nothing else.
 - Metrics are numbers, one small flat file per workload × target (metrics/<workload>/<target>.json), so
   `dvc metrics show` prints a narrow table; the words live in the traffic tables.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from conftest import ROOT, env_with_venv
 from fabricref.core.paths import Layout
 from fabricref.errors import ValidationError
 from fabricref.estimate.workloads import KNOBS, find_workload, load_workload, standalone_text
+from fabricref.traffic.tables import WORKLOAD_COLUMNS
 
 WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
 
@@ -128,17 +128,30 @@ def test_a_workload_file_outside_a_checkout_states_its_own_knobs(tmp_path: Path)
     assert alone.training == shipped_w.training and (alone.training.dp, alone.training.seq_len) == (64, 8192)
 
 
-def test_one_traffic_stage_declares_every_workload_its_knobs_and_the_choices_it_reads():
+def test_one_traffic_stage_per_workload_declares_its_knobs_its_file_and_the_choices_it_reads():
     stages = _raw_stages()
-    assert not [n for n in stages if n.startswith("traffic-") or n == "comparison"], (
-        "one traffic stage, not one per item"
-    )
-    traffic = stages["traffic"]
-    assert traffic["cmd"] == "python -m fabricref.traffic"
-    assert traffic["params"] == ["workloads", "step", "calibration"]
-    assert "models/workloads" in traffic["deps"] and "params.yaml" not in traffic["deps"]
-    # One metrics file per workload and target, all under the one metrics directory the stage declares.
-    assert traffic["metrics"] == [{"metrics": {"cache": False}}]
+    per_workload = stages["traffic-workload"]
+    assert per_workload["foreach"] == "${workloads}"  # every workload params.yaml lists gets its stage
+    do = per_workload["do"]
+    assert do["cmd"] == "python -m fabricref.traffic workload ${key}"
+    assert do["params"] == ["workloads.${key}", "step", "calibration"]
+    assert "models/workloads/${key}.yaml" in do["deps"] and "params.yaml" not in do["deps"]
+    assert do["outs"] == ["registry/traffic/workloads/${key}"]
+    # One metrics file per target, under the workload's own metrics directory.
+    assert do["metrics"] == [{"metrics/${key}": {"cache": False}}]
+
+
+def test_every_sharing_pair_the_workload_files_declare_has_its_stage():
+    """The pairs are the workload files' `shares_with`; each pair's stage declares both workloads' knobs."""
+    declared = {}
+    for wid in WORKLOADS:
+        other = yaml.safe_load((ROOT / "models" / "workloads" / f"{wid}.yaml").read_text()).get("shares_with")
+        if other:
+            declared[wid] = other
+    sharing = _raw_stages()["traffic-sharing"]
+    assert declared and sharing["foreach"] == declared
+    assert sharing["do"]["params"] == ["workloads.${key}", "workloads.${item}", "calibration"]
+    assert {"models/workloads/${key}.yaml", "models/workloads/${item}.yaml"} <= set(sharing["do"]["deps"])
 
 
 def _numbers_only(value: Any, where: str) -> None:
@@ -158,8 +171,6 @@ def test_shipped_metrics_are_flat_numbers_one_file_per_workload_and_target():
     short keys with their unit, numbers only (no word, no nesting), so the table stays narrow."""
     from fabricref.traffic.stage import METRICS
 
-    (metric,) = _raw_stages()["traffic"]["metrics"]
-    assert metric == {"metrics": {"cache": False}}
     allowed = {*METRICS, "util"}
     for wid in WORKLOADS:
         files = _metric_files(ROOT, wid)
@@ -194,54 +205,36 @@ def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
     assert "ttft_s" not in one  # a training workload's table has no inference columns
 
 
-@pytest.mark.slow  # runs the whole traffic stage twice: ~8 CPU s
-def test_the_traffic_stage_writes_numeric_metrics_beside_its_tables(built_copy: Layout):
-    from fabricref.traffic import batch
+@pytest.mark.slow  # one workload on its targets: ~2 CPU s
+def test_the_workload_stage_writes_numeric_metrics_beside_its_part_of_the_tables(built_copy: Layout):
+    from fabricref.traffic import stage, tables
 
-    done = batch.run(built_copy)
     wid = "llama70b-serve-aggregated"
+    stale = built_copy.root / "metrics" / wid / "nvidia-dgx-b300.json"  # a target the workload no longer names
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    stage.run_workload(built_copy, wid)
     on_disk = _metric_files(built_copy.root, wid)
-    assert on_disk == {k.split("@")[1]: v for k, v in done.metrics.items() if k.startswith(wid + "@")}
     w = find_workload(built_copy, wid)
-    assert sorted(on_disk) == sorted(w.targets)
-    assert sorted(p.name for p in (built_copy.root / "metrics").iterdir()) == WORKLOADS
+    assert sorted(on_disk) == sorted(w.targets) and not stale.exists()
     # The words and the full figures are in the table beside the numbers.
     import duckdb
 
     rows = duckdb.sql(
         "SELECT topology_id, dominant_phase, confidence, caveat, communication_seconds, headroom_bytes "
-        "FROM read_parquet(?) WHERE workload_id = ?",
-        params=[str(built_copy.registry_dir / "traffic" / "traffic_workloads.parquet"), wid],
+        "FROM read_parquet(?)",
+        params=[str(tables.workload_dir(built_copy, wid) / "traffic_workloads.parquet")],
     ).fetchall()
     assert sorted(r[0] for r in rows) == sorted(w.targets)
     for topology_id, dominant, conf, caveat, seconds, headroom in rows:
         assert dominant and conf and caveat
         assert seconds == pytest.approx(on_disk[topology_id]["comm_s"], rel=1e-8)
         assert headroom / 1e9 == pytest.approx(on_disk[topology_id]["free_gb"], rel=1e-8)
-    # A target the workload no longer names, or a workload no longer there, loses its file (the cache serves the
-    # rerun: nothing moved).
-    stale = built_copy.root / "metrics" / wid / "nvidia-dgx-b300.json"
-    stale.write_text("{}")
-    gone = built_copy.root / "metrics" / "gone-workload" / "nvidia-dgx-h100.json"
-    gone.parent.mkdir()
-    gone.write_text("{}")
-    again = batch.run(built_copy)
-    assert again.computed == [] and not stale.exists() and not gone.parent.exists()
-    assert _metric_files(built_copy.root, wid) == on_disk
 
 
-def _items(out: str) -> tuple[int, list[str], int]:
-    """What the traffic stage says it did: how many items it computed, their names (given when at most three) and
-    how many it read from the item cache."""
-    found = re.search(r"items computed: (\d+)(?: \(([^)]*)\))?.*, read from \S+: (\d+);", out)
-    assert found, out
-    return int(found.group(1)), found.group(2).split(", ") if found.group(2) else [], int(found.group(3))
-
-
-def _computed(out: str) -> list[str]:
-    computed, names, _ = _items(out)
-    assert len(names) == computed, out
-    return names
+def _ran(out: str) -> list[str]:
+    """The stages `dvc repro` / `dvc exp run` ran, sorted."""
+    return sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
 
 
 def _sh(cmd: list[str], cwd: Path) -> str:
@@ -266,18 +259,11 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
     built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
     wid = "llama70b-train-tp8-dp512"
     before = _metric_files(built_pipeline, wid)
-    models = _model_drawings(built_pipeline)
-    assert models
     try:
         out = _sh(["dvc", "exp", "run", "-S", f"workloads.{wid}.dp=256"], built_pipeline)
-        ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-        # Not the views file: the traffic tables' columns did not move (registry/traffic/schema.json).
-        assert ran == ["report", "traffic"], out
-        # The report reran, yet drew no reference or cluster drawing again: each was read from the drawing cache.
-        assert _model_drawings(built_pipeline) == models
-        # Inside the stage, that workload alone was computed (one item per target); the others, the sharing pair
-        # and the curve came from the item cache.
-        assert _computed(out) == [f"workload {wid} @ {t}" for t in find_workload(Layout(ROOT), wid).targets], out
+        # Not the other workloads, the sharing pair, the reference and cluster pages or the views file (the
+        # traffic tables' columns did not move: registry/traffic/schema.json).
+        assert _ran(out) == ["report", "traffic", f"traffic-workload@{wid}"], out
         after = _metric_files(built_pipeline, wid)
         assert sorted(after) == sorted(before)
         for target in before:
@@ -294,18 +280,6 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
     assert _metric_files(built_pipeline, wid) == before
 
 
-def _model_drawings(root: Path) -> dict[Path, tuple[int, int]]:
-    """The drawing cache's entries of the reference and cluster drawings (which take no traffic number), each with
-    its inode and mtime: an entry drawn again is rewritten (a new file renamed over it)."""
-    found = {}
-    for entry in sorted((root / ".fabricref-cache" / "report").rglob("*.entry")):
-        with open(entry, "rb") as handle:
-            drawing = json.loads(handle.readline())["key"].get("drawing")  # (compiled templates: none)
-        if drawing in ("drawings.draw_reference", "drawings.draw_cluster"):
-            found[entry] = (entry.stat().st_ino, entry.stat().st_mtime_ns)
-    return found
-
-
 # -- the step estimate's choices (params.yaml `step`) ------------------------------------------------------------
 
 
@@ -318,7 +292,7 @@ def test_the_step_choices_live_in_params_yaml_and_only_the_workload_stages_decla
     assert not hasattr(compute, "MFU_ASSUMPTION"), "the MFU's one home is params.yaml step.mfu"
     stages = _raw_stages()
     readers = sorted(name for name, spec in stages.items() if "step" in spec.get("do", spec).get("params", []))
-    assert readers == ["traffic"]
+    assert readers == ["traffic-workload"]
 
 
 @pytest.mark.parametrize(
@@ -376,7 +350,7 @@ def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(bu
     assert after["free_gb"] == pytest.approx(before["free_gb"] - 0.1 * 80, abs=1e-6)  # an 80 GB H100
     assert after["compute_s"] == pytest.approx(2 * before["compute_s"], rel=1e-8)
     assert after["comm_s"] == before["comm_s"]  # the network does not move
-    columns = [c for c, _ in stage.WORKLOAD_COLUMNS]
+    columns = [c for c, _ in WORKLOAD_COLUMNS]
     (row,) = [r for r in tables["traffic_workloads"] if r[0] == target]
     said = json.loads(row[columns.index("step_assumptions")])
     assert (
@@ -399,22 +373,13 @@ def test_an_mfu_given_on_the_command_line_is_labelled_as_given(cli, built_regist
 
 @pytest.mark.slow
 def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(pipeline_copy: Path):
-    """`-S step.memory_headroom=0.1`: the traffic stage reruns and recomputes every workload (they all read
-    `step`) but not the sharing pair or the KV curve (which do not: read from the item cache); topology does not
-    rerun; every fit headroom drops by 10 % of the accelerator memory (8 GB on the 80 GB H100s)."""
+    """`-S step.memory_headroom=0.1`: every workload's stage reruns (they all read `step`), not the sharing pair or
+    the KV curve (which do not); topology does not rerun; every fit headroom drops by 10 % of the accelerator
+    memory (8 GB on the 80 GB H100s)."""
     built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
     before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
     out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
-    ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    assert ran == ["report", "traffic"], out
-    # Items: each workload on each of its targets (computed); each sharing pair on each target both name and
-    # the KV curve (read from the cache).
-    found = {w: yaml.safe_load((ROOT / "models" / "workloads" / f"{w}.yaml").read_text()) for w in WORKLOADS}
-    on_targets = sum(len(d["targets"]) for d in found.values())
-    pairs = sum(
-        len(set(d["targets"]) & set(found[d["shares_with"]]["targets"])) for d in found.values() if d.get("shares_with")
-    )
-    assert _items(out)[0::2] == (on_targets, pairs + 1), out
+    assert _ran(out) == ["report", "traffic", *(f"traffic-workload@{w}" for w in WORKLOADS)], out
     for wid in WORKLOADS:
         after = _metric_files(built_pipeline, wid)
         for target in ("illustrative-h100-4096", "meta-style-h100-24576"):
@@ -455,7 +420,7 @@ def test_each_calibration_param_is_an_assumed_number_the_file_holds_without_a_va
     stages = _raw_stages()
     readers = sorted(n for n, spec in stages.items() if "calibration" in spec.get("do", spec).get("params", []))
     assert readers == sorted(n for n, spec in stages.items() if "models/calibration" in spec.get("do", spec)["deps"])
-    assert readers == ["traffic"]
+    assert readers == ["traffic-comparison", "traffic-kv", "traffic-sharing", "traffic-workload"]
 
 
 # nvlink5's efficiency in the calibration file: its status and note, no value (params.yaml sets it).
@@ -536,9 +501,10 @@ def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collec
     before = _metric_files(built_pipeline, wid)[target]
     key = "calibration.link_classes.roce-ethernet.efficiency"
     out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.8"], built_pipeline)
-    ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    assert ran == ["report", "traffic"], out
-    assert _items(out)[2] == 0, out  # the calibration shapes every item: none read from the cache
+    sharing = [f"traffic-sharing@{k}" for k in _raw_stages()["traffic-sharing"]["foreach"]]
+    workloads = [f"traffic-workload@{w}" for w in WORKLOADS]
+    expected = ["report", "traffic", "traffic-comparison", "traffic-kv", *sharing, *workloads]
+    assert _ran(out) == sorted(expected), out  # every stage that costs collectives, and what reads them
     after = _metric_files(built_pipeline, wid)[target]
     moved = 1_342_177_280 / (50e9 * 0.8) - 1_342_177_280 / (50e9 * 0.94)
     assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROVENANCE, STATED
+from fabricref.core import schemas
 from fabricref.core.generate import main as formats_main
 from fabricref.core.paths import check_slug
 from fabricref.core.sources import load_source, load_sources
@@ -544,3 +545,52 @@ def test_a_quantity_without_its_unit_is_refused_by_both_and_named():
     assert str(err.value) == (
         "vocabulary.json: at $.fields.accelerator.memory: as `quantity`: 'unit' is a required property"
     )
+
+
+def test_errors_name_file_and_line_for_an_impossible_date_a_duplicate_key_and_a_bad_value(tmp_path):
+    """An impossible date, a duplicate key, and a bad value in a valid document each name file:line."""
+    from fabricref.estimate.calibration import load_calibration_file
+
+    path = tmp_path / "dated.yaml"
+    path.write_text("id: x\nread_on: 2026-02-30\n")
+    with pytest.raises(ValidationError, match=r"dated\.yaml:2:10: '2026-02-30' is not a real date"):
+        schemas.load_yaml(path)
+    path.write_text("id: x\nid: y\n")
+    with pytest.raises(ValidationError, match=r"dated\.yaml:2:1: malformed YAML: .*duplicate key"):
+        schemas.load_yaml(path)
+    calibration = Path(__file__).resolve().parents[1] / "models" / "calibration" / "collectives.yaml"
+    lines = calibration.read_text(encoding="utf-8").splitlines()
+    line = lines.index("      status: published") + 1  # link_classes.nvlink4.efficiency.status
+    lines[line - 1] = "      status: rumoured"
+    bad = tmp_path / "collectives.yaml"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(
+        ValidationError,
+        match=rf"collectives\.yaml:{line}: at \$\.link_classes\.nvlink4\.efficiency\.status: 'rumoured' is not one of",
+    ):
+        load_calibration_file(bad)
+
+
+def test_a_byte_order_mark_is_read_as_yaml_1_2_reads_it(tmp_path):
+    """At the start of the file it is skipped; after it, it is text (or, where a document cannot hold it, an
+    error naming the line)."""
+    path = tmp_path / "bom.yaml"
+    path.write_text("\ufeffa: 1\n", encoding="utf-8")
+    assert schemas.load_yaml(path)[0] == {"a": 1}
+    path.write_text("a:\n  b: 1\n\ufeff c: 2\n", encoding="utf-8")
+    assert schemas.load_yaml(path)[0] == {"a": {"b": 1}, "\ufeff c": 2}
+    path.write_text("a: 1\n\ufeff\nb: 2\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"bom\.yaml:3:1: malformed YAML"):
+        schemas.load_yaml(path)
+
+
+@pytest.mark.parametrize(
+    "text", ["a:\n  1: x\n  '1': y\n", "2026-01-01: x\n'2026-01-01': y\n", "true: x\n'True': y\n", "null: x\nNone: y\n"]
+)
+def test_keys_that_read_as_the_same_text_are_a_duplicate_not_the_last_one(tmp_path, text):
+    """ruamel keeps 1 and '1' apart (an int and a str), but the plain data keys everything by its text: the
+    second would silently replace the first. Refused like any duplicate key, naming the file."""
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    with pytest.raises(ValidationError, match=r"keys\.yaml: malformed YAML: .*duplicate key"):
+        schemas.load_yaml(path)

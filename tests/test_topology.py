@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
 from collections.abc import Callable
 
 import networkx as nx
 import pytest
 from conftest import CLUSTERS, SYSTEM_REFERENCES
+from fabricref.core.graphs import TOPOLOGY_TABLES
+from fabricref.inspect.export import export_bytes, graph_bytes
 from fabricref.topology import stage
-from fabricref.topology.export import write_exports, write_graphml, write_node_link
 from fabricref.topology.facts import load_facts
 from fabricref.topology.summary import summarize
 
@@ -137,63 +138,58 @@ def test_meta_style_cluster_hand_sums(graphs):
     assert racks == {"rack0000"}
 
 
-def test_exports_are_byte_identical_across_two_builds(built_registry, tmp_path):
-    for n in (1, 2):
-        g = stage.build(built_registry, "nvidia-gb200-nvl72")
-        write_node_link(g, tmp_path / f"a{n}.json")
-        write_graphml(g, tmp_path / f"a{n}.graphml")
-    assert (tmp_path / "a1.json").read_bytes() == (tmp_path / "a2.json").read_bytes()
-    assert (tmp_path / "a1.graphml").read_bytes() == (tmp_path / "a2.graphml").read_bytes()
-    data = json.loads((tmp_path / "a1.json").read_text())
+def test_the_stage_writes_the_tables_and_summaries_only(built_registry):
+    """GraphML and node-link JSON are written on demand (`fabricref export graph`), not by the stage."""
+    names = sorted(p.name for p in (built_registry.registry_dir / "topology").iterdir())
+    assert names == ["summaries.json", *sorted(f"{t}.parquet" for t in TOPOLOGY_TABLES)]
+
+
+def test_an_export_is_byte_identical_from_run_to_run_and_reads_back_typed(built_registry):
+    """From the registry's tables: two exports give the same bytes, and networkx reads both formats back with
+    typed attributes (a per-direction bandwidth in Gb/s a float, a link count an int, `assumed` a bool)."""
+    tid = "nvidia-gb200-nvl72"
+    graphml = graph_bytes(built_registry, tid)
+    node_link = graph_bytes(built_registry, tid, "node-link")
+    assert graph_bytes(built_registry, tid) == graphml and graph_bytes(built_registry, tid, "node-link") == node_link
+    data = json.loads(node_link)
     link = next(e for e in data["edges"] if e["network"] == "scale_up")
     assert link["unit"] == "Gb/s" and link["direction"] == "per_direction" and link["field"] and link["status"]
-    assert nx.read_graphml(tmp_path / "a1.graphml").number_of_nodes() == len(data["nodes"])
-
-
-def _same_graph(g: nx.Graph, h: nx.Graph) -> None:
-    """Same nodes and edges in the same order, and the same attributes once None (absent in exports) is dropped."""
-    assert list(h.nodes) == list(g.nodes)
-    assert [(a, b) for a, b in h.edges] == [(a, b) for a, b in g.edges]
-    for n, d in g.nodes(data=True):
-        assert h.nodes[n] == {k: v for k, v in d.items() if v is not None}, n
-    for a, b, d in g.edges(data=True):
-        assert h.edges[a, b] == {k: (float(v) if k == "latency_ns" else v) for k, v in d.items() if v is not None}
-
-
-def test_reference_exports_read_back_with_networkx_defaults(graphs, tmp_path):
-    """`node_link_graph(data)` with the pinned networkx's defaults (edges="edges") and `read_graphml` give the
-    graph back, with typed attributes: a per-direction bandwidth in Gb/s stays a float, a link count an int."""
-    g = graphs["nvidia-gb200-nvl72"]
-    assert write_exports(g, tmp_path, compress=False) == ["nvidia-gb200-nvl72.json", "nvidia-gb200-nvl72.graphml"]
-    data = json.loads((tmp_path / "nvidia-gb200-nvl72.json").read_text())
-    from_json = nx.node_link_graph(data)
-    from_graphml = nx.read_graphml(tmp_path / "nvidia-gb200-nvl72.graphml")
-    for h in (from_json, from_graphml):
-        _same_graph(g, h)
-        assert h.graph["topology_id"] == "nvidia-gb200-nvl72"
+    from_graphml = nx.read_graphml(io.BytesIO(graphml))
+    assert from_graphml.number_of_nodes() == len(data["nodes"]) and from_graphml.graph["topology_id"] == tid
     *_, d = next(e for e in from_graphml.edges(data=True) if e[2]["network"] == "scale_up")
     assert (type(d["bandwidth_gbps"]), type(d["links"]), type(d["latency_ns"])) == (float, int, float)
     assert all(type(v) is bool for _, v in from_graphml.nodes(data="assumed") if v is not None)
-    text = (tmp_path / "nvidia-gb200-nvl72.graphml").read_text()
+    text = graphml.decode()
     assert 'attr.name="bandwidth_gbps" attr.type="double"' in text and 'attr.name="links" attr.type="long"' in text
-    assert 'attr.name="assumed" attr.type="boolean"' in text and "None" not in text
+    assert "None" not in text
 
 
-def test_cluster_exports_are_gzip_with_no_timestamp_and_read_back(graphs, smallest_cluster, built_registry, tmp_path):
-    """Written here from this module's build, byte for byte what the topology stage wrote from its own build (so
-    two builds give the same bytes), and read back into the same graph. On the smallest shipped cluster: the same
-    code writes every cluster, and test_topology_exports reads every cluster's exports back (slow tier)."""
-    tid = smallest_cluster
-    g = graphs[tid]
-    names = write_exports(g, tmp_path, compress=True)
-    assert names == [f"{tid}.json.gz", f"{tid}.graphml.gz"]
-    for name in names:
-        raw = (tmp_path / name).read_bytes()
-        assert raw[:2] == b"\x1f\x8b" and raw[4:8] == b"\0\0\0\0"  # gzip magic; mtime 0
-        assert raw == (built_registry.registry_dir / "topology" / name).read_bytes()
-    _same_graph(g, nx.node_link_graph(json.loads(gzip.decompress((tmp_path / names[0]).read_bytes()))))
-    with gzip.open(tmp_path / names[1]) as f:
-        _same_graph(g, nx.read_graphml(f))
+def test_export_graph_writes_a_file_or_standard_output_and_refuses_what_it_cannot_do(built_registry, cli, tmp_path):
+    tid = "nvidia-dgx-h100"
+    target = tmp_path / "h100.json"
+    done = cli("export", "graph", tid, "--format", "node-link", "--output", str(target), root=built_registry.root)
+    assert done.code == 0 and target.read_bytes() == graph_bytes(built_registry, tid, "node-link")
+    assert nx.node_link_graph(json.loads(target.read_text()), edges="edges").number_of_nodes() > 0
+    bad = cli("export", "graph", tid, "--format", "gexf", root=built_registry.root)
+    assert bad.code == 2 and "expected one of graphml, node-link" in bad.err
+    unknown = cli("export", "graph", "nvidia-dgx-h10", root=built_registry.root)
+    assert unknown.code == 2 and "nvidia-dgx-h100" in unknown.err  # the closest ids
+
+
+def test_awkward_text_is_escaped_by_the_library_encoders():
+    """Quotes, <, &, newlines and non-ASCII in ids, attributes and the graph's title read back as written."""
+    g = nx.Graph(topology_id='t"<&>', title="a\nb")
+    odd = ['n"1', "n<2>&", "plain", "ü\t'x"]
+    for i, n in enumerate(odd):
+        g.add_node(n, kind="nic", label=f"label {n}", index=i, pod=None)
+    shared = {"network": "scale_out", "bandwidth_gbps": 400.0, "unit": "Gb/s", "direction": "per_direction"}
+    shared |= {"links": 1, "latency_ns": 5.0, "field": "f", "status": "stated", "note": 'a "b" <c>', "confidence": "x"}
+    g.add_edges_from([(odd[0], odd[1], shared), (odd[1], odd[2], shared), (odd[3], odd[0], {**shared, "links": 2})])
+    back = nx.node_link_graph(json.loads(export_bytes(g, "node-link")), edges="edges")
+    for h in (back, nx.read_graphml(io.BytesIO(export_bytes(g)))):
+        assert list(h.nodes) == odd and h.edges[odd[3], odd[0]]["links"] == 2
+        assert h.edges[odd[0], odd[1]]["note"] == 'a "b" <c>' and h.graph["title"] == "a\nb"
+        assert "pod" not in h.nodes[odd[0]]  # None: left out (GraphML has no null)
 
 
 def test_unstated_wiring_is_labelled_as_an_assumption(graphs):
@@ -231,37 +227,6 @@ def test_cli_topology_json_keys(built_registry, graphs, smallest_cluster, cli):
         "bisection_bandwidth_gbps",
     } <= data.keys()
     assert cli("topology", "no-such-thing", root=built_registry.root).code == 2
-
-
-def test_compact_node_link_and_graphml_escape_awkward_text_like_the_library_encoders(tmp_path):
-    """The cluster exports are built from per-link-class templates (speed); the text must still be exactly what
-    `json.dumps` gives, and GraphML must escape what `xml.sax.saxutils` escapes (quotes, <, &, newlines)."""
-    from xml.sax.saxutils import quoteattr
-
-    g = nx.Graph(topology_id='t"<&>', title="a\nb")
-    odd = ['n"1', "n<2>&", "plain", "ü\t'x"]
-    for i, n in enumerate(odd):
-        g.add_node(n, kind="nic", label=f"label {n}", index=i)
-    shared = {"network": "scale_out", "bandwidth_gbps": 400.0, "unit": "Gb/s", "direction": "per_direction"}
-    shared |= {"links": 1, "latency_ns": 5.0, "field": "f", "status": "stated", "note": 'a "b" <c>', "confidence": "x"}
-    g.add_edges_from([(odd[0], odd[1], shared), (odd[1], odd[2], shared), (odd[3], odd[0], {**shared, "links": 2})])
-    write_exports(g, tmp_path, compress=True)
-    text = gzip.decompress((tmp_path / 't"<&>.json.gz').read_bytes()).decode()
-    expected = {
-        "directed": False,
-        "multigraph": False,
-        "graph": dict(g.graph),
-        "nodes": [{**d, "id": n} for n, d in g.nodes(data=True)],
-        "edges": [{**d, "source": a, "target": b} for a, b, d in g.edges(data=True)],
-    }
-    assert text == json.dumps(expected, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
-    graphml = gzip.decompress((tmp_path / 't"<&>.graphml.gz').read_bytes()).decode()
-    for n in odd:
-        assert f"<node id={quoteattr(n)}>" in graphml
-    assert "a &quot;b&quot; &lt;c&gt;" not in graphml and 'a "b" &lt;c&gt;' in graphml  # element text: <>& only
-    back = nx.read_graphml(tmp_path / 't"<&>.graphml.gz')
-    assert list(back.nodes) == odd and back.edges[odd[3], odd[0]]["links"] == 2
-    assert back.edges[odd[0], odd[1]]["note"] == 'a "b" <c>' and back.graph["title"] == "a\nb"
 
 
 def test_blocks_stamped_node_by_node_are_the_graph_stamped_link_by_link(built_registry, monkeypatch):
