@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
 
+
 def form_factor(path: Path) -> str:
     """A reference model's form factor, read from its file (tests discover references by it: adding one needs no
     test edit)."""

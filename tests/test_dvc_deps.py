@@ -153,6 +153,7 @@ def test_the_closure_follows_function_level_imports() -> None:
 
 # -- data deps: every stage of the shared cold `dvc repro`, as recorded by tests/stage_audit -----------------------
 
+
 @pytest.mark.slow
 def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(built_pipeline: Path):
     """On the session's cold `dvc repro` (conftest.built_pipeline), every stage process recorded what it opened,
