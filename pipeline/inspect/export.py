@@ -19,10 +19,14 @@ FORMATS = ("graphml", "node-link")
 
 
 def graph_bytes(lay: Layout, topology_id: str, fmt: str = "graphml") -> bytes:
-    """The topology's graph in `fmt` (one of FORMATS)."""
+    """The topology's graph, as registry/topology/ holds it, in `fmt` (one of FORMATS)."""
+    return export_bytes(load_topology(lay, check_slug(topology_id, "topology id")).graph, fmt)
+
+
+def export_bytes(g: nx.Graph, fmt: str = "graphml") -> bytes:
+    """A graph in `fmt` (one of FORMATS), None attributes left out."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    g = load_topology(lay, check_slug(topology_id, "topology id")).graph
     plain = nx.Graph(**_known(g.graph))
     plain.add_nodes_from((n, _known(d)) for n, d in g.nodes(data=True))
     plain.add_edges_from((u, v, _known(d)) for u, v, d in g.edges(data=True))

@@ -2,7 +2,8 @@
 
 PART is `workload ID` (a workload on its targets), `sharing ID` (a workload beside its `shares_with`), `kv` (the
 KV-transfer curve), `comparison` (the measured logs beside the model) or `combine` (the tables every reader knows,
-from the parts the others wrote)."""
+from the parts the others wrote). Each part imports only what it runs: the combine step none of the traffic
+library."""
 
 import sys
 
@@ -14,15 +15,19 @@ USAGE = "usage: python -m fabricref.traffic workload ID | sharing ID | kv | comp
 
 
 def main(lay: Layout) -> str:
-    from . import stage
-
     args = sys.argv[1:]
-    by_id = {"workload": stage.run_workload, "sharing": stage.run_sharing}
-    alone = {"kv": stage.run_kv, "comparison": stage.run_comparison, "combine": stage.run_combine}
-    if len(args) == 2 and args[0] in by_id:
-        return by_id[args[0]](lay, args[1])
-    if len(args) == 1 and args[0] in alone:
-        return alone[args[0]](lay)
+    if args == ["combine"]:
+        from .tables import run_combine
+
+        return run_combine(lay)
+    if args == ["comparison"]:
+        from .comparison import run_stage as run_comparison
+
+        return run_comparison(lay)
+    if args in (["kv"],) or (len(args) == 2 and args[0] in ("workload", "sharing")):
+        from . import stage
+
+        return stage.run_kv(lay) if args == ["kv"] else getattr(stage, f"run_{args[0]}")(lay, args[1])
     raise UsageError(USAGE)
 
 

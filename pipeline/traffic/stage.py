@@ -16,7 +16,7 @@ from ..estimate import step as step_model
 from ..estimate.traffic import Views, estimate, sharing
 from ..estimate.workloads import Workload, find_workload
 from . import comparison, plots
-from .tables import LINK_KEYS, WORKLOAD_TABLES, combine, traffic_dir, write_sharing, write_workload
+from .tables import LINK_KEYS, WORKLOAD_TABLES, run_combine, traffic_dir, write_sharing, write_workload
 
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
 
@@ -218,18 +218,6 @@ def run_kv(lay: Layout, views: Views | None = None) -> str:
     return f"KV-transfer curve into {lay.relative(kv_path(lay))}"
 
 
-def run_comparison(lay: Layout) -> str:
-    """`python -m fabricref.traffic comparison` (the DVC stage `traffic-comparison`)."""
-    path, logs = comparison.run(lay)
-    return f"{logs} measured log(s) beside the model into {lay.relative(path)}"
-
-
-def run_combine(lay: Layout) -> str:
-    """`python -m fabricref.traffic combine` (the DVC stage `traffic`): the tables every reader knows."""
-    counts = combine(lay)
-    return f"combined {counts['traffic_workloads']} workload × topology pairs into {lay.relative(traffic_dir(lay))}/"
-
-
 def run_all(lay: Layout) -> list[str]:
     """Every traffic stage in one process, in the order `dvc repro` runs them (`fabricref traffic`): each
     topology's view built once for all of them."""
@@ -241,4 +229,4 @@ def run_all(lay: Layout) -> list[str]:
         said.append(run_kv(lay, views))
     finally:
         views.close()
-    return [*said, run_comparison(lay), run_combine(lay)]
+    return [*said, comparison.run_stage(lay), run_combine(lay)]

@@ -207,3 +207,9 @@ def caveats(tables: Tables) -> list[str]:
     for table, column in (("traffic_workloads", "caveat"), ("traffic_failures", "not_established")):
         found += [r[0] for r in tables.tuples(f"SELECT DISTINCT {column} FROM {table} ORDER BY 1 NULLS LAST")[1]]
     return [c for c in dict.fromkeys(found) if c]
+
+
+def run_combine(lay: Layout) -> str:
+    """`python -m fabricref.traffic combine` (the DVC stage `traffic`): the tables every reader knows."""
+    counts = combine(lay)
+    return f"combined {counts['traffic_workloads']} workload × topology pairs into {lay.relative(traffic_dir(lay))}/"
