@@ -1,7 +1,7 @@
 """`python -m fabricref.<stage>`: how dvc.yaml runs a stage, without the CLI.
 
 Each stage package has a `__main__.py` that calls `run_stage`, so a stage's import closure is its own package
-plus pipeline/core (tests/test_dvc_deps.py computes it and checks dvc.yaml declares it). The CLI verbs call the
+plus pipeline/core (tests/unit/test_dvc_deps.py computes it and checks dvc.yaml declares it). The CLI verbs call the
 same library functions; they are for people, DVC runs these.
 """
 

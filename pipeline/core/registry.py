@@ -241,7 +241,7 @@ class Tables:
         try:
             for name, path in self.paths.items():
                 # Reads through DuckDB are invisible to Python's `open` audit event; say which file is read so
-                # tests/test_dvc_deps.py can compare what each stage reads with what dvc.yaml declares.
+                # tests/e2e/test_stage_audit.py can compare what each stage reads with what dvc.yaml declares.
                 sys.audit("fabricref.read", str(path))
                 if not path.exists():
                     raise FabricrefError(f"{path} is missing: run `dvc repro`")

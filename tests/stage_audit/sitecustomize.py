@@ -1,6 +1,6 @@
 """Put on PYTHONPATH (with FABRICREF_STAGE_AUDIT set to a directory) by tests/conftest.py for the session's one cold
 `dvc repro`: each stage's `python -m fabricref.…` process records every file it opens, renames or removes, and the
-fabricref modules it loaded, so tests/test_dvc_deps.py checks what every stage really touched on the same run the
+fabricref modules it loaded, so tests/e2e/test_stage_audit.py checks what every stage really touched on the same run the
 end-to-end tests read, instead of running the whole pipeline a second time under a hook of its own.
 
 Every other Python process (DVC itself, git hooks, anything without DVC_STAGE) is left alone."""

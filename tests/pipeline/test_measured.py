@@ -15,7 +15,7 @@ from fabricref.core.paths import Layout
 from fabricref.errors import ValidationError
 from fabricref.estimate.nccl_log import parse_file, parse_text
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 LOGS = sorted(FIXTURES.glob("*.log"))
 # Which topology each fixture ran on, and the NCCL_ALGO it forced (from its header comment).
 RUNS = {

@@ -12,7 +12,7 @@ import yaml
 from fabricref.core.registry import ensure_database, open_tables
 from fabricref.inspect.audit import all_verified, audit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Checked by hand against the transcribed vendor documents (value, unit, status).
 KEY_FIGURES = {

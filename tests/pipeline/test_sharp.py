@@ -19,7 +19,7 @@ from fabricref.topology.clusters import load_cluster
 from fabricref.topology.stage import build
 from fabricref.topology.summary import summarize
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLUSTERS = sorted((ROOT / "models" / "clusters").glob("*.yaml"))
 # 64 DGX H100 (512 GPUs, one 400G NIC per GPU on eight rails) on a two-tier non-blocking InfiniBand fabric.
 SMALL = {

@@ -11,7 +11,7 @@ from fabricref.cli.output import cell, make_table
 from fabricref.errors import UnknownIdError, did_you_mean
 from rich.console import Console
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCES = sorted(p.stem for p in (ROOT / "models" / "references").glob("*.yaml"))
 WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
 CLUSTERS = sorted(p.stem for p in (ROOT / "models" / "clusters").glob("*.yaml"))

@@ -3,17 +3,14 @@ importing another stage (../shared/DESIGN.md "The package")."""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
+from closure import PACKAGE, ROOT, imports, module_exists, module_of
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "pipeline"
 STAGES = ("retrieve", "extract", "compile", "database", "topology", "traffic", "report")
 # Floors, lowest first: a module may import its own floor's package or any lower floor, never a higher one.
 FLOORS: list[tuple[str, ...]] = [
@@ -36,39 +33,6 @@ def entry_point(module: str) -> bool:
     return module.rsplit(".", 1)[-1] in ("stage", "__main__") or module.count(".") == 1
 
 
-def module_of(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(["fabricref", *parts])
-
-
-def imports(path: Path) -> set[str]:
-    """Every fabricref module `path` names in an import statement, wherever it stands (function-level too)."""
-    name = module_of(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "fabricref"}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            elif node.module and node.module.split(".")[0] == "fabricref":
-                target = node.module
-            else:
-                continue
-            found.add(target)
-            found |= {f"{target}.{a.name}" for a in node.names if _exists(f"{target}.{a.name}")}
-    return found
-
-
-def _exists(module: str) -> bool:
-    base = PACKAGE.joinpath(*module.split(".")[1:])
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
-
-
 def top(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
@@ -80,14 +44,16 @@ def floor(module: str) -> int:
 
 
 def graph() -> dict[str, set[str]]:
-    return {module_of(p): {m for m in imports(p) if _exists(m) or m == "fabricref"} for p in PACKAGE.rglob("*.py")}
+    return {
+        module_of(p): {m for m in imports(p) if module_exists(m) or m == "fabricref"} for p in PACKAGE.rglob("*.py")
+    }
 
 
 def test_every_top_level_name_has_a_floor() -> None:
     names = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir() if p.suffix == ".py" or p.is_dir()}
     names.discard("__pycache__")
     known = {n for f in FLOORS for n in f}
-    assert names <= known, f"pipeline/{sorted(names - known)}: give it a floor in tests/test_layout.py"
+    assert names <= known, f"pipeline/{sorted(names - known)}: give it a floor in tests/unit/test_layout.py"
 
 
 def test_imports_go_downward_only_and_no_stage_imports_another() -> None:

@@ -113,7 +113,7 @@ def test_shipped_sources_all_validate(repo):
 
 # --- One source of truth per format: models generate the schemas, both accept the same documents ---------------
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_schemas_are_the_ones_the_models_generate():
@@ -558,7 +558,7 @@ def test_errors_name_file_and_line_for_an_impossible_date_a_duplicate_key_and_a_
     path.write_text("id: x\nid: y\n")
     with pytest.raises(ValidationError, match=r"dated\.yaml:2:1: malformed YAML: .*duplicate key"):
         schemas.load_yaml(path)
-    calibration = Path(__file__).resolve().parents[1] / "models" / "calibration" / "collectives.yaml"
+    calibration = Path(__file__).resolve().parents[2] / "models" / "calibration" / "collectives.yaml"
     lines = calibration.read_text(encoding="utf-8").splitlines()
     line = lines.index("      status: published") + 1  # link_classes.nvlink4.efficiency.status
     lines[line - 1] = "      status: rumoured"

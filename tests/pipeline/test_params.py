@@ -1,4 +1,4 @@
-"""params.yaml, per-workload DVC stages and numeric metrics (issues 16 and 17).
+"""params.yaml, per-workload DVC stages and numeric metrics (the experiments themselves: tests/e2e/test_experiments.py).
 
 - One fact, one place: every knob of a shipped workload lives in params.yaml (`workloads.<id>.<knob>`), none is
   also written in the workload file, and a value stated in both is refused.
@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, env_with_venv
+from conftest import ROOT
 from fabricref.core.paths import Layout
 from fabricref.errors import ValidationError
 from fabricref.estimate.workloads import KNOBS, find_workload, load_workload, standalone_text
@@ -186,25 +185,6 @@ def test_shipped_metrics_are_flat_numbers_one_file_per_workload_and_target():
             assert ("ttft_s" in numbers) == ("tpot_s" in numbers) and (kind == "training") <= ("ttft_s" not in numbers)
 
 
-def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
-    """One row per workload × target, columns the short keys: at most ~160 characters wide for the whole table
-    (the path is most of it), under 140 for one workload, every cell a number or DVC's '-' for a figure left out."""
-    out = _sh(["dvc", "metrics", "show"], ROOT)
-    lines = [line for line in out.splitlines() if line.strip()]
-    header, rows = lines[0].split(), lines[1:]
-    assert header[0] == "Path" and sorted(header[1:]) == header[1:]
-    assert len(rows) == sum(len(_metric_files(ROOT, wid)) for wid in WORKLOADS)
-    assert max(len(line) for line in lines) <= 160, max(len(line) for line in lines)
-    for row in rows:
-        path, *cells = row.split()
-        assert path.startswith("metrics/") and len(cells) == len(header) - 1, row
-        for cell in cells:
-            assert cell == "-" or float(cell) == float(cell), row
-    one = _sh(["dvc", "metrics", "show", "metrics/llama70b-train-tp8-dp512"], ROOT)
-    assert max(len(line) for line in one.splitlines()) <= 140
-    assert "ttft_s" not in one  # a training workload's table has no inference columns
-
-
 @pytest.mark.slow  # one workload on its targets: ~2 CPU s
 def test_the_workload_stage_writes_numeric_metrics_beside_its_part_of_the_tables(built_copy: Layout):
     from fabricref.traffic import stage, tables
@@ -230,54 +210,6 @@ def test_the_workload_stage_writes_numeric_metrics_beside_its_part_of_the_tables
         assert dominant and conf and caveat
         assert seconds == pytest.approx(on_disk[topology_id]["comm_s"], rel=1e-8)
         assert headroom / 1e9 == pytest.approx(on_disk[topology_id]["free_gb"], rel=1e-8)
-
-
-def _ran(out: str) -> list[str]:
-    """The stages `dvc repro` / `dvc exp run` ran, sorted."""
-    return sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-
-
-def _sh(cmd: list[str], cwd: Path) -> str:
-    done = subprocess.run(cmd, cwd=cwd, env=env_with_venv(), capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-@pytest.mark.slow
-def test_dvc_plots_show_renders(built_pipeline: Path, tmp_path: Path):
-    out = tmp_path / "plots"
-    _sh(["dvc", "plots", "show", "--out", str(out)], built_pipeline)
-    html = (out / "index.html").read_text()
-    for title in ("stacked overhead / bandwidth / queueing", "busiest link classes", "KV-cache transfer time"):
-        assert title in html, title
-    # The phase plot is stacked: one bar per phase, coloured by term.
-    assert '"stack": "zero"' in html and '"field": "term"' in html
-
-
-@pytest.mark.slow
-def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pipeline_copy: Path):
-    built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
-    wid = "llama70b-train-tp8-dp512"
-    before = _metric_files(built_pipeline, wid)
-    try:
-        out = _sh(["dvc", "exp", "run", "-S", f"workloads.{wid}.dp=256"], built_pipeline)
-        # Not the other workloads, the sharing pair, the reference and cluster pages or the views file (the
-        # traffic tables' columns did not move: registry/traffic/schema.json).
-        assert _ran(out) == ["report", "traffic", f"traffic-workload@{wid}"], out
-        after = _metric_files(built_pipeline, wid)
-        assert sorted(after) == sorted(before)
-        for target in before:
-            assert after[target]["comm_s"] != before[target]["comm_s"]
-        diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
-        moved = diff["params.yaml"][f"workloads.{wid}.dp"]
-        assert (moved["old"], moved["new"]) == (512, 256) and list(diff["params.yaml"]) == [f"workloads.{wid}.dp"]
-        shown = json.loads(_sh(["dvc", "metrics", "diff", "--json"], built_pipeline))
-        assert sorted(shown) == sorted(f"metrics/{wid}/{t}.json" for t in before)
-    finally:
-        _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
-        _sh(["dvc", "repro"], built_pipeline)  # back as built (the run cache restores the outputs)
-    assert "up to date" in _sh(["dvc", "status"], built_pipeline)
-    assert _metric_files(built_pipeline, wid) == before
 
 
 # -- the step estimate's choices (params.yaml `step`) ------------------------------------------------------------
@@ -369,27 +301,6 @@ def test_an_mfu_given_on_the_command_line_is_labelled_as_given(cli, built_regist
     assert shipped["mfu"] == _params()["step"]["mfu"] and "(params.yaml step.mfu)" in shipped["mfu_source"]
     assert given["mfu"] == 0.25 and "(given on the command line): 25 %" in given["mfu_source"]
     assert given["compute_seconds"] == pytest.approx(shipped["compute_seconds"] * shipped["mfu"] / 0.25, rel=1e-12)
-
-
-@pytest.mark.slow
-def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(pipeline_copy: Path):
-    """`-S step.memory_headroom=0.1`: every workload's stage reruns (they all read `step`), not the sharing pair or
-    the KV curve (which do not); topology does not rerun; every fit headroom drops by 10 % of the accelerator
-    memory (8 GB on the 80 GB H100s)."""
-    built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
-    before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
-    out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
-    assert _ran(out) == ["report", "traffic", *(f"traffic-workload@{w}" for w in WORKLOADS)], out
-    for wid in WORKLOADS:
-        after = _metric_files(built_pipeline, wid)
-        for target in ("illustrative-h100-4096", "meta-style-h100-24576"):
-            if target in after:
-                assert after[target]["free_gb"] == pytest.approx(before[wid][target]["free_gb"] - 8.0, abs=1e-6)
-                assert after[target].get("step_s") == before[wid][target].get("step_s")
-    diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
-    assert list(diff["params.yaml"]) == ["step.memory_headroom"]
-    moved = diff["params.yaml"]["step.memory_headroom"]
-    assert (moved["old"], moved["new"]) == (0.0, 0.1)
 
 
 # -- the calibration's assumed numbers (params.yaml `calibration`) -----------------------------------------------
@@ -492,25 +403,6 @@ def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_co
     assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)
     assert after["comm_s"] - before["comm_s"] == pytest.approx(moved, abs=3e-8)
     assert after_phase.latency_s == before_phase.latency_s
-
-
-@pytest.mark.slow
-def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collectives(pipeline_copy: Path):
-    built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
-    wid, target = "llama70b-serve-disaggregated", "meta-style-h100-24576"
-    before = _metric_files(built_pipeline, wid)[target]
-    key = "calibration.link_classes.roce-ethernet.efficiency"
-    out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.8"], built_pipeline)
-    sharing = [f"traffic-sharing@{k}" for k in _raw_stages()["traffic-sharing"]["foreach"]]
-    workloads = [f"traffic-workload@{w}" for w in WORKLOADS]
-    expected = ["report", "traffic", "traffic-comparison", "traffic-kv", *sharing, *workloads]
-    assert _ran(out) == sorted(expected), out  # every stage that costs collectives, and what reads them
-    after = _metric_files(built_pipeline, wid)[target]
-    moved = 1_342_177_280 / (50e9 * 0.8) - 1_342_177_280 / (50e9 * 0.94)
-    assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)
-    diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
-    assert list(diff["params.yaml"]) == [key]
-    assert (diff["params.yaml"][key]["old"], diff["params.yaml"][key]["new"]) == (0.94, 0.8)
 
 
 # -- the topology's teaching defaults (params.yaml `topology`) ---------------------------------------------------

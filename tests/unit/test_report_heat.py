@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import duckdb
-import pytest
 from fabricref.report import heat
 
 
@@ -45,23 +42,3 @@ def test_tier_pod_grid_cell_colour_is_its_busiest_link():
     svg = heat.draw_tier_pod_load("c", cells, pods=3).decode()
     assert _members(svg, heat.CELLS_GID, "fill") == [heat.colour(u, 1.0) for u in (0.2, 0.4, 0.9)]
     assert "0.90" in svg and "16 links" in svg and "pod 2" in svg  # pod 2 drawn, empty (grey)
-
-
-@pytest.mark.slow
-def test_every_topology_with_traffic_has_a_heat_map_whose_hottest_colour_is_its_busiest_link(built_pipeline: Path):
-    links = built_pipeline / "registry" / "traffic" / "traffic_links.parquet"
-    pairs = duckdb.sql(
-        f"SELECT topology_id, workload_id, max(utilization) FROM read_parquet('{links}') GROUP BY ALL ORDER BY 1, 2"
-    ).fetchall()
-    assert pairs
-    report = built_pipeline / "registry" / "report"
-    topologies = set()
-    for tid, wid, peak in pairs:
-        svg = (report / "load" / tid / f"{wid}.svg").read_text()
-        gid, paint = (heat.LINKS_GID, "stroke") if heat.LINKS_GID in svg else (heat.CELLS_GID, "fill")
-        colours = _members(svg, gid, paint)
-        assert colours and colours[-1] == heat.colour(peak, heat.scale_max([peak])), (tid, wid)
-        assert heat.COLORBAR_LABEL.split(":")[0] in svg
-        assert f"../load/{tid}/{wid}.svg" in (report / "workload" / f"{wid}.html").read_text()
-        topologies.add(tid)
-    assert {p[0] for p in pairs} == topologies

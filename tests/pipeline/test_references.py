@@ -18,7 +18,7 @@ from fabricref.inspect.audit import all_verified, audit
 # Discovered from models/references: every model compiles with the kind it declares.
 REFERENCES = {
     p.stem: yaml.safe_load(p.read_text())["kind"]
-    for p in sorted((Path(__file__).resolve().parents[1] / "models" / "references").glob("*.yaml"))
+    for p in sorted((Path(__file__).resolve().parents[2] / "models" / "references").glob("*.yaml"))
 }
 
 # Checked by hand against the transcribed documents (value, unit, direction, status).

@@ -14,7 +14,7 @@ import pytest
 from fabricref.cli import main
 from fabricref.core.paths import Layout
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "notebook.py"
 
 

@@ -1,5 +1,5 @@
 """Every topology's export (`fabricref export graph`) read back by networkx into the graph the registry's tables
-hold (tests/test_graphs.py: the graph the topology stage built): same nodes in the same order, same edges in
+hold (tests/pipeline/test_graphs.py: the graph the topology stage built): same nodes in the same order, same edges in
 `g.edges()` order, every attribute with its column's Python type, None left out (GraphML has no null). And the
 edge order the tables keep restores every node's neighbour order."""
 

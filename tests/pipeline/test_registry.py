@@ -147,7 +147,7 @@ def test_query_formats_and_provenance_view(built_registry, cli):
 
 
 def test_queries_read_the_parquet_without_the_duckdb_file(built_copy, cli):
-    """The DuckDB file is only for direct readers (tests/test_dvc_deps.py): `fabricref` reads the Parquet."""
+    """The DuckDB file is only for direct readers (tests/unit/test_dvc_deps.py): `fabricref` reads the Parquet."""
     built_copy.duckdb_path.unlink()
     assert cli("references", "--json", root=built_copy.root).code == 0
     assert not built_copy.duckdb_path.exists()

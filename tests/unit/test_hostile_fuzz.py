@@ -20,7 +20,7 @@ from fabricref.topology.clusters import load_cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAY = Layout(ROOT)
 # FABRICREF_FUZZ_EXAMPLES raises the count for a longer hunt; the default keeps the suite fast.
 EXAMPLES = int(os.environ.get("FABRICREF_FUZZ_EXAMPLES", "60"))

@@ -16,7 +16,7 @@ from fabricref.report import measured as page
 from fabricref.traffic import comparison
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 RING = FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log"
 NVLS = FIXTURES / "dgx-h100-8gpu-all-reduce-nvls.log"
 TEMPLATES = Path(page.__file__).parent / "templates"

@@ -22,7 +22,7 @@ from fabricref.extract.stage import run as extract
 from fabricref.topology.clusters import load_cluster
 from test_compile import edit_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIG = "9" * 401
 
 

@@ -12,7 +12,7 @@ from fabricref.errors import UsageError, ValidationError
 from fabricref.estimate.algorithms import Fabric, Tier, bus_factor, estimate
 from fabricref.estimate.calibration import CALIBRATION_PATH, load_calibration, load_calibration_file, standalone_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GIB = 1 << 30
 CAL = load_calibration(ROOT)
 NVLINK4 = Tier("scale_up", "nvlink4", CAL.link_classes["nvlink4"], 450e9)
