@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..core.files import atomic_write_bytes, canonical_json
 from ..core.paths import Layout, workload_paths
-from ..core.registry import Tables, concat_tables, remove_stale, write_schema, write_table
+from ..core.registry import Tables, concat_tables, remove_stale, table_writer, write_schema, write_table
 from ..core.schemas import load_yaml
 from ..errors import FabricrefError
 
@@ -144,9 +144,9 @@ def write_workload(
     for directory in (out, metrics_dir(lay, workload_id)):
         for stale in sorted(directory.glob("*")) if directory.is_dir() else []:
             stale.unlink()
-    for name in WORKLOAD_TABLES:
-        columns, order = TABLES[name]
-        write_table(out, name, columns, order, tables[name])
+    with table_writer(out, {name: TABLES[name] for name in WORKLOAD_TABLES}) as add:
+        for name in WORKLOAD_TABLES:
+            add(name, tables[name])
     for target, numbers in sorted(metrics.items()):
         atomic_write_bytes(metrics_dir(lay, workload_id) / f"{target}.json", canonical_json(numbers))
 
