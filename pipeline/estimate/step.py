@@ -118,10 +118,9 @@ def rates_for(acc: Accelerator, dtype: str, root: Path, mfu: float | None = None
     return r
 
 
-def _phase_seconds(phases: list[Any], prefix: str) -> tuple[float, list[str]]:
-    """The summed time of the phases whose name starts with `prefix` (all their occurrences), and their names."""
-    chosen = [p for p in phases if p.phase.startswith(prefix) and p.total_seconds is not None]
-    return sum(p.total_seconds for p in chosen), [p.phase for p in chosen]
+def _phase_seconds(phases: list[Any], prefix: str) -> float:
+    """The summed time of the phases whose name starts with `prefix` (all their occurrences)."""
+    return sum(p.total_seconds for p in phases if p.phase.startswith(prefix) and p.total_seconds is not None)
 
 
 def _stage_params(shape: flops.Shape, layers: int, moe_share: float, first: bool, last: bool) -> tuple[float, float]:
@@ -212,10 +211,10 @@ def training(
     # --- communication per phase, from the routed phases: exposed vs hidden by the overlap model
     unknown = _unknown_phases(phases, missing)
     mean_layers = shape.layers / pp
-    tp_total, tp_names = _phase_seconds(phases, "tp-")
-    ep_total, ep_names = _phase_seconds(phases, "ep-")
+    tp_total = _phase_seconds(phases, "tp-")
+    ep_total = _phase_seconds(phases, "ep-")
     pp_phase = next((p for p in phases if p.phase.startswith("pp-") and p.total_seconds is not None), None)
-    dp_total, dp_names = _phase_seconds(phases, "dp-")
+    dp_total = _phase_seconds(phases, "dp-")
     # One pass (forward or backward) of one layer for one micro-batch: the demand counts both passes.
     tp_pass = tp_total / (2 * mean_layers * mbs) if tp_total else 0.0
     moe_layers_stage = shape.moe_layers / pp if shape.experts else 0.0
