@@ -77,9 +77,10 @@ class LayerWork:
         return sum(o.flops for p in parts for o in getattr(self, p))
 
 
-def _gemm(name: str, m: float, n: float, k: float, dtype: float, count: int = 1) -> Op:
+def _gemm(name: str, m: float, n: float, k: float, dtype: float, batch: int = 1) -> Op:
+    """A product m×k·k×n, `batch` of them in one batched kernel (one launch)."""
     m, n, k = int(m), int(n), int(k)
-    return Op(name, "gemm", 2.0 * m * n * k * count, dtype * (m * k + k * n + m * n) * count, count, (m, n, k))
+    return Op(name, "gemm", 2.0 * m * n * k * batch, dtype * (m * k + k * n + m * n) * batch, 1, (m, n, k))
 
 
 def _mem(name: str, nbytes: float, count: int = 1) -> Op:

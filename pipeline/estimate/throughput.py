@@ -120,7 +120,16 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
     if g is None:
         out.missing.append(f"{THROUGHPUT_PATH}: accelerators.{name}.gemm has no {dtype} entry")
     elif g.tflops is not None:
-        out.gemm_flops_per_s = g.tflops * 1e12
+        sustained = k.gemm_sustained_fraction
+        out.gemm_flops_per_s = g.tflops * 1e12 * sustained.fraction
+        out.used.append(
+            {
+                "number": "kernels.gemm_sustained_fraction",
+                "value": f"{sustained.fraction:g}",
+                "status": sustained.status,
+                "why": _why(sustained, cal),
+            }
+        )
         out.used.append(
             {
                 "number": f"{name}.gemm.{dtype}",

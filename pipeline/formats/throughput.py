@@ -70,6 +70,10 @@ class Accelerator(Strict):
 
 
 class Kernels(Strict):
+    gemm_sustained_fraction: Fraction = Field(
+        description="The fraction of a measured best-shape GEMM throughput a training or serving run sustains "
+        "(its shapes, clocks under sustained load); applied to every measured GEMM rate."
+    )
     gemm_fixed_us: Value
     memory_fixed_us: Value
     decode_step_overhead_us: Value
