@@ -126,7 +126,7 @@ def _row(lay: Layout, views: Any, f: ValidationFile, r: Result, estimate: Any, s
         view = views(r.target)
         st = step_of(lay, view, w, estimate(lay, r.target, w, 0, view))
         value = model_value(r, st)
-        calibration = "; ".join(st.get("calibration", []))
+        calibration = "\n".join(st.get("calibration", []))
         if value is None:
             note = "; ".join(st.get("missing", [])) or "the model gives no value for this quantity"
         elif st.get("fits") is False:
