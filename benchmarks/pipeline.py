@@ -149,8 +149,8 @@ def argv_of(cmd: str) -> list[str]:
     argv = cmd.split()
     if argv[0] == "python":
         return [sys.executable, *argv[1:]]
-    if argv[0] == "fabricref":  # the console script is `python -m pipeline.cli`
-        return [sys.executable, "-m", "pipeline.cli", *argv[1:]]
+    if argv[0] == "fabricref":  # the console script is `python -m fabricref.cli`
+        return [sys.executable, "-m", "fabricref.cli", *argv[1:]]
     return argv
 
 

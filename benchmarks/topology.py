@@ -26,11 +26,11 @@ SIZES = [
 
 
 def _one(size: tuple[int, ...], queue: mp.Queue) -> None:
-    from pipeline.core.paths import Layout
-    from pipeline.topology.build import build_cluster
-    from pipeline.topology.clusters import Cluster, Fabric
-    from pipeline.topology.facts import defaults, load_facts
-    from pipeline.topology.summary import summarize
+    from fabricref.core.paths import Layout
+    from fabricref.topology.build import build_cluster
+    from fabricref.topology.clusters import Cluster, Fabric
+    from fabricref.topology.facts import defaults, load_facts
+    from fabricref.topology.summary import summarize
 
     gpus, servers, ld, lu, lpp, spp, su, cpp, radix = size
     lay = Layout(ROOT)

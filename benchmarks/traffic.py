@@ -32,8 +32,8 @@ targets: [bench-131072]
 
 
 def _cases() -> list[tuple[str, str]]:
-    from pipeline.core.paths import Layout
-    from pipeline.traffic.workloads import load_workload, workload_paths
+    from fabricref.core.paths import Layout
+    from fabricref.estimate.workloads import load_workload, workload_paths
 
     lay = Layout(ROOT)
     # Every shipped workload on the Meta-style cluster, whether or not the workload lists it as a target.
@@ -42,24 +42,23 @@ def _cases() -> list[tuple[str, str]]:
 
 
 def _one(case: tuple[str, str], queue: Any) -> None:
-    from pipeline.core.paths import Layout
-    from pipeline.topology import stage as topology
-    from pipeline.topology.facts import defaults
-    from pipeline.traffic.loads import workload_phases
-    from pipeline.traffic.routing import Fabric
-    from pipeline.traffic.workloads import find_workload, load_workload
+    from fabricref.core.paths import Layout
+    from fabricref.estimate.loads import workload_phases
+    from fabricref.estimate.routing import Fabric
+    from fabricref.estimate.workloads import find_workload, load_workload
+    from fabricref.topology import stage as topology
+    from fabricref.topology.facts import defaults
 
     lay = Layout(ROOT)
     target, workload_id = case
     start = time.perf_counter()
     cpu0 = time.process_time()  # CPU seconds: what a shared, loaded machine does not inflate
     if target == BENCH:
+        from fabricref.topology.build import build_cluster
+        from fabricref.topology.clusters import Cluster
+        from fabricref.topology.clusters import Fabric as FabricSpec
+        from fabricref.topology.facts import load_facts
         from topology import SIZES  # the benchmark cluster of benchmarks/topology.py
-
-        from pipeline.topology.build import build_cluster
-        from pipeline.topology.clusters import Cluster
-        from pipeline.topology.clusters import Fabric as FabricSpec
-        from pipeline.topology.facts import load_facts
 
         _gpus, servers, ld, lu, lpp, spp, su, cpp, radix = SIZES[-1]
         spec = FabricSpec(3, True, ld, lu, lpp, spp, su, None, cpp, radix, "bench")

@@ -15,7 +15,7 @@ for reference_id, value, unit, direction, status in rows:
     print(f"{reference_id}: {'?' if value is None else f'{value:.4g}'} {unit} {direction} ({status})")
 
 # 2. A topology as a networkx graph: edge bandwidth_gbps is per direction, in Gb/s.
-g = fabricref.topology("nvidia-gb200-nvl72")
+g = fabricref.graph("nvidia-gb200-nvl72")
 print(g.graph["topology_id"], g.number_of_nodes(), "nodes", g.number_of_edges(), "edges")
 
 # 3. A workload laid onto that topology: one record per communication phase, seconds in seconds.

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import duckdb
     import networkx as nx
 
-__all__ = ["audit", "checkout", "estimate_workload", "registry", "topology"]
+__all__ = ["audit", "checkout", "estimate_workload", "graph", "registry"]
 
 
 def _lay(root: str | Path | None) -> Layout:
@@ -40,7 +40,7 @@ def registry(root: str | Path | None = None) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(str(ensure_database(_lay(root))), read_only=True)
 
 
-def topology(topology_id: str, root: str | Path | None = None) -> nx.Graph:
+def graph(topology_id: str, root: str | Path | None = None) -> nx.Graph:
     """The networkx graph of a reference or cluster as the topology stage left it in registry/topology/ (the graph
     the traffic stage uses), with the attributes the exports carry: bandwidth_gbps per direction, links,
     latency_ns, field, status, confidence on edges; kind, role, tier ... on nodes."""
@@ -55,7 +55,7 @@ def _topology_id(topology: str | nx.Graph) -> str:
         return topology
     tid = getattr(topology, "graph", {}).get("topology_id")
     if not isinstance(tid, str):
-        raise TypeError("topology: expected a topology id or a graph from fabricref.topology()")
+        raise TypeError("topology: expected a topology id or a graph from fabricref.graph()")
     return tid
 
 
@@ -100,8 +100,8 @@ def estimate_workload(topology: str | nx.Graph, workload: str, root: str | Path 
     """The per-phase communication records of a workload (models/workloads/<id>.yaml) laid onto a topology's
     installed wiring, as `fabricref estimate workload` computes them. `topology` is an id or a graph returned
     by `topology()`; the estimate always uses the installed wiring, so an edited graph is not honoured."""
-    from .traffic.stage import estimate
-    from .traffic.workloads import find_workload
+    from .estimate.traffic import estimate
+    from .estimate.workloads import find_workload
 
     lay = _lay(root)
     return phase_records(estimate(lay, _topology_id(topology), find_workload(lay, workload)))
@@ -110,6 +110,6 @@ def estimate_workload(topology: str | nx.Graph, workload: str, root: str | Path 
 def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict[str, Any]:
     """The provenance tree of one field: value, unit, status, and each citation down to the snapshot bytes,
     re-hashed (`verified`); a derived field carries the audits of its inputs under `inputs`."""
-    from .audit import audit as _audit
+    from .inspect.audit import audit as _audit
 
     return _audit(_lay(root), reference_id, field)

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from fabricref.core.paths import Layout
 from pytest_httpserver import HTTPServer
-
-from pipeline.core.paths import Layout
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -192,7 +191,7 @@ class Result:
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
-    from pipeline.cli import main
+    from fabricref.cli import main
 
     def run(*args: str, root: Path | None = None) -> Result:
         argv = [*args, "--root", str(root)] if root is not None else list(args)
@@ -226,8 +225,8 @@ def build_once(base: Path, name: str, build: Callable[[Path], None]) -> Path:
 
 
 def _build_registry(target: Path) -> None:
-    from pipeline.cli import main
-    from pipeline.core.registry import ensure_database
+    from fabricref.cli import main
+    from fabricref.core.registry import ensure_database
 
     lay = Layout(copy_checkout(target / "repo"))
     for verb in (["retrieve"], ["extract"], ["compile"], ["topology", "--all"]):
@@ -268,8 +267,7 @@ def built_graph(built_registry: Layout) -> Callable[[str], nx.Graph]:
     once per worker and frozen, so a test that tried to change it fails. No xdist group: building is cheap (every
     topology well under 2 CPU s, the 24,576-GPU cluster ~0.7), so its tests balance over the workers."""
     import networkx as nx
-
-    from pipeline.topology import stage
+    from fabricref.topology import stage
 
     graphs: dict[str, nx.Graph] = {}
 
@@ -441,7 +439,7 @@ def stage_audit_dir(pipeline_root: Path) -> Path:
 
 
 def stage_audit_env(audit: Path) -> dict[str, str]:
-    """The environment under which a `python -m pipeline.…` process with DVC_STAGE set records what it touched
+    """The environment under which a `python -m fabricref.…` process with DVC_STAGE set records what it touched
     into `audit` (tests/stage_audit/sitecustomize.py)."""
     env = env_with_venv()
     hook = str(Path(__file__).resolve().parent / "stage_audit")

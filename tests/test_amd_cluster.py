@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import ROOT
-
-from pipeline.core.errors import ValidationError
-from pipeline.core.schemas import load_model, load_yaml
-from pipeline.formats.cluster import ClusterFile
-from pipeline.topology.summary import summarize
+from fabricref.core.schemas import load_model, load_yaml
+from fabricref.errors import ValidationError
+from fabricref.formats.cluster import ClusterFile
+from fabricref.topology.summary import summarize
 
 CLUSTER = "amd-mi355x-pollara400-2tier-1024"
 

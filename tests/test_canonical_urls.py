@@ -7,11 +7,10 @@ import json
 
 import pytest
 from conftest import ROOT
-
-from pipeline.core.errors import ValidationError
-from pipeline.core.schemas import load_yaml
-from pipeline.core.sources import load_source
-from pipeline.core.urls import url_problem
+from fabricref.core.schemas import load_yaml
+from fabricref.core.sources import load_source
+from fabricref.core.urls import url_problem
+from fabricref.errors import ValidationError
 
 SOURCE = """\
 id: demo-doc

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from pipeline.changes import diff
-from pipeline.core import model_revisions
-from pipeline.core.sources import load_sources
-from pipeline.retrieve.stage import pin_file
+from fabricref.core import model_revisions
+from fabricref.core.sources import load_sources
+from fabricref.inspect.changes import diff
+from fabricref.retrieve.stage import pin_file
 
 SOURCE = """\
 id: announce-doc

@@ -13,11 +13,11 @@ STAGES = ("retrieve", "extract", "compile", "topology", "traffic", "report")
 
 def test_importing_the_cli_loads_no_stage_package():
     """A stage verb imports its stage inside the command, so `fabricref traffic` never loads report code."""
-    code = "import sys, pipeline.cli; print('\\n'.join(sorted(m for m in sys.modules if m.startswith('pipeline'))))"
+    code = "import sys, fabricref.cli; print('\\n'.join(sorted(m for m in sys.modules if m.startswith('fabricref'))))"
     loaded = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.split()
-    assert "pipeline.cli.stages" in loaded  # the verbs are registered ...
+    assert "fabricref.cli.stages" in loaded  # the verbs are registered ...
     packages = {m.split(".")[1] for m in loaded if "." in m}
     assert packages & set(STAGES) == set()  # ... without loading any stage
 

@@ -8,10 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
-
-from pipeline.core.errors import UsageError, ValidationError
-from pipeline.traffic.algorithms import Fabric, Tier, bus_factor, estimate
-from pipeline.traffic.calibration import CALIBRATION_PATH, load_calibration, load_calibration_file, standalone_text
+from fabricref.errors import UsageError, ValidationError
+from fabricref.estimate.algorithms import Fabric, Tier, bus_factor, estimate
+from fabricref.estimate.calibration import CALIBRATION_PATH, load_calibration, load_calibration_file, standalone_text
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30

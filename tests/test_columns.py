@@ -7,9 +7,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
-
-from pipeline.core import registry
-from pipeline.core.columns import insert_columns
+from fabricref.core import registry
+from fabricref.core.columns import insert_columns
 
 COLUMNS = [
     ("name", "VARCHAR"),

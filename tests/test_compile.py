@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 from conftest import copy_checkout
-
-from pipeline.compile import stage
-from pipeline.core.errors import CompileError, FabricrefError
-from pipeline.core.paths import Layout
-from pipeline.core.registry import ensure_database
-from pipeline.core.sources import load_sources
-from pipeline.extract.stage import run as extract
+from fabricref.compile import stage
+from fabricref.core.paths import Layout
+from fabricref.core.registry import ensure_database
+from fabricref.core.sources import load_sources
+from fabricref.errors import CompileError, FabricrefError
+from fabricref.extract.stage import run as extract
 
 
 @pytest.fixture(scope="module")

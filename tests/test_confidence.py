@@ -11,19 +11,18 @@ from typing import get_args
 import duckdb
 import networkx as nx
 import pytest
-
-from pipeline.core import confidence
-from pipeline.core.registry import ensure_database
-from pipeline.formats.records import Confidence
-from pipeline.traffic import calculator
-from pipeline.traffic.algorithms import Cost as AlgorithmCost
-from pipeline.traffic.calculator import Placed
-from pipeline.traffic.calibration import Number
-from pipeline.traffic.cost import Cost, Phase
-from pipeline.traffic.demand import Communication
-from pipeline.traffic.stage import estimate
-from pipeline.traffic.view import Lineage
-from pipeline.traffic.workloads import find_workload
+from fabricref.core import confidence
+from fabricref.core.registry import ensure_database
+from fabricref.estimate import calculator
+from fabricref.estimate.algorithms import Cost as AlgorithmCost
+from fabricref.estimate.calculator import Placed
+from fabricref.estimate.calibration import Number
+from fabricref.estimate.cost import Cost, Phase
+from fabricref.estimate.demand import Communication
+from fabricref.estimate.traffic import estimate
+from fabricref.estimate.view import Lineage
+from fabricref.estimate.workloads import find_workload
+from fabricref.formats.records import Confidence
 
 
 def test_the_order_is_strongest_first():
@@ -207,7 +206,7 @@ def test_the_collective_calculator_takes_a_derived_figure_at_its_inputs_confiden
 
 
 def test_the_step_estimate_names_its_accelerator_fields_with_their_confidence(built_registry):
-    from pipeline.traffic.stage import step_estimate
+    from fabricref.estimate.traffic import step_estimate
 
     w = find_workload(built_registry, "llama70b-serve-aggregated")
     fields = step_estimate(built_registry, "amd-helios", w, 0.4)["accelerator_fields"]

@@ -1,10 +1,9 @@
 """dvc.yaml says what each stage depends on, and it must be true (issue 11, case 2).
 
-- Code: each stage runs as `python -m <module>`; its one code dep is registry/code/<module>.txt, which the `code`
-  stage writes from the import closure of that entry point (every `import` and `from` anywhere in each module,
-  function-level ones included, within the `pipeline` package; pipeline/core/code.py) plus its own package's
-  templates. The list moves exactly when a file of the closure does; no stage may import another stage's package
-  (or the CLI, or the inspect modules).
+- Code: each stage runs as `python -m fabricref.<stage>` and declares its own package folder and every library
+  package its import closure reaches (every `import` and `from` anywhere in each module, function-level ones
+  included): `dvc status` then names every stage an edit makes stale. No stage imports another stage's package
+  (tests/test_layout.py checks the floors).
 - Data: every stage process of the session's cold `dvc repro` (conftest.built_pipeline) runs under an audit hook
   (tests/stage_audit; slow tier); every file it opens to read (and every Parquet file it reads through DuckDB) must
   be under a declared dep or its own outputs, every file it writes under its outputs.
@@ -25,14 +24,10 @@ import duckdb
 import pytest
 import yaml
 from conftest import ROOT, stage_audit_dir, stage_audit_env
-
-from pipeline.core import code, registry
-from pipeline.core.code import STAGE_PACKAGES, code_files, fingerprint, module_name
-from pipeline.core.code import import_closure as _import_closure
-from pipeline.core.errors import FabricrefError
-from pipeline.core.paths import Layout
-
-NOT_FOR_STAGES = {"pipeline.cli", "pipeline.audit", "pipeline.query", "pipeline.status", "pipeline.changes"}
+from fabricref.core import registry
+from fabricref.core.paths import Layout
+from fabricref.errors import FabricrefError
+from test_layout import PACKAGE, imports, module_of
 
 
 def _substitute(value: Any, key: str, item: Any) -> Any:
@@ -68,9 +63,9 @@ def dvc_stages(root: Path = ROOT) -> dict[str, dict]:
 
 
 def entry_argv(cmd: str) -> tuple[str, list[str]]:
-    """`python -m pipeline.<module> [args]` → (module, args)."""
+    """`python -m fabricref.<module> [args]` → (module, args)."""
     parts = cmd.split()
-    assert parts[:2] == ["python", "-m"] and len(parts) >= 3, f"{cmd!r}: expected `python -m pipeline.<module> ...`"
+    assert parts[:2] == ["python", "-m"] and len(parts) >= 3, f"{cmd!r}: expected `python -m fabricref.<module> ...`"
     return parts[2], parts[3:]
 
 
@@ -86,9 +81,37 @@ def params_files(spec: dict) -> list[str]:
     return sorted(files)
 
 
-def import_closure(entry: str, root: Path = ROOT) -> dict[str, str]:
-    """Module file (relative path) → the module that first imported it, from `python -m entry`."""
-    return _import_closure(entry, root)
+def import_closure(entry: str) -> dict[str, str]:
+    """Module file (relative path) → the module that first imported it, from `python -m entry`; a package's
+    __init__ files count (Python runs them first)."""
+
+    def file_of(module: str) -> Path | None:
+        base = PACKAGE.joinpath(*module.split(".")[1:])
+        for candidate in (base / "__init__.py", base.with_suffix(".py")):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    first = file_of(entry)
+    assert first is not None, entry
+    start = [first] + ([first.parent / "__main__.py"] if first.name == "__init__.py" else [])
+    found: dict[str, str] = {}
+    todo = [(path, entry) for path in start]
+    while todo:
+        path, by = todo.pop()
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in found:
+            continue
+        found[rel] = by
+        if path == PACKAGE / "__init__.py":
+            continue  # it loads the API (api.py) only when a notebook asks `fabricref.<name>`, never for a stage
+        module = module_of(path)
+        parents = [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
+        for target in sorted({*imports(path), *parents}):
+            nxt = file_of(target)
+            if nxt is not None:
+                todo.append((nxt, module))
+    return found
 
 
 def covered(path: str, deps: list[str]) -> bool:
@@ -99,148 +122,33 @@ STAGES = dvc_stages()
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_every_stage_declares_its_code_list_and_no_stage_imports_another(stage: str):
+def test_every_stage_declares_the_code_it_runs(stage: str):
+    """Every module of the stage's import closure lies under a package folder (or file) it declares, and it
+    declares no package it does not import: an edit anywhere in its code makes exactly this stage stale."""
     spec = STAGES[stage]
     entry = entry_module(spec["cmd"])
+    assert entry.startswith("fabricref."), f"stage {stage!r} runs {entry}: expected `python -m fabricref.<stage>`"
     deps = [str(d) for d in spec["deps"]]
-    if stage == "code":  # hashes every file under pipeline/: all of it is its input
-        assert entry == "pipeline.core.code" and deps == ["pipeline"]
-        assert spec["outs"] == ["registry/code"]
-        return
-    assert entry in code.ENTRIES, f"stage {stage!r} runs {entry}, which pipeline/core/code.py ENTRIES lacks"
-    assert f"registry/code/{entry}.txt" in deps, f"stage {stage!r} must declare registry/code/{entry}.txt"
-    direct = [d for d in deps if d == "pipeline" or d.startswith("pipeline/")]
-    assert not direct, f"stage {stage!r} declares code {direct}: its code dep is registry/code/{entry}.txt"
-
+    code = [d for d in deps if d == "pipeline" or d.startswith("pipeline/")]
     closure = import_closure(entry)
-    listed = code_files(entry, ROOT)
-    assert set(closure) <= set(listed)
-    own = code.own_package(entry)
-    extra = sorted(set(listed) - set(closure))
-    assert all(own and f.startswith(own + "/") and not f.endswith(".py") for f in extra), extra
-
-    for module in closure:
-        mod = module_name(ROOT / module, ROOT)
-        parts = mod.split(".")
-        if len(parts) > 1 and parts[1] in STAGE_PACKAGES:
-            assert f"pipeline/{parts[1]}" == own, (
-                f"stage {stage!r} imports another stage's package: {mod} (by {closure[module]})"
-            )
-        assert not any(mod == n or mod.startswith(n + ".") for n in NOT_FOR_STAGES), (
-            f"stage {stage!r} imports {mod} (by {closure[module]}): stages never import the CLI or inspect modules"
-        )
+    missing = sorted(f for f in closure if not covered(f, code))
+    assert not missing, f"stage {stage!r} imports {missing} (by {[closure[f] for f in missing]}) undeclared"
+    unused = [d for d in code if not any(covered(f, [d]) for f in closure)]
+    assert not unused, f"stage {stage!r} declares {unused}, which it never imports"
+    own = "pipeline/" + entry.split(".")[1]
+    assert own in code, f"stage {stage!r} must declare its own package {own}"
 
 
-def test_every_code_list_is_a_stage_entry_point():
-    """ENTRIES names exactly the entry points dvc.yaml runs (a stale one would hash code no stage runs)."""
-    run = {entry_module(spec["cmd"]) for name, spec in STAGES.items() if name != "code"}
-    assert set(code.ENTRIES) == run
-
-
-@pytest.mark.parametrize("package", sorted(STAGE_PACKAGES))
-def test_no_module_of_a_stage_package_imports_another_stage(package: str):
-    """Not only what `python -m` loads: every module of a stage package (CLI helpers included) stays inside it."""
-    for path in sorted((ROOT / "pipeline" / package).rglob("*.py")):
-        for mod in code.imported(path, ROOT):
-            parts = mod.split(".")
-            other = parts[1] if len(parts) > 1 else None
-            if other in STAGE_PACKAGES and other != package:
-                pytest.fail(f"{path.relative_to(ROOT)} imports {mod}: stages share code only through pipeline/core")
-
-
-def test_the_closure_follows_function_level_imports_and_stage_packages_are_caught(tmp_path: Path):
-    """The checker itself: a lazy import inside a function counts, and a cross-stage import is found."""
-    pkg = tmp_path / "pipeline"
-    for d in ("", "core", "traffic", "topology"):
-        (pkg / d).mkdir(parents=True, exist_ok=True)
-        (pkg / d / "__init__.py").write_text("")
-    (pkg / "core" / "units.py").write_text("X = 1\n")
-    (pkg / "topology" / "build.py").write_text("Y = 2\n")
-    (pkg / "traffic" / "stage.py").write_text(
-        "from ..core import units\n\ndef run():\n    from ..topology.build import Y\n    return Y\n"
-    )
-    (pkg / "traffic" / "__main__.py").write_text("from . import stage\n")
-    closure = import_closure("pipeline.traffic", tmp_path)
-    assert set(closure) == {
-        "pipeline/__init__.py",
-        "pipeline/core/__init__.py",
-        "pipeline/core/units.py",
-        "pipeline/traffic/__init__.py",
-        "pipeline/traffic/__main__.py",
-        "pipeline/traffic/stage.py",
-        "pipeline/topology/__init__.py",
-        "pipeline/topology/build.py",
-    }
-    assert closure["pipeline/topology/build.py"] == "pipeline.traffic.stage"
-    assert not covered("pipeline/topology/build.py", ["pipeline/traffic", "pipeline/core"])
-    assert covered("pipeline/core/units.py", ["pipeline/core"]) and not covered("pipeline/corex.py", ["pipeline/core"])
-
-
-def _tiny_package(root: Path) -> None:
-    """pipeline/{core,traffic,report}: traffic imports core.units lazily; report has a template."""
-    pkg = root / "pipeline"
-    for d in ("", "core", "traffic", "report", "report/templates"):
-        (pkg / d).mkdir(parents=True, exist_ok=True)
-    for d in ("", "core", "traffic", "report"):
-        (pkg / d / "__init__.py").write_text("")
-    (pkg / "core" / "units.py").write_text("X = 1\n")
-    (pkg / "core" / "format.py").write_text("Y = 1\n")
-    (pkg / "traffic" / "__main__.py").write_text("def run():\n    from ..core import units\n    return units.X\n")
-    (pkg / "traffic" / "unused.py").write_text("Z = 1\n")
-    (pkg / "report" / "__main__.py").write_text("from ..core.format import Y\n")
-    (pkg / "report" / "templates" / "page.html.j2").write_text("<p>{{ y }}</p>\n")
-
-
-def test_a_code_list_moves_exactly_when_a_file_its_stage_runs_changes(tmp_path: Path):
-    """The dep each stage declares: edits inside the closure (lazy imports included) or to its own templates move
-    its list; an edit to a module it never imports (its own package's included) leaves the bytes alone."""
-    _tiny_package(tmp_path)
-    pkg = tmp_path / "pipeline"
-    traffic, report = fingerprint("pipeline.traffic", tmp_path), fingerprint("pipeline.report", tmp_path)
-    assert traffic == fingerprint("pipeline.traffic", tmp_path)  # deterministic
-    units = "pipeline/core/units.py"
-    assert code_files("pipeline.traffic", tmp_path) == [
-        "pipeline/__init__.py",
-        "pipeline/core/__init__.py",
-        units,
-        "pipeline/traffic/__init__.py",
-        "pipeline/traffic/__main__.py",
-    ]
-    import hashlib
-
-    assert f"{hashlib.sha256(b'X = 1' + bytes([10])).hexdigest()}  {units}" in traffic.decode().splitlines()
-
-    (pkg / "traffic" / "unused.py").write_text("Z = 2\n")
-    (pkg / "core" / "format.py").write_text("Y = 2\n")  # only the report imports it
-    assert fingerprint("pipeline.traffic", tmp_path) == traffic
-    assert fingerprint("pipeline.report", tmp_path) != report
-    report = fingerprint("pipeline.report", tmp_path)
-
-    (pkg / "core" / "units.py").write_text("X = 2\n")  # reached by a function-level import only
-    assert fingerprint("pipeline.traffic", tmp_path) != traffic
-    assert fingerprint("pipeline.report", tmp_path) == report
-
-    (pkg / "report" / "templates" / "page.html.j2").write_text("<p>{{ y }}!</p>\n")
-    assert fingerprint("pipeline.report", tmp_path) != report
-
-
-def test_the_code_stage_writes_one_list_per_entry_point_and_drops_stale_ones(tmp_path: Path):
-    lay = Layout(ROOT)
-    out = tmp_path / "registry" / "code"
-    out.mkdir(parents=True)
-    (out / "pipeline.gone.txt").write_text("stale\n")
-    fake = Layout(tmp_path)
-    shutil.copytree(ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
-    assert code.write(fake) == len(code.ENTRIES)
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{e}.txt" for e in code.ENTRIES)
-    for entry in code.ENTRIES:
-        assert (out / f"{entry}.txt").read_bytes() == fingerprint(entry, lay.root)
+def test_the_closure_follows_function_level_imports() -> None:
+    """The checker itself: the traffic stage reaches the traffic library, the report stage does not."""
+    assert any(f.startswith("pipeline/estimate/") for f in import_closure("fabricref.traffic"))
+    assert not any(f.startswith("pipeline/estimate/") for f in import_closure("fabricref.report"))
+    assert "pipeline/errors.py" in import_closure("fabricref.retrieve")
 
 
 # -- data deps: every stage of the shared cold `dvc repro`, as recorded by tests/stage_audit -----------------------
 
-# Read or written by design outside DVC: the extraction cache (keyed by everything that shapes a claim, verified
-# on use) and bytecode caches.
+# Read or written by design outside DVC: the caches under .fabricref-cache/ and bytecode caches.
 OUTSIDE_DVC = (".fabricref-cache/",)
 
 
@@ -289,11 +197,9 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(bui
             "loaded": sorted({m for r in [record, *mine] for m in r["loaded"]}),
         }
         deps = [str(d) for d in spec["deps"]] + params_files(spec)
-        if stage != "code":  # its code, through registry/code/<entry>.txt
-            deps += code_files(entry_module(spec["cmd"]), root)
         outs = [str(next(iter(o))) if isinstance(o, dict) else str(o) for o in spec.get("outs", [])]
         outs += [str(next(iter(m))) if isinstance(m, dict) else str(m) for m in spec.get("metrics", [])]
-        closure = import_closure(entry_module(spec["cmd"]), root)
+        closure = import_closure(entry_module(spec["cmd"]))
         for loaded in record["loaded"]:
             rel = os.path.relpath(os.path.realpath(loaded), root)
             if rel not in closure:

@@ -9,8 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import env_with_venv
-
-from pipeline.core.store import sha256_file
+from fabricref.core.store import sha256_file
 
 pytestmark = pytest.mark.slow
 

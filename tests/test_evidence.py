@@ -4,12 +4,11 @@ press, resellers, measurements, maintainers' statements and design statements gi
 from __future__ import annotations
 
 import pytest
-
-from pipeline.cli import main
-from pipeline.compile.stage import check_evidence
-from pipeline.core.errors import CompileError
-from pipeline.core.evidence import MAY_STATE
-from pipeline.core.sources import load_sources
+from fabricref.cli import main
+from fabricref.compile.stage import check_evidence
+from fabricref.core.evidence import MAY_STATE
+from fabricref.core.sources import load_sources
+from fabricref.errors import CompileError
 
 HELIOS = "tomshardware-amd-helios-computex-2026"
 

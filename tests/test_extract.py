@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from pipeline.core.errors import ExtractionError
-from pipeline.core.sources import Rule
-from pipeline.core.vocabulary import vocabulary
-from pipeline.extract import rules
-from pipeline.extract.stage import run
+from fabricref.core.sources import Rule
+from fabricref.core.vocabulary import vocabulary
+from fabricref.errors import ExtractionError
+from fabricref.extract import rules
+from fabricref.extract.stage import run
 
 DOC = b"""<html><head><script>document.write('<td>999</td>')</script><style>td{}</style></head><body>
 <table id="spec">
@@ -99,18 +98,8 @@ def test_scripts_are_never_run_and_markup_stays_text():
     assert "document.write" not in doc.get_text()
 
 
-def test_unchanged_snapshots_are_not_parsed_again(repo):
-    from pipeline.core.sources import load_sources
-
-    sources = load_sources(repo)
-    first = run(repo, sources)
-    assert sorted(first.parsed) == sorted(s.id for s in sources) and not first.reused
-    second = run(repo, sources)
-    assert not second.parsed and sorted(second.reused) == sorted(s.id for s in sources)
-
-
 def test_a_failing_rule_fails_the_stage_with_a_per_field_report_and_writes_nothing(repo):
-    from pipeline.core.sources import load_sources
+    from fabricref.core.sources import load_sources
 
     path = repo.source_file("nvidia-hgx-h100-blog")
     path.write_text(path.read_text().replace("select: {row: NVSwitch}", "select: {row: NVSwitches}"))

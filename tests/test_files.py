@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from pipeline.core.files import atomic_write_bytes, atomic_write_json, current_umask
+from fabricref.core.files import atomic_write_bytes, atomic_write_json, current_umask
 
 
 @pytest.fixture

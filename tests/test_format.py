@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from pipeline.core.format import format_count, format_distinct, format_quantity
+from fabricref.core.format import format_count, format_distinct, format_quantity
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,11 @@ import copy
 
 import networkx as nx
 import pytest
-
-from pipeline.core.errors import UsageError
-from pipeline.core.graphs import Topologies, load_topology
-from pipeline.topology import export
-from pipeline.topology.facts import defaults
-from pipeline.topology.summary import summarize
+from fabricref.core.graphs import Topologies, load_topology
+from fabricref.errors import UsageError
+from fabricref.topology import export
+from fabricref.topology.facts import defaults
+from fabricref.topology.summary import summarize
 
 
 def _clean(d: dict) -> dict:
@@ -108,8 +107,7 @@ def test_a_deep_copy_or_pickle_of_a_shared_graph_never_shares_a_changeable_dict(
     import pickle
 
     import numpy as np
-
-    from pipeline.core.graphs import EdgeAttrs, _add_edges
+    from fabricref.core.graphs import EdgeAttrs, _add_edges
 
     g = nx.Graph()
     g.add_nodes_from("abc")

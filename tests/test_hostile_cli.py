@@ -4,10 +4,9 @@ negative numbers with exit 2 naming the option, through one shared check (pipeli
 from __future__ import annotations
 
 import pytest
-
-from pipeline.cli import estimate
-from pipeline.cli.options import _float_options
-from pipeline.core.errors import UsageError
+from fabricref.cli import estimate
+from fabricref.cli.options import _float_options
+from fabricref.errors import UsageError
 
 CAPACITY = ["--requests-per-second", "10", "--output-tokens", "100", "--group-tokens-per-second", "1000",
             "--group-size", "8"]  # fmt: skip
@@ -58,8 +57,8 @@ def test_magnitudes_that_would_overflow_are_refused_not_printed_as_infinity(cli)
 
 
 def test_json_output_never_holds_nan_or_infinity(capsys):
-    from pipeline.cli.output import print_json
-    from pipeline.core.errors import FabricrefError
+    from fabricref.cli.output import print_json
+    from fabricref.errors import FabricrefError
 
     with pytest.raises(FabricrefError, match="NaN or infinite"):
         print_json({"bytes": float("inf")})

@@ -16,22 +16,21 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from fabricref.compile import registry
+from fabricref.core import registry as views
+from fabricref.core.files import exclusive_lock
+from fabricref.core.paths import Layout
+from fabricref.errors import FabricrefError
 from test_robustness import env_with_venv
-
-from pipeline.compile import registry
-from pipeline.core import registry as views
-from pipeline.core.errors import FabricrefError
-from pipeline.core.files import exclusive_lock
-from pipeline.core.paths import Layout
 
 # A child process that runs one registry write slowly, so the test can kill it in the middle.
 SLOW_CHILD = textwrap.dedent(
     """
     import sys, time
     import duckdb
-    from pipeline.compile import registry
-    from pipeline.core import registry as views
-    from pipeline.core.paths import Layout
+    from fabricref.compile import registry
+    from fabricref.core import registry as views
+    from fabricref.core.paths import Layout
 
     from pathlib import Path
     lay = Layout(Path(sys.argv[2]))

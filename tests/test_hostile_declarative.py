@@ -9,19 +9,18 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+from fabricref.compile import stage
+from fabricref.compile.references import load_reference
+from fabricref.core import expr, patterns, pins
+from fabricref.core.paths import Layout
+from fabricref.core.schemas import load_json, load_yaml, validate
+from fabricref.core.sources import load_source, load_sources
+from fabricref.errors import CompileError, ExtractionError, ValidationError
+from fabricref.estimate.workloads import load_workload
+from fabricref.extract import rules
+from fabricref.extract.stage import run as extract
+from fabricref.topology.clusters import load_cluster
 from test_compile import edit_model
-
-from pipeline.compile import stage
-from pipeline.compile.references import load_reference
-from pipeline.core import expr, patterns, pins
-from pipeline.core.errors import CompileError, ExtractionError, ValidationError
-from pipeline.core.paths import Layout
-from pipeline.core.schemas import load_json, load_yaml, validate
-from pipeline.core.sources import load_source, load_sources
-from pipeline.extract import rules
-from pipeline.extract.stage import run as extract
-from pipeline.topology.clusters import load_cluster
-from pipeline.traffic.workloads import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 BIG = "9" * 401
@@ -220,7 +219,7 @@ def test_extract_runs_rule_patterns_through_the_bounded_matcher(repo):
         update={"parse": source.rules[0].parse.model_copy(update={"pattern": r"^(?P<value>(a+)+)$"})}
     )
     soup = BeautifulSoup("<table><tr><th>NVSwitch</th><td>" + "a" * 40 + "b</td></tr></table>", "html.parser")
-    from pipeline.core.vocabulary import vocabulary
+    from fabricref.core.vocabulary import vocabulary
 
     started = time.monotonic()
     with pytest.raises(ExtractionError, match=r"rule hgx-h100-nvswitch-count .*(not found|took longer)"):

@@ -7,19 +7,18 @@ import os
 import tempfile
 from pathlib import Path
 
+from fabricref.compile.references import load_reference
+from fabricref.core import pins
+from fabricref.core.paths import Layout
+from fabricref.core.sources import load_source
+from fabricref.errors import FabricrefError
+from fabricref.estimate import nccl_log
+from fabricref.estimate.calibration import load_calibration_file
+from fabricref.estimate.calibration import standalone_text as calibration_standalone_text
+from fabricref.estimate.workloads import load_workload, standalone_text
+from fabricref.topology.clusters import load_cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from pipeline.compile.references import load_reference
-from pipeline.core import pins
-from pipeline.core.errors import FabricrefError
-from pipeline.core.paths import Layout
-from pipeline.core.sources import load_source
-from pipeline.topology.clusters import load_cluster
-from pipeline.traffic import nccl_log
-from pipeline.traffic.calibration import load_calibration_file
-from pipeline.traffic.calibration import standalone_text as calibration_standalone_text
-from pipeline.traffic.workloads import load_workload, standalone_text
 
 ROOT = Path(__file__).resolve().parents[1]
 LAY = Layout(ROOT)

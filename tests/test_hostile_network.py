@@ -9,13 +9,12 @@ import threading
 import time
 
 import pytest
+from fabricref.core.sources import load_sources
+from fabricref.errors import FabricrefError
+from fabricref.retrieve import stage
+from fabricref.retrieve.fetch import FetchPolicy, fetch, redact_url
 from test_retrieve import DOC_PATH, PAGE_V1, add_source, state
 from werkzeug import Request, Response
-
-from pipeline.core.errors import FabricrefError
-from pipeline.core.sources import load_sources
-from pipeline.retrieve import stage
-from pipeline.retrieve.fetch import FetchPolicy, fetch, redact_url
 
 URL = "https://example.test/docs/page.html"
 FAST = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, backoff=0.01)

@@ -7,14 +7,13 @@ import os
 import stat
 
 import pytest
+from fabricref.core import pins
+from fabricref.core.sources import load_sources
+from fabricref.core.store import SnapshotStore, sha256_bytes
+from fabricref.errors import FabricrefError, IntegrityError
+from fabricref.retrieve import stage
+from fabricref.retrieve.fetch import FetchPolicy
 from test_retrieve import DOC_PATH, PAGE_V1, add_source, state
-
-from pipeline.core import pins
-from pipeline.core.errors import FabricrefError, IntegrityError
-from pipeline.core.sources import load_sources
-from pipeline.core.store import SnapshotStore, sha256_bytes
-from pipeline.retrieve import stage
-from pipeline.retrieve.fetch import FetchPolicy
 
 FAST = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, backoff=0.01)
 

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from pipeline.core.errors import ValidationError
-from pipeline.core.paths import Layout
-from pipeline.traffic.nccl_log import parse_file, parse_text
+from fabricref.core.paths import Layout
+from fabricref.errors import ValidationError
+from fabricref.estimate.nccl_log import parse_file, parse_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl"
 LOGS = sorted(FIXTURES.glob("*.log"))
@@ -31,7 +30,7 @@ RING = (FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log").read_text()
 @pytest.fixture(scope="module")
 def measured_repo(built_registry: Layout, tmp_path_factory: pytest.TempPathFactory) -> Layout:
     """A private copy of the built checkout with every fixture imported."""
-    from pipeline.cli import main
+    from fabricref.cli import main
 
     root = tmp_path_factory.mktemp("measured") / "repo"
     shutil.copytree(built_registry.root, root, ignore=shutil.ignore_patterns(".venv", ".git"))
@@ -227,7 +226,7 @@ def test_estimate_collective_in_topology_mode_reproduces_the_fixture_comparisons
 def test_measured_tables_get_views_but_stay_out_of_the_database_stage_output(measured_repo):
     """registry/measurements/ is written outside DVC and is no dep of the `database` stage: its views are in
     registry.duckdb, never in the stage's output views.json (an import would move an output DVC cannot explain)."""
-    from pipeline.core import registry
+    from fabricref.core import registry
 
     lay = measured_repo
     built = registry.build_database(lay)

@@ -6,10 +6,9 @@ import json
 import math
 
 import pytest
-
-from pipeline.core.errors import UsageError
-from pipeline.core.registry import ensure_database
-from pipeline.traffic import compute, memory, sizing, step
+from fabricref.core.registry import ensure_database
+from fabricref.errors import UsageError
+from fabricref.estimate import compute, memory, sizing, step
 
 
 @pytest.mark.parametrize(
@@ -327,8 +326,8 @@ def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -
 def test_workload_memory_options_are_checked(tmp_path) -> None:
     from pathlib import Path
 
-    from pipeline.core.errors import ValidationError
-    from pipeline.traffic.workloads import load_workload, standalone_text
+    from fabricref.errors import ValidationError
+    from fabricref.estimate.workloads import load_workload, standalone_text
 
     shipped = Path(__file__).parent.parent / "models" / "workloads"
     fsdp = standalone_text(shipped / "llama8b-fsdp-dp64.yaml")

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 from conftest import form_factor, references_of
-
-from pipeline.core.errors import CompileError, UsageError
-from pipeline.query import rows
-from pipeline.topology import stage
+from fabricref.errors import CompileError, UsageError
+from fabricref.inspect.query import rows
+from fabricref.topology import stage
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -116,7 +115,7 @@ def test_a_named_switch_sets_radix_and_port_speed_with_lineage(helios):
 
 
 def test_the_helios_cluster_by_hand(helios):
-    from pipeline.topology.summary import summarize
+    from fabricref.topology.summary import summarize
 
     s = summarize(helios)
     # 16 racks x 72 GPUs; 16 x 216 Vulcano NICs = 3,456 ports at 800 Gb/s; 3,456 / 64 = 54 leaves.
@@ -149,7 +148,7 @@ def _variant(repo, edit) -> str:
 def copy(built_registry, tmp_path):
     dest = tmp_path / "checkout"
     shutil.copytree(built_registry.root, dest, symlinks=True, ignore=shutil.ignore_patterns(".git", ".venv", "report"))
-    from pipeline.core.paths import layout
+    from fabricref.core.paths import layout
 
     return layout(dest)
 
@@ -197,8 +196,8 @@ def test_a_port_split_needs_a_named_switch(copy):
 
 
 def test_a_link_on_a_named_switch_audits_to_that_switch(built_registry, helios):
-    from pipeline.audit import audit
-    from pipeline.traffic.view import Lineage
+    from fabricref.estimate.view import Lineage
+    from fabricref.inspect.audit import audit
 
     g = helios
     trunk = next(d for a, b, d in g.edges(data=True) if {g.nodes[a]["kind"], g.nodes[b]["kind"]} == {"leaf", "spine"})

@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 import yaml
 from conftest import ROOT, env_with_venv
-
-from pipeline.core.errors import ValidationError
-from pipeline.core.paths import Layout
-from pipeline.traffic.workloads import KNOBS, find_workload, load_workload, standalone_text
+from fabricref.core.paths import Layout
+from fabricref.errors import ValidationError
+from fabricref.estimate.workloads import KNOBS, find_workload, load_workload, standalone_text
 
 WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
 
@@ -135,7 +134,7 @@ def test_one_traffic_stage_declares_every_workload_its_knobs_and_the_choices_it_
         "one traffic stage, not one per item"
     )
     traffic = stages["traffic"]
-    assert traffic["cmd"] == "python -m pipeline.traffic"
+    assert traffic["cmd"] == "python -m fabricref.traffic"
     assert traffic["params"] == ["workloads", "step", "calibration"]
     assert "models/workloads" in traffic["deps"] and "params.yaml" not in traffic["deps"]
     # One metrics file per workload and target, all under the one metrics directory the stage declares.
@@ -157,7 +156,7 @@ def _metric_files(root: Path, wid: str) -> dict[str, dict[str, Any]]:
 def test_shipped_metrics_are_flat_numbers_one_file_per_workload_and_target():
     """`dvc metrics show` prints one row per file and one column per key: one file per workload × target, flat
     short keys with their unit, numbers only (no word, no nesting), so the table stays narrow."""
-    from pipeline.traffic.stage import METRICS
+    from fabricref.traffic.stage import METRICS
 
     (metric,) = _raw_stages()["traffic"]["metrics"]
     assert metric == {"metrics": {"cache": False}}
@@ -197,7 +196,7 @@ def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
 
 @pytest.mark.slow  # runs the whole traffic stage twice: ~8 CPU s
 def test_the_traffic_stage_writes_numeric_metrics_beside_its_tables(built_copy: Layout):
-    from pipeline.traffic import batch
+    from fabricref.traffic import batch
 
     done = batch.run(built_copy)
     wid = "llama70b-serve-aggregated"
@@ -311,7 +310,7 @@ def _model_drawings(root: Path) -> dict[Path, tuple[int, int]]:
 
 
 def test_the_step_choices_live_in_params_yaml_and_only_the_workload_stages_declare_them():
-    from pipeline.traffic import compute
+    from fabricref.estimate import compute
 
     step = _params()["step"]
     assert sorted(step) == ["memory_headroom", "mfu"]
@@ -334,7 +333,7 @@ def test_the_step_choices_live_in_params_yaml_and_only_the_workload_stages_decla
     ],
 )
 def test_a_bad_step_choice_names_params_yaml_line_and_path(repo: Layout, old: str, new: str, expected: str):
-    from pipeline.traffic.choices import load_step_choices
+    from fabricref.estimate.choices import load_step_choices
 
     params = repo.root / "params.yaml"
     text = params.read_text()
@@ -350,7 +349,8 @@ def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(bu
 
     On the smaller of the workload's two 80 GB H100 targets: the step choices apply to every target alike (the
     same step model), and both targets, computed before and after, cost ~4 CPU s instead of ~1."""
-    from pipeline.traffic import stage
+    from fabricref.estimate.traffic import Views
+    from fabricref.traffic import stage
 
     wid, target = "llama70b-train-tp8-dp512", "illustrative-h100-4096"
 
@@ -358,7 +358,7 @@ def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(bu
         """stage.workload_result (the workload read afresh, params.yaml included) on the one target."""
         w = find_workload(built_copy, wid)
         assert target in w.targets
-        views = stage.Views(built_copy)
+        views = Views(built_copy)
         try:
             return stage.workload_tables(dataclasses.replace(w, targets=(target,)), views)
         finally:
@@ -439,7 +439,7 @@ def _calibration_leaves(node: Any, parts: tuple[str, ...] = ()) -> list[tuple[tu
 def test_each_calibration_param_is_an_assumed_number_the_file_holds_without_a_value():
     """One fact, one place: params.yaml sets the value, the calibration file keeps its status (assumed) and note;
     read in a checkout or written out standalone, the calibration is the same."""
-    from pipeline.traffic.calibration import CALIBRATION_PATH, load_calibration, standalone_text
+    from fabricref.estimate.calibration import CALIBRATION_PATH, load_calibration, standalone_text
 
     leaves = _calibration_leaves(_params()["calibration"])
     assert leaves
@@ -486,7 +486,7 @@ NVLINK5_EFFICIENCY = "    matches: ['5th generation NVLink', 'fifth generation N
     ],
 )
 def test_a_bad_calibration_param_is_refused_where_it_is_written(repo: Layout, edit, expected):
-    from pipeline.traffic.calibration import load_calibration
+    from fabricref.estimate.calibration import load_calibration
 
     name, old, new = edit
     path = repo.root / name
@@ -503,14 +503,15 @@ def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_co
     1,342,177,280 B per rank (2 × 80 layers × 8 KV heads × 128 × 2 B × 32,768 tokens ÷ TP 8) over a 400 Gb/s NIC
     (50 GB/s per direction): its bandwidth term goes from B ÷ (50e9 × 0.94) = 28.557 ms to B ÷ (50e9 × 0.8) =
     33.554 ms, and TTFT and the communication total by the difference."""
-    from pipeline.traffic import stage
+    from fabricref.estimate import traffic as estimate_traffic
+    from fabricref.traffic import stage
 
     wid, target = "llama70b-serve-disaggregated", "meta-style-h100-24576"
     kv = 2 * 80 * 8 * 128 * 2 * 32768 / 8
     assert kv == 1_342_177_280
 
     def kv_phase():
-        r = stage.estimate(built_copy, target, find_workload(built_copy, wid))
+        r = estimate_traffic.estimate(built_copy, target, find_workload(built_copy, wid))
         return next(p for p in r.phases if p.phase == "kv-transfer")
 
     before_phase, before = kv_phase(), stage.workload_result(built_copy, wid)[1][target]
@@ -550,7 +551,7 @@ def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collec
 
 
 def test_the_topology_defaults_live_in_params_yaml_only_and_only_the_topology_stage_reads_them():
-    from pipeline.topology.facts import KNOBS, defaults
+    from fabricref.topology.facts import KNOBS, defaults
 
     block = _params()["topology"]
     assert {g: sorted(v) for g, v in block.items()} == {g: sorted(v) for g, v in KNOBS.items()}
@@ -589,7 +590,7 @@ def test_the_topology_defaults_live_in_params_yaml_only_and_only_the_topology_st
     ],
 )
 def test_a_bad_topology_default_is_refused_where_it_is_written(repo: Layout, name, old, new, expected):
-    from pipeline.topology.facts import defaults
+    from fabricref.topology.facts import defaults
 
     path = repo.root / name
     text = path.read_text()
@@ -601,7 +602,7 @@ def test_a_bad_topology_default_is_refused_where_it_is_written(repo: Layout, nam
 
 def test_a_topology_default_moves_the_graph_by_the_hand_computed_amount(built_copy: Layout):
     """topology.latency_ns.scale_up 300 → 450: every scale-up edge of the DGX H100 says 450 ns, nothing else moves."""
-    from pipeline.topology.stage import build
+    from fabricref.topology.stage import build
 
     before = build(built_copy, "nvidia-dgx-h100")
     params = built_copy.root / "params.yaml"

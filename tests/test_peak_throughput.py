@@ -9,9 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-
-from pipeline.audit import all_verified, audit
-from pipeline.core.registry import ensure_database, open_tables
+from fabricref.core.registry import ensure_database, open_tables
+from fabricref.inspect.audit import all_verified, audit
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,14 +20,13 @@ from urllib.parse import urlsplit
 
 import pytest
 from conftest import QuickHTTPServer
+from fabricref.core import pins
+from fabricref.core.paths import Layout
+from fabricref.core.sources import load_sources
+from fabricref.errors import UsageError
+from fabricref.retrieve import stage
+from fabricref.retrieve.fetch import FetchPolicy
 from test_retrieve import DOC_PATH, PAGE_V1, add_source, state
-
-from pipeline.core import pins
-from pipeline.core.errors import UsageError
-from pipeline.core.paths import Layout
-from pipeline.core.sources import load_sources
-from pipeline.retrieve import stage
-from pipeline.retrieve.fetch import FetchPolicy
 
 FAST = {"connect_timeout": 2, "read_timeout": 2, "deadline": 10, "attempts": 1, "backoff": 0.01}
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FABRICREF_FETCH_PROXY")

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 from conftest import env_with_venv
-
-from pipeline.cli.output import emit, print_json_rows, write_csv, write_csv_batches
+from fabricref.cli.output import emit, print_json_rows, write_csv, write_csv_batches
 
 SQL = "SELECT i, i * 2 AS twice FROM range(250) t(i) ORDER BY i"
 
@@ -43,7 +42,7 @@ def test_csv_and_json_print_every_row(built_registry, cli):
 
 
 def test_stream_hands_out_bounded_batches_lazily_and_refuses_past_the_cap(built_registry):
-    from pipeline import query as querying
+    from fabricref.inspect import query as querying
 
     sql = "SELECT i FROM range(25) t(i) ORDER BY i"
     with querying.stream(built_registry, sql, batch_rows=10) as (columns, batches):
@@ -96,7 +95,7 @@ def test_a_big_result_streams_in_bounded_memory(built_registry, fmt, tmp_path):
     code, peak_kb = map(int, done.stdout.split())
     assert code == 0, done.stderr
     assert peak_kb < 400 * 1024, f"peak {peak_kb / 1024:.0f} MB"
-    from pipeline import query as querying
+    from fabricref.inspect import query as querying
 
     (count,) = querying.run(built_registry, "select count(*) from topology_edges")[1][0]
     assert count > 200_000

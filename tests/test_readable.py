@@ -7,10 +7,9 @@ import io
 from pathlib import Path
 
 import pytest
+from fabricref.cli.output import cell, make_table
+from fabricref.errors import UnknownIdError, did_you_mean
 from rich.console import Console
-
-from pipeline.cli.output import cell, make_table
-from pipeline.core.errors import UnknownIdError, did_you_mean
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCES = sorted(p.stem for p in (ROOT / "models" / "references").glob("*.yaml"))

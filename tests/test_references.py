@@ -8,13 +8,12 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-
-from pipeline.audit import all_verified, audit
-from pipeline.compile import stage
-from pipeline.core.errors import CompileError
-from pipeline.core.registry import ensure_database, open_tables
-from pipeline.core.sources import load_sources
-from pipeline.extract.stage import run as extract
+from fabricref.compile import stage
+from fabricref.core.registry import ensure_database, open_tables
+from fabricref.core.sources import load_sources
+from fabricref.errors import CompileError
+from fabricref.extract.stage import run as extract
+from fabricref.inspect.audit import all_verified, audit
 
 # Discovered from models/references: every model compiles with the kind it declares.
 REFERENCES = {

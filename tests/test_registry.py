@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from pipeline.core.store import sha256_file
+from fabricref.core.store import sha256_file
 
 # (reference, field) → (value, unit, direction, status), checked by hand against the vendor documents.
 KEY_FIGURES = {

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import jinja2
 import pytest
-
-from pipeline.core import code, keyed
-from pipeline.core.paths import Layout
-from pipeline.report import drawcache, heat, stage
-from pipeline.report.cells import Cell
-from pipeline.report.drawcache import DrawingCache
+from fabricref.core import code, keyed
+from fabricref.core.paths import Layout
+from fabricref.report import drawcache, heat, stage
+from fabricref.report.cells import Cell
+from fabricref.report.drawcache import DrawingCache
 
 CELLS = [Cell("NIC–leaf", 0, 0.4, 16), Cell("leaf–spine", 1, 0.9, 4)]
 DRAWING = "heat.draw_tier_pod_load"
@@ -112,7 +111,7 @@ def test_another_environment_misses(tmp_path):
 def test_the_environment_is_the_stages_code_fingerprint_the_libraries_settings_and_font():
     env = drawcache._environment()
     root = Path(drawcache.__file__).parents[2]
-    listed = code.fingerprint("pipeline.report", root)
+    listed = code.fingerprint("fabricref.report", root)
     assert env["code_sha256"] == hashlib.sha256(listed).hexdigest()
     # The fingerprint covers the drawing modules the stage imports only on a miss, and what they import.
     assert {"pipeline/report/heat.py", "pipeline/report/drawings.py", "pipeline/report/cells.py"} <= set(
@@ -172,7 +171,7 @@ def test_an_unwritable_cache_still_draws(tmp_path):
 def test_a_rerun_from_the_cache_writes_the_cold_runs_bytes(built_pipeline: Path):
     """`dvc repro` in a fresh clone drew everything (its cache started empty); the report built again from the
     cache it left is byte for byte the same, and no entry was drawn again."""
-    from pipeline.report import stage
+    from fabricref.report import stage
 
     report = built_pipeline / "registry" / "report"
     before = {p.relative_to(report): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
@@ -189,9 +188,9 @@ def test_a_rerun_from_the_cache_writes_the_cold_runs_bytes(built_pipeline: Path)
 PREFETCH_SCRIPT = """
 import os, sys
 from pathlib import Path
-from pipeline.core.keyed import sha256_json
-from pipeline.core.paths import Layout
-from pipeline.report import drawcache
+from fabricref.core.keyed import sha256_json
+from fabricref.core.paths import Layout
+from fabricref.report import drawcache
 
 lay, parent = Layout(Path(sys.argv[1])), os.getpid()
 real = drawcache.DrawingCache(lay, "all")

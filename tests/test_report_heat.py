@@ -7,8 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from pipeline.report import heat
+from fabricref.report import heat
 
 
 def _members(svg: str, gid: str, paint: str) -> list[str]:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from fabricref.cli import main
+from fabricref.core.paths import Layout
+from fabricref.report import measured as page
+from fabricref.traffic import comparison
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-
-from pipeline.cli import main
-from pipeline.core.paths import Layout
-from pipeline.report import measured as page
-from pipeline.traffic import comparison
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl"
 RING = FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log"

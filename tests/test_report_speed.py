@@ -14,9 +14,8 @@ from pathlib import Path
 
 import matplotlib
 import pytest
-
-from pipeline.report import STYLE, drawings, heat, workers
-from pipeline.report.cells import Cell
+from fabricref.report import STYLE, drawings, heat, workers
+from fabricref.report.cells import Cell
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUEUE_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
-    from pipeline.report import workers
+    from fabricref.report import workers
 
     parent = os.getpid()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.report.stage import _value
+from fabricref.report.stage import _value
 
 
 def test_report_values_carry_unit_and_direction():

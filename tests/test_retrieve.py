@@ -7,15 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fabricref.core import pins
+from fabricref.core.paths import Layout
+from fabricref.core.sources import load_sources
+from fabricref.errors import IntegrityError
+from fabricref.retrieve import stage
+from fabricref.retrieve.fetch import FetchPolicy, mirror_url
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
-
-from pipeline.core import pins
-from pipeline.core.errors import IntegrityError
-from pipeline.core.paths import Layout
-from pipeline.core.sources import load_sources
-from pipeline.retrieve import stage
-from pipeline.retrieve.fetch import FetchPolicy, mirror_url
 
 DOC_PATH = "/example.test/docs/page.html"
 FAST = FetchPolicy(connect_timeout=1, read_timeout=0.5, deadline=10, attempts=3, backoff=0.01)

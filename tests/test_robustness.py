@@ -15,20 +15,19 @@ from pathlib import Path
 
 import pytest
 from conftest import STATED, env_with_venv
+from fabricref.compile import stage as compile_stage
+from fabricref.core.files import exclusive_lock
+from fabricref.core.pins import lock_path
+from fabricref.core.schemas import validate
+from fabricref.core.sources import load_source, load_sources
+from fabricref.errors import CompileError, FabricrefError, ValidationError
+from fabricref.extract.stage import run as extract
+from fabricref.retrieve import stage
+from fabricref.retrieve.fetch import FetchPolicy, fetch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_retrieve import DOC_PATH, PAGE_V1, add_source, state
 from werkzeug import Request, Response
-
-from pipeline.compile import stage as compile_stage
-from pipeline.core.errors import CompileError, FabricrefError, ValidationError
-from pipeline.core.files import exclusive_lock
-from pipeline.core.pins import lock_path
-from pipeline.core.schemas import validate
-from pipeline.core.sources import load_source, load_sources
-from pipeline.extract.stage import run as extract
-from pipeline.retrieve import stage
-from pipeline.retrieve.fetch import FetchPolicy, fetch
 
 FAST = FetchPolicy(connect_timeout=1, read_timeout=1, deadline=5, attempts=2, backoff=0.01)
 URL = "https://example.test/docs/page.html"
@@ -180,7 +179,7 @@ def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver, hold
         [
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "fabricref.cli",
             "retrieve",
             "--refresh",
             "--source",

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from pipeline.topology.build import build_cluster
-from pipeline.topology.clusters import Cluster, Fabric
-from pipeline.topology.facts import defaults, load_facts
-from pipeline.traffic import loads
-from pipeline.traffic.loads import Stage, collective_stages, cost_phase, send_stage, workload_phases
-from pipeline.traffic.placement import PlacementError, gradient_shards, place, training_groups
-from pipeline.traffic.routing import Fabric as Wiring
-from pipeline.traffic.workloads import find_workload, load_workload
+from fabricref.estimate import loads
+from fabricref.estimate.loads import Stage, collective_stages, cost_phase, send_stage, workload_phases
+from fabricref.estimate.placement import PlacementError, gradient_shards, place, training_groups
+from fabricref.estimate.routing import Fabric as Wiring
+from fabricref.estimate.workloads import find_workload, load_workload
+from fabricref.topology.build import build_cluster
+from fabricref.topology.clusters import Cluster, Fabric
+from fabricref.topology.facts import defaults, load_facts
 
 KV_PER_TOKEN = 2 * 80 * 8 * 128 * 2  # K and V × layers × KV heads × head dim × bf16 = 327,680 B
 GBPS = 1e9 / 8  # bytes per second in one Gb/s
@@ -265,8 +264,8 @@ def test_estimate_json_gains_link_utilization_hot_links_and_bytes_per_network(cl
 
 
 def test_estimate_refuses_tp6_naming_the_group(built_registry, tmp_path):
-    from pipeline.core.errors import UsageError
-    from pipeline.traffic.stage import estimate
+    from fabricref.errors import UsageError
+    from fabricref.estimate.traffic import estimate
 
     text = (
         _train(6, 2, "illustrative-h100-4096")
@@ -283,9 +282,8 @@ def test_hops_from_are_scipys_unweighted_shortest_paths(seed: int):
     it scipy.linalg) gives the same distances as scipy's BFS: directed arcs, repeated arcs, self-loops, nodes no
     arc reaches (inf), a source with no arc out."""
     import scipy.sparse as sp
+    from fabricref.estimate.routing import hops_from
     from scipy.sparse.csgraph import shortest_path
-
-    from pipeline.traffic.routing import hops_from
 
     rng = np.random.default_rng(seed)
     k = int(rng.integers(1, 60))
@@ -303,8 +301,7 @@ def test_hops_from_on_a_leaf_spine_by_hand():
     """Leaves 0-3, spines 4-5, every leaf wired both ways to both spines; node 6 wired to nothing: from leaf 0,
     0 hops to itself, 1 to the spines, 2 to the other leaves, none to node 6."""
     import scipy.sparse as sp
-
-    from pipeline.traffic.routing import hops_from
+    from fabricref.estimate.routing import hops_from
 
     pairs = [(leaf, spine) for leaf in range(4) for spine in (4, 5)]
     tail = [a for a, b in pairs] + [b for a, b in pairs]

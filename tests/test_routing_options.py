@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from pipeline.core.errors import ValidationError
-from pipeline.topology.build import build_cluster
-from pipeline.topology.clusters import Cluster, Fabric
-from pipeline.topology.facts import defaults, load_facts
-from pipeline.traffic import loads
-from pipeline.traffic.loads import workload_phases
-from pipeline.traffic.placement import PlacementError, rank_accelerators
-from pipeline.traffic.routing import Fabric as Wiring
-from pipeline.traffic.workloads import load_workload
+from fabricref.errors import ValidationError
+from fabricref.estimate import loads
+from fabricref.estimate.loads import workload_phases
+from fabricref.estimate.placement import PlacementError, rank_accelerators
+from fabricref.estimate.routing import Fabric as Wiring
+from fabricref.estimate.workloads import load_workload
+from fabricref.topology.build import build_cluster
+from fabricref.topology.clusters import Cluster, Fabric
+from fabricref.topology.facts import defaults, load_facts
 
 GBPS = 1e9 / 8  # bytes per second in one Gb/s
 MODEL = "model: {params: 70.0e9, layers: 80, hidden: 8192, kv_heads: 8, head_dim: 128, dtype: bf16}\n"
@@ -117,7 +116,7 @@ def test_explicit_ranges_place_every_rank(built_registry, tmp_path):
 
 
 def test_a_declared_list_using_an_accelerator_twice_is_refused(built_registry):
-    from pipeline.traffic.placement import place, training_groups
+    from fabricref.estimate.placement import place, training_groups
 
     g = _tiny(built_registry)
     accs = [f"b0/gpu{i}" for i in range(8)] + [f"b1/gpu{i}" for i in range(7)] + ["b0/gpu3"]
@@ -188,8 +187,8 @@ def test_ecmp_hash_puts_each_flow_on_one_path_and_collisions_make_hot_links(buil
 
 
 def test_ecmp_uniform_is_the_default_and_a_cluster_file_declares_hash_and_placement(built_registry, tmp_path):
-    from pipeline.topology.clusters import load_cluster
-    from pipeline.topology.stage import _params
+    from fabricref.topology.clusters import load_cluster
+    from fabricref.topology.stage import _params
 
     assert Wiring(_tiny(built_registry)).ecmp == "uniform"
     text = (built_registry.root / "models/clusters/meta-style-h100-24576.yaml").read_text()
@@ -267,8 +266,8 @@ def test_a_phase_the_library_runs_as_a_tree_is_routed_on_tree_edges(built_regist
     a 2-node tree whose single edge carries S/8/2 each way in each of the two trees)."""
     from dataclasses import replace
 
-    from pipeline.traffic import calibrated, phases
-    from pipeline.traffic.calculator import view_for
+    from fabricref.estimate import calibrated, phases
+    from fabricref.estimate.calculator import view_for
 
     view = view_for(built_registry, "illustrative-h100-4096")
     w = _train(tmp_path, "", tp=1, dp=16, name="dp16")
@@ -292,8 +291,8 @@ def test_a_phase_the_library_runs_as_a_tree_is_routed_on_tree_edges(built_regist
 
 
 def _revealing(g, w):
-    from pipeline.traffic.summaries import revealing
-    from pipeline.traffic.view import View
+    from fabricref.estimate.summaries import revealing
+    from fabricref.estimate.view import View
 
     return revealing(View(g, 0.0, {"scale_up_domain_size": 8}), w)
 
@@ -334,8 +333,7 @@ def test_accelerator_order_is_remembered_per_graph_and_recomputed_when_nodes_cha
     """ordered_accelerators is memoized per graph object: the same answer as a fresh walk, a copy the caller may
     change, and a graph that gained a node is walked again."""
     import networkx as nx
-
-    from pipeline.traffic.placement import ordered_accelerators
+    from fabricref.estimate.placement import ordered_accelerators
 
     g = nx.Graph()
     for domain, members in (("d1", (1, 0)), ("d0", (1, 0))):
@@ -356,8 +354,8 @@ def test_accelerator_order_is_remembered_per_graph_and_recomputed_when_nodes_cha
 def test_an_estimate_at_an_offset_counts_the_domains_its_ranks_sit_on(built_registry, tmp_path):
     """A co-running job placed after another (offset) reports the domains of its own accelerators: TP 4 × DP 2
     from accelerator 4 sits on b0/gpu4–7 and b1/gpu0–3 (2 domains); the same job from accelerator 0 on b0 only."""
-    from pipeline.traffic.stage import estimate
-    from pipeline.traffic.view import View
+    from fabricref.estimate.traffic import estimate
+    from fabricref.estimate.view import View
 
     g = _tiny(built_registry)
     w = _train(tmp_path, tp=4, dp=2)
@@ -371,8 +369,7 @@ def test_accelerator_domains_are_remembered_per_graph_read_only_and_recomputed_w
     """accelerator_domains (every placement's domain map) is memoized per graph object like the order: a fresh
     walk's answer, which no caller can change for the next one, walked again when the graph gained a node."""
     import networkx as nx
-
-    from pipeline.traffic.placement import accelerator_domains
+    from fabricref.estimate.placement import accelerator_domains
 
     g = nx.Graph()
     g.add_node("d0-a0", kind="accelerator", domain="d0", index=0)

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 from conftest import PROVENANCE, STATED
-
-from pipeline.core.errors import ValidationError
-from pipeline.core.paths import check_slug
-from pipeline.core.sources import load_source, load_sources
-from pipeline.formats import generated
-from pipeline.formats.__main__ import main as formats_main
+from fabricref.core.generate import main as formats_main
+from fabricref.core.paths import check_slug
+from fabricref.core.sources import load_source, load_sources
+from fabricref.errors import ValidationError
+from fabricref.formats import generated
 
 GOOD = """\
 id: demo-doc
@@ -101,7 +100,7 @@ def test_unknown_vocabulary_key_and_missing_direction(tmp_path):
 
 
 def test_nan_is_refused(tmp_path):
-    from pipeline.core.schemas import validate
+    from fabricref.core.schemas import validate
 
     with pytest.raises(ValidationError, match=r"at \$.x: NaN or infinite"):
         validate({"x": float("nan")}, "pins.schema.json", "pins.json")
@@ -117,7 +116,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_committed_schemas_are_the_ones_the_models_generate():
-    """Edit pipeline/formats, then run `python -m pipeline.formats`: a hand edit of schemas/ fails here."""
+    """Edit pipeline/formats, then run `python -m fabricref.formats`: a hand edit of schemas/ fails here."""
     made = generated()
     committed = sorted(p.name for p in (ROOT / "schemas").glob("*.schema.json"))
     assert committed == sorted(made), "every schema file comes from a model, and every model has its file"
@@ -151,9 +150,8 @@ def _committed_validator(schema_name: str):
 
 def _both(schema_name: str, instance: dict) -> tuple[bool, bool]:
     """(JSON Schema accepts, pydantic model accepts) for one document, the schema read from the committed file."""
+    from fabricref.formats import adapter
     from pydantic import ValidationError as PydanticError
-
-    from pipeline.formats import adapter
 
     by_schema = _committed_validator(schema_name).is_valid(instance)
     try:
@@ -230,26 +228,25 @@ def _shipped(pattern: str) -> list[Path]:
     ],
 )
 def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
-    from pipeline.core.schemas import load_json, load_yaml
+    from fabricref.core.schemas import load_json, load_yaml
 
     paths = _shipped(pattern)
     assert paths
     for path in paths:
         data = load_json(path) if path.suffix == ".json" else load_yaml(path)[0]
         if schema_name == "workload.schema.json":  # its knobs live in params.yaml: the loader merges them in
-            from pipeline.traffic.workloads import knobs_for
+            from fabricref.estimate.workloads import knobs_for
 
             data[data["kind"]].update(knobs_for(data["id"], ROOT / "params.yaml")[0])
         if schema_name == "topology-defaults.schema.json":  # its values live in params.yaml: merged in
-            from pipeline.core.schemas import load_yaml as load_doc
-            from pipeline.topology.facts import merge_params
+            from fabricref.core.schemas import load_yaml as load_doc
+            from fabricref.topology.facts import merge_params
 
             data, doc = load_doc(path)
             merge_params(data, doc, path)
         if schema_name == "calibration.schema.json":  # its assumed numbers live in params.yaml: merged in
             import yaml
-
-            from pipeline.traffic.calibration import standalone_text
+            from fabricref.estimate.calibration import standalone_text
 
             data = yaml.safe_load(standalone_text(path))
         assert _both(schema_name, data) == (True, True), path
@@ -286,7 +283,7 @@ SHORT = (
 def test_a_union_failure_names_the_alternative_meant_and_why(tmp_path, replacement, expected):
     """Case 5 of issue 11: a `oneOf` failure used to print the whole object "is not valid under any of the given
     schemas"; now the discriminating key picks the alternative, and its own error is reported with file:line."""
-    from pipeline.compile.references import load_reference
+    from fabricref.compile.references import load_reference
 
     text = REFERENCE.read_text()
     assert SHORT in text
@@ -305,7 +302,7 @@ def test_a_union_failure_names_the_alternative_meant_and_why(tmp_path, replaceme
 
 
 def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
-    from pipeline.traffic.workloads import load_workload, standalone_text
+    from fabricref.estimate.workloads import load_workload, standalone_text
 
     source = ROOT / "models" / "workloads" / "llama8b-fsdp-dp64.yaml"
     path = tmp_path / source.name
@@ -321,8 +318,8 @@ def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
 
 def test_workloads_and_clusters_are_typed_with_their_defaults():
     """Defaults live in pipeline/formats, not in the code that reads a workload."""
-    from pipeline.core.paths import Layout
-    from pipeline.traffic.workloads import load_workload, workload_paths
+    from fabricref.core.paths import Layout
+    from fabricref.estimate.workloads import load_workload, workload_paths
 
     loaded = {p.stem: load_workload(p) for p in workload_paths(Layout(ROOT))}
     assert loaded, "workloads are discovered under models/workloads"
@@ -359,8 +356,8 @@ def _mini_checkout(root: Path, count_type: str = "count") -> Path:
 def test_the_vocabulary_is_read_from_the_root_in_use_and_follows_its_content(tmp_path, monkeypatch):
     import json
 
-    from pipeline.core.paths import Layout
-    from pipeline.core.vocabulary import vocabulary
+    from fabricref.core.paths import Layout
+    from fabricref.core.vocabulary import vocabulary
 
     other = Layout(_mini_checkout(tmp_path / "other", count_type="quantity"))
     assert vocabulary(Layout(ROOT))["accelerator.count"].type == "count"
@@ -392,9 +389,8 @@ def test_cli_root_reads_the_vocabulary_of_that_checkout(tmp_path, cli):
 def test_generated_schemas_use_only_json_schema_keywords():
     """A constraint pydantic writes under a non-standard name (e.g. `ge` on a union) would be ignored by the JSON
     Schema validator while the model enforces it: the two would disagree again."""
+    from fabricref.formats import FORMATS, schema
     from jsonschema import Draft202012Validator
-
-    from pipeline.formats import FORMATS, schema
 
     keywords = set(Draft202012Validator.VALIDATORS) | {"then", "else", "$schema", "$id", "$defs", "$ref"}
     keywords |= {"title", "description", "default", "discriminator"}
@@ -417,7 +413,7 @@ def test_generated_schemas_use_only_json_schema_keywords():
 
 
 def test_a_count_below_its_minimum_says_so_without_naming_a_bare_type(tmp_path):
-    from pipeline.core.schemas import validate
+    from fabricref.core.schemas import validate
 
     with pytest.raises(ValidationError) as err:
         validate({"revision": 0}, "model-revisions.schema.json", "m.json")
@@ -472,7 +468,7 @@ def test_field_record_promises_are_kept_alike_by_model_and_schema(record, valid)
 
 
 def test_a_record_error_names_the_status_form():
-    from pipeline.core.schemas import validate
+    from fabricref.core.schemas import validate
 
     with pytest.raises(ValidationError) as err:
         validate({**UNKNOWN, "reason": "short"}, "field.schema.json", "record")
@@ -482,7 +478,7 @@ def test_a_record_error_names_the_status_form():
 
 
 def test_a_json_file_error_names_its_line_too(tmp_path):
-    from pipeline.core.schemas import load_json, validate
+    from fabricref.core.schemas import load_json, validate
 
     path = tmp_path / "vocabulary.json"
     text = (ROOT / "schemas" / "vocabulary.json").read_text()
@@ -512,7 +508,7 @@ def test_a_json_file_error_names_its_line_too(tmp_path):
 
 def test_a_calibrated_number_keeps_the_promise_of_its_status(tmp_path):
     """published needs a source, measured a pinned hash, assumed a note: the tagged union names the form."""
-    from pipeline.traffic.calibration import load_calibration_file, standalone_text
+    from fabricref.estimate.calibration import load_calibration_file, standalone_text
 
     source = ROOT / "models" / "calibration" / "collectives.yaml"
     text = standalone_text(source)  # the assumed numbers params.yaml sets written back in
@@ -538,7 +534,7 @@ def test_a_calibrated_number_keeps_the_promise_of_its_status(tmp_path):
 
 
 def test_a_quantity_without_its_unit_is_refused_by_both_and_named():
-    from pipeline.core.schemas import validate
+    from fabricref.core.schemas import validate
 
     spec = {"type": "quantity", "applies_to": ["server"], "description": "Memory per accelerator."}
     assert _both("vocabulary.schema.json", {"fields": {"accelerator.memory": spec}}) == (False, False)

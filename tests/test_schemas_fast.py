@@ -16,8 +16,8 @@ from conftest import PROVENANCE, STATED, document_paths
 # `pip install -c constraints.txt -e '.[test]'` brings it (CI installs it).
 pytest.importorskip("jsonschema_rs", reason="jsonschema-rs not installed: pip install -c constraints.txt -e .")
 
-from pipeline.core.errors import ValidationError
-from pipeline.core.schemas import _fast_valid, _fast_validator, load_json, load_yaml, schema, validate
+from fabricref.core.schemas import _fast_valid, _fast_validator, load_json, load_yaml, schema, validate
+from fabricref.errors import ValidationError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ def _documents(every: bool) -> list[tuple[str, str, Any]]:
         for path in paths if every else sorted({paths[0], paths[-1]}):
             data = load_json(path) if path.suffix == ".json" else load_yaml(path)[0]
             if name == "workload.schema.json":  # its knobs live in params.yaml: the loader merges them in
-                from pipeline.traffic.workloads import knobs_for
+                from fabricref.estimate.workloads import knobs_for
 
                 data[data["kind"]].update(knobs_for(data["id"], ROOT / "params.yaml")[0])
             out.append((name, str(path.relative_to(ROOT)), data))
@@ -168,7 +168,7 @@ def test_what_is_not_plain_json_goes_to_jsonschema():
 
 
 def test_a_schema_with_a_keyword_not_vetted_takes_jsonschema_alone():
-    from pipeline.core.schemas import _fast_schema, _NotFast
+    from fabricref.core.schemas import _fast_schema, _NotFast
 
     for keyword, value in (("format", "date"), ("patternProperties", {"^a": {}}), ("$ref", "https://x.test/s")):
         with pytest.raises(_NotFast):

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from pipeline.core.errors import ValidationError
-from pipeline.core.paths import Layout
-from pipeline.topology.clusters import load_cluster
-from pipeline.topology.stage import build
-from pipeline.topology.summary import summarize
-from pipeline.traffic.calculator import place
-from pipeline.traffic.calibration import load_calibration
-from pipeline.traffic.view import View
+from fabricref.core.paths import Layout
+from fabricref.errors import ValidationError
+from fabricref.estimate.calculator import place
+from fabricref.estimate.calibration import load_calibration
+from fabricref.estimate.view import View
+from fabricref.topology.clusters import load_cluster
+from fabricref.topology.stage import build
+from fabricref.topology.summary import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = sorted((ROOT / "models" / "clusters").glob("*.yaml"))

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, env_with_venv
-
-from pipeline.retrieve.fetch import FetchPolicy
+from fabricref.retrieve.fetch import FetchPolicy
 
 
 def _environment_variables_read() -> set[str]:

@@ -9,11 +9,10 @@ from collections.abc import Callable
 import networkx as nx
 import pytest
 from conftest import CLUSTERS, SYSTEM_REFERENCES
-
-from pipeline.topology import stage
-from pipeline.topology.export import write_exports, write_graphml, write_node_link
-from pipeline.topology.facts import load_facts
-from pipeline.topology.summary import summarize
+from fabricref.topology import stage
+from fabricref.topology.export import write_exports, write_graphml, write_node_link
+from fabricref.topology.facts import load_facts
+from fabricref.topology.summary import summarize
 
 REFERENCES = SYSTEM_REFERENCES
 
@@ -269,7 +268,7 @@ def test_blocks_stamped_node_by_node_are_the_graph_stamped_link_by_link(built_re
     """A cluster's blocks get each node's neighbour dict in one step (`build._links`); the graph is the one
     stamping link by link gives: same nodes and attributes in the same order, every node's neighbours in the
     same order with equal link attributes. The smallest shipped cluster, built both ways."""
-    from pipeline.topology import build as topology_build
+    from fabricref.topology import build as topology_build
 
     cluster = min(stage.load_clusters(built_registry), key=lambda c: c.blocks).id
     made = []
@@ -288,8 +287,8 @@ def test_blocks_stamped_node_by_node_are_the_graph_stamped_link_by_link(built_re
 def test_a_template_with_a_repeated_dangling_or_looped_link_is_stamped_link_by_link():
     """Only a template whose links each join two of its nodes once is stamped node by node (`_links`); a link
     repeated (either way round), to a node outside it, or from a node to itself leaves it to `_add_edges`."""
-    from pipeline.topology.blocks import Template
-    from pipeline.topology.build import _links, _Shared
+    from fabricref.topology.blocks import Template
+    from fabricref.topology.build import _links, _Shared
 
     t = Template()
     t.node("a", "cpu")

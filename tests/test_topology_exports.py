@@ -13,9 +13,8 @@ from typing import Any
 import networkx as nx
 import pytest
 from conftest import CLUSTERS, SYSTEM_REFERENCES
-
-from pipeline.topology import export
-from pipeline.traffic.routing import no_cyclic_gc
+from fabricref.estimate.routing import no_cyclic_gc
+from fabricref.topology import export
 
 # Discovered from models/: system references (servers, racks) export plain files, clusters gzip-compressed ones.
 REFERENCES = SYSTEM_REFERENCES
@@ -114,7 +113,7 @@ def test_insertion_order_restores_every_neighbour_order_of_random_graphs():
 def test_tables_written_from_columns_are_the_bytes_rows_give(built_graph, tmp_path):
     """The stage writes its node and edge tables column by column (`write_columns`); `write_table` of the same
     rows gives the same Parquet bytes, and columns of unequal lengths are refused."""
-    from pipeline.core.registry import write_columns, write_table
+    from fabricref.core.registry import write_columns, write_table
 
     columns = export.read_columns(built_graph("nvidia-dgx-h100"))
     for name, schema, order, series in (

@@ -12,12 +12,11 @@ import duckdb
 import numpy as np
 import pytest
 from conftest import CLUSTERS, SYSTEM_REFERENCES
-
-from pipeline.core import registry
-from pipeline.core.columns import Coded
-from pipeline.core.errors import FabricrefError, UsageError
-from pipeline.core.paths import Layout
-from pipeline.topology import export, stage
+from fabricref.core import registry
+from fabricref.core.columns import Coded
+from fabricref.core.paths import Layout
+from fabricref.errors import FabricrefError, UsageError
+from fabricref.topology import export, stage
 
 
 def _outputs(lay: Layout) -> dict[str, bytes]:

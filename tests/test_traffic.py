@@ -7,16 +7,15 @@ import math
 from pathlib import Path
 
 import pytest
-
-from pipeline.core.errors import UsageError, ValidationError
-from pipeline.topology import stage as topology
-from pipeline.traffic import collectives, sizing
-from pipeline.traffic.calculator import view_for
-from pipeline.traffic.calibration import load_calibration
-from pipeline.traffic.stage import estimate as stage_estimate
-from pipeline.traffic.stage import sharing
-from pipeline.traffic.view import View
-from pipeline.traffic.workloads import find_workload, load_workload
+from fabricref.errors import UsageError, ValidationError
+from fabricref.estimate import collectives, sizing
+from fabricref.estimate.calculator import view_for
+from fabricref.estimate.calibration import load_calibration
+from fabricref.estimate.traffic import estimate as stage_estimate
+from fabricref.estimate.traffic import sharing
+from fabricref.estimate.view import View
+from fabricref.estimate.workloads import find_workload, load_workload
+from fabricref.topology import stage as topology
 
 GIB = 2**30
 CAL = load_calibration(Path(__file__).resolve().parents[1])

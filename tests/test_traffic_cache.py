@@ -24,14 +24,13 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
-
-from pipeline.core import keyed
-from pipeline.core.code import import_closure
-from pipeline.core.errors import UsageError
-from pipeline.core.keyed import KeyedCache
-from pipeline.core.paths import Layout
-from pipeline.traffic import batch
-from pipeline.traffic.workloads import find_workload, workload_paths
+from fabricref.core import keyed
+from fabricref.core.code import import_closure
+from fabricref.core.keyed import KeyedCache
+from fabricref.core.paths import Layout
+from fabricref.errors import UsageError
+from fabricref.estimate.workloads import find_workload, workload_paths
+from fabricref.traffic import batch
 
 # -- the store -----------------------------------------------------------------------------------------------------
 
@@ -334,7 +333,7 @@ def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_ke
     """params.yaml edited while the stage computes (say during a long `dvc repro`), then reverted: the items computed
     from the edited file were stored under the key of the file as it was before, so the run after the revert read
     them back as hits and wrote the edited file's numbers (mfu 0.25) for the shipped one's (0.5), without a word."""
-    from pipeline.traffic import stage
+    from fabricref.traffic import stage
 
     params = pair_copy.root / "params.yaml"
     shipped = params.read_text()
@@ -360,8 +359,8 @@ def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_ke
 def test_the_workers_take_the_items_grouped_by_topology_costliest_first(tmp_path: Path):
     """Each group is one topology's items (an item reading two topologies goes with the larger: its view is the
     costly one), so a view is built by one worker only; the groups come costliest first (view + items)."""
-    from pipeline.core.registry import write_table
-    from pipeline.traffic import stage
+    from fabricref.core.registry import write_table
+    from fabricref.traffic import stage
 
     lay = Layout(tmp_path)
     kinds = {"big": {"accelerator": 800, "leaf": 200}, "mid": {"accelerator": 100}, "small": {"accelerator": 10}}
@@ -403,17 +402,17 @@ def test_worker_count_from_the_flag_the_environment_or_the_cpus(monkeypatch):
 def test_bad_stage_arguments_are_usage_errors(args: list[str]):
     """Exit 2 with the usage line, before any library is imported or anything is written."""
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.traffic", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "fabricref.traffic", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 2 and "usage: python -m pipeline.traffic [-n JOBS]" in done.stderr, done.stderr
+    assert done.returncode == 2 and "usage: python -m fabricref.traffic [-n JOBS]" in done.stderr, done.stderr
 
 
 def test_a_failure_in_a_worker_fails_the_run_with_its_message_and_exit_code(monkeypatch):
     """An item that fails in a worker process (here: an unknown id, whose error class takes its own constructor
     arguments and so would not survive pickling) stops the run with the same message and exit code, the first
     failing item's in item order; the other items' results are not returned."""
-    from pipeline.core.errors import UnknownIdError
-    from pipeline.traffic import stage
+    from fabricref.errors import UnknownIdError
+    from fabricref.traffic import stage
 
     def fake(item, lay, workloads, views):
         if item.id in ("b", "c"):

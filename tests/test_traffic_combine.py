@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pipeline.core.columns import plain
-from pipeline.core.registry import Tables, write_columns, write_table
-from pipeline.traffic import combine, payload, plots
-from pipeline.traffic.parts import LINK_COLUMNS, TABLES, TRAFFIC_COLUMNS
+from fabricref.core.columns import plain
+from fabricref.core.registry import Tables, write_columns, write_table
+from fabricref.traffic import combine, payload, plots
+from fabricref.traffic.parts import LINK_COLUMNS, TABLES, TRAFFIC_COLUMNS
 
 NEGATIVE_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF8000000000001))[0]  # a NaN with sign and payload bits
 

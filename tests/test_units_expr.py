@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from fabricref.core import expr
+from fabricref.core.expr import Value
+from fabricref.core.units import convert, parse_number, parse_quantity
+from fabricref.errors import ValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from pipeline.core import expr
-from pipeline.core.errors import ValidationError
-from pipeline.core.expr import Value
-from pipeline.core.units import convert, parse_number, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,11 @@ import dataclasses
 import json
 
 import pytest
-
-from pipeline.core.paths import Layout
-from pipeline.traffic.calculator import view_for
-from pipeline.traffic.stage import Views, estimate, step_of, workload_tables
-from pipeline.traffic.workloads import find_workload
+from fabricref.core.paths import Layout
+from fabricref.estimate.calculator import view_for
+from fabricref.estimate.traffic import Views, estimate, step_of
+from fabricref.estimate.workloads import find_workload
+from fabricref.traffic.stage import workload_tables
 
 WID = "llama70b-serve-aggregated"
 # Hand-computed from params.yaml and the workload file: (8,192 prompt + 200 output tokens) × 4 B per token on the

@@ -5,8 +5,7 @@ library's bytes, and its one network carries all of them; a send counts the byte
 from __future__ import annotations
 
 import pytest
-
-from pipeline.core.paths import Layout
+from fabricref.core.paths import Layout
 
 # (topology, workload, phase) → bytes per rank on the wire, hand-computed:
 # prefill TP all-reduce under NVLS: buffer 8192 tokens × 8192 hidden × 2 B = 134,217,728 B; NVLS moves (n + 1) / n

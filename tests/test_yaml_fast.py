@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 from conftest import document_paths
-
-from pipeline.core import schemas
-from pipeline.core.errors import ValidationError
-from pipeline.traffic.calibration import load_calibration_file
+from fabricref.core import schemas
+from fabricref.errors import ValidationError
+from fabricref.estimate.calibration import load_calibration_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(

@@ -19,7 +19,7 @@ from functools import cache
 import click
 import typer.main
 
-from ..core.errors import FabricrefError
+from ..errors import FabricrefError
 from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options

@@ -1,4 +1,4 @@
-"""`python -m pipeline.cli`: the same as the `fabricref` script."""
+"""`python -m fabricref.cli`: the same as the `fabricref` script."""
 
 import sys
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ..core.errors import FabricrefError, UsageError
 from ..core.format import format_quantity
+from ..errors import FabricrefError, UsageError
 from .app import app
 from .output import JsonOpt, RootOpt, cell, lay_of, make_table, out, print_json
 
@@ -50,7 +50,7 @@ def _qty(text: str, kind: str, option: str) -> float:
 
 
 def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:
-    from ..traffic import CAVEAT
+    from ..estimate import CAVEAT
 
     data = {**data, "caveat": CAVEAT}
     if as_json:
@@ -141,8 +141,8 @@ def estimate_collective(
         raise UsageError("--sweep needs --topology")
     if size is None or bandwidth is None or latency is None:
         raise UsageError("parametric mode needs --bytes, --bandwidth and --latency (or use --topology ID)")
-    from ..traffic import collectives
-    from ..traffic.algorithms import bus_factor
+    from ..estimate import collectives
+    from ..estimate.algorithms import bus_factor
 
     rate = _qty(bandwidth, "rate", "--bandwidth")
     if direction not in ("per_direction", "bidirectional"):
@@ -196,9 +196,9 @@ def _collective_on_topology(
     root: Any,
     plot: Path | None = None,
 ) -> None:
-    from ..traffic import CAVEAT
-    from ..traffic.calculator import sweep as sweep_rows
-    from ..traffic.calculator import topology_estimate, view_for
+    from ..estimate import CAVEAT
+    from ..estimate.calculator import sweep as sweep_rows
+    from ..estimate.calculator import topology_estimate, view_for
 
     lay = lay_of(root)
     view = view_for(lay, topology_id)
@@ -212,7 +212,7 @@ def _collective_on_topology(
         rows = sweep_rows(lay, view, op, ranks, low, high, algorithm)
         if plot is not None:
             from ..core.files import atomic_write_bytes
-            from ..traffic.curves import sweep_svg
+            from ..estimate.curves import sweep_svg
 
             title = f"{op} over {ranks} ranks on {topology_id}" + (f" ({algorithm})" if algorithm else "")
             atomic_write_bytes(plot, sweep_svg(title, rows))
@@ -268,7 +268,7 @@ def estimate_transfer(
     as_json: JsonOpt = False,
 ) -> None:
     """One point-to-point transfer: fixed path overhead + bytes ÷ bandwidth."""
-    from ..traffic import collectives
+    from ..estimate import collectives
 
     est = collectives.estimate(
         "send",
@@ -303,7 +303,7 @@ def estimate_memory(
 ) -> None:
     """Bytes of model state per rank (`bytes`): 18 B/param for mixed-precision Adam, 16 B/param in the ZeRO
     paper's layout, split over TP × PP (experts over EP) and partitioned by ZeRO stage over DP."""
-    from ..traffic import memory, sizing
+    from ..estimate import memory, sizing
 
     memory.check_number(params, "--params", strict=True)
     memory.check_number(expert_params, "--expert-params")
@@ -336,7 +336,7 @@ def estimate_activations(
     as_json: JsonOpt = False,
 ) -> None:
     """Activation bytes per transformer layer (`bytes_per_layer`) after Korthikanti et al.: sbh(34 + 5as/h)."""
-    from ..traffic import memory
+    from ..estimate import memory
 
     data = memory.activations_per_layer(
         seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
@@ -362,7 +362,7 @@ def estimate_inference_memory(
 ) -> None:
     """Per rank: weights / TP + KV cache of concurrency × context tokens; with --memory, the most sequences of that
     context one TP group can hold."""
-    from ..traffic import memory, sizing
+    from ..estimate import memory, sizing
 
     memory.check_number(params, "--params", strict=True)
     capacity = None if memory_text is None else _qty(memory_text, "bytes", "--memory")
@@ -385,18 +385,18 @@ def estimate_step(
 ) -> None:
     """Memory per rank and whether it fits; compute, exposed communication and step time (TTFT / TPOT for
     inference). A figure that needs an unknown registry field is unknown, and the field is named."""
-    from ..traffic.stage import step_estimate
-    from ..traffic.workloads import find_workload
+    from ..estimate.traffic import step_estimate
+    from ..estimate.workloads import find_workload
 
     lay = lay_of(root)
     data = step_estimate(lay, topology_id, find_workload(lay, workload_id), mfu)
     data = {"topology_id": topology_id, "workload_id": workload_id, **data}
     if as_json:
-        from ..traffic import CAVEAT
+        from ..estimate import CAVEAT
 
         print_json({**data, "caveat": CAVEAT})
         return
-    from ..traffic.step import fit_verdict
+    from ..estimate.step import fit_verdict
 
     out.print(fit_verdict(data))
     table = Table("quantity", "value", title=f"{workload_id} on {topology_id}: memory and step time")
@@ -422,7 +422,7 @@ def estimate_kv(
     as_json: JsonOpt = False,
 ) -> None:
     """KV-cache bytes per token and for T tokens: 2 × layers × KV heads × head dim × bytes."""
-    from ..traffic import sizing
+    from ..estimate import sizing
 
     _emit_estimate(sizing.kv_cache(layers, kv_heads, head_dim, dtype, tokens), as_json, "KV cache")
 
@@ -439,7 +439,7 @@ def estimate_capacity(
     """Fleet capacity: groups = ceil(R × T × (1 + headroom) ÷ G); accelerators = groups × group size."""
     from dataclasses import asdict
 
-    from ..traffic import sizing
+    from ..estimate import sizing
 
     _emit_estimate(asdict(sizing.capacity(rps, output_tokens, group_tps, group_size, headroom)), as_json, "capacity")
 
@@ -453,11 +453,11 @@ def estimate_workload(
 ) -> None:
     """The per-phase table of a workload laid onto a topology's installed wiring."""
     from ..api import phase_records
-    from ..traffic import CAVEAT
-    from ..traffic.calculator import view_for
-    from ..traffic.stage import estimate, step_of
-    from ..traffic.step import fit_verdict
-    from ..traffic.workloads import find_workload
+    from ..estimate import CAVEAT
+    from ..estimate.calculator import view_for
+    from ..estimate.step import fit_verdict
+    from ..estimate.traffic import estimate, step_of
+    from ..estimate.workloads import find_workload
 
     lay = lay_of(root)
     view = view_for(lay, topology_id)

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.tree import Tree
 
-from ..core.errors import FabricrefError, UnknownIdError, UsageError
 from ..core.format import format_quantity
+from ..errors import FabricrefError, UnknownIdError, UsageError
 from .app import app
 from .output import JsonOpt, RootOpt, emit, lay_of, make_table, out, print_json, print_json_rows, write_csv_batches
 
@@ -33,8 +33,8 @@ def audit(
 ) -> None:
     """Trace a field to the documents it came from, re-verifying each snapshot's SHA-256 now."""
     # Names from the module, not the module through the package: `fabricref.audit` is the API function.
-    from ..audit import TRAFFIC_PREFIX, all_verified, audit_at_revision, audit_traffic
-    from ..audit import audit as audit_field
+    from ..inspect.audit import TRAFFIC_PREFIX, all_verified, audit_at_revision, audit_traffic
+    from ..inspect.audit import audit as audit_field
 
     lay = lay_of(root)
     if reference.startswith(TRAFFIC_PREFIX):
@@ -114,7 +114,7 @@ def query(
     root: RootOpt = None,
 ) -> None:
     """Query the registry with SQL, read-only: one SELECT, under a time, memory and row limit."""
-    from .. import query as querying
+    from ..inspect import query as querying
 
     limits = querying.Limits(timeout=timeout, memory_limit=memory_limit, threads=threads, max_rows=max_rows).checked()
 
@@ -154,7 +154,7 @@ def query(
 @app.command()
 def references(as_json: JsonOpt = False, root: RootOpt = None) -> None:
     """List the references: id, kind, form factor, title and counts of fields by status."""
-    from .. import query as querying
+    from ..inspect import query as querying
 
     columns, rows = querying.reference_summaries(lay_of(root))
     emit(columns, rows, as_json)
@@ -165,7 +165,7 @@ def show(
     reference: Annotated[str, typer.Argument(help="Reference id.")], as_json: JsonOpt = False, root: RootOpt = None
 ) -> None:
     """Print a reference's fields: key, value with unit and direction, status, source."""
-    from .. import query as querying
+    from ..inspect import query as querying
 
     lay = lay_of(root)
     _columns, rows = querying.reference_fields(lay, reference)
@@ -194,7 +194,7 @@ def diff(
     root: RootOpt = None,
 ) -> None:
     """Field-level diff between two revisions of a source: added, removed, value changed, status changed."""
-    from .. import changes
+    from ..inspect import changes
 
     lay = lay_of(root)
     if all_sources == (source is not None):
@@ -220,7 +220,7 @@ def diff(
 @app.command()
 def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
     """Per source: revision, date, rules matching, fields by status; per reference: fields by status and unknowns."""
-    from ..status import status as get_status
+    from ..inspect.status import status as get_status
 
     data = get_status(lay_of(root))
     if as_json:

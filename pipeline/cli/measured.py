@@ -34,7 +34,7 @@ def measured_import(
 ) -> None:
     """Read a log (a malformed line is refused with its number), pin its bytes in the store (origin: measured)
     and load its rows into registry/measurements/measurements.parquet with the file's hash."""
-    from ..traffic.measured import import_log
+    from ..estimate.measured import import_log
 
     lay = lay_of(root)
     pin, log, new = import_log(lay, file, topology_id, algorithm, op)
@@ -61,15 +61,15 @@ def measured_compare(
     root: RootOpt = None,
 ) -> None:
     """Per measured size: measured busbw, the model's busbw (same op, ranks, forced algorithm), ratio model/measured."""
-    from ..core.errors import UsageError
-    from ..traffic.measured import compare
+    from ..errors import UsageError
+    from ..estimate.measured import compare
 
     if placement not in ("out-of-place", "in-place"):
         raise UsageError(f"--placement {placement!r}: expected out-of-place or in-place")
     rows = compare(lay_of(root), topology_id, placement)
     if plot is not None:
         from ..core.files import atomic_write_bytes
-        from ..traffic.curves import compare_svg
+        from ..estimate.curves import compare_svg
 
         atomic_write_bytes(plot, compare_svg(f"model vs measured on {topology_id} ({placement})", rows))
     if as_json:

@@ -23,8 +23,8 @@ def new_reference(
 ) -> None:
     """Write models/references/ID.yaml with every applicable vocabulary key unknown, register its identity,
     pin its first model revision. Then cite, derive or explain each field (see README, "Add a reference")."""
-    from ..scaffold import TO_BE_SOURCED
-    from ..scaffold import new_reference as scaffold
+    from ..inspect.new import TO_BE_SOURCED
+    from ..inspect.new import new_reference as scaffold
 
     lay = lay_of(root)
     for path in scaffold(lay, reference_id, form_factor, title, kind):

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from ..core.errors import UsageError
+from ..errors import UsageError
 
 # No calculator input is anywhere near these (parameters ~1e12, bytes ~1e15); beyond them results overflow.
 MAX_FLOAT = 1e18

@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..core.errors import FabricrefError
 from ..core.paths import Layout, layout
+from ..errors import FabricrefError
 
 # markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.
 out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 200)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..core.errors import FabricrefError, UsageError
+from ..errors import FabricrefError, UsageError
 from .app import app
 from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
 
@@ -102,10 +102,7 @@ def extract(root: RootOpt = None) -> None:
 
     lay = lay_of(root)
     stats = stage.run(lay, load_sources(lay))
-    out.print(
-        f"extracted {len(stats.parsed) + len(stats.reused)} source(s): parsed {len(stats.parsed)}, "
-        f"reused {len(stats.reused)} unchanged snapshot(s)"
-    )
+    out.print(f"extracted {len(stats.parsed)} source(s)")
 
 
 @app.command(name="compile")

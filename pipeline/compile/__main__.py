@@ -1,4 +1,4 @@
-"""`python -m pipeline.compile` (the DVC stage): claims + reference models → registry/tables/*.parquet."""
+"""`python -m fabricref.compile` (the DVC stage): claims + reference models → registry/tables/*.parquet."""
 
 from ..core.entry import run_stage
 from ..core.paths import Layout

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core import confidence, expr
-from ..core.errors import CompileError, FabricrefError
 from ..core.paths import Layout, check_slug
 from ..core.schemas import load_json, load_model, load_yaml, validate
 from ..core.units import Quantity
 from ..core.vocabulary import FieldSpec, vocabulary
+from ..errors import CompileError, FabricrefError
 from ..formats.identities import Identities
 from ..formats.reference import Assumption, FieldDecl, Parameter, ReferenceFile, Unknown
 

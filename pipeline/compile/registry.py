@@ -17,11 +17,11 @@ from typing import Any
 
 import duckdb
 
-from ..core.errors import FabricrefError
 from ..core.files import current_umask
 from ..core.paths import Layout
 from ..core.registry import remove_leftovers as _remove_leftovers
 from ..core.registry import write_table, writer_connection
+from ..errors import FabricrefError
 
 # table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract.
 TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {

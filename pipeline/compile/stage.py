@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import evidence, model_revisions, pins
-from ..core.errors import CompileError
 from ..core.paths import Layout
 from ..core.schemas import load_json
 from ..core.sources import Source, load_sources
 from ..core.store import SnapshotStore
 from ..core.units import Quantity
 from ..core.vocabulary import vocabulary
+from ..errors import CompileError
 from . import registry
 from .references import Reference, load_references, resolve
 

@@ -1,4 +1,4 @@
-"""`python -m pipeline.<stage>`: how dvc.yaml runs a stage, without the CLI.
+"""`python -m fabricref.<stage>`: how dvc.yaml runs a stage, without the CLI.
 
 Each stage package has a `__main__.py` that calls `run_stage`, so a stage's import closure is its own package
 plus pipeline/core (tests/test_dvc_deps.py computes it and checks dvc.yaml declares it). The CLI verbs call the
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from .errors import FabricrefError
+from ..errors import FabricrefError
 from .paths import layout
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import CompileError
 from ..formats.source import PublisherKind
-from .errors import CompileError
 
 # publisher_kind → the statuses a fact taken from such a source may carry.
 MAY_STATE: dict[PublisherKind, tuple[str, ...]] = {

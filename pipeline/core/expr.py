@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .errors import ValidationError
+from ..errors import ValidationError
 from .units import DIMENSIONLESS, Dims, unit_info
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*$")

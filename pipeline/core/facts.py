@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import CompileError, UnknownIdError
 from . import confidence
-from .errors import CompileError, UnknownIdError
 from .paths import Layout
 from .registry import Tables, table_paths
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import FabricrefError
+from ..errors import FabricrefError
 
 _UMASK_LOCK = threading.Lock()
 

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import networkx as nx
 
-from .errors import UnknownIdError, UsageError
+from ..errors import UnknownIdError, UsageError
 from .paths import Layout
 from .registry import Tables, table_paths
 

@@ -135,3 +135,14 @@ class KeyedCache:
                         unused.append((entry.stat().st_mtime_ns, entry.name, entry))
             for _, _, entry in sorted(unused, reverse=True)[keep_unused:]:
                 entry.unlink(missing_ok=True)
+
+
+def package_sha256(root: Path | None = None) -> str:
+    """SHA-256 over every source file of the package (path and bytes), in path order."""
+    import hashlib
+
+    base = root if root is not None else Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in (".py", ".j2")):
+        h.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError, ValidationError
+from ..errors import UsageError, ValidationError
 from .files import atomic_write_json
 from .paths import Layout
 from .schemas import load_json, validate

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError, ValidationError
+from ..errors import UsageError, ValidationError
 
 SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?$")
 
@@ -124,3 +124,8 @@ def checkout_params(path: Path, folder: str) -> Path | None:
         return None
     params = path.parent.parent.parent / PARAMS_FILE
     return params if params.is_file() else None
+
+
+def workload_paths(lay: Layout) -> list[Path]:
+    """Every shipped workload file, in id order."""
+    return sorted((lay.root / "models" / "workloads").glob("*.yaml"))

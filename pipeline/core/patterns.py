@@ -8,7 +8,7 @@ from typing import Any
 
 import regex
 
-from .errors import ValidationError
+from ..errors import ValidationError
 
 MAX_PATTERN_LENGTH = 500
 # Generous for a rule over one element's text (microseconds in practice); a pathological pattern stops here.

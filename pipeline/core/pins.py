@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..errors import ValidationError
 from ..formats.pins import Origin, PinHistory, Revision
-from .errors import ValidationError
 from .files import atomic_write_json
 from .paths import Layout, check_slug
 from .schemas import load_json, load_model, validate

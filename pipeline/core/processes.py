@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 def usable_cpus() -> int:

@@ -46,8 +46,8 @@ from typing import Any
 
 import duckdb
 
+from ..errors import FabricrefError
 from .columns import insert_columns, plain
-from .errors import FabricrefError
 from .files import atomic_write_json
 from .paths import Layout
 
@@ -333,7 +333,7 @@ def _guard(lay: Layout) -> str:
     here = sorted({os.path.abspath(lay.duckdb_path), lay.duckdb_path.resolve().as_posix()})
     message = (
         f"registry.duckdb was built at {here[0]} and has been moved or copied: its views would read that "
-        "checkout's Parquet files. Rebuild it here with `python -m pipeline.core.registry` (or `dvc repro`)"
+        "checkout's Parquet files. Rebuild it here with `dvc repro database` (or `python -m fabricref.database`)"
     )
     where = ", ".join(_literal(h) for h in here)
     return (
@@ -486,14 +486,3 @@ def ensure_database(lay: Layout) -> Path:
         except duckdb.Error:
             pass
     return build_database(lay)
-
-
-if __name__ == "__main__":  # `python -m pipeline.core.registry`: the `database` stage in dvc.yaml
-    from .paths import layout
-
-    try:
-        built = build_database(layout())
-    except FabricrefError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(exc.exit_code)
-    print(f"wrote {built.name}: views over the registry's Parquet tables (it holds no data of its own)")

@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ValidationError
+from ..errors import ValidationError
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator

@@ -10,9 +10,9 @@ from pathlib import Path
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from ..errors import ValidationError
 from ..formats.source import CssSelect, Parse, RowSelect, Rule, Select, SourceFile
 from . import patterns
-from .errors import ValidationError
 from .paths import Layout, check_slug
 from .schemas import _line_of, json_path, load_model, load_yaml
 from .urls import url_problem
@@ -94,7 +94,7 @@ def load_sources(lay: Layout, only: str | None = None) -> list[Source]:
         check_slug(only, "source id")
         path = lay.source_file(only)
         if not path.exists():
-            from .errors import UsageError
+            from ..errors import UsageError
 
             raise UsageError(f"no source {only!r}: expected {lay.relative(path)}")
         return [load_source(path, lay)]

@@ -9,7 +9,7 @@ import re
 import stat
 from pathlib import Path
 
-from .errors import IntegrityError
+from ..errors import IntegrityError
 from .files import atomic_write_bytes
 
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .errors import ValidationError
+from ..errors import ValidationError
 
 # Dimension exponents over the base quantities (bytes, seconds, watts).
 Dims = tuple[int, int, int]

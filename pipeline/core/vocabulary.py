@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from ..errors import ValidationError
 from ..formats.vocabulary import FieldSpec, Vocabulary
-from .errors import ValidationError
 from .paths import Layout, layout
 from .schemas import load_json, load_model
 

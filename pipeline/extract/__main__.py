@@ -1,4 +1,4 @@
-"""`python -m pipeline.extract` (the DVC stage): every source's rules over its current snapshot."""
+"""`python -m fabricref.extract` (the DVC stage): every source's rules over its current snapshot."""
 
 from ..core.entry import run_stage
 from ..core.paths import Layout
@@ -8,10 +8,7 @@ from . import stage
 
 def main(lay: Layout) -> str:
     stats = stage.run(lay, load_sources(lay))
-    return (
-        f"extracted {len(stats.parsed) + len(stats.reused)} source(s): parsed {len(stats.parsed)}, "
-        f"reused {len(stats.reused)} unchanged snapshot(s)"
-    )
+    return f"extracted {len(stats.parsed)} source(s)"
 
 
 run_stage(main)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import patterns
-from ..core.errors import ExtractionError, ValidationError
 from ..core.sources import Rule
 from ..core.units import parse_number, parse_quantity, unit_info
 from ..core.vocabulary import FieldSpec
+from ..errors import ExtractionError, ValidationError
 
 if TYPE_CHECKING:  # the HTML parser is imported when a document is parsed: not when every parse is cached
     from bs4 import BeautifulSoup, Tag

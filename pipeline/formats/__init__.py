@@ -1,6 +1,6 @@
 """One source of truth per format: pydantic models for every declarative file and record.
 
-`schemas/*.schema.json` are generated from these models (`python -m pipeline.formats`); a test fails when the
+`schemas/*.schema.json` are generated from these models (`python -m fabricref.core.generate`); a test fails when the
 committed files differ from what the models generate. Validation runs the generated JSON Schema (for messages
 with line and JSON path) and then the model (for a typed object); both accept the same documents.
 """

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..core.errors import UsageError
+from ..errors import UsageError
 from .common import SHA256_PATTERN, Sha256, Strict
 
 CALIBRATION_PATH = Path("models") / "calibration" / "collectives.yaml"

@@ -1,7 +1,7 @@
 """Building blocks shared by every format: a strict base model, constrained strings, and the schema writer.
 
 The pydantic models in this package are the one source of truth for every declarative file and record;
-`schemas/*.json` are generated from them (`python -m pipeline.formats`), so the two can never drift.
+`schemas/*.json` are generated from them (`python -m fabricref.core.generate`), so the two can never drift.
 """
 
 from __future__ import annotations

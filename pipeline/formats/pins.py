@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..core.errors import ValidationError
+from ..errors import ValidationError
 from .common import Sha256, Slug, Strict
 
 Origin = Literal["retrieved", "transcription"]

@@ -1,4 +1,4 @@
-"""`python -m pipeline.report` (the DVC stage `report`): the static HTML report from the registry's outputs alone,
+"""`python -m fabricref.report` (the DVC stage `report`): the static HTML report from the registry's outputs alone,
 both parts in one process (as `fabricref report`).
 
 Python's cyclic garbage collector is off for this short-lived process, from before the imports on: collections
@@ -12,14 +12,14 @@ gc.disable()
 import sys  # noqa: E402
 
 from ..core.entry import run_stage  # noqa: E402
-from ..core.errors import UsageError  # noqa: E402
 from ..core.paths import Layout  # noqa: E402
+from ..errors import UsageError  # noqa: E402
 from . import stage  # noqa: E402
 
 
 def main(lay: Layout) -> str:
     if sys.argv[1:]:
-        raise UsageError("usage: python -m pipeline.report")
+        raise UsageError("usage: python -m fabricref.report")
     return f"report written to {lay.relative(stage.run(lay) / 'index.html')}"
 
 

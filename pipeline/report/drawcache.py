@@ -38,8 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.code import fingerprint
-from ..core.keyed import KeyedCache, sha256_bytes, sha256_json
+from ..core.keyed import KeyedCache, package_sha256, sha256_bytes, sha256_json
 from ..core.paths import Layout
 from . import STYLE, workers
 
@@ -90,7 +89,7 @@ def _environment() -> dict[str, Any]:
     return {
         # The stage's code as DVC sees it (registry/code/pipeline.report.txt): every file of `python -m
         # pipeline.report`'s static import closure, function-level imports included, and the templates.
-        "code_sha256": sha256_bytes(fingerprint(ENTRY, PIPELINE_DIR.parent)),
+        "code_sha256": package_sha256(),
         "python": list(sys.version_info[:2]),
         "matplotlib": matplotlib.__version__,
         "numpy": numpy.__version__,

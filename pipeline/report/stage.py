@@ -20,12 +20,12 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from jinja2.bccache import Bucket, BytecodeCache
 from jinja2.defaults import DEFAULT_FILTERS, DEFAULT_POLICIES, DEFAULT_TESTS
 
-from ..core.errors import FabricrefError
 from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
 from ..core.keyed import ENTRY_SUFFIX, KeyedCache, sha256_bytes
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
+from ..errors import FabricrefError
 from . import LAYOUT_CAVEAT, measured
 from .cells import Cell
 from .drawcache import DrawingCache
@@ -265,7 +265,7 @@ Render = Callable[[Callable[[Path, bytes], None]], None]  # writes a part's page
 
 
 def run(lay: Layout) -> Path:
-    """`python -m pipeline.report` (the DVC stage `report`, and the `fabricref report` verb): the whole report in one
+    """`python -m fabricref.report` (the DVC stage `report`, and the `fabricref report` verb): the whole report in one
     process. Why one: the imports, templates and drawing environment are paid once, and the drawings of both parts
     are drawn on both cores together. A changed workload reruns it, yet redraws only what moved: the reference and
     cluster drawings take no traffic number, so their cache entries are hits (their pages are written again, the

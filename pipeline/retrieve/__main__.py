@@ -1,4 +1,4 @@
-"""`python -m pipeline.retrieve` (the DVC stage): re-hash every pinned snapshot, write registry/snapshots.json."""
+"""`python -m fabricref.retrieve` (the DVC stage): re-hash every pinned snapshot, write registry/snapshots.json."""
 
 from ..core.entry import run_stage
 from ..core.paths import Layout

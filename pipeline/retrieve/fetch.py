@@ -19,7 +19,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpcore
 import httpx
 
-from ..core.errors import FetchError, UsageError
+from ..errors import FetchError, UsageError
 
 RETRYABLE_STATUS = {500, 502, 503, 504, 429}
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import pins
-from ..core.errors import FabricrefError, FetchError, IntegrityError, ValidationError
 from ..core.files import atomic_write_json, exclusive_lock
 from ..core.paths import Layout
 from ..core.sources import Source
 from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes, sha256_file
+from ..errors import FabricrefError, FetchError, IntegrityError, ValidationError
 
 if TYPE_CHECKING:
     from .fetch import FetchPolicy, FetchResult

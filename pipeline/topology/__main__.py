@@ -1,4 +1,4 @@
-"""`python -m pipeline.topology` (the DVC stage): every reference and shipped cluster → registry/topology/."""
+"""`python -m fabricref.topology` (the DVC stage): every reference and shipped cluster → registry/topology/."""
 
 from ..core.entry import run_stage
 from ..core.paths import Layout

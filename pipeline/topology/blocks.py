@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import confidence
-from ..core.errors import CompileError
+from ..errors import CompileError
 from .facts import Defaults, Fact, Facts
 
 PAIRING_NOTE = (

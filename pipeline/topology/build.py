@@ -12,8 +12,8 @@ from typing import Any
 
 import networkx as nx
 
-from ..core.errors import CompileError
 from ..core.graphs import EdgeAttrs
+from ..errors import CompileError
 from .blocks import Template, link_attrs, template
 from .clusters import Cluster
 from .facts import Defaults, Fact, Facts

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import CompileError, UsageError
 from ..core.paths import Layout, check_slug
 from ..core.schemas import load_model, load_yaml
+from ..errors import CompileError, UsageError
 from ..formats.cluster import ClusterFile, DesignSource, ParamRef, ScaleOut
 
 

@@ -8,11 +8,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ValidationError
 from ..core.facts import FACT_TABLES, Fact, Facts, load_facts  # noqa: F401  (where the topology code finds them)
 from ..core.paths import PARAMS_FILE, Layout, checkout_params
 from ..core.registry import Tables, table_paths
 from ..core.schemas import _line_of, load_yaml, validate
+from ..errors import ValidationError
 
 
 @dataclass(frozen=True)

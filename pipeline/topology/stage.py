@@ -17,13 +17,13 @@ from typing import Any
 
 import networkx as nx
 
-from ..core.errors import CompileError, FabricrefError, UnknownIdError, UsageError
 from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS
 from ..core.paths import Layout
 from ..core.processes import env_count, usable_cpus
 from ..core.registry import write_columns, write_table, writer_connection
+from ..errors import CompileError, FabricrefError, UnknownIdError, UsageError
 from . import export
 from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster

@@ -1,4 +1,4 @@
-"""`python -m pipeline.traffic [-n JOBS]`: the traffic stage (dvc.yaml `traffic`; people: `fabricref traffic`).
+"""`python -m fabricref.traffic [-n JOBS]`: the traffic stage (dvc.yaml `traffic`; people: `fabricref traffic`).
 
 Every workload on its targets, every sharing pair, the KV curve and the measured-vs-model comparison, in one
 process; each item read from the item cache (.fabricref-cache/traffic/) when nothing that shapes it moved, the
@@ -7,10 +7,10 @@ others computed by JOBS worker processes (default: $FABRICREF_JOBS, else one per
 import sys
 
 from ..core.entry import run_stage
-from ..core.errors import UsageError
 from ..core.paths import Layout
+from ..errors import UsageError
 
-USAGE = "usage: python -m pipeline.traffic [-n JOBS]   (JOBS: worker processes, a whole number ≥ 1)"
+USAGE = "usage: python -m fabricref.traffic [-n JOBS]   (JOBS: worker processes, a whole number ≥ 1)"
 
 
 def main(lay: Layout) -> str:

@@ -1,4 +1,4 @@
-"""The traffic stage (`python -m pipeline.traffic`, dvc.yaml `traffic`; people: `fabricref traffic`): every
+"""The traffic stage (`python -m fabricref.traffic`, dvc.yaml `traffic`; people: `fabricref traffic`): every
 workload on its targets, every sharing pair and the KV curve as independent items, each read from the item cache
 when nothing that shapes it moved and otherwise computed (by worker processes when there are several); then the
 tables every reader knows, the plot data, the caveats, the metrics and the measured-vs-model comparison.
@@ -12,25 +12,23 @@ imports none of the estimating code (the routing, networkx, scipy): a run whose 
 
 from __future__ import annotations
 
-import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.code import fingerprint
-from ..core.errors import FabricrefError, UsageError
 from ..core.files import canonical_json
-from ..core.keyed import KeyedCache, file_digests, library_versions, sha256_bytes
-from ..core.paths import PARAMS_FILE, Layout
+from ..core.keyed import KeyedCache, file_digests, library_versions, package_sha256, sha256_bytes
+from ..core.paths import PARAMS_FILE, Layout, workload_paths
 from ..core.processes import env_count, usable_cpus
 from ..core.schemas import load_yaml
-from . import CAVEAT
+from ..errors import FabricrefError, UsageError
+from ..estimate import CAVEAT
+from ..estimate.workloads import Workload, find_workload
 from .combine import write_outputs
-from .parts import traffic_dir, workload_paths
+from .parts import traffic_dir
 from .payload import decode
-from .workloads import Workload, find_workload
 
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
 # The libraries whose behaviour shapes the numbers and their bytes (the YAML and schema readers shape the inputs
@@ -81,23 +79,8 @@ def _params(lay: Layout) -> dict[str, Any]:
 
 
 def code_sha256(lay: Layout | None = None) -> str:
-    """The SHA-256 of the stage's code as the `code` stage lists it (every file of its import closure). With `lay`,
-    the import statements of module texts parsed by earlier runs are read from (and the new ones kept in)
-    .fabricref-cache/code/: parsing is most of the cost; the closure is the same (`ImportMemo`)."""
-    if lay is None:
-        return sha256_bytes(fingerprint(ENTRY, CODE_ROOT))
-    from ..core.code import ImportMemo
-
-    store = KeyedCache(lay.cache_dir / "code")
-    # Keyed by the code that parses (and Python's version): statements parsed by other code are not reused.
-    key = {"memo": "import statements", "code": sha256_bytes((CODE_ROOT / "pipeline/core/code.py").read_bytes())}
-    key["python"] = library_versions(())["python"]
-    stored = store.read(key)
-    memo = ImportMemo(json.loads(stored) if stored is not None else None)
-    digest = sha256_bytes(fingerprint(ENTRY, CODE_ROOT, memo=memo))
-    if memo.kept() != (json.loads(stored) if stored is not None else None):
-        store.write(key, json.dumps(memo.kept(), sort_keys=True, separators=(",", ":")).encode())
-    return digest
+    """The SHA-256 of the package's code."""
+    return package_sha256()
 
 
 def items(lay: Layout, workloads: dict[str, Workload], code: str | None = None) -> list[Item]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.paths import Layout
 from ..core.registry import write_table
-from .measured import measured_rows, model_rows
+from ..estimate.measured import measured_rows, model_rows
 
 TABLE = "measured_vs_model"
 COLUMNS = [

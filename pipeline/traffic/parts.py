@@ -115,7 +115,3 @@ WORKLOAD_TABLES = ("traffic", "traffic_links", "traffic_workloads", "traffic_fai
 
 def traffic_dir(lay: Layout) -> Path:
     return lay.registry_dir / "traffic"
-
-
-def workload_paths(lay: Layout) -> list[Path]:
-    return sorted((lay.root / "models" / "workloads").glob("*.yaml"))

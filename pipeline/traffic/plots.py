@@ -18,7 +18,7 @@ from .parts import LINK_COLUMNS, TRAFFIC_COLUMNS
 
 if TYPE_CHECKING:
     from ..core.registry import Tables
-    from .view import View
+    from ..estimate.view import View
 
 PROMPTS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 KV_MODEL = {"layers": 80, "kv_heads": 8, "head_dim": 128, "dtype": "bf16"}  # the 70B model of the workloads
@@ -216,8 +216,8 @@ def kv_csv(views: dict[str, View]) -> bytes:
     """kv_transfer.csv: the 70B model's KV cache per decode rank, sent inside an NVL72 domain and across the
     fabric between 8-GPU servers, for each prompt length."""
     # Imported here: writing the phase plots needs no estimating code.
-    from . import sizing
-    from .cost import send
+    from ..estimate import sizing
+    from ..estimate.cost import send
 
     local, cross = views["nvidia-gb200-nvl72"], views["illustrative-h100-4096"]
     kv_rows = []

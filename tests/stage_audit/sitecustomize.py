@@ -1,5 +1,5 @@
 """Put on PYTHONPATH (with FABRICREF_STAGE_AUDIT set to a directory) by tests/conftest.py for the session's one cold
-`dvc repro`: each stage's `python -m pipeline.…` process records every file it opens, renames or removes, and the
+`dvc repro`: each stage's `python -m fabricref.…` process records every file it opens, renames or removes, and the
 pipeline modules it loaded, so tests/test_dvc_deps.py checks what every stage really touched on the same run the
 end-to-end tests read, instead of running the whole pipeline a second time under a hook of its own.
 
@@ -44,7 +44,7 @@ def _audit(out_dir: str, stage: str) -> None:
         loaded = sorted(
             m.__file__
             for n, m in list(sys.modules.items())
-            if (n == "pipeline" or n.startswith("pipeline.")) and getattr(m, "__file__", None)
+            if (n == "pipeline" or n.startswith("fabricref.")) and getattr(m, "__file__", None)
         )
         entries = [(kind, path, os.path.isfile(path)) for kind, path in log]
         record = {"stage": stage, "argv": sys.orig_argv[1:], "pid": os.getpid(), "log": entries, "loaded": loaded}

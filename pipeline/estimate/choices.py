@@ -1,0 +1,62 @@
+"""The step estimate's choices, from the checkout's params.yaml (`step.mfu`, `step.memory_headroom`): their one
+home, so `dvc params diff` shows them and `dvc exp run -S step.mfu=0.4` reruns exactly the stages that use them
+(the per-workload traffic stages). Neither is a vendor fact: both are assumptions labelled on every output."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.paths import PARAMS_FILE
+from ..core.schemas import _line_of, load_yaml
+from ..errors import ValidationError
+
+# What each choice means, and the bounds it must keep.
+CHOICES = {
+    "mfu": "the fraction of the accelerator's peak dense throughput reached while computing, in (0, 1]",
+    "memory_headroom": "the fraction of accelerator memory the fit keeps free (not for the workload), in [0, 1)",
+}
+
+
+@dataclass(frozen=True)
+class StepChoices:
+    mfu: float
+    memory_headroom: float
+    where: str  # the file the values were read from, for the label on every output
+
+
+def _check(key: str, value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValidationError(f"{where}: expected a number: {CHOICES[key]}; got {value!r}")
+    ok = 0 < value <= 1 if key == "mfu" else 0 <= value < 1
+    if not ok:
+        raise ValidationError(f"{where}: {value!r} is out of range: {CHOICES[key]}")
+    return float(value)
+
+
+def load_step_choices(root: Path) -> StepChoices:
+    """`step` of <root>/params.yaml, validated; an error names the file, line and JSON path."""
+    path = root / PARAMS_FILE
+    if not path.is_file():
+        raise ValidationError(f"{path}: not found; it holds the step estimate's choices ({', '.join(CHOICES)})")
+    data, doc = load_yaml(path)
+    block = data.get("step") if isinstance(data, dict) else None
+    if not isinstance(block, dict):
+        raise ValidationError(
+            f"{path}:{_line_of(doc, ['step']) or 1}: at $.step: expected a mapping with "
+            + "; ".join(f"{k} ({v})" for k, v in CHOICES.items())
+        )
+    for key in block:
+        if key not in CHOICES:
+            raise ValidationError(
+                f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}: not a choice of the step estimate; "
+                f"expected one of {', '.join(CHOICES)}"
+            )
+    values = {}
+    for key in CHOICES:
+        if key not in block:
+            raise ValidationError(f"{path}:{_line_of(doc, ['step'])}: at $.step: {key} is missing ({CHOICES[key]})")
+        values[key] = _check(key, block[key], f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}")
+    return StepChoices(mfu=values["mfu"], memory_headroom=values["memory_headroom"], where=PARAMS_FILE)

@@ -1,0 +1,771 @@
+"""Loads per physical link and phase times from routed flows.
+
+A phase is one or more stages run one after the other (hierarchical collectives); inside a stage every flow of
+every group runs at once. Per directed link: bytes, offered load (each flow at the rate it would get alone,
+i.e. its path bottleneck) and utilisation = offered / capacity. Each flow's rate is its max-min fair share
+(progressive filling over the incidence matrix); a stage lasts as long as its slowest flow. The bandwidth
+term is that flow's time alone; queueing is the rest, and it is non-zero only where some link's offered load
+exceeds its capacity. A fluid model: no packet-level effects, no congestion-control dynamics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import UsageError
+from . import collectives
+from .routing import Fabric, Routes, no_cyclic_gc, tier_name
+
+EPS = 1e-9
+
+
+class UnknownCapacity(UsageError):
+    """A flow crosses a link whose bandwidth no source or assumption states."""
+
+
+def alone_rates(inc: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
+    """Each flow's rate with the network to itself: min over its links of capacity / fraction carried."""
+    csc = inc.tocsc()
+    ratio = capacity[csc.indices] / csc.data
+    out = np.full(csc.shape[1], np.inf)
+    nz = np.flatnonzero(np.diff(csc.indptr))
+    if nz.size:
+        out[nz] = np.minimum.reduceat(ratio, csc.indptr[nz])
+    return out
+
+
+def max_min(inc: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates by progressive filling: raise every unfrozen flow equally until a link fills, freeze
+    the flows crossing it, repeat. Fractional incidence (ECMP splits) is honoured exactly."""
+    nf = inc.shape[1]
+    rate = np.zeros(nf)
+    active = np.ones(nf, dtype=bool)
+    at = inc.T.tocsr()
+    used = np.asarray(inc.sum(axis=1)).ravel() > 0
+    cap = np.where(used, capacity, np.inf)
+    while active.any():
+        weight = inc @ active.astype(float)
+        residual = cap - inc @ rate
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(weight > EPS, residual / weight, np.inf)
+        delta = room.min()
+        if not np.isfinite(delta):  # no finite link left on these flows' paths
+            rate[active] = np.inf
+            break
+        rate[active] += max(delta, 0.0)
+        full = room <= delta * (1 + 1e-9) + 1e-12
+        frozen = (at @ full.astype(float)) > 0
+        if not (frozen & active).any():  # numerical safety: always make progress
+            break
+        active &= ~frozen
+    return rate
+
+
+@dataclass
+class Stage:
+    """Flows that run at once: src[i] → dst[i] carrying bytes[i]; `steps` latency-bearing steps."""
+
+    src: list[str]
+    dst: list[str]
+    bytes: np.ndarray
+    steps: int
+    what: str
+    # Accelerator positions of src and dst on the fabric that first asked (names are looked up once per stage).
+    pos: tuple[Fabric, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    # The groups whose every ordered pair of members the flows are (see `_pairs`), when that is how they were made:
+    # positions are then looked up once per member, not twice per flow (n - 1 times fewer look-ups).
+    groups: list[list[str]] | None = field(default=None, repr=False)
+
+    def positions(self, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+        if self.pos is None or self.pos[0] is not fabric:
+            self.pos = (fabric, *self._positions(fabric))
+        return self.pos[1], self.pos[2]
+
+    def _positions(self, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
+        groups = self.groups
+        if groups and len({len(g) for g in groups}) == 1:
+            n = len(groups[0])
+            at = fabric.positions([a for g in groups for a in g]).reshape(len(groups), n)
+            a, b = np.nonzero(~np.eye(n, dtype=bool))  # source-major, as `_pairs` lists them
+            src, dst = at[:, a].ravel(), at[:, b].ravel()
+            if src.size == len(self.src):  # members distinct in every group: exactly `_pairs`' flows
+                return src, dst
+        return fabric.positions(self.src), fabric.positions(self.dst)
+
+
+@dataclass
+class StageCost:
+    latency_s: float
+    bandwidth_s: float
+    queueing_s: float
+    link_bytes: np.ndarray
+    utilization: np.ndarray
+    flows_per_link: np.ndarray
+    slowest_links: np.ndarray
+    injected: dict[str, float]
+    notes: list[str]
+    hops: float = 0.0
+    bottleneck_gbps: float | None = None  # the slowest flow's path capacity alone (ECMP splits counted)
+    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return self.latency_s + self.bandwidth_s + self.queueing_s
+
+
+def symmetric(fabric: Fabric, stage: Stage) -> tuple[Stage, tuple[tuple[int, tuple[int, ...]], ...]] | None:
+    """Exact symmetry classes for a stage whose flows all stay inside their own scale-up domains: domains never
+    share a link then, so domains wired alike carrying the same local flows behave identically. Returns the
+    stage reduced to one representative domain per class, and (representative, others) per class."""
+    s, t = stage.positions(fabric)
+    ds = fabric.acc_domain[s]
+    if s.size < 256 or not np.array_equal(ds, fabric.acc_domain[t]):
+        return None
+    ls, lt = fabric.acc_local[s], fabric.acc_local[t]
+    order = np.lexsort((lt, ls, ds))
+    doms, counts = np.unique(ds[order], return_counts=True)
+    if np.unique(counts).size != 1:
+        return None
+    c = int(counts[0])
+    sig = np.array([fabric.domain_signature(int(d)) for d in doms], dtype=float)
+    key = np.column_stack([sig, ls[order].reshape(-1, c), lt[order].reshape(-1, c), stage.bytes[order].reshape(-1, c)])
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if first.size == doms.size:
+        return None
+    keep = np.concatenate([order[f * c : (f + 1) * c] for f in first])
+    replicas = tuple(
+        (int(doms[f]), tuple(int(d) for d in doms[inverse == u] if d != doms[f])) for u, f in enumerate(first)
+    )
+    reduced = Stage(
+        [stage.src[i] for i in keep],
+        [stage.dst[i] for i in keep],
+        stage.bytes[keep],
+        stage.steps,
+        stage.what,
+        (fabric, s[keep], t[keep]),
+    )
+    return reduced, replicas
+
+
+def cost_stage(
+    fabric: Fabric,
+    stage: Stage,
+    endpoint_s: float,
+    routes: Routes | None = None,
+    capacity: np.ndarray | None = None,
+    symmetry: bool = True,
+) -> StageCost:
+    """Route (unless given), share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
+    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    weight = None
+    if routes is None and capacity is None and symmetry:
+        reduced = symmetric(fabric, stage)
+        if reduced is not None:
+            stage, replicas = reduced
+            mult = {rep: 1 + len(others) for rep, others in replicas}
+            weight = np.array([mult[int(d)] for d in fabric.acc_domain[stage.positions(fabric)[0]]], dtype=float)
+    routes = routes or fabric.route(*stage.positions(fabric))
+    inc = routes.incidence
+    cap = fabric.capacity if capacity is None else capacity
+    unknown = fabric.unknown_capacity(inc)
+    if unknown:
+        raise UnknownCapacity(
+            f"{stage.what}: the bandwidth of {', '.join(unknown)} is unknown "
+            "(no source states it and no assumption is declared)"
+        )
+    # A flow's demand: its share of its own ranks' access links (every flow of a rank shares that rank's
+    # injection and reception) and never more than its path's narrowest link. That is the bandwidth term;
+    # whatever the fair share over the whole fabric takes away beyond it is queueing, and it appears only
+    # where the offered load (demands on a link) exceeds the link's capacity.
+    alone = alone_rates(inc, cap)
+    demand = np.minimum(max_min(inc, np.where(fabric.access, cap, np.inf)), alone)
+    fair = max_min(inc, cap)
+    b = stage.bytes
+    t_alone = np.divide(b, demand, out=np.zeros_like(b), where=demand > 0)
+    t_fair = np.divide(b, fair, out=np.full_like(b, np.inf), where=fair > 0)
+    slow = int(np.argmax(t_fair)) if b.size else 0
+    bandwidth = float(t_alone.max()) if b.size else 0.0
+    queueing = max(0.0, float(t_fair.max()) - bandwidth) if b.size else 0.0
+    offered = inc @ np.where(np.isfinite(demand), demand, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(cap > 0, offered / cap, 0.0)
+    link_bytes = inc @ b
+    flows = np.diff((inc > 0).astype(np.int8).tocsr().indptr)
+    latency = stage.steps * (endpoint_s + float(routes.latency_ns.max(initial=0.0)) * 1e-9)
+    slow_links = inc[:, slow].nonzero()[0] if b.size else np.zeros(0, np.int64)
+    return StageCost(
+        latency,
+        bandwidth,
+        queueing,
+        link_bytes,
+        util,
+        flows,
+        slow_links,
+        injected(fabric, inc, b if weight is None else b * weight),
+        routes.notes,
+        float(routes.hops.max(initial=0.0)),
+        float(alone[slow] * 8 / 1e9) if b.size and np.isfinite(alone[slow]) else None,
+        replicas,
+    )
+
+
+def injected(fabric: Fabric, inc: sp.csr_matrix, b: np.ndarray) -> dict[str, float]:
+    """Bytes put on each network: a flow counts on a network where it enters it (accelerator → scale-up,
+    accelerator → NIC for host, NIC → leaf for scale-out), so NVLink and NIC bytes are never added together."""
+    tails, heads = fabric.tail, fabric.head
+    net = np.repeat(fabric.network, 2)
+    tk, hk = fabric.kind[tails], fabric.kind[heads]
+    per_link = inc @ b
+    out = {}
+    masks = {
+        "scale_up": (net == "scale_up") & (tk == "accelerator"),
+        "host": (net == "host") & (tk == "accelerator") & (hk == "nic"),
+        "scale_out": (net == "scale_out") & (tk == "nic"),
+    }
+    for name, mask in masks.items():
+        total = float(per_link[mask].sum())
+        if total:
+            out[name] = total
+    return out
+
+
+# ---- collective patterns ----------------------------------------------------------------------------
+
+
+def _pairs(groups: Sequence[Sequence[str]], per_pair: float) -> tuple[list[str], list[str], np.ndarray]:
+    src: list[str] = []
+    dst: list[str] = []
+    for g in groups:  # every ordered pair of distinct members, source-major (comprehensions: no append per flow)
+        src += [a for a in g for b in g if a != b]
+        dst += [b for a in g for b in g if a != b]
+    return src, dst, np.full(len(src), per_pair)
+
+
+def _pair_stage(groups: Sequence[Sequence[str]], per_pair: float, steps: int, what: str) -> Stage:
+    """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage."""
+    src, dst, size = _pairs(groups, per_pair)
+    return Stage(src, dst, size, steps, what, groups=[list(g) for g in groups])
+
+
+def _ring(groups: Sequence[Sequence[str]], per_flow: float) -> tuple[list[str], list[str], np.ndarray]:
+    src, dst = [], []
+    for g in groups:
+        if len(g) > 1:
+            src += list(g)
+            dst += [*g[1:], g[0]]
+    return src, dst, np.full(len(src), per_flow)
+
+
+def collective_stages(
+    op: str, groups: Sequence[Sequence[str]], size: float, domain_of: dict[str, str], what: str
+) -> tuple[str, list[Stage]]:
+    """The flows of one collective run by every group at once, as stages, and the algorithm assumed.
+
+    Inside one domain: direct (every member sends its share to every other member: on a switch the same
+    injection as a ring, on a mesh each pair on its own link). One member per domain: ring over the fabric.
+    Equal members in every domain: hierarchical (inside, then one ring per local index across domains, then
+    inside). Otherwise: one flat ring in rank order. All-to-all is always direct: every pair, S/n each."""
+    groups = [list(g) for g in groups if len(g) > 1]
+    if not groups:
+        return "nothing to exchange (groups of one)", []
+    n = len(groups[0])
+    wire = collectives.wire_factor(op, n)
+    steps = collectives.steps(op, n)
+    shapes = []
+    for g in groups:
+        counts: dict[str, int] = {}
+        for a in g:
+            counts[domain_of[a]] = counts.get(domain_of[a], 0) + 1
+        shapes.append(counts)
+    if op == "all-to-all":
+        return "direct all-to-all: every pair, S/n each", [_pair_stage(groups, size / n, steps, what)]
+    if all(len(c) == 1 for c in shapes):
+        stage = _pair_stage(groups, wire * size / (n - 1), steps, what)
+        return "direct inside the scale-up domain (each member to every other)", [stage]
+    if all(set(c.values()) == {1} for c in shapes):
+        s, d, b = _ring(groups, wire * size)
+        return "ring across domains (one rank per domain)", [Stage(s, d, b, steps, what)]
+    locals_ = {v for c in shapes for v in c.values()}
+    if len(locals_) == 1 and op in ("all-reduce", "reduce-scatter", "all-gather"):
+        local = locals_.pop()
+        outer = n // local
+        inner_groups, outer_groups = [], []
+        for g in groups:
+            by: dict[str, list[str]] = {}
+            for a in g:
+                by.setdefault(domain_of[a], []).append(a)
+            members = list(by.values())
+            inner_groups += members
+            outer_groups += [[m[i] for m in members] for i in range(local)]
+        inner_wire = collectives.wire_factor("reduce-scatter", local) * size / (local - 1)
+        rs = _pair_stage(inner_groups, inner_wire, collectives.steps("reduce-scatter", local), what)
+        ag = _pair_stage(inner_groups, inner_wire, collectives.steps("all-gather", local), what)
+        across = Stage(
+            *_ring(outer_groups, collectives.wire_factor(op, outer) * size / local),
+            collectives.steps(op, outer),
+            what,
+        )
+        stages = {"all-reduce": [rs, across, ag], "reduce-scatter": [rs, across], "all-gather": [across, ag]}[op]
+        return (
+            f"hierarchical: inside each {local}-rank domain, a ring of S/{local} across {outer} domains per local "
+            "rank (each on its own NIC)",
+            stages,
+        )
+    s, d, b = _ring(groups, wire * size)
+    return "flat ring in rank order (groups span domains unevenly)", [Stage(s, d, b, steps, what)]
+
+
+def btree_parents(n: int) -> np.ndarray:
+    """Parent of each rank in NCCL's binary tree over n ranks (root 0, -1 for it): the lowest set bit b of r,
+    parent (r xor b) | 2b, or r xor b when that is out of range (NCCL src/graph/trees.cc, ncclGetBtree)."""
+    r = np.arange(n, dtype=np.int64)
+    bit = r & -r
+    up = (r ^ bit) | (bit << 1)
+    up = np.where(up >= n, r ^ bit, up)
+    up[0] = -1
+    return up
+
+
+def dtree_parents(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """NCCL's double binary tree: the binary tree, and its mirror (n even) or the tree shifted by one (n odd)."""
+    first = btree_parents(n)
+    r = np.arange(n, dtype=np.int64)
+    if n % 2:
+        up = first[(r - 1) % n]
+        second = np.where(up < 0, -1, (up + 1) % n)
+    else:
+        up = first[n - 1 - r]
+        second = np.where(up < 0, -1, n - 1 - up)
+    return first, second
+
+
+def tree_stages(
+    groups: Sequence[Sequence[str]], size: float, domain_of: dict[str, str], what: str
+) -> tuple[str, list[Stage]]:
+    """The flows of an all-reduce run as NCCL's tree: a chain through each domain's members (S up the chain to
+    reduce, S down to broadcast) and, per local index (each rank's own NIC), a double binary tree over the
+    domains, each tree carrying half of that rank's S/local share up (reduce) and down (broadcast) every edge.
+    Chain and trees are pipelined, so their flows run at once (one stage). Groups spread unevenly over
+    domains are taken as one rank per domain (a tree over every member)."""
+    src: list[str] = []
+    dst: list[str] = []
+    sizes: list[float] = []
+    depth = chain = 0
+    for g in groups:
+        if len(g) < 2:
+            continue
+        by: dict[str, list[str]] = {}
+        for a in g:
+            by.setdefault(domain_of[a], []).append(a)
+        members = list(by.values())
+        if len({len(m) for m in members}) != 1:
+            members = [[a] for a in g]
+        local, outer = len(members[0]), len(members)
+        chain = max(chain, local - 1)
+        for m in members:
+            for a, b in pairwise(m):
+                src += [b, a]  # reduce towards the chain's head, broadcast back
+                dst += [a, b]
+                sizes += [size, size]
+        if outer > 1:
+            depth = max(depth, int(np.ceil(np.log2(outer))))
+            for parents in dtree_parents(outer):
+                child = np.flatnonzero(parents >= 0)
+                for i in range(local):
+                    nodes = [m[i] for m in members]
+                    for c in child:
+                        a, b = nodes[c], nodes[parents[c]]
+                        src += [a, b]
+                        dst += [b, a]
+                        sizes += [size / local / 2] * 2
+    stage = Stage(src, dst, np.array(sizes, dtype=float), 2 * chain + 2 * depth, what)
+    return (
+        "NCCL double binary tree: a chain through each domain, two binary trees across domains per local rank "
+        "(S/local each, half per tree), pipelined",
+        [stage] if src else [],
+    )
+
+
+def along_tree(fabric: Fabric, r: RoutedPhase, endpoint_s: float, capacity: np.ndarray | None = None) -> RoutedPhase:
+    """The same phase with its all-reduce flows on the tree edges (parent/child of both trees) instead of ring
+    neighbours: what the links carry when the library runs the tree algorithm."""
+    from dataclasses import replace
+
+    built = [tree_stages(groups, size, r.domain_of, f"{r.phase} (tree)") for _, groups, size in r.parts]
+    merged = _merge([s for _, s in built if s])
+    if not merged:
+        return r
+    load = cost_phase(fabric, built[0][0], merged, endpoint_s, capacity)
+    return replace(r, load=load, stages=merged)
+
+
+def send_stage(pairs: Sequence[tuple[str, str]], size: float, what: str) -> Stage:
+    return Stage([a for a, _ in pairs], [b for _, b in pairs], np.full(len(pairs), float(size)), 1, what)
+
+
+@dataclass
+class PhaseLoad:
+    """A phase's time terms and what it put on every physical link."""
+
+    algorithm: str
+    latency_s: float
+    bandwidth_s: float
+    queueing_s: float
+    link_bytes: np.ndarray  # per directed link, summed over stages
+    utilization: np.ndarray  # per directed link, max over stages
+    flows_per_link: np.ndarray
+    slowest_links: np.ndarray  # directed links on the slowest flow's path (of the longest stage)
+    injected: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+    hops: float = 0.0
+    bottleneck_gbps: float | None = None
+    # Domains that carry exactly what a representative carries (intra-domain stages, exact symmetry).
+    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return self.latency_s + self.bandwidth_s + self.queueing_s
+
+
+def _fit(a: np.ndarray, n: int) -> np.ndarray:
+    return a if a.size >= n else np.concatenate([a, np.zeros(n - a.size, dtype=a.dtype)])
+
+
+def cost_phase(
+    fabric: Fabric,
+    algorithm: str,
+    stages: Sequence[Stage],
+    endpoint_s: float,
+    capacity: np.ndarray | None = None,
+    symmetry: bool = True,
+) -> PhaseLoad:
+    costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity, symmetry=symmetry) for s in stages]
+    if len({c.replicas for c in costs if c.replicas}) > 1:  # stages reduced differently: cost them in full
+        costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity, symmetry=False) for s in stages]
+    nl = fabric.n_links
+    if not costs:
+        z = np.zeros(nl)
+        return PhaseLoad(algorithm, 0.0, 0.0, 0.0, z, z, z.astype(np.int64), np.zeros(0, np.int64), {})
+    for c in costs:  # links registered by a later stage extend the arrays of earlier ones
+        c.link_bytes, c.utilization = _fit(c.link_bytes, nl), _fit(c.utilization, nl)
+        c.flows_per_link = _fit(c.flows_per_link, nl).astype(np.int64)
+    longest = max(costs, key=lambda c: c.bandwidth_s + c.queueing_s)
+    inj: dict[str, float] = {}
+    for c in costs:
+        for k, v in c.injected.items():
+            inj[k] = inj.get(k, 0.0) + v
+    return PhaseLoad(
+        algorithm,
+        sum(c.latency_s for c in costs),
+        sum(c.bandwidth_s for c in costs),
+        sum(c.queueing_s for c in costs),
+        np.sum([c.link_bytes for c in costs], axis=0),
+        np.max([c.utilization for c in costs], axis=0),
+        np.sum([c.flows_per_link for c in costs], axis=0),
+        longest.slowest_links,
+        inj,
+        sorted({n for c in costs for n in c.notes}),
+        max(c.hops for c in costs),
+        longest.bottleneck_gbps,
+        next((c.replicas for c in costs if c.replicas), ()),
+    )
+
+
+def link_rows(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
+    """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation.
+
+    Links of domains that replicate a representative (exact symmetry) get the representative's figures."""
+    nl = fabric.n_links
+    lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
+    edges = fabric.edges
+    # Plain ints and lists from here on: numpy scalars and the fabric's array properties cost per access.
+    used = np.flatnonzero(lb > 0).tolist()
+    arcs: list[tuple[str, str, int]] = [(edges[i // 2][i % 2], edges[i // 2][1 - i % 2], i) for i in used]
+    for rep, others in load.replicas:
+        rep_links = fabric.domain_arcs.get(rep)
+        if rep_links is None:
+            continue
+        hot = np.flatnonzero(lb[rep_links] > 0).tolist()
+        links = rep_links.tolist()
+        for d in others:
+            names = fabric.local_arc_names(d)
+            arcs += [(names[k][0], names[k][1], links[k]) for k in hot]
+    # Per-arc numbers converted once, as arrays (a numpy scalar per arc and field was most of this function).
+    idx = np.fromiter((i for _, _, i in arcs), dtype=np.int64, count=len(arcs))
+    arc_bytes, arc_util = lb[idx].tolist(), lu[idx].tolist()
+    arc_flows = lf[idx].astype(np.int64).tolist()
+    arc_gbps = (fabric.capacity[idx] / 1e9 * 8).tolist()
+    network, eu, ev, kind = fabric.network, fabric.eu, fabric.ev, fabric.kind
+    tiers: dict[tuple[str, str], str] = {}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for (tail, head, i), nbytes, util, flows, gbps in zip(arcs, arc_bytes, arc_util, arc_flows, arc_gbps, strict=True):
+        a, b = (tail, head) if tail <= head else (head, tail)
+        row = rows.get((a, b))
+        if row is None:
+            e = i // 2
+            kinds = (kind[eu[e]], kind[ev[e]])
+            tier = tiers.get(kinds)
+            if tier is None:
+                tier = tiers[kinds] = tier_name(*kinds)
+            row = rows[(a, b)] = {
+                "source": a,
+                "target": b,
+                "network": network[e],
+                "tier": tier,
+                "bytes_forward": 0.0,
+                "bytes_reverse": 0.0,
+                "capacity_gbps": gbps,
+                "utilization": 0.0,
+                "flows": 0,
+            }
+        row["bytes_forward" if tail == a else "bytes_reverse"] += nbytes
+        row["utilization"] = max(row["utilization"], util)
+        row["flows"] += flows
+    return [rows[k] for k in sorted(rows)]
+
+
+def hot_links(
+    fabric: Fabric, load: PhaseLoad, top: int = 5, rows: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The most utilised links (ties broken by name, so the list is deterministic); `rows`: the phase's
+    `link_rows`, when the caller has them already (they take seconds on the 24,576-GPU cluster)."""
+    rows = sorted(
+        link_rows(fabric, load) if rows is None else rows, key=lambda r: (-r["utilization"], r["source"], r["target"])
+    )
+    return [
+        {k: r[k] for k in ("source", "target", "network", "tier", "utilization", "bytes_forward", "bytes_reverse")}
+        for r in rows[:top]
+    ]
+
+
+def lineage_links(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
+    """Edge attributes (field, status) of every link on the slowest path: the phase's lineage."""
+    edges = sorted({int(link) // 2 for link in load.slowest_links})
+    return [fabric.edge_data[e] for e in edges]
+
+
+def added_queueing(
+    fabric: Fabric,
+    stages: Sequence[Stage],
+    mine: PhaseLoad,
+    others: Sequence[tuple[PhaseLoad, int]],
+    other_step_s: float,
+) -> tuple[float, float]:
+    """Queueing a co-running job adds to one of my phases, on the links both use and nowhere else, and the
+    largest share of its step the other job keeps one of those shared links busy.
+
+    The other job keeps each link busy for a share of its step (its bytes × count ÷ capacity ÷ step, at most
+    0.95); my phase is re-costed with those shared links' capacities reduced by that share."""
+    nl = fabric.n_links
+    cap = fabric.capacity
+    busy = np.zeros(nl)
+    for load, count in others:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            busy += np.where(cap > 0, _fit(load.link_bytes, nl) * count / cap, 0.0)
+    busy = np.minimum(0.95, busy / other_step_s) if other_step_s > 0 else busy * 0
+    shared = (_fit(mine.link_bytes, nl) > 0) & (busy > 0)
+    if not shared.any():
+        return 0.0, 0.0
+    reduced = cap.copy()
+    reduced[shared] *= 1 - busy[shared]
+    again = cost_phase(fabric, mine.algorithm, stages, 0.0, capacity=reduced)
+    before = mine.bandwidth_s + mine.queueing_s
+    return max(0.0, again.bandwidth_s + again.queueing_s - before), float(busy[shared].max())
+
+
+# ---- a workload's phases, every group of every phase routed at once ---------------------------------
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """Read a workload section whether it is a mapping or a typed model."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+@dataclass
+class RoutedPhase:
+    phase: str
+    collective: str
+    count: int
+    bytes_per_rank: float
+    group_size: int
+    groups: int
+    load: PhaseLoad
+    stages: list[Stage] = field(default_factory=list)
+    # The collectives the phase runs at once (op, every group's accelerators, buffer size) and each
+    # accelerator's domain: what `along_tree` re-routes when the library's choice is a tree.
+    parts: tuple[tuple[str, list[list[str]], float], ...] = ()
+    domain_of: dict[str, str] = field(default_factory=dict)
+
+
+def _merge(parts: Sequence[Sequence[Stage]]) -> list[Stage]:
+    """Communications that run at the same time: stage i of each joins one stage (flows concatenated)."""
+    out = []
+    for i in range(max((len(p) for p in parts), default=0)):
+        here = [p[i] for p in parts if i < len(p)]
+        out.append(
+            Stage(
+                [a for s in here for a in s.src],
+                [b for s in here for b in s.dst],
+                np.concatenate([s.bytes for s in here]),
+                max(s.steps for s in here),
+                here[0].what,
+            )
+        )
+    return out
+
+
+def _dtype_bytes(dtype: str) -> float:
+    from .sizing import dtype_bytes
+
+    return dtype_bytes(dtype)
+
+
+def workload_phases(
+    fabric: Fabric, w: Any, endpoint_s: float, offset: int = 0, capacity: np.ndarray | None = None
+) -> tuple[Any, list[RoutedPhase]]:
+    """Place `w` (every group validated) and cost each backend phase with all its groups routed at once."""
+    with no_cyclic_gc():
+        return _workload_phases(fabric, w, endpoint_s, offset, capacity)
+
+
+def _workload_phases(
+    fabric: Fabric, w: Any, endpoint_s: float, offset: int, capacity: np.ndarray | None
+) -> tuple[Any, list[RoutedPhase]]:
+    from .placement import check_degrees, gradient_shards, place, rank_accelerators, training_groups
+
+    g = fabric.g
+    m, t, inf = w.model, w.training, w.inference
+    what = f"workload {w.id}"
+    act_bytes = _dtype_bytes(_get(m, "dtype"))
+    phases: list[RoutedPhase] = []
+
+    def add(name: str, op: str, groups: list[list[str]], size: float, count: int, dom: dict[str, str]) -> None:
+        algorithm, stages = collective_stages(op, groups, size, dom, f"{what} {name}")
+        if stages:
+            load = cost_phase(fabric, algorithm, stages, endpoint_s, capacity)
+            phases.append(
+                RoutedPhase(
+                    name, op, count, size, len(groups[0]), len(groups), load, stages, ((op, groups, size),), dom
+                )
+            )
+
+    if t is not None:
+        tp, pp, dp, ep = _get(t, "tp"), _get(t, "pp"), _get(t, "dp"), _get(t, "ep", 1) or 1
+        check_degrees(m, t, what)
+        grp = training_groups(tp, pp, dp, ep)
+        at = rank_accelerators(g, w, offset)
+        p = place(g, tp * pp * dp, grp, declared=[at[r] for r in range(tp * pp * dp)], what=what)
+        dom = {a: p.domain[a] for a in p.accelerators}
+        act = _get(t, "micro_batch") * _get(t, "seq_len") * _get(m, "hidden") * act_bytes
+        mb = _get(t, "microbatches")
+        if tp > 1:
+            add(
+                "tp-all-reduce",
+                "all-reduce",
+                [p.members(x) for x in grp.tp],
+                act,
+                int(4 * _get(m, "layers") / pp * mb),
+                dom,
+            )
+        if pp > 1:
+            pairs = [(p.accelerators[x[k]], p.accelerators[x[k + 1]]) for x in grp.pp for k in range(pp - 1)]
+            stage = send_stage(pairs, act / tp, f"{what} pp-send")
+            load = cost_phase(fabric, "point-to-point", [stage], endpoint_s, capacity)
+            phases.append(RoutedPhase("pp-send", "send", 2 * mb, act / tp, 2, len(pairs), load, [stage]))
+        shards = gradient_shards(m, t)
+        gb = _dtype_bytes(_get(t, "grad_dtype", "bf16") or "bf16")
+        dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
+        ops = [("reduce-scatter", 1), ("all-gather", 2)] if _get(t, "sharded") else [("all-reduce", 1)]
+        for op, count in ops:
+            name = {"reduce-scatter": "dp-reduce-scatter", "all-gather": "dp-all-gather"}.get(op, "dp-all-reduce")
+            parts, algs, asked = [], [], []
+            if dp > 1:
+                members = [p.members(x) for x in grp.dp]
+                a, s = collective_stages(op, members, dense, dom, f"{what} {name}")
+                parts.append(s)
+                algs.append(a)
+                asked.append((op, members, dense))
+            if expert and len(grp.expert[0]) > 1:
+                members = [p.members(x) for x in grp.expert]
+                a, s = collective_stages(op, members, expert, dom, f"{what} {name}")
+                parts.append(s)
+                algs.append("experts: " + a)
+                asked.append((op, members, expert))
+            if parts:
+                merged = _merge(parts)
+                load = cost_phase(fabric, "; ".join(algs), merged, endpoint_s, capacity)
+                phases.append(
+                    RoutedPhase(name, op, count, dense + expert, dp, len(grp.dp), load, merged, tuple(asked), dom)
+                )
+        if ep > 1:
+            e = _get(m, "experts")
+            tokens = _get(t, "micro_batch") * _get(t, "seq_len") * _get(e, "top_k") * _get(m, "hidden") * act_bytes
+            count = int(4 * _get(e, "moe_layers") / pp * mb)
+            add("ep-all-to-all", "all-to-all", [p.members(x) for x in grp.ep], tokens, count, dom)
+        return p, phases
+    mode = _get(inf, "mode")
+    batch = _get(inf, "batch", 1) or 1
+    hidden = _get(m, "hidden") * act_bytes
+    layers = _get(m, "layers")
+    out_tokens = _get(inf, "output_tokens")
+    prompt = _get(inf, "prompt_tokens")
+    if mode == "aggregated":
+        tp = _get(inf, "tp", 1) or 1
+        grp = _groups_of([list(range(tp))])
+        at = rank_accelerators(g, w, offset)
+        p = place(g, tp, grp, declared=[at[r] for r in range(tp)], what=what)
+        dom = {a: p.domain[a] for a in p.accelerators}
+        if tp > 1:
+            members = [p.members(grp.tp[0])]
+            add("prefill-tp-all-reduce", "all-reduce", members, batch * prompt * hidden, 2 * layers, dom)
+            add("decode-tp-all-reduce", "all-reduce", members, batch * hidden, 2 * layers * out_tokens, dom)
+        return p, phases
+    ptp, dtp = _get(inf, "prefill_tp", 1) or 1, _get(inf, "decode_tp", 1) or 1
+    start = _get(inf, "decode_pool_start")
+    start = ptp if start is None else start
+    at = rank_accelerators(g, w, offset)
+    declared = [at[r] for r in range(ptp)] + [at[r] for r in range(start, start + dtp)]
+    grp = _groups_of([list(range(ptp)), list(range(ptp, ptp + dtp))])
+    p = place(g, ptp + dtp, grp, declared=declared, what=what)
+    dom = {a: p.domain[a] for a in p.accelerators}
+    prefill, decode = p.members(grp.tp[0]), p.members(grp.tp[1])
+    if ptp > 1:
+        add("prefill-tp-all-reduce", "all-reduce", [prefill], batch * prompt * hidden, 2 * layers, dom)
+    kv = 2 * layers * _get(m, "kv_heads") * _get(m, "head_dim") * act_bytes * prompt * batch
+    pairs, sizes = [], []
+    for i, a in enumerate(prefill):
+        for j, b in enumerate(decode):
+            # Prefill rank i holds KV heads [i/ptp, (i+1)/ptp); decode rank j needs [j/dtp, (j+1)/dtp).
+            share = max(0.0, min((i + 1) / ptp, (j + 1) / dtp) - max(i / ptp, j / dtp))
+            if share > 0 and a != b:
+                pairs.append((a, b))
+                sizes.append(share * kv)
+    stage = Stage([a for a, _ in pairs], [b for _, b in pairs], np.array(sizes), 1, f"{what} kv-transfer")
+    load = cost_phase(
+        fabric,
+        "point-to-point: each prefill rank's KV heads to the decode ranks that hold them",
+        [stage],
+        endpoint_s,
+        capacity,
+    )
+    phases.append(RoutedPhase("kv-transfer", "send", 1, kv / dtp, 2, len(pairs), load, [stage]))
+    if dtp > 1:
+        add("decode-tp-all-reduce", "all-reduce", [decode], batch * hidden, 2 * layers * out_tokens, dom)
+    return p, phases
+
+
+def _groups_of(tp_groups: list[list[int]]) -> Any:
+    from .placement import Groups
+
+    return Groups(tp=tuple(tuple(x) for x in tp_groups))

@@ -1,0 +1,260 @@
+"""Measured nccl-tests / rccl-tests logs as first-class inputs: pinned by SHA-256 in the snapshot store like a
+document (origin `measured`), tabled with the log's hash, and compared with the model on the same topology.
+
+Pins live in sources/measured/<measurement-id>.json; the bytes in the content-addressed store; the table
+registry/measurements/measurements.parquet is rebuilt from every pin, so it always equals what the pins name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..core.files import atomic_write_json, exclusive_lock
+from ..core.paths import Layout, check_slug
+from ..core.schemas import load_json, load_model
+from ..core.store import SnapshotStore, sha256_bytes
+from ..errors import UsageError, ValidationError
+from ..formats.measured import MeasuredPin
+from .algorithms import ALGORITHMS
+from .nccl_log import Log, parse_text
+
+TABLE = "measurements"
+COLUMNS = [
+    ("measurement_id", "VARCHAR"),
+    ("sha256", "VARCHAR"),
+    ("topology_id", "VARCHAR"),
+    ("op", "VARCHAR"),
+    ("algorithm", "VARCHAR"),
+    ("ranks", "INTEGER"),
+    ("line", "INTEGER"),
+    ("placement", "VARCHAR"),
+    ("bytes", "BIGINT"),
+    ("count", "BIGINT"),
+    ("dtype", "VARCHAR"),
+    ("redop", "VARCHAR"),
+    ("root", "INTEGER"),
+    ("time_us", "DOUBLE"),
+    ("algbw_gb_per_s", "DOUBLE"),
+    ("busbw_gb_per_s", "DOUBLE"),
+]
+
+
+def measured_dir(lay: Layout) -> Path:
+    return lay.sources_dir / "measured"
+
+
+def table_dir(lay: Layout) -> Path:
+    return lay.registry_dir / "measurements"
+
+
+def _pins(lay: Layout) -> list[tuple[Path, MeasuredPin]]:
+    out = []
+    for path in sorted(measured_dir(lay).glob("*.json")):
+        out.append((path, load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)))
+    return out
+
+
+def import_log(
+    lay: Layout, file: Path, topology_id: str, algorithm: str | None = None, op: str | None = None
+) -> tuple[MeasuredPin, Log, bool]:
+    """Parse first (nothing is written for a bad log), then store the bytes, pin them and rebuild the table.
+    Returns (pin, parsed log, whether the pin is new)."""
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise UsageError(f"--algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+    check_slug(topology_id, "topology id")
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{file}: file not found") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    log = parse_text(text, str(file), op)
+    from .calculator import view_for
+
+    view = view_for(lay, topology_id)
+    if log.ranks > len(view.accelerators):
+        raise UsageError(
+            f"{file}: the log ran on {log.ranks} ranks; topology {topology_id} has {len(view.accelerators)} "
+            "accelerators"
+        )
+    sha = sha256_bytes(data)
+    pin = MeasuredPin(
+        measurement_id=f"{topology_id}-{log.op}-{sha[:12]}",
+        sha256=sha,
+        size=len(data),
+        file_name=file.name,
+        topology_id=topology_id,
+        op=log.op,
+        algorithm=algorithm,
+        ranks=log.ranks,
+        hosts=log.hosts,
+        devices=[f"rank {r} on {h} device {d}: {name}" for r, h, d, name in log.devices],
+    )
+    check_slug(pin.measurement_id, "measurement id")
+    target = measured_dir(lay) / f"{pin.measurement_id}.json"
+    from ..core.pins import lock_path
+
+    with exclusive_lock(lock_path(lay)):
+        new = True
+        if target.exists():
+            old = load_model(MeasuredPin, load_json(target), "measured-pin.schema.json", target)
+            if old != pin:
+                raise UsageError(
+                    f"{lay.relative(target)} already pins these bytes with other declarations "
+                    f"(algorithm {old.algorithm!r}); the pin is append-only and was not changed"
+                )
+            new = False
+        SnapshotStore(lay.store_dir).put(data)  # bytes first, then the pin that names them
+        if new:
+            atomic_write_json(target, pin.model_dump(mode="json"))
+        write_measurements(lay)
+    return pin, log, new
+
+
+def _logs(lay: Layout) -> list[tuple[Path, MeasuredPin, Log]]:
+    """Every pinned log, parsed again from the store (the bytes the pin names, not the file imported)."""
+    store = SnapshotStore(lay.store_dir)
+    out = []
+    for path, pin in _pins(lay):
+        text = store.read(pin.sha256).decode("utf-8")
+        out.append(
+            (path, pin, parse_text(text, f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})", pin.op))
+        )
+    return out
+
+
+def _rows(lay: Layout) -> list[tuple[Any, ...]]:
+    rows = []
+    for _path, pin, log in _logs(lay):
+        for r in log.rows:
+            rows.append(
+                (
+                    pin.measurement_id,
+                    pin.sha256,
+                    pin.topology_id,
+                    pin.op,
+                    pin.algorithm or "",
+                    pin.ranks,
+                    r.line,
+                    r.placement,
+                    r.bytes,
+                    r.count,
+                    r.dtype,
+                    r.redop,
+                    r.root,
+                    r.time_us,
+                    r.algbw_gb_per_s,
+                    r.busbw_gb_per_s,
+                )
+            )
+    return rows
+
+
+def measured_rows(lay: Layout) -> list[dict[str, Any]]:
+    """Every row of every pinned log with what cites it (hash, file name, origin, pin), in pin and line order."""
+    out = []
+    for path, pin, log in _logs(lay):
+        for r in log.rows:
+            out.append(
+                {
+                    "measurement_id": pin.measurement_id,
+                    "sha256": pin.sha256,
+                    "origin": pin.origin,
+                    "file_name": pin.file_name,
+                    "pin": lay.relative(path),
+                    "topology_id": pin.topology_id,
+                    "op": pin.op,
+                    "algorithm_declared": pin.algorithm,
+                    "ranks": pin.ranks,
+                    "hosts": pin.hosts,
+                    "placement": r.placement,
+                    "bytes": r.bytes,
+                    "line": r.line,
+                    "measured_seconds": r.time_us * 1e-6,
+                    "measured_busbw_gb_per_s": r.busbw_gb_per_s,
+                }
+            )
+    return out
+
+
+def write_measurements(lay: Layout) -> Path:
+    from ..core.registry import write_table
+
+    return write_table(table_dir(lay), TABLE, COLUMNS, ["measurement_id", "placement", "bytes", "line"], _rows(lay))
+
+
+def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The model beside each measured row (same order): the same op, ranks and forced algorithm on the topology
+    the log ran on; its time, busbw, model / measured busbw ratio, chosen algorithm and protocol, confidence."""
+    from .algorithms import estimate
+    from .calculator import _technology, confidence, place, view_for
+    from .calibration import load_calibration
+
+    if not measured:
+        return []
+    cal = load_calibration(lay.root)
+    view = view_for(lay, topology_id)
+    tech = _technology(lay, view.reference)
+    placed_by_ranks: dict[int, Any] = {}
+    out = []
+    for m in measured:
+        ranks = m["ranks"]
+        placed = placed_by_ranks.get(ranks) or placed_by_ranks.setdefault(
+            ranks, place(view, cal, ranks, technology=tech)
+        )
+        cost = estimate(cal, m["op"], placed.fabric, float(m["bytes"]), m["algorithm_declared"] or None)
+        busbw = m["measured_busbw_gb_per_s"]
+        out.append(
+            {
+                "model_seconds": cost.seconds,
+                "model_busbw_gb_per_s": cost.busbw_gb_per_s,
+                "ratio": cost.busbw_gb_per_s / busbw if busbw > 0 else None,
+                "algorithm": cost.algorithm,
+                "protocol": cost.protocol,
+                "algorithm_declared": m["algorithm_declared"] or None,
+                "confidence": confidence(cost, placed, topology_id),
+            }
+        )
+    return out
+
+
+def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> list[dict[str, Any]]:
+    """Per measured size: measured busbw, the model's busbw for the same op, ranks and algorithm, their ratio."""
+    import duckdb
+
+    path = table_dir(lay) / f"{TABLE}.parquet"
+    if not path.exists():
+        raise UsageError(f"no measurements imported yet ({lay.relative(path)} does not exist): run measured import")
+    con = duckdb.connect(":memory:")
+    try:
+        rows = con.execute(
+            f"SELECT measurement_id, sha256, op, algorithm, ranks, bytes, time_us, busbw_gb_per_s "
+            f"FROM read_parquet('{path}') WHERE topology_id = ? AND placement = ? "
+            "ORDER BY measurement_id, bytes",
+            [topology_id, placement],
+        ).fetchall()
+    finally:
+        con.close()
+    if not rows:
+        raise UsageError(f"no measurements for topology {topology_id!r}: run measured import FILE --topology ID")
+    measured = [
+        {
+            "measurement_id": mid,
+            "sha256": sha,
+            "op": op,
+            "ranks": ranks,
+            "bytes": size,
+            "measured_seconds": time_us * 1e-6,
+            "measured_busbw_gb_per_s": busbw,
+            "algorithm_declared": algorithm or None,
+        }
+        for mid, sha, op, algorithm, ranks, size, time_us, busbw in rows
+    ]
+    keys = ("measurement_id", "sha256", "op", "ranks", "bytes", "measured_seconds", "measured_busbw_gb_per_s")
+    return [
+        {**{k: m[k] for k in keys}, **model}
+        for m, model in zip(measured, model_rows(lay, topology_id, measured), strict=True)
+    ]

@@ -1,0 +1,256 @@
+"""Memory per rank, before any network model: does a parallel layout fit in the accelerators' memory?
+
+Pure arithmetic with the formulas' sources named, so a planner can check each figure by hand:
+- model state per parameter under mixed-precision Adam, partitioned by ZeRO stage over the data-parallel
+  degree (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC20);
+- activations per transformer layer after Korthikanti et al., "Reducing Activation Recomputation in Large
+  Transformer Models" (MLSys 2023), Table 2 (16-bit activations, 1-byte dropout masks);
+- the KV cache of inference and the concurrent sequences a tensor-parallel group can hold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import UsageError
+
+# Bytes per parameter split the way ZeRO partitions them: (weights, gradients, optimizer states).
+# mixed-adam: the article's 18 B/param — bf16 weights (2), fp32 gradients (4), fp32 master copy + two fp32
+#   Adam moments (4 + 8 = 12).
+# mixed-adam-16: the ZeRO paper's 2 + 2 + K with K = 12 — fp16 weights, fp16 gradients, fp32 master copy,
+#   momentum and variance.
+TRAINING_LAYOUTS: dict[str, tuple[float, float, float, str]] = {
+    "mixed-adam": (
+        2.0,
+        4.0,
+        12.0,
+        "18 B/param: 2 B bf16 weights + 4 B fp32 gradients + 12 B optimizer (fp32 master 4 + Adam moments 8)",
+    ),
+    "mixed-adam-16": (
+        2.0,
+        2.0,
+        12.0,
+        "16 B/param (ZeRO paper): 2 B fp16 weights + 2 B fp16 gradients + 12 B optimizer "
+        "(fp32 master 4 + momentum 4 + variance 4)",
+    ),
+}
+ZERO_STAGES = {
+    0: "no partitioning (plain data parallel): every replica holds the whole state",
+    1: "ZeRO-1: optimizer states partitioned over the data-parallel degree",
+    2: "ZeRO-2: optimizer states and gradients partitioned",
+    3: "ZeRO-3 / FSDP: optimizer states, gradients and weights partitioned",
+}
+RECOMPUTE = ("none", "selective", "full")
+
+
+def check_number(value: float, what: str, *, minimum: float = 0.0, strict: bool = False) -> float:
+    """Refuse NaN, infinities and values below the minimum with a message naming the input."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{what} must be a number, got {value!r}")
+    if math.isnan(value) or math.isinf(value):
+        raise UsageError(f"{what} must be a finite number, got {value!r}")
+    if value < minimum or (strict and value == minimum):
+        raise UsageError(f"{what} must be {'>' if strict else '≥'} {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def check_degree(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{what} must be a whole number ≥ 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class StateMemory:
+    """Weights, gradients and optimizer states one rank holds (bytes)."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer
+
+
+def _shard(params: float, layout: str, zero: int, dp: int) -> StateMemory:
+    w, g, o = TRAINING_LAYOUTS[layout][:3]
+    return StateMemory(
+        params * w / (dp if zero >= 3 else 1),
+        params * g / (dp if zero >= 2 else 1),
+        params * o / (dp if zero >= 1 else 1),
+    )
+
+
+def training_state(
+    params: float,
+    layout: str = "mixed-adam",
+    *,
+    dp: int = 1,
+    zero: int = 0,
+    tp: int = 1,
+    pp: int = 1,
+    expert_params: float = 0.0,
+    ep: int = 1,
+) -> dict[str, Any]:
+    """Model state per rank. Dense weights split over TP × PP; expert weights over EP × PP (whole experts per
+    rank, not split again by TP), each partitioned by ZeRO over its own data-parallel degree: DP for dense
+    weights, TP × DP / EP (the replicas of one expert) for expert weights. Embeddings are counted with the
+    dense weights and split like them (an approximation)."""
+    if layout not in TRAINING_LAYOUTS:
+        raise UsageError(f"unknown training layout {layout!r}: expected one of {', '.join(TRAINING_LAYOUTS)}")
+    check_number(params, "params", strict=True)
+    check_number(expert_params, "expert params")
+    for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
+        check_degree(value, name)
+    if zero not in ZERO_STAGES:
+        raise UsageError(f"zero stage must be 0, 1, 2 or 3 (FSDP = 3), got {zero!r}")
+    if expert_params > params:
+        raise UsageError(f"expert params {expert_params:g} exceed the model's params {params:g}")
+    if expert_params and (tp * dp) % ep:
+        raise UsageError(f"ep {ep} must divide tp × dp = {tp * dp}")
+    dense = _shard((params - expert_params) / (tp * pp), layout, zero, dp)
+    expert_dp = max(1, tp * dp // ep)
+    experts = _shard(expert_params / (ep * pp), layout, zero, expert_dp)
+    per_rank = StateMemory(*(a + b for a, b in zip(asdict(dense).values(), asdict(experts).values(), strict=True)))
+    w, g, o, why = TRAINING_LAYOUTS[layout]
+    return {
+        "params": params,
+        "layout": layout,
+        "bytes_per_param": w + g + o,
+        "breakdown": why,
+        "zero": zero,
+        "zero_meaning": ZERO_STAGES[zero],
+        "dp": dp,
+        "tp": tp,
+        "pp": pp,
+        "ep": ep,
+        "expert_params": expert_params,
+        "total_bytes": params * (w + g + o),
+        "weights_bytes": per_rank.weights,
+        "gradients_bytes": per_rank.gradients,
+        "optimizer_bytes": per_rank.optimizer,
+        "bytes": per_rank.total,
+    }
+
+
+def activations_per_layer(
+    seq: int,
+    batch: int,
+    hidden: int,
+    heads: int,
+    *,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+) -> dict[str, Any]:
+    """Activation bytes one transformer layer keeps for the backward pass (Korthikanti et al., Table 2):
+    no recompute sbh(34 + 5as/h); with TP only sbh(10 + 24/t + 5as/(ht)); with TP and sequence parallelism
+    sbh/t·(34 + 5as/h); selective recompute drops the 5as/h attention term; full recompute keeps only the
+    layer's 2sbh input (the paper's figure, whatever t; an implementation that shards the stored input under
+    sequence parallelism keeps less)."""
+    for name, value in (("seq", seq), ("batch", batch), ("hidden", hidden), ("heads", heads), ("tp", tp)):
+        check_degree(value, name)
+    if recompute not in RECOMPUTE:
+        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    sbh = float(seq) * batch * hidden
+    attention = 0.0 if recompute == "selective" else 5.0 * heads * seq / hidden
+    if recompute == "full":
+        per = 2.0 * sbh
+        formula = "2sbh"
+    elif tp == 1 or sequence_parallel:
+        per = sbh * (34.0 + attention) / tp
+        formula = ("sbh/t·(34" if tp > 1 else "sbh(34") + (" + 5as/h)" if attention else ")")
+    else:
+        per = sbh * (10.0 + 24.0 / tp + attention / tp)
+        formula = "sbh(10 + 24/t" + (" + 5as/(ht))" if attention else ")")
+    return {
+        "seq": seq,
+        "batch": batch,
+        "hidden": hidden,
+        "heads": heads,
+        "tp": tp,
+        "sequence_parallel": sequence_parallel,
+        "recompute": recompute,
+        "formula": formula,
+        "source": "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models (MLSys 2023)",
+        "bytes_per_layer": per,
+    }
+
+
+def in_flight_microbatches(pp: int, microbatches: int) -> int:
+    """1F1B: the first stage holds activations of min(p, m) micro-batches; without PP one at a time."""
+    return 1 if pp == 1 else min(pp, microbatches)
+
+
+def activations_per_rank(
+    seq: int,
+    batch: int,
+    hidden: int,
+    heads: int,
+    layers: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    microbatches: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+) -> dict[str, Any]:
+    """Per layer × layers per stage × micro-batches in flight (the first pipeline stage, the fullest)."""
+    check_degree(layers, "layers")
+    check_degree(pp, "pp")
+    check_degree(microbatches, "microbatches")
+    per = activations_per_layer(
+        seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    )
+    layers_per_stage = math.ceil(layers / pp)
+    flight = in_flight_microbatches(pp, microbatches)
+    return {
+        **per,
+        "layers_per_stage": layers_per_stage,
+        "microbatches_in_flight": flight,
+        "bytes": per["bytes_per_layer"] * layers_per_stage * flight,
+    }
+
+
+def kv_bytes_per_token_per_rank(layers: int, kv_heads: int, head_dim: int, dtype_bytes: float, tp: int) -> float:
+    """K and V per token on one TP rank: KV heads are split over TP; when TP exceeds the KV heads each rank
+    keeps (at least) one head, replicated."""
+    for name, value in (("layers", layers), ("kv heads", kv_heads), ("head dim", head_dim), ("tp", tp)):
+        check_degree(value, name)
+    check_number(dtype_bytes, "bytes per element", strict=True)
+    return 2.0 * layers * math.ceil(kv_heads / tp) * head_dim * dtype_bytes
+
+
+def inference_fit(
+    weights_bytes: float,
+    kv_per_token_per_rank: float,
+    context_tokens: int,
+    tp: int,
+    memory_bytes: float | None,
+    concurrency: int = 1,
+) -> dict[str, Any]:
+    """Weights / TP + KV cache of `concurrency` sequences of `context_tokens` on one rank; and how many
+    sequences of that context one TP group can hold (None when the accelerator memory is unknown)."""
+    check_number(weights_bytes, "weights bytes", strict=True)
+    check_number(kv_per_token_per_rank, "KV bytes per token", strict=True)
+    check_degree(tp, "tp")
+    check_degree(context_tokens, "context tokens")
+    check_degree(concurrency, "concurrency")
+    weights_per_rank = weights_bytes / tp
+    kv_per_sequence = kv_per_token_per_rank * context_tokens
+    per_rank = weights_per_rank + kv_per_sequence * concurrency
+    out: dict[str, Any] = {
+        "weights_per_rank_bytes": weights_per_rank,
+        "kv_bytes_per_sequence_per_rank": kv_per_sequence,
+        "concurrency": concurrency,
+        "context_tokens": context_tokens,
+        "bytes": per_rank,
+        "max_concurrent_sequences": None,
+    }
+    if memory_bytes is not None:
+        check_number(memory_bytes, "accelerator memory", strict=True)
+        out["max_concurrent_sequences"] = max(0, math.floor((memory_bytes - weights_per_rank) / kv_per_sequence))
+    return out

@@ -1,0 +1,746 @@
+"""Routing flows between accelerators over the installed graph, as a sparse incidence matrix (links × flows).
+
+A physical link is an edge of the topology graph; each direction is a separate link id (2·edge for
+source → target as the graph stores the edge, 2·edge + 1 for the reverse), with the edge's per-direction
+bandwidth as capacity. A flow's column holds the fraction of its bytes that crosses each link:
+
+* inside one scale-up domain: the shortest paths over that domain's scale-up links, split uniformly
+  (a switched domain spreads a pair over every switch; a mesh gives a pair its one direct link);
+* across domains: accelerator → its paired scale-out NIC (host link) → leaf → equal-cost shortest paths
+  over the switches (ECMP) → leaf → the destination's NIC → accelerator. ECMP is what the cluster declares
+  (`scale_out.ecmp`): `uniform` (default) splits every flow evenly at every hop, a fluid average; `hash` sends
+  each flow down ONE path, chosen at every hop by `ecmp_choice` (a documented hash of source, destination and
+  seed), so flows that collide on a link share it as real switches make them;
+  on a rail-optimized fabric a pair on different rails climbs to the spines, unless PXN is declared
+  (a labelled assumption): the source first hands the data over scale-up to the peer of its domain that
+  sits on the destination's rail.
+
+The backend never routes over the frontend network or through CPUs: traffic between accelerators uses
+the scale-up and scale-out networks only, whatever a plain shortest path over the whole graph would say.
+Domains with identical wiring share one table of local paths; switch-to-switch paths are computed once per
+pair of leaves, vectorised per destination leaf. No Python loop walks every flow or every link.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import UsageError
+
+GBPS_TO_BYTES = 1e9 / 8
+
+
+def hops_from(adj: sp.csr_matrix, sources: np.ndarray) -> np.ndarray:
+    """Hops from each source along the arcs of `adj` (a row per source; inf where unreachable): breadth first,
+    one frontier of each source at a time. The same numbers as scipy's `csgraph.shortest_path(adj, directed=True,
+    unweighted=True, indices=sources)`, without importing scipy.sparse.csgraph, which loads scipy.linalg: ~0.1 s
+    of every traffic run's imports, for a search over a few thousand switches."""
+    indptr, indices = adj.indptr, adj.indices
+    dist = np.full((len(sources), adj.shape[0]), np.inf)
+    for d, source in zip(dist, np.asarray(sources, dtype=np.int64).tolist(), strict=True):
+        d[source] = 0.0
+        frontier, level = np.array([source], dtype=np.int64), 0
+        while frontier.size:
+            level += 1
+            starts, sizes = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
+            arcs = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+            reached = indices[arcs]
+            frontier = np.unique(reached[np.isinf(d[reached])])
+            d[frontier] = level
+    return dist
+
+
+SWITCH_KINDS = ("leaf", "spine", "core")
+PXN_NOTE = (
+    "PXN assumed (declared): a flow to another rail first crosses the scale-up domain to the peer on the "
+    "destination's rail and leaves through that peer's NIC"
+)
+
+
+def flow_hash(src: Sequence[str], dst: Sequence[str], seed: int) -> np.ndarray:
+    """A flow's ECMP key: the first 8 bytes (little-endian) of BLAKE2b-64 over "source>destination>seed" in UTF-8.
+
+    Python's hash() is salted per process; this is the same on every run and platform."""
+    return np.fromiter(
+        (
+            int.from_bytes(hashlib.blake2b(f"{a}>{b}>{seed}".encode(), digest_size=8).digest(), "little")
+            for a, b in zip(src, dst, strict=True)
+        ),
+        dtype=np.uint64,
+        count=len(src),
+    )
+
+
+def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray:
+    """Which of `candidates` next hops (in topology node order) a flow takes at switch hop `hop` (0 at the
+    source leaf): splitmix64(key + hop) mod candidates — each hop its own well-mixed draw from one key."""
+    with np.errstate(over="ignore"):  # arithmetic mod 2**64 is the point
+        z = np.asarray(key, dtype=np.uint64) + np.uint64(hop) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z % candidates.astype(np.uint64)).astype(np.int64)
+
+
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while routing: a large topology holds millions of live objects, and
+    every automatic collection would walk them all again (a third of routing time at 131,072 GPUs). Nothing is
+    skipped: the collector resumes afterwards and takes whatever cycles were left."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class CannotRoute(UsageError):
+    """No backend path joins two accelerators (e.g. two domains of a lone server with no fabric)."""
+
+
+def tier_name(kind_a: str, kind_b: str) -> str:
+    """Name a link by what it joins, never by a class average ("leaf uplinks" on a 1:1 ToR was misleading)."""
+    pair = tuple(sorted((kind_a, kind_b)))
+    return {
+        ("accelerator", "scale_up_switch"): "accelerator–scale-up switch",
+        ("accelerator", "accelerator"): "accelerator–accelerator (direct)",
+        ("accelerator", "nic"): "accelerator–NIC (host)",
+        ("leaf", "nic"): "NIC–leaf",
+        ("leaf", "spine"): "leaf–spine",
+        ("core", "spine"): "spine–core",
+    }.get(pair, f"{pair[0]}–{pair[1]}")
+
+
+@dataclass
+class Routes:
+    """Flows routed: incidence (directed links × flows, fraction of each flow's bytes) and per-flow latency."""
+
+    incidence: sp.csr_matrix
+    latency_ns: np.ndarray
+    hops: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+
+class _LocalPaths:
+    """All shortest paths inside one domain's wiring, counted with matrix powers (domains are small).
+
+    An arc u → v lies on a shortest s → t path when d(s,u) + 1 + d(v,t) = d(s,t); the share of the paths
+    it carries is σ(s,u)·σ(v,t) / σ(s,t), σ counting shortest paths."""
+
+    def __init__(self, n: int, arcs: list[tuple[int, int]]) -> None:
+        self.tail = np.array([u for u, _ in arcs], dtype=np.int64)
+        self.head = np.array([v for _, v in arcs], dtype=np.int64)
+        adj = np.zeros((n, n))
+        adj[self.tail, self.head] = 1.0
+        dist = np.full((n, n), np.inf)
+        sigma = np.zeros((n, n))
+        np.fill_diagonal(dist, 0)
+        np.fill_diagonal(sigma, 1)
+        walks = np.eye(n)
+        for k in range(1, n):
+            walks = walks @ adj
+            new = (walks > 0) & np.isinf(dist)
+            if not new.any():
+                break
+            dist[new], sigma[new] = k, walks[new]
+        self.dist, self.sigma = dist, sigma
+
+    def pair(self, s: int, t: int) -> list[tuple[int, float]]:
+        d = self.dist
+        if not np.isfinite(d[s, t]):
+            return []
+        on = d[s, self.tail] + 1 + d[self.head, t] == d[s, t]
+        arcs = np.flatnonzero(on)
+        share = self.sigma[s, self.tail[arcs]] * self.sigma[self.head[arcs], t] / self.sigma[s, t]
+        return [(int(a), float(f)) for a, f in zip(arcs, share, strict=True)]
+
+
+class Fabric:
+    """The installed graph as arrays: links with capacities, accelerators with their domains, NICs and leaves.
+
+    Links are registered as routes touch them (a job on 4,096 accelerators of a 24,576-accelerator cluster
+    never indexes the other domains); link ids are stable for the life of the object."""
+
+    def __init__(self, g: nx.Graph, *, pxn: bool = False) -> None:
+        with no_cyclic_gc():
+            self._build(g, pxn)
+
+    def _build(self, g: nx.Graph, pxn: bool) -> None:
+        self.g = g
+        self.pxn = pxn
+        self.ecmp = g.graph.get("ecmp_mode") or "uniform"
+        self.ecmp_seed = int(g.graph.get("ecmp_seed") or 0)
+        if self.ecmp not in ("uniform", "hash"):
+            raise UsageError(
+                f"topology {g.graph.get('topology_id')}: ecmp mode {self.ecmp!r}: expected uniform or hash"
+            )
+        self.topology_id = g.graph.get("topology_id", "?")
+        node_data = list(g._node.items())  # the node dict itself: no view objects per node
+        self.nodes = [n for n, _ in node_data]
+        self.index = dict(zip(self.nodes, range(len(self.nodes)), strict=True))
+        self.kind = np.array([d.get("kind", "") for _, d in node_data], dtype=object)
+        self._endpoint = np.isin(self.kind, ("accelerator", "nic"))
+        self._codes = np.zeros(0, dtype=np.int64)  # registered directed links (tail·nodes + head), sorted
+        self._code_ids = np.zeros(0, dtype=np.int64)  # their link ids
+        self._edge_ends: list[tuple[np.ndarray, np.ndarray]] = []  # node indices (u, v) of edges, per registration
+        self.edges: list[tuple[str, str]] = []
+        self.edge_data: list[dict[str, Any]] = []
+        self._arrays: dict[str, np.ndarray] = {}
+        self._accelerators(node_data)
+        self._switches()
+        self._local_cache: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+
+    # ---- links -----------------------------------------------------------------------------------
+    def link(self, a: str, b: str) -> int:
+        """Directed link id a → b (2·edge when a is the edge's first endpoint by name, else 2·edge + 1)."""
+        return int(self.links([(a, b)])[0])
+
+    @property
+    def n_links(self) -> int:
+        return 2 * len(self.edges)
+
+    def _array(self, name: str) -> np.ndarray:
+        """Per-link arrays, extended for the edges registered since they were last built (never rebuilt whole:
+        a 131,072-GPU job registers links phase by phase)."""
+        done = self._arrays["eu"].size if self._arrays else 0
+        if done < len(self.edges):
+            data = self.edge_data[done:]
+            gbps = np.array([np.nan if d["bandwidth_gbps"] is None else d["bandwidth_gbps"] for d in data], float)
+            eu = np.concatenate([u for u, _ in self._edge_ends])[done:]
+            ev = np.concatenate([v for _, v in self._edge_ends])[done:]
+            n = eu.size
+            tail, head = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
+            tail[0::2], tail[1::2], head[0::2], head[1::2] = eu, ev, ev, eu
+            endpoint = self._endpoint
+            new = {
+                "capacity": np.repeat(gbps * GBPS_TO_BYTES, 2),  # bytes/s per direction, per directed link
+                "latency": np.repeat(np.array([d["latency_ns"] or 0.0 for d in data], dtype=float), 2),
+                "network": np.array([d["network"] for d in data], dtype=object),
+                "eu": eu,
+                "ev": ev,
+                "tail": tail,
+                "head": head,
+                # Access links touch an accelerator or a NIC: what a rank injects or receives, shared by its flows.
+                "access": endpoint[tail] | endpoint[head],
+            }
+            if self._arrays:
+                new = {k: np.concatenate([self._arrays[k], v]) for k, v in new.items()}
+            self._arrays = new
+        return self._arrays[name]
+
+    @property
+    def capacity(self) -> np.ndarray:
+        return self._array("capacity")
+
+    @property
+    def latency(self) -> np.ndarray:
+        return self._array("latency")
+
+    @property
+    def network(self) -> np.ndarray:
+        return self._array("network")
+
+    @property
+    def eu(self) -> np.ndarray:
+        return self._array("eu")
+
+    @property
+    def ev(self) -> np.ndarray:
+        return self._array("ev")
+
+    @property
+    def tail(self) -> np.ndarray:
+        return self._array("tail")
+
+    @property
+    def head(self) -> np.ndarray:
+        return self._array("head")
+
+    @property
+    def access(self) -> np.ndarray:
+        return self._array("access")
+
+    # ---- structure -------------------------------------------------------------------------------
+    def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
+        """Accelerators with their domain (domains in order of first appearance) and local index (by `index`),
+        in one pass over the nodes and array operations after it."""
+        self._acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
+        acc_data = [node_data[i] for i in self._acc_node.tolist()]
+        acc = [n for n, _ in acc_data]
+        dom_of = [d.get("domain") or n for n, d in acc_data]
+        idx = [int(d.get("index", 0)) for _, d in acc_data]
+        self.accs = acc
+        self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
+        n = len(acc)
+        number = {name: i for i, name in enumerate(dict.fromkeys(dom_of))}
+        self.domain_names = list(number)
+        self.acc_domain = np.fromiter((number[x] for x in dom_of), dtype=np.int64, count=n)
+        index = np.array(idx, dtype=np.int64)
+        order = np.lexsort((index, self.acc_domain))  # domain by domain, each by accelerator index
+        sizes = np.bincount(self.acc_domain, minlength=len(number))
+        starts = np.cumsum(sizes) - sizes
+        self.acc_local = np.empty(n, dtype=np.int64)
+        self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
+        if n and np.unique(self.acc_domain * (index.max() + 1) + index).size != n:
+            # Two accelerators of a domain share an index: order them by name too, as sorted() would.
+            by: dict[int, list[tuple[int, str, int]]] = {}
+            for i in range(n):
+                by.setdefault(int(self.acc_domain[i]), []).append((idx[i], acc[i], i))
+            order = np.array([i for d in range(len(number)) for _, _, i in sorted(by[d])], dtype=np.int64)
+            self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
+        self._acc_order = order  # accelerator positions domain by domain, each in local order
+        names = [acc[i] for i in order]
+        self.domain_members: list[list[str]] = [names[a : a + b] for a, b in zip(starts, sizes, strict=True)]
+        # Filled per domain when a route first touches it (see _ensure).
+        self.acc_rail = np.full(n, -1, dtype=np.int64)
+        self.acc_leaf = np.full(n, -1, dtype=np.int64)  # node index of the paired NIC's leaf
+        self.acc_has_nic = np.zeros(n, dtype=bool)
+        self.acc_up = np.full(n, -1, dtype=np.int64)  # link acc → NIC
+        self.acc_down = np.full(n, -1, dtype=np.int64)  # link NIC → acc
+        self.acc_nic_up = np.full(n, -1, dtype=np.int64)  # link NIC → leaf
+        self.acc_nic_down = np.full(n, -1, dtype=np.int64)  # link leaf → NIC
+        self.domain_ready = np.zeros(len(self.domain_members), dtype=bool)
+        self.endpoint_ready = np.zeros(n, dtype=bool)
+        self.domain_sig = np.full(len(self.domain_members), -1, dtype=np.int64)
+        self.domain_arcs: dict[int, np.ndarray] = {}
+        self._domain_local: dict[int, tuple[list[str], list[tuple[int, int]]]] = {}
+        self.sig_local: list[_LocalPaths] = []
+        self._sig_ids: dict[Any, int] = {}
+        self._sig_arcs: list[list[tuple[int, int]]] = []  # each signature's local arcs (tail, head), in table order
+        self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        top_rail = max(self._scale_out_rail.values(), default=0)
+        self.rail_peer = np.full((len(self.domain_members), top_rail + 1), -1)
+
+    @cached_property
+    def rail_optimized(self) -> bool:
+        """Every leaf serves one rail only (so a pair on different rails must climb above the leaves)."""
+        leaf_rails: dict[str, set[int]] = {}
+        adj, leaves = self.g._adj, self._leaves
+        for nic, rail in self._scale_out_rail.items():
+            for m in adj[nic]:
+                if m in leaves:
+                    leaf_rails.setdefault(m, set()).add(rail)
+        return bool(leaf_rails) and all(len(r) == 1 for r in leaf_rails.values())
+
+    def links(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Directed link ids for many (a, b) at once, registering the edges not seen yet in order of first use
+        (whichever direction names an edge first). Links are looked up by code tail·nodes + head in a sorted
+        array: no Python dict of name pairs, no Python statement per link."""
+        n = len(pairs)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        index = self.index
+        tails = np.fromiter(map(index.__getitem__, [a for a, _ in pairs]), dtype=np.int64, count=n)
+        heads = np.fromiter(map(index.__getitem__, [b for _, b in pairs]), dtype=np.int64, count=n)
+        return self._links_between(tails, heads)
+
+    def _links_between(self, tails: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        """`links` for node indices (callers that hold indices skip the name look-ups)."""
+        width = len(self.nodes)
+        codes = tails * width + heads
+        out = self._lookup(codes)
+        new = np.flatnonzero(out < 0)
+        if new.size:
+            # An edge is stored (u, v) with u <= v by name: link 2·edge runs u → v, 2·edge + 1 runs v → u.
+            nodes = self.nodes
+            forward = np.fromiter(
+                (nodes[a] <= nodes[b] for a, b in zip(tails[new].tolist(), heads[new].tolist(), strict=True)),
+                dtype=bool,
+                count=new.size,
+            )
+            u = np.where(forward, tails[new], heads[new])
+            v = np.where(forward, heads[new], tails[new])
+            first = np.sort(np.unique(u * width + v, return_index=True)[1])
+            u, v = u[first], v[first]
+            adj = self.g._adj
+            un, vn = [nodes[i] for i in u.tolist()], [nodes[i] for i in v.tolist()]
+            e0 = len(self.edges)
+            self.edges += zip(un, vn, strict=True)
+            self.edge_data += [adj[a][b] for a, b in zip(un, vn, strict=True)]
+            self._edge_ends.append((u, v))
+            ids = 2 * (e0 + np.arange(u.size, dtype=np.int64))
+            keys = np.concatenate([u * width + v, v * width + u])
+            vals = np.concatenate([ids, ids + 1])
+            order = np.argsort(keys)
+            keys, vals = keys[order], vals[order]
+            at = np.searchsorted(self._codes, keys)  # merged into the sorted codes: linear, not a re-sort
+            self._codes, self._code_ids = np.insert(self._codes, at, keys), np.insert(self._code_ids, at, vals)
+            out[new] = self._lookup(codes[new])
+        return out
+
+    def _lookup(self, codes: np.ndarray) -> np.ndarray:
+        """Link ids of directed link codes, -1 where not registered."""
+        known = self._codes
+        at = np.minimum(np.searchsorted(known, codes), max(known.size - 1, 0))
+        if known.size == 0:
+            return np.full(codes.size, -1, dtype=np.int64)
+        return np.where(known[at] == codes, self._code_ids[at], -1)
+
+    @cached_property
+    def _scale_out_rail(self) -> dict[str, int]:
+        """Every scale-out NIC and its rail (0 when not stated), read once from the node data."""
+        nodes = self.nodes
+        data = self.g._node
+        out = {}
+        for i in np.flatnonzero(self.kind == "nic").tolist():
+            d = data[nodes[i]]
+            if d.get("role") == "scale_out":
+                out[nodes[i]] = int(d.get("rail") or 0)
+        return out
+
+    def _ensure_endpoints(self, positions: np.ndarray) -> None:
+        """Each accelerator's paired scale-out NIC (the lowest rail among its neighbours), its rail and leaf, and
+        the links between them; a reverse link is its forward id xor 1."""
+        todo = np.unique(positions[~self.endpoint_ready[positions]])
+        if todo.size == 0:
+            return
+        adj, leaf_set, accs, rail_of = self.g._adj, self._leaves, self.accs, self._scale_out_rail
+        found: list[int] = []
+        nics: list[str] = []
+        rails: list[int] = []
+        for i in todo.tolist():
+            nic, rail = None, None
+            for m in adj[accs[i]]:
+                r = rail_of.get(m)
+                if r is not None and (rail is None or r < rail):
+                    nic, rail = m, r
+            if nic is not None:
+                found.append(i)
+                nics.append(nic)
+                rails.append(rail)
+        if found:
+            pos = np.array(found, dtype=np.int64)
+            self.acc_rail[pos] = rails
+            self.acc_has_nic[pos] = True
+            index = self.index
+            nic_at = np.fromiter(map(index.__getitem__, nics), dtype=np.int64, count=len(nics))
+            up = self._links_between(self._acc_node[pos], nic_at)
+            self.acc_up[pos], self.acc_down[pos] = up, up ^ 1
+            leaves = [next((m for m in adj[nic] if m in leaf_set), None) for nic in nics]
+            with_leaf = [k for k, leaf in enumerate(leaves) if leaf is not None]
+            if with_leaf:
+                lp = pos[with_leaf]
+                leaf_at = np.array([index[leaves[k]] for k in with_leaf], dtype=np.int64)
+                self.acc_leaf[lp] = leaf_at
+                nic_up = self._links_between(nic_at[with_leaf], leaf_at)
+                self.acc_nic_up[lp], self.acc_nic_down[lp] = nic_up, nic_up ^ 1
+        self.endpoint_ready[todo] = True
+
+    def _ensure_domains(self, domains: np.ndarray) -> None:
+        """A domain's scale-up wiring (its local paths table) the first time a route needs it."""
+        todo = np.unique(domains[~self.domain_ready[domains]])
+        if todo.size == 0:
+            return
+        self._ensure_endpoints(np.flatnonzero(np.isin(self.acc_domain, todo)))
+        # Each domain's first member (by local index) on each rail is its peer on that rail (PXN's proxy).
+        pos = self._acc_order[np.isin(self.acc_domain[self._acc_order], todo)]
+        pos = pos[self.acc_rail[pos] >= 0]
+        dom, rail = self.acc_domain[pos], self.acc_rail[pos]
+        first = np.unique(dom * self.rail_peer.shape[1] + rail, return_index=True)[1]
+        self.rail_peer[dom[first], rail[first]] = pos[first]
+        pairs: list[tuple[str, str]] = []
+        sizes: list[int] = []
+        for d in todo.tolist():
+            sig = self.domain_signature(d)
+            local_nodes, arcs = self._domain_local[d]
+            pairs += [(local_nodes[u], local_nodes[v]) for u, v in arcs]
+            sizes.append(len(arcs))
+            self._sig_tables.pop(sig, None)
+        # One registration for every new domain (in domain order, arcs in table order), split per domain.
+        for d, ids in zip(todo.tolist(), np.split(self.links(pairs), np.cumsum(sizes)[:-1]), strict=True):
+            self.domain_arcs[d] = ids
+        self.domain_ready[todo] = True
+
+    def domain_signature(self, d: int) -> int:
+        """Which wiring class a domain belongs to (scanned once, no links registered): domains wired alike share
+        one table of local paths. Local order: accelerators by index, then switches by name."""
+        if self.domain_sig[d] < 0:
+            adj = self.g._adj
+            members = self.domain_members[d]
+            found: set[str] = set()
+            for a in members:
+                found.update(adj[a].keys() & self._scale_up_switches)
+            local_nodes = members + sorted(found)
+            pos = dict(zip(local_nodes, range(len(local_nodes)), strict=True))
+            arcs = sorted(
+                (k, pos[b], data["bandwidth_gbps"])
+                for k, a in enumerate(local_nodes)
+                for b, data in adj[a].items()
+                if b in pos and data["network"] == "scale_up"
+            )
+            key = (len(members), len(found), tuple(arcs))
+            sig = self._sig_ids.get(key)
+            if sig is None:
+                sig = self._sig_ids[key] = len(self.sig_local)
+                self._sig_arcs.append([(u, v) for u, v, _ in arcs])
+                self.sig_local.append(_LocalPaths(len(local_nodes), self._sig_arcs[sig]))
+            self.domain_sig[d] = sig
+            self._domain_local[d] = (local_nodes, self._sig_arcs[sig])  # the arcs are the signature's own
+        return int(self.domain_sig[d])
+
+    @cached_property
+    def _leaves(self) -> set[str]:
+        return {self.nodes[i] for i in np.flatnonzero(self.kind == "leaf").tolist()}
+
+    @cached_property
+    def _scale_up_switches(self) -> set[str]:
+        return {self.nodes[i] for i in np.flatnonzero(self.kind == "scale_up_switch").tolist()}
+
+    def local_arc_names(self, d: int) -> list[tuple[str, str]]:
+        """(tail, head) names of a domain's local arcs, in the order of its signature's table."""
+        self.domain_signature(d)
+        local_nodes, arcs = self._domain_local[d]
+        return [(local_nodes[u], local_nodes[v]) for u, v in arcs]
+
+    def _sig_table(self, sig: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row of each domain in the table or -1, table of link ids: domains of this signature × local arcs)."""
+        if sig not in self._sig_tables:
+            ds = np.flatnonzero((self.domain_sig == sig) & self.domain_ready)
+            row = np.full(self.domain_sig.size, -1, dtype=np.int64)
+            row[ds] = np.arange(ds.size)
+            self._sig_tables[sig] = (row, np.stack([self.domain_arcs[int(d)] for d in ds]))
+        return self._sig_tables[sig]
+
+    def _switches(self) -> None:
+        """The switch graph (leaf, spine, core over scale-out links), indexed once: it is small."""
+        self.sw_nodes = np.flatnonzero(np.isin(self.kind, SWITCH_KINDS))
+        self.sw_local = np.full(len(self.nodes), -1, dtype=np.int64)
+        self.sw_local[self.sw_nodes] = np.arange(self.sw_nodes.size)
+        tail, head = [], []
+        adj, nodes = self.g._adj, self.nodes
+        names = [nodes[i] for i in self.sw_nodes.tolist()]
+        local = {name: k for k, name in enumerate(names)}  # plain dict look-ups, no numpy scalars per neighbour
+        for k, a in enumerate(names):
+            for b, data in adj[a].items():
+                j = local.get(b)
+                if j is not None and data["network"] == "scale_out":
+                    tail.append(k)
+                    head.append(j)
+        self.arc_tail = np.array(tail, dtype=np.int64)
+        self.arc_head = np.array(head, dtype=np.int64)
+        self.arc_link = self._links_between(self.sw_nodes[self.arc_tail], self.sw_nodes[self.arc_head])
+        k = self.sw_nodes.size
+        self.sw_adj = sp.csr_matrix((np.ones(self.arc_tail.size), (self.arc_tail, self.arc_head)), shape=(k, k))
+
+    # ---- routing -----------------------------------------------------------------------------------
+    def positions(self, accelerators: Sequence[str]) -> np.ndarray:
+        try:
+            return np.fromiter(map(self.acc_pos.__getitem__, accelerators), dtype=np.int64, count=len(accelerators))
+        except KeyError as exc:
+            raise CannotRoute(f"{exc.args[0]} is not an accelerator of topology {self.topology_id}") from None
+
+    def _local_paths(self, sig: int, s: int, t: int) -> list[tuple[int, float]]:
+        """Arc columns and fractions of a pair inside a domain: uniform over its shortest scale-up paths."""
+        key = (sig, s, t)
+        if key not in self._local_cache:
+            self._local_cache[key] = self.sig_local[sig].pair(s, t)
+        return self._local_cache[key]
+
+    def _intra(self, src: np.ndarray, dst: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Entries (link, column, fraction) for pairs inside one domain; src/dst are accelerator positions."""
+        rows, cs, vals = [], [], []
+        if src.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        dom = self.acc_domain[src]
+        sig = self.domain_sig[dom]
+        ls, lt = self.acc_local[src], self.acc_local[dst]
+        keys = np.stack([sig, ls, lt], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(uniq.shape[0] + 1))
+        for u, (sg, s, t) in enumerate(uniq):
+            sel = order[bounds[u] : bounds[u + 1]]
+            local = self._local_paths(int(sg), int(s), int(t))
+            if not local:
+                raise CannotRoute(
+                    f"no scale-up path between {self.accs[src[sel[0]]]} and {self.accs[dst[sel[0]]]} "
+                    f"on topology {self.topology_id}"
+                )
+            row, table = self._sig_table(int(sg))
+            table_rows = row[dom[sel]]
+            for arc, f in local:
+                rows.append(table[table_rows, arc])
+                cs.append(cols[sel])
+                vals.append(np.full(sel.size, f))
+        return np.concatenate(rows), np.concatenate(cs), np.concatenate(vals)
+
+    def _leaf_pairs(
+        self, pairs: np.ndarray, keys: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ECMP over the switches for each (source leaf, destination leaf) pair: entries (link, pair, fraction).
+
+        Distances to each destination leaf come from a BFS in C (scipy); then, level by level and for many pairs
+        at once, every switch splits what it holds equally over its neighbours one hop closer to the
+        destination (per-hop uniform ECMP). With `keys` (one ECMP hash per pair: hash mode, one row per flow)
+        each pair instead takes the one neighbour `ecmp_choice` picks at every hop."""
+        rows, cols, vals = [], [], []
+        if pairs.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        k = self.sw_nodes.size
+        s_loc, t_loc = self.sw_local[pairs[:, 0]], self.sw_local[pairs[:, 1]]
+        # Hash mode: a switch's candidates in topology node order (what `ecmp_choice` indexes).
+        by_node = np.lexsort((self.arc_head, self.arc_tail))
+        order = np.argsort(self.arc_tail, kind="stable") if keys is None else by_node
+        a_head, a_link = self.arc_head[order], self.arc_link[order]
+        indptr = np.searchsorted(self.arc_tail[order], np.arange(k + 1))
+        # Twins: destinations with the same neighbours (the leaves of one pod) are as far from every other switch;
+        # one BFS per class of twins, then d_t(u) = d_rep(u) except d_t(t) = 0 and d_t(rep) = d_rep(t).
+        dests = np.unique(t_loc)
+        classes: dict[bytes, int] = {}
+        cls_of = np.zeros(dests.size, dtype=np.int64)
+        reps: list[int] = []
+        for n, t in enumerate(dests):
+            key = np.sort(a_head[indptr[t] : indptr[t + 1]]).tobytes()
+            if key not in classes:
+                classes[key] = len(reps)
+                reps.append(int(t))
+            cls_of[n] = classes[key]
+        rep_arr = np.array(reps, dtype=np.int64)
+        dist = hops_from(self.sw_adj, rep_arr)
+        pair_cls = cls_of[np.searchsorted(dests, t_loc)]
+        unreachable = ~np.isfinite(dist[pair_cls, s_loc])
+        if unreachable.any():
+            bad = int(np.flatnonzero(unreachable)[0])
+            raise CannotRoute(
+                f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
+                f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
+            )
+        dist = np.where(np.isfinite(dist), dist, -10).astype(np.int32)
+
+        # Per pair, once: where its class's row starts in the flat distances, its class representative, and
+        # d_t(rep) = d_rep(t); then each candidate costs one flat look-up and two comparisons.
+        flat = dist.ravel()
+        row_of, rep_of, rep_to_t = pair_cls * k, rep_arr[pair_cls], dist[pair_cls, t_loc]
+
+        def distance(pair: np.ndarray, node: np.ndarray) -> np.ndarray:
+            d = flat[row_of[pair] + node]
+            d = np.where(node == rep_of[pair], rep_to_t[pair], d)
+            return np.where(node == t_loc[pair], 0, d)
+
+        for b0 in range(0, pairs.shape[0], 512):
+            batch = np.arange(b0, min(b0 + 512, pairs.shape[0]))
+            target = t_loc[batch]
+            e_pair = np.arange(batch.size)
+            e_node = s_loc[batch]
+            e_mass = np.ones(batch.size)
+            e_dist = distance(batch, e_node)  # each entry's distance to its pair's destination, carried down
+            hop = 0
+            while e_pair.size:
+                deg = indptr[e_node + 1] - indptr[e_node]
+                rep = np.repeat(np.arange(e_pair.size), deg)
+                offset = np.arange(rep.size) - np.repeat(np.cumsum(deg) - deg, deg)
+                arc = indptr[e_node][rep] + offset
+                head = a_head[arc]
+                gp = batch[e_pair[rep]]
+                ok = distance(gp, head) == e_dist[rep] - 1
+                rep, arc, head = rep[ok], arc[ok], head[ok]
+                count = np.bincount(rep, minlength=e_pair.size)
+                if keys is not None:  # hash mode: the one candidate the flow's key picks at this hop
+                    rank = np.arange(rep.size) - (np.cumsum(count) - count)[rep]
+                    pick = rank == ecmp_choice(keys[batch[e_pair]], hop, np.maximum(count, 1))[rep]
+                    rep, arc, head = rep[pick], arc[pick], head[pick]
+                    count = np.ones_like(count)
+                hop += 1
+                share = e_mass[rep] / count[rep]
+                pair = e_pair[rep]
+                rows.append(a_link[arc])
+                cols.append(batch[pair])
+                vals.append(share)
+                going = head != target[pair]
+                key = pair[going] * k + head[going]
+                uk, inv = np.unique(key, return_inverse=True)
+                inv = inv.ravel()
+                e_mass = np.bincount(inv, weights=share[going], minlength=uk.size)
+                next_dist = np.empty(uk.size, dtype=e_dist.dtype)
+                next_dist[inv] = e_dist[rep[going]] - 1
+                e_pair, e_node, e_dist = uk // k, uk % k, next_dist
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+
+    def route(self, src: Sequence[str] | np.ndarray, dst: Sequence[str] | np.ndarray) -> Routes:
+        """Route flows src[i] → dst[i] (accelerator names or positions)."""
+        s = src if isinstance(src, np.ndarray) else self.positions(src)
+        t = dst if isinstance(dst, np.ndarray) else self.positions(dst)
+        nf = s.size
+        if np.any(s == t):
+            i = int(np.flatnonzero(s == t)[0])
+            raise CannotRoute(f"a flow from {self.accs[s[i]]} to itself has no path")
+        notes: list[str] = []
+        same = self.acc_domain[s] == self.acc_domain[t]
+        parts = []
+        cols = np.arange(nf)
+        if same.any():
+            self._ensure_domains(self.acc_domain[s[same]])
+            parts.append(self._intra(s[same], t[same], cols[same]))
+        cross = ~same
+        if cross.any():
+            cs, ct, ccols = s[cross], t[cross], cols[cross]
+            self._ensure_endpoints(np.concatenate([cs, ct]))
+            if self.pxn and self.rail_optimized:
+                self._ensure_domains(self.acc_domain[cs])
+                # Hand over to the peer on the destination's rail first (a labelled assumption).
+                proxy = self.rail_peer[self.acc_domain[cs], np.maximum(self.acc_rail[ct], 0)]
+                proxy = np.where((proxy >= 0) & (self.acc_rail[ct] >= 0), proxy, cs)
+                moved = proxy != cs
+                if moved.any():
+                    parts.append(self._intra(cs[moved], proxy[moved], ccols[moved]))
+                    notes.append(PXN_NOTE)
+                cs = proxy
+            missing = ~self.acc_has_nic[cs] | ~self.acc_has_nic[ct]
+            if missing.any():
+                i = int(np.flatnonzero(missing)[0])
+                a = self.accs[cs[i]] if not self.acc_has_nic[cs[i]] else self.accs[ct[i]]
+                raise CannotRoute(f"accelerator {a} has no scale-out NIC on topology {self.topology_id}")
+            noleaf = (self.acc_leaf[cs] < 0) | (self.acc_leaf[ct] < 0)
+            if noleaf.any():
+                i = int(np.flatnonzero(noleaf)[0])
+                raise CannotRoute(
+                    f"topology {self.topology_id} has no backend fabric between {self.accs[cs[i]]} and "
+                    f"{self.accs[ct[i]]}: build a cluster to cross scale-up domains"
+                )
+            for links in (self.acc_up[cs], self.acc_nic_up[cs], self.acc_nic_down[ct], self.acc_down[ct]):
+                parts.append((links, ccols, np.ones(ccols.size)))
+            ls, lt = self.acc_leaf[cs], self.acc_leaf[ct]
+            apart = ls != lt
+            if apart.any() and self.ecmp == "hash":
+                flows = ccols[apart]
+                keys = flow_hash([self.accs[i] for i in cs[apart]], [self.accs[i] for i in ct[apart]], self.ecmp_seed)
+                r, pc, v = self._leaf_pairs(np.stack([ls[apart], lt[apart]], axis=1), keys)
+                parts.append((r, flows[pc], v))
+                notes.append(f"ECMP by hash (seed {self.ecmp_seed}): each flow on one of its equal-cost paths")
+            elif apart.any():
+                leaf_pairs = np.stack([ls[apart], lt[apart]], axis=1)
+                uniq, inverse = np.unique(leaf_pairs, axis=0, return_inverse=True)
+                r, pc, v = self._leaf_pairs(uniq)
+                pair_matrix = sp.csc_matrix((v, (r, pc)), shape=(self.n_links, uniq.shape[0]))
+                pick = sp.csr_matrix(
+                    (np.ones(inverse.size), (inverse.ravel(), ccols[apart])), shape=(uniq.shape[0], nf)
+                )
+                fab = (pair_matrix @ pick).tocoo()
+                parts.append((fab.row, fab.col, fab.data))
+        rows = np.concatenate([p[0] for p in parts])
+        cc = np.concatenate([p[1] for p in parts])
+        vv = np.concatenate([p[2] for p in parts])
+        inc = sp.csr_matrix((vv, (rows, cc)), shape=(self.n_links, nf))
+        inc.sum_duplicates()
+        lat = np.asarray(inc.T @ self.latency).ravel()
+        hops = np.asarray(inc.sum(axis=0)).ravel()
+        return Routes(inc, lat, hops, notes)
+
+    def unknown_capacity(self, inc: sp.csr_matrix) -> list[str]:
+        """Links a set of flows uses whose bandwidth no source or assumption states."""
+        used = np.flatnonzero(np.asarray(inc.sum(axis=1)).ravel() > 0)
+        bad = used[np.isnan(self.capacity[used])]
+        return [f"{self.edges[i // 2][0]}–{self.edges[i // 2][1]}" for i in bad[:5]]

@@ -1,0 +1,187 @@
+"""A workload laid onto an installed topology: its phases, failure scenarios, step estimate and sharing.
+
+The one entry to the traffic library for the traffic stage, the API, the CLI and the explorer alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import confidence
+from ..core.facts import Facts, load_facts
+from ..core.graphs import Topologies
+from ..core.paths import Layout
+from ..errors import UsageError
+from . import ha, loads
+from . import step as step_model
+from .calculator import view_for
+from .choices import StepChoices, load_step_choices
+from .cost import Phase
+from .loads import RoutedPhase
+from .phases import phases, routed_phases
+from .placement import rank_accelerators
+from .summaries import revealing, sizing_summary
+from .view import View
+from .workloads import Workload
+
+
+@dataclass(kw_only=True)
+class Result:
+    topology_id: str
+    workload: Workload
+    phases: list[Phase]
+    revealing: dict[str, Any]
+    sizing: dict[str, Any]
+    failures: list[dict[str, Any]]
+
+    @property
+    def communication_seconds(self) -> float | None:
+        """The sum over the phases; None when a phase's time is unknown (a partial sum is not a total)."""
+        times = [p.total_seconds for p in self.phases]
+        return None if None in times else sum(t for t in times if t is not None)
+
+    @property
+    def known_communication_seconds(self) -> float:
+        """The sum over the phases whose time is known (what another workload sees of this one's traffic)."""
+        return sum(t for t in (p.total_seconds for p in self.phases) if t is not None)
+
+    @property
+    def confidence(self) -> str:
+        return confidence.weakest(p.confidence for p in self.phases)
+
+
+def estimate(
+    lay: Layout,
+    topology_id: str,
+    workload: Workload,
+    offset: int = 0,
+    view: View | None = None,
+    routed: list[RoutedPhase] | None = None,
+) -> Result:
+    """Choosing a workload lays traffic onto the installed wiring; the wiring itself is not changed. `routed`: the
+    workload's routed phases at `offset` when the caller already holds them (routed once, not twice)."""
+    view = view or view_for(lay, topology_id)
+    result_phases = phases(view, workload, offset, routed)
+    failures: list[dict[str, Any]] = []
+    t = workload.training or {}
+    if view.summary["nodes_by_kind"].get("leaf") and t.get("dp", 1) > 1:
+        accs = rank_accelerators(view.g, workload, offset)
+        peers = [accs[t["tp"] * d] for d in range(t["dp"])]
+        far = max(peers[1:], key=lambda b: view.tier(peers[0], b), default=None)
+        if far is not None:
+            failures = ha.scenarios(view, peers[0], far)
+    return Result(
+        topology_id=topology_id,
+        workload=workload,
+        phases=result_phases,
+        revealing=revealing(view, workload, offset),
+        sizing=sizing_summary(workload),
+        failures=failures,
+    )
+
+
+def step_estimate(
+    lay: Layout, topology_id: str, workload: Workload, mfu: float | None = None, view: View | None = None
+) -> dict[str, Any]:
+    """Memory fit and step time of a workload on a topology, from its phases and the accelerator's fields; `mfu`
+    None: params.yaml's `step.mfu`."""
+    view = view or view_for(lay, topology_id)
+    return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
+
+
+def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
+    """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
+    choices of params.yaml (`step`); an `mfu` given here replaces `step.mfu` and is labelled as given."""
+    acc = step_model.accelerator(load_facts(lay, view.reference))
+    choices = load_step_choices(lay.root)
+    given = mfu is not None and mfu != choices.mfu
+    return step_model.estimate(
+        workload,
+        result.phases,
+        acc,
+        choices.mfu if mfu is None else mfu,
+        choices.memory_headroom,
+        "given on the command line" if given else "",
+    )
+
+
+def sharing(
+    lay: Layout, topology_id: str, first: Workload, second: Workload, view: View | None = None
+) -> tuple[Result, Result, list[tuple]]:
+    """Two workloads side by side (the second placed after the first), routed on the same graph: the queueing
+    each adds to the other's phases, on the links both use and nowhere else."""
+    view = view or view_for(lay, topology_id)
+    both = set(rank_accelerators(view.g, first).values()) & set(
+        rank_accelerators(view.g, second, first.accelerators).values()
+    )
+    if both:
+        raise UsageError(
+            f"{first.id} and {second.id} cannot run side by side on {topology_id}: their placements share "
+            f"{len(both)} accelerators (e.g. {min(both)}); declare placements that do not overlap"
+        )
+    routed_a = routed_phases(view, first, 0)[1]
+    routed_b = routed_phases(view, second, first.accelerators)[1]
+    a = estimate(lay, topology_id, first, 0, view, routed_a)
+    b = estimate(lay, topology_id, second, first.accelerators, view, routed_b)
+    rows = []
+    for me, mine, other, theirs in ((a, routed_a, b, routed_b), (b, routed_b, a, routed_a)):
+        step = other.known_communication_seconds or 1.0
+        busy = [(r.load, r.count) for r in theirs]
+        by_phase = {r.phase: r for r in mine}
+        for p in me.phases:
+            r = by_phase.get(p.phase)
+            if r is None:  # client traffic rides the separate frontend network
+                share, added = 0.0, 0.0
+                why = "the frontend network is separate from the backend fabric: this phase is protected"
+            else:
+                added, share = loads.added_queueing(view.fabric, r.stages, r.load, busy, step)
+                why = (
+                    f"no physical link shared with {other.workload.id}: this phase is protected"
+                    if share == 0.0
+                    else f"shares links with {other.workload.id}, which keeps the busiest shared one busy "
+                    f"{share:.0%} of its step: queueing added on those links only (fluid share)"
+                )
+            row = (topology_id, me.workload.id, other.workload.id, p.phase, p.network, share, added * p.count)
+            rows.append((*row, share == 0.0, why))
+    return a, b, rows
+
+
+class Views:
+    """Each topology's view built once per process, from the topology stage's tables."""
+
+    def __init__(self, lay: Layout) -> None:
+        self.lay = lay
+        self._topologies: Topologies | None = None
+        self._views: dict[str, View] = {}
+        self._accelerators: dict[str, step_model.Accelerator] = {}
+        self._facts: dict[str, Facts] = {}
+        self._choices: StepChoices | None = None
+
+    @property
+    def choices(self) -> StepChoices:
+        """params.yaml's `step` (read once, and only by the stages that estimate steps)."""
+        if self._choices is None:
+            self._choices = load_step_choices(self.lay.root)
+        return self._choices
+
+    def __call__(self, topology_id: str) -> View:
+        if topology_id not in self._views:
+            if self._topologies is None:
+                self._topologies = Topologies(self.lay)
+            self._views[topology_id] = view_for(self.lay, topology_id, self._topologies, self.facts)
+        return self._views[topology_id]
+
+    def facts(self, reference: str) -> Facts:
+        """A reference's facts, read once (each view and each step estimate on it reads them)."""
+        if reference not in self._facts:
+            self._facts[reference] = load_facts(self.lay, reference)
+        return self._facts[reference]
+
+    def accelerator(self, reference: str) -> step_model.Accelerator:
+        if reference not in self._accelerators:
+            self._accelerators[reference] = step_model.accelerator(self.facts(reference))
+        return self._accelerators[reference]
+
+    def close(self) -> None:
+        if self._topologies is not None:
+            self._topologies.close()

@@ -1,0 +1,247 @@
+"""Workload models (`models/workloads/<id>.yaml`): validated, typed, defaults filled in by the format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.paths import Layout, check_slug, checkout_params, workload_paths
+from ..core.schemas import _line_of, load_model, load_yaml
+from ..errors import UnknownIdError, ValidationError, did_you_mean
+from ..formats.workload import (
+    Inference,
+    InferenceWorkload,
+    ModelShape,
+    Placement,
+    Training,
+    TrainingWorkload,
+    WorkloadFile,
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload as loaded: typed parts (pipeline/formats/workload.py) carrying every default, so code reads
+    `w.training.ep` and never repeats a default. Exactly one of `training` / `inference` is set, as `kind` says."""
+
+    id: str
+    title: str
+    kind: str
+    model: ModelShape
+    training: Training | None
+    inference: Inference | None
+    targets: tuple[str, ...]
+    shares_with: str | None
+    path: Path | None
+    placement: Placement | None = None  # declared placement; None: the target cluster's default
+
+    @property
+    def accelerators(self) -> int:
+        if self.training is not None:
+            t = self.training
+            return t.tp * t.pp * t.dp
+        i = self.inference
+        assert i is not None
+        return i.prefill_tp + i.decode_tp if i.mode == "disaggregated" else i.tp
+
+
+# The knobs people vary (issue 17): their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so
+# `dvc params diff` shows them and `dvc exp run -S` varies them; the workload file keeps the model and its shape.
+# A file outside a checkout (or a workload params.yaml does not list) states them itself. Never both.
+KNOBS = {
+    "training": ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len"),
+    "inference": ("tp", "prefill_tp", "decode_tp", "batch", "prompt_tokens", "output_tokens", "requests_per_second"),
+}
+
+
+def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
+    """`workloads.<id>` of params.yaml (validated: known knob names, whole non-negative numbers) and the document
+    for line numbers; empty when params.yaml does not list the workload."""
+    data, doc = load_yaml(path)
+    if data is None:
+        return {}, doc
+    if not isinstance(data, dict) or not isinstance(data.get("workloads", {}), dict):
+        raise ValidationError(f"{path}: at $.workloads: expected a mapping of workload id to its knobs")
+    _check_ids(data.get("workloads", {}), path, doc)
+    entry = data.get("workloads", {}).get(workload_id)
+    if entry is None:
+        return {}, doc
+    where = ["workloads", workload_id]
+    if not isinstance(entry, dict):
+        raise ValidationError(f"{path}:{_line_of(doc, where)}: at $.workloads.{workload_id}: expected a mapping")
+    known = sorted({k for names in KNOBS.values() for k in names})
+    for key, value in entry.items():
+        line = _line_of(doc, [*where, key])
+        if key not in known:
+            raise ValidationError(
+                f"{path}:{line}: at $.workloads.{workload_id}.{key}: not a knob; expected one of {', '.join(known)} "
+                f"(the rest of a workload lives in models/workloads/{workload_id}.yaml)"
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError(f"{path}:{line}: at $.workloads.{workload_id}.{key}: expected a number")
+        if isinstance(value, int) and abs(value) >= 2**53:
+            raise ValidationError(
+                f"{path}:{line}: at $.workloads.{workload_id}.{key}: a {len(str(abs(value)))}-digit number is too "
+                "large; expected at most 2**53"
+            )
+    return dict(entry), doc
+
+
+def _check_ids(entries: dict[str, Any], path: Path, doc: Any) -> None:
+    """Every `workloads.<id>` names a workload file: a misspelt id (say from `dvc exp run -S`) would otherwise
+    vary nothing and rerun nothing, without a word."""
+    folder = path.parent / "models" / "workloads"
+    known = sorted(p.stem for p in folder.glob("*.yaml"))
+    for workload_id in entries:
+        if str(workload_id) not in known:
+            close = did_you_mean(str(workload_id), known)
+            raise ValidationError(
+                f"{path}:{_line_of(doc, ['workloads', workload_id])}: at $.workloads.{workload_id}: no workload "
+                f"file models/workloads/{workload_id}.yaml"
+                + (f"; did you mean {' or '.join(close)}?" if close else "")
+                + f" (expected one of: {', '.join(known) or 'none'})"
+            )
+
+
+def _merge_knobs(data: Any, path: Path) -> dict[str, str]:
+    """Put params.yaml's knobs into the workload's training / inference block; a knob in both is an error.
+    Returns where each merged knob is written (`$.<kind>.<knob>` → `params.yaml:LINE: at $.workloads.<id>.<knob>`),
+    so a check of the merged value names the file the value is in."""
+    params = checkout_params(path, "workloads")
+    if params is None or not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        return {}
+    knobs, doc = knobs_for(data["id"], params)
+    if not knobs:
+        return {}
+    kind = data.get("kind")
+    where: dict[str, str] = {}
+    block = data.get(kind) if kind in KNOBS else None
+    if not isinstance(block, dict):
+        raise ValidationError(
+            f"{path}: at $.kind: {params.name} sets knobs for {data['id']}, so the file must say its kind "
+            "(training or inference) and have that block"
+        )
+    for key, value in knobs.items():
+        line = _line_of(doc, ["workloads", data["id"], key])
+        if key not in KNOBS[kind]:
+            raise ValidationError(
+                f"{params}:{line}: at $.workloads.{data['id']}.{key}: not a knob of a {kind} workload; expected "
+                f"one of {', '.join(KNOBS[kind])}"
+            )
+        if key in block:
+            raise ValidationError(
+                f"{path}: at $.{kind}.{key}: also set in {params}:{line} (workloads.{data['id']}.{key}); a knob "
+                f"lives in one place: remove it from the workload file"
+            )
+        block[key] = value
+        where[f"$.{kind}.{key}"] = f"{params}:{line}: at $.workloads.{data['id']}.{key}"
+    return where
+
+
+def standalone_text(path: Path) -> str:
+    """The workload file as it reads outside a checkout: its knobs from params.yaml written into its training /
+    inference block (to share one workload, or to start a variant elsewhere)."""
+    text = path.read_text(encoding="utf-8")
+    params = checkout_params(path, "workloads")
+    data = load_yaml(path)[0]
+    if params is None or not isinstance(data, dict) or data.get("kind") not in KNOBS:
+        return text
+    knobs = knobs_for(str(data.get("id")), params)[0]
+    head = f"{data['kind']}:\n"
+    lines = "".join(f"  {k}: {v}\n" for k, v in knobs.items())
+    if not knobs or head not in text:
+        return text
+    return text.replace(head, head + lines, 1)
+
+
+def load_workload(path: Path) -> Workload:
+    data, doc = load_yaml(path)
+    where = _merge_knobs(data, path)
+    try:
+        return _checked(data, doc, path)
+    except ValidationError as e:
+        raise _at_params(e, path, where) from None
+
+
+def _at_params(e: ValidationError, path: Path, where: dict[str, str]) -> ValidationError:
+    """The error re-pointed at params.yaml when the JSON path it names is a knob that params.yaml set."""
+    import re
+
+    m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$\.\w+\.\w+): (.*)$", str(e), re.S)
+    if m is None or m.group(1) not in where:
+        return e
+    return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (merged into {path} as {m.group(1)})")
+
+
+def _checked(data: Any, doc: Any, path: Path) -> Workload:
+    """The merged workload document validated and checked across fields."""
+    model: TrainingWorkload | InferenceWorkload = load_model(WorkloadFile, data, "workload.schema.json", path, doc)
+    check_slug(model.id, f"workload id in {path}")
+    if model.id != path.stem:
+        raise ValidationError(f"{path}: at $.id: {model.id!r} must equal the file name {path.stem!r}")
+    t = model.training if isinstance(model, TrainingWorkload) else None
+    if t and t.ep > 1 and model.model.experts is None:
+        raise ValidationError(f"{path}: at $.training.ep: expert parallelism needs model.experts")
+    if t and t.ep > 1 and (t.dp * t.tp) % t.ep:
+        raise ValidationError(f"{path}: at $.training.ep: ep {t.ep} must divide dp × tp = {t.dp * t.tp}")
+    if t and t.sharded and t.zero not in (None, 3):
+        raise ValidationError(f"{path}: at $.training.zero: sharded (FSDP) is ZeRO-3; zero {t.zero} contradicts it")
+    e = model.model.experts
+    if e is not None and e.params is not None and e.params > model.model.params:
+        raise ValidationError(
+            f"{path}: at $.model.experts.params: {e.params:g} exceeds the model's params {model.model.params:g}"
+        )
+    w = Workload(
+        id=model.id,
+        title=model.title,
+        kind=model.kind,
+        model=model.model,
+        training=t,
+        inference=model.inference if isinstance(model, InferenceWorkload) else None,
+        targets=tuple(model.targets),
+        shares_with=model.shares_with,
+        path=path,
+        placement=model.placement,
+    )
+    _check_ranges(w, path)
+    return w
+
+
+def _check_ranges(w: Workload, path: Path) -> None:
+    """Explicit ranges place every rank the workload uses exactly once, and no other rank."""
+    if w.placement is None or w.placement.ranges is None:
+        return
+    from .placement import used_ranks
+
+    used = set(used_ranks(w))
+    owner: dict[int, int] = {}
+    for k, rng in enumerate(w.placement.ranges):
+        for r in range(rng.first_rank, rng.first_rank + rng.ranks):
+            if r not in used:
+                raise ValidationError(
+                    f"{path}: at $.placement.ranges[{k}]: rank {r} is not a rank of this workload "
+                    f"(it uses {len(used)}: {min(used)}–{max(used)})"
+                )
+            if r in owner:
+                raise ValidationError(
+                    f"{path}: at $.placement.ranges[{k}]: rank {r} is already placed by ranges[{owner[r]}]"
+                )
+            owner[r] = k
+    missing = sorted(used - set(owner))
+    if missing:
+        raise ValidationError(
+            f"{path}: at $.placement.ranges: rank {missing[0]} (and {len(missing) - 1} more) is not placed"
+        )
+
+
+def find_workload(lay: Layout, workload_id: str) -> Workload:
+    known = [p.stem for p in workload_paths(lay)]
+    try:
+        check_slug(workload_id, "workload id")
+    except ValidationError as exc:
+        raise UnknownIdError("workload", workload_id, known, str(exc)) from None
+    path = lay.root / "models" / "workloads" / f"{workload_id}.yaml"
+    if not path.exists():
+        raise UnknownIdError("workload", workload_id, known)
+    return load_workload(path)

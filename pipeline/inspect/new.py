@@ -1,0 +1,88 @@
+"""Start a new reference model in one step: every vocabulary key that applies to its form factor declared
+`unknown` (to be sourced), its permanent identity registered, its first model revision pinned, so that
+`fabricref compile` accepts it at once and `fabricref show` lists what is left to source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError as PydanticError
+
+from ..core import model_revisions
+from ..core.files import atomic_write_bytes
+from ..core.paths import Layout, check_slug
+from ..core.schemas import load_json
+from ..core.vocabulary import vocabulary
+from ..errors import FabricrefError, UsageError
+from ..formats.identities import Identities, Identity
+from ..formats.reference import ReferenceFile
+
+FORM_FACTORS = ("server", "rack", "cluster", "switch", "nic")
+KINDS = ("vendor", "illustrative")
+TO_BE_SOURCED = "to be sourced"
+
+
+def identities_file(lay: Layout) -> Path:
+    return lay.root / "models" / "identities.json"
+
+
+def identities_json(data: dict[str, Any]) -> bytes:
+    """models/identities.json in its committed layout (one line per reference, sorted by id), so adding one
+    reference adds one line to the diff."""
+    refs = sorted(data["references"].items())
+    lines = ["{"]
+    if data.get("description") is not None:
+        lines.append(f'  "description": {json.dumps(data["description"], ensure_ascii=False)},')
+    lines.append('  "references": {')
+    for i, (ref_id, identity) in enumerate(refs):
+        comma = "," if i < len(refs) - 1 else ""
+        entry = json.dumps(identity, ensure_ascii=False, sort_keys=True)
+        lines.append(f"    {json.dumps(ref_id)}: {entry}{comma}")
+    lines += ["  }", "}"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def reference_skeleton(lay: Layout, ref_id: str, form_factor: str, title: str, kind: str) -> dict[str, Any]:
+    """The model as data: every applicable vocabulary key unknown, in vocabulary order."""
+    fields = {
+        key: {"unknown": TO_BE_SOURCED} for key, spec in vocabulary(lay).items() if form_factor in spec.applies_to
+    }
+    return {"id": ref_id, "kind": kind, "title": title, "form_factor": form_factor, "fields": fields}
+
+
+def new_reference(lay: Layout, ref_id: str, form_factor: str, title: str, kind: str = "vendor") -> list[Path]:
+    """Write models/references/ID.yaml, register ID in models/identities.json, pin its first model revision.
+    Bad arguments or an id already in use are bad usage (exit 2); nothing is written then."""
+    try:
+        check_slug(ref_id, "reference id")
+    except FabricrefError as exc:
+        raise UsageError(str(exc)) from None
+    if form_factor not in FORM_FACTORS:
+        raise UsageError(f"--form-factor {form_factor!r}: expected one of {', '.join(FORM_FACTORS)}")
+    if kind not in KINDS:
+        raise UsageError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
+    model_path = lay.references_dir / f"{ref_id}.yaml"
+    ids_path = identities_file(lay)
+    identities = load_json(ids_path)
+    Identities.model_validate(identities)
+    taken = [lay.relative(p) for p in (model_path, lay.root / "models" / "clusters" / f"{ref_id}.yaml") if p.exists()]
+    if ref_id in identities["references"]:
+        taken.append(f"{lay.relative(ids_path)} ({identities['references'][ref_id]['title']!r})")
+    if taken:
+        raise UsageError(f"id {ref_id!r} is already in use: {', '.join(taken)}; a model id is permanent")
+    data = reference_skeleton(lay, ref_id, form_factor, title, kind)
+    try:
+        ReferenceFile.model_validate(data)
+        identity = Identity(kind=kind, title=title).model_dump()  # type: ignore[arg-type]
+    except PydanticError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"cannot create reference {ref_id!r}: {problems}") from None
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+    identities = {**identities, "references": {**identities["references"], ref_id: identity}}
+    atomic_write_bytes(ids_path, identities_json(identities))
+    atomic_write_bytes(model_path, text.encode())
+    pinned = model_revisions.pin(lay, [ref_id])
+    return [ids_path, model_path, *(model_revisions.revisions_file(lay, model) for model, _rev in pinned)]
