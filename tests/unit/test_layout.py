@@ -11,7 +11,7 @@ import tomllib
 import pytest
 from closure import PACKAGE, ROOT, imports, module_exists, module_of
 
-STAGES = ("retrieve", "extract", "compile", "database", "topology", "traffic", "report")
+STAGES = ("retrieve", "extract", "compile", "database", "topology", "traffic", "validate", "report")
 # Floors, lowest first: a module may import its own floor's package or any lower floor, never a higher one.
 FLOORS: list[tuple[str, ...]] = [
     ("errors",),
