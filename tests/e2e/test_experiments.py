@@ -92,14 +92,14 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
 
 
 @pytest.mark.slow
-def test_dvc_exp_run_set_a_step_choice_reruns_the_workload_stages_only(pipeline_copy: Path):
-    """`-S step.memory_headroom=0.1`: every workload's stage reruns (they all read `step`), not the sharing pair or
-    the KV curve (which do not); topology does not rerun; every fit headroom drops by 10 % of the accelerator
-    memory (8 GB on the 80 GB H100s)."""
+def test_dvc_exp_run_set_a_step_choice_reruns_the_stages_that_read_it(pipeline_copy: Path):
+    """`-S step.memory_headroom=0.1`: every workload's stage and validate rerun (they read `step`), not the sharing
+    pair or the KV curve (which do not); topology does not rerun; every fit headroom drops by 10 % of the
+    accelerator memory (8 GB on the 80 GB H100s)."""
     built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
     before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
     out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
-    assert _ran(out) == ["report", "traffic", *(f"traffic-workload@{w}" for w in WORKLOADS)], out
+    assert _ran(out) == ["report", "traffic", *(f"traffic-workload@{w}" for w in WORKLOADS), "validate"], out
     for wid in WORKLOADS:
         after = _metric_files(built_pipeline, wid)
         for target in ("illustrative-h100-4096", "meta-style-h100-24576"):
@@ -121,7 +121,7 @@ def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collec
     out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.8"], built_pipeline)
     sharing = [f"traffic-sharing@{k}" for k in _raw_stages()["traffic-sharing"]["foreach"]]
     workloads = [f"traffic-workload@{w}" for w in WORKLOADS]
-    expected = ["report", "traffic", "traffic-comparison", "traffic-kv", *sharing, *workloads]
+    expected = ["report", "traffic", "traffic-comparison", "traffic-kv", *sharing, *workloads, "validate"]
     assert _ran(out) == sorted(expected), out  # every stage that costs collectives, and what reads them
     after = _metric_files(built_pipeline, wid)[target]
     moved = 1_342_177_280 / (50e9 * 0.8) - 1_342_177_280 / (50e9 * 0.94)
