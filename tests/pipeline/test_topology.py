@@ -11,7 +11,6 @@ import pytest
 from conftest import CLUSTERS, SYSTEM_REFERENCES
 from fabricref.core.graphs import TOPOLOGY_TABLES
 from fabricref.inspect.export import export_bytes, graph_bytes
-from fabricref.topology import stage
 from fabricref.topology.facts import load_facts
 from fabricref.topology.summary import summarize
 
@@ -227,43 +226,3 @@ def test_cli_topology_json_keys(built_registry, graphs, smallest_cluster, cli):
         "bisection_bandwidth_gbps",
     } <= data.keys()
     assert cli("topology", "no-such-thing", root=built_registry.root).code == 2
-
-
-def test_blocks_stamped_node_by_node_are_the_graph_stamped_link_by_link(built_registry, monkeypatch):
-    """A cluster's blocks get each node's neighbour dict in one step (`build._links`); the graph is the one
-    stamping link by link gives: same nodes and attributes in the same order, every node's neighbours in the
-    same order with equal link attributes. The smallest shipped cluster, built both ways."""
-    from fabricref.topology import build as topology_build
-
-    cluster = min(stage.load_clusters(built_registry), key=lambda c: c.blocks).id
-    made = []
-    links = topology_build._links
-    monkeypatch.setattr(topology_build, "_links", lambda t, shared: made.append(links(t, shared)) or made[-1])
-    fast = stage.build(built_registry, cluster)
-    assert made and made[0] is not None  # the one-step path was taken
-    monkeypatch.setattr(topology_build, "_links", lambda t, shared: None)
-    slow = stage.build(built_registry, cluster)
-    assert list(fast.nodes(data=True)) == list(slow.nodes(data=True))
-    assert [(n, list(nbrs.items())) for n, nbrs in fast.adj.items()] == [
-        (n, list(nbrs.items())) for n, nbrs in slow.adj.items()
-    ]
-
-
-def test_a_template_with_a_repeated_dangling_or_looped_link_is_stamped_link_by_link():
-    """Only a template whose links each join two of its nodes once is stamped node by node (`_links`); a link
-    repeated (either way round), to a node outside it, or from a node to itself leaves it to `_add_edges`."""
-    from fabricref.topology.blocks import Template
-    from fabricref.topology.build import _links, _Shared
-
-    t = Template()
-    t.node("a", "cpu")
-    t.node("b", "nic")
-    t.node("c", "nic")
-    t.link("a", "b", {"network": "host"})
-    t.link("c", "a", {"network": "host"})
-    plan = _links(t, _Shared())
-    assert plan is not None
-    assert plan.neighbours == [[1, 2], [0], [0]]
-    for a, b in (("b", "a"), ("a", "b"), ("a", "x"), ("c", "c")):
-        bad = Template(nodes=list(t.nodes), edges=[*t.edges, (a, b, {"network": "host"})])
-        assert _links(bad, _Shared()) is None
