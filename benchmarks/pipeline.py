@@ -1,7 +1,8 @@
 """Time the everyday loop: cold `dvc repro` stage by stage, then the incremental cases, printed as a table.
 
 Run from the repository root with the venv's bin on PATH (dvc and fabricref must resolve):
-    PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--dvc-alone] [--tests [--ci]] [--profile DIR] [--keep]
+    PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--dvc-alone] [--tests [--suite] [--ci]] [--profile DIR]
+                                                             [--keep]
 
 Everything runs in a temporary copy of the checkout (tracked files plus new unignored ones, committed to a
 fresh git repository) so the real one is never touched. Each measurement runs its command in a fresh wrapper
@@ -29,9 +30,9 @@ Cases (budgets for a 2-core machine):
 - source figure: then one figure in that source changes (900 → 950 GB/s NVLink on HGX H100) and is pinned; no
   budget: the H100 systems and both H100 clusters change, and with them most of the traffic work (everything
   downstream of compile reruns).
-- fast tests, whole suite (--tests): the README's pytest with `-m "not slow"` (≤ 90 s) and whole, in the
-  checkout; `.ci/run` (--tests --ci): on a fresh clone of HEAD (≤ 600 s; the browser install is part of it only on a
-  machine without chromium, and the row says which).
+- fast tests (--tests): the README's pytest with `-m "not slow"` (≤ 90 s), in the checkout; with --suite the whole
+  suite too; `.ci/run` (--tests --ci): on a fresh clone of HEAD (≤ 600 s; the browser install is part of it only
+  on a machine without chromium, and the row says which).
 --profile DIR also writes DIR/STAGE.prof (cProfile of each stage command, forced) for `python -m pstats`.
 """
 
@@ -319,14 +320,17 @@ def run_all(work: Path, profile: Path | None, alone: bool) -> list[Measure]:
     return rows
 
 
-def run_tests(work: Path, ci: bool) -> list[Measure]:
-    """The test budgets: the fast tier and the whole suite as the README runs them (in the checkout itself: the
-    tests never write to it), then with --ci `.ci/run` on a fresh clone of the checkout's HEAD, as CI runs it (its
-    own venv and installs; the browser install is skipped when chromium is already on the machine, and the row
-    says so)."""
+def run_tests(work: Path, suite: bool, ci: bool) -> list[Measure]:
+    """The test budgets: the fast tier as the README runs it (in the checkout itself: the tests never write to it),
+    with --suite the whole suite too, then with --ci `.ci/run` on a fresh clone of the checkout's HEAD, as CI runs
+    it (its own venv and installs; the browser install is skipped when chromium is already on the machine, and the
+    row says so)."""
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    rows = [measure("fast tests", [*pytest, "-m", "not slow"], ROOT), measure("whole suite", pytest, ROOT)]
-    rows[0].ran, rows[1].ran = "-m 'not slow', xdist", "the README's pytest, xdist"
+    rows = [measure("fast tests", [*pytest, "-m", "not slow"], ROOT)]
+    rows[0].ran = "-m 'not slow', xdist"
+    if suite:
+        rows.append(measure("whole suite", pytest, ROOT))
+        rows[-1].ran = "the README's pytest, xdist"
     if ci:
         clone = work / "ci"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -358,14 +362,13 @@ def main() -> int:
         action="store_true",
         help="also time a cold `dvc repro` whose stage commands only copy the cold run's outputs (DVC's own cost)",
     )
-    parser.add_argument(
-        "--tests", action="store_true", help="also time the fast test tier and the whole suite (about 3 minutes)"
-    )
+    parser.add_argument("--tests", action="store_true", help="also time the fast test tier")
+    parser.add_argument("--suite", action="store_true", help="with --tests: also the whole suite")
     parser.add_argument("--ci", action="store_true", help="with --tests: also `.ci/run` on a fresh clone of HEAD")
     args = parser.parse_args()
     # Python as a user's machine runs it: bytecode written at first import. With PYTHONDONTWRITEBYTECODE set (as
-    # in some CI shells) no stage would ever find its modules compiled and every one would recompile them (0.1-0.2 s
-    # each). The copy starts with no __pycache__, so the cold run still pays the compiling, once.
+    # in some CI shells) no stage would ever find its modules compiled and every one would recompile them. The copy
+    # starts with no __pycache__, so the cold run still pays the compiling, once.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if shutil.which("dvc") is None or shutil.which("fabricref") is None:
         print("dvc and fabricref must be on PATH (PATH=$PWD/.venv/bin:$PATH)", file=sys.stderr)
@@ -375,7 +378,7 @@ def main() -> int:
         load = os.getloadavg()
         rows = run_all(work, args.profile, args.dvc_alone)
         if args.tests:
-            rows += run_tests(work, args.ci)
+            rows += run_tests(work, args.suite, args.ci)
         print(f"{os.cpu_count()} CPUs, load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
         print(table(rows))
     finally:
