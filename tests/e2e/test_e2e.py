@@ -80,3 +80,11 @@ def test_a_changed_reference_model_reruns_only_compile(pipeline_copy: Path):
     sh(["dvc", "repro", "compile"], clone)
     assert "up to date" in sh(["dvc", "status"], clone)
     assert sh(["git", "status", "--porcelain"], clone) == ""
+
+
+def test_the_traffic_verb_writes_what_the_traffic_stages_wrote(pipeline_copy: Path):
+    """`fabricref traffic` runs every traffic stage in one process: the same bytes, so DVC finds nothing stale."""
+    out = sh(["fabricref", "traffic"], pipeline_copy)
+    assert "combined" in out and "KV-transfer curve" in out
+    assert "up to date" in sh(["dvc", "status"], pipeline_copy)
+    assert sh(["git", "status", "--porcelain"], pipeline_copy) == ""
