@@ -36,9 +36,10 @@ def _sh(cmd: list[str], cwd: Path) -> str:
 
 
 def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
-    """One row per workload × target, columns the short keys: at most ~160 characters wide for the whole table
-    (the path is most of it), under 140 for one workload, every cell a number or DVC's '-' for a figure left out."""
-    out = _sh(["dvc", "metrics", "show"], ROOT)
+    """The workloads' metrics (`dvc metrics show metrics`): one row per workload × target, columns the short keys,
+    at most ~160 characters wide (the path is most of it), under 140 for one workload, every cell a number or
+    DVC's '-' for a figure left out."""
+    out = _sh(["dvc", "metrics", "show", "metrics"], ROOT)
     lines = [line for line in out.splitlines() if line.strip()]
     header, rows = lines[0].split(), lines[1:]
     assert header[0] == "Path" and sorted(header[1:]) == header[1:]
