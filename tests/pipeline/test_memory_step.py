@@ -180,7 +180,7 @@ def _acc(
     return step.Accelerator(ref, fields)
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rates(acc: step.Accelerator, dtype: str = "bf16") -> Any:
