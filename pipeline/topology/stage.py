@@ -34,10 +34,6 @@ def _params(lay: Layout, read: Callable[[str], Facts] | None = None):
     return params_for
 
 
-def load_clusters(lay: Layout, read: Callable[[str], Facts] | None = None) -> list[Cluster]:
-    return [load_cluster(p, _params(lay, read)) for p in cluster_paths(lay)]
-
-
 def build(lay: Layout, topology_id: str, read: Callable[[str], Facts] | None = None) -> nx.Graph:
     """Choosing a reference or a cluster rebuilds its topology from the registry (`read`: how facts are read,
     `load_facts` unless the caller holds them all)."""
