@@ -96,15 +96,22 @@ def phase_records(result: Any) -> list[dict[str, Any]]:
     ]
 
 
-def estimate_workload(topology: str | nx.Graph, workload: str, root: str | Path | None = None) -> list[dict[str, Any]]:
+def estimate_workload(
+    topology: str | nx.Graph,
+    workload: str,
+    root: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """The per-phase communication records of a workload (models/workloads/<id>.yaml) laid onto a topology's
     installed wiring, as `fabricref estimate workload` computes them. `topology` is an id or a graph returned
-    by `topology()`; the estimate always uses the installed wiring, so an edited graph is not honoured."""
+    by `topology()`; the estimate always uses the installed wiring, so an edited graph is not honoured.
+    `overrides` (knob → value, e.g. {"dp": 16}) replace the workload's knobs (params.yaml's `workloads.<id>`),
+    checked by the same rules; also `mode` (inference) and `placement` (a strategy name)."""
     from .estimate.traffic import estimate
     from .estimate.workloads import find_workload
 
     lay = _lay(root)
-    return phase_records(estimate(lay, _topology_id(topology), find_workload(lay, workload)))
+    return phase_records(estimate(lay, _topology_id(topology), find_workload(lay, workload, overrides)))
 
 
 def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict[str, Any]:

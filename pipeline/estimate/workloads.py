@@ -155,9 +155,46 @@ def standalone_text(path: Path) -> str:
     return text.replace(head, head + lines, 1)
 
 
-def load_workload(path: Path) -> Workload:
+# What a caller may vary beyond the knobs, per kind (the explorer's controls): the serving mode and the placement
+# strategy. Explicit placement needs ranges, which only a workload file states.
+OVERRIDES = {
+    "training": (*KNOBS["training"], "placement"),
+    "inference": (*KNOBS["inference"], "mode", "placement"),
+}
+
+
+def _apply_overrides(data: Any, path: Path, overrides: dict[str, Any]) -> dict[str, str]:
+    """Put a caller's knob values over the workload's (params.yaml's or the file's): the same document is then
+    validated as a whole, so an override is held to exactly the rules a knob in params.yaml is. Returns where
+    each override is named, for the message of a check that fails on it."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    block = data.get(kind) if kind in KNOBS else None
+    if not isinstance(block, dict):
+        raise ValidationError(f"{path}: at $.kind: knobs can be varied only on a training or inference workload")
+    where: dict[str, str] = {}
+    for key, value in overrides.items():
+        if key not in OVERRIDES[kind]:
+            raise ValidationError(
+                f"at knob {key}: not a knob of a {kind} workload; expected one of {', '.join(OVERRIDES[kind])}"
+            )
+        if key == "placement":
+            data["placement"] = {"strategy": value}
+            where["$.placement.strategy"] = f"at knob {key}"
+            continue
+        if key != "mode" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValidationError(f"at knob {key}: expected a number")
+        block[key] = value
+        where[f"$.{kind}.{key}"] = f"at knob {key}"
+    return where
+
+
+def load_workload(path: Path, overrides: dict[str, Any] | None = None) -> Workload:
+    """The workload of `path` with params.yaml's knobs merged in, and then `overrides` (knob → value, the
+    explorer's controls) over both."""
     data, doc = load_yaml(path)
     where = _merge_knobs(data, path)
+    if overrides:
+        where |= _apply_overrides(data, path, dict(overrides))
     try:
         return _checked(data, doc, path)
     except ValidationError as e:
@@ -171,6 +208,8 @@ def _at_params(e: ValidationError, path: Path, where: dict[str, str]) -> Validat
     m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$\.\w+\.\w+): (.*)$", str(e), re.S)
     if m is None or m.group(1) not in where:
         return e
+    if where[m.group(1)].startswith("at knob "):
+        return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (the workload's {m.group(1)})")
     return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (merged into {path} as {m.group(1)})")
 
 
@@ -235,7 +274,9 @@ def _check_ranges(w: Workload, path: Path) -> None:
         )
 
 
-def find_workload(lay: Layout, workload_id: str) -> Workload:
+def find_workload(lay: Layout, workload_id: str, overrides: dict[str, Any] | None = None) -> Workload:
+    """The workload `models/workloads/<id>.yaml` as the traffic stage loads it, `overrides` (knob → value) over
+    its knobs."""
     known = [p.stem for p in workload_paths(lay)]
     try:
         check_slug(workload_id, "workload id")
@@ -244,4 +285,4 @@ def find_workload(lay: Layout, workload_id: str) -> Workload:
     path = lay.root / "models" / "workloads" / f"{workload_id}.yaml"
     if not path.exists():
         raise UnknownIdError("workload", workload_id, known)
-    return load_workload(path)
+    return load_workload(path, overrides)
