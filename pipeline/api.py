@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.paths import Layout, layout
-from .errors import UsageError
+from .errors import FabricrefError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -134,6 +134,8 @@ def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict
 
 # Topologies with more accelerators than this are drawn tier × pod first, then one pod or one domain at a time.
 DRAW_FULL_MAX_ACCELERATORS = 256
+# A rack's GPU–switch links beyond this many are drawn as tray–switch bundles.
+BUNDLE_SCALE_UP_ABOVE = 256
 # Results kept per process (each a few hundred kB at most): repeated requests are answered from here.
 EXPLORER_CACHE_ENTRIES = 256
 # How often the registry's content is looked at again (a rebuilt registry is picked up within this time).
@@ -236,6 +238,11 @@ class Explorer:
             if self._state is not None:
                 self._state.close()
                 self._state = None
+
+    def memo(self, key: tuple[Any, ...], compute: Any) -> Any:
+        """`compute()` once per content of the registry and `key` (for the explorer's own derived views, such
+        as a drawing's layout), then answered from the cache."""
+        return self._cached(("memo", *key), lambda _state: compute())
 
     def _cached(self, key: tuple[Any, ...], compute: Any) -> Any:
         state = self._current()
@@ -429,8 +436,12 @@ class _ExplorerState:
     def _field_row(self, r: dict[str, Any]) -> Any:
         from .formats.explore import FieldRow
 
-        value = r["value_text"] if r["value_text"] is not None else r["value_number"]
-        shown_value = "unknown" if r["status"] == "unknown" else (r["value_text"] or _shown_quantity(value, r["unit"]))
+        if r["status"] == "unknown":
+            shown_value = "unknown"
+        elif r["status"] == "derived" and r["value_number"] is not None:
+            shown_value = _shown_quantity(r["value_number"], r["unit"])  # to the precision its inputs justify
+        else:
+            shown_value = r["value_text"] or _shown_quantity(r["value_number"], r["unit"])  # the document's digits
         return FieldRow(
             field=r["field"],
             description=r["description"] or "",
@@ -465,12 +476,7 @@ class _ExplorerState:
         rows = []
         for name in sorted(set(fa) | set(fb)):
             x, y = fa.get(name), fb.get(name)
-            same = (
-                x is not None
-                and y is not None
-                and (x.value_number, x.value_text, x.unit, x.direction, x.status)
-                == (y.value_number, y.value_text, y.unit, y.direction, y.status)
-            )
+            same = x is not None and y is not None and _same_value(x, y)
             rows.append(CompareRow(field=name, a=x, b=y, differs=not same))
         return Comparison(a=ra.reference, b=rb.reference, rows=rows, differing=sum(r.differs for r in rows))
 
@@ -526,6 +532,24 @@ class _ExplorerState:
 
 
 _STATUSES = ("published", "preliminary", "derived", "unknown")
+
+
+def _same_value(x: Any, y: Any) -> bool:
+    """Two fields state the same thing: equal numbers once in one unit and direction ('Eight' and '8' count, 1.8
+    TB/s and 1800 GB/s), or equal text; an unknown equals only an unknown."""
+    from .core.units import convert, convert_direction
+
+    if x.status == "unknown" or y.status == "unknown":
+        return x.status == y.status
+    if x.value_number is not None and y.value_number is not None:
+        try:
+            b = convert(y.value_number, y.unit or "count", x.unit or "count")
+            if x.direction != y.direction:
+                b = convert_direction(b, y.direction, x.direction)
+        except FabricrefError:
+            return False
+        return abs(b - x.value_number) <= 1e-9 * max(abs(b), abs(x.value_number), 1e-300)
+    return (x.value_text or "") == (y.value_text or "")
 
 
 def _confidence_of(status: str) -> str:
@@ -719,7 +743,7 @@ class _Groups:
 
         def aggregate(key: str, k: str, label: str, count: int, row: int, opens: str | None = None, **kw: Any) -> None:
             nodes[key] = DrawNode(
-                id=key, kind=k, label=label, count=count, row=row, order=len(nodes), opens=opens, **kw
+                id=key, kind=k, label=label, count=count, aggregate=True, row=row, order=len(nodes), opens=opens, **kw
             )
 
         pods = sorted(self.domains_by_pod)
@@ -769,7 +793,7 @@ class _Groups:
                 aggregate(
                     f"pod{p}/domains",
                     "domain",
-                    f"{doms:,} domains × {size} accelerators",
+                    f"{doms:,} domains ({doms * size:,} acc.)",
                     doms,
                     3,
                     opens=f"pod:{p}",
@@ -778,7 +802,7 @@ class _Groups:
             for role, row in (("access", 4), ("core", 5)):
                 c = counts.get((f"fe-{role}", None))
                 if c:
-                    aggregate(f"frontend-{role}", "frontend_switch", f"{c:,} frontend {role} switches", c, row)
+                    aggregate(f"frontend-{role}", "frontend_switch", f"frontend {role} ({c:,})", c, row)
         elif level.startswith("pod:"):
             p = int(level.partition(":")[2])
             size = self.view.domain_size
@@ -805,13 +829,17 @@ class _Groups:
                     assign[n] = "frontend"
                     fe += 1
             if fe:
-                aggregate("frontend", "frontend_switch", f"{fe:,} frontend switches", fe, 4)
+                aggregate("frontend", "frontend_switch", f"frontend ({fe:,} switches)", fe, 4)
+            # The pod's domains as one node wired to each leaf (a pod of 64 domains on 16 leaves is 512 NIC
+            # links, a solid block if drawn one by one), and each domain once more below as a box to open.
             mine = set(self.domains_by_pod[p])
+            doms = len(mine)
+            aggregate(f"pod{p}/domains", "domain", f"{doms:,} domains ({doms * size:,} acc.)", doms, 3)
             for dom in self.domains_by_pod[p]:
-                aggregate(f"domain:{dom}", "domain", f"{dom} · {size} accelerators", 1, 3, opens=f"domain:{dom}")
+                aggregate(f"domain:{dom}", "domain", dom, 1, 5, opens=f"domain:{dom}")
             for n, dom in self.domain_of.items():
                 if dom in mine:
-                    assign[n] = f"domain:{dom}"
+                    assign[n] = f"pod{p}/domains"
                     if kind[n] == "nic":
                         scan.append(n)
         else:  # domain:ID
@@ -837,11 +865,14 @@ class _Groups:
                         spines += 1
             if spines:
                 count = len({s for s, a in assign.items() if a == "spines"})
-                aggregate("spines", "spine", f"{count:,} spines these leaves reach", count, _PART_ROWS["spine"])
+                aggregate("spines", "spine", f"{count:,} spines", count, _PART_ROWS["spine"])
         for key, n in list(nodes.items()):
             if n.container is not None and n.container not in nodes:
                 nodes[key] = n.model_copy(update={"container": None})
-        links, edge_map = self._links(assign, scan, nodes)
+        bundle: dict[str, str] = {}
+        if level == "full" or level.startswith("domain:"):
+            bundle = self._bundles(nodes, scan)
+        links, edge_map = self._links(assign, scan, nodes, bundle)
         levels = [self.default_level()]
         if self.aggregated:
             levels += [f"pod:{p}" for p in pods]
@@ -857,10 +888,26 @@ class _Groups:
         )
         return drawing, edge_map
 
+    def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, str]:
+        """Accelerator → its tray, for the scale-up links of a rack too dense to draw one by one (an NVL72's 648
+        GPU–switch links become 162 tray–switch bundles); empty when they are few enough to draw each."""
+        g = self.g
+        links = sum(
+            1 for u in scan if self.kind[u] == "accelerator" for _, d in g[u].items() if d["network"] == "scale_up"
+        )
+        if links <= BUNDLE_SCALE_UP_ABOVE:
+            return {}
+        return {
+            u: nodes[u].container
+            for u in scan
+            if self.kind[u] == "accelerator" and nodes[u].container is not None and nodes[u].container in nodes
+        }
+
     def _links(
-        self, assign: dict[str, str], scan: list[str], nodes: dict[str, Any]
+        self, assign: dict[str, str], scan: list[str], nodes: dict[str, Any], bundle: dict[str, str] | None = None
     ) -> tuple[list[Any], dict[tuple[str, str], tuple[str, bool]]]:
-        """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts."""
+        """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts.
+        `bundle`: drawn nodes whose scale-up links are drawn from another (an accelerator's from its tray)."""
         from .core import confidence
         from .formats.explore import DrawLink
 
@@ -869,17 +916,20 @@ class _Groups:
         acc: dict[tuple[str, str, str], dict[str, Any]] = {}
         edge_map: dict[tuple[str, str], tuple[str, bool]] = {}
         for u in scan:
-            a = assign.get(u)
-            if a is None:
+            au = assign.get(u)
+            if au is None:
                 continue
             for v, d in g[u].items():
-                b = assign.get(v)
-                if b is None or a == b:
+                bv = assign.get(v)
+                if bv is None or au == bv:
                     continue
                 e = (u, v) if u <= v else (v, u)
                 if e in seen:
                     continue
                 seen.add(e)
+                a, b = au, bv
+                if bundle and d["network"] == "scale_up":
+                    a, b = bundle.get(u, a), bundle.get(v, b)
                 x, y = (a, b) if a <= b else (b, a)
                 key = (x, y, d["network"])
                 row = acc.get(key)
@@ -894,7 +944,8 @@ class _Groups:
                 row["fields"][(d.get("field"), d.get("status"))] = None
                 row["conf"].append(d.get("confidence") or "unknown")
                 # The drawn link and whether the edge runs against it (its first end on the link's second end).
-                edge_map[e] = (f"{x}|{y}|{d['network']}", assign[e[0]] != x)
+                first = a if e[0] == u else b
+                edge_map[e] = (f"{x}|{y}|{d['network']}", first != x)
         out = []
         for (x, y, network), row in acc.items():
             fields = list(row["fields"])
@@ -975,6 +1026,9 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
         if isinstance(exc, ExplorerInputError):
             raise
         knob = knob_of(str(exc))
+        if knob == "dp":  # too many accelerators: the degree the request changed, if it changed one
+            given = [k for k in ("dp", "tp", "pp", "prefill_tp", "decode_tp") if k in request.knobs.overrides()]
+            knob = given[0] if given else ("dp" if w.kind == "training" else None)
         raise ExplorerInputError(_clean(state, str(exc)), ("body", "knobs", knob) if knob else ("body",)) from None
     return _Laid(w, result, st)
 
@@ -1137,6 +1191,7 @@ def _phase_row(p: Any, fields: dict[tuple[str, str], dict[str, Any]], state: _Ex
             "algorithm": r["algorithm"],
             "group": f"{r['group_size']:,}" + (f" × {groups:,} groups" if groups > 1 else ""),
             "network": f"{r['network'].replace('_', '-')} · {r['tier']}",
+            "tier": r["tier"],
             "bytes": _shown_quantity(r["bytes_per_rank"], "B"),
             "wire": _shown_quantity(r["bytes_on_wire_per_rank"], "B"),
             "bandwidth": _shown_quantity(r["effective_gbps"], "Gb/s", "per_direction")

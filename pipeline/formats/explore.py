@@ -25,6 +25,10 @@ FieldName = Annotated[str, Field(pattern=FIELD_PATTERN, max_length=120)]
 OPEN_PATTERN = r"^(pod:[0-9]{1,4}|domain:[A-Za-z0-9][A-Za-z0-9_.\-/]{0,79})$(?!\n)"
 Open = Annotated[str, Field(pattern=OPEN_PATTERN, max_length=90)]
 
+# The same patterns for FastAPI's path and query parameters, which Rust's regex engine checks: it has no
+# look-ahead, and its `$` already matches only at the very end (never before a trailing newline).
+SLUG_PARAM, FIELD_PARAM, OPEN_PARAM = (p.replace(r"$(?!\n)", "$") for p in (SLUG_PATTERN, FIELD_PATTERN, OPEN_PATTERN))
+
 # Bounds on what a request may ask: above the largest shipped cluster (24,576 accelerators) and its workloads, far
 # below what would take the server minutes. Products of degrees are checked against the topology by the library.
 MAX_DEGREE = 131_072
@@ -163,6 +167,7 @@ class DrawNode(Response):
     role: str | None = None
     label: str
     count: int = Field(default=1, description="Members an aggregate node stands for (1: one physical part).")
+    aggregate: bool = Field(default=False, description="Drawn for a tier, a group or a domain, not one part.")
     container: str | None = Field(default=None, description="The drawn box this node sits in (a tray, a system).")
     row: int = Field(description="Layer of the drawing, top first (core, spine, leaf, switches, parts).")
     order: float = Field(description="Position within its row.")
