@@ -301,6 +301,13 @@ class Explorer:
         """Memory of weights and training state, KV cache per token and per request, fleet size."""
         return _sizing(request)
 
+    def warm(self, topology_id: str) -> None:
+        """Load a topology's graph and build its routing arrays now, so the first estimate on it need not."""
+        state = self._current()
+        view = state.view(topology_id)
+        with state.lock_for(topology_id):
+            _ = view.fabric
+
 
 class _ExplorerState:
     """What the explorer keeps for one content of the registry: open tables, loaded views, drawings' indexes."""
@@ -320,7 +327,12 @@ class _ExplorerState:
         self.cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self.cache_lock = threading.Lock()
         self.db_lock = threading.RLock()
-        self.view_lock = threading.RLock()
+        # DuckDB's connection behind the topology tables serves one thread at a time; each topology (and each
+        # failed copy of one) is loaded, drawn and routed by one thread at a time, others in parallel.
+        self.load_lock = threading.RLock()
+        self._locks: dict[Any, threading.RLock] = {}
+        self._locks_lock = threading.Lock()
+        self._loaded: dict[str, Any] = {}
         self._groups: dict[str, _Groups] = {}
 
     def close(self) -> None:
@@ -332,12 +344,24 @@ class _ExplorerState:
         with self.db_lock:
             return self.tables.rows(sql, *params)
 
+    def lock_for(self, key: Any) -> Any:
+        import threading
+
+        with self._locks_lock:
+            return self._locks.setdefault(key, threading.RLock())
+
     def view(self, topology_id: str) -> Any:
         from .core.paths import check_slug
 
+        found = self._loaded.get(topology_id)
+        if found is not None:
+            return found
         check_slug(topology_id, "topology id")
-        with self.view_lock:
-            return self.views(topology_id)
+        with self.lock_for(topology_id):
+            if topology_id not in self._loaded:
+                with self.load_lock:
+                    self._loaded[topology_id] = self.views(topology_id)
+            return self._loaded[topology_id]
 
     # -- references ------------------------------------------------------------------------------------------
 
@@ -517,9 +541,13 @@ class _ExplorerState:
     # -- the model drawn -------------------------------------------------------------------------------------
 
     def groups(self, topology_id: str) -> _Groups:
-        with self.view_lock:
+        found = self._groups.get(topology_id)
+        if found is not None:
+            return found
+        view = self.view(topology_id)
+        with self.lock_for(topology_id):
             if topology_id not in self._groups:
-                self._groups[topology_id] = _Groups(self.view(topology_id))
+                self._groups[topology_id] = _Groups(view)
             return self._groups[topology_id]
 
     def drawing(self, topology_id: str, open: str | None) -> Any:
@@ -1017,8 +1045,9 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
             _clean(state, str(exc)), ("body", "knobs", knob) if knob else ("body", "workload")
         ) from None
     try:
-        with state.view_lock:
+        with state.lock_for(request.topology):
             result = estimate(state.lay, request.topology, w, 0, view)
+        with state.load_lock:
             choices = state.views.choices
             acc = state.views.accelerator(view.reference)
         st = step_model.estimate(w, result.phases, acc, choices.mfu, choices.memory_headroom)
@@ -1403,8 +1432,7 @@ def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, l
     with state.cache_lock:
         found = state.cache.get(key)
     if found is None:
-        with state.view_lock:
-            g2 = g.copy()
+        g2 = g.copy()
         g2.remove_edges_from(edges)
         g2.remove_nodes_from(nodes)
         found = View(g2, view.endpoint_s * 1e9, view.summary)
@@ -1446,7 +1474,7 @@ def _what_if(state: _ExplorerState, view: Any, request: Any, laid: _Laid) -> tup
     error = None
     result = None
     try:
-        with state.view_lock:
+        with state.lock_for(id(failed_view)):
             result = estimate(state.lay, request.topology, laid.workload, 0, failed_view)
     except UsageError as exc:
         error = _clean(state, str(exc))

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import mimetypes
+import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -59,9 +60,15 @@ class _Static:
                 self.files[entry.name] = (entry.read_bytes(), kind)
 
 
-def create_app(root: str | Path | None = None, allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> FastAPI:
+def create_app(
+    root: str | Path | None = None,
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
+    warm: bool = True,
+) -> FastAPI:
     """The application over one checkout's registry. `allowed_hosts`: the Host headers answered (a page of another
-    site that resolves its name to 127.0.0.1 cannot read this one: DNS rebinding)."""
+    site that resolves its name to 127.0.0.1 cannot read this one: DNS rebinding). `warm`: load every topology's
+    graph, routing arrays and first drawing in the background as the server starts, smallest first, so the
+    first request for each finds them loaded."""
     explorer = api.Explorer(root)
     explorer.fingerprint()  # fails early on a checkout without a registry
     pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fabricref-explore")
@@ -73,9 +80,14 @@ def create_app(root: str | Path | None = None, allowed_hosts: tuple[str, ...] = 
         lstrip_blocks=True,
     )
 
+    stop = threading.Event()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm:
+            threading.Thread(target=_warm, args=(explorer, stop), name="fabricref-explore-warm", daemon=True).start()
         yield
+        stop.set()
         pool.shutdown(wait=False, cancel_futures=True)
         explorer.close()
 
@@ -234,6 +246,19 @@ class _Refused(Exception):
     def __init__(self, status: int, message: str, loc: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.status, self.message, self.loc = status, message, loc
+
+
+def _warm(explorer: api.Explorer, stop: threading.Event) -> None:
+    """Every topology loaded, its routing arrays built and its first drawing laid out, smallest first."""
+    try:
+        topologies = sorted(explorer.index().topologies, key=lambda t: t.accelerators)
+        for t in topologies:
+            if stop.is_set():
+                return
+            explorer.warm(t.topology_id)
+            _drawing(explorer, t.topology_id, None)
+    except Exception:  # a broken registry is reported by the request that needs it
+        log.exception("warming the explorer's cache failed")
 
 
 def _drawing(explorer: api.Explorer, topology_id: str, open: str | None) -> Any:
