@@ -160,6 +160,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
   async function loadDrawing() {
     const seq = ++drawSeq;
+    $("drawing").dataset.ready = "no";
     $("status").textContent = "Drawing…";
     const q = S.open ? `?open=${encodeURIComponent(S.open)}` : "";
     try {
@@ -167,6 +168,7 @@ document.addEventListener("DOMContentLoaded", () => {
       if (seq !== drawSeq) return;
       drawing = d;
       render();
+      $("drawing").dataset.ready = "yes";
       $("status").textContent = "";
     } catch (err) {
       if (seq !== drawSeq) return;
@@ -332,6 +334,7 @@ document.addEventListener("DOMContentLoaded", () => {
   // -- interaction ------------------------------------------------------------------------------------------------
 
   function goTo(open) {
+    ready("no");
     S.open = open;
     S.sel = null;
     writeState();
@@ -425,13 +428,20 @@ document.addEventListener("DOMContentLoaded", () => {
 
   // -- the estimate ---------------------------------------------------------------------------------------------
 
+  /** Tests and the benchmark wait on this: "yes" once the view shows the answer to the latest request. */
+  function ready(value) {
+    $("results").dataset.ready = value;
+  }
+
   async function runEstimate() {
     const seq = ++estSeq;
+    ready("no");
     if (!S.workload) {
       estimate = null;
       $("results").hidden = true;
       $("whatif").hidden = true;
       if (drawing) { renderLegend(); paint(); }
+      ready("yes");
       return;
     }
     $("status").textContent = `Laying ${S.workload} onto ${S.topology}…`;
@@ -448,6 +458,7 @@ document.addEventListener("DOMContentLoaded", () => {
       renderResults();
       renderLegend();
       paint();
+      ready("yes");
     } catch (err) {
       if (seq !== estSeq) return;
       estimate = null;
@@ -457,6 +468,7 @@ document.addEventListener("DOMContentLoaded", () => {
       showKnobError(err);
       renderLegend();
       paint();
+      ready("yes");
     }
   }
 
@@ -590,5 +602,6 @@ document.addEventListener("DOMContentLoaded", () => {
 
   readState();
   buildKnobs();
+  ready("no");
   loadDrawing().then(runEstimate);
 });
