@@ -124,6 +124,17 @@ def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict
     return _audit(_lay(root), reference_id, field)
 
 
+def validate(root: str | Path | None = None, only: str | None = None) -> list[dict[str, Any]]:
+    """Every published result of models/validation/ against the model (`fabricref validate`): one record per
+    result with its use (calibration / check / held-out), published value, model value, ratio and whether it is
+    within its tolerance, and the calibration numbers the estimate used with their status. `only` keeps the
+    files or results whose id contains it."""
+    from .estimate import validation
+
+    rows = validation.run(_lay(root), only=only)
+    return [dict(zip(validation.COLUMNS, r.as_tuple(), strict=True)) for r in rows]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The explorer's library surface (`fabricref explore`, pipeline/explore/): functions that take ids and knobs and
 # return the pydantic models of pipeline/formats/explore.py, which the web application serves as they are. They
@@ -1033,8 +1044,7 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     """The workload with the request's knobs on `view` (the installed wiring, or a copy with parts failed), by the
     pipeline's estimate and step model; a refusal names the knob it is about."""
     from .errors import ValidationError
-    from .estimate import step as step_model
-    from .estimate.traffic import estimate
+    from .estimate.traffic import estimate, step_of
     from .estimate.workloads import find_workload
 
     try:
@@ -1047,10 +1057,7 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     try:
         with state.lock_for(request.topology):
             result = estimate(state.lay, request.topology, w, 0, view)
-        with state.load_lock:
-            choices = state.views.choices
-            acc = state.views.accelerator(view.reference)
-        st = step_model.estimate(w, result.phases, acc, choices.mfu, choices.memory_headroom)
+        st = step_of(state.lay, view, w, result)
     except UsageError as exc:
         if isinstance(exc, ExplorerInputError):
             raise
@@ -1260,19 +1267,23 @@ def _fit(st: dict[str, Any]) -> Any:
 
 _STEP_ROWS = {
     "training": (
-        ("step_seconds", "step time", "s", "compute + exposed communication + pipeline bubble"),
-        ("compute_seconds", "compute", "s", "FLOPs per step ÷ (peak dense throughput × MFU)"),
+        ("step_seconds", "step time", "s", "compute + exposed communication + pipeline bubble + optimizer"),
+        ("compute_seconds", "compute", "s", "each layer's kernels at the calibrated achieved rates"),
         ("exposed_communication_seconds", "exposed communication", "s", "communication not hidden behind compute"),
-        ("bubble_seconds", "pipeline bubble", "s", "(PP − 1) ÷ micro-batches of the compute, idle"),
+        ("bubble_seconds", "pipeline bubble", "s", "stages idle while the pipeline fills and drains"),
+        ("optimizer_seconds", "optimizer step", "s", "the optimizer's pass over its shard of the state"),
         ("communication_seconds", "all communication", "s", "the sum of the phases, hidden or not"),
         ("tokens_per_step", "tokens per step", "count", "DP × micro-batch × micro-batches × sequence length"),
+        ("tflops_per_accelerator", "achieved TFLOP/s per accelerator", "TFLOP/s", "model FLOPs ÷ step time"),
+        ("mfu", "MFU (an output)", "%", "model FLOPs utilisation against the registry's peak"),
     ),
     "inference": (
         ("ttft_seconds", "time to first token (TTFT)", "s", "prefill compute + prefill communication (+ KV)"),
         ("tpot_seconds", "time per output token (TPOT)", "s", "the larger of the memory floor and compute, + comm"),
         ("tpot_memory_floor_seconds", "TPOT memory floor", "s", "weights + KV read once per token at HBM bandwidth"),
-        ("compute_seconds", "prefill compute", "s", "FLOPs of the prompt ÷ (peak × MFU)"),
+        ("prefill_compute_seconds", "prefill compute", "s", "the prompt's kernels at the calibrated achieved rates"),
         ("communication_seconds", "communication per request", "s", "the sum of the phases"),
+        ("tokens_per_second_per_group", "tokens/s of one serving group", "tokens/s", "batch ÷ TPOT"),
         ("max_concurrent_sequences", "concurrent sequences that fit", "count", "free memory ÷ KV cache per sequence"),
     ),
 }
@@ -1284,12 +1295,18 @@ def _step_figures(st: dict[str, Any], fields: dict[tuple[str, str], dict[str, An
     rows, values = [], {}
     for key, name, unit, meaning in _STEP_ROWS[st["kind"]]:
         value = st.get(key)
+        if key not in st:
+            continue
         values[key] = None if value is None else float(value)
-        shown = "unknown" if value is None else _shown_quantity(value, unit)
+        if value is None:
+            shown = "unknown"
+        elif unit == "%":
+            shown = f"{value:.0%}"
+        else:
+            shown = _shown_quantity(value, unit)
         if key == "tpot_seconds" and st.get("tpot_bound"):
             shown += f" ({st['tpot_bound']}-bound)"
         rows.append({"quantity": name, "value": shown, "meaning": meaning})
-    rows.append({"quantity": "MFU", "value": f"{st['mfu']:.0%}", "meaning": "an assumption (params.yaml step.mfu)"})
     lineage = []
     for x in st.get("accelerator_fields", []):
         f = fields.get((x["reference_id"], x["field"]))
@@ -1308,7 +1325,7 @@ def _step_figures(st: dict[str, Any], fields: dict[tuple[str, str], dict[str, An
         values=values,
         missing=list(st.get("missing", [])),
         assumptions=list(st.get("assumptions", [])),
-        mfu_source=str(st.get("mfu_source", "")),
+        calibration=[str(c) for c in st.get("calibration", [])],
         accelerator_fields=lineage,
     )
 

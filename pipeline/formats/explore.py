@@ -333,7 +333,7 @@ class StepFigures(Response):
     values: dict[str, float | None]
     missing: list[str]
     assumptions: list[str]
-    mfu_source: str
+    calibration: list[str] = Field(description="The throughput calibration numbers the step rests on, with status.")
     accelerator_fields: list[Lineage]
 
 

@@ -510,7 +510,9 @@ document.addEventListener("DOMContentLoaded", () => {
       [{ key: "quantity", label: "quantity" }, { key: "value", label: "value", num: true }, { key: "meaning", label: "how" }],
       e.step.rows),
       ...e.step.missing.map((m) => el("p", { class: "error" }, `missing: ${m}`)),
-      ...e.step.assumptions.map((a) => el("p", { class: "hint" }, `assumed: ${a.replace(/^assumed: /, "")}`)));
+      ...e.step.assumptions.map((a) => el("p", { class: "hint" }, `assumed: ${a.replace(/^assumed: /, "")}`)),
+      e.step.calibration.length ? el("details", {}, el("summary", {}, `${e.step.calibration.length} throughput calibration numbers behind the compute time`),
+        el("ul", { class: "calibration" }, e.step.calibration.map((c) => el("li", {}, c)))) : null);
 
     const pr = e.progress;
     $("progress").replaceChildren(
