@@ -1044,7 +1044,8 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     """The workload with the request's knobs on `view` (the installed wiring, or a copy with parts failed), by the
     pipeline's estimate and step model; a refusal names the knob it is about."""
     from .errors import ValidationError
-    from .estimate.traffic import estimate, step_of
+    from .estimate import step as step_model
+    from .estimate.traffic import estimate
     from .estimate.workloads import find_workload
 
     try:
@@ -1057,7 +1058,13 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     try:
         with state.lock_for(request.topology):
             result = estimate(state.lay, request.topology, w, 0, view)
-        st = step_of(state.lay, view, w, result)
+        # As the traffic stage computes a step (pipeline/traffic/stage.py), with the accelerator's fields and
+        # params.yaml's choices read once per process rather than once per request.
+        with state.load_lock:
+            acc = state.views.accelerator(view.reference)
+            choices = state.views.choices
+        rates = step_model.rates_for(acc, w.model.dtype, state.lay.root)
+        st = step_model.estimate(w, result.phases, acc, rates, choices.memory_headroom)
     except UsageError as exc:
         if isinstance(exc, ExplorerInputError):
             raise

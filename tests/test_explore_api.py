@@ -367,6 +367,39 @@ def test_sizing_calculators_with_units(http) -> None:
     assert bad.status_code == 422 and detail(bad)[0]["loc"] == ["body", "kv_dtype"]
 
 
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_every_reference_page_renders_its_fields(http, reference: str) -> None:
+    r = http.get(f"/reference/{reference}")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    fields = http.get(f"/api/references/{reference}").json()["fields"]
+    assert r.text.count('<tr class="field"') == len(fields)
+
+
+def test_the_cli_verb_serves_on_loopback_and_prints_its_url(built_registry: Layout) -> None:
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).with_name("fabricref")
+    proc = subprocess.Popen(
+        [str(exe), "explore", "--port", "0", "--root", str(built_registry.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.match(r"fabricref explorer at (http://127\.0\.0\.1:(\d+)/) ", line)
+        assert m, line
+        with client(m.group(1)) as c:
+            assert c.get("/api/topologies").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    bad = subprocess.run([str(exe), "explore", "--port", "70000"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "65535" in bad.stderr
+
+
 # -- safety -------------------------------------------------------------------------------------------------------
 
 

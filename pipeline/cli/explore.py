@@ -47,6 +47,7 @@ def explore(
     except OSError as exc:
         sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port") from None
+    sock.listen(128)  # connections made as soon as the URL is printed wait in the backlog until uvicorn serves
     bound = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{bound}/"

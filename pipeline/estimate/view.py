@@ -72,6 +72,7 @@ class View:
         # Set by calculator.view_for: the collective calibration and the scale-up technology it is matched on.
         self.calibration: Any = None
         self.scale_up_technology: str | None = None
+        self._leaves: dict[str, str | None] = {}
 
     @cached_property
     def fabric(self) -> Fabric:
@@ -102,11 +103,13 @@ class View:
         ]
 
     def leaf(self, acc: str) -> str | None:
-        for nic in self.nics(acc):
-            for m in self.g[nic]:
-                if self.kind[m] == "leaf":
-                    return m
-        return None
+        """The leaf of an accelerator's first scale-out NIC (kept: a large group asks for every member's, often)."""
+        if acc not in self._leaves:
+            self._leaves[acc] = next(
+                (m for nic in self.nics(acc) for m in self.g[nic] if self.kind[m] == "leaf"),
+                None,
+            )
+        return self._leaves[acc]
 
     def tier(self, a: str, b: str) -> int:
         if self.domain(a) == self.domain(b):

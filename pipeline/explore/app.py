@@ -15,6 +15,7 @@ import contextlib
 import logging
 import mimetypes
 import threading
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -115,7 +116,10 @@ def create_app(
         host = (request.headers.get("host") or "").rsplit(":", 1)[0].strip("[]")
         if host not in allowed_hosts:
             return JSONResponse({"detail": [{"loc": ["header", "host"], "msg": "unknown host"}]}, status_code=421)
+        started = time.perf_counter()
         response: Response = await call_next(request)
+        # The server's own time for this answer (what benchmarks/explore.py reads): W3C Server-Timing.
+        response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1e3:.1f}"
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
