@@ -173,6 +173,13 @@ class ExplorerInputError(UsageError):
         self.loc = loc
 
 
+def failure_statement() -> str:
+    """What a surviving route does not establish: stated beside every failure analysis (estimate/ha.py)."""
+    from .estimate.ha import NOT_ESTABLISHED
+
+    return NOT_ESTABLISHED
+
+
 def knob_of(message: str) -> str | None:
     """The knob a library message is about: the explorer shows the CLI's message beside that control."""
     import re

@@ -5,6 +5,9 @@ test-artifacts/ for people to look at."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import re
 import shutil
@@ -106,6 +109,16 @@ def test_pages_render_and_the_index_lists_references(page) -> None:
     assert page.title() == "References — fabricref explorer"
     rows = page.locator("#references tbody tr").count()
     assert rows == len(list((ROOT / "models" / "references").glob("*.yaml")))
+    # The export is exactly what the table shows: its headings and its cells' text.
+    shown = [[c.strip() for c in r.locator("th, td").all_inner_texts()] for r in page.locator("#references tr").all()]
+    for fmt in ("csv", "json"):
+        with page.expect_download() as info:
+            page.locator("#references").locator("xpath=..").locator(f"button[data-export='{fmt}']").click()
+        text = Path(info.value.path()).read_text(encoding="utf-8")
+        if fmt == "csv":
+            assert list(csv.reader(io.StringIO(text))) == shown
+        else:
+            assert json.loads(text) == [dict(zip(shown[0], r, strict=True)) for r in shown[1:]]
     shot(page, "index")
     page.goto("/compare?a=nvidia-dgx-h100&b=nvidia-dgx-b200")
     assert page.locator("#comparison tr.differs").count() > 0
@@ -212,7 +225,7 @@ def test_fail_a_leaf_uplink_see_the_survival_statement_and_reload_the_same_view(
     uplink = page.locator("line.link[data-source='leaf00000'][data-target='spine000-000']")
     assert uplink.count() == 1
     uplink.dispatch_event("click")
-    page.wait_for_selector("#whatif .statement")
+    page.wait_for_selector("#whatif .survival")
     wait_results(page)
     whatif = page.locator("#whatif")
     assert whatif.locator(".statement").inner_text() == NOT_ESTABLISHED
@@ -240,5 +253,5 @@ def test_fail_a_leaf_uplink_see_the_survival_statement_and_reload_the_same_view(
     shown = view()
     page.reload()
     wait_results(page)
-    page.wait_for_selector("#whatif .statement")
+    page.wait_for_selector("#whatif .survival")
     assert view() == shown

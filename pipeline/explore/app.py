@@ -229,7 +229,9 @@ def create_app(
 
     @app.get("/model", response_class=HTMLResponse)
     async def model_page() -> Any:
-        return page("model.j2", index=await run(explorer.index), title="Model and workload")
+        return page(
+            "model.j2", index=await run(explorer.index), statement=api.failure_statement(), title="Model and workload"
+        )
 
     @app.get("/sizing", response_class=HTMLResponse)
     async def sizing_page() -> Any:

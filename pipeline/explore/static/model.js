@@ -69,6 +69,16 @@ document.addEventListener("DOMContentLoaded", () => {
     FR.state.set(values);
   }
 
+  /** Workloads larger than the chosen topology stay listed, marked and not selectable. */
+  function markWorkloads() {
+    for (const o of workloadSel.options) {
+      if (!o.value) continue;
+      const fits = o.dataset.fits.split(" ").includes(S.topology);
+      o.disabled = !fits && o.value !== S.workload;
+      o.textContent = o.textContent.replace(/ \(needs more accelerators\)$/, "") + (fits ? "" : " (needs more accelerators)");
+    }
+  }
+
   function workloadOption() {
     return S.workload ? optionFor(workloadSel, S.workload) : null;
   }
@@ -410,6 +420,7 @@ document.addEventListener("DOMContentLoaded", () => {
   topologySel.addEventListener("change", () => {
     S.topology = topologySel.value;
     S.open = null; S.fail = []; S.sel = null;
+    markWorkloads();
     writeState();
     loadDrawing().then(runEstimate);
   });
@@ -579,7 +590,6 @@ document.addEventListener("DOMContentLoaded", () => {
       failedList,
       el("p", { class: `survival ${w.route_survives ? "survives" : "lost"}` },
         w.route_survives ? "Every route of this workload survives on the remaining wiring." : `A route is lost: ${w.error || "no path"}.`),
-      el("p", { class: "statement" }, w.statement),
       el("ul", { class: "lost" }, w.capacity_lost.map((c) => el("li", {}, c))),
       FR.table(`${estimate.workload}-on-${estimate.topology}-what-if`,
         [{ key: "phase", label: "phase" }, { key: "before", label: "before", num: true }, { key: "after", label: "after", num: true },
@@ -603,6 +613,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 
   readState();
+  markWorkloads();
   buildKnobs();
   ready("no");
   loadDrawing().then(runEstimate);
