@@ -147,6 +147,8 @@ def validate(root: str | Path | None = None, only: str | None = None) -> list[di
 DRAW_FULL_MAX_ACCELERATORS = 256
 # A rack's GPU–switch links beyond this many are drawn as tray–switch bundles.
 BUNDLE_SCALE_UP_ABOVE = 256
+# A domain's NIC–leaf links beyond this many are drawn as tray–leaf bundles.
+BUNDLE_SCALE_OUT_ABOVE = 96
 # Results kept per process (each a few hundred kB at most): repeated requests are answered from here.
 EXPLORER_CACHE_ENTRIES = 256
 # How often the registry's content is looked at again (a rebuilt registry is picked up within this time).
@@ -478,12 +480,7 @@ class _ExplorerState:
     def _field_row(self, r: dict[str, Any]) -> Any:
         from .formats.explore import FieldRow
 
-        if r["status"] == "unknown":
-            shown_value = "unknown"
-        elif r["status"] == "derived" and r["value_number"] is not None:
-            shown_value = _shown_quantity(r["value_number"], r["unit"])  # to the precision its inputs justify
-        else:
-            shown_value = r["value_text"] or _shown_quantity(r["value_number"], r["unit"])  # the document's digits
+        shown_value = _shown_value(r["status"], r["value_text"], r["value_number"], r["unit"])
         return FieldRow(
             field=r["field"],
             description=r["description"] or "",
@@ -658,11 +655,27 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
         citations=citations,
         inputs=[_provenance(i, sources) for i in node.get("inputs", [])],
         shown={
-            "value": "unknown"
-            if status == "unknown"
-            else (node.get("value_text") or _shown_quantity(value, node.get("unit"), node.get("direction")))
+            "value": _shown_value(
+                status,
+                node.get("value_text"),
+                value if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
+                node.get("unit"),
+            )
         },
     )
+
+
+def _shown_value(status: str, text: str | None, number: float | None, unit: str | None) -> str:
+    """A field's value as views print it: the document's own digits ('Eight', '80 GB'), with the unit when they
+    leave it out; a derived value to the precision its inputs justify, with its unit; never a bare number."""
+    if status == "unknown":
+        return "unknown"
+    if status == "derived" and number is not None:
+        return _shown_quantity(number, unit)
+    shown = text or _shown_quantity(number, unit)
+    if unit and unit not in ("count", "1") and number is not None and unit not in shown:
+        shown += f" {unit}"
+    return shown
 
 
 # Rows of a drawing, top first: scale-up switches above the accelerators, the scale-out fabric below the NICs.
@@ -915,7 +928,7 @@ class _Groups:
         for key, n in list(nodes.items()):
             if n.container is not None and n.container not in nodes:
                 nodes[key] = n.model_copy(update={"container": None})
-        bundle: dict[str, str] = {}
+        bundle: dict[str, dict[str, str]] = {}
         if level == "full" or level.startswith("domain:"):
             bundle = self._bundles(nodes, scan)
         links, edge_map = self._links(assign, scan, nodes, bundle)
@@ -934,26 +947,31 @@ class _Groups:
         )
         return drawing, edge_map
 
-    def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, str]:
-        """Accelerator → its tray, for the scale-up links of a rack too dense to draw one by one (an NVL72's 648
-        GPU–switch links become 162 tray–switch bundles); empty when they are few enough to draw each."""
+    def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, dict[str, str]]:
+        """Per network, a part → the tray it is drawn from, for links too dense to draw one by one: an NVL72's 648
+        GPU–switch links become 162 tray–switch bundles, a Helios rack's 216 NIC–leaf links one bundle per tray
+        and leaf. Empty for a network whose links are few enough to draw each."""
         g = self.g
-        links = sum(
-            1 for u in scan if self.kind[u] == "accelerator" for _, d in g[u].items() if d["network"] == "scale_up"
-        )
-        if links <= BUNDLE_SCALE_UP_ABOVE:
-            return {}
-        return {
-            u: nodes[u].container
-            for u in scan
-            if self.kind[u] == "accelerator" and nodes[u].container is not None and nodes[u].container in nodes
-        }
+        out: dict[str, dict[str, str]] = {}
+        for network, kind, above in (
+            ("scale_up", "accelerator", BUNDLE_SCALE_UP_ABOVE),
+            ("scale_out", "nic", BUNDLE_SCALE_OUT_ABOVE),
+        ):
+            parts = [u for u in scan if self.kind[u] == kind and nodes[u].container in nodes]
+            links = sum(1 for u in parts for d in g[u].values() if d["network"] == network)
+            if links > above:
+                out[network] = {u: nodes[u].container for u in parts}
+        return out
 
     def _links(
-        self, assign: dict[str, str], scan: list[str], nodes: dict[str, Any], bundle: dict[str, str] | None = None
+        self,
+        assign: dict[str, str],
+        scan: list[str],
+        nodes: dict[str, Any],
+        bundle: dict[str, dict[str, str]] | None = None,
     ) -> tuple[list[Any], dict[tuple[str, str], tuple[str, bool]]]:
         """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts.
-        `bundle`: drawn nodes whose scale-up links are drawn from another (an accelerator's from its tray)."""
+        `bundle`: per network, drawn nodes whose links are drawn from another (an accelerator's from its tray)."""
         from .core import confidence
         from .formats.explore import DrawLink
 
@@ -974,8 +992,9 @@ class _Groups:
                     continue
                 seen.add(e)
                 a, b = au, bv
-                if bundle and d["network"] == "scale_up":
-                    a, b = bundle.get(u, a), bundle.get(v, b)
+                trays = bundle.get(d["network"]) if bundle else None
+                if trays:
+                    a, b = trays.get(u, a), trays.get(v, b)
                 x, y = (a, b) if a <= b else (b, a)
                 key = (x, y, d["network"])
                 row = acc.get(key)

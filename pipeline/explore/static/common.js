@@ -145,11 +145,10 @@ const FR = (() => {
    *  derived field in turn. */
   function provenance(node, depth = 0) {
     const value = node.shown && node.shown.value !== undefined ? node.shown.value : String(node.value ?? "—");
-    const unit = node.status === "unknown" || !node.unit || node.unit === "count" ? "" : ` ${node.unit}`;
     const dir = node.direction ? ` ${node.direction.replace("_", " ")}` : "";
     const box = el("div", { class: `prov depth-${Math.min(depth, 3)}`, dataset: { field: node.field } },
       el("h3", {}, el("span", { class: "id" }, node.reference_id), " · ", node.field),
-      el("p", { class: "prov-value" }, el("strong", {}, value + (node.value_text ? "" : unit) + dir), " ",
+      el("p", { class: "prov-value" }, el("strong", {}, value + dir), " ",
         statusBadge(node.status), " confidence ", node.confidence));
     if (node.formula) box.append(el("p", { class: "formula" }, "derived: ", el("code", {}, node.formula)));
     if (node.reason) box.append(el("p", {}, "unknown: ", node.reason));

@@ -198,6 +198,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const root = svg("svg", { viewBox: `0 0 ${d.width} ${d.height}`, width: "100%", class: "topology",
       preserveAspectRatio: "xMidYMin meet", dataset: { topology: d.topology_id, level: d.level } });
     root.style.maxHeight = `${Math.max(420, Math.min(d.height * 1.6, 1400))}px`;
+    root.style.maxWidth = `${Math.max(640, d.width * 1.5)}px`;  // a small drawing is not blown up
     const boxes = svg("g", { class: "boxes" });
     const lines = svg("g", { class: "links" });
     const parts = svg("g", { class: "nodes" });
