@@ -435,6 +435,14 @@ def test_only_loopback_host_names_are_answered(http) -> None:
     assert http.get("/api/index", headers={"Host": "localhost:1234"}).status_code == 200
 
 
+def test_bodies_are_bounded_and_only_get_and_post_are_answered(http) -> None:
+    big = b'{"topology": "nvidia-dgx-h100", "workload": "llama70b-serve-aggregated", "pad": "' + b"x" * 70_000 + b'"}'
+    r = http.post("/api/estimate", content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "content-security-policy" in r.headers
+    assert http.request("PUT", "/api/estimate", json={}).status_code == 405
+    assert http.request("DELETE", "/").status_code == 405
+
+
 def test_static_files_are_served_by_name_never_by_path(http) -> None:
     assert http.get("/static/model.js").status_code == 200
     for path in ("/static/..%2fapp.py", "/static/%2e%2e/app.py", "/static/app.py", "/static/.hidden"):

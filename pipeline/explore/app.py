@@ -42,6 +42,8 @@ CSP = (
 # A computation (an estimate on the largest cluster, a what-if) past this is answered with a 503; at most WORKERS
 # run at once (the rest wait their turn within the same limit).
 TIME_LIMIT_SECONDS = 30.0
+# The largest request body read (an estimate request with every knob and eight failures is under 2 kB).
+MAX_BODY_BYTES = 64 * 1024
 WORKERS = 2
 SLUG = fmt.SLUG_PARAM
 REFERENCE = Annotated[str, PathParam(pattern=SLUG, max_length=80)]
@@ -115,17 +117,23 @@ def create_app(
     async def headers(request: Request, call_next: Any) -> Response:
         host = (request.headers.get("host") or "").rsplit(":", 1)[0].strip("[]")
         if host not in allowed_hosts:
-            return JSONResponse({"detail": [{"loc": ["header", "host"], "msg": "unknown host"}]}, status_code=421)
+            return _headers(
+                JSONResponse({"detail": [{"loc": ["header", "host"], "msg": "unknown host"}]}, status_code=421)
+            )
+        if request.method not in ("GET", "HEAD", "POST"):
+            return _headers(JSONResponse({"detail": [{"loc": [], "msg": "method not allowed"}]}, status_code=405))
+        if request.method == "POST":
+            length = request.headers.get("content-length")
+            if length is None or not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                msg = f"a request body states its length (Content-Length) and is at most {MAX_BODY_BYTES:,} bytes"
+                return _headers(
+                    JSONResponse({"detail": [{"loc": ["header", "content-length"], "msg": msg}]}, status_code=413)
+                )
         started = time.perf_counter()
         response: Response = await call_next(request)
         # The server's own time for this answer (what benchmarks/explore.py reads): W3C Server-Timing.
         response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1e3:.1f}"
-        response.headers["Content-Security-Policy"] = CSP
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        response.headers["Cross-Origin-Opener-Policy"] = "same-origin"
-        response.headers.setdefault("Cache-Control", "no-store")
-        return response
+        return _headers(response)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -246,6 +254,16 @@ def create_app(
         return Response(body, media_type=kind, headers={"Cache-Control": "max-age=300"})
 
     return app
+
+
+def _headers(response: Response) -> Response:
+    """The headers every answer carries, refusals included."""
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cross-Origin-Opener-Policy"] = "same-origin"
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response
 
 
 class _Refused(Exception):
