@@ -937,6 +937,7 @@ class _Groups:
             levels += [f"pod:{p}" for p in pods]
         drawing = Drawing(
             topology_id=self.topology_id,
+            reference=str(self.view.reference),
             title=str(g.graph.get("title") or self.topology_id),
             level=level,
             levels=levels,

@@ -197,6 +197,7 @@ class DrawLink(Response):
 
 class Drawing(Response):
     topology_id: str
+    reference: str = Field(description="The reference whose fields the links' rates come from.")
     title: str
     level: str = Field(description="full, aggregate (tier × pod), pod:N or domain:ID.")
     levels: list[str] = Field(description="Where this drawing can go next: the aggregate, a pod, a domain.")

@@ -310,9 +310,26 @@ document.addEventListener("DOMContentLoaded", () => {
     return target ? `${source}~${target}` : source;
   }
 
+  /** The selected part or link, spelled out, with the provenance of the field its rate comes from. */
+  function renderSelection() {
+    const box = $("selection");
+    const link = drawing && drawing.links.find((l) => l.id === S.sel);
+    const node = drawing && drawing.nodes.find((n) => n.id === S.sel);
+    if (!link && !node) { box.hidden = true; return; }
+    const lines = link ? linkLines(link) : nodeLines(node);
+    const items = [el("strong", {}, lines[0]), ...lines.slice(1).map((t) => el("span", {}, t))];
+    if (link && link.field && link.field !== "several fields") {
+      const [ref, field] = link.field.includes(":") ? link.field.split(":", 2) : [drawing.reference, link.field];
+      items.push(el("button", { type: "button", class: "small", onclick: () => showProvenance(ref, field) }, `provenance of ${link.field}`));
+    }
+    box.replaceChildren(...items);
+    box.hidden = false;
+  }
+
   /** Colours links by load (when a workload is laid on), marks failed parts and the selection. */
   function paint() {
     if (!drawing) return;
+    renderSelection();
     const loads = new Map((estimate && estimate.level === drawing.level ? estimate.link_loads : []).map((x) => [x.id, x]));
     const failed = new Set(S.fail);
     const links = new Map(drawing.links.map((l) => [l.id, l]));
