@@ -672,8 +672,10 @@ def _shown_value(status: str, text: str | None, number: float | None, unit: str 
         return "unknown"
     if status == "derived" and number is not None:
         return _shown_quantity(number, unit)
+    import re
+
     shown = text or _shown_quantity(number, unit)
-    if unit and unit not in ("count", "1") and number is not None and unit not in shown:
+    if unit and unit not in ("count", "1") and re.fullmatch(r"[\d.,\s]+", shown):  # bare digits: say the unit
         shown += f" {unit}"
     return shown
 
@@ -1172,26 +1174,31 @@ def _field_values(state: _ExplorerState, reference_id: str) -> dict[tuple[str, s
 
 
 def _lineage_row(x: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]], state: _ExplorerState) -> Any:
+    import re
+
     from .estimate.calibration import load_calibration
     from .formats.explore import Lineage
 
     value: Any = None
     unit = source = note = None
+    shown_value = "—"
     if x["reference_id"] == "calibration":
-        n = load_calibration(state.lay.root).number(x["field"])
+        cal = load_calibration(state.lay.root)
+        n = cal.number(x["field"])
         if n is not None:
             value, note = n.value, n.note
-            src = load_calibration(state.lay.root).sources.get(n.source) if n.source else None
+            src = cal.sources.get(n.source) if n.source else None
             source = src.url if src is not None else None
+            # The calibration file names each number's unit in its key (…latency_us…); the rest are fractions.
+            unit = "µs" if re.search(r"_us(\.|$)", x["field"]) else None
+            shown_value = _shown_quantity(value, unit) if unit else f"{value:g}"
     elif (x["reference_id"], x["field"]) in fields:
         f = fields[(x["reference_id"], x["field"])]
         value = f["value_text"] if f["value_text"] is not None else f["value_number"]
         unit = f["unit"]
+        shown_value = _shown_value(x["status"], f["value_text"], f["value_number"], unit)
     else:
         note = "a labelled topology assumption (models/topology/defaults.yaml or the model's `assumptions:`)"
-    shown_value = (
-        "—" if value is None else (value if isinstance(value, str) else _shown_quantity(value, unit if unit else None))
-    )
     return Lineage(
         reference_id=x["reference_id"],
         field=x["field"],
@@ -1350,7 +1357,11 @@ def _step_figures(st: dict[str, Any], fields: dict[tuple[str, str], dict[str, An
                 **x,
                 value=value,
                 unit=None if f is None else f["unit"],
-                shown={"value": "—" if value is None else str(value)},
+                shown={
+                    "value": "—"
+                    if f is None
+                    else _shown_value(x["status"], f["value_text"], f["value_number"], f["unit"])
+                },
             )
         )
     return StepFigures(
