@@ -84,7 +84,7 @@ ProgressFn = Callable[["RefreshOutcome", int, int], None]
 
 
 def _fetch_one(source: Source, current: pins.Revision | None, mirror: str | None, policy: FetchPolicy, end: float):
-    from .fetch import fetch  # the HTTP client is imported by a refresh only, not by the DVC stage (issue 16)
+    from .fetch import fetch  # only a refresh talks HTTP: the DVC stage verifies pins without importing the client
 
     left = end - time.monotonic()
     if left <= 0:
