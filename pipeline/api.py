@@ -631,6 +631,7 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
                 retrieved_at=str(p["retrieved_at"]),
                 sha256=p["sha256"],
                 verified=bool(p["verified"]),
+                problem=p.get("problem"),
                 origin=p["origin"],
                 locator=p["locator"],
                 excerpt=p["excerpt"],

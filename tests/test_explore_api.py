@@ -481,6 +481,25 @@ def test_the_explorer_writes_nothing_and_never_creates_the_database(built_copy: 
     assert after == before
 
 
+def test_a_tampered_snapshot_is_shown_as_not_verified_with_the_reason(built_copy: Layout) -> None:
+    """The hash is checked on every provenance request, never served from the cache."""
+    import fabricref
+    from fabricref.explore.app import create_app
+
+    field = "scale_up.bandwidth_per_accelerator"
+    (citation,) = fabricref.audit("nvidia-dgx-h100", field, built_copy.root)["provenance"]
+    url = f"/api/references/nvidia-dgx-h100/fields/{field}/provenance"
+    with serve(app=create_app(built_copy.root, warm=False)) as base, client(base) as c:
+        assert c.get(url).json()["citations"][0]["verified"] is True
+        snapshot = built_copy.root / citation["snapshot_path"]
+        snapshot.chmod(0o644)
+        data = bytearray(snapshot.read_bytes())
+        data[0] ^= 1
+        snapshot.write_bytes(bytes(data))
+        (shown,) = c.get(url).json()["citations"]
+    assert shown["verified"] is False and shown["problem"]
+
+
 def test_a_computation_past_the_time_limit_is_a_503(built_registry: Layout, monkeypatch) -> None:
     import time
 

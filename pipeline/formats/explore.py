@@ -119,6 +119,7 @@ class Citation(Response):
     retrieved_at: str
     sha256: str
     verified: bool = Field(description="The snapshot's bytes re-hashed now, on this request, match `sha256`.")
+    problem: str | None = Field(default=None, description="Why the hash no longer proves what it did, if it does not.")
     origin: str = Field(description="How the bytes were obtained: `retrieved` or `transcription`.")
     locator: str | None
     excerpt: str | None

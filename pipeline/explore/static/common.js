@@ -163,7 +163,7 @@ const FR = (() => {
         el("dt", {}, "retrieved"), el("dd", {}, c.retrieved_at.slice(0, 10)),
         el("dt", {}, "origin"), el("dd", { class: "origin" }, c.origin, c.read_via ? ` — ${c.read_via}` : ""),
         el("dt", {}, "SHA-256"), el("dd", {}, el("code", { class: "sha256" }, c.sha256), " ",
-          el("span", { class: c.verified ? "verified" : "mismatch" }, c.verified ? "re-verified now" : "DOES NOT MATCH the stored bytes")),
+          el("span", { class: c.verified ? "verified" : "mismatch" }, c.verified ? "re-verified now" : `NOT VERIFIED: ${c.problem || "the stored bytes do not match"}`)),
         el("dt", {}, "locator"), el("dd", {}, el("code", {}, c.locator || "—")),
         el("dt", {}, "excerpt"), el("dd", {}, el("blockquote", {}, c.excerpt || "—")),
         c.stated ? [el("dt", {}, "stated"), el("dd", {}, c.stated)] : null));
