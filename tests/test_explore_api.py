@@ -237,6 +237,21 @@ def test_knobs_change_the_estimate_and_are_reported(http) -> None:
     assert after["bytes_per_rank"] == before["bytes_per_rank"]  # the same gradients per rank
 
 
+def test_the_apis_workload_estimate_takes_knob_overrides(built_registry) -> None:
+    """The same override path the explorer uses, for notebooks: params.yaml's knob replaced, checked alike."""
+    import fabricref
+    from fabricref.errors import ValidationError
+
+    phases = fabricref.estimate_workload(
+        "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, overrides={"dp": 16}
+    )
+    assert next(p for p in phases if p["phase"] == "dp-all-reduce")["group_size"] == 16
+    with pytest.raises(ValidationError, match="at knob dp: .*minimum of 1"):
+        fabricref.estimate_workload(
+            "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, overrides={"dp": 0}
+        )
+
+
 @pytest.mark.parametrize(
     ("knobs", "loc", "message"),
     [
