@@ -145,6 +145,10 @@ def validate(root: str | Path | None = None, only: str | None = None) -> list[di
 
 # Topologies with more accelerators than this are drawn tier × pod first, then one pod or one domain at a time.
 DRAW_FULL_MAX_ACCELERATORS = 256
+# Routed results and failed copies of a graph kept per process (a failed copy of the largest cluster is a few
+# hundred MB).
+LAID_ENTRIES = 16
+FAILED_VIEWS = 2
 # A rack's GPU–switch links beyond this many are drawn as tray–switch bundles.
 BUNDLE_SCALE_UP_ABOVE = 256
 # A domain's NIC–leaf links beyond this many are drawn as tray–leaf bundles.
@@ -345,6 +349,10 @@ class _ExplorerState:
         self.tables.lock_down()
         self.views = Views(lay)
         self.cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        # Heavier than answers, so fewer are kept: a workload's routed result (its links' rows), and a copy of a
+        # graph with parts failed (a whole cluster's graph).
+        self.laid: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self.failed_views: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self.cache_lock = threading.Lock()
         self.db_lock = threading.RLock()
         # DuckDB's connection behind the topology tables serves one thread at a time; each topology (and each
@@ -359,6 +367,19 @@ class _ExplorerState:
         with self.db_lock:
             self.tables.close()
         self.views.close()
+
+    def kept(self, store: Any, key: tuple[Any, ...], entries: int, compute: Any) -> Any:
+        """`store[key]`, computed once and kept among the `entries` most recently used."""
+        with self.cache_lock:
+            if key in store:
+                store.move_to_end(key)
+                return store[key]
+        value = compute()
+        with self.cache_lock:
+            store[key] = value
+            while len(store) > entries:
+                store.popitem(last=False)
+        return value
 
     def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
         with self.db_lock:
@@ -1114,12 +1135,7 @@ def _estimate(state: _ExplorerState, request: Any) -> Any:
     groups = state.groups(request.topology)
     level = groups.check_level(request.open)
     base_key = ("laid", request.topology, request.workload, request.knobs.model_dump_json())
-    with state.cache_lock:
-        laid = state.cache.get(base_key)
-    if laid is None:
-        laid = _lay_workload(state, view, request)
-        with state.cache_lock:
-            state.cache[base_key] = laid
+    laid = state.kept(state.laid, base_key, LAID_ENTRIES, lambda: _lay_workload(state, view, request))
     w, result, st = laid.workload, laid.result, laid.step
     what_if, loaded = None, result
     if request.fail:
@@ -1491,18 +1507,18 @@ def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, l
                 f"({d['network'].replace('_', '-')})"
             )
             lost += _uplink_note(view, f.source, f.target)
-    key = ("failed-view", request.topology, tuple(sorted(nodes)), tuple(sorted(tuple(sorted(e)) for e in edges)))
-    with state.cache_lock:
-        found = state.cache.get(key)
-    if found is None:
+    key = (request.topology, tuple(sorted(nodes)), tuple(sorted(tuple(sorted(e)) for e in edges)))
+
+    def copy() -> Any:
         g2 = g.copy()
         g2.remove_edges_from(edges)
         g2.remove_nodes_from(nodes)
-        found = View(g2, view.endpoint_s * 1e9, view.summary)
-        found.calibration = view.calibration
-        found.scale_up_technology = view.scale_up_technology
-        with state.cache_lock:
-            state.cache[key] = found
+        failed = View(g2, view.endpoint_s * 1e9, view.summary)
+        failed.calibration = view.calibration
+        failed.scale_up_technology = view.scale_up_technology
+        return failed
+
+    found = state.kept(state.failed_views, key, FAILED_VIEWS, copy)
     return found, names, lost
 
 
