@@ -72,6 +72,7 @@ def wait_warm(http: httpx.Client) -> float:
 
 
 def cases(http: httpx.Client) -> dict[str, dict[str, list[float]]]:
+    """Server milliseconds per case and part (new inputs, repeated ones)."""
     out: dict[str, dict[str, list[float]]] = {}
     refs = [r["reference_id"] for r in http.get("/api/references").json()]
     out["reference page"] = {"each": [server_ms(http.get(f"/reference/{r}")) for r in refs for _ in range(3)]}
@@ -93,6 +94,13 @@ def cases(http: httpx.Client) -> dict[str, dict[str, list[float]]]:
             body: dict[str, Any] = {"topology": topology, "workload": workload, "knobs": {knob: v}}
             case["new knobs"].append(server_ms(http.post("/api/estimate", json=body)))
             case["repeated"] += [server_ms(http.post("/api/estimate", json=body)) for _ in range(3)]
+    # A failed part: the workload routed again on a copy of the wiring (no budget in the issue; reported).
+    info = out.setdefault(f"what-if on {META}", {"new failure": [], "repeated": []})
+    for leaf in ("leaf00000", "leaf00001", "leaf00002"):
+        body = {"topology": META, "workload": "llama70b-train-tp8-pp4-dp32", "open": "pod:0"}
+        body["fail"] = [{"source": leaf, "target": "spine000-000"}]
+        info["new failure"].append(server_ms(http.post("/api/estimate", json=body)))
+        info["repeated"].append(server_ms(http.post("/api/estimate", json=body)))
     return out
 
 
@@ -143,9 +151,9 @@ def main() -> int:
     report: dict[str, Any] = {"warm_up_seconds": round(warm, 2), "cases": {}, "first_paint_ms": paint}
     ok = True
     for name, parts in figures.items():
-        budget = BUDGETS_MS[name]
+        budget = BUDGETS_MS.get(name)
         row = {part: {"p95_ms": round(p95(v), 1), "max_ms": round(max(v), 1), "n": len(v)} for part, v in parts.items()}
-        within = all(r["p95_ms"] <= budget for r in row.values())
+        within = budget is None or all(r["p95_ms"] <= budget for r in row.values())
         ok &= within
         report["cases"][name] = {"budget_ms": budget, **row, "within": within}
     if paint is not None:
@@ -160,7 +168,8 @@ def main() -> int:
                 for part, r in row.items()
                 if isinstance(r, dict)
             )
-            print(f"  {name:<36} budget {row['budget_ms']:>4} ms: {parts}  {'ok' if row['within'] else 'OVER'}")
+            budget = f"budget {row['budget_ms']:>4} ms" if row["budget_ms"] else "no budget     "
+            print(f"  {name:<36} {budget}: {parts}  {'ok' if row['within'] else 'OVER'}")
         if paint is None:
             print("  first paint: chromium not installed, not measured")
         else:
