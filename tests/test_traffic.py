@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 from fabricref.errors import UsageError, ValidationError
 from fabricref.estimate import collectives, sizing
-from fabricref.estimate.calculator import view_for
 from fabricref.estimate.calibration import load_calibration
 from fabricref.estimate.traffic import estimate as stage_estimate
 from fabricref.estimate.traffic import sharing
-from fabricref.estimate.view import View
+from fabricref.estimate.view import View, view_for
 from fabricref.estimate.workloads import find_workload, load_workload
 from fabricref.topology import stage as topology
 
@@ -50,7 +49,7 @@ def estimate(lay, topology_id: str, workload, offset: int = 0):
     ],
 )
 def test_alpha_beta_costs(op, n, factor, steps):
-    est = collectives.estimate(op, n, GIB, 50e9, 5e-6)  # 400 Gb/s = 50 GB/s per direction
+    est = collectives.parametric(op, n, GIB, 50e9, 5e-6)  # 400 Gb/s = 50 GB/s per direction
     assert est.bytes_on_wire_per_rank == pytest.approx(factor * GIB)
     assert est.bandwidth_seconds == pytest.approx(factor * GIB / 50e9)
     assert est.latency_seconds == pytest.approx(steps * 5e-6)
@@ -58,25 +57,18 @@ def test_alpha_beta_costs(op, n, factor, steps):
 
 
 def test_small_messages_are_latency_bound_and_tree_has_log_steps():
-    est = collectives.estimate("all-reduce", 1024, 4096, 50e9, 5e-6)
+    est = collectives.parametric("all-reduce", 1024, 4096, 50e9, 5e-6)
     assert est.dominant == "latency" and est.steps == 2 * 1023
-    tree = collectives.estimate("all-reduce", 1024, 4096, 50e9, 5e-6, algorithm="tree")
+    tree = collectives.parametric("all-reduce", 1024, 4096, 50e9, 5e-6, algorithm="tree")
     assert tree.steps == 2 * 10 and tree.latency_seconds < est.latency_seconds
 
 
 def test_efficiency_is_explicit_and_bad_inputs_fail():
-    assert collectives.estimate("send", 2, 1e9, 1e9, 0, efficiency=0.5).bandwidth_seconds == pytest.approx(2.0)
-    for kwargs in ({"op": "gather"}, {"size_bytes": -1}, {"bandwidth_bytes_per_s": 0}):
-        args = {
-            "op": "all-reduce",
-            "ranks": 8,
-            "size_bytes": 1.0,
-            "bandwidth_bytes_per_s": 1.0,
-            "latency_s": 0.0,
-            **kwargs,
-        }
+    assert collectives.parametric("send", 2, 1e9, 1e9, 0, efficiency=0.5).bandwidth_seconds == pytest.approx(2.0)
+    for kwargs in ({"op": "gather"}, {"size": -1}, {"bytes_per_s": 0}):
+        args = {"op": "all-reduce", "ranks": 8, "size": 1.0, "bytes_per_s": 1.0, "latency_s": 0.0, **kwargs}
         with pytest.raises(UsageError):
-            collectives.estimate(**args)
+            collectives.parametric(**args)
 
 
 def test_sizing_arithmetic():

@@ -167,7 +167,7 @@ class _LocalPaths:
         return [(int(a), float(f)) for a, f in zip(arcs, share, strict=True)]
 
 
-class Fabric:
+class Wiring:
     """The installed graph as arrays: links with capacities, accelerators with their domains, NICs and leaves.
 
     Links are registered as routes touch them (a job on 4,096 accelerators of a 24,576-accelerator cluster
@@ -276,8 +276,8 @@ class Fabric:
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
         """Accelerators with their domain (domains in order of first appearance) and local index (by `index`),
         in one pass over the nodes and array operations after it."""
-        self._acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
-        acc_data = [node_data[i] for i in self._acc_node.tolist()]
+        self.acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
+        acc_data = [node_data[i] for i in self.acc_node.tolist()]
         acc = [n for n, _ in acc_data]
         dom_of = [d.get("domain") or n for n, d in acc_data]
         idx = [int(d.get("index", 0)) for _, d in acc_data]
@@ -426,7 +426,7 @@ class Fabric:
             self.acc_has_nic[pos] = True
             index = self.index
             nic_at = np.fromiter(map(index.__getitem__, nics), dtype=np.int64, count=len(nics))
-            up = self._links_between(self._acc_node[pos], nic_at)
+            up = self._links_between(self.acc_node[pos], nic_at)
             self.acc_up[pos], self.acc_down[pos] = up, up ^ 1
             leaves = [next((m for m in adj[nic] if m in leaf_set), None) for nic in nics]
             with_leaf = [k for k, leaf in enumerate(leaves) if leaf is not None]
