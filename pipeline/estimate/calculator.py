@@ -1,6 +1,7 @@
 """A group of ranks on an installed topology as the collective registry sees it (its `Shape`), and the topology
-mode of the calculator: the wiring gives ranks per domain, line rates, link technologies and path hops; the
-calibration gives efficiencies and latencies; `collectives` chooses and costs."""
+mode of the calculator: the wiring gives ranks per domain, line rates, link technologies and path hops; routing
+gives what each rank reaches its peers with; the calibration gives efficiencies and latencies; `collectives`
+chooses and costs."""
 
 from __future__ import annotations
 
@@ -12,10 +13,25 @@ from ..errors import UsageError
 from . import collectives
 from .calibration import Calibration, load_calibration
 from .collectives import GBPS_TO_BYTES, Estimate, Shape, Tier
+from .loads import rank_ceiling
 from .view import Lineage, View, technology
 
 # Switches a scale-out path crosses, by tier (same leaf; leaf-spine-leaf; leaf-spine-core-spine-leaf).
 SWITCHES_BY_TIER = {1: 1, 2: 3, 3: 5}
+
+
+def _reach(view: View, src: list[str], dst: list[str], line_gbps: float, network: str, notes: list[str]) -> float:
+    """Bytes/s per direction a rank moves on one network: its line rate there, unless the routed paths to its
+    peers hold it to less (a mesh pair has one link of a rank's seven; a rank's NIC sits behind its host link)."""
+    line = line_gbps * GBPS_TO_BYTES
+    reach = rank_ceiling(view.wiring, src, dst)
+    if reach < line * (1 - 1e-9):
+        notes.append(
+            f"routed: a rank reaches its peers on {network} with {reach / GBPS_TO_BYTES:g} Gb/s of its "
+            f"{line_gbps:g} Gb/s (the other links lead elsewhere)"
+        )
+        return reach
+    return line
 
 
 def place(
@@ -71,7 +87,9 @@ def place(
         # NCCL's NVLink step latency was measured GPU → switch → GPU: only hops beyond those two add.
         per_hop = (path.latency_s - view.endpoint_s) / path.hops if path.hops else 0.0
         members = by_domain[view.domain(first)]
-        up = Tier("scale_up", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, max(0, path.hops - 2) * per_hop)
+        pairs = [(a, b) for a in members for b in members if a != b]
+        rate = _reach(view, [a for a, _ in pairs], [b for _, b in pairs], path.per_rank_gbps, "scale-up", notes)
+        up = Tier("scale_up", name, lc, rate, max(0, path.hops - 2) * per_hop)
         lineage |= path.lineage
         switched = view.summary["nodes_by_kind"].get("scale_up_switch", 0) > 0
         peers = {m for m, d in view.g[first].items() if d["network"] == "scale_up" and view.kind[m] == "accelerator"}
@@ -93,7 +111,8 @@ def place(
         edges = [d for nic in view.nics(first) for m, d in view.g[nic].items() if view.kind[m] == "leaf"]
         switch_ns = edges[0]["latency_ns"] if edges else 0
         extra = (SWITCHES_BY_TIER.get(tier, 1) - 1) * switch_ns * 1e-9
-        out = Tier("scale_out", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, extra, factor)
+        rate = _reach(view, [first], [far], path.per_rank_gbps, "scale-out", notes)
+        out = Tier("scale_out", name, lc, rate, extra, factor)
         lineage |= path.lineage
         if extra:
             notes.append(
