@@ -20,7 +20,7 @@ import click
 import typer.main
 
 from ..errors import FabricrefError
-from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
+from . import estimate, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options
 from .output import set_width

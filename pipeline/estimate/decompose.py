@@ -101,8 +101,11 @@ def training_groups(tp: int, pp: int, dp: int, ep: int = 1) -> Groups:
 
 
 def check_degrees(m: ModelShape, t: Training, what: str) -> None:
-    """Degrees must divide what they split: TP the hidden size and the KV heads, PP the layers, EP the experts."""
-    checks = [(t.tp, "training.tp", m.hidden, "model.hidden"), (t.pp, "training.pp", m.layers, "model.layers")]
+    """Degrees must divide what they split: TP the hidden size and the KV heads, EP the experts. PP need not divide
+    the layers: stages may be uneven (`schedule.stage_layers`), as Llama 3's 126 layers on 16 stages were."""
+    checks = [(t.tp, "training.tp", m.hidden, "model.hidden")]
+    if t.pp > m.layers:
+        raise UsageError(f"{what}: at $.training.pp: {t.pp} stages for {m.layers} layers")
     if m.kv_heads >= t.tp:
         checks.append((t.tp, "training.tp", m.kv_heads, "model.kv_heads"))
     if t.ep > 1 and m.experts is not None:
