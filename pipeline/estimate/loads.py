@@ -80,25 +80,11 @@ class Stage:
     what: str
     # Accelerator positions of src and dst on the wiring that first asked (names are looked up once per stage).
     pos: tuple[Wiring, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-    # The groups whose every ordered pair of members the flows are (see `_pairs`), when that is how they were made:
-    # positions are then looked up once per member, not twice per flow (n - 1 times fewer look-ups).
-    groups: list[list[str]] | None = field(default=None, repr=False)
 
     def positions(self, wiring: Wiring) -> tuple[np.ndarray, np.ndarray]:
         if self.pos is None or self.pos[0] is not wiring:
-            self.pos = (wiring, *self._positions(wiring))
+            self.pos = (wiring, wiring.positions(self.src), wiring.positions(self.dst))
         return self.pos[1], self.pos[2]
-
-    def _positions(self, wiring: Wiring) -> tuple[np.ndarray, np.ndarray]:
-        groups = self.groups
-        if groups and len({len(g) for g in groups}) == 1:
-            n = len(groups[0])
-            at = wiring.positions([a for g in groups for a in g]).reshape(len(groups), n)
-            a, b = np.nonzero(~np.eye(n, dtype=bool))  # source-major, as `_pairs` lists them
-            src, dst = at[:, a].ravel(), at[:, b].ravel()
-            if src.size == len(self.src):  # members distinct in every group: exactly `_pairs`' flows
-                return src, dst
-        return wiring.positions(self.src), wiring.positions(self.dst)
 
 
 @dataclass
@@ -253,7 +239,7 @@ def _pairs(groups: Sequence[Sequence[str]], per_pair: float) -> tuple[list[str],
 def _pair_stage(groups: Sequence[Sequence[str]], per_pair: float, steps: int, what: str) -> Stage:
     """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage."""
     src, dst, size = _pairs(groups, per_pair)
-    return Stage(src, dst, size, steps, what, groups=[list(g) for g in groups])
+    return Stage(src, dst, size, steps, what)
 
 
 def _ring(groups: Sequence[Sequence[str]], per_flow: float) -> tuple[list[str], list[str], np.ndarray]:

@@ -34,30 +34,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
 
 from ..errors import UsageError
 
 GBPS_TO_BYTES = 1e9 / 8
-
-
-def hops_from(adj: sp.csr_matrix, sources: np.ndarray) -> np.ndarray:
-    """Hops from each source along the arcs of `adj` (a row per source; inf where unreachable): breadth first,
-    one frontier of each source at a time. The same numbers as scipy's `csgraph.shortest_path(adj, directed=True,
-    unweighted=True, indices=sources)`, without importing scipy.sparse.csgraph, which loads scipy.linalg: ~0.1 s
-    of every traffic run's imports, for a search over a few thousand switches."""
-    indptr, indices = adj.indptr, adj.indices
-    dist = np.full((len(sources), adj.shape[0]), np.inf)
-    for d, source in zip(dist, np.asarray(sources, dtype=np.int64).tolist(), strict=True):
-        d[source] = 0.0
-        frontier, level = np.array([source], dtype=np.int64), 0
-        while frontier.size:
-            level += 1
-            starts, sizes = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
-            arcs = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-            reached = indices[arcs]
-            frontier = np.unique(reached[np.isinf(d[reached])])
-            d[frontier] = level
-    return dist
 
 
 SWITCH_KINDS = ("leaf", "spine", "core")
@@ -582,8 +563,8 @@ class Wiring:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ECMP over the switches for each (source leaf, destination leaf) pair: entries (link, pair, fraction).
 
-        Distances to each destination leaf come from a BFS in C (scipy); then, level by level and for many pairs
-        at once, every switch splits what it holds equally over its neighbours one hop closer to the
+        Distances to each destination leaf come from a breadth-first search (scipy); then, level by level and for
+        many pairs at once, every switch splits what it holds equally over its neighbours one hop closer to the
         destination (per-hop uniform ECMP). With `keys` (one ECMP hash per pair: hash mode, one row per flow)
         each pair instead takes the one neighbour `ecmp_choice` picks at every hop."""
         rows, cols, vals = [], [], []
@@ -596,39 +577,21 @@ class Wiring:
         order = np.argsort(self.arc_tail, kind="stable") if keys is None else by_node
         a_head, a_link = self.arc_head[order], self.arc_link[order]
         indptr = np.searchsorted(self.arc_tail[order], np.arange(k + 1))
-        # Twins: destinations with the same neighbours (the leaves of one pod) are as far from every other switch;
-        # one BFS per class of twins, then d_t(u) = d_rep(u) except d_t(t) = 0 and d_t(rep) = d_rep(t).
         dests = np.unique(t_loc)
-        classes: dict[bytes, int] = {}
-        cls_of = np.zeros(dests.size, dtype=np.int64)
-        reps: list[int] = []
-        for n, t in enumerate(dests):
-            key = np.sort(a_head[indptr[t] : indptr[t + 1]]).tobytes()
-            if key not in classes:
-                classes[key] = len(reps)
-                reps.append(int(t))
-            cls_of[n] = classes[key]
-        rep_arr = np.array(reps, dtype=np.int64)
-        dist = hops_from(self.sw_adj, rep_arr)
-        pair_cls = cls_of[np.searchsorted(dests, t_loc)]
-        unreachable = ~np.isfinite(dist[pair_cls, s_loc])
+        dist = np.atleast_2d(shortest_path(self.sw_adj, directed=True, unweighted=True, indices=dests))
+        row = np.searchsorted(dests, t_loc)
+        unreachable = ~np.isfinite(dist[row, s_loc])
         if unreachable.any():
             bad = int(np.flatnonzero(unreachable)[0])
             raise CannotRoute(
                 f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
                 f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
             )
-        dist = np.where(np.isfinite(dist), dist, -10).astype(np.int32)
-
-        # Per pair, once: where its class's row starts in the flat distances, its class representative, and
-        # d_t(rep) = d_rep(t); then each candidate costs one flat look-up and two comparisons.
-        flat = dist.ravel()
-        row_of, rep_of, rep_to_t = pair_cls * k, rep_arr[pair_cls], dist[pair_cls, t_loc]
+        flat = np.where(np.isfinite(dist), dist, -10).astype(np.int32).ravel()
+        row_of = row * k  # where each pair's destination row starts in the flat distances
 
         def distance(pair: np.ndarray, node: np.ndarray) -> np.ndarray:
-            d = flat[row_of[pair] + node]
-            d = np.where(node == rep_of[pair], rep_to_t[pair], d)
-            return np.where(node == t_loc[pair], 0, d)
+            return flat[row_of[pair] + node]
 
         for b0 in range(0, pairs.shape[0], 512):
             batch = np.arange(b0, min(b0 + 512, pairs.shape[0]))
