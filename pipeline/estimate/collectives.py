@@ -295,7 +295,7 @@ class Given(Numbers):
         return [self.PROTOCOL]
 
     def why_not(self, algorithm: str) -> str | None:
-        return None if algorithm in PARAMETRIC else f"{algorithm} needs the calibration: give --topology"
+        return None if ALGORITHMS[algorithm].parametric else f"{algorithm} needs the calibration: give --topology"
 
     def fresh(self) -> Given:
         return Given(self.latency_s, self.efficiency)
@@ -524,21 +524,23 @@ def _pow2(x: int) -> bool:
 
 @dataclass(frozen=True)
 class Algorithm:
-    """One algorithm: the operations it runs, its cost function, when it can run on a shape, and whether the
-    library would pick it by itself (otherwise it runs only when forced)."""
+    """One algorithm: the operations it runs, its cost function, when it can run on a shape, whether the library
+    would pick it by itself (otherwise it runs only when forced), and whether a bandwidth and a latency alone
+    cost it (the parametric mode: no in-network reduction, no calibrated link class)."""
 
     name: str
     ops: tuple[str, ...]
     cost: Callable[[Numbers, str, Shape, float, str], Estimate]
     why_not: Callable[[Shape], str | None] = lambda f: None
     auto: Callable[[Shape], bool] = lambda f: True
+    parametric: bool = False
 
 
 ALGORITHMS = {
     a.name: a
     for a in (
-        Algorithm("ring", OPS, _ring),
-        Algorithm("tree", ("all-reduce",), _tree),
+        Algorithm("ring", OPS, _ring, parametric=True),
+        Algorithm("tree", ("all-reduce",), _tree, parametric=True),
         Algorithm(
             "nvls",
             ("all-reduce",),
@@ -586,13 +588,12 @@ ALGORITHMS = {
                 else "recursive doubling needs a power-of-two number of ranks per domain and of domains"
             ),
             lambda f: f.domains == 1,
+            parametric=True,
         ),
         # NCCL runs all-to-all as point-to-point sends; Bruck's algorithm is MPI's for small messages: forced only.
-        Algorithm("bruck", ("all-to-all",), _bruck, auto=lambda f: False),
+        Algorithm("bruck", ("all-to-all",), _bruck, auto=lambda f: False, parametric=True),
     )
 }
-# What the parametric mode can cost with a bandwidth and a latency alone (no in-network reduction, no domains).
-PARAMETRIC = ("ring", "tree", "recursive-doubling", "bruck")
 
 
 def available(op: str, f: Shape, ctx: Numbers) -> dict[str, str | None]:
@@ -676,10 +677,11 @@ def parametric(
         raise UsageError(f"efficiency must be in (0, 1], got {efficiency}")
     if latency_s < 0 or not math.isfinite(latency_s):
         raise UsageError("latency must be a finite non-negative time")
-    if algorithm not in PARAMETRIC and algorithm in ALGORITHMS:
+    if algorithm in ALGORITHMS and not ALGORITHMS[algorithm].parametric:
+        costs = ", ".join(a for a, x in ALGORITHMS.items() if x.parametric)
         raise UsageError(
             f"--algorithm {algorithm} needs the calibration and the wiring: give --topology (the parametric mode "
-            f"costs {', '.join(PARAMETRIC)})"
+            f"costs {costs})"
         )
     n = max(ranks, 2) if op == "send" else ranks
     tier = Tier("given", "as given", None, bytes_per_s)

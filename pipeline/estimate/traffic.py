@@ -17,6 +17,7 @@ from . import step as step_model
 from .calibration import load_calibration
 from .choices import StepChoices, load_step_choices
 from .cost import Phase, phases
+from .decompose import decompose
 from .loads import RoutedPhase
 from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
@@ -55,10 +56,11 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
     view = view or view_for(lay, topology_id)
     result_phases, routed = phases(view, workload, view.calibration or load_calibration(lay.root), offset)
     failures: list[dict[str, Any]] = []
-    t = workload.training or {}
-    if view.summary["nodes_by_kind"].get("leaf") and t.get("dp", 1) > 1:
+    # The failure scenarios follow the data-parallel group (the traffic that crosses the fabric).
+    dp = next((c for c in decompose(workload).communications if c.phase.startswith("dp-")), None)
+    if view.summary["nodes_by_kind"].get("leaf") and dp is not None:
         accs = rank_accelerators(view.g, workload, offset)
-        peers = [accs[t["tp"] * d] for d in range(t["dp"])]
+        peers = [accs[r] for r in dp.group]
         far = max(peers[1:], key=lambda b: view.tier(peers[0], b), default=None)
         if far is not None:
             failures = ha.scenarios(view, peers[0], far)

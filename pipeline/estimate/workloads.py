@@ -39,12 +39,9 @@ class Workload:
 
     @property
     def accelerators(self) -> int:
-        if self.training is not None:
-            t = self.training
-            return t.tp * t.pp * t.dp
-        i = self.inference
-        assert i is not None
-        return i.prefill_tp + i.decode_tp if i.mode == "disaggregated" else i.tp
+        block = self.training or self.inference
+        assert block is not None
+        return block.ranks
 
     @property
     def used_ranks(self) -> list[int]:
@@ -59,13 +56,10 @@ class Workload:
         return sorted(set(range(i.prefill_tp)) | set(range(start, start + i.decode_tp)))
 
 
-# The knobs people vary (issue 17): their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so
-# `dvc params diff` shows them and `dvc exp run -S` varies them; the workload file keeps the model and its shape.
-# A file outside a checkout (or a workload params.yaml does not list) states them itself. Never both.
-KNOBS = {
-    "training": ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len"),
-    "inference": ("tp", "prefill_tp", "decode_tp", "batch", "prompt_tokens", "output_tokens", "requests_per_second"),
-}
+# The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so `dvc params
+# diff` shows them and `dvc exp run -S` varies them; the workload file keeps the model and its shape. A file
+# outside a checkout (or a workload params.yaml does not list) states them itself. Never both.
+KNOBS = {"training": Training.KNOBS, "inference": Inference.KNOBS}
 
 
 def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
