@@ -276,6 +276,23 @@ def test_cli_estimate_commands(cli, built_registry):
         ).out
     )
     assert [p["phase"] for p in wl["phases"]][:2] == ["prefill-tp-all-reduce", "kv-transfer"]
+    reduce = cli("estimate", "collective", "--op", "reduce", "--ranks", "8", "--bytes", "1GiB", "--bandwidth",
+                 "400Gb/s", "--latency", "5us", "--json")  # fmt: skip
+    assert reduce.code == 0, reduce.err
+    assert json.loads(reduce.out)["bytes_on_wire_per_rank"] == GIB  # a ring reduce moves S per rank
+
+
+def test_cli_sets_knobs_to_lay_a_workload_where_it_is_not_targeted(cli, built_registry):
+    """`--set` lays the disaggregated service's TP 4 pools in one MI300X server; a misspelt knob is bad usage."""
+    args = ("estimate", "workload", "amd-mi300x-pollara400", "llama70b-serve-disaggregated")
+    r = cli(*args, "--set", "prefill_tp=4", "--set", "decode_tp=4", "--json", root=built_registry.root)
+    assert r.code == 0, r.err
+    kv = next(p for p in json.loads(r.out)["phases"] if p["phase"] == "kv-transfer")
+    assert kv["bottleneck_gbps"] == 512 and kv["effective_gbps"] <= 512 and kv["group_size"] == 2
+    assert cli(*args, root=built_registry.root).code == 2  # as shipped it needs 16 accelerators
+    bad = cli(*args, "--set", "prefil_tp=4", root=built_registry.root)
+    assert bad.code == 2 and "prefil_tp: not a knob" in bad.err and "prefill_tp" in bad.err
+    assert cli(*args, "--set", "prefill_tp", root=built_registry.root).code == 2
 
 
 @pytest.mark.slow
