@@ -510,7 +510,7 @@ def hot_links(
     wiring: Wiring, load: PhaseLoad, top: int = 5, rows: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """The most utilised links (ties broken by name, so the list is deterministic); `rows`: the phase's
-    `link_rows`, when the caller has them already (they take seconds on the 24,576-GPU cluster)."""
+    `link_rows`, when the caller has them already (on a large cluster they are many)."""
     rows = sorted(
         link_rows(wiring, load) if rows is None else rows, key=lambda r: (-r["utilization"], r["source"], r["target"])
     )

@@ -33,10 +33,9 @@ class PlacementError(UsageError):
     """A workload cannot be laid onto the topology as declared (exit code 2: the request is wrong)."""
 
 
-# The accelerators of a graph (in order, and their domains) per graph object: a traffic process asks ~20 times per
-# topology (every placement, the sharing check, the failure scenarios) and each answer walked every node (~10^5 on
-# a big cluster: 1.7 s of the sharing stage's CPU, half of a small workload's on the 24,576-GPU cluster). The
-# traffic code never mutates a built graph; the node count is checked as a guard.
+# The accelerators of a graph (in order, and their domains) per graph object: every placement, the sharing check and
+# the failure scenarios ask, and each answer walks every node of the graph. The traffic code never mutates a built
+# graph; the node count is checked as a guard.
 _ACCELERATORS: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...], Mapping[str, str]]] = (
     weakref.WeakKeyDictionary()
 )

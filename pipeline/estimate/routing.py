@@ -76,7 +76,7 @@ def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray
 @contextmanager
 def no_cyclic_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while routing: a large topology holds millions of live objects, and
-    every automatic collection would walk them all again (a third of routing time at 131,072 GPUs). Nothing is
+    every automatic collection would walk them all again. Nothing is
     skipped: the collector resumes afterwards and takes whatever cycles were left."""
     was = gc.isenabled()
     gc.disable()
