@@ -243,12 +243,12 @@ def test_the_apis_workload_estimate_takes_knob_overrides(built_registry) -> None
     from fabricref.errors import ValidationError
 
     phases = fabricref.estimate_workload(
-        "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, overrides={"dp": 16}
+        "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, knobs={"dp": 16}
     )
     assert next(p for p in phases if p["phase"] == "dp-all-reduce")["group_size"] == 16
-    with pytest.raises(ValidationError, match="at knob dp: .*minimum of 1"):
+    with pytest.raises(ValidationError, match=r"at \$\.training\.dp: .*minimum of 1"):
         fabricref.estimate_workload(
-            "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, overrides={"dp": 0}
+            "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, knobs={"dp": 0}
         )
 
 
@@ -260,7 +260,7 @@ def test_the_apis_workload_estimate_takes_knob_overrides(built_registry) -> None
         ({"tp": "8"}, ["body", "knobs", "tp"], "valid integer"),
         ({"tp": True}, ["body", "knobs", "tp"], "valid integer"),
         ({"flops": 1}, ["body", "knobs", "flops"], "Extra inputs"),
-        ({"mode": "disaggregated"}, ["body", "knobs", "mode"], "not a knob of a training workload"),
+        ({"mode": "disaggregated"}, ["body", "knobs", "mode"], "not a knob of this training workload"),
         ({"placement": "explicit"}, ["body", "knobs", "placement"], "'fill-domains' or 'spread'"),
     ],
 )
@@ -274,9 +274,9 @@ def test_bad_knobs_are_a_422_naming_the_field(http, knobs: dict, loc: list, mess
 def test_tp_beyond_the_scale_up_domain_gives_the_clis_message_at_the_tp_control(http, built_registry) -> None:
     from fabricref.errors import UsageError
     from fabricref.estimate.traffic import estimate as library_estimate
-    from fabricref.estimate.workloads import find_workload
+    from fabricref.estimate.workloads import find_workload, with_knobs
 
-    w = find_workload(built_registry, "llama70b-serve-aggregated", {"tp": 16})
+    w = with_knobs(find_workload(built_registry, "llama70b-serve-aggregated"), {"tp": 16})
     with pytest.raises(UsageError) as cli_error:  # what `fabricref estimate workload` prints after "error: "
         library_estimate(built_registry, "illustrative-h100-4096", w)
     r = estimate(http, "illustrative-h100-4096", "llama70b-serve-aggregated", {"tp": 16})
@@ -330,7 +330,7 @@ def test_failing_a_nic_loses_the_route_and_still_says_so(http) -> None:
 
     r = estimate(http, "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", fail=[{"source": "b000/nic0"}])
     w = r.json()["what_if"]
-    assert w["route_survives"] is False and "no scale-out NIC" in w["error"] and w["statement"] == NOT_ESTABLISHED
+    assert w["route_survives"] is False and "b000/gpu0" in w["error"] and w["statement"] == NOT_ESTABLISHED
 
 
 def test_failing_an_nvswitch_slows_the_tensor_parallel_all_reduce(http) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.paths import Layout, check_slug, checkout_params, workload_paths
 from ..core.schemas import _line_of, load_model, load_yaml
-from ..errors import UnknownIdError, ValidationError, did_you_mean
+from ..errors import UnknownIdError, UsageError, ValidationError, did_you_mean
 from ..formats.workload import (
     Inference,
     InferenceWorkload,
@@ -39,21 +39,27 @@ class Workload:
 
     @property
     def accelerators(self) -> int:
+        block = self.training or self.inference
+        assert block is not None
+        return block.ranks
+
+    @property
+    def used_ranks(self) -> list[int]:
+        """The ranks the workload occupies (a disaggregated service may leave a gap before its decode pool)."""
         if self.training is not None:
-            t = self.training
-            return t.tp * t.pp * t.dp
+            return list(range(self.accelerators))
         i = self.inference
         assert i is not None
-        return i.prefill_tp + i.decode_tp if i.mode == "disaggregated" else i.tp
+        if i.mode == "aggregated":
+            return list(range(i.tp))
+        start = i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
+        return sorted(set(range(i.prefill_tp)) | set(range(start, start + i.decode_tp)))
 
 
-# The knobs people vary (issue 17): their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so
-# `dvc params diff` shows them and `dvc exp run -S` varies them; the workload file keeps the model and its shape.
-# A file outside a checkout (or a workload params.yaml does not list) states them itself. Never both.
-KNOBS = {
-    "training": ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len"),
-    "inference": ("tp", "prefill_tp", "decode_tp", "batch", "prompt_tokens", "output_tokens", "requests_per_second"),
-}
+# The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so `dvc params
+# diff` shows them and `dvc exp run -S` varies them; the workload file keeps the model and its shape. A file
+# outside a checkout (or a workload params.yaml does not list) states them itself. Never both.
+KNOBS = {"training": Training.KNOBS, "inference": Inference.KNOBS}
 
 
 def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
@@ -156,46 +162,9 @@ def standalone_text(path: Path) -> str:
     return text.replace(head, head + lines, 1)
 
 
-# What a caller may vary beyond the knobs, per kind (the explorer's controls): the serving mode and the placement
-# strategy. Explicit placement needs ranges, which only a workload file states.
-OVERRIDES = {
-    "training": (*KNOBS["training"], "placement"),
-    "inference": (*KNOBS["inference"], "mode", "placement"),
-}
-
-
-def _apply_overrides(data: Any, path: Path, overrides: dict[str, Any]) -> dict[str, str]:
-    """Put a caller's knob values over the workload's (params.yaml's or the file's): the same document is then
-    validated as a whole, so an override is held to exactly the rules a knob in params.yaml is. Returns where
-    each override is named, for the message of a check that fails on it."""
-    kind = data.get("kind") if isinstance(data, dict) else None
-    block = data.get(kind) if kind in KNOBS else None
-    if not isinstance(block, dict):
-        raise ValidationError(f"{path}: at $.kind: knobs can be varied only on a training or inference workload")
-    where: dict[str, str] = {}
-    for key, value in overrides.items():
-        if key not in OVERRIDES[kind]:
-            raise ValidationError(
-                f"at knob {key}: not a knob of a {kind} workload; expected one of {', '.join(OVERRIDES[kind])}"
-            )
-        if key == "placement":
-            data["placement"] = {"strategy": value}
-            where["$.placement.strategy"] = f"at knob {key}"
-            continue
-        if key != "mode" and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ValidationError(f"at knob {key}: expected a number")
-        block[key] = value
-        where[f"$.{kind}.{key}"] = f"at knob {key}"
-    return where
-
-
-def load_workload(path: Path, overrides: dict[str, Any] | None = None) -> Workload:
-    """The workload of `path` with params.yaml's knobs merged in, and then `overrides` (knob → value, the
-    explorer's controls) over both."""
+def load_workload(path: Path) -> Workload:
     data, doc = load_yaml(path)
     where = _merge_knobs(data, path)
-    if overrides:
-        where |= _apply_overrides(data, path, dict(overrides))
     try:
         return _checked(data, doc, path)
     except ValidationError as e:
@@ -209,8 +178,6 @@ def _at_params(e: ValidationError, path: Path, where: dict[str, str]) -> Validat
     m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$\.\w+\.\w+): (.*)$", str(e), re.S)
     if m is None or m.group(1) not in where:
         return e
-    if where[m.group(1)].startswith("at knob "):
-        return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (the workload's {m.group(1)})")
     return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (merged into {path} as {m.group(1)})")
 
 
@@ -260,9 +227,7 @@ def _check_ranges(w: Workload, path: Path) -> None:
     """Explicit ranges place every rank the workload uses exactly once, and no other rank."""
     if w.placement is None or w.placement.ranges is None:
         return
-    from .placement import used_ranks
-
-    used = set(used_ranks(w))
+    used = set(w.used_ranks)
     owner: dict[int, int] = {}
     for k, rng in enumerate(w.placement.ranges):
         for r in range(rng.first_rank, rng.first_rank + rng.ranks):
@@ -283,9 +248,49 @@ def _check_ranges(w: Workload, path: Path) -> None:
         )
 
 
-def find_workload(lay: Layout, workload_id: str, overrides: dict[str, Any] | None = None) -> Workload:
-    """The workload `models/workloads/<id>.yaml` as the traffic stage loads it, `overrides` (knob → value) over
-    its knobs."""
+# Beyond the knobs, what a what-if may set (the explorer's controls): a service's mode, and where ranks sit (a
+# strategy; explicit placement needs ranges, which only a workload file states).
+CHOICES = {"training": ("placement",), "inference": ("mode", "placement")}
+
+
+def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
+    """`w` with some of its knobs set otherwise (a what-if: laid on a topology it does not target, or at other
+    degrees), validated as the file would be with those values in it. Besides the numeric knobs, `mode`
+    (aggregated or disaggregated serving) and `placement` (a strategy name) may be set."""
+    if not knobs:
+        return w
+    allowed = (*KNOBS[w.kind], *CHOICES[w.kind])
+    for key, value in knobs.items():
+        if key not in allowed:
+            raise UsageError(f"{key}: not a knob of this {w.kind} workload; expected one of {', '.join(allowed)}")
+        if key in CHOICES[w.kind]:
+            if not isinstance(value, str):
+                raise UsageError(f"{key}={value!r}: expected a name")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"{key}={value!r}: expected a number")
+    block = w.training if w.training is not None else w.inference
+    assert block is not None
+    numbers = {k: v for k, v in knobs.items() if k != "placement"}
+    data: dict[str, Any] = {
+        "id": w.id,
+        "title": w.title,
+        "kind": w.kind,
+        "model": w.model.model_dump(exclude_none=True),
+        w.kind: {**block.model_dump(exclude_none=True), **numbers},
+        "targets": list(w.targets),
+    }
+    if w.shares_with is not None:
+        data["shares_with"] = w.shares_with
+    if w.teaching is not None:
+        data["teaching"] = w.teaching
+    if "placement" in knobs:
+        data["placement"] = {"strategy": knobs["placement"]}
+    elif w.placement is not None:
+        data["placement"] = w.placement.model_dump(exclude_none=True)
+    return _checked(data, None, w.path or Path(f"{w.id}.yaml"))
+
+
+def find_workload(lay: Layout, workload_id: str) -> Workload:
     known = [p.stem for p in workload_paths(lay)]
     try:
         check_slug(workload_id, "workload id")
@@ -294,4 +299,4 @@ def find_workload(lay: Layout, workload_id: str, overrides: dict[str, Any] | Non
     path = lay.root / "models" / "workloads" / f"{workload_id}.yaml"
     if not path.exists():
         raise UnknownIdError("workload", workload_id, known)
-    return load_workload(path, overrides)
+    return load_workload(path)
