@@ -270,13 +270,13 @@ def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
             raise UsageError(f"{key}={value!r}: expected a number")
     block = w.training if w.training is not None else w.inference
     assert block is not None
-    numbers = {k: v for k, v in knobs.items() if k != "placement"}
+    in_block = {k: v for k, v in knobs.items() if k != "placement"}  # placement is a block of its own
     data: dict[str, Any] = {
         "id": w.id,
         "title": w.title,
         "kind": w.kind,
         "model": w.model.model_dump(exclude_none=True),
-        w.kind: {**block.model_dump(exclude_none=True), **numbers},
+        w.kind: {**block.model_dump(exclude_none=True), **in_block},
         "targets": list(w.targets),
     }
     if w.shares_with is not None:
