@@ -555,7 +555,7 @@ class Explorer:
         state = self._current()
         view = state.view(topology_id)
         with state.lock_for(topology_id):
-            _ = view.fabric
+            _ = view.wiring
 
 
 class _ExplorerState:
