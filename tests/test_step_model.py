@@ -143,3 +143,30 @@ def test_validate_prints_model_vs_published_with_the_ratio(cli, built_registry):
     for r in data["results"]:
         assert r["ratio"] == pytest.approx(r["model"] / r["published"]) and r["within"], r
         assert "[published]" in r["calibration"] and "[assumed]" in r["calibration"]
+
+
+def test_the_validation_table_is_a_view_of_the_registry_and_queryable(cli, tmp_path: Path):
+    """The validate stage's table, its schema.json and the database views over it: `fabricref query` and a direct
+    DuckDB reader see the rows as written (the numbers here are a test's, not a published result's)."""
+    import duckdb
+    from fabricref.core import registry
+    from fabricref.core.paths import Layout
+    from fabricref.validate import stage
+
+    lay = Layout(tmp_path / "checkout")
+    (lay.registry_dir / "tables").mkdir(parents=True)
+    row = validation.Row(
+        file="f", result="r", label="a result", use="held-out", target="t", quantity="step_seconds", unit="s",
+        published=2.0, model=2.2, ratio=1.1, tolerance=0.15, within=True, calibration="x = 1 [assumed]", note="",
+        url="https://example.org",
+    )  # fmt: skip
+    stage.write(lay, [row])
+    schema = json.loads((lay.registry_dir / "validation" / "schema.json").read_text())
+    assert [c for c, _ in schema["tables"]["validation"]] == list(validation.COLUMNS)
+    registry.build_database(lay)
+    got = cli("query", "SELECT result, use, ratio, within FROM validation", "--format", "json", root=lay.root)
+    assert got.code == 0, got.err
+    assert json.loads(got.out) == [{"result": "r", "use": "held-out", "ratio": 1.1, "within": True}]
+    con = duckdb.connect(str(lay.duckdb_path), read_only=True)
+    assert con.execute("SELECT model / published FROM validation").fetchone()[0] == pytest.approx(1.1)
+    con.close()
