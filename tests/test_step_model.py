@@ -130,10 +130,15 @@ def test_korthikanti_table5_within_10_percent_and_the_recompute_ratio(built_regi
     assert ratio == pytest.approx(18.13 / 13.75, rel=0.10)
 
 
-@pytest.mark.xfail(strict=True, reason="the model gives ~1.24 × Meta's 400 TFLOP/s per GPU (issue 27: not yet met)")
 def test_llama3_405b_within_15_percent(built_registry):
-    r = _rows(built_registry, "405b-16384")["405b-16384-gpus"]
-    assert r.within, r.ratio
+    """Meta's 400 TFLOP/s per GPU within ±15 % at the H100's sustained GEMM rate, and the 8,192-GPU row's 430
+    against it: the paper puts the difference down to the batch per DP group (the pipeline bubble), so the
+    model's ratio of the two rows is held to the published 430 / 400 within 5 %."""
+    rows = _rows(built_registry, "llama3-herd")
+    big, half = rows["405b-16384-gpus"], rows["405b-8192-gpus"]
+    assert big.within, big.ratio
+    assert half.model / big.model == pytest.approx(430 / 400, rel=0.05)
+    assert "nvidia-h100-sxm.gemm.bf16 = 708.5 TFLOP/s [assumed]" in big.calibration
 
 
 def test_validate_prints_model_vs_published_with_the_ratio(cli, built_registry):
