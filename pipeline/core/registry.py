@@ -9,7 +9,7 @@ One module for every reader and writer, so no stage imports another stage to rea
   statement with bound parameters. A stage opens only the directories its DVC stage declares as deps.
 - `build_database` / `ensure_database` keep `registry/registry.duckdb` for people who open it directly.
 
-Why `registry/registry.duckdb` holds views and not tables (issue 11, case 4): a DuckDB file is not
+Why `registry/registry.duckdb` holds views and not tables: a DuckDB file is not
 byte-identical from build to build, so it cannot be a DVC output without breaking the byte-identical
 `dvc.lock`. A file holding *copies* of the tables goes stale silently after `git checkout` + `dvc checkout`
 (a notebook read last week's numbers). A file holding only *views* over the Parquet files holds no numbers at
@@ -50,9 +50,10 @@ from ..errors import FabricrefError
 from .files import atomic_write_json
 from .paths import Layout
 
-# The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written,
-# then `measurements` (measured nccl-tests logs, loaded by `fabricref measured`, outside DVC).
-TABLE_DIRS = ("tables", "topology", "traffic", "measurements")
+# The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written
+# (`validation`: the model against published results), then `measurements` (measured nccl-tests logs, loaded by
+# `fabricref measured`, outside DVC).
+TABLE_DIRS = ("tables", "topology", "traffic", "validation", "measurements")
 
 # Views over several tables, created when every table they read is present.
 DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
