@@ -150,6 +150,18 @@ def significant_digits(text: str | None) -> int | None:
     return min(max(len(digits), 1), MAX_DIGITS)
 
 
+def stated_number(text: str | None) -> tuple[float, int] | None:
+    """The first number written in digits in `text`, with its significant digits ('1,440 GB' → (1440.0, 4));
+    None when there is none."""
+    if not text:
+        return None
+    match = _NUMBER_RE.search(text)
+    if match is None:
+        return None
+    digits = significant_digits(match.group(1))
+    return float(match.group(1).replace(",", "")), digits or 1
+
+
 def format_field(row: Mapping[str, Any], digits: int | None = None) -> str:
     """A registry value (a field, a claim, a check) as it is printed in every view: `value_number` in `unit` and
     `direction` at the precision of `digits` (argument, else the row's `digits`, else three significant digits),
