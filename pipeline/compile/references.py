@@ -174,7 +174,8 @@ def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
         x, y = a["value_number"], b["value_number"]
         if math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12):
             return True
-        return abs(x - y) <= _claim_halfwidth(a) + _claim_halfwidth(b)
+        # The ranges may touch (989.4 and 1,979 ÷ 2): a relative epsilon keeps a sum's last bit from parting them.
+        return abs(x - y) <= (_claim_halfwidth(a) + _claim_halfwidth(b)) * (1 + 1e-9)
     return _same_text(a["value_text"], b["value_text"])
 
 
@@ -551,7 +552,7 @@ def _check(ref: Reference, key: str, spec: FieldSpec, formula: str, records: dic
     if record["value_number"] is None:
         raise CompileError(f"{where}: {key} is text; only numbers are checked")
     number, _, digits = _evaluate(ref, key, spec, formula, records, where)
-    tolerance = _claim_halfwidth(record) + _halfwidth(number, digits)
+    tolerance = (_claim_halfwidth(record) + _halfwidth(number, digits)) * (1 + 1e-9)
     stated = record["value_number"]
     agrees = math.isclose(number, stated, rel_tol=1e-9, abs_tol=1e-12) or abs(number - stated) <= tolerance
     return {
