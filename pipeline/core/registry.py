@@ -62,7 +62,7 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
         """
         SELECT f.reference_id, f.field, f.value_text, f.value_number, f.unit, f.direction, f.status, f.confidence,
                c.source_id, c.url, c.retrieved_at, c.sha256, c.origin, c.locator, c.excerpt, c.stated, c.revision,
-               c.snapshot_path, c.chosen, s.publisher_kind
+               c.snapshot_path, c.chosen, s.publisher_kind, s.read_via, s.published_on, f.conflict, c.agrees
         FROM fields f LEFT JOIN field_citations c USING (reference_id, field)
         LEFT JOIN sources s ON s.source_id = c.source_id
         """,
