@@ -107,3 +107,8 @@ def test_a_field_without_a_number_prints_its_text_or_a_dash():
     assert format_field({"value_number": None, "value_text": "NVLink 5"}) == "NVLink 5"
     assert format_field({"value_number": None, "value_text": None}) == "—"
     assert format_field({"value_number": 8.0, "unit": "count", "digits": None}) == "8"
+
+
+def test_a_diff_starts_at_the_digits_the_documents_state():
+    assert format_distinct(1307.4, 1307.4, "TFLOP/s", digits=5) == ("1,307.4 TFLOP/s",) * 2
+    assert format_distinct(1307.4, 2614.9, "TFLOP/s", digits=5) == ("1,307.4 TFLOP/s", "2,614.9 TFLOP/s")

@@ -119,13 +119,15 @@ def format_distinct(
     unit: str | None = None,
     direction: str | None = None,
     old_direction: str | None = None,
+    digits: int = DEFAULT_DIGITS,
 ) -> tuple[str, str]:
-    """Two values of one field, with just enough digits that different numbers never print the same
-    (a diff must not show '1.8 TB/s → 1.8 TB/s' for 1800 → 1801 GB/s)."""
+    """Two values of one field, with at least `digits` significant digits (the documents' own, where they state
+    more) and just enough more that different numbers never print the same (a diff must not show
+    '1.8 TB/s → 1.8 TB/s' for 1800 → 1801 GB/s)."""
     old_dir = direction if old_direction is None else old_direction
-    for digits in range(3, 16):
-        a = format_quantity(old, unit, old_dir, digits)
-        b = format_quantity(new, unit, direction, digits)
+    for shown in range(min(digits, MAX_DIGITS), MAX_DIGITS + 1):
+        a = format_quantity(old, unit, old_dir, shown)
+        b = format_quantity(new, unit, direction, shown)
         if a != b or old == new:
             return a, b
     return a, b
