@@ -1,7 +1,8 @@
-"""The Python API for notebooks and scripts: `import fabricref`, then registry / topology / estimate / audit.
+"""The Python API for notebooks, scripts and the CLI: `import fabricref`, then registry / topology / estimate / audit.
 
 Each function finds its checkout as the CLI does (the working directory or an ancestor, or $FABRICREF_ROOT; or
 `root=` given explicitly) and reads what `dvc repro` (or `dvc pull`) left under registry/. Nothing here writes.
+Functions take ids and knobs (numbers in base units: bytes, bytes per second, seconds) and return plain records.
 Heavy imports happen inside the functions, so `import fabricref` stays cheap.
 """
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = ["audit", "checkout", "estimate_workload", "graph", "registry"]
+Knobs = dict[str, Any] | None  # a workload's knobs set otherwise: `{"prefill_tp": 4, "decode_tp": 4}`
 
 
 def _lay(root: str | Path | None) -> Layout:
@@ -59,6 +61,13 @@ def _topology_id(topology: str | nx.Graph) -> str:
     return tid
 
 
+def caveat() -> str:
+    """What every estimate is, and is not."""
+    from .estimate import CAVEAT
+
+    return CAVEAT
+
+
 def phase_records(result: Any) -> list[dict[str, Any]]:
     """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
     seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""
@@ -96,15 +105,236 @@ def phase_records(result: Any) -> list[dict[str, Any]]:
     ]
 
 
-def estimate_workload(topology: str | nx.Graph, workload: str, root: str | Path | None = None) -> list[dict[str, Any]]:
-    """The per-phase communication records of a workload (models/workloads/<id>.yaml) laid onto a topology's
-    installed wiring, as `fabricref estimate workload` computes them. `topology` is an id or a graph returned
-    by `topology()`; the estimate always uses the installed wiring, so an edited graph is not honoured."""
+def _workload(lay: Layout, workload_id: str, knobs: Knobs) -> Any:
+    from .estimate.workloads import find_workload, with_knobs
+
+    return with_knobs(find_workload(lay, workload_id), knobs)
+
+
+def estimate_workload(
+    topology: str | nx.Graph, workload: str, root: str | Path | None = None, knobs: Knobs = None
+) -> list[dict[str, Any]]:
+    """The per-phase communication records of a workload (models/workloads/<id>.yaml, with `knobs` set otherwise)
+    laid onto a topology's installed wiring, as `fabricref estimate workload` computes them. `topology` is an id
+    or a graph returned by `graph()`; the estimate always uses the installed wiring, so an edited graph is not
+    honoured."""
     from .estimate.traffic import estimate
-    from .estimate.workloads import find_workload
 
     lay = _lay(root)
-    return phase_records(estimate(lay, _topology_id(topology), find_workload(lay, workload)))
+    return phase_records(estimate(lay, _topology_id(topology), _workload(lay, workload, knobs)))
+
+
+def workload_report(
+    topology_id: str, workload_id: str, root: str | Path | None = None, knobs: Knobs = None
+) -> dict[str, Any]:
+    """A workload on a topology: its phases, how many accelerators must talk to make progress, its memory and
+    whether it fits, the failure scenarios, the communication total and its confidence."""
+    from .estimate import CAVEAT
+    from .estimate.step import fit_verdict
+    from .estimate.traffic import estimate, step_of
+    from .estimate.view import view_for
+
+    lay = _lay(root)
+    view = view_for(lay, topology_id)
+    w = _workload(lay, workload_id, knobs)
+    r = estimate(lay, topology_id, w, 0, view)
+    st = step_of(lay, view, w, r)
+    return {
+        "topology_id": topology_id,
+        "workload_id": workload_id,
+        "phases": phase_records(r),
+        "revealing": r.revealing,
+        "sizing": r.sizing,
+        "failures": r.failures,
+        "communication_seconds": r.communication_seconds,
+        "confidence": r.confidence,
+        "memory_fit": {
+            "memory_per_rank_bytes": st["memory_per_rank_bytes"],
+            "accelerator_memory_bytes": st["memory"]["accelerator_memory_bytes"],
+            "fits": st["fits"],
+            "headroom_bytes": st["headroom_bytes"],
+            "verdict": fit_verdict(st),
+        },
+        "caveat": CAVEAT,
+    }
+
+
+def step(
+    topology_id: str, workload_id: str, mfu: float | None = None, root: str | Path | None = None, knobs: Knobs = None
+) -> dict[str, Any]:
+    """Memory per rank and whether it fits; compute, exposed communication and step time (TTFT / TPOT for
+    inference). A figure that needs an unknown registry field is unknown, and the field is named in `missing`.
+    `mfu` None: params.yaml's `step.mfu`."""
+    from .estimate import CAVEAT
+    from .estimate.traffic import step_estimate
+
+    lay = _lay(root)
+    data = step_estimate(lay, topology_id, _workload(lay, workload_id, knobs), mfu)
+    return {"topology_id": topology_id, "workload_id": workload_id, **data, "caveat": CAVEAT}
+
+
+def fit_verdict(step_record: dict[str, Any]) -> str:
+    """One sentence on a step estimate's memory fit (`step()`'s record)."""
+    from .estimate.step import fit_verdict as verdict
+
+    return verdict(step_record)
+
+
+def collective(
+    op: str,
+    ranks: int,
+    size: float,
+    bytes_per_s: float,
+    latency_s: float,
+    algorithm: str | None = None,
+    efficiency: float = 1.0,
+    direction: str = "per_direction",
+) -> dict[str, Any]:
+    """One collective at the bandwidth per rank and per-step latency given (parametric mode): time, algbw and
+    busbw (nccl-tests conventions). A `bidirectional` bandwidth is halved: the estimate moves bytes one way."""
+    from .errors import UsageError
+    from .estimate.collectives import parametric
+
+    if direction not in ("per_direction", "bidirectional"):
+        raise UsageError(f"--direction {direction!r}: expected per_direction or bidirectional")
+    rate = bytes_per_s / 2 if direction == "bidirectional" else bytes_per_s
+    est = parametric(op, ranks, size, rate, latency_s, algorithm=algorithm or "ring", efficiency=efficiency)
+    return {
+        **{k: v for k, v in est.as_dict().items() if k not in ("confidence", "calibration", "candidates", "stages")},
+        "protocol": "as given (parametric: the bandwidth and latency stated on the command line)",
+    }
+
+
+def transfer(size: float, bytes_per_s: float, latency_s: float) -> dict[str, Any]:
+    """One point-to-point transfer: fixed path overhead + bytes ÷ bandwidth."""
+    return collective("send", 2, size, bytes_per_s, latency_s)
+
+
+def collective_on_topology(
+    topology_id: str, op: str, ranks: int, size: float, algorithm: str | None = None, root: str | Path | None = None
+) -> dict[str, Any]:
+    """One collective on a topology's first `ranks` accelerators: line rates, hops and link classes from its
+    wiring, efficiencies and latencies from the calibration; the chosen algorithm and protocol, and why."""
+    from .estimate.calculator import on_topology, result_dict
+    from .estimate.view import view_for
+
+    lay = _lay(root)
+    return result_dict(*on_topology(lay, view_for(lay, topology_id), op, ranks, size, algorithm))
+
+
+def collective_sweep(
+    topology_id: str,
+    op: str,
+    ranks: int,
+    low: int,
+    high: int,
+    algorithm: str | None = None,
+    root: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    """One row per power-of-two size from `low` to `high`, like `all_reduce_perf -b low -e high -f 2`."""
+    from .estimate.calculator import sweep
+    from .estimate.view import view_for
+
+    lay = _lay(root)
+    return sweep(lay, view_for(lay, topology_id), op, ranks, low, high, algorithm)
+
+
+def sweep_svg(title: str, rows: list[dict[str, Any]]) -> bytes:
+    """A sweep's busbw curve as a deterministic SVG."""
+    from .estimate.curves import sweep_svg as draw
+
+    return draw(title, rows)
+
+
+def memory(
+    params: float,
+    layout_name: str = "mixed-adam",
+    dp: int = 1,
+    zero: int = 0,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    expert_params: float = 0.0,
+) -> dict[str, Any]:
+    """Bytes of model state per rank (`bytes`) for a training layout (split over TP × PP, experts over EP,
+    partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP)."""
+    from .errors import UsageError
+    from .estimate import memory as mem
+    from .estimate import sizing
+
+    mem.check_number(params, "--params", strict=True)
+    mem.check_number(expert_params, "--expert-params")
+    if layout_name in mem.TRAINING_LAYOUTS:
+        return mem.training_state(
+            params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, expert_params=expert_params, ep=ep
+        )
+    if zero or expert_params or dp != 1 or ep != 1:
+        raise UsageError(f"--layout {layout_name}: weights only; --dp, --zero, --ep, --expert-params do not apply")
+    for name, value in (("--tp", tp), ("--pp", pp)):
+        mem.check_degree(value, name)
+    data = sizing.memory(params, layout_name)
+    return {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
+
+
+def activations(
+    seq: int,
+    batch: int,
+    hidden: int,
+    heads: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    layers: int = 1,
+) -> dict[str, Any]:
+    """Activation bytes per transformer layer (Korthikanti et al.), and for `layers` layers (`bytes`)."""
+    from .estimate import memory as mem
+
+    data = mem.activations_per_layer(
+        seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    )
+    mem.check_degree(layers, "--layers")
+    return {**data, "layers": layers, "bytes": data["bytes_per_layer"] * layers}
+
+
+def inference_memory(
+    params: float,
+    layers: int,
+    kv_heads: int,
+    head_dim: int,
+    context: int,
+    dtype: str = "bf16",
+    tp: int = 1,
+    concurrency: int = 1,
+    memory_bytes: float | None = None,
+) -> dict[str, Any]:
+    """Per rank: weights / TP + KV cache of concurrency × context tokens; with `memory_bytes`, the most sequences
+    of that context one TP group can hold, and whether it fits."""
+    from .estimate import memory as mem
+    from .estimate import sizing
+
+    mem.check_number(params, "--params", strict=True)
+    per_token = mem.kv_bytes_per_token_per_rank(layers, kv_heads, head_dim, sizing.dtype_bytes(dtype), tp)
+    data = mem.inference_fit(params * sizing.dtype_bytes(dtype), per_token, context, tp, memory_bytes, concurrency)
+    fits = "unknown" if memory_bytes is None else data["bytes"] <= memory_bytes
+    return {**data, "kv_bytes_per_token_per_rank": per_token, "fits": fits}
+
+
+def kv_cache(layers: int, kv_heads: int, head_dim: int, dtype: str, tokens: int) -> dict[str, Any]:
+    """KV-cache bytes per token and for `tokens` tokens: 2 × layers × KV heads × head dim × bytes."""
+    from .estimate import sizing
+
+    return sizing.kv_cache(layers, kv_heads, head_dim, dtype, tokens)
+
+
+def capacity(
+    requests_per_second: float, output_tokens: float, group_tokens_per_second: float, group_size: int, headroom: float
+) -> dict[str, Any]:
+    """Fleet capacity: groups = ceil(R × T × (1 + headroom) ÷ G); accelerators = groups × group size."""
+    from dataclasses import asdict
+
+    from .estimate import sizing
+
+    return asdict(sizing.capacity(requests_per_second, output_tokens, group_tokens_per_second, group_size, headroom))
 
 
 def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict[str, Any]:

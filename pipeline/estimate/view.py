@@ -4,15 +4,22 @@ behind each."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from ..core.graphs import Topologies, load_topology
+from ..core.paths import Layout
 from ..errors import UsageError
-from .routing import Fabric
+from .calibration import Calibration, load_calibration
+from .routing import Wiring
+
+if TYPE_CHECKING:
+    from ..core.facts import Facts
 
 # Tier separating two accelerators: 0 same scale-up domain, 1 same leaf, 2 same pod (via spine), 3 via core.
 TIER_NAMES = {
@@ -69,14 +76,14 @@ class View:
         self.kind = nx.get_node_attributes(g, "kind")
         self.accelerators = [n for n, k in self.kind.items() if k == "accelerator"]
         self.summary = summary
-        # Set by calculator.view_for: the collective calibration and the scale-up technology it is matched on.
-        self.calibration: Any = None
+        # Set by `view_for`: the collective calibration and the scale-up technology it is matched on.
+        self.calibration: Calibration | None = None
         self.scale_up_technology: str | None = None
 
     @cached_property
-    def fabric(self) -> Fabric:
+    def wiring(self) -> Wiring:
         """The same graph as arrays for routing every flow (built once per view, links indexed as used)."""
-        return Fabric(self.g)
+        return Wiring(self.g)
 
     @cached_property
     def domain_size(self) -> int:
@@ -162,3 +169,26 @@ class View:
             tier=tier, network="scale_out", per_rank_gbps=gbps, latency_s=latency, hops=len(pairs), lineage=lineage
         )
         return route, factor
+
+
+def view_for(
+    lay: Layout,
+    topology_id: str,
+    topologies: Topologies | None = None,
+    facts: Callable[[str], Facts] | None = None,
+) -> View:
+    """The installed wiring of a reference or cluster, as the traffic stage sees it: the topology stage's output
+    (registry/topology/), read through `topologies` when the caller keeps them open (and the facts through
+    `facts`, when it keeps those: `traffic.Views`), with the calibration the collectives are costed on."""
+    topology = topologies.get(topology_id) if topologies is not None else load_topology(lay, topology_id)
+    view = View(topology.graph, topology.endpoint_latency_ns, topology.summary)
+    view.calibration = load_calibration(lay.root)
+    view.scale_up_technology = technology(lay, view.reference, facts)
+    return view
+
+
+def technology(lay: Layout, reference: str, facts: Callable[[str], Facts] | None = None) -> str:
+    """The reference's scale-up technology as its facts state it (what the calibration's link classes match)."""
+    from ..core.facts import load_facts
+
+    return (facts or (lambda r: load_facts(lay, r)))(reference).text("scale_up.technology")
