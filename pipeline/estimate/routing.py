@@ -530,8 +530,11 @@ class Wiring:
         return self._local_cache[key]
 
     def _intra(self, src: np.ndarray, dst: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Entries (link, column, fraction) for pairs inside one domain; src/dst are accelerator positions."""
-        rows, cs, vals = [], [], []
+        """Entries (link, column, fraction) for pairs inside one domain; src/dst are accelerator positions.
+
+        One Python step per distinct (wiring, source, destination) and none per flow or per arc: the entries of
+        every flow are gathered at once, in the order a loop over pairs, then arcs, then flows would give (so
+        the incidence matrix sums its duplicates in the same order, to the same bits)."""
         if src.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         dom = self.acc_domain[src]
@@ -542,21 +545,33 @@ class Wiring:
         inverse = inverse.ravel()
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(uniq.shape[0] + 1))
-        for u, (sg, s, t) in enumerate(uniq):
-            sel = order[bounds[u] : bounds[u + 1]]
-            local = self._local_paths(int(sg), int(s), int(t))
+        arcs: list[int] = []
+        fracs: list[float] = []
+        paths = np.zeros(uniq.shape[0], dtype=np.int64)  # arcs on each pair's shortest paths
+        for u, (sg, s, t) in enumerate(uniq.tolist()):
+            local = self._local_paths(sg, s, t)
             if not local:
+                first = order[bounds[u]]
                 raise CannotRoute(
-                    f"no scale-up path between {self.accs[src[sel[0]]]} and {self.accs[dst[sel[0]]]} "
+                    f"no scale-up path between {self.accs[src[first]]} and {self.accs[dst[first]]} "
                     f"on topology {self.topology_id}"
                 )
-            row, table = self._sig_table(int(sg))
-            table_rows = row[dom[sel]]
-            for arc, f in local:
-                rows.append(table[table_rows, arc])
-                cs.append(cols[sel])
-                vals.append(np.full(sel.size, f))
-        return np.concatenate(rows), np.concatenate(cs), np.concatenate(vals)
+            paths[u] = len(local)
+            arcs += [a for a, _ in local]
+            fracs += [f for _, f in local]
+        flows = np.diff(bounds)  # flows of each pair
+        block = paths * flows  # entries of each pair: its arcs × its flows, arc-major
+        pair = np.repeat(np.arange(uniq.shape[0]), block)
+        within = np.arange(pair.size) - np.repeat(np.cumsum(block) - block, block)
+        arc_at = (np.cumsum(paths) - paths)[pair] + within // flows[pair]
+        flow = order[bounds[:-1][pair] + within % flows[pair]]
+        arc = np.asarray(arcs, dtype=np.int64)[arc_at]
+        rows = np.empty(pair.size, dtype=np.int64)
+        for sg in np.unique(uniq[:, 0]).tolist():
+            mine = uniq[pair, 0] == sg
+            row, table = self._sig_table(sg)
+            rows[mine] = table[row[dom[flow[mine]]], arc[mine]]
+        return rows, cols[flow], np.asarray(fracs)[arc_at]
 
     def _leaf_pairs(
         self, pairs: np.ndarray, keys: np.ndarray | None = None

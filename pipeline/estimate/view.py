@@ -79,6 +79,8 @@ class View:
         # Set by `view_for`: the collective calibration and the scale-up technology it is matched on.
         self.calibration: Calibration | None = None
         self.scale_up_technology: str | None = None
+        self._leaves: dict[str, str | None] = {}
+        self._paths: dict[tuple[str, str], list[str]] = {}
 
     @cached_property
     def wiring(self) -> Wiring:
@@ -109,11 +111,13 @@ class View:
         ]
 
     def leaf(self, acc: str) -> str | None:
-        for nic in self.nics(acc):
-            for m in self.g[nic]:
-                if self.kind[m] == "leaf":
-                    return m
-        return None
+        """The leaf of an accelerator's first scale-out NIC (kept: a large group asks for every member's, often)."""
+        if acc not in self._leaves:
+            self._leaves[acc] = next(
+                (m for nic in self.nics(acc) for m in self.g[nic] if self.kind[m] == "leaf"),
+                None,
+            )
+        return self._leaves[acc]
 
     def tier(self, a: str, b: str) -> int:
         if self.domain(a) == self.domain(b):
@@ -142,6 +146,16 @@ class View:
             lineage={self._lineage(d) for d in edges},
         )
 
+    def _backend_path(self, a: str, b: str) -> list[str]:
+        """A shortest path over the scale-out and host links (kept per pair: the graph does not change, and the
+        same group ends are asked again by every estimate of a workload's variants)."""
+        if (a, b) not in self._paths:
+            backend = nx.subgraph_view(
+                self.g, filter_edge=lambda u, v: self.g[u][v]["network"] in ("scale_out", "host")
+            )
+            self._paths[(a, b)] = nx.shortest_path(backend, a, b)
+        return self._paths[(a, b)]
+
     def scale_out(self, a: str, b: str, tier: int, concurrent: bool = True) -> tuple[Route, float]:
         """Path between accelerators in different domains, and the oversubscription factor a fully busy fabric
         imposes on it (1 when the path stays under one leaf)."""
@@ -153,9 +167,7 @@ class View:
         nic_edges = [d for nic in self.nics(a) for m, d in self.g[nic].items() if self.kind[m] == "leaf"]
         host = [d for nic in self.nics(a) for m, d in self.g[nic].items() if m == a]
         gbps = sum(d["bandwidth_gbps"] for d in nic_edges) if nic_edges else None
-        path = nx.shortest_path(
-            nx.subgraph_view(self.g, filter_edge=lambda u, v: self.g[u][v]["network"] in ("scale_out", "host")), a, b
-        )
+        path = self._backend_path(a, b)
         pairs = list(pairwise(path))
         latency = self.endpoint_s + sum(self.g[u][v]["latency_ns"] for u, v in pairs) * 1e-9
         lineage = {self._lineage(self.g[u][v]) for u, v in pairs} | {self._lineage(d) for d in nic_edges + host}

@@ -248,30 +248,44 @@ def _check_ranges(w: Workload, path: Path) -> None:
         )
 
 
+# Beyond the knobs, what a what-if may set (the explorer's controls): a service's mode, and where ranks sit (a
+# strategy; explicit placement needs ranges, which only a workload file states).
+CHOICES = {"training": ("placement",), "inference": ("mode", "placement")}
+
+
 def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
     """`w` with some of its knobs set otherwise (a what-if: laid on a topology it does not target, or at other
-    degrees), validated as the file would be with those values in it."""
+    degrees), validated as the file would be with those values in it. Besides the numeric knobs, `mode`
+    (aggregated or disaggregated serving) and `placement` (a strategy name) may be set."""
     if not knobs:
         return w
-    allowed = KNOBS[w.kind]
+    allowed = (*KNOBS[w.kind], *CHOICES[w.kind])
     for key, value in knobs.items():
         if key not in allowed:
             raise UsageError(f"{key}: not a knob of this {w.kind} workload; expected one of {', '.join(allowed)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if key in CHOICES[w.kind]:
+            if not isinstance(value, str):
+                raise UsageError(f"{key}={value!r}: expected a name")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UsageError(f"{key}={value!r}: expected a number")
     block = w.training if w.training is not None else w.inference
     assert block is not None
+    in_block = {k: v for k, v in knobs.items() if k != "placement"}  # placement is a block of its own
     data: dict[str, Any] = {
         "id": w.id,
         "title": w.title,
         "kind": w.kind,
         "model": w.model.model_dump(exclude_none=True),
-        w.kind: {**block.model_dump(exclude_none=True), **knobs},
+        w.kind: {**block.model_dump(exclude_none=True), **in_block},
         "targets": list(w.targets),
     }
     if w.shares_with is not None:
         data["shares_with"] = w.shares_with
-    if w.placement is not None:
+    if w.teaching is not None:
+        data["teaching"] = w.teaching
+    if "placement" in knobs:
+        data["placement"] = {"strategy": knobs["placement"]}
+    elif w.placement is not None:
         data["placement"] = w.placement.model_dump(exclude_none=True)
     return _checked(data, None, w.path or Path(f"{w.id}.yaml"))
 
