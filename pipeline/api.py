@@ -723,10 +723,19 @@ class _ExplorerState:
         totals = {s: sum(r.counts.get(s, 0) for r in refs) for s in _STATUSES}
         return Index(references=refs, topologies=topologies, workloads=self.workloads(topologies), status_totals=totals)
 
-    def _field_row(self, r: dict[str, Any]) -> Any:
-        from .formats.explore import FieldRow
+    def _field_row(self, r: dict[str, Any], citations: list[dict[str, Any]] | None = None) -> Any:
+        from .core.citing import check_of, check_text, conflict_text
+        from .formats.explore import FieldCheck, FieldRow
 
-        shown_value = _shown_value(r["status"], r["value_text"], r["value_number"], r["unit"])
+        shown_value = _shown_value(r["status"], r["value_text"], r["value_number"], r["unit"], r.get("digits"))
+        check = check_of(r)
+        # The words every view uses (core/citing.py): a conflict's every claim with its date, a check beside the
+        # stated figure.
+        evidence = {}
+        if r.get("conflict") and citations:
+            evidence["conflict"] = conflict_text(citations, r.get("resolved_by"))
+        if check is not None:
+            evidence["check"] = check_text(check, r)
         return FieldRow(
             field=r["field"],
             description=r["description"] or "",
@@ -737,12 +746,17 @@ class _ExplorerState:
             status=r["status"],
             confidence=r["confidence"],
             formula=r["formula"],
+            digits=r.get("digits"),
+            conflict=bool(r.get("conflict")),
+            resolved_by=r.get("resolved_by"),
+            check=FieldCheck(**check) if check is not None else None,
             shown={
                 "field": r["field"],
                 "value": shown_value,
                 "unit": r["unit"] or "",
                 "direction": (r["direction"] or "").replace("_", " "),
                 "status": r["status"],
+                **evidence,
             },
         )
 
@@ -751,7 +765,12 @@ class _ExplorerState:
 
         summary = self._summary(reference_id)
         rows = self.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", reference_id)
-        return ReferenceDetail(reference=summary, fields=[self._field_row(r) for r in rows])
+        cites: dict[str, list[dict[str, Any]]] = {}
+        for c in self.rows(
+            "SELECT * FROM field_citations WHERE reference_id = ? ORDER BY field, source_id, rule_id", reference_id
+        ):
+            cites.setdefault(c["field"], []).append(c)
+        return ReferenceDetail(reference=summary, fields=[self._field_row(r, cites.get(r["field"])) for r in rows])
 
     def compare(self, a: str, b: str) -> Any:
         from .formats.explore import CompareRow, Comparison
@@ -872,6 +891,10 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
                 publisher=s.get("publisher"),
                 publisher_kind=s.get("publisher_kind"),
                 read_via=s.get("read_via"),
+                published_on=s.get("published_on"),
+                claim_value_number=p.get("value_number"),
+                claim_value_text=p.get("value_text"),
+                agrees=p.get("agrees"),
                 rule_id=p["rule_id"],
                 revision=p["revision"],
                 retrieved_at=str(p["retrieved_at"]),
@@ -884,8 +907,17 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
                 stated=p["stated"],
             )
         )
+    from .core.citing import check_text, conflict_text
+    from .formats.explore import FieldCheck
+
     value = node.get("value")
     status = node["status"]
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    shown = {"value": _shown_value(status, node.get("value_text"), number, node.get("unit"), node.get("digits"))}
+    if node.get("conflict"):
+        shown["conflict"] = conflict_text(node.get("provenance", []), node.get("resolved_by"))
+    if node.get("check"):
+        shown["check"] = check_text(node["check"], {**node, "value_number": number})
     return Provenance(
         reference_id=node["reference_id"],
         field=node["field"],
@@ -899,26 +931,28 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
         reason=node.get("reason"),
         evidence_needed=node.get("evidence_needed"),
         why=node.get("why"),
+        digits=node.get("digits"),
+        conflict=bool(node.get("conflict")),
+        resolved_by=node.get("resolved_by"),
+        check=FieldCheck(**node["check"]) if node.get("check") else None,
         citations=citations,
         inputs=[_provenance(i, sources) for i in node.get("inputs", [])],
-        shown={
-            "value": _shown_value(
-                status,
-                node.get("value_text"),
-                value if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
-                node.get("unit"),
-            )
-        },
+        shown=shown,
     )
 
 
-def _shown_value(status: str, text: str | None, number: float | None, unit: str | None) -> str:
+def _shown_value(
+    status: str, text: str | None, number: float | None, unit: str | None, digits: int | None = None
+) -> str:
     """A field's value as views print it: the document's own digits ('Eight', '80 GB'), with the unit when they
-    leave it out; a derived value to the precision its inputs justify, with its unit; never a bare number."""
+    leave it out; a derived value to the precision its inputs justify (`digits`, the record's), with its unit;
+    never a bare number."""
     if status == "unknown":
         return "unknown"
     if status == "derived" and number is not None:
-        return _shown_quantity(number, unit)
+        from .core.format import format_field
+
+        return format_field({"value_number": number, "unit": unit, "direction": None, "digits": digits})
     import re
 
     shown = text or _shown_quantity(number, unit)
