@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import posixpath
+import re
 import socket
 import time
 import urllib.request
@@ -19,6 +20,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpcore
 import httpx
 
+from ..core.urls import address_problem, host_problem
 from ..errors import FetchError, UsageError
 
 RETRYABLE_STATUS = {500, 502, 503, 504, 429}
@@ -92,6 +94,37 @@ class FetchResult:
     log: list[str] = field(default_factory=list)
 
 
+def check_mirror(mirror: str) -> str:
+    """A `--mirror` the client can reach as written: http(s), a host spelt plainly (a private or loopback one
+    is fine: mirrors are local), a valid port, no query or fragment. Bad usage otherwise, naming the option."""
+    try:
+        parts = urlsplit(mirror)
+        host = parts.hostname
+        parts.port  # noqa: B018 — raises on a malformed port
+    except ValueError as exc:
+        raise UsageError(f"--mirror {redact_url_safe(mirror)!r}: not a valid URL ({exc})") from None
+    problem = None
+    if parts.scheme not in ("http", "https"):
+        problem = f"has scheme {parts.scheme!r}: expected http or https"
+    elif not host:
+        problem = "has no host"
+    elif parts.query or parts.fragment:
+        problem = "has a query or fragment: expected http(s)://HOST[:PORT][/PATH]"
+    else:
+        problem = host_problem(host, private_ok=True)
+    if problem:
+        raise UsageError(f"--mirror {redact_url_safe(mirror)!r} {problem}")
+    return mirror
+
+
+def redact_url_safe(url: str) -> str:
+    """`redact_url` for text that may not parse as a URL at all (then only a user:password@ is cut)."""
+    try:
+        return redact_url(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//", url)
+
+
 def mirror_url(url: str, mirror: str | None) -> str:
     """`https://host/path?q` → `MIRROR/host/path?q`: how air-gapped mirrors (and tests) serve documents."""
     if not mirror:
@@ -100,6 +133,18 @@ def mirror_url(url: str, mirror: str | None) -> str:
     tail = parts.path or "/"
     query = f"?{parts.query}" if parts.query else ""
     return f"{mirror.rstrip('/')}/{parts.netloc}{tail}{query}"
+
+
+def canonical_of(final: str, url: str, mirror: str | None) -> str:
+    """The publisher's address of what was fetched: through a mirror, `MIRROR/host/path` (the start or where
+    a same-site redirect led) is `scheme://host/path` again, so no pin records the mirror's address."""
+    if not mirror:
+        return final
+    prefix = redact_url(mirror).rstrip("/") + "/"
+    if not final.startswith(prefix):
+        return url
+    scheme = urlsplit(url).scheme
+    return f"{scheme}://{final[len(prefix) :]}"
 
 
 def redact_url(url: str) -> str:
@@ -171,12 +216,16 @@ class _DeadlineStream(httpcore.NetworkStream):
 
 
 class _DeadlineBackend(httpcore.NetworkBackend):
-    def __init__(self, deadline: _Deadline) -> None:
-        self._inner, self._deadline = httpcore.SyncBackend(), deadline
+    """`public_only`: the host is resolved here and the socket connects to an address that was judged public,
+    so a name that resolves (or is rebound) to a private, loopback or link-local address is never reached."""
+
+    def __init__(self, deadline: _Deadline, public_only: bool = False) -> None:
+        self._inner, self._deadline, self._public_only = httpcore.SyncBackend(), deadline, public_only
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+        target = public_address(host, port) if self._public_only else host
         return _DeadlineStream(
-            self._inner.connect_tcp(host, port, self._deadline.clamp(timeout), **kwargs), self._deadline
+            self._inner.connect_tcp(target, port, self._deadline.clamp(timeout), **kwargs), self._deadline
         )
 
     def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> Any:
@@ -193,11 +242,15 @@ class _DeadlineTransport(httpx.HTTPTransport):
     so the pool is rebuilt with the same settings (constraints.txt pins httpx; a test covers the behaviour).
     Through a proxy the pool is httpcore's HTTPProxy on the same backend: the deadline holds there too."""
 
-    def __init__(self, deadline: _Deadline, proxy: _Proxy | None = None, trust_env: bool = False) -> None:
+    def __init__(
+        self, deadline: _Deadline, proxy: _Proxy | None = None, trust_env: bool = False, public_only: bool = False
+    ) -> None:
         super().__init__(trust_env=False)
         ssl_context = httpx.create_ssl_context(trust_env=trust_env)
         if proxy is None:
-            self._pool = httpcore.ConnectionPool(ssl_context=ssl_context, network_backend=_DeadlineBackend(deadline))
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=ssl_context, network_backend=_DeadlineBackend(deadline, public_only)
+            )
         else:
             self._pool = httpcore.HTTPProxy(
                 proxy_url=proxy.url,
@@ -236,6 +289,28 @@ def proxy_for(url: str) -> _Proxy | None:
     if proxy.username is not None or proxy.password is not None:
         auth = (unquote(proxy.username or ""), unquote(proxy.password or ""))
     return _Proxy(shown, auth)
+
+
+def public_address(host: str, port: int) -> str:
+    """The first address `host` resolves to, when every one it resolves to is public; else FetchError naming
+    the host, the address and why (the socket then connects to exactly the address judged here)."""
+    import ipaddress
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise httpcore.ConnectError(f"host {host!r} does not resolve: {exc}") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    for address in addresses:
+        problem = address_problem(ipaddress.ip_address(address.split("%", 1)[0]))
+        if problem:
+            raise FetchError(
+                f"host {host!r} resolves to {address}, which {problem.removeprefix('names ')}: refused; a source "
+                "is fetched from public addresses only (fetch a local copy with --mirror)"
+            )
+    if not addresses:
+        raise httpcore.ConnectError(f"host {host!r} resolves to no address")
+    return addresses[0]
 
 
 def _resolves(url: str) -> bool:
@@ -329,9 +404,10 @@ def fetch(
 ) -> FetchResult:
     """Fetch one document. Raises FetchError (naming the URL, credentials removed, and what was expected)."""
     policy = policy or FetchPolicy.from_env()
+    if mirror is not None:
+        check_mirror(mirror)
     start = mirror_url(url, mirror)
     shown = redact_url(start)
-    original_host = urlsplit(url).netloc
     headers = {
         "User-Agent": policy.user_agent,
         "Accept": f"{expected_media_type}, */*;q=0.1",
@@ -350,7 +426,9 @@ def fetch(
     deadline = _Deadline(policy.deadline)
     log: list[str] = []
     last_error = "no attempt made"
-    transport = _DeadlineTransport(deadline, proxy, trust_env=policy.proxy == "env")
+    # Straight to the publisher, the address connected to is judged as the URL was when it was declared.
+    public_only = mirror is None and proxy is None
+    transport = _DeadlineTransport(deadline, proxy, trust_env=policy.proxy == "env", public_only=public_only)
     with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
@@ -359,9 +437,7 @@ def fetch(
                     break
                 time.sleep(pause)
             try:
-                result = _one_attempt(
-                    client, start, headers, expected_media_type, mirror, original_host, policy, deadline
-                )
+                result = _one_attempt(client, start, headers, expected_media_type, mirror, url, policy, deadline)
                 result.attempts, result.log = attempt, log
                 return result
             except _Retry as exc:
@@ -431,10 +507,11 @@ def _one_attempt(
     headers: dict[str, str],
     expected_media_type: str,
     mirror: str | None,
-    original_host: str,
+    original_url: str,
     policy: FetchPolicy,
     deadline: _Deadline,
 ) -> FetchResult:
+    original_host = urlsplit(original_url).netloc
     current = url
     for _ in range(policy.max_redirects + 1):
         shown = redact_url(current)
@@ -455,7 +532,7 @@ def _one_attempt(
                 if response.status_code == 304:
                     return FetchResult(
                         not_modified=True,
-                        final_url=shown,
+                        final_url=canonical_of(shown, original_url, mirror),
                         etag=response.headers.get("etag"),
                         last_modified=response.headers.get("last-modified"),
                     )
@@ -473,7 +550,7 @@ def _one_attempt(
                     not_modified=False,
                     data=_read_body(response, shown, media_type, policy, deadline),
                     media_type=media_type,
-                    final_url=shown,
+                    final_url=canonical_of(shown, original_url, mirror),
                     etag=response.headers.get("etag"),
                     last_modified=response.headers.get("last-modified"),
                 )

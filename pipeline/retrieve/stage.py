@@ -119,8 +119,10 @@ def refresh(
     they become is recorded one at a time by this thread, so pins and store see one writer. `progress` is told
     of each source as it is settled. Outcomes come back in the order of `sources`.
     """
-    from .fetch import FetchPolicy
+    from .fetch import FetchPolicy, check_mirror
 
+    if mirror is not None:
+        check_mirror(mirror)  # bad usage before the lock is taken or a document asked for
     policy = policy or FetchPolicy.from_env()
     outcomes: dict[str, RefreshOutcome] = {}
     end = time.monotonic() + policy.refresh_deadline
