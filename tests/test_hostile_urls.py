@@ -3,6 +3,7 @@ the pinned final URL, gzip bodies pinned whole. Every server here is real and li
 
 from __future__ import annotations
 
+import gzip
 import socket
 
 import pytest
@@ -146,6 +147,43 @@ def test_a_refresh_through_a_mirror_records_the_canonical_url_as_final_url(repo,
     assert current.url == "https://example.test/docs/old.html"
     assert current.final_url == "https://example.test/docs/page.html"  # where the redirect led, not the mirror
     assert "127.0.0.1" not in repo.pins_file("example-doc").read_text()
+
+
+def test_a_multi_member_gzip_body_is_pinned_whole(repo, httpserver):
+    add_source(repo)
+    first, second = PAGE_V1[:40], PAGE_V1[40:]
+    body = gzip.compress(first) + gzip.compress(second)
+    httpserver.expect_request(DOC_PATH).respond_with_data(
+        body, content_type="text/html", headers={"Content-Encoding": "gzip"}
+    )
+    (source,) = load_sources(repo, "example-doc")
+    (outcome,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    assert outcome.action == "new-revision", outcome.detail
+    current = pins.load(repo, "example-doc").current
+    assert current.size == len(PAGE_V1)
+    assert stage.store(repo).read(current.sha256) == PAGE_V1
+
+
+def test_many_small_gzip_members_are_all_decoded():
+    page = PAGE_V1 * 20
+    body = b"".join(gzip.compress(page[i : i + 7]) for i in range(0, len(page), 7))
+    decoder = fetching._BoundedDecoder("gzip", "u", 1 << 20)
+    out = b"".join(decoder.feed(body[i : i + 5]) for i in range(0, len(body), 5)) + decoder.finish()
+    assert out == page
+
+
+@pytest.mark.parametrize("tail", [b"garbage", b"\x00", b"\x1f", gzip.compress(b"x")[:5]])
+def test_trailing_bytes_after_a_gzip_stream_are_refused(repo, httpserver, tail):
+    add_source(repo)
+    httpserver.expect_request(DOC_PATH).respond_with_data(
+        gzip.compress(PAGE_V1) + tail, content_type="text/html", headers={"Content-Encoding": "gzip"}
+    )
+    before = state(repo)
+    (source,) = load_sources(repo, "example-doc")
+    (outcome,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    assert outcome.action == "failed"
+    assert "after the end of the compressed body" in outcome.detail or "truncated" in outcome.detail
+    assert state(repo) == before
 
 
 def test_check_mirror_is_usage_for_library_callers_too():

@@ -330,12 +330,19 @@ _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflat
 
 
 class _BoundedDecoder:
-    """Decodes a Content-Encoding incrementally, never producing more than the cap allows (zlib max_length)."""
+    """Decodes a Content-Encoding incrementally, never producing more than the cap allows (zlib max_length).
+
+    A gzip body may hold several members (RFC 1952; `cat a.gz b.gz`): each is decoded in turn and the document is
+    all of them, never the first alone. Anything after the last stream that does not start another gzip member
+    (trailing garbage, a second deflate stream) is refused: the pin must be exactly the document sent."""
 
     def __init__(self, encoding: str, url: str, max_bytes: int) -> None:
         self.url, self.max_bytes, self.size = url, max_bytes, 0
-        self._zlib = zlib.decompressobj(_DECODERS[encoding]) if encoding in _DECODERS else None
+        self._wbits = _DECODERS.get(encoding)
+        self._zlib = zlib.decompressobj(self._wbits) if self._wbits is not None else None
+        self._gzip = encoding in ("gzip", "x-gzip")
         self._deflate_raw_fallback = encoding == "deflate"
+        self._between = b""  # bytes after a finished member, too few yet to tell whether another one starts
 
     def _count(self, out: bytes) -> bytes:
         self.size += len(out)
@@ -343,12 +350,31 @@ class _BoundedDecoder:
             raise FetchError(f"{self.url}: body exceeds the limit of {self.max_bytes} bytes (decoded)")
         return out
 
+    def _after_stream(self, rest: bytes) -> bytes:
+        """What follows a finished stream: the start of the next gzip member (decoded next), or refused."""
+        rest = self._between + rest
+        self._between = b""
+        if self._gzip and len(rest) < 2 and rest in (b"", b"\x1f"):
+            self._between = rest
+            return b""
+        if self._gzip and rest[:2] == b"\x1f\x8b":
+            self._zlib = zlib.decompressobj(self._wbits)
+            return rest
+        raise FetchError(
+            f"{self.url}: {len(rest)}+ bytes after the end of the compressed body (not another gzip member); "
+            "refused: the document would be pinned in part"
+        )
+
     def feed(self, data: bytes) -> bytes:
         if self._zlib is None:
             return self._count(data)
         out = bytearray()
         pending = data
         while pending:
+            if self._zlib.eof:
+                pending = self._after_stream(self._zlib.unused_data + pending)
+                if not pending:
+                    break
             try:
                 piece = self._zlib.decompress(pending, self.max_bytes - self.size + 1)
             except zlib.error as exc:
@@ -357,18 +383,34 @@ class _BoundedDecoder:
                     self._zlib, self._deflate_raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
                     continue
                 raise FetchError(f"{self.url}: body could not be decoded: {exc}") from None
+            self._deflate_raw_fallback = False
             out += self._count(piece)
             pending = self._zlib.unconsumed_tail
             if self._zlib.eof:
-                break
+                pending = self._zlib.unused_data
+                self._zlib = _Finished(self._zlib)
         return bytes(out)
 
     def finish(self) -> bytes:
         if self._zlib is None:
             return b""
-        if not self._zlib.eof:
+        if not self._zlib.eof or self._between:
             raise FetchError(f"{self.url}: compressed body ends before its end marker (truncated)")
         return self._count(self._zlib.flush())
+
+
+class _Finished:
+    """A decompressor whose stream has ended: what follows it is judged by `_after_stream`, not decoded."""
+
+    eof = True
+    unused_data = b""
+
+    def __init__(self, done: Any) -> None:
+        self._tail = done.flush()
+
+    def flush(self) -> bytes:
+        tail, self._tail = self._tail, b""
+        return tail
 
 
 def _looks_binary(data: bytes) -> bool:
