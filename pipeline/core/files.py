@@ -6,13 +6,14 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import FabricrefError
+from ..errors import FabricrefError, UsageError
 
 _UMASK_LOCK = threading.Lock()
 
@@ -97,3 +98,42 @@ def exclusive_lock(lock_path: Path, wait: bool = True) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of `path`, which must be a regular file of at most `limit` bytes whose size is what it reads:
+    a FIFO (would block), a device (`/dev/zero` never ends), a directory, or a file the kernel makes up as it
+    is read (`/proc/self/environ` says 0 bytes and holds the environment) is refused, naming the file and `what`
+    was expected. The content is never put into a message."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: file not found; expected {what}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; expected {what}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
+    info = os.fstat(fd)
+    problem = None
+    if stat.S_ISDIR(info.st_mode):
+        problem = f"is a directory; expected {what}"
+    elif not stat.S_ISREG(info.st_mode):
+        problem = f"not a regular file (a FIFO, socket or device); expected {what}"
+    elif info.st_size > limit:
+        problem = f"{info.st_size:,} bytes; {what} is at most {limit:,} bytes"
+    if problem:
+        os.close(fd)
+        raise UsageError(f"{path}: {problem}")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
+    if len(data) > limit:
+        raise UsageError(f"{path}: more than {limit:,} bytes; {what} is at most {limit:,} bytes")
+    if len(data) != info.st_size:
+        raise UsageError(
+            f"{path}: read {len(data):,} bytes from a file whose size is {info.st_size:,} (a file the kernel makes "
+            f"up as it is read, or one being written); expected {what}"
+        )
+    return data
