@@ -19,6 +19,7 @@ from functools import cache
 import click
 import typer.main
 
+from ..core.paths import command
 from ..errors import FabricrefError
 from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
     set_width()
     try:
-        _command()(args=argv, prog_name="fabricref")
+        with command():
+            _command()(args=argv, prog_name="fabricref")
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..core.paths import Layout, layout
+from ..core.paths import Layout, layout, settle
 from ..errors import FabricrefError
 
 # markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.
@@ -131,8 +131,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def lay_of(root: Path | None) -> Layout:
-    """The checkout a command works on (--root, or found from the cwd)."""
-    return layout(root)
+    """The checkout a command works on (--root, or found from the cwd), found once: until the command ends,
+    anything that looks for the checkout itself gets this one."""
+    return settle(layout(root))
 
 
 def strict(data: Any) -> Any:

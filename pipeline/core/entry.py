@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ..errors import FabricrefError
-from .paths import layout
+from .paths import command, layout, settle
 
 
 def run_stage(work: Callable[..., str], collect_cycles: bool = True) -> NoReturn:
@@ -28,7 +28,8 @@ def run_stage(work: Callable[..., str], collect_cycles: bool = True) -> NoReturn
     if not collect_cycles:
         gc.disable()
     try:
-        message = work(layout())
+        with command():
+            message = work(settle(layout()))
     except FabricrefError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(exc.exit_code)
