@@ -20,11 +20,12 @@ import click
 import typer.main
 
 from ..core.paths import command
+from ..core.text import visible
 from ..errors import FabricrefError
 from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options
-from .output import set_width
+from .output import safe_streams, set_width
 
 check_float_options(estimate.estimate_app)
 
@@ -42,6 +43,7 @@ def _command() -> click.Command:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
     set_width()
+    safe_streams()
     try:
         with command():
             _command()(args=argv, prog_name="fabricref")
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except FabricrefError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {visible(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

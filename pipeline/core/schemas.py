@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
+from .text import control_problem
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -443,7 +444,11 @@ def _validator(name: str) -> Draft202012Validator:
 
 
 def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
-    """The first number that is not finite or is beyond MAX_MAGNITUDE, with what was expected."""
+    """The first number that is not finite or is beyond MAX_MAGNITUDE, or the first text (value or key) holding a
+    control character (raw or as a character reference: pipeline/core/text.py), with what was expected."""
+    if isinstance(value, str):
+        problem = control_problem(value)
+        return None if problem is None else (parts, f"{_short(value)} {problem}")
     if isinstance(value, float) and not math.isfinite(value):
         return parts, "NaN or infinite number; expected a finite number"
     if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE:
@@ -452,6 +457,9 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
         return parts, f"{shown} is too large; expected a magnitude of at most 2**53 ({MAX_MAGNITUDE})"
     if isinstance(value, dict):
         for key, item in value.items():
+            problem = control_problem(key) if isinstance(key, str) else None
+            if problem is not None:
+                return (*parts, key), f"the key {_short(key)} {problem}"
             found = _find_bad_number(item, (*parts, key))
             if found is not None:
                 return found
