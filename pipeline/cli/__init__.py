@@ -22,7 +22,7 @@ import typer.main
 from ..core.paths import command
 from ..core.text import visible
 from ..errors import FabricrefError
-from . import estimate, inspect, measured, new, stages  # noqa: F401  (importing registers the verbs on `app`)
+from . import estimate, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options
 from .output import safe_streams, set_width
