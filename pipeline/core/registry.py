@@ -154,6 +154,7 @@ _REBUILD = {
     "traffic": "`dvc checkout` (or rebuild it: `dvc repro --force traffic`)",
     "comparison": "`dvc checkout` (or rebuild it: `dvc repro --force traffic`)",
     "measurements": "`fabricref measured import` of any pinned log again (the table is rebuilt from every pin)",
+    "validation": "`dvc checkout` (or rebuild it: `dvc repro --force validate`)",
 }
 
 
