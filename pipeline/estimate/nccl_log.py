@@ -29,6 +29,9 @@ TESTS = {
 }
 REDUCING = {"all-reduce", "reduce-scatter", "reduce"}
 REDOPS = {"sum", "prod", "max", "min", "avg", "premulsum"}
+# The data types nccl-tests prints (src/common.cu test_typenames), and `none` of the tests that do not reduce.
+DTYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"}
+DTYPES |= {"f8e4m3", "f8e5m2", "fp8_e4m3", "fp8_e5m2"}
 PLACEMENTS = ("out-of-place", "in-place")
 RANK_RE = re.compile(
     r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$"
@@ -185,6 +188,10 @@ def _row(where: str, number: int, line: str, columns: list[str]) -> list[Row]:
             f"size and count must be whole numbers from 0 to 2**53, got {cell['size']!r} {cell['count']!r}",
         )
     size, count = int(cell["size"]), int(cell["count"])
+    if cell["type"] not in DTYPES:
+        raise _fail(
+            where, number, f"type {cell['type']!r}: expected an nccl-tests data type ({', '.join(sorted(DTYPES))})"
+        )
     root = cell.get("root", "-1")
     if not WHOLE_RE.fullmatch(root) or not -1 <= int(root) <= 65_535:
         raise _fail(where, number, f"root must be -1 (none) or a rank number, got {root!r}")
