@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from datetime import date
 from functools import cache
 from pathlib import Path
@@ -165,7 +166,18 @@ def load_yaml(path: Path) -> tuple[Any, Any]:
         if len(_PARSED) >= _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
     _PARSED[text] = doc
-    return to_plain(doc.data if isinstance(doc, _Read) else doc), doc
+    data = to_plain(doc.data if isinstance(doc, _Read) else doc)
+    if path.name == PARAMS_FILE:
+        # params.yaml has no schema of its own (each reader takes its block), so its numbers and text get the
+        # checks every validated document gets, here, where every reader passes.
+        bad = _find_bad_number(data)
+        if bad is not None:
+            line = _line_of(doc, list(bad[0]))
+            raise ValidationError(f"{path}:{line}: at {json_path(bad[0])}: {bad[1]}" if line else f"{path}: {bad[1]}")
+    return data, doc
+
+
+PARAMS_FILE = "params.yaml"
 
 
 class _Read:
@@ -451,6 +463,9 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
         return None if problem is None else (parts, f"{_short(value)} {problem}")
     if isinstance(value, float) and not math.isfinite(value):
         return parts, "NaN or infinite number; expected a finite number"
+    if isinstance(value, float) and value != 0 and abs(value) < sys.float_info.min:
+        # A subnormal (5e-324) divides to infinity: an estimate that rests on it is infinite, naming nothing.
+        return parts, f"{value!r} is below the smallest normal number; expected 0 or at least {sys.float_info.min:g}"
     if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE:
         text = str(value)
         shown = text if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
