@@ -113,3 +113,61 @@ def test_a_cluster_whose_blocks_make_too_many_nodes_is_refused_fast(built_copy, 
     ):
         stage.build(built_copy, "huge-cluster")
     assert time.monotonic() - started < 10
+
+
+def test_the_python_api_writes_nothing(built_copy, monkeypatch):
+    """Documented as writing nothing, it wrote registry/registry.duckdb and views.json (and so failed on a
+    read-only checkout where the CLI worked): every file the API opens for writing inside the checkout is
+    recorded here, and there must be none."""
+    import os
+    import sys
+
+    import fabricref
+
+    built_copy.duckdb_path.unlink(missing_ok=True)
+    (built_copy.registry_dir / "views.json").unlink(missing_ok=True)
+    root = str(built_copy.root.resolve())
+    written: list[str] = []
+    watching = [True]
+
+    def hook(event, args):
+        if watching[0] and event == "open" and isinstance(args[0], (str, os.PathLike)):
+            path, mode, flags = args
+            writes = (
+                (flags or 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+                if mode is None
+                else any(c in str(mode) for c in "wax+")
+            )
+            if writes and os.path.abspath(os.fsdecode(path)).startswith(root):
+                written.append(os.fsdecode(path))
+
+    sys.addaudithook(hook)
+    try:
+        with fabricref.registry(built_copy.root) as con:
+            assert con.execute("SELECT count(*) FROM fields").fetchone()[0] > 0
+        fabricref.graph("nvidia-dgx-h100", built_copy.root)
+        fabricref.audit("nvidia-dgx-h100", "accelerator.count", built_copy.root)
+    finally:
+        watching[0] = False
+    assert written == []
+    assert not built_copy.duckdb_path.exists() and not (built_copy.registry_dir / "views.json").exists()
+
+
+def test_an_os_error_escaping_a_command_is_one_line_naming_the_file(cli, monkeypatch, repo):
+    """A read-only checkout under `fabricref report` raised an OSError traceback: whatever verb meets one, it is
+    an error naming the file and what it means."""
+    import errno
+
+    from fabricref.inspect import status as status_module
+
+    def read_only(lay):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(lay.root / "registry" / "report" / "index.html"))
+
+    import os
+
+    monkeypatch.setattr(status_module, "status", read_only)
+    result = cli("status", root=repo.root)
+    assert result.code == 1 and "Traceback" not in result.err
+    assert (
+        "registry/report/index.html: Read-only file system (the checkout is on a read-only file system)" in result.err
+    )

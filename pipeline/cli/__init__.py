@@ -21,7 +21,7 @@ import typer.main
 
 from ..core.paths import command
 from ..core.text import visible
-from ..errors import FabricrefError
+from ..errors import FabricrefError, os_error_message
 from . import estimate, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options
@@ -56,4 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except Exception as exc:
+        # A read-only checkout or a full disk under any verb: one line naming the file, not a traceback.
+        message = os_error_message(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {visible(message)}\n")
+        return 1
     return 0

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from ..errors import FabricrefError
+from ..errors import FabricrefError, os_error_message
 from .paths import command, layout, settle
 
 
@@ -36,5 +36,11 @@ def run_stage(work: Callable[..., str], collect_cycles: bool = True) -> NoReturn
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+    except Exception as exc:
+        message = os_error_message(exc)  # a read-only checkout or a full disk: one line naming the file
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {message}\n")
+        sys.exit(1)
     sys.stdout.write(message + "\n")
     sys.exit(0)

@@ -370,12 +370,15 @@ class Tables:
         cur = self.con.execute(sql, list(params))
         return [d[0] for d in cur.description], cur.fetchall()
 
-    def lock_down(self) -> None:
-        """From now on SQL can read the registry's Parquet files and nothing else (no COPY TO, no /etc/...)."""
+    def lock_down(self, lock_configuration: bool = True) -> None:
+        """From now on SQL can read the registry's Parquet files and nothing else (no COPY TO, no /etc/...): file
+        access cannot be switched back on. `lock_configuration`: no other setting can change either (the limits
+        `fabricref query` set)."""
         dirs = sorted({p.resolve().parent.as_posix() + "/" for p in self.paths.values()})
         self.con.execute("SET allowed_directories = ?", [dirs])
         self.con.execute("SET enable_external_access = false")
-        self.con.execute("SET lock_configuration = true")
+        if lock_configuration:
+            self.con.execute("SET lock_configuration = true")
 
     def close(self) -> None:
         self.con.close()
