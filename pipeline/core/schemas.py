@@ -222,8 +222,9 @@ def _parse_yaml(text: str, path: Path) -> Any:
         raise ValidationError(f"{where}: malformed YAML: {exc.problem or exc.context}") from exc
     except YAMLError as exc:
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
-    except (ValueError, OverflowError, RecursionError) as exc:
-        # Scalars the screen let through but the constructor cannot build (e.g. an out-of-range time).
+    except (ValueError, OverflowError, RecursionError, IndexError) as exc:
+        # Scalars the screen let through but the constructor cannot build (an out-of-range time; `+_`, which
+        # ruamel's integer constructor indexes past the end of).
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
     return doc
 
