@@ -4,11 +4,11 @@ Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
 
 Where verbs go: one module per verb group, each registering its commands on `app` (pipeline/cli/app.py):
 stages.py (one verb per DVC stage), inspect.py (read the registry / pins / models), estimate.py (the `estimate`
-sub-app), measured.py (measured logs), new.py (authoring: `new reference`). A new group gets its own module,
-imported below. Commands stay thin: they parse options, call a library function and print through output.py
-(numbers with units through pipeline/core/format.py); SQL lives in the library with bound parameters. Never
-import a stage package at module level here: import it inside the command, so each verb loads only the code
-its stage declares.
+sub-app), measured.py (measured logs), new.py (authoring: `new reference`), explore.py (the web application).
+A new group gets its own module, imported below. Commands stay thin: they parse options, call a library function
+and print through output.py (numbers with units through pipeline/core/format.py); SQL lives in the library with
+bound parameters. Never import a stage package at module level here: import it inside the command, so each verb
+loads only the code its stage declares.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import typer.main
 from ..core.paths import command
 from ..core.text import visible
 from ..errors import FabricrefError, os_error_message
-from . import estimate, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
+from . import estimate, explore, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options
 from .output import safe_streams, set_width
@@ -35,7 +35,8 @@ __all__ = ["app", "main"]
 @cache
 def _command() -> click.Command:
     """The click command Typer builds from `app`, built once per process: `app(...)` rebuilds it on every call
-    (~20 ms of signature and type-hint inspection), which a process calling `main` many times (the tests) repeats.
+    (inspecting every verb's signature and type hints), which a process calling `main` many times (the tests)
+    would repeat.
     Click keeps no state in a command between invocations (each gets a fresh context)."""
     return typer.main.get_command(app)
 
