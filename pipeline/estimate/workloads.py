@@ -218,11 +218,11 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
             f"{path}: at $.model.experts.params: {e.params:g} exceeds the model's params {model.model.params:g}"
         )
     if t is not None:
-        from .placement import PlacementError, check_degrees
+        from .decompose import check_degrees
 
         try:
             check_degrees(model.model, t, str(path))  # here, so a knob params.yaml set is named at its line
-        except PlacementError as exc:
+        except UsageError as exc:
             raise ValidationError(str(exc)) from None
     w = Workload(
         id=model.id,
