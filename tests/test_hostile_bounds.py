@@ -171,3 +171,20 @@ def test_an_os_error_escaping_a_command_is_one_line_naming_the_file(cli, monkeyp
     assert (
         "registry/report/index.html: Read-only file system (the checkout is on a read-only file system)" in result.err
     )
+
+
+@pytest.mark.parametrize("what", ["fifo", "dev-zero"])
+def test_a_declarative_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on(repo, what):
+    import os
+
+    from fabricref.core.sources import load_sources
+
+    path = repo.sources_dir / "zz-odd.yaml"
+    if what == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    started = time.monotonic()
+    with pytest.raises(ValidationError, match=r"zz-odd\.yaml: not a regular file"):
+        load_sources(repo)
+    assert time.monotonic() - started < 5

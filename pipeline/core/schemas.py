@@ -89,9 +89,20 @@ _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt ].*)?")
 
 
 def _read_text(path: Path, what: str) -> str:
-    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES; every failure names the file."""
+    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES; every failure names the file. Opened without
+    blocking and read only when it is a regular file: a FIFO would wait forever, /dev/zero never end."""
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            os.close(fd)
+            if is_dir:
+                raise IsADirectoryError(21, "Is a directory", str(path))
+            raise ValidationError(f"{path}: not a regular file (a FIFO, socket or device); expected a {what} file")
+        with os.fdopen(fd, "rb") as handle:
             raw = handle.read(MAX_DECLARATIVE_BYTES + 1)
     except FileNotFoundError as exc:
         raise ValidationError(f"{path}: file not found") from exc
