@@ -33,15 +33,18 @@ def checkout(root: str | Path | None = None) -> Path:
 
 
 def registry(root: str | Path | None = None) -> duckdb.DuckDBPyConnection:
-    """A read-only DuckDB connection to the registry (tables and views as `fabricref query` sees them).
+    """A DuckDB connection to the registry: tables and views as `fabricref query` sees them, each table's
+    recorded SHA-256 checked first.
 
-    Close it when done (or use it in a `with` block); read-only so a notebook cannot alter the pipeline's output.
-    """
-    import duckdb
+    An in-memory database whose views read the Parquet files: nothing is written (no registry.duckdb, no
+    views.json), so it works on a read-only checkout, and with file access off (COPY TO, ATTACH refused) a
+    notebook cannot alter the pipeline's output. Settings (threads, memory_limit) stay the caller's. Close it
+    when done (or use it in a `with` block)."""
+    from .core.registry import open_tables
 
-    from .core.registry import ensure_database
-
-    return duckdb.connect(str(ensure_database(_lay(root))), read_only=True)
+    tables = open_tables(_lay(root))
+    tables.lock_down(lock_configuration=False)
+    return tables.con
 
 
 def graph(topology_id: str, root: str | Path | None = None) -> nx.Graph:

@@ -19,11 +19,13 @@ from functools import cache
 import click
 import typer.main
 
-from ..errors import FabricrefError
+from ..core.paths import command
+from ..core.text import visible
+from ..errors import FabricrefError, os_error_message
 from . import estimate, explore, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
 from .app import app
 from .options import check_float_options
-from .output import set_width
+from .output import safe_streams, set_width
 
 check_float_options(estimate.estimate_app)
 
@@ -42,15 +44,24 @@ def _command() -> click.Command:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
     set_width()
+    safe_streams()
     try:
-        _command()(args=argv, prog_name="fabricref")
+        with command():
+            _command()(args=argv, prog_name="fabricref")
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except FabricrefError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {visible(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except Exception as exc:
+        # A read-only checkout or a full disk under any verb: one line naming the file, not a traceback.
+        message = os_error_message(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {visible(message)}\n")
+        return 1
     return 0

@@ -156,13 +156,9 @@ def query(
         raise UsageError("give either SQL or --file, not both or neither")
     lay = lay_of(root)
     if file is not None:
-        path = file if file.is_absolute() or file.exists() else lay.root / file
-        try:
-            sql = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{file}: cannot read saved query: {exc.strerror}") from None
+        sql = querying.saved_query(file if file.is_absolute() or file.exists() else lay.root / file)
     assert sql is not None
-    with querying.stream(lay, sql, limits) as (columns, batches):
+    with querying.quiet_errors(file), querying.stream(lay, sql, limits) as (columns, batches):
         if fmt == "csv":
             write_csv_batches(columns, batches)
         elif fmt == "json":

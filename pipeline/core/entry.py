@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from ..errors import FabricrefError
-from .paths import layout
+from ..errors import FabricrefError, os_error_message
+from .paths import command, layout, settle
 
 
 def run_stage(work: Callable[..., str], collect_cycles: bool = True) -> NoReturn:
@@ -28,12 +28,19 @@ def run_stage(work: Callable[..., str], collect_cycles: bool = True) -> NoReturn
     if not collect_cycles:
         gc.disable()
     try:
-        message = work(layout())
+        with command():
+            message = work(settle(layout()))
     except FabricrefError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+    except Exception as exc:
+        message = os_error_message(exc)  # a read-only checkout or a full disk: one line naming the file
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {message}\n")
+        sys.exit(1)
     sys.stdout.write(message + "\n")
     sys.exit(0)

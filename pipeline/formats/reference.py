@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from .common import CITE_PATTERN, NAME_PATTERN, Direction, FieldKey, FormFactor, KeyAccess, Slug
+from .common import CITE_PATTERN, NAME_PATTERN, Direction, FieldKey, FormFactor, KeyAccess, Slug, Title
 
 CiteId = Annotated[str, Field(pattern=CITE_PATTERN, description="source-id#rule-id")]
 ParamName = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -109,7 +109,7 @@ class ReferenceFile(KeyAccess):
     kind: Literal["vendor", "illustrative"] = Field(
         description="An illustrative model is a teaching example, never a vendor reference."
     )
-    title: str = Field(min_length=3)
+    title: Title
     form_factor: FormFactor
     summary: str = ""
     parameters: dict[ParamName, Parameter] = Field(

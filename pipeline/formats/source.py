@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 
-from .common import FieldKey, FieldType, Slug, Strict
+from .common import FieldKey, FieldType, Slug, Strict, Title
 
 Status = Literal["published", "preliminary"]
 DocumentType = Literal[
@@ -128,7 +128,7 @@ class SourceFile(Strict):
         "design selected on someone's word, not a vendor document). Only vendor kinds may make a field published "
         "(README, Evidence policy)."
     )
-    title: str = Field(min_length=3)
+    title: Title
     document_type: DocumentType
     media_type: str = Field(pattern=r"^[a-z]+/[a-z0-9.+-]+$(?!\n)", description="Expected media type, e.g. text/html.")
     status: Status = Field(

@@ -54,6 +54,9 @@ def status(lay: Layout) -> dict[str, Any]:
             fields_by_status=dict(sorted(counts.items())),
         )
         sources.append(row)
+    from ..retrieve.stage import measured_problems
+
+    attention += measured_problems(lay)
     model_rows = []
     for model, revision, _sha, changed_on, is_current, pinned in model_revisions.rows(lay):
         if is_current:

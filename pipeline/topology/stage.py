@@ -172,6 +172,7 @@ def run(lay: Layout, workers_: int | None = None) -> list[dict[str, Any]]:
         "topology_summaries.parquet",
         "summaries.json",
     }
+    written |= {f"{name}.sha256" for name in written if name.endswith(".parquet")}  # each table's recorded hash
     for stale in out.iterdir():
         if stale.is_file() and stale.name not in written:
             stale.unlink()
