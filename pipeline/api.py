@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import duckdb
     import networkx as nx
 
-__all__ = ["audit", "checkout", "estimate_workload", "graph", "registry"]
+__all__ = ["audit", "checkout", "estimate_workload", "graph", "plan_record", "plan_serve", "plan_train", "registry"]
 
 
 def _lay(root: str | Path | None) -> Layout:
@@ -113,3 +113,43 @@ def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict
     from .inspect.audit import audit as _audit
 
     return _audit(_lay(root), reference_id, field)
+
+
+# --- The planner (issue 28) ---------------------------------------------------------------------------------------
+# Searches run in memory and write nothing (the CLI writes plans/<id>.parquet and, with --save, a workload): the
+# explorer calls these per request. Options and their errors are the CLI's (an error names the --option).
+
+
+def plan_train(
+    model: str,
+    cluster: str,
+    root: str | Path | None = None,
+    *,
+    engine: Any = None,
+    progress: Any = None,
+    **options: Any,
+) -> Any:
+    """Every legal training layout of `model` (a workload id or a model-definition file) on `cluster`, searched:
+    a `PlanResult` with one row per layout (inputs, step time, memory, fit, dominant cost, confidence), the top K
+    by `objective` routed per link, and the Pareto front of step time vs memory headroom. `options`: gpus (a tuple),
+    global_batch, seq, objective (step | tokens-per-second | gpu-hours), top, max_layouts, tp, pp, cp, ep, zero,
+    recompute, schedule (tuples), memory_headroom, prune. `engine`: `fabricref.plan.engines.engine("ray")` for Ray
+    (default in-process)."""
+    from .plan.train import plan_training
+
+    return plan_training(_lay(root), model, cluster, engine=engine, progress=progress, **options)
+
+
+def plan_serve(model: str, cluster: str, root: str | Path | None = None, **options: Any) -> Any:
+    """Every serving layout of `model` on `cluster` for a demand: `options` requests_per_second, prompt, output,
+    ttft_p50 and tpot (seconds), modes, tp, top, memory_headroom. Ranked by accelerators, then request latency."""
+    from .plan.serve import plan_serving
+
+    return plan_serving(_lay(root), model, cluster, **options)
+
+
+def plan_record(result: Any) -> dict[str, Any]:
+    """A `PlanResult` as JSON-ready data: request, counts, top K (with hot links), Pareto front, notes."""
+    from .plan.search import as_dict
+
+    return as_dict(result)

@@ -295,9 +295,10 @@ class Tables:
         cur = self.con.execute(sql, list(params))
         return [d[0] for d in cur.description], cur.fetchall()
 
-    def lock_down(self) -> None:
-        """From now on SQL can read the registry's Parquet files and nothing else (no COPY TO, no /etc/...)."""
-        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in self.paths.values()})
+    def lock_down(self, extra: Iterable[Path] = ()) -> None:
+        """From now on SQL can read the registry's Parquet files (and `extra` ones: the plans `fabricref query`
+        adds) and nothing else (no COPY TO, no /etc/...)."""
+        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in [*self.paths.values(), *extra]})
         self.con.execute("SET allowed_directories = ?", [dirs])
         self.con.execute("SET enable_external_access = false")
         self.con.execute("SET lock_configuration = true")
