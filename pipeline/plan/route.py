@@ -11,6 +11,7 @@ its analytical evaluation with the reason.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..errors import FabricrefError
@@ -19,22 +20,33 @@ from ..estimate.view import View
 from .evaluate import ANALYTICAL, ROUTED, Evaluation, TrainEvaluator
 from .space import Layout
 
+UNEVEN_NOTE = (
+    "layers do not divide PP: routed as if every stage held the fullest stage's ceil(L/p) layers (the traffic "
+    "library routes even stages only; the fullest stage's transfers are the ones on the critical path)"
+)
+
 
 def route(view: View, ev: TrainEvaluator, layout: Layout) -> tuple[Evaluation, str]:
-    """The layout evaluated on routed phases, and a note ("" when every phase was routed)."""
+    """The layout evaluated on routed phases, and a note ("" when every phase was routed as it is)."""
     w = ev.workload(layout)
     analytical, largest = ev.phases(layout, w)
+    layers = w.model.layers
+    notes = []
+    routed_w = w
+    if layers % layout.pp:
+        even = w.model.model_copy(update={"layers": -(-layers // layout.pp) * layout.pp})
+        routed_w = replace(w, model=even)
+        notes.append(UNEVEN_NOTE)
     try:
-        routed = routed_phases(view, w)
+        routed = routed_phases(view, routed_w)
     except FabricrefError as exc:
         e = ev.finish(layout, w, analytical, largest, ANALYTICAL, detail=True)
         return e, f"not routed: {exc}"
     names = {p.phase for p in routed}
     rest = [p for p in analytical if p.phase not in names]
-    note = ""
     if rest:
-        note = f"{', '.join(p.phase for p in rest)}: analytical per-tier cost (the router has no such phase)"
-    return ev.finish(layout, w, [*routed, *rest], largest, ROUTED, detail=True), note
+        notes.append(f"{', '.join(p.phase for p in rest)}: analytical per-tier cost (the router has no such phase)")
+    return ev.finish(layout, w, [*routed, *rest], largest, ROUTED, detail=True), "; ".join(notes)
 
 
 def hot_links(e: Evaluation, top: int = 5) -> list[dict[str, Any]]:

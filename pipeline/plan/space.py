@@ -30,8 +30,8 @@ OBJECTIVES = ("step", "tokens-per-second", "gpu-hours")
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
 ZERO = (0, 1, 2, 3)
-CP_DEGREES = (1, 2, 4, 8, 16)
-VIRTUAL_STAGES = (2, 3, 4, 6, 8)
+CP_DEGREES = (1, 2, 4, 8, 16, 32)
+VIRTUAL_STAGES = (2, 3, 4, 5, 6, 7, 8)
 MAX_MICRO_BATCH = 16
 # A search this large asks for --max-layouts: ~100 s of evaluation on one core before pruning.
 DEFAULT_MAX_LAYOUTS = 200_000
