@@ -62,6 +62,11 @@ class RayEngine:
 
     def __init__(self, address: str | None = None, workers: int = 2) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        if not address:
+            # Ray turns a node address of 127.0.0.1 into the host's outward-facing one (services.
+            # resolve_ip_for_localhost) unless "clusters" are off, as they are on macOS and Windows: then every
+            # process of the instance (GCS, raylet, workers) listens on loopback only. Read when ray is imported.
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         try:
             import ray
         except ImportError:
@@ -75,6 +80,9 @@ class RayEngine:
                 _check_address(address)
                 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
             else:
+                from ray._private import ray_constants
+
+                ray_constants.ENABLE_RAY_CLUSTER = False  # imported before this engine set the variable above
                 ray.init(
                     num_cpus=workers,
                     include_dashboard=False,

@@ -198,6 +198,33 @@ def train_request(
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
     _whole(top, "--top")
     _whole(max_layouts, "--max-layouts")
+    checked: dict[str, Any] = {}
+    for name, value in filters.items():
+        if value is None:
+            checked[name] = None
+            continue
+        option = f"--{name.replace('_', '-')}"
+        if name == "max_micro_batch":
+            checked[name] = _whole(value, option)
+            continue
+        values = tuple(dict.fromkeys(value))
+        if not values:
+            raise UsageError(f"{option}: expected at least one value")
+        if name == "recompute":
+            bad = [v for v in values if v not in RECOMPUTE]
+            if bad:
+                raise UsageError(f"{option} {bad[0]!r}: expected one of {', '.join(RECOMPUTE)}")
+        elif name == "schedule":
+            bad = [v for v in values if v not in SCHEDULES]
+            if bad:
+                raise UsageError(f"{option} {bad[0]!r}: expected one of {', '.join(SCHEDULES)}")
+        elif name == "zero":
+            bad = [v for v in values if v not in ZERO]
+            if bad:
+                raise UsageError(f"{option} {bad[0]!r}: expected a ZeRO stage 0, 1, 2 or 3")
+        else:
+            values = tuple(_whole(v, option) for v in values)
+        checked[name] = values
     if gpus is None:
         gpus = (model.gpus,) if model.gpus else (total_gpus,)
         if gpus[0] > total_gpus:
@@ -218,33 +245,6 @@ def train_request(
         seq = model.seq_len
     _whole(global_batch, "--global-batch")
     _whole(seq, "--seq")
-    checked: dict[str, Any] = {}
-    for name, value in filters.items():
-        if value is None:
-            checked[name] = None
-            continue
-        option = f"--{name.replace('_', '-')}"
-        values = tuple(dict.fromkeys(value))
-        if not values:
-            raise UsageError(f"{option}: expected at least one value")
-        if name == "recompute":
-            bad = [v for v in values if v not in RECOMPUTE]
-            if bad:
-                raise UsageError(f"{option} {bad[0]!r}: expected one of {', '.join(RECOMPUTE)}")
-        elif name == "schedule":
-            bad = [v for v in values if v not in SCHEDULES]
-            if bad:
-                raise UsageError(f"{option} {bad[0]!r}: expected one of {', '.join(SCHEDULES)}")
-        elif name == "zero":
-            bad = [v for v in values if v not in ZERO]
-            if bad:
-                raise UsageError(f"{option} {bad[0]!r}: expected a ZeRO stage 0, 1, 2 or 3")
-        elif name == "max_micro_batch":
-            checked[name] = _whole(value, option)
-            continue
-        else:
-            values = tuple(_whole(v, option) for v in values)
-        checked[name] = values
     return TrainRequest(
         model=model,
         cluster=cluster,
@@ -343,7 +343,8 @@ def _count(
                 continue
             for gpus in req.gpus:
                 if gpus % (tp * cp):
-                    rejected.add(f"TP {tp} × CP {cp} does not divide {gpus} GPUs")
+                    if req.tp or req.cp:
+                        rejected.add(f"TP {tp} × CP {cp} does not divide {gpus} GPUs")
                     continue
                 rest = gpus // (tp * cp)
                 pps = req.pp or tuple(p for p in divisors(rest) if p <= m.layers)

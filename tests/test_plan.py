@@ -1,0 +1,257 @@
+"""The planner (issue 28): a search checked by hand, no legal layout explained, Ray's table equal to the in-process
+one, and what the CLI writes (plans/ as a query table, --save as a workload the pipeline loads)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from fabricref.core.paths import Layout
+from fabricref.errors import UsageError
+
+SMALL = "illustrative-h100-64"  # 8 DGX H100: 8 scale-up domains of 8 GPUs, 80 GB each
+MODEL_70B = "llama70b-train-tp8-pp4-dp32"  # its model: 70e9 params, 80 layers, hidden 8192, 64 heads of 128
+GB = 1e9
+
+
+def _peak_and_mfu(lay: Layout) -> tuple[float, float]:
+    """H100's dense BF16 peak as the registry states it, and params.yaml's step.mfu (the model's own inputs)."""
+    from fabricref.core.facts import load_facts
+    from fabricref.core.units import convert
+    from fabricref.estimate.choices import load_step_choices
+
+    f = load_facts(lay, "nvidia-dgx-h100").get("accelerator.peak_dense_bf16")
+    return convert(f.value, f.unit, "FLOP/s"), load_step_choices(lay.root).mfu
+
+
+def test_a_70b_model_on_64_h100_has_the_best_layout_worked_out_by_hand(built_registry: Layout) -> None:
+    """70B on the 64 H100 of illustrative-h100-64, 16 sequences of 4,096 tokens per step, ZeRO-1, selective
+    recompute, 1F1B (the filters leave TP, PP, DP and the micro-batch to search). By the model's own formulas:
+
+    Memory per rank (estimate/memory.py): ZeRO-1 keeps bf16 weights (2 B) and fp32 gradients (4 B) per parameter
+    of the rank's TP × PP shard and 12 B of optimizer state divided by DP as well; activations with sequence
+    parallelism and selective recompute are s·b·h·34/t bytes per layer (Korthikanti et al.), times the layers of a
+    stage, times min(p, m) micro-batches in flight. With PP 1 the only TP that fits is 8:
+      TP 8 × DP 8, micro-batch 1: 70e9/8·(2 + 4 + 12/8) = 65.625 GB + 4096·1·8192·34/8·80 = 11.408 GB → 77.03 GB ✓
+      TP 8 × DP 8, micro-batch 2: 65.625 + 2 × 11.408 = 88.44 GB ✗ (80 GB)
+      TP 4 × DP 16:               70e9/4·(2 + 4 + 12/16) = 118.1 GB ✗ — TP 2 and TP 1 hold more still.
+    Step (estimate/compute.py): compute C is the same for every layout with even stages (the same FLOPs on the same
+    64 GPUs), 6·N + 12·L·H·Q·T per token plus selective recompute's 4·L·H·Q·T, at peak × MFU:
+      C = 16·4096 · (6·70e9 + 16·80·8192·4096) / (64 · peak · mfu)
+    and uneven stages only add to it. A layout with PP ≥ 2 pays a bubble of (p − 1)/m · C with m = 16/(DP · mb):
+    since p·DP·TP = 64 and TP ≤ 8, p·DP ≥ 8, so (p − 1)·DP ≥ p·DP/2 ≥ 4 and the bubble is at least C/4. The
+    PP 1 layout has no bubble: it wins whenever its exposed communication is below C/4 — asserted below.
+    """
+    from fabricref import api
+
+    peak, mfu = _peak_and_mfu(built_registry)
+    r = api.plan_train(
+        MODEL_70B, SMALL, root=built_registry.root, gpus=(64,), global_batch=16, seq=4096,
+        zero=(1,), recompute=("selective",), schedule=("1f1b",), cp=(1,), memory_headroom=0.0, top=3,
+    )  # fmt: skip
+    rows = {x["layout_id"]: x for x in r.rows}
+    best = r.top[0]
+    assert best["layout_id"] == "tp8-pp1-dp8-cp1-ep1-mb1x2-zero1-selective-1f1b"
+
+    state = 70e9 / 8 * (2 + 4 + 12 / 8)
+    act = 4096 * 1 * 8192 * 34 / 8 * 80
+    assert state == pytest.approx(65.625 * GB) and act == pytest.approx(11.408 * GB, rel=1e-4)
+    assert best["memory_per_rank_bytes"] == pytest.approx(state + act, rel=1e-9)
+    assert rows["tp8-pp1-dp8-cp1-ep1-mb2x1-zero1-selective-1f1b"]["fits"] is False
+    assert rows["tp8-pp1-dp8-cp1-ep1-mb2x1-zero1-selective-1f1b"]["memory_per_rank_bytes"] == pytest.approx(
+        state + 2 * act, rel=1e-9
+    )
+    assert rows["tp4-pp1-dp16-cp1-ep1-mb1x1-zero1-selective-1f1b"]["memory_per_rank_bytes"] > 70e9 / 4 * 6.75
+    assert [x for x in r.rows if x["pp"] == 1 and x["fits"]] == [best]
+
+    flops = 16 * 4096 * (6 * 70e9 + 16 * 80 * 8192 * 4096)
+    c = flops / (64 * peak * mfu)
+    assert best["compute_seconds"] == pytest.approx(c, rel=1e-9)
+    assert best["bubble_seconds"] == 0
+    assert best["step_seconds"] == pytest.approx(c + best["exposed_communication_seconds"], rel=1e-9)
+    assert best["exposed_communication_seconds"] < c / 4
+    others = [x for x in r.rows if x["status"] == "evaluated" and x["layout_id"] != best["layout_id"]]
+    assert others and all(x["bubble_seconds"] >= c / 4 * (1 - 1e-9) for x in others)
+    assert all(x["step_seconds"] > best["step_seconds"] for x in others)
+    # The winner, routed over the installed wiring, shows its busiest links; the rows below K stay analytical.
+    assert best["costing"] == "routed per link" and json.loads(best["hot_links"])
+    assert {x["costing"] for x in others if x["rank"] > 3} == {"analytical per-tier"}
+    assert best["confidence"] == "assumed"  # the MFU is an assumption (params.yaml step.mfu)
+
+
+def test_no_legal_layout_says_why_for_the_closest_candidates(built_registry: Layout) -> None:
+    from fabricref import api
+
+    with pytest.raises(UsageError) as e:
+        api.plan_train(MODEL_70B, SMALL, root=built_registry.root, gpus=(8,), global_batch=8, seq=4096)
+    text = str(e.value)
+    assert text.startswith(f"no legal layout of {MODEL_70B} on {SMALL} at 8 GPUs:")
+    # The closest: all state sharded over 8 GPUs (ZeRO-3 over DP·CP) still needs 70e9·18/8 = 157.5 GB, and CP 8
+    # with full recompute keeps 2·s·b·h = 2·512·1·8192 bytes per layer for 80 layers: 157.5 + 0.67 = 158.2 GB.
+    closest = 70e9 * 18 / 8 + 2 * 512 * 1 * 8192 * 80
+    assert f"CP 8, micro-batch 1 × 8, ZeRO-3, full recompute, 1F1B: needs {closest / GB:.1f} GB per rank, has 80.0" in (
+        text
+    )
+
+    with pytest.raises(UsageError, match=r"TP 16 exceeds the 8-GPU scale-up domain of nvidia-dgx-h100"):
+        api.plan_train(MODEL_70B, SMALL, root=built_registry.root, gpus=(64,), tp=(16,))
+
+
+def test_bad_options_name_the_option(built_registry: Layout, cli) -> None:
+    root = built_registry.root
+    base = ["plan", "train", "--model", MODEL_70B, "--cluster", SMALL]
+    for extra, message in [
+        (["--gpus", "0"], "--gpus 0: expected a whole number ≥ 1"),
+        (["--gpus", "eight"], "--gpus 'eight': expected a whole number"),
+        (["--gpus", "128"], "--gpus 128: illustrative-h100-64 has 64 accelerators"),
+        (["--objective", "dollars"], "--objective 'dollars': expected one of step, tokens-per-second, gpu-hours"),
+        (["--recompute", "some"], "--recompute 'some': expected one of none, selective, full"),
+        (["--engine", "spark"], "--engine 'spark': expected one of local, ray"),
+        (["--address", "127.0.0.1:6379"], "--address names a Ray cluster: use it with --engine ray"),
+        (["--gpus", "64", "--max-layouts", "10"], "raise --max-layouts"),
+    ]:
+        r = cli(*base, *extra, root=root)
+        assert r.code == 2, (extra, r.err)
+        assert message in r.err, (extra, r.err)
+    r = cli("plan", "train", "--model", "llama70b", "--cluster", SMALL, root=root)
+    assert r.code == 2 and "no workload 'llama70b'" in r.err
+    r = cli("plan", "serve", "--model", "llama70b-serve-aggregated", "--cluster", SMALL, "--tpot", "fast", root=root)
+    assert r.code == 2 and "--tpot" in r.err
+
+
+def test_pruning_keeps_the_top_and_the_pareto_front(built_registry: Layout) -> None:
+    """A pruned layout is one that could reach neither: the search without pruning finds the same top K and front."""
+    from fabricref import api
+
+    opts = {"gpus": (64,), "global_batch": 64, "seq": 4096, "top": 5, "route_top": 0}
+    pruned = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, **opts)
+    full = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, prune=False, **opts)
+    assert pruned.counts["pruned"] > 0 and full.counts["pruned"] == 0
+    assert [x["layout_id"] for x in pruned.top] == [x["layout_id"] for x in full.top]
+    assert [x["layout_id"] for x in pruned.pareto] == [x["layout_id"] for x in full.pareto]
+    # Every pruned layout's lower bound is above the K-th best: it could not have ranked.
+    kth = pruned.top[-1]["objective_value"]
+    assert all(x["step_lower_bound_seconds"] > kth for x in pruned.rows if x["status"] == "pruned")
+
+
+def test_the_bound_is_the_evaluation_without_communication(built_registry: Layout) -> None:
+    """The search prunes on `bound`: its memory and fit are the evaluation's, its step time never above it."""
+    from fabricref.estimate.traffic import Views
+    from fabricref.plan import evaluate, space
+    from fabricref.plan.train import place, prepare
+
+    views = Views(built_registry)
+    summary = prepare(views, SMALL)
+    spec = space.load_model_spec(built_registry, MODEL_70B)
+    req = space.train_request(spec, SMALL, 64, gpus=(64,), global_batch=32, seq=4096)
+    layouts, rejected = space.training_layouts(req, space.Cluster(SMALL, summary.reference, 64, 8))
+    ev = evaluate.TrainEvaluator(spec, req.seq, req.global_batch, summary)
+    layouts = place(views(SMALL), ev, layouts, rejected)
+    assert len(layouts) > 500
+    for x in layouts[::7]:
+        b, e = ev.bound(x), ev.evaluate(x)
+        assert (b.memory_per_rank_bytes, b.fits) == (e.memory_per_rank_bytes, e.fits)
+        assert b.step_lower_bound_seconds <= e.step_seconds
+    views.close()
+
+
+def test_plan_rows_are_the_plans_table_and_save_makes_a_workload(built_copy: Layout, cli) -> None:
+    root = built_copy.root
+    r = cli("plan", "train", "--model", MODEL_70B, "--cluster", SMALL, "--gpus", "64", "--global-batch", "32",
+            "--seq", "4096", "--top", "2", "--save", "llama70b-planned-64", "--json", root=root)  # fmt: skip
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    parquet = root / out["parquet"]
+    assert parquet.parent == root / "plans" and parquet.is_file()
+    q = cli("query", f"SELECT status, count(*) AS n FROM plans WHERE plan_id = '{out['plan_id']}' GROUP BY ALL",
+            "--format", "json", root=root)  # fmt: skip
+    assert q.code == 0, q.err
+    counts = {x["status"]: x["n"] for x in json.loads(q.out)}
+    assert sum(counts.values()) == out["counts"]["legal"]
+    assert counts["evaluated"] == out["counts"]["evaluated"]
+
+    # --save: the best layout the workload format expresses, its knobs in params.yaml, loadable as the stage loads it.
+    from fabricref.estimate.workloads import find_workload
+
+    saved = out["saved"]
+    assert saved["files"] == ["models/workloads/llama70b-planned-64.yaml", "params.yaml"]
+    w = find_workload(built_copy, "llama70b-planned-64")
+    row = next(x for x in out["top"] if x["layout_id"] == saved["layout_id"]) if saved["rank"] <= 2 else None
+    assert w.targets == (SMALL,) and w.training.tp * w.training.pp * w.training.dp == 64
+    if row is not None:
+        assert (w.training.tp, w.training.pp, w.training.micro_batch) == (row["tp"], row["pp"], row["micro_batch"])
+    text = (root / "params.yaml").read_text()
+    assert "  llama70b-planned-64:\n    tp:" in text and "# The knobs people vary" in text  # comments kept
+    r = cli("plan", "train", "--model", MODEL_70B, "--cluster", SMALL, "--gpus", "64", "--global-batch", "32",
+            "--save", "llama70b-planned-64", root=root)  # fmt: skip
+    assert r.code == 2 and "exists; a workload id is kept" in r.err
+
+
+def test_plan_serve_ranks_by_accelerators_and_meets_the_targets(built_registry: Layout) -> None:
+    from fabricref import api
+
+    r = api.plan_serve(
+        "llama70b-serve-aggregated", SMALL, root=built_registry.root, requests_per_second=4.0, prompt=2048,
+        output=128, ttft_p50=1.0, tpot=0.05, top=3,
+    )  # fmt: skip
+    assert r.top and [x["rank"] for x in r.top] == [1, 2, 3]
+    gpus = [x["gpus"] for x in r.top]
+    assert gpus == sorted(gpus)
+    for x in r.top:
+        assert x["ttft_seconds"] <= 1.0 and x["tpot_seconds"] <= 0.05 and x["fits"]
+        groups = x["groups"] if x["mode"] == "aggregated" else None
+        if groups is not None:  # a group finishes `batch` requests per TTFT + output × TPOT
+            assert groups == math.ceil(4.0 * (x["ttft_seconds"] + 128 * x["tpot_seconds"]) / x["batch"] - 1e-9)
+    assert r.top[0]["costing"] == "routed per link"
+    with pytest.raises(UsageError, match=r"no serving layout .* meets 4000 requests/s"):
+        api.plan_serve("llama70b-serve-aggregated", SMALL, root=built_registry.root, requests_per_second=4000.0,
+                       prompt=2048, output=128, tpot=0.001)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_ray_gives_the_same_table_as_the_local_engine(built_registry: Layout) -> None:
+    """A local Ray instance (127.0.0.1 only, no dashboard, no usage statistics, a capped object store) runs the
+    same evaluations in batches; the rows gathered are the in-process rows, value for value."""
+    pytest.importorskip("ray")
+    from fabricref import api
+    from fabricref.plan import engines
+
+    opts = {"gpus": (64,), "global_batch": 64, "seq": 4096, "top": 5, "route_top": 1}
+    local = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, **opts)
+    ray_engine = engines.engine("ray", workers=2)
+    try:
+        import ray
+
+        assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
+        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+        assert _listening_addresses(ray) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+        remote = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, engine=ray_engine, **opts)
+    finally:
+        ray_engine.close()
+    assert remote.counts == local.counts
+    assert remote.rows == local.rows
+
+
+def _listening_addresses(ray: object) -> set[str]:
+    """The addresses every process of the local instance (GCS, raylet, their children) listens on."""
+    import psutil
+
+    node = ray._private.worker._global_node  # type: ignore[attr-defined]
+    procs = [psutil.Process(info.process.pid) for infos in node.all_processes.values() for info in infos]
+    procs += [c for p in list(procs) for c in p.children(recursive=True)]
+    found = set()
+    for p in procs:
+        for c in p.net_connections(kind="inet"):
+            if c.status == psutil.CONN_LISTEN:
+                found.add(c.laddr.ip)
+    assert found, "no listening socket found: the check would pass vacuously"
+    return found
+
+
+def test_plan_files_stay_out_of_git_and_dvc() -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert "plans/" in (root / ".gitignore").read_text().splitlines()
+    assert "plans" not in (root / "dvc.yaml").read_text()
