@@ -115,6 +115,17 @@ def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict
     return _audit(_lay(root), reference_id, field)
 
 
+def validate(root: str | Path | None = None, only: str | None = None) -> list[dict[str, Any]]:
+    """Every published result of models/validation/ against the model (`fabricref validate`): one record per
+    result with its use (calibration / check / held-out), published value, model value, ratio and whether it is
+    within its tolerance, and the calibration numbers the estimate used with their status. `only` keeps the
+    files or results whose id contains it."""
+    from .estimate import validation
+
+    rows = validation.run(_lay(root), only=only)
+    return [dict(zip(validation.COLUMNS, r.as_tuple(), strict=True)) for r in rows]
+
+
 # --- The planner (issue 28) ---------------------------------------------------------------------------------------
 # Searches run in memory and write nothing (the CLI writes plans/<id>.parquet and, with --save, a workload): the
 # explorer calls these per request. Options and their errors are the CLI's (an error names the --option).

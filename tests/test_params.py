@@ -313,23 +313,22 @@ def test_the_step_choices_live_in_params_yaml_and_only_the_workload_stages_decla
     from fabricref.estimate import compute
 
     step = _params()["step"]
-    assert sorted(step) == ["memory_headroom", "mfu"]
-    assert 0 < step["mfu"] <= 1 and 0 <= step["memory_headroom"] < 1
-    assert not hasattr(compute, "MFU_ASSUMPTION"), "the MFU's one home is params.yaml step.mfu"
+    assert sorted(step) == ["memory_headroom"], "compute throughput is calibration data, not a knob"
+    assert 0 <= step["memory_headroom"] < 1
+    assert not hasattr(compute, "MFU_ASSUMPTION")
     stages = _raw_stages()
     readers = sorted(name for name, spec in stages.items() if "step" in spec.get("do", spec).get("params", []))
-    assert readers == ["traffic"]
+    assert readers == ["traffic", "validate"]
 
 
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("  mfu: 0.5\n", "  mfu: 0\n", r"at \$\.step\.mfu: 0 is out of range: the fraction of .* in \(0, 1\]"),
-        ("  mfu: 0.5\n", "  mfu: 1.5\n", r"at \$\.step\.mfu: 1\.5 is out of range"),
-        ("  mfu: 0.5\n", "  mfu: half\n", r"at \$\.step\.mfu: expected a number"),
+        ("step:\n", "step:\n  mfu: 0.5\n", r"at \$\.step\.mfu: removed: compute throughput is calibration data"),
         ("  memory_headroom: 0.0\n", "  memory_headroom: 1\n", r"at \$\.step\.memory_headroom: 1 is out of range"),
-        ("  mfu: 0.5\n", "  mfu: 0.5\n  mfuu: 0.4\n", r"at \$\.step\.mfuu: not a choice of the step estimate"),
-        ("  mfu: 0.5\n", "", r"at \$\.step: mfu is missing"),
+        ("  memory_headroom: 0.0\n", "  memory_headroom: half\n", r"at \$\.step\.memory_headroom: expected a number"),
+        ("step:\n", "step:\n  mfuu: 0.4\n", r"at \$\.step\.mfuu: not a choice of the step estimate"),
+        ("  memory_headroom: 0.0\n", "", r"at \$\.step: memory_headroom is missing"),
     ],
 )
 def test_a_bad_step_choice_names_params_yaml_line_and_path(repo: Layout, old: str, new: str, expected: str):
@@ -343,9 +342,9 @@ def test_a_bad_step_choice_names_params_yaml_line_and_path(repo: Layout, old: st
         load_step_choices(repo.root)
 
 
-def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(built_copy: Layout):
-    """Halving the MFU doubles the compute time; keeping 10 % of memory free lowers the fit headroom by 10 % of the
-    accelerator memory (8.0 GB on an 80 GB H100) and nothing else in the fit.
+def test_memory_headroom_moves_the_metrics_by_the_hand_computed_amount(built_copy: Layout):
+    """Keeping 10 % of memory free lowers the fit headroom by 10 % of the accelerator memory (8.0 GB on an 80 GB
+    H100) and nothing else: compute and communication do not move.
 
     On the smaller of the workload's two 80 GB H100 targets: the step choices apply to every target alike (the
     same step model), and both targets, computed before and after, cost ~4 CPU s instead of ~1."""
@@ -367,14 +366,12 @@ def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(bu
     before = result()[1]
     params = built_copy.root / "params.yaml"
     text = params.read_text()
-    params.write_text(
-        text.replace("  mfu: 0.5\n", "  mfu: 0.25\n").replace("memory_headroom: 0.0", "memory_headroom: 0.1")
-    )
+    params.write_text(text.replace("memory_headroom: 0.0", "memory_headroom: 0.1"))
     tables, after = result()
     assert list(before) == list(after) == [target]
     before, after = before[target], after[target]
     assert after["free_gb"] == pytest.approx(before["free_gb"] - 0.1 * 80, abs=1e-6)  # an 80 GB H100
-    assert after["compute_s"] == pytest.approx(2 * before["compute_s"], rel=1e-8)
+    assert after["compute_s"] == before["compute_s"]
     assert after["comm_s"] == before["comm_s"]  # the network does not move
     columns = [c for c, _ in stage.WORKLOAD_COLUMNS]
     (row,) = [r for r in tables["traffic_workloads"] if r[0] == target]
@@ -383,7 +380,7 @@ def test_mfu_and_memory_headroom_move_the_metrics_by_the_hand_computed_amount(bu
         "the fit keeps 10 % of accelerator memory free (params.yaml step.memory_headroom): 72.0 GB of 80.0 GB usable"
         in said
     )
-    assert any(a.startswith("mfu 0.25: assumed (params.yaml step.mfu): 25 % of the accelerator's peak") for a in said)
+    assert any(a.startswith("calibration: kernels.gemm_sustained_fraction") for a in said)
 
 
 def test_an_mfu_given_on_the_command_line_is_labelled_as_given(cli, built_registry: Layout):
@@ -392,9 +389,10 @@ def test_an_mfu_given_on_the_command_line_is_labelled_as_given(cli, built_regist
     args = ("estimate", "step", "nvidia-dgx-h100", "llama70b-serve-aggregated", "--json")
     shipped = json.loads(cli(*args, root=built_registry.root).out)
     given = json.loads(cli(*args, "--mfu", "0.25", root=built_registry.root).out)
-    assert shipped["mfu"] == _params()["step"]["mfu"] and "(params.yaml step.mfu)" in shipped["mfu_source"]
-    assert given["mfu"] == 0.25 and "(given on the command line): 25 %" in given["mfu_source"]
-    assert given["compute_seconds"] == pytest.approx(shipped["compute_seconds"] * shipped["mfu"] / 0.25, rel=1e-12)
+    assert "what_if" not in shipped and not any("--mfu" in c for c in shipped["calibration"])
+    assert given["what_if"].startswith("what-if (--mfu 0.25, given by the user)")
+    assert any(c.startswith("--mfu = 0.25 [what-if]") for c in given["calibration"])
+    assert given["ttft_seconds"] > shipped["ttft_seconds"]
 
 
 @pytest.mark.slow

@@ -168,7 +168,7 @@ def test_a_workload_knob_or_file_moves_that_workload_and_its_pairs_only(keyed_re
 
 def test_the_step_choices_move_every_workload_but_not_the_pairs_or_the_curve(keyed_repo: Layout):
     before = _keys(keyed_repo)
-    _edit(keyed_repo.root / "params.yaml", "  mfu: 0.5\n", "  mfu: 0.25\n")
+    _edit(keyed_repo.root / "params.yaml", "  memory_headroom: 0.0\n", "  memory_headroom: 0.1\n")
     assert _moved(before, _keys(keyed_repo)) == sorted(n for n in before if n.startswith("workload "))
 
 
@@ -332,7 +332,7 @@ def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_ke
 ):
     """params.yaml edited while the stage computes (say during a long `dvc repro`), then reverted: the items computed
     from the edited file were stored under the key of the file as it was before, so the run after the revert read
-    them back as hits and wrote the edited file's numbers (mfu 0.25) for the shipped one's (0.5), without a word."""
+    them back as hits and wrote the edited file's numbers (headroom 0.1) for the shipped one's (0.0), silently."""
     from fabricref.traffic import stage
 
     params = pair_copy.root / "params.yaml"
@@ -342,11 +342,11 @@ def test_an_input_edited_while_the_items_are_computed_is_not_cached_under_the_ke
     real = stage.compute_all
 
     def edited_meanwhile(*args, **kwargs):
-        _edit(params, "  mfu: 0.5\n", "  mfu: 0.25\n")
+        _edit(params, "  memory_headroom: 0.0\n", "  memory_headroom: 0.1\n")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(stage, "compute_all", edited_meanwhile)
-    batch.run(pair_copy, jobs=1)  # keys read with mfu 0.5; the workloads computed with 0.25
+    batch.run(pair_copy, jobs=1)  # keys read with headroom 0.0; the workloads computed with 0.1
     monkeypatch.setattr(stage, "compute_all", real)
     params.write_text(shipped)
     again = batch.run(pair_copy, jobs=1)

@@ -21,7 +21,7 @@ import click
 import typer.main
 
 from ..errors import FabricrefError
-from . import estimate, inspect, measured, new, plan, stages  # noqa: F401  (importing registers the verbs on `app`)
+from . import estimate, inspect, measured, new, plan, stages, validate  # noqa: F401  (importing registers the verbs)
 from .app import app
 from .options import check_float_options
 from .output import set_width

@@ -378,7 +378,11 @@ def estimate_step(
     workload_id: Annotated[str, typer.Argument(help="Workload id (models/workloads/).")],
     mfu: Annotated[
         float | None,
-        typer.Option("--mfu", help="Fraction of peak reached while computing (default: params.yaml step.mfu)."),
+        typer.Option(
+            "--mfu",
+            help="What-if: products and attention at this fraction of peak instead of the calibrated throughput "
+            "(models/calibration/throughput.yaml); every output says it was given.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
     root: RootOpt = None,
@@ -401,7 +405,7 @@ def estimate_step(
     out.print(fit_verdict(data))
     table = Table("quantity", "value", title=f"{workload_id} on {topology_id}: memory and step time")
     for key, value in data.items():
-        if isinstance(value, (dict, list)) or key == "mfu_source":
+        if isinstance(value, (dict, list)) or key in ("mfu_note", "what_if"):
             continue
         table.add_row(key, f"{value:.6g}" if isinstance(value, float) else ("unknown" if value is None else str(value)))
     out.print(table)
@@ -409,7 +413,12 @@ def estimate_step(
         out.print(f"missing: {m}")
     for a in data["assumptions"]:
         out.print(f"assumed: {a.removeprefix('assumed: ')}")
-    out.print(f"mfu {data['mfu']:g}: {data['mfu_source']}")
+    for c in data.get("calibration", []):
+        out.print(f"calibration: {c}")
+    if data.get("what_if"):
+        out.print(f"WHAT-IF: {data['what_if']}")
+    if data.get("teaching"):
+        out.print(f"teaching: {data['teaching']} (a teaching layout, not a runnable job)")
 
 
 @estimate_app.command("kv")

@@ -140,6 +140,7 @@ def plan_train(
     zero: Annotated[str | None, typer.Option("--zero", help="Only these ZeRO stages (0-3).")] = None,
     recompute: Annotated[str | None, typer.Option("--recompute", help="Only: none, selective, full.")] = None,
     schedule: Annotated[str | None, typer.Option("--schedule", help="Only: 1f1b, interleaved.")] = None,
+    micro_batch: Annotated[str | None, typer.Option("--micro-batch", help="Only these micro-batch sizes.")] = None,
     memory_headroom: HeadroomOpt = None,
     no_prune: Annotated[bool, typer.Option("--no-prune", help="Evaluate every fitting layout.")] = False,
     save: SaveOpt = None,
@@ -166,6 +167,7 @@ def plan_train(
         "zero": _ints(zero, "--zero"),
         "recompute": _words(recompute),
         "schedule": _words(schedule),
+        "micro_batch": _ints(micro_batch, "--micro-batch"),
     }
     from ..plan.space import OBJECTIVES
 

@@ -20,6 +20,9 @@ MAY_STATE: dict[PublisherKind, tuple[str, ...]] = {
     "reseller": ("preliminary",),
     "measured": ("preliminary",),
     "maintainer-statement": ("preliminary",),
+    # A design statement says what a deployment selects (a logical design, a protocol), on its author's word:
+    # a selection, never a property of the product, so never published.
+    "design-statement": ("preliminary",),
 }
 
 
@@ -37,3 +40,8 @@ def check_source(source: object, path: Path | str) -> None:
             )
     if source.document_type == "press-coverage" and kind != "press":  # type: ignore[attr-defined]
         raise CompileError(f"{path}: at $.publisher_kind: {kind!r}, but document_type press-coverage is press")
+    if (source.document_type == "design-statement") != (kind == "design-statement"):  # type: ignore[attr-defined]
+        raise CompileError(
+            f"{path}: at $.publisher_kind: {kind!r} with document_type {source.document_type!r}: a design statement "  # type: ignore[attr-defined]
+            "is publisher_kind design-statement and document_type design-statement, both or neither"
+        )

@@ -127,8 +127,10 @@ _NUMBER_RE = re.compile(r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$")
 
 def parse_number(text: str) -> float:
     """'1,128' → 1128, '1.8' → 1.8, 'Eight' → 8, '18x' → 18. Anything else is an error."""
+    # A number word is looked up before a trailing "x" is stripped: "six" is a word, "18x" a multiplier.
+    word = _NUMBER_WORDS.get(text.strip().lower())
     cleaned = text.strip().rstrip("x×").strip()
-    word = _NUMBER_WORDS.get(cleaned.lower())
+    word = _NUMBER_WORDS.get(cleaned.lower()) if word is None else word
     if word is not None:
         return float(word)
     if not _NUMBER_RE.fullmatch(cleaned):

@@ -1,6 +1,7 @@
-"""The step estimate's choices, from the checkout's params.yaml (`step.mfu`, `step.memory_headroom`): their one
-home, so `dvc params diff` shows them and `dvc exp run -S step.mfu=0.4` reruns exactly the stages that use them
-(the per-workload traffic stages). Neither is a vendor fact: both are assumptions labelled on every output."""
+"""The step estimate's choice, from the checkout's params.yaml (`step.memory_headroom`): its one home, so `dvc params
+diff` shows it and `dvc exp run -S step.memory_headroom=0.1` reruns exactly the stages that use it. It is an
+assumption labelled on every output. Compute throughput is not a choice: it is calibration data with provenance
+(models/calibration/throughput.yaml); a removed knob is refused naming what replaced it."""
 
 from __future__ import annotations
 
@@ -15,14 +16,18 @@ from ..errors import ValidationError
 
 # What each choice means, and the bounds it must keep.
 CHOICES = {
-    "mfu": "the fraction of the accelerator's peak dense throughput reached while computing, in (0, 1]",
     "memory_headroom": "the fraction of accelerator memory the fit keeps free (not for the workload), in [0, 1)",
+}
+# Knobs that were removed, and what replaced each (named in the error, so an old params.yaml says what to do).
+REMOVED = {
+    "mfu": "compute throughput is calibration data now: per accelerator and dtype in models/calibration/"
+    "throughput.yaml (each number with its provenance); for a what-if, pass --mfu to `fabricref estimate step`, "
+    "which labels every output as given",
 }
 
 
 @dataclass(frozen=True)
 class StepChoices:
-    mfu: float
     memory_headroom: float
     where: str  # the file the values were read from, for the label on every output
 
@@ -30,7 +35,7 @@ class StepChoices:
 def _check(key: str, value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValidationError(f"{where}: expected a number: {CHOICES[key]}; got {value!r}")
-    ok = 0 < value <= 1 if key == "mfu" else 0 <= value < 1
+    ok = 0 <= value < 1
     if not ok:
         raise ValidationError(f"{where}: {value!r} is out of range: {CHOICES[key]}")
     return float(value)
@@ -49,6 +54,10 @@ def load_step_choices(root: Path) -> StepChoices:
             + "; ".join(f"{k} ({v})" for k, v in CHOICES.items())
         )
     for key in block:
+        if key in REMOVED:
+            raise ValidationError(
+                f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}: removed: {REMOVED[key]}; delete the line"
+            )
         if key not in CHOICES:
             raise ValidationError(
                 f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}: not a choice of the step estimate; "
@@ -59,4 +68,4 @@ def load_step_choices(root: Path) -> StepChoices:
         if key not in block:
             raise ValidationError(f"{path}:{_line_of(doc, ['step'])}: at $.step: {key} is missing ({CHOICES[key]})")
         values[key] = _check(key, block[key], f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}")
-    return StepChoices(mfu=values["mfu"], memory_headroom=values["memory_headroom"], where=PARAMS_FILE)
+    return StepChoices(memory_headroom=values["memory_headroom"], where=PARAMS_FILE)

@@ -254,3 +254,54 @@ def inference_fit(
         check_number(memory_bytes, "accelerator memory", strict=True)
         out["max_concurrent_sequences"] = max(0, math.floor((memory_bytes - weights_per_rank) / kv_per_sequence))
     return out
+
+
+def layer_activation_bytes(
+    shape: Any,
+    b: int,
+    seq: int,
+    *,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    moe: bool = False,
+) -> dict[str, Any]:
+    """Activation bytes one layer keeps for its backward pass, tensor by tensor (Korthikanti et al., section 4,
+    generalised to grouped-query attention, a gated MLP, fused attention and no dropout). For a GPT shape
+    (MLP 4h, dropout, unfused attention) it is their sbh(34 + 5as/h) without TP, sbh(10 + 24/t + 5as/(ht)) with
+    TP and sbh/t·(34 + 5as/h) with TP and sequence parallelism. Selective recompute keeps no s² tensor; full
+    recompute keeps only the layer's input (their 2sbh)."""
+    from .flops import Shape
+
+    s: Shape = shape
+    if recompute not in RECOMPUTE:
+        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    t = tp
+    by = s.dtype_bytes
+    tok = float(b) * seq
+    if recompute == "full":
+        return {"bytes_per_layer": by * tok * s.hidden, "formula": "2sbh (the layer input only)"}
+    rep = tok * s.hidden * (1.0 / t if sequence_parallel else 1.0)  # elements outside the TP-split region
+    split_q = tok * s.heads * s.head_dim / t
+    split_kv = tok * s.kv_heads * s.head_dim / t
+    parts: dict[str, float] = {
+        "norm inputs": 2 * by * rep,
+        "QKV input": by * rep,
+        "Q, K, V": by * (split_q + 2 * split_kv),
+        "attention output (projection input)": by * split_q,
+    }
+    if s.dropout:
+        parts["hidden dropout masks"] = 2 * rep  # one byte per element, after attention and after the MLP
+    if s.attention == "unfused" and recompute != "selective":
+        scores = float(b) * s.heads / t * seq * seq
+        parts["softmax output"] = by * scores
+        if s.dropout:
+            parts["attention dropout mask and output"] = (1 + by) * scores
+    elif s.attention == "flash":
+        parts["softmax statistics"] = 4.0 * b * s.heads / t * seq
+    width = s.expert_ffn_hidden if moe and s.experts else s.ffn_hidden
+    routed = tok * (s.top_k if moe and s.experts else 1)
+    parts["MLP input"] = by * rep + (by * routed * s.hidden / t if moe and s.experts else 0.0)
+    parts["MLP intermediates"] = by * routed * width / t * (3 if s.gated else 2)
+    total = sum(parts.values())
+    return {"bytes_per_layer": total, "parts": parts, "formula": "tensor by tensor (see parts)"}

@@ -300,13 +300,13 @@ def as_dict(obj: Any) -> dict[str, Any]:
 
 
 def check_degrees(model: Any, training: Any, what: str) -> None:
-    """Degrees must divide what they split: TP the hidden size and the KV heads, PP the layers, EP the experts."""
+    """Degrees must divide what they split: TP the hidden size and the KV heads, EP the experts. PP need not divide
+    the layers: stages may be uneven (`schedule.stage_layers`), as Llama 3's 126 layers on 16 stages were."""
     model, training = as_dict(model), as_dict(training)
     tp, pp, dp, ep = training["tp"], training["pp"], training["dp"], training.get("ep") or 1
-    checks = [
-        (tp, "training.tp", model["hidden"], "model.hidden"),
-        (pp, "training.pp", model["layers"], "model.layers"),
-    ]
+    checks = [(tp, "training.tp", model["hidden"], "model.hidden")]
+    if pp > model["layers"]:
+        raise PlacementError(f"{what}: at $.training.pp: {pp} stages for {model['layers']} layers")
     if model["kv_heads"] >= tp:
         checks.append((tp, "training.tp", model["kv_heads"], "model.kv_heads"))
     experts = model.get("experts")

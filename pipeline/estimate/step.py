@@ -1,5 +1,7 @@
-"""Does a workload fit, and how long is a step or a token: memory per rank against the registry's accelerator
-memory, compute at the registry's peak × a labelled MFU, and the communication phases that stay exposed.
+"""Does a workload fit, and how long is a step or a token: memory per rank (schedule, recompute, ZeRO) against the
+registry's accelerator memory; compute as the layer's operations (`flops.py`) at the accelerator's calibrated
+throughput (`throughput.py`); the pipeline schedule's bubble (`schedule.py`); and of every routed communication
+phase, the part the overlap model cannot hide behind compute.
 
 A figure that needs a registry field no source states is `unknown`, and the output names the field it lacked:
 never a made-up number.
@@ -7,13 +9,15 @@ never a made-up number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..core import confidence as rule
 from ..core.units import convert
 from ..errors import UsageError
-from . import compute, memory, sizing
+from . import compute, flops, memory, schedule, sizing, throughput
 
 # Registry fields the estimate reads, and the unit it wants each in.
 ACCELERATOR_FIELDS = {
@@ -83,35 +87,6 @@ def accelerator(facts: _FactsLike) -> Accelerator:
     return Accelerator(facts.reference_id, out)
 
 
-@dataclass
-class _Comm:
-    exposed: float = 0.0
-    dp: float = 0.0
-    dp_last_bucket: float = 0.0
-    by_phase: dict[str, float] = field(default_factory=dict)
-
-
-def _heads(m: Any, assumptions: list[str]) -> int:
-    heads = m.get("heads")
-    if heads:
-        return int(heads)
-    assumptions.append("attention heads = hidden / head_dim (the workload does not state them)")
-    return int(m["hidden"] // m["head_dim"])
-
-
-def _experts(m: Any, missing: list[str]) -> tuple[float | None, float | None]:
-    """(expert weights, active parameters): all weights are active for a dense model."""
-    e = m.get("experts")
-    if not e:
-        return 0.0, float(m["params"])
-    expert_params = e.get("params")
-    if expert_params is None:
-        missing.append("model.experts.params (the weights held in experts) is not stated by the workload")
-        return None, None
-    active = m["params"] - expert_params + expert_params * e["top_k"] / e["count"]
-    return float(expert_params), float(active)
-
-
 def _usable(capacity: float | None, memory_headroom: float, assumptions: list[str]) -> float | None:
     """The accelerator memory the workload may use: all of it less the fraction the fit keeps free."""
     if capacity is None or not memory_headroom:
@@ -130,13 +105,50 @@ def _fits(per_rank: float | None, usable: float | None) -> tuple[bool | str, flo
     return per_rank <= usable, usable - per_rank
 
 
-def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_headroom: float = 0.0) -> dict[str, Any]:
+def rates_for(acc: Accelerator, dtype: str, root: Path, mfu: float | None = None) -> throughput.Rates:
+    """The accelerator's achieved rates for `dtype` from the checkout's throughput calibration and the registry's
+    peaks and HBM bandwidth; `mfu` (a user's what-if, never a default) replaces the calibrated GEMM rates."""
+    cal = throughput.load_throughput(root)
+    peaks = {d: (acc.fields[k].value if k in acc.fields else None) for d, k in PEAK_FIELD.items()}
+    hbm = acc.fields.get("accelerator.memory_bandwidth")
+    r = throughput.rates(cal, acc.reference_id, dtype, peaks, hbm.value if hbm else None)
+    if mfu is not None:
+        compute.check_mfu(mfu)
+        r = throughput.what_if(r, mfu, peaks.get("bf16" if dtype == "fp16" else dtype))
+    return r
+
+
+def _phase_seconds(phases: list[Any], prefix: str) -> float:
+    """The summed time of the phases whose name starts with `prefix` (all their occurrences)."""
+    return sum(p.total_seconds for p in phases if p.phase.startswith(prefix) and p.total_seconds is not None)
+
+
+def _stage_params(shape: flops.Shape, layers: int, moe_share: float, first: bool, last: bool) -> tuple[float, float]:
+    """(dense, expert) weights of one pipeline rank before any split by TP or EP: its layers, the embedding on the
+    first rank and the output projection on the last (untied)."""
+    h, d = shape.hidden, shape.head_dim
+    attn = h * (shape.heads * d + 2 * shape.kv_heads * d) + shape.heads * d * h
+    mats = 3 if shape.gated else 2
+    moe_layers = layers * moe_share
+    dense = layers * attn + (layers - moe_layers) * mats * h * shape.ffn_hidden + moe_layers * h * shape.experts
+    expert = moe_layers * shape.experts * mats * h * shape.expert_ffn_hidden
+    if shape.vocab:
+        dense += shape.vocab * h * (int(first) + int(last))
+    return dense, expert
+
+
+def training(
+    w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
+) -> dict[str, Any]:
     m, t = w.model, w.training
-    missing: list[str] = []
+    missing: list[str] = list(rates.missing)
     assumptions: list[str] = []
+    shape = flops.from_workload(m)
+    assumptions += shape.assumptions
     tp, pp, dp, ep = t["tp"], t["pp"], t["dp"], t.get("ep", 1)
+    b, mbs, seq = t["micro_batch"], t["microbatches"], t["seq_len"]
+    v = t.get("virtual_stages", 1)
     zero = t.get("zero", 3 if t.get("sharded") else 0)
-    heads = _heads(m, assumptions)
     sp = t.get("sequence_parallel")
     recompute = t.get("recompute")
     if sp is None:
@@ -148,49 +160,147 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_hea
         assumptions.append(
             "selective activation recompute (not declared by the workload; Korthikanti et al.'s recommended setting)"
         )
-    expert_params, active = _experts(m, missing)
-    state = act = None
-    if expert_params is not None:
+    layers = schedule.stage_layers(shape.layers, pp, t.get("stage_layers"))
+    moe_share = (shape.moe_layers / shape.layers) if shape.experts else 0.0
+
+    # --- memory, rank by rank: the fullest one decides the fit
+    ranks = []
+    for r, n in enumerate(layers):
+        first, last = r == 0, r == pp - 1
+        dense, expert = _stage_params(shape, n, moe_share, first, last)
         state = memory.training_state(
-            m["params"], t.get("optimizer_layout", "mixed-adam"), dp=dp, zero=zero, tp=tp, pp=pp,
-            expert_params=expert_params, ep=ep,
+            (dense + expert) or 1.0, t.get("optimizer_layout", "mixed-adam"), dp=dp, zero=zero, tp=tp, pp=1,
+            expert_params=expert, ep=ep,
         )  # fmt: skip
-        act = memory.activations_per_rank(
-            t["seq_len"], t["micro_batch"], m["hidden"], heads, m["layers"], tp=tp, pp=pp,
-            microbatches=t["microbatches"], sequence_parallel=sp, recompute=recompute,
-        )  # fmt: skip
-    per_rank = None if state is None or act is None else state["bytes"] + act["bytes"]
+        flight = schedule.in_flight(pp, mbs, v, r)
+        dense_act = memory.layer_activation_bytes(shape, b, seq, tp=tp, sequence_parallel=sp, recompute=recompute)
+        moe_act = memory.layer_activation_bytes(
+            shape, b, seq, tp=tp, sequence_parallel=sp, recompute=recompute, moe=True
+        )
+        per_layer = (1 - moe_share) * dense_act["bytes_per_layer"] + moe_share * moe_act["bytes_per_layer"]
+        act = per_layer * n * flight
+        if last and shape.vocab:
+            act += 4.0 * b * seq * shape.vocab / tp  # fp32 logits kept for the loss's backward
+        ranks.append({"rank": r, "layers": n, "state": state, "activations": act, "in_flight": flight,
+                      "per_layer": dense_act, "bytes": state["bytes"] + act})  # fmt: skip
+    fullest = max(ranks, key=lambda x: x["bytes"])
+    per_rank = fullest["bytes"]
     capacity = acc.value("accelerator.memory", missing)
     usable = _usable(capacity, memory_headroom, assumptions)
     fits, headroom = _fits(per_rank, usable)
 
-    comm = _Comm()
+    # --- compute per layer and micro-batch on one rank
+    dense_work = flops.layer(shape, b, seq, tp=tp, sp=sp, recompute=recompute)
+    moe_work = flops.layer(shape, b, seq, tp=tp, sp=sp, recompute=recompute, moe=True) if shape.experts else None
+
+    def pass_times(work: flops.LayerWork) -> tuple[float, float, float, float]:
+        fwd, bwd, rec = (rates.seconds(x) for x in (work.forward, work.backward, work.recompute))
+        gemm = rates.seconds([o for o in work.forward if o.kind == "gemm"])
+        return fwd, bwd, rec, gemm
+
+    dense_t = pass_times(dense_work)
+    moe_t = pass_times(moe_work) if moe_work else dense_t
+    layer_fwd = (1 - moe_share) * dense_t[0] + moe_share * moe_t[0]
+    layer_bwd = (1 - moe_share) * dense_t[1] + moe_share * moe_t[1]
+    layer_rec = (1 - moe_share) * dense_t[2] + moe_share * moe_t[2]
+    layer_gemm_fwd = (1 - moe_share) * dense_t[3] + moe_share * moe_t[3]
+    emb = rates.seconds(flops.embedding_forward(shape, b, seq, tp)) * 3
+    head = rates.seconds(flops.head_forward(shape, b, seq, tp))
+    head = head + 2 * head  # forward and backward (twice the work)
+
+    # --- communication per phase, from the routed phases: exposed vs hidden by the overlap model
     unknown = _unknown_phases(phases, missing)
+    mean_layers = shape.layers / pp
+    tp_total = _phase_seconds(phases, "tp-")
+    ep_total = _phase_seconds(phases, "ep-")
+    pp_phase = next((p for p in phases if p.phase.startswith("pp-") and p.total_seconds is not None), None)
+    dp_total = _phase_seconds(phases, "dp-")
+    # One pass (forward or backward) of one layer for one micro-batch: the demand counts both passes.
+    tp_pass = tp_total / (2 * mean_layers * mbs) if tp_total else 0.0
+    moe_layers_stage = shape.moe_layers / pp if shape.experts else 0.0
+    ep_pass = ep_total / (2 * moe_layers_stage * mbs) if ep_total and moe_layers_stage else 0.0
+    passes = 3 if recompute == "full" else 2  # a full recompute repeats the forward's TP collectives
+    tp_exposed_pass = max(0.0, tp_pass - layer_gemm_fwd) if t.get("tp_overlap") else tp_pass
+    moe_gemm = moe_t[3] if moe_work else 0.0
+    ep_exposed_pass = max(0.0, ep_pass - moe_gemm) if t.get("ep_overlap") else ep_pass
+    send = pp_phase.seconds if pp_phase is not None else 0.0
+    pp_overlap = bool(t.get("pp_overlap"))
+    stage_times = []
+    compute_by_stage = []
+    for r, n in enumerate(layers):
+        c = n * (layer_fwd + layer_bwd + layer_rec) + (emb if r == 0 else 0.0) + (head if r == pp - 1 else 0.0)
+        comm = n * passes * tp_exposed_pass + n * moe_share * 2 * ep_exposed_pass
+        sends = 0.0 if pp == 1 or pp_overlap else 2 * v * send
+        compute_by_stage.append(c)
+        stage_times.append(c + comm + sends)
+    pipe = schedule.step_time(stage_times, mbs, v)
+    slow = pipe.slowest_stage
+    compute_s = compute_by_stage[slow] * mbs
+    pp_fill = 2 * (pp - 1) * send if pp > 1 and pp_overlap else 0.0
+
+    # Data parallel: buckets reduce while the last micro-batch's backward runs (the window); ZeRO-3 also gathers
+    # parameters ahead of each layer, so its traffic can hide behind the whole compute.
+    n_slow = layers[slow]
+    window = n_slow * (layer_bwd + layer_rec)
+    if zero == 3:
+        window = compute_s
+    if not t.get("dp_overlap", True):
+        window = 0.0
+    last_bucket = 0.0
     for p in phases:
-        if p.total_seconds is None:
+        if p.phase.startswith("dp-") and p.total_seconds is not None and p.bytes_per_rank:
+            share = min(1.0, compute.DP_BUCKET_BYTES / p.bytes_per_rank)
+            last_bucket = max(last_bucket, p.latency_s + (p.bandwidth_s + p.queueing_s) * share)
+    dp_exposed = 0.0 if not dp_total else max(min(last_bucket, dp_total), dp_total - window)
+    if not t.get("dp_overlap", True):
+        dp_exposed = dp_total
+
+    # Optimizer step: each rank updates its shard (ZeRO ≥ 1) or every parameter it holds.
+    state = fullest["state"]
+    held = (state["weights_bytes"] / memory.TRAINING_LAYOUTS[state["layout"]][0]) * (dp if zero >= 3 else 1)
+    shard = held / (dp if zero >= 1 else 1)
+    hbm = rates.hbm_bytes_per_s
+    optimizer_s = shard * rates.optimizer_bytes_per_param / hbm if hbm else float("nan")
+
+    tp_exposed = mbs * n_slow * passes * tp_exposed_pass
+    ep_exposed = mbs * n_slow * moe_share * 2 * ep_exposed_pass
+    pp_exposed = (mbs * 2 * v * send if pp > 1 and not pp_overlap else 0.0) + pp_fill
+    by_phase = {}
+    for p in phases:
+        total = p.total_seconds
+        if total is None:
             continue
-        comm.by_phase[p.phase] = p.total_seconds
-        if p.phase.startswith("dp-"):
-            if not comm.dp:
-                share = min(1.0, compute.DP_BUCKET_BYTES / p.bytes_per_rank) if p.bytes_per_rank else 1.0
-                comm.dp_last_bucket = p.latency_s + (p.bandwidth_s + p.queueing_s) * share
-            comm.dp += p.total_seconds
+        if p.phase.startswith("tp-"):
+            run = total * passes / 2
+            exposed = tp_exposed * (total / tp_total) if tp_total else 0.0
+        elif p.phase.startswith("ep-"):
+            run, exposed = total, ep_exposed * (total / ep_total) if ep_total else 0.0
+        elif p.phase.startswith("pp-"):
+            run, exposed = (mbs * 2 * v * send + (pp_fill if pp_overlap else 0.0)) if pp > 1 else total, pp_exposed
+            run = max(run, exposed)
+        elif p.phase.startswith("dp-"):
+            run, exposed = total, dp_exposed * (total / dp_total) if dp_total else 0.0
         else:
-            comm.exposed += p.total_seconds
-    tokens = t["micro_batch"] * t["microbatches"] * t["seq_len"] * dp
-    flops = None
-    if active is not None:
-        flops = compute.training_flops_per_token(active, m["layers"], heads, m["head_dim"], t["seq_len"]) * tokens
-    peak_key = PEAK_FIELD.get(m["dtype"])
-    peak = acc.value(peak_key, missing) if peak_key else None
-    if peak_key is None:
-        missing.append(f"no registry field holds the peak {m['dtype']} throughput")
+            run, exposed = total, total
+        by_phase[p.phase] = {"seconds": run, "exposed_seconds": exposed, "hidden_seconds": max(0.0, run - exposed)}
+
+    tokens = b * mbs * seq * dp
+    model_flops = flops.model_flops_per_token(shape, seq) * tokens
+    exposed_total = tp_exposed + ep_exposed + pp_exposed + dp_exposed
     out: dict[str, Any] = {
         "kind": "training",
         "memory_per_rank_bytes": per_rank,
         "memory": {
-            "state": state,
-            "activations": act,
+            "state": fullest["state"],
+            "activations": {
+                **fullest["per_layer"],
+                "bytes": fullest["activations"],
+                "layers_on_rank": fullest["layers"],
+                "microbatches_in_flight": fullest["in_flight"],
+                "fullest_rank": fullest["rank"],
+                "schedule": t.get("schedule", "1f1b"),
+                "virtual_stages": v,
+            },
             "accelerator_memory_bytes": capacity,
             "usable_memory_bytes": usable,
             "zero": zero,
@@ -198,38 +308,58 @@ def training(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_hea
         "fits": fits,
         "headroom_bytes": headroom,
         "tokens_per_step": tokens,
-        "flops_per_step": flops,
-        "communication_seconds": None if unknown else sum(comm.by_phase.values()),
-        # Known without the compute time: TP, EP and PP transfers and the last DP bucket never hide.
-        "exposed_communication_at_least_seconds": None if unknown else comm.exposed + min(comm.dp_last_bucket, comm.dp),
+        "flops_per_step": model_flops,
+        "stage_layers": layers,
+        "recompute": recompute,
+        "sequence_parallel": sp,
+        "communication_seconds": None if unknown else sum(p.total_seconds for p in phases),
+        "exposed_communication_at_least_seconds": None if unknown else tp_exposed + ep_exposed + pp_exposed,
         "compute_seconds": None,
         "bubble_seconds": None,
         "exposed_communication_seconds": None,
         "step_seconds": None,
+        "communication_by_phase": by_phase,
+        "calibration": rates.label(),
     }
-    if flops is not None and peak is not None and not unknown:
-        c = compute.compute_seconds(flops, tp * pp * dp, peak, mfu)
-        s = compute.training_step(
-            c,
-            pp=pp,
-            microbatches=t["microbatches"],
-            exposed_seconds=comm.exposed,
-            dp_seconds=comm.dp,
-            dp_last_bucket_seconds=comm.dp_last_bucket,
-            dp_overlap_window_seconds=c if zero == 3 else None,
+    if rates.what_if:
+        out["what_if"] = rates.what_if
+    if not unknown and not rates.missing and all(map(math.isfinite, (compute_s, optimizer_s))):
+        step_s = pipe.seconds + dp_exposed + optimizer_s + pp_fill
+        out.update(
+            {
+                "compute_seconds": compute_s,
+                "bubble_seconds": pipe.bubble_seconds,
+                "bubble_fraction": pipe.bubble_fraction,
+                "pipeline": pipe.formula,
+                "optimizer_seconds": optimizer_s,
+                "dp_seconds": dp_total,
+                "dp_exposed_seconds": dp_exposed,
+                "dp_hidden_seconds": dp_total - dp_exposed,
+                "exposed_communication_seconds": exposed_total,
+                "step_seconds": step_s,
+                "tflops_per_accelerator": model_flops / (tp * pp * dp) / step_s / 1e12,
+            }
         )
-        out.update(s)
+        peak = acc.fields.get(PEAK_FIELD.get("bf16" if m["dtype"] == "fp16" else m["dtype"], ""))
+        if peak is not None and peak.value:
+            out["mfu"] = model_flops / (tp * pp * dp * peak.value * step_s)
+            out["mfu_note"] = (
+                "model FLOPs utilisation, an output: 6 × weights + 12·L·H·Q·T per token (the PaLM / Llama 3 count) "
+                "over the registry's peak; not an input"
+            )
         assumptions.append(compute.DP_BUCKET_SOURCE)
-    out.update(_common(acc, missing, assumptions, mfu))
+    out.update(_common(acc, missing, assumptions))
     return out
 
 
-def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_headroom: float = 0.0) -> dict[str, Any]:
+def inference(
+    w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
+) -> dict[str, Any]:
     m, i = w.model, w.inference
-    missing: list[str] = []
+    missing: list[str] = list(rates.missing)
     assumptions: list[str] = []
-    heads = _heads(m, assumptions)
-    _, active = _experts(m, missing)
+    shape = flops.from_workload(m)
+    assumptions += shape.assumptions
     dtype = sizing.dtype_bytes(m["dtype"])
     weights = m["params"] * dtype
     batch, prompt, output = i.get("batch", 1), i["prompt_tokens"], i["output_tokens"]
@@ -248,8 +378,6 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_he
 
     unknown = _unknown_phases(phases, missing)
     by_phase = {p.phase: p.total_seconds for p in phases}
-    # TTFT counts the prefill all-reduces and the KV transfer, TPOT the decode all-reduces; the client's
-    # frontend transfer is part of neither (nor of the request time built from them).
     needed = [by_phase.get(k, 0.0) for k in ("prefill-tp-all-reduce", "kv-transfer", "decode-tp-all-reduce")]
     if None in needed:
         prefill_comm = decode_comm = None
@@ -262,14 +390,29 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_he
             f"TTFT, TPOT and the request time (step_seconds) do not include {', '.join(unknown)}: they are costed "
             "without it; communication_seconds, which adds every phase, is unknown"
         )
-    peak_key = PEAK_FIELD.get(m["dtype"])
-    peak = acc.value(peak_key, missing) if peak_key else None
-    if peak_key is None:
-        missing.append(f"no registry field holds the peak {m['dtype']} throughput")
-    hbm = acc.value("accelerator.memory_bandwidth", missing)
+    moe = bool(shape.experts)
+    moe_share = shape.moe_layers / shape.layers if moe else 0.0
+    # Prefill: the whole prompt through every layer once (compute-bound at the achieved GEMM rate); the logits
+    # only for the last token of each sequence.
+    pre_ops = flops.layer_forward(shape, batch, prompt, tp=ptp)
+    pre_layer = rates.seconds(pre_ops)
+    if moe:
+        pre_layer = (1 - moe_share) * pre_layer + moe_share * rates.seconds(
+            flops.layer_forward(shape, batch, prompt, tp=ptp, moe=True)
+        )
+    prefill_compute = shape.layers * pre_layer + rates.seconds(flops.head_forward(shape, batch, 1, ptp))
     # Decode attends, on average over the generation, to the prompt and half the output.
     context = prompt + output // 2
     assumptions.append(f"decode reads the KV cache of prompt + output/2 = {context} tokens per sequence (average)")
+    dec_ops = flops.layer_forward(shape, batch, 1, tp=dtp, context=context)
+    dec_layer = rates.seconds(dec_ops)
+    if moe:
+        # Every expert's weights are read once a batch routes to them (all, for any realistic batch).
+        dec_layer = (1 - moe_share) * dec_layer + moe_share * rates.seconds(
+            flops.layer_forward(shape, batch, 1, tp=dtp, moe=True, context=context)
+        )
+    decode_compute = shape.layers * dec_layer + rates.seconds(flops.head_forward(shape, batch, 1, dtp))
+    hbm = acc.value("accelerator.memory_bandwidth", missing)
     out: dict[str, Any] = {
         "kind": "inference",
         "memory_per_rank_bytes": per_rank,
@@ -290,33 +433,25 @@ def inference(w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_he
         "tpot_memory_floor_seconds": None,
         "tpot_seconds": None,
         "step_seconds": None,
+        "calibration": rates.label(),
     }
-    decode_compute = prefill_compute = None
-    if active is not None and peak is not None:
-        prefill_flops = (
-            batch * prompt * compute.forward_flops_per_token(active, m["layers"], heads, m["head_dim"], prompt)
-        )
-        prefill_compute = compute.compute_seconds(prefill_flops, ptp, peak, mfu)
-        decode_flops = batch * compute.forward_flops_per_token(active, m["layers"], heads, m["head_dim"], context)
-        decode_compute = compute.compute_seconds(decode_flops, dtp, peak, mfu)
-        out["ttft_seconds"] = None if prefill_comm is None else prefill_compute + prefill_comm
+    if rates.what_if:
+        out["what_if"] = rates.what_if
+    ok = not rates.missing and math.isfinite(prefill_compute) and math.isfinite(decode_compute)
+    if ok:
+        out["prefill_compute_seconds"] = prefill_compute
         out["compute_seconds"] = prefill_compute + decode_compute * output
-    if hbm is not None and decode_comm is not None:
-        # Every rank reads its weights; a mixture of experts may skip cold experts (not modelled: all are read).
-        d = compute.decode_token(
-            weights_per_rank_bytes=weights / dtp,
-            kv_read_per_rank_bytes=batch * kv_decode * context,
-            hbm_bytes_per_second=hbm,
-            communication_seconds=decode_comm,
-            compute=decode_compute,
-        )
-        out["tpot_memory_floor_seconds"] = d["memory_seconds"] + decode_comm
-        if decode_compute is not None:
-            out["tpot_seconds"] = d["tpot_seconds"]
-            out["tpot_bound"] = d["bound"]
+        if prefill_comm is not None:
+            out["ttft_seconds"] = prefill_compute + prefill_comm
+    if hbm is not None and decode_comm is not None and ok:
+        floor = (weights / dtp + batch * kv_decode * context) / hbm
+        out["tpot_memory_floor_seconds"] = floor + decode_comm
+        out["tpot_seconds"] = decode_compute + decode_comm + rates.decode_step_overhead_s
+        out["tpot_bound"] = "memory" if floor * 1.0 >= 0.5 * decode_compute else "compute"
+        out["tokens_per_second_per_group"] = batch / out["tpot_seconds"]
     if out["ttft_seconds"] is not None and out["tpot_seconds"] is not None:
         out["step_seconds"] = out["ttft_seconds"] + output * out["tpot_seconds"]
-    out.update(_common(acc, missing, assumptions, mfu))
+    out.update(_common(acc, missing, assumptions))
     return out
 
 
@@ -333,12 +468,10 @@ def _unknown_phases(phases: list[Any], missing: list[str]) -> list[str]:
     return out
 
 
-def _common(acc: Accelerator, missing: list[str], assumptions: list[str], mfu: float) -> dict[str, Any]:
+def _common(acc: Accelerator, missing: list[str], assumptions: list[str]) -> dict[str, Any]:
     return {
         "accelerator_reference": acc.reference_id,
         "accelerator_fields": acc.lineage(),
-        "mfu": mfu,
-        "mfu_source": compute.mfu_source(mfu),
         "missing": sorted(set(missing)),
         "assumptions": assumptions,
     }
@@ -367,16 +500,14 @@ def fit_verdict(st: dict[str, Any]) -> str:
 
 
 def estimate(
-    w: Any, phases: list[Any], acc: Accelerator, mfu: float, memory_headroom: float = 0.0, mfu_where: str = ""
+    w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
 ) -> dict[str, Any]:
-    """Memory fit and step time at `mfu` (params.yaml `step.mfu`, or given), the fit keeping `memory_headroom` of
-    the accelerator memory free (params.yaml `step.memory_headroom`; 0: all of it usable). `mfu_where` labels an
-    MFU that did not come from params.yaml (e.g. "--mfu on the command line")."""
-    compute.check_mfu(mfu)
+    """Memory fit and step time (TTFT / TPOT for a service) from the accelerator's calibrated rates (`rates_for`),
+    the fit keeping `memory_headroom` of the accelerator memory free (params.yaml `step.memory_headroom`)."""
     if not 0 <= memory_headroom < 1:
         raise UsageError(f"memory headroom is a fraction of accelerator memory in [0, 1), got {memory_headroom!r}")
     kind = training if w.kind == "training" else inference
-    out = kind(w, phases, acc, mfu, memory_headroom)
-    if mfu_where:
-        out["mfu_source"] = compute.mfu_source(mfu, mfu_where)
+    out = kind(w, phases, acc, rates, memory_headroom)
+    if getattr(w, "teaching", None):
+        out["teaching"] = w.teaching
     return out

@@ -83,26 +83,20 @@ def estimate(
 def step_estimate(
     lay: Layout, topology_id: str, workload: Workload, mfu: float | None = None, view: View | None = None
 ) -> dict[str, Any]:
-    """Memory fit and step time of a workload on a topology, from its phases and the accelerator's fields; `mfu`
-    None: params.yaml's `step.mfu`."""
+    """Memory fit and step time of a workload on a topology, from its phases, the accelerator's fields and the
+    throughput calibration; `mfu` (a what-if the user gives) replaces the calibrated GEMM rates, labelled."""
     view = view or view_for(lay, topology_id)
     return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
 
 
 def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
     """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
-    choices of params.yaml (`step`); an `mfu` given here replaces `step.mfu` and is labelled as given."""
+    choice of params.yaml (`step.memory_headroom`) and the throughput calibration; an `mfu` given here is a
+    labelled what-if replacing the calibrated GEMM rates."""
     acc = step_model.accelerator(load_facts(lay, view.reference))
     choices = load_step_choices(lay.root)
-    given = mfu is not None and mfu != choices.mfu
-    return step_model.estimate(
-        workload,
-        result.phases,
-        acc,
-        choices.mfu if mfu is None else mfu,
-        choices.memory_headroom,
-        "given on the command line" if given else "",
-    )
+    rates = step_model.rates_for(acc, workload.model.dtype, lay.root, mfu)
+    return step_model.estimate(workload, result.phases, acc, rates, choices.memory_headroom)
 
 
 def sharing(

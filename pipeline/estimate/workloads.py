@@ -35,6 +35,7 @@ class Workload:
     shares_with: str | None
     path: Path | None
     placement: Placement | None = None  # declared placement; None: the target cluster's default
+    teaching: str | None = None  # "does not fit": shown for its traffic, not a runnable job
 
     @property
     def accelerators(self) -> int:
@@ -187,6 +188,13 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
         raise ValidationError(f"{path}: at $.training.ep: ep {t.ep} must divide dp × tp = {t.dp * t.tp}")
     if t and t.sharded and t.zero not in (None, 3):
         raise ValidationError(f"{path}: at $.training.zero: sharded (FSDP) is ZeRO-3; zero {t.zero} contradicts it")
+    if t and t.stage_layers is not None and sum(t.stage_layers) != model.model.layers:
+        raise ValidationError(
+            f"{path}: at $.training.stage_layers: the stages hold {sum(t.stage_layers)} layers; the model has "
+            f"{model.model.layers}"
+        )
+    if t and t.pp > model.model.layers:
+        raise ValidationError(f"{path}: at $.training.pp: {t.pp} stages for {model.model.layers} layers")
     e = model.model.experts
     if e is not None and e.params is not None and e.params > model.model.params:
         raise ValidationError(
@@ -203,6 +211,7 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
         shares_with=model.shares_with,
         path=path,
         placement=model.placement,
+        teaching=model.teaching,
     )
     _check_ranges(w, path)
     return w

@@ -34,7 +34,11 @@ TITLES: dict[str, str] = {
         "A reference architecture: which fields it takes from which sources, derived fields, explicit unknowns"
     ),
     "source.schema.json": "A declared source document and the rules that read facts from it",
+    "throughput.schema.json": (
+        "Achieved compute throughput per accelerator: GEMM, attention and HBM efficiencies, each with its provenance"
+    ),
     "topology-defaults.schema.json": "Labelled teaching defaults for topologies (latencies, host link)",
+    "validation.schema.json": "Published training or serving results with their configurations, to check the model on",
     "vocabulary.schema.json": "The field vocabulary",
     "workload.schema.json": (
         "A workload: model size, parallelism and sequence lengths, laid onto a topology by the traffic stage"
@@ -64,8 +68,12 @@ def model(name: str) -> Any:
             from .reference import ReferenceFile as found
         case "source.schema.json":
             from .source import SourceFile as found
+        case "throughput.schema.json":
+            from .throughput import Throughput as found
         case "topology-defaults.schema.json":
             from .topology import TopologyDefaults as found
+        case "validation.schema.json":
+            from .validation import ValidationFile as found
         case "vocabulary.schema.json":
             from .vocabulary import Vocabulary as found
         case "workload.schema.json":

@@ -21,6 +21,7 @@ DocumentType = Literal[
     "paper",
     "manual",
     "commit",
+    "design-statement",
 ]
 PublisherKind = Literal[
     "vendor-document",
@@ -29,6 +30,7 @@ PublisherKind = Literal[
     "reseller",
     "measured",
     "maintainer-statement",
+    "design-statement",
 ]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -113,8 +115,9 @@ class SourceFile(Strict):
     )
     publisher_kind: PublisherKind = Field(
         description="What kind of evidence the document is: the vendor's own document or press release, press "
-        "coverage, a reseller's page, a measurement, or a maintainer's statement. Only vendor kinds may make a "
-        "field published (README, Evidence policy)."
+        "coverage, a reseller's page, a measurement, a maintainer's statement, or a design statement (a deployment "
+        "design selected on someone's word, not a vendor document). Only vendor kinds may make a field published "
+        "(README, Evidence policy)."
     )
     title: str = Field(min_length=3)
     document_type: DocumentType

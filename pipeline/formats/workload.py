@@ -19,6 +19,9 @@ class Experts(KeyAccess):
     count: int = Field(ge=2)
     top_k: Positive
     moe_layers: Positive
+    ffn_hidden: Positive | None = Field(
+        default=None, description="One expert's MLP width; default solved from `params` (all experts' weights)."
+    )
     params: PositiveNumber | None = Field(
         default=None,
         description="Parameters held in the experts (all of them; the rest of model.params is dense). Expert "
@@ -33,6 +36,21 @@ class ModelShape(KeyAccess):
     kv_heads: Positive
     head_dim: Positive
     heads: Positive | None = Field(default=None, description="Attention (query) heads; default hidden / head_dim.")
+    ffn_hidden: Positive | None = Field(
+        default=None, description="MLP width; default solved from params, layers, hidden and the attention shape."
+    )
+    mlp: Literal["gated", "plain"] = Field(
+        default="gated", description="gated: SwiGLU (three weight matrices, Llama); plain: two with GeLU (GPT-3)."
+    )
+    vocab: Positive | None = Field(
+        default=None, description="Vocabulary size (embedding and logits); unstated: neither is counted."
+    )
+    attention: Literal["flash", "unfused"] = Field(
+        default="flash",
+        description="flash: a fused attention kernel (no s² scores in memory); unfused: scores, softmax and dropout "
+        "as separate kernels through HBM (Megatron-LM of 2021-2022).",
+    )
+    dropout: bool = Field(default=False, description="Dropout on attention scores and hidden states (GPT-3 style).")
     dtype: Dtype
     experts: Experts | None = None
 
@@ -57,6 +75,35 @@ class Training(KeyAccess):
     recompute: Literal["none", "selective", "full"] | None = Field(
         default=None, description="Activation recompute; when unstated the memory estimate assumes selective."
     )
+    schedule: Literal["1f1b", "interleaved"] = Field(
+        default="1f1b", description="Pipeline schedule: 1F1B, or interleaved with `virtual_stages` chunks per rank."
+    )
+    virtual_stages: Positive = Field(default=1, description="Model chunks per pipeline rank (interleaved: v ≥ 2).")
+    stage_layers: list[Positive] | None = Field(
+        default=None,
+        description="Transformer layers per pipeline rank (pp entries adding up to model.layers); default: as even as "
+        "possible, the first and last ranks (which also hold the embedding and the loss) taking the fewer.",
+    )
+    tp_overlap: bool = Field(
+        default=False, description="Tensor-parallel communication overlapped with the GEMMs it feeds (hidden)."
+    )
+    dp_overlap: bool = Field(
+        default=True, description="Data-parallel gradient buckets reduced while the backward pass still runs."
+    )
+    pp_overlap: bool = Field(
+        default=False, description="Pipeline sends asynchronous: only the fill and drain sends are exposed."
+    )
+    ep_overlap: bool = Field(
+        default=False, description="Expert all-to-all overlapped with computation of another micro-batch."
+    )
+
+    @model_validator(mode="after")
+    def _schedule(self) -> Training:
+        if self.schedule == "1f1b" and self.virtual_stages != 1:
+            raise ValueError("virtual_stages > 1 needs schedule: interleaved")
+        if self.stage_layers is not None and len(self.stage_layers) != self.pp:
+            raise ValueError(f"stage_layers lists {len(self.stage_layers)} ranks; pp is {self.pp}")
+        return self
 
 
 class Inference(KeyAccess):
@@ -121,6 +168,11 @@ class _WorkloadBase(KeyAccess):
     placement: Placement | None = Field(
         default=None,
         description="Where ranks sit; when unstated, the target cluster's default placement (fill-domains).",
+    )
+    teaching: Literal["does not fit"] | None = Field(
+        default=None,
+        description="A teaching example that is not a runnable job: 'does not fit' says the layout is shown for its "
+        "traffic although its memory exceeds the accelerator's (every output repeats it).",
     )
 
 

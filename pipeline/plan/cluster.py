@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from ..core import confidence as rule
 from ..errors import UsageError
 from ..estimate import step as step_model
 from ..estimate.calculator import place
@@ -36,8 +37,9 @@ def group_key(group: tuple[int, ...], gpus: int) -> GroupKey:
 
 @dataclass
 class ClusterSummary:
-    """Everything an evaluation reads of a cluster: ids, size, domain, the accelerator's registry fields, the
-    collective calibration, the step choices (params.yaml `step`) and the placed group shapes."""
+    """Everything an evaluation reads of a cluster: ids, size, domain, the accelerator's registry fields and its
+    calibrated compute rates for the model's dtype (`step.rates_for`), the collective calibration, the memory
+    headroom (params.yaml `step.memory_headroom`) and the placed group shapes."""
 
     id: str
     reference: str
@@ -45,7 +47,7 @@ class ClusterSummary:
     domain_size: int
     accelerator: step_model.Accelerator
     calibration: Any
-    mfu: float
+    rates: Any  # estimate/throughput.Rates
     memory_headroom: float
     placement: str
     shapes: dict[GroupKey, Shape] = field(default_factory=dict)
@@ -59,8 +61,16 @@ class ClusterSummary:
     def cost(self, op: str, key: GroupKey, size: float, concurrent: int) -> Any:
         return group_cost(self.calibration, self.id, self.shape(key), op, size, concurrent)
 
+    @property
+    def compute_confidence(self) -> str:
+        """The weakest of the accelerator's registry fields and of the throughput calibration numbers used (a
+        number fitted on one published result, or a user's what-if, counts as assumed)."""
+        fields = [f.confidence for f in self.accelerator.fields.values() if f.value is not None]
+        used = [u["status"] if u["status"] in ("published", "measured") else "assumed" for u in self.rates.used]
+        return rule.weakest([*fields, *used])
 
-def summary(view: View, accelerator: step_model.Accelerator, mfu: float, memory_headroom: float) -> ClusterSummary:
+
+def summary(view: View, accelerator: step_model.Accelerator, rates: Any, memory_headroom: float) -> ClusterSummary:
     tid = view.g.graph["topology_id"]
     return ClusterSummary(
         id=tid,
@@ -69,7 +79,7 @@ def summary(view: View, accelerator: step_model.Accelerator, mfu: float, memory_
         domain_size=view.domain_size,
         accelerator=accelerator,
         calibration=view.calibration,
-        mfu=mfu,
+        rates=rates,
         memory_headroom=memory_headroom,
         placement=view.g.graph.get("placement") or "fill-domains",
     )

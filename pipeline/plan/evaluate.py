@@ -90,8 +90,7 @@ class TrainEvaluator:
         self._costs: dict[tuple[str, GroupKey, float, bool], Any] = {}
         self._phases: dict[tuple[int, ...], tuple[list[Phase], tuple[int, str, int, str]]] = {}
         self.tokens = float(global_batch * seq)
-        acc = cluster.accelerator
-        self._acc_confidence = rule.weakest(f.confidence for f in acc.fields.values() if f.value is not None)
+        self._compute_confidence = cluster.compute_confidence
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_costs": {}, "_phases": {}}
@@ -113,6 +112,8 @@ class TrainEvaluator:
             zero=layout.zero,
             sequence_parallel=tp > 1,
             recompute=layout.recompute,
+            schedule=layout.schedule,
+            virtual_stages=layout.v,
         )
         return Workload(
             id=f"plan-{self.spec.id}",
@@ -165,9 +166,7 @@ class TrainEvaluator:
 
     def _step(self, layout: Layout, w: Workload, phases: list[Any]) -> dict[str, Any]:
         c = self.cluster
-        return layout_eval.training(
-            w, phases, c.accelerator, c.mfu, c.memory_headroom, v=layout.v, cp=layout.cp, seq=self.seq
-        )
+        return layout_eval.training(w, phases, c.accelerator, c.rates, c.memory_headroom, cp=layout.cp, seq=self.seq)
 
     def bound(self, layout: Layout) -> Bound:
         st = self._step(layout, self.workload(layout), [])
@@ -200,6 +199,12 @@ class TrainEvaluator:
             found = self._phases[key] = (phases, info)
         return found
 
+    def step_model(self, layout: Layout) -> dict[str, Any]:
+        """The step model's whole result for one layout on the analytical costs (every term, the memory tensor by
+        tensor, the calibration used): what a reader opens a layout to see."""
+        w = self.workload(layout)
+        return self._step(layout, w, self.phases(layout, w)[0])
+
     def evaluate(self, layout: Layout) -> Evaluation:
         w = self.workload(layout)
         phases, largest = self.phases(layout, w)
@@ -219,8 +224,7 @@ class TrainEvaluator:
         st = self._step(layout, w, phases)
         fits = st["fits"]
         confidence = rule.weakest(
-            [self._acc_confidence, "assumed" if st.get("mfu_source", "").startswith("assumed") else "published"]
-            + ([p.confidence for p in phases] if detail else [largest[3]])
+            [self._compute_confidence, *([p.confidence for p in phases] if detail else [largest[3]])]
         )
         return Evaluation(
             step_seconds=st["step_seconds"],

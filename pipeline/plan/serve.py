@@ -201,7 +201,7 @@ class ServeEvaluator:
         r, c = self.req, self.cluster
         w = self.workload(x)
         phases = self.phases(x, w) if phases is None else phases
-        st = step_model.inference(w, phases, c.accelerator, c.mfu, c.memory_headroom)
+        st = step_model.inference(w, phases, c.accelerator, c.rates, c.memory_headroom)
         ttft, tpot = st["ttft_seconds"], st["tpot_seconds"]
         row: dict[str, Any] = {
             "layout_id": x.id,
@@ -225,11 +225,7 @@ class ServeEvaluator:
             "largest_group": max(x.prefill_tp, x.decode_tp),
             "largest_group_phase": "prefill-tp-all-reduce" if x.prefill_tp >= x.decode_tp else "decode-tp-all-reduce",
             "largest_group_domains": 1,
-            "confidence": rule.weakest(
-                [p.confidence for p in phases]
-                + [f.confidence for f in c.accelerator.fields.values() if f.value is not None]
-                + ["assumed"]  # the MFU
-            ),
+            "confidence": rule.weakest([c.compute_confidence, *(p.confidence for p in phases)]),
             "costing": costing,
             "status": "evaluated",
             "reason": None,
@@ -333,8 +329,8 @@ def plan_serving(
     own = views is None
     views = views or Views(lay)
     try:
-        summary = prepare(views, cluster, memory_headroom)
         spec = load_model_spec(lay, model)
+        summary = prepare(views, cluster, spec.shape.dtype, memory_headroom)
         req = serve_request(spec, summary.id, **options)
         layouts, rejected = serving_layouts(req, summary.domain_size, summary.reference)
         ev = ServeEvaluator(req, summary)
@@ -380,7 +376,6 @@ def plan_serving(
             "modes": list(req.modes),
             "tp": list(req.tp) if req.tp else None,
             "memory_headroom": summary.memory_headroom,
-            "mfu": summary.mfu,
             "domain_size": summary.domain_size,
         }
         pid = plan_id("serve", request)

@@ -168,6 +168,7 @@ class TrainRequest:
     zero: tuple[int, ...] | None = None
     recompute: tuple[str, ...] | None = None
     schedule: tuple[str, ...] | None = None
+    micro_batch: tuple[int, ...] | None = None
     max_micro_batch: int = MAX_MICRO_BATCH
 
 
@@ -364,6 +365,11 @@ def _count(
                     local = req.global_batch // dp
                     eps = _eps(req, experts, tp * dp * cp, rejected)
                     mbs = [b for b in divisors(local) if b <= req.max_micro_batch]
+                    if req.micro_batch:
+                        for b in req.micro_batch:
+                            if local % b:
+                                rejected.add(f"micro-batch {b} does not divide the {local} sequences of a DP replica")
+                        mbs = [b for b in divisors(local) if b in req.micro_batch]
                     for ep in eps:
                         for mb in mbs:
                             micro = local // mb

@@ -20,11 +20,14 @@ from .route import hot_links, route
 from .search import PlanResult, Progress, plan_id, search_training
 
 
-def prepare(views: Views, cluster_id: str, memory_headroom: float | None = None) -> cluster_mod.ClusterSummary:
-    """The cluster summary of `cluster_id` with params.yaml's step choices (`memory_headroom` replaces its
-    `step.memory_headroom` when given)."""
+def prepare(
+    views: Views, cluster_id: str, dtype: str, memory_headroom: float | None = None
+) -> cluster_mod.ClusterSummary:
+    """The cluster summary of `cluster_id`: its accelerator's calibrated rates for `dtype` and params.yaml's
+    `step.memory_headroom` (replaced by `memory_headroom` when given)."""
     from ..core.paths import check_slug
     from ..errors import ValidationError
+    from ..estimate.step import rates_for
 
     try:
         check_slug(cluster_id, "cluster id")
@@ -35,7 +38,8 @@ def prepare(views: Views, cluster_id: str, memory_headroom: float | None = None)
     headroom = choices.memory_headroom if memory_headroom is None else memory_headroom
     if not 0 <= headroom < 1:
         raise UsageError(f"--memory-headroom {headroom}: expected a fraction of accelerator memory in [0, 1)")
-    return cluster_mod.summary(view, views.accelerator(view.reference), choices.mfu, headroom)
+    acc = views.accelerator(view.reference)
+    return cluster_mod.summary(view, acc, rates_for(acc, dtype, views.lay.root), headroom)
 
 
 def plan_training(
@@ -53,13 +57,13 @@ def plan_training(
 ) -> PlanResult:
     """Search every legal layout of `model` (a workload id or a model definition file) on `cluster`; `options`
     are `space.train_request`'s (gpus, global_batch, seq, objective, top, max_layouts, tp, pp, cp, ep, zero,
-    recompute, schedule). The top K (`route_top`, default the `top` option) are routed per link."""
+    recompute, schedule, micro_batch). The top K (`route_top`, default the `top` option) are routed per link."""
     t0 = time.perf_counter()
     own = views is None
     views = views or Views(lay)
     try:
-        summary = prepare(views, cluster, memory_headroom)
         spec = space.load_model_spec(lay, model)
+        summary = prepare(views, cluster, spec.shape.dtype, memory_headroom)
         req = space.train_request(spec, summary.id, summary.accelerators, **options)
         shape = space.Cluster(summary.id, summary.reference, summary.accelerators, summary.domain_size)
         layouts, rejected = space.training_layouts(req, shape)
@@ -98,10 +102,9 @@ def plan_training(
             "objective": req.objective,
             "top": req.top,
             "memory_headroom": summary.memory_headroom,
-            "mfu": summary.mfu,
             **{
                 name: list(getattr(req, name)) if getattr(req, name) is not None else None
-                for name in ("tp", "pp", "cp", "ep", "zero", "recompute", "schedule")
+                for name in ("tp", "pp", "cp", "ep", "zero", "recompute", "schedule", "micro_batch")
             },
         }
         pid = plan_id("train", request)
@@ -155,10 +158,10 @@ def place(view: Any, ev: TrainEvaluator, layouts: list[space.Layout], rejected: 
 
 
 def _labels(summary: cluster_mod.ClusterSummary) -> list[str]:
-    from ..estimate.compute import mfu_source
-
+    """The notes every plan carries: the calibration numbers compute rests on, the memory headroom, the costing."""
     return [
-        f"compute: {mfu_source(summary.mfu)}",
+        "compute at the calibrated throughput (models/calibration/throughput.yaml): "
+        + "; ".join(summary.rates.label()),
         f"memory: the fit keeps {summary.memory_headroom * 100:g} % of accelerator memory free (params.yaml "
         "step.memory_headroom, or --memory-headroom)",
         "costing: every row on the analytical per-tier collective costs (calibrated algorithms on each group's "
@@ -167,8 +170,8 @@ def _labels(summary: cluster_mod.ClusterSummary) -> list[str]:
 
 
 def save_training(lay: Checkout, result: PlanResult, workload_id: str) -> tuple[dict[str, Any], list[Any]]:
-    """Save the best-ranked layout the workload format and the traffic stage accept (today: CP 1, the 1F1B
-    schedule, layers divided by PP) as workload `workload_id`; returns its row and the files written."""
+    """Save the best-ranked layout the workload format and the traffic stage accept (today: CP 1) as workload
+    `workload_id`; returns its row and the files written."""
     from ..estimate.placement import check_degrees
     from .store import save_workload
 
@@ -182,8 +185,6 @@ def save_training(lay: Checkout, result: PlanResult, workload_id: str) -> tuple[
         why = ""
         if r["cp"] > 1:
             why = "context parallelism is not in the workload format"
-        elif r["schedule"] != "1f1b":
-            why = "the interleaved schedule is not in the workload format"
         else:
             try:
                 check_degrees(spec.shape, knobs, f"layout {r['layout_id']}")
@@ -196,6 +197,8 @@ def save_training(lay: Checkout, result: PlanResult, workload_id: str) -> tuple[
         if r["zero"] == 3:
             training["sharded"] = True
         training |= {"zero": r["zero"], "sequence_parallel": r["tp"] > 1, "recompute": r["recompute"]}
+        if r["schedule"] != "1f1b":
+            training |= {"schedule": r["schedule"], "virtual_stages": r["virtual_stages"]}
         data = {
             "id": workload_id,
             "title": f"{spec.id} as planned on {result.request['cluster']}: rank {r['rank']} by "

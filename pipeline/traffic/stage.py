@@ -125,7 +125,9 @@ def workload_on(w: Workload, target: str, views: Views) -> tuple[dict[str, list[
             )
     top = max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds)
     choices = views.choices
-    st = step_model.estimate(w, r.phases, views.accelerator(view.reference), choices.mfu, choices.memory_headroom)
+    acc = views.accelerator(view.reference)
+    rates = step_model.rates_for(acc, w.model.dtype, views.lay.root)
+    st = step_model.estimate(w, r.phases, acc, rates, choices.memory_headroom)
     fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
     exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])
     out["traffic_workloads"].append(
@@ -150,7 +152,7 @@ def workload_on(w: Workload, target: str, views: Views) -> tuple[dict[str, list[
             st.get("ttft_seconds"),
             st.get("tpot_seconds"),
             json.dumps(st["missing"]),
-            json.dumps([*st["assumptions"], f"mfu {st['mfu']:g}: {st['mfu_source']}"]),
+            json.dumps([*st["assumptions"], *(f"calibration: {c}" for c in st["calibration"])]),
             CAVEAT,
         )
     )

@@ -1,0 +1,301 @@
+"""The work of one transformer layer, operation by operation: FLOPs of every matrix multiply and bytes of every
+memory-bound kernel, per tensor-parallel rank and micro-batch, forward, backward and recomputed.
+
+Counting follows Megatron-LM's papers: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
+Clusters Using Megatron-LM" (SC21, arXiv 2104.04473), which counts 2·m·n·k FLOPs per (m×k)·(k×n) product and a
+backward pass of twice the forward GEMM work; Korthikanti et al., "Reducing Activation Recomputation in Large
+Transformer Models" (arXiv 2205.05198), for what full and selective recompute repeat. Attention is grouped-query
+(K and V have `kv_heads` heads), the MLP gated (SwiGLU: three weight matrices) or plain (two), a mixture of experts
+adds a router and runs `top_k` experts per token. A time model needs the operations, not 6·N: the small batched
+products of attention and the elementwise kernels run far from peak, and recompute repeats only some of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import UsageError
+
+RECOMPUTE = ("none", "selective", "full")
+ATTENTION_KERNELS = ("flash", "unfused")
+# FlashAttention's backward computes five products to the forward's two (it recomputes the scores): Dao,
+# "FlashAttention-2" (arXiv 2307.08691), section 3.1.
+FLASH_BACKWARD_FACTOR = 2.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shape:
+    """A model as the operation count needs it; `from_workload` fills it from a workload's `model` block."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn_hidden: int
+    gated: bool = True
+    vocab: int | None = None
+    dtype_bytes: float = 2.0
+    attention: str = "flash"  # flash: fused, no s² tensor in memory; unfused: scores and softmax in HBM
+    causal: bool = True  # a fused kernel skips the masked half of the scores
+    dropout: bool = False  # GPT-3-style dropout after attention scores and on the hidden states
+    experts: int = 0
+    top_k: int = 0
+    moe_layers: int = 0
+    expert_ffn_hidden: int = 0
+    assumptions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_KERNELS:
+            raise UsageError(f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {self.attention!r}")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One kernel: `gemm` (a matrix product m×k·k×n, `count` of them batched), `attention` (a fused attention
+    kernel: FLOPs and the bytes it streams) or `memory` (elementwise / reduction: bytes read and written)."""
+
+    name: str
+    kind: str
+    flops: float = 0.0
+    bytes: float = 0.0
+    count: int = 1  # kernels launched
+    dims: tuple[int, int, int] | None = None  # (m, n, k) of one product of a gemm
+
+
+@dataclass
+class LayerWork:
+    """The kernels of one layer for one micro-batch on one rank, by pass."""
+
+    forward: list[Op] = field(default_factory=list)
+    backward: list[Op] = field(default_factory=list)
+    recompute: list[Op] = field(default_factory=list)
+
+    def flops(self, part: str | None = None) -> float:
+        parts = (part,) if part else ("forward", "backward", "recompute")
+        return sum(o.flops for p in parts for o in getattr(self, p))
+
+
+def _gemm(name: str, m: float, n: float, k: float, dtype: float, batch: int = 1) -> Op:
+    """A product m×k·k×n, `batch` of them in one batched kernel (one launch)."""
+    m, n, k = int(m), int(n), int(k)
+    return Op(name, "gemm", 2.0 * m * n * k * batch, dtype * (m * k + k * n + m * n) * batch, 1, (m, n, k))
+
+
+def _mem(name: str, nbytes: float, count: int = 1) -> Op:
+    return Op(name, "memory", 0.0, nbytes, count)
+
+
+def from_workload(model: Any) -> Shape:
+    """The shape of a workload's `model` block, with what it leaves out filled and said (in `assumptions`)."""
+    said: list[str] = []
+    h, layers, d = int(model["hidden"]), int(model["layers"]), int(model["head_dim"])
+    heads = model.get("heads")
+    if not heads:
+        heads = h // d
+        said.append("attention heads = hidden / head_dim (the workload does not state them)")
+    gated = model.get("mlp", "gated") == "gated"
+    f = model.get("ffn_hidden")
+    e = model.get("experts")
+    kv = int(model["kv_heads"])
+    attn_params = h * (heads * d + 2 * kv * d) + heads * d * h
+    mats = 3 if gated else 2
+    if not f:
+        # Solve the dense parameter count for the MLP width: params ≈ layers·(attention + mats·h·f) + embeddings.
+        vocab = model.get("vocab") or 0
+        dense = float(model["params"]) - (float(e["params"]) if e and e.get("params") else 0.0)
+        per_layer = (dense - 2 * vocab * h) / layers - attn_params
+        f = max(1, int(per_layer / (mats * h))) if not e else 4 * h
+        said.append(
+            f"MLP width {f} solved from the parameter count (the workload does not state model.ffn_hidden)"
+            if not e
+            else f"dense MLP width {f} = 4 × hidden (not used: every layer is a mixture of experts)"
+        )
+    experts = top_k = moe_layers = ef = 0
+    if e:
+        experts, top_k, moe_layers = int(e["count"]), int(e["top_k"]), int(e["moe_layers"])
+        ef = e.get("ffn_hidden") or 0
+        if not ef and e.get("params"):
+            ef = int(float(e["params"]) / (moe_layers * experts * mats * h))
+            said.append(f"expert MLP width {ef} solved from model.experts.params")
+        if not ef:
+            raise UsageError("model.experts needs ffn_hidden or params to count the experts' FLOPs")
+    vocab = model.get("vocab")
+    if not vocab:
+        said.append("no vocabulary size stated (model.vocab): the embedding and the logits are not counted")
+    from .sizing import dtype_bytes
+
+    return Shape(
+        hidden=h,
+        layers=layers,
+        heads=int(heads),
+        kv_heads=kv,
+        head_dim=d,
+        ffn_hidden=int(f),
+        gated=gated,
+        vocab=int(vocab) if vocab else None,
+        dtype_bytes=dtype_bytes(model["dtype"]),
+        attention=model.get("attention", "flash"),
+        dropout=bool(model.get("dropout", False)),
+        experts=experts,
+        top_k=top_k,
+        moe_layers=moe_layers,
+        expert_ffn_hidden=int(ef),
+        assumptions=tuple(said),
+    )
+
+
+def _attention_core(s: Shape, b: int, seq: int, t: int, context: int | None = None) -> list[Op]:
+    """Scores, softmax (and dropout), and the weighted sum over V, for `b` sequences of `seq` query tokens
+    attending to `context` keys (default: the sequence itself)."""
+    ctx = seq if context is None else context
+    heads = max(1, s.heads // t)
+    kv = max(1, s.kv_heads // t)
+    by = s.dtype_bytes
+    if s.attention == "flash":
+        frac = 0.5 if s.causal and ctx == seq else 1.0
+        flops = 4.0 * b * heads * seq * ctx * s.head_dim * frac
+        streamed = by * b * s.head_dim * (2 * heads * seq + 2 * kv * ctx)  # Q and O once, K and V once
+        return [Op("attention (fused)", "attention", flops, streamed, 1)]
+    elems = float(b) * heads * seq * ctx
+    ops = [
+        _gemm("attention scores QKᵀ", seq, ctx, s.head_dim, by, b * heads),
+        _mem("scaled masked softmax", 2 * by * elems),
+    ]
+    if s.dropout:
+        ops.append(_mem("attention dropout", (2 * by + 1) * elems))
+    ops.append(_gemm("attention over V", seq, s.head_dim, ctx, by, b * heads))
+    return ops
+
+
+def _mlp(s: Shape, tokens: int, t: int, width: int, name: str, share: float = 1.0) -> list[Op]:
+    """The MLP's products and activation; `share` scales the tokens (the experts' share of a rank's tokens)."""
+    by, h = s.dtype_bytes, s.hidden
+    n = max(1, int(tokens * share))
+    ff = max(1, width // t)
+    if s.gated:
+        return [
+            _gemm(f"{name} gate+up projection", n, 2 * ff, h, by),
+            _mem(f"{name} SwiGLU", 3 * by * n * ff),
+            _gemm(f"{name} down projection", n, h, ff, by),
+        ]
+    return [
+        _gemm(f"{name} up projection", n, ff, h, by),
+        _mem(f"{name} bias + GeLU", 2 * by * n * ff),
+        _gemm(f"{name} down projection", n, h, ff, by),
+    ]
+
+
+def layer_forward(
+    s: Shape, b: int, seq: int, *, tp: int = 1, sp: bool = False, moe: bool = False, context: int | None = None
+) -> list[Op]:
+    """The forward kernels of one layer for `b` sequences of `seq` tokens on one of `tp` ranks. With sequence
+    parallelism the norms, dropouts and residual adds run on 1/tp of the tokens; without it every rank repeats
+    them on all of them (Korthikanti et al., section 4.2.2)."""
+    by, h, t = s.dtype_bytes, s.hidden, tp
+    tokens = b * seq
+    local = tokens / t if sp else tokens  # the elementwise region outside the TP-split products
+    qkv = (s.heads + 2 * s.kv_heads) * s.head_dim // t
+    ops = [_mem("input norm", 2 * by * local * h), _gemm("QKV projection", tokens, qkv, h, by)]
+    ops += _attention_core(s, b, seq, t, context)
+    ops.append(_gemm("attention output projection", tokens, h, s.heads * s.head_dim // t, by))
+    ops.append(
+        _mem("bias-dropout-add" if s.dropout else "residual add", (3 * by + (1 if s.dropout else 0)) * local * h)
+    )
+    ops.append(_mem("post-attention norm", 2 * by * local * h))
+    if moe and s.experts:
+        ops.append(_gemm("router", tokens, s.experts, h, by))
+        ops += _mlp(s, tokens, t, s.expert_ffn_hidden, "experts", share=float(s.top_k))
+    else:
+        ops += _mlp(s, tokens, t, s.ffn_hidden, "MLP")
+    ops.append(
+        _mem("bias-dropout-add" if s.dropout else "residual add", (3 * by + (1 if s.dropout else 0)) * local * h)
+    )
+    return ops
+
+
+def backward_of(ops: list[Op]) -> list[Op]:
+    """Backward of forward kernels: each product twice (input gradient and weight gradient; Narayanan et al.,
+    section 5.1), a fused attention kernel FLASH_BACKWARD_FACTOR times, each elementwise kernel reading its saved
+    input and the incoming gradient and writing the outgoing one (twice the forward's bytes)."""
+    out = []
+    for o in ops:
+        if o.kind == "gemm":
+            out.append(replace(o, name=f"{o.name} (backward)", flops=2 * o.flops, bytes=2 * o.bytes, count=2 * o.count))
+        elif o.kind == "attention":
+            out.append(
+                replace(o, name=f"{o.name} (backward)", flops=FLASH_BACKWARD_FACTOR * o.flops, bytes=2 * o.bytes)
+            )
+        else:
+            out.append(replace(o, name=f"{o.name} (backward)", bytes=2 * o.bytes))
+    return out
+
+
+def recompute_of(ops: list[Op], mode: str) -> list[Op]:
+    """What the backward pass recomputes: full — the layer's whole forward; selective — the attention core
+    (scores, softmax, dropout, weighted sum: Korthikanti et al., section 5), which a fused attention kernel
+    recomputes inside its own backward already (nothing more); none — nothing."""
+    if mode not in RECOMPUTE:
+        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {mode!r}")
+    if mode == "none":
+        return []
+    if mode == "full":
+        return [replace(o, name=f"{o.name} (recompute)") for o in ops]
+    core = ("attention scores", "scaled masked softmax", "attention dropout", "attention over V")
+    return [replace(o, name=f"{o.name} (recompute)") for o in ops if o.name.startswith(core)]
+
+
+def layer(
+    s: Shape, b: int, seq: int, *, tp: int = 1, sp: bool = False, recompute: str = "none", moe: bool = False
+) -> LayerWork:
+    fwd = layer_forward(s, b, seq, tp=tp, sp=sp, moe=moe)
+    return LayerWork(fwd, backward_of(fwd), recompute_of(fwd, recompute))
+
+
+def embedding_forward(s: Shape, b: int, seq: int, tp: int = 1) -> list[Op]:
+    """The token-embedding lookup on the first stage: one row of h read and written per token."""
+    if not s.vocab:
+        return []
+    return [_mem("embedding lookup", 2 * s.dtype_bytes * b * seq * s.hidden)]
+
+
+def head_forward(s: Shape, b: int, seq: int, tp: int = 1) -> list[Op]:
+    """The final norm, the logits (vocabulary split over TP) and the cross-entropy loss on the last stage."""
+    if not s.vocab:
+        return []
+    tokens = b * seq
+    v = s.vocab // tp
+    return [
+        _mem("final norm", 2 * s.dtype_bytes * tokens * s.hidden),
+        _gemm("logits", tokens, v, s.hidden, s.dtype_bytes),
+        # Vocabulary-parallel cross entropy reads the logits and writes fp32 softmax terms.
+        _mem("cross-entropy loss", (s.dtype_bytes + 4) * tokens * v),
+    ]
+
+
+def model_flops_per_token(s: Shape, seq: int) -> float:
+    """Training FLOPs per token as published MFU figures count them (PaLM, Chowdhery et al. 2022, appendix B;
+    Llama 3 reports its MFU this way): 6 × the weights a token passes through (dense, plus top_k experts and the
+    router of each MoE layer, plus the logits) + 12·L·H·Q·T for attention over the whole sequence (T = seq),
+    no recompute."""
+    h, d = s.hidden, s.head_dim
+    attn = h * (s.heads * d + 2 * s.kv_heads * d) + s.heads * d * h
+    mats = 3 if s.gated else 2
+    dense_layers = s.layers - (s.moe_layers if s.experts else 0)
+    weights = s.layers * attn + dense_layers * mats * h * s.ffn_hidden
+    if s.experts:
+        weights += s.moe_layers * (s.top_k * mats * h * s.expert_ffn_hidden + h * s.experts)
+    if s.vocab:
+        weights += h * s.vocab
+    return 6.0 * weights + 12.0 * s.layers * s.heads * d * seq
+
+
+def megatron_flops_per_step(s: Shape, batch: int, seq: int, recompute: str) -> float:
+    """Narayanan et al.'s count per iteration (their equation 3, which includes one recomputed forward):
+    96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); without recompute the forward is not repeated: 72·B·s·l·h²·(1 +
+    s/(6h) + V/(12·l·h)). Valid for GPT shapes (MLP 4h, as many KV heads as query heads)."""
+    h, layers, vocab = s.hidden, s.layers, s.vocab or 0
+    if recompute == "full":
+        return 96.0 * batch * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (16 * layers * h))
+    return 72.0 * batch * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (12 * layers * h))

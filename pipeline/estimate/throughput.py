@@ -1,0 +1,203 @@
+"""How long a kernel takes on an accelerator: the throughput calibration (models/calibration/throughput.yaml)
+applied to the operations of `flops.py`.
+
+A product runs at the accelerator's measured large-GEMM throughput, bounded below by the bytes it moves at the
+achieved HBM bandwidth (a product with a small inner dimension, like attention's QKᵀ over 128-wide heads, is
+memory-bound), plus a fixed cost per kernel — so GEMM efficiency falls with size as F / (F + R·t₀). An
+elementwise kernel moves its bytes at the achieved fraction of the registry's HBM bandwidth plus its launch. A
+fused attention kernel runs at its measured fraction of the registry's peak. Every number used is reported with
+its status, so a step names what it rests on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..core.schemas import load_model
+from ..errors import UsageError
+from ..formats.throughput import THROUGHPUT_PATH, Throughput
+from .flops import Op
+
+
+@cache
+def _load(path: Path, mtime: float) -> Throughput:
+    from ..core.schemas import load_yaml
+
+    data, doc = load_yaml(path)
+    return load_model(Throughput, data, "throughput.schema.json", path, doc)
+
+
+def load_throughput(root: Path) -> Throughput:
+    """The checkout's throughput calibration, validated (an error names the file, line and field)."""
+    path = root / THROUGHPUT_PATH
+    if not path.is_file():
+        raise UsageError(f"{path}: not found; it holds the achieved compute throughput per accelerator")
+    return _load(path, path.stat().st_mtime)
+
+
+@dataclass
+class Rates:
+    """One accelerator's achieved rates in base units, and the calibration numbers behind them."""
+
+    accelerator: str  # the calibration entry
+    reference: str
+    dtype: str
+    gemm_flops_per_s: float | None
+    attention_flops_per_s: float | None
+    hbm_bytes_per_s: float | None
+    gemm_fixed_s: float
+    memory_fixed_s: float
+    decode_step_overhead_s: float
+    optimizer_bytes_per_param: float
+    used: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    what_if: str = ""  # set when a user's --mfu replaced the calibrated GEMM and attention rates
+
+    def label(self) -> list[str]:
+        """Each calibration number used, with its status: the line every step, TTFT and TPOT carries."""
+        return [f"{u['number']} = {u['value']} [{u['status']}] {u['why']}".rstrip() for u in self.used]
+
+    def time(self, op: Op) -> float:
+        """Seconds for one operation (all its `count` kernels)."""
+        hbm = self.hbm_bytes_per_s
+        if op.kind == "memory":
+            return op.bytes / hbm + self.memory_fixed_s * op.count if hbm else float("nan")
+        if op.kind == "attention":
+            rate = self.attention_flops_per_s
+            floor = op.bytes / hbm if hbm else 0.0
+            return max(op.flops / rate, floor) + self.gemm_fixed_s if rate else float("nan")
+        rate = self.gemm_flops_per_s
+        if not rate:
+            return float("nan")
+        floor = op.bytes / hbm if hbm else 0.0
+        return max(op.flops / rate, floor) + self.gemm_fixed_s * op.count
+
+    def seconds(self, ops: list[Op]) -> float:
+        return sum(self.time(o) for o in ops)
+
+
+def _why(n: Any, cal: Throughput) -> str:
+    if n.status == "published" and n.source:
+        return f"({cal.sources[n.source].url})"
+    if n.status == "fitted":
+        return f"(fitted on {n.fitted_on})"
+    return f"({n.note})" if n.note else ""
+
+
+def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | None], hbm: float | None) -> Rates:
+    """The rates of the accelerator `reference` holds, for `dtype`; `peaks` are the registry's dense peaks per
+    dtype (FLOP/s), `hbm` its memory bandwidth (B/s). A number the calibration or the registry lacks is named in
+    `missing`, and what needs it is unknown."""
+    entry = next(((k, a) for k, a in cal.accelerators.items() if reference in a.references), None)
+    k = cal.kernels
+    out = Rates(
+        accelerator=entry[0] if entry else "",
+        reference=reference,
+        dtype=dtype,
+        gemm_flops_per_s=None,
+        attention_flops_per_s=None,
+        hbm_bytes_per_s=None,
+        gemm_fixed_s=k.gemm_fixed_us.value * 1e-6,
+        memory_fixed_s=k.memory_fixed_us.value * 1e-6,
+        decode_step_overhead_s=k.decode_step_overhead_us.value * 1e-6,
+        optimizer_bytes_per_param=k.optimizer_bytes_per_param.value,
+    )
+    for name in ("gemm_fixed_us", "memory_fixed_us", "decode_step_overhead_us", "optimizer_bytes_per_param"):
+        n = getattr(k, name)
+        out.used.append({"number": f"kernels.{name}", "value": f"{n.value:g}", "status": n.status, "why": _why(n, cal)})
+    if entry is None:
+        out.missing.append(
+            f"{THROUGHPUT_PATH}: no accelerator entry lists reference {reference!r}: its achieved throughput is unknown"
+        )
+        return out
+    name, acc = entry
+    peak_dtype = "bf16" if dtype == "fp16" else dtype
+    peak = peaks.get(peak_dtype)
+    g = acc.gemm.get(dtype) or (acc.gemm.get("bf16") if dtype == "fp16" else None)
+    if g is None:
+        out.missing.append(f"{THROUGHPUT_PATH}: accelerators.{name}.gemm has no {dtype} entry")
+    elif g.tflops is not None:
+        sustained = k.gemm_sustained_fraction
+        out.gemm_flops_per_s = g.tflops * 1e12 * sustained.fraction
+        out.used.append(
+            {
+                "number": "kernels.gemm_sustained_fraction",
+                "value": f"{sustained.fraction:g}",
+                "status": sustained.status,
+                "why": _why(sustained, cal),
+            }
+        )
+        out.used.append(
+            {
+                "number": f"{name}.gemm.{dtype}",
+                "value": f"{g.tflops:g} TFLOP/s",
+                "status": g.status,
+                "why": _why(g, cal),
+            }
+        )
+    elif peak is None:
+        out.missing.append(
+            f"{reference}:accelerator.peak_dense_{peak_dtype} is unknown, and {name}.gemm.{dtype} is a fraction of it"
+        )
+    else:
+        out.gemm_flops_per_s = g.fraction * peak
+        out.used.append(
+            {
+                "number": f"{name}.gemm.{dtype}",
+                "value": f"{g.fraction:g} × peak {peak / 1e12:g} TFLOP/s",
+                "status": g.status,
+                "why": _why(g, cal),
+            }
+        )
+    a = acc.attention
+    if peak is None:
+        if out.gemm_flops_per_s:
+            # No registry peak: the fraction applies to the achieved GEMM rate's implied peak is unknowable;
+            # the attention kernel then runs at the GEMM rate scaled by the H100's attention/GEMM ratio.
+            out.attention_flops_per_s = out.gemm_flops_per_s * a.fraction / 0.8
+            out.used.append(
+                {
+                    "number": f"{name}.attention",
+                    "value": f"{a.fraction:g} / 0.8 × the achieved GEMM rate (the registry states no peak)",
+                    "status": "assumed",
+                    "why": _why(a, cal),
+                }
+            )
+    else:
+        out.attention_flops_per_s = a.fraction * peak
+        out.used.append(
+            {"number": f"{name}.attention", "value": f"{a.fraction:g} × peak", "status": a.status, "why": _why(a, cal)}
+        )
+    if hbm is None:
+        out.missing.append(f"{reference}:accelerator.memory_bandwidth is unknown")
+    else:
+        out.hbm_bytes_per_s = acc.hbm.fraction * hbm
+        out.used.append(
+            {
+                "number": f"{name}.hbm",
+                "value": f"{acc.hbm.fraction:g} × {hbm / 1e12:g} TB/s",
+                "status": acc.hbm.status,
+                "why": _why(acc.hbm, cal),
+            }
+        )
+    return out
+
+
+def what_if(r: Rates, mfu: float, peak: float | None) -> Rates:
+    """The rates with every product and attention kernel at `mfu` × the registry's peak: a user's what-if, never
+    the default; every output that uses it says so."""
+    if peak is None:
+        r.missing.append("--mfu needs the registry's peak for the dtype, which is unknown")
+        r.gemm_flops_per_s = r.attention_flops_per_s = None
+    else:
+        r.gemm_flops_per_s = r.attention_flops_per_s = mfu * peak
+    r.what_if = (
+        f"what-if (--mfu {mfu:g}, given by the user): products and attention at {mfu * 100:g} % of the registry's "
+        "peak instead of the calibrated throughput"
+    )
+    r.used = [u for u in r.used if not u["number"].endswith((".attention",)) and ".gemm." not in u["number"]]
+    r.used.append({"number": "--mfu", "value": f"{mfu:g}", "status": "what-if", "why": "(given on the command line)"})
+    return r

@@ -1,0 +1,100 @@
+"""`models/calibration/throughput.yaml`: achieved compute throughput per accelerator, each number with its status
+and provenance — the step and token-time estimates divide work by these, never by a single MFU knob. A number's
+status is a promise the format keeps: published names a source, fitted the one published result it was solved
+from, assumed says why in a note."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .common import Strict
+
+THROUGHPUT_PATH = Path("models") / "calibration" / "throughput.yaml"
+Status = Literal["published", "fitted", "assumed"]
+
+
+class Source(Strict):
+    url: str = Field(pattern=r"^https://")
+    title: str = Field(min_length=1)
+    read: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="The date the document was read.")
+    states: str = Field(min_length=1, description="What the document states, in its own figures.")
+
+
+class _Numbered(Strict):
+    status: Status
+    source: str | None = None
+    fitted_on: str | None = Field(default=None, description="The validation result (file#row) it was solved from.")
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _provenance(self) -> _Numbered:
+        if self.status == "published" and not self.source:
+            raise ValueError("a published number names its source (an entry of `sources`)")
+        if self.status == "fitted" and not self.fitted_on:
+            raise ValueError("a fitted number names the one published result it was fitted on (fitted_on)")
+        if self.status == "assumed" and not self.note:
+            raise ValueError("an assumed number says why in `note`")
+        return self
+
+
+class Gemm(_Numbered):
+    """Large-GEMM throughput: measured TFLOP/s, or (for a part with no measurement) a fraction of the registry's
+    peak for the dtype."""
+
+    tflops: float | None = Field(default=None, gt=0)
+    fraction: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> Gemm:
+        if (self.tflops is None) == (self.fraction is None):
+            raise ValueError("state exactly one of tflops (achieved) or fraction (of the registry's peak)")
+        return self
+
+
+class Fraction(_Numbered):
+    fraction: float = Field(gt=0, le=1)
+
+
+class Value(_Numbered):
+    value: float = Field(ge=0)
+
+
+class Accelerator(Strict):
+    references: list[str] = Field(min_length=1, description="Registry references whose accelerators these are.")
+    gemm: dict[Literal["bf16", "fp16", "fp8"], Gemm] = Field(min_length=1)
+    attention: Fraction = Field(description="A fused attention kernel's fraction of the registry's peak.")
+    hbm: Fraction = Field(description="An elementwise kernel's fraction of the registry's HBM bandwidth.")
+
+
+class Kernels(Strict):
+    gemm_sustained_fraction: Fraction = Field(
+        description="The fraction of a measured best-shape GEMM throughput a training or serving run sustains "
+        "(its shapes, clocks under sustained load); applied to every measured GEMM rate."
+    )
+    gemm_fixed_us: Value
+    memory_fixed_us: Value
+    decode_step_overhead_us: Value
+    optimizer_bytes_per_param: Value
+
+
+class Throughput(Strict):
+    sources: dict[str, Source]
+    accelerators: dict[str, Accelerator]
+    kernels: Kernels
+
+    @model_validator(mode="after")
+    def _sources_known(self) -> Throughput:
+        seen: dict[str, str] = {}
+        for name, acc in self.accelerators.items():
+            for ref in acc.references:
+                if ref in seen:
+                    raise ValueError(f"reference {ref!r} is listed by both {seen[ref]} and {name}")
+                seen[ref] = name
+            numbers = [*acc.gemm.values(), acc.attention, acc.hbm]
+            for n in numbers:
+                if n.source and n.source not in self.sources:
+                    raise ValueError(f"{name}: source {n.source!r} is not an entry of `sources`")
+        return self

@@ -1,0 +1,57 @@
+"""What the validate stage writes: the `validation` table (registry/validation/validation.parquet), one row per
+published result with model vs published and the ratio, and registry/validation/metrics.json (errors by use:
+calibration, check, held-out). Thin: the work is the traffic library's (`estimate/validation.py`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ..core.files import atomic_write_bytes
+from ..core.paths import Layout
+from ..core.registry import write_table
+from ..estimate import validation
+
+TABLE = "validation"
+COLUMN_TYPES = {
+    "published": "DOUBLE",
+    "model": "DOUBLE",
+    "ratio": "DOUBLE",
+    "tolerance": "DOUBLE",
+    "within": "BOOLEAN",
+}
+COLUMNS = [(c, COLUMN_TYPES.get(c, "VARCHAR")) for c in validation.COLUMNS]
+
+
+def out_dir(lay: Layout) -> Path:
+    return lay.root / "registry" / "validation"
+
+
+def _metric(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.6g}") if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _metric(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def write(lay: Layout, rows: list[validation.Row]) -> str:
+    directory = out_dir(lay)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_table(directory, TABLE, COLUMNS, ["file", "result"], [r.as_tuple() for r in rows])
+    summary = validation.summary(rows)
+    metrics = directory / "metrics.json"
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(metrics, (json.dumps(_metric(summary), indent=2, sort_keys=True) + "\n").encode())
+    check = summary["check"]
+    return (
+        f"validated {len(rows)} published results into registry/validation/: checks within tolerance "
+        f"{check['within_tolerance']}/{check['results']}, held-out within tolerance "
+        f"{summary['held-out']['within_tolerance']}/{summary['held-out']['results']}"
+    )
+
+
+def run(lay: Layout) -> str:
+    return write(lay, validation.run(lay))
