@@ -101,7 +101,8 @@ def test_every_compiled_field_follows_the_rule(built_registry):
             seen.add(row["confidence"])
     # The shipped set exercises every branch of the derived rule that compile can reach.
     assert {"published", "preliminary", "assumed"} <= seen
-    helios = fields[("amd-helios", "scale_up.bandwidth_per_accelerator")]
+    # Helios's 18 compute trays are derived from two press figures (72 GPUs, four per tray): preliminary.
+    helios = fields[("amd-helios", "tray.compute.count")]
     assert (helios["status"], helios["confidence"]) == ("derived", "preliminary")
 
 
@@ -110,7 +111,7 @@ def test_topology_edges_carry_the_confidence_of_their_field(built_graph):
     scale_up = [d for _, _, d in g.edges(data=True) if d["network"] == "scale_up"]
     assert scale_up
     assert {(d["field"], d["status"], d["confidence"]) for d in scale_up} == {
-        ("scale_up.bandwidth_per_accelerator", "derived", "preliminary")
+        ("scale_up.bandwidth_per_accelerator", "preliminary", "preliminary")
     }
     # A labelled assumption on the edge is `assumed` whatever field it leans on.
     host = [d for _, _, d in g.edges(data=True) if d["network"] == "host"]
@@ -125,7 +126,7 @@ def test_topology_edges_carry_the_confidence_of_their_field(built_graph):
 
 
 def test_helios_tp_phases_rest_on_preliminary_wiring_and_assumed_calibration(built_registry):
-    """Case 3: the only topology input is a derived field resting on preliminary figures (preliminary); the
+    """Case 3: the only topology input is a preliminary field (stated in press coverage of AMD's slides); the
     UALink-over-Ethernet link has no calibrated class of its own, so the generic class's assumed efficiency makes
     the phase assumed."""
     r = estimate(built_registry, "amd-helios", find_workload(built_registry, "llama70b-serve-aggregated"))
@@ -138,7 +139,7 @@ def test_helios_tp_phases_rest_on_preliminary_wiring_and_assumed_calibration(bui
             {
                 "reference_id": "amd-helios",
                 "field": "scale_up.bandwidth_per_accelerator",
-                "status": "derived",
+                "status": "preliminary",
                 "confidence": "preliminary",
             }
         ]

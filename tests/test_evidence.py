@@ -1,5 +1,5 @@
 """One evidence policy: only a vendor's own documents and press releases may make a field `published`;
-press, resellers, measurements and maintainers' statements give at most `preliminary`."""
+press, resellers, measurements, maintainers' statements and design statements give at most `preliminary`."""
 
 from __future__ import annotations
 
@@ -74,4 +74,41 @@ def test_every_published_field_has_a_vendor_citation_in_the_registry(built_regis
     kinds = json.loads(
         cli("query", "--format", "json", "SELECT DISTINCT publisher_kind FROM sources", root=built_registry.root).out
     )
-    assert {k["publisher_kind"] for k in kinds} == {"vendor-document", "press", "reseller", "maintainer-statement"}
+    assert {k["publisher_kind"] for k in kinds} == {
+        "vendor-document",
+        "press",
+        "reseller",
+        "maintainer-statement",
+        "design-statement",
+    }
+
+
+DESIGN = "fabricref-design-statement-amd-scale-out"
+
+
+def test_a_design_statement_selects_and_is_never_published(built_registry, cli):
+    import json
+
+    sql = (
+        "SELECT reference_id, field, status, publisher_kind FROM field_provenance "
+        "WHERE field = 'scale_out.logical_design' AND source_id IS NOT NULL ORDER BY reference_id"
+    )
+    rows = json.loads(cli("query", "--format", "json", sql, root=built_registry.root).out)
+    assert {r["reference_id"] for r in rows} == {
+        "amd-helios",
+        "amd-mi300x-pollara400",
+        "amd-mi325x-pollara400",
+        "amd-mi355x-pollara400",
+    }
+    assert {(r["status"], r["publisher_kind"]) for r in rows} == {("preliminary", "design-statement")}
+
+
+def test_a_design_statement_set_to_published_or_mislabelled_is_refused(repo):
+    path = repo.root / "sources" / f"{DESIGN}.yaml"
+    original = path.read_text()
+    path.write_text(original.replace("\nstatus: preliminary\n", "\nstatus: published\n"))
+    with pytest.raises(CompileError, match=r"at \$\.status: 'published'.*publisher_kind 'design-statement'"):
+        check_evidence(repo, load_sources(repo), {})
+    path.write_text(original.replace("document_type: design-statement\n", "document_type: announcement\n"))
+    with pytest.raises(CompileError, match="a design statement is publisher_kind design-statement"):
+        check_evidence(repo, load_sources(repo), {})

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pipeline"
-STAGES = ("retrieve", "extract", "compile", "database", "topology", "traffic", "report")
+STAGES = ("retrieve", "extract", "compile", "database", "topology", "traffic", "validate", "report")
 # Floors, lowest first: a module may import its own floor's package or any lower floor, never a higher one.
 FLOORS: list[tuple[str, ...]] = [
     ("errors",),

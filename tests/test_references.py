@@ -48,8 +48,19 @@ KEY_FIGURES = {
     ("amd-helios", "scale_up.aggregate_bandwidth"): (260, "TB/s", "bidirectional", "preliminary"),
     ("amd-helios", "scale_out.nic.speed"): (800, "Gb/s", "per_direction", "preliminary"),
     ("amd-helios", "accelerator.memory"): (432, "GB", None, "preliminary"),
-    ("amd-helios", "accelerator.memory_bandwidth"): (19.6, "TB/s", None, "preliminary"),
-    ("amd-helios", "accelerator.memory_bandwidth_total"): (1400, "TB/s", None, "preliminary"),
+    # Helios, announced twice: 19.6 TB/s per GPU (2025-06-12) and 23.3 TB/s (Hot Chips 2026, 2026-08-24); rack
+    # 1,400 TB/s (Computex 2026) and 1.7 PB/s (Hot Chips 2026). The later claim is taken, both stay cited.
+    ("amd-helios", "accelerator.memory_bandwidth"): (23.3, "TB/s", None, "preliminary"),
+    ("amd-helios", "accelerator.memory_bandwidth_total"): (1700, "TB/s", None, "preliminary"),
+    # Hot Chips 2026: "1.8 TB/s per direction per GPU" over UALoE (stored bidirectional), four MI455X and a
+    # single-socket CPU per tray -> 18 trays, 18 CPUs; "around 2900 FP4 dense PFLOPS" per rack.
+    ("amd-helios", "scale_up.bandwidth_per_accelerator"): (3600, "GB/s", "bidirectional", "preliminary"),
+    ("amd-helios", "tray.compute.accelerators"): (4, "count", None, "preliminary"),
+    ("amd-helios", "tray.compute.count"): (18, "count", None, "derived"),
+    ("amd-helios", "cpu.count"): (18, "count", None, "derived"),
+    ("amd-helios", "accelerator.peak_dense_fp4_total"): (2_900_000, "TFLOP/s", None, "preliminary"),
+    ("amd-helios", "scale_out.logical_design"): (None, None, None, "preliminary"),
+    ("amd-mi355x-pollara400", "scale_out.logical_design"): (None, None, None, "preliminary"),
     # GB300 NVL72, Enterprise RA: "all 72 Blackwell Ultra GPUs", "4 Blackwell Ultra GPUs ... per tray" -> 18 trays;
     # "total aggregated bandwidth of 130 TB/s" (bidirectional: 72 x 1.8); "Full rack requiring up to 142 kW";
     # ConnectX-8 release notes "800Gb/s"; 4 per tray x 18 = 72 NICs -> 800 Gb/s per GPU; memory 288 GB from press.
@@ -58,7 +69,13 @@ KEY_FIGURES = {
     ("nvidia-gb300-nvl72", "cpu.count"): (36, "count", None, "derived"),
     ("nvidia-gb300-nvl72", "tray.switch.count"): (9, "count", None, "published"),
     ("nvidia-gb300-nvl72", "scale_up.aggregate_bandwidth"): (130, "TB/s", "bidirectional", "published"),
-    ("nvidia-gb300-nvl72", "scale_up.bandwidth_per_accelerator"): (130_000 / 72, "GB/s", "bidirectional", "derived"),
+    # Stated per GPU on NVIDIA's NVLink page (1.8 TB/s); 130 TB/s / 72 is only the check.
+    ("nvidia-gb300-nvl72", "scale_up.bandwidth_per_accelerator"): (1800, "GB/s", "bidirectional", "published"),
+    # Enterprise RA: "8 power shelves of 33 kW"; Blackwell Ultra blog: "15 PetaFLOPS dense NVFP4" per GPU.
+    ("nvidia-gb300-nvl72", "power.shelves"): (8, "count", None, "published"),
+    ("nvidia-gb300-nvl72", "power.shelf_capacity"): (33, "kW", None, "published"),
+    ("nvidia-gb300-nvl72", "accelerator.peak_dense_fp4"): (15_000, "TFLOP/s", None, "published"),
+    ("nvidia-gb300-nvl72", "accelerator.peak_dense_fp4_total"): (1_080_000, "TFLOP/s", None, "derived"),
     ("nvidia-gb300-nvl72", "power.max_system"): (142, "kW", None, "published"),
     ("nvidia-gb300-nvl72", "scale_out.nic.speed"): (800, "Gb/s", "per_direction", "published"),
     ("nvidia-gb300-nvl72", "scale_out.nic.count"): (72, "count", None, "derived"),
@@ -86,6 +103,42 @@ KEY_FIGURES = {
     ("nvidia-dgx-b300", "accelerator.dies"): (16, "count", None, "derived"),
     ("nvidia-vera-rubin-nvl144", "accelerator.dies"): (144, "count", None, "preliminary"),
     ("nvidia-vera-rubin-nvl144", "accelerator.dies_per_package"): (2, "count", None, "derived"),
+    # DGX H100/H200 User Guide, Table 3: "10.2 kW max.".
+    ("nvidia-dgx-h100", "power.max_system"): (10.2, "kW", None, "published"),
+    # DGX A100 datasheet (640GB): 8x A100 80GB, 640GB, 6 NVSwitches, Dual AMD Rome 7742, 8x single-port ConnectX-6
+    # VPI 200 Gb/s InfiniBand, 2x dual-port 200 Gb/s Ethernet, 6.5 kW max; HGX A100 blog: 12 NVLink ports, 600 GB/s
+    # bi-directional; A100 datasheet (80GB SXM): 80 GB, 2,039 GB/s, BF16 312 | 624* TFLOPS.
+    ("nvidia-dgx-a100", "accelerator.count"): (8, "count", None, "published"),
+    ("nvidia-dgx-a100", "accelerator.memory"): (80, "GB", None, "published"),
+    ("nvidia-dgx-a100", "accelerator.memory_total"): (640, "GB", None, "published"),
+    ("nvidia-dgx-a100", "accelerator.memory_bandwidth"): (2.039, "TB/s", None, "published"),
+    ("nvidia-dgx-a100", "accelerator.peak_dense_bf16"): (312, "TFLOP/s", None, "published"),
+    ("nvidia-dgx-a100", "accelerator.peak_sparse_bf16"): (624, "TFLOP/s", None, "published"),
+    ("nvidia-dgx-a100", "cpu.count"): (2, "count", None, "published"),
+    ("nvidia-dgx-a100", "scale_up.switch.count"): (6, "count", None, "published"),
+    ("nvidia-dgx-a100", "scale_up.links_per_accelerator"): (12, "count", None, "published"),
+    ("nvidia-dgx-a100", "scale_up.bandwidth_per_accelerator"): (600, "GB/s", "bidirectional", "published"),
+    ("nvidia-dgx-a100", "scale_up.aggregate_bandwidth"): (4.8, "TB/s", "bidirectional", "derived"),
+    ("nvidia-dgx-a100", "scale_out.nic.count"): (8, "count", None, "published"),
+    ("nvidia-dgx-a100", "scale_out.nic.speed"): (200, "Gb/s", "per_direction", "published"),
+    ("nvidia-dgx-a100", "scale_out.bandwidth_per_accelerator"): (200, "Gb/s", "per_direction", "derived"),
+    ("nvidia-dgx-a100", "frontend.nic.count"): (2, "count", None, "published"),
+    ("nvidia-dgx-a100", "frontend.nic.speed"): (200, "Gb/s", "per_direction", "published"),
+    ("nvidia-dgx-a100", "power.max_system"): (6.5, "kW", None, "published"),
+    # Meta (Engineering at Meta 2024-03-12; Llama 3 paper 3.3.1): 24,576 GPUs each, 400 Gbps endpoints; RoCE cluster:
+    # 8 GPUs per server, 16 per ToR, 3,072 per pod, 8 pods, three-layer Clos; 1,536 ToRs derived.
+    ("meta-genai-24k-roce", "cluster.accelerators"): (24576, "count", None, "published"),
+    ("meta-genai-24k-roce", "cluster.endpoint_speed"): (400, "Gb/s", "per_direction", "published"),
+    ("meta-genai-24k-roce", "cluster.building_block.accelerators"): (8, "count", None, "published"),
+    ("meta-genai-24k-roce", "cluster.building_blocks"): (3072, "count", None, "derived"),
+    ("meta-genai-24k-roce", "fabric.tiers"): (3, "count", None, "published"),
+    ("meta-genai-24k-roce", "fabric.leaf.accelerators"): (16, "count", None, "published"),
+    ("meta-genai-24k-roce", "fabric.leaf.count"): (1536, "count", None, "derived"),
+    ("meta-genai-24k-roce", "fabric.pod.accelerators"): (3072, "count", None, "published"),
+    ("meta-genai-24k-roce", "fabric.pods"): (8, "count", None, "published"),
+    ("meta-genai-24k-ib", "cluster.accelerators"): (24576, "count", None, "published"),
+    ("meta-genai-24k-ib", "cluster.endpoint_speed"): (400, "Gb/s", "per_direction", "published"),
+    ("meta-genai-24k-ib", "fabric.tiers"): (None, "count", None, "unknown"),
     ("illustrative-h100-4096", "cluster.accelerators"): (4096, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.leaf.count"): (128, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.spine.count"): (128, "count", None, "derived"),
@@ -143,7 +196,7 @@ def test_announced_products_are_preliminary_and_shipping_ones_published(built_re
     nvidia = {
         r["status"]
         for r in statuses
-        if r["reference_id"] in ("nvidia-dgx-h100", "nvidia-dgx-b200", "nvidia-gb200-nvl72")
+        if r["reference_id"] in ("nvidia-dgx-h100", "nvidia-dgx-a100", "nvidia-dgx-b200", "nvidia-gb200-nvl72")
     }
     assert "preliminary" not in nvidia
     q3400 = {r["status"] for r in statuses if r["reference_id"] == "nvidia-q3400"}
@@ -216,6 +269,15 @@ def test_compile_refuses_a_changed_title_or_an_unregistered_id(extracted):
 def test_helios_memory_bandwidth_announced_twice_is_kept_twice_dated(built_registry):
     per_gpu = audit(built_registry, "amd-helios", "accelerator.memory_bandwidth")
     rack = audit(built_registry, "amd-helios", "accelerator.memory_bandwidth_total")
-    assert per_gpu["provenance"][0]["source_id"].endswith("2025-06-12")
-    assert rack["provenance"][0]["source_id"].endswith("computex-2026")
-    assert per_gpu["value"] == 19.6 and rack["value"] / 72 == pytest.approx(19.444, abs=1e-3)
+    # Every claim stays cited with its source (the ids carry the announcement's date); the later one is taken.
+    assert {p["source_id"] for p in per_gpu["provenance"]} == {
+        "turtlesai-amd-mi400-advancing-ai-2025-06-12",
+        "servethehome-amd-mi400-hot-chips-2026",
+    }
+    assert per_gpu["chosen"].startswith("servethehome-") and "2025-06-12" in per_gpu["choice_reason"]
+    assert per_gpu["value"] == 23.3
+    assert {p["source_id"] for p in rack["provenance"]} == {
+        "tomshardware-amd-helios-computex-2026",
+        "servethehome-amd-mi400-hot-chips-2026",
+    }
+    assert rack["chosen"].startswith("servethehome-") and rack["value"] == 1700

@@ -43,7 +43,10 @@ def test_units_are_case_sensitive_and_unknown_units_fail():
         convert(1, "GB/s", "GB")
 
 
-@pytest.mark.parametrize(("text", "value"), [("1,128", 1128), ("Eight", 8), ("Dual", 2), ("18x", 18), ("1.8", 1.8), ("six", 6), ("Six", 6)])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1,128", 1128), ("Eight", 8), ("Dual", 2), ("18x", 18), ("1.8", 1.8), ("six", 6), ("Six", 6)],
+)
 def test_numbers(text, value):
     assert parse_number(text) == value
 

@@ -44,7 +44,7 @@ def _audit(out_dir: str, stage: str) -> None:
         loaded = sorted(
             m.__file__
             for n, m in list(sys.modules.items())
-            if (n == "pipeline" or n.startswith("fabricref.")) and getattr(m, "__file__", None)
+            if (n == "fabricref" or n.startswith("fabricref.")) and getattr(m, "__file__", None)
         )
         entries = [(kind, path, os.path.isfile(path)) for kind, path in log]
         record = {"stage": stage, "argv": sys.orig_argv[1:], "pid": os.getpid(), "log": entries, "loaded": loaded}
@@ -74,6 +74,6 @@ if (
     and os.environ.get("DVC_STAGE")
     and sys.orig_argv[1:2] == ["-m"]
     and sys.orig_argv[2:3]
-    and sys.orig_argv[2].startswith("pipeline")
+    and sys.orig_argv[2].startswith("fabricref")
 ):
     _audit(os.environ["FABRICREF_STAGE_AUDIT"], os.environ["DVC_STAGE"])
