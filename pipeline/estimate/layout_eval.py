@@ -206,6 +206,12 @@ _ACTIVATIONS = _cached("activations", lambda r: {**r, "parts": dict(r["parts"])}
 _LAYER = _cached("layer", lambda r: flops.LayerWork(list(r.forward), list(r.backward), list(r.recompute)))
 
 
+def forget() -> None:
+    """Empty the search caches (a benchmark timing a cold search)."""
+    for cache in _CACHES.values():
+        cache.clear()
+
+
 @contextlib.contextmanager
 def _memoized() -> Iterator[None]:
     """`memory.training_state`, `memory.layer_activation_bytes` and `flops.layer` answered from the caches while

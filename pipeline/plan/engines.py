@@ -27,6 +27,9 @@ class LocalEngine:
     name = "local"
     workers = 1
 
+    def warm(self) -> None:
+        pass
+
     def map(self, task: str, ev: Any, batches: list[list[Any]]) -> Iterator[list[Any]]:
         from .search import TASKS
 
@@ -48,6 +51,8 @@ def _run(task: str, token: str, holder: list[Any], batch: list[Any]) -> list[Any
 
     from .search import TASKS
 
+    if task == "warm":
+        return []
     ev = _WORKER_EVALUATORS.get(token)
     if ev is None:
         _WORKER_EVALUATORS.clear()
@@ -95,6 +100,11 @@ class RayEngine:
         self.workers = int(ray.cluster_resources().get("CPU", workers))
         self._remote = ray.remote(_run)
         self._evaluators: dict[int, tuple[str, Any]] = {}
+
+    def warm(self) -> None:
+        """Start every worker process and import the evaluation in it (what a first search would otherwise pay
+        inside its timing: a worker's start and imports take seconds)."""
+        self._ray.get([self._remote.remote("warm", "", [None], []) for _ in range(self.workers)])
 
     def map(self, task: str, ev: Any, batches: list[list[Any]]) -> Iterator[list[Any]]:
         if not batches:
