@@ -281,3 +281,18 @@ def test_plan_files_stay_out_of_git_and_dvc() -> None:
     root = Path(__file__).resolve().parents[1]
     assert "plans/" in (root / ".gitignore").read_text().splitlines()
     assert "plans" not in (root / "dvc.yaml").read_text()
+
+
+def test_plan_serve_saves_its_best_layout_as_a_service_workload(built_copy: Layout, cli) -> None:
+    root = built_copy.root
+    r = cli("plan", "serve", "--model", "llama70b-serve-aggregated", "--cluster", SMALL, "--requests-per-second", "2",
+            "--prompt", "2048", "--output", "128", "--ttft-p50", "1s", "--top", "1", "--save", "llama70b-served-64",
+            "--json", root=root)  # fmt: skip
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    best = out["top"][0]
+    from fabricref.estimate.workloads import find_workload
+
+    w = find_workload(built_copy, "llama70b-served-64")
+    assert w.kind == "inference" and w.inference.mode == best["mode"] and w.inference.batch == best["batch"]
+    assert (w.inference.prompt_tokens, w.inference.output_tokens, w.inference.requests_per_second) == (2048, 128, 2)

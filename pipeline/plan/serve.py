@@ -117,7 +117,10 @@ def serve_request(
     return ServeRequest(model, cluster, float(rps), prompt, output, ttft_p50, tpot, top, modes, tp, max_batch)  # type: ignore[arg-type]
 
 
-def serving_layouts(req: ServeRequest, domain_size: int, reference: str) -> tuple[list[ServeLayout], Rejections]:
+def serving_layouts(
+    req: ServeRequest, domain_size: int, reference: str, accelerators: int | None = None
+) -> tuple[list[ServeLayout], Rejections]:
+    """Every serving layout of the request; a group larger than the cluster (`accelerators`) is refused."""
     from .space import Cluster
 
     rejected = Rejections()
@@ -135,6 +138,14 @@ def serving_layouts(req: ServeRequest, domain_size: int, reference: str) -> tupl
         out += [ServeLayout("aggregated", tp, tp, b) for tp in tps for b in batches]
     if "disaggregated" in req.modes:
         out += [ServeLayout("disaggregated", p, d, b) for p in tps for d in tps for b in batches]
+    if accelerators is not None:
+        big = [x for x in out if span(x, domain_size) > accelerators]
+        for x in big:
+            rejected.add(
+                f"a {x.mode} group of {x.group_gpus} GPUs (prefill TP {x.prefill_tp}, decode TP {x.decode_tp}) "
+                f"needs {span(x, domain_size)} accelerators in placement order; {req.cluster} has {accelerators}"
+            )
+        out = [x for x in out if span(x, domain_size) <= accelerators]
     return out, rejected
 
 
@@ -332,7 +343,7 @@ def plan_serving(
         spec = load_model_spec(lay, model)
         summary = prepare(views, cluster, spec.shape.dtype, memory_headroom)
         req = serve_request(spec, summary.id, **options)
-        layouts, rejected = serving_layouts(req, summary.domain_size, summary.reference)
+        layouts, rejected = serving_layouts(req, summary.domain_size, summary.reference, summary.accelerators)
         ev = ServeEvaluator(req, summary)
         view = views(cluster)
         groups: set[GroupKey] = set()
