@@ -296,3 +296,14 @@ def test_plan_serve_saves_its_best_layout_as_a_service_workload(built_copy: Layo
     w = find_workload(built_copy, "llama70b-served-64")
     assert w.kind == "inference" and w.inference.mode == best["mode"] and w.inference.batch == best["batch"]
     assert (w.inference.prompt_tokens, w.inference.output_tokens, w.inference.requests_per_second) == (2048, 128, 2)
+
+
+def test_an_unreadable_plan_file_stops_only_queries_of_plans(built_copy: Layout, cli) -> None:
+    """plans/ is not a DVC output and anyone may drop a file there: a torn one must not break every query."""
+    root = built_copy.root
+    (root / "plans").mkdir(exist_ok=True)
+    (root / "plans" / "torn.parquet").write_bytes(b"PAR1 not really")
+    r = cli("query", "SELECT count(*) AS n FROM fields", "--format", "json", root=root)
+    assert r.code == 0, r.err
+    r = cli("query", "SELECT count(*) FROM plans", root=root)
+    assert r.code != 0 and "plans/ holds a file DuckDB cannot read" in r.err

@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -302,11 +301,6 @@ class NoLegalLayout(UsageError):
             lines.append("  the request leaves no candidate (check --gpus, --global-batch and the filters)")
         super().__init__("\n".join(lines))
 
-
-def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t0
 
 
 def as_dict(result: PlanResult) -> dict[str, Any]:

@@ -114,11 +114,6 @@ def write(lay: Checkout, result: Any) -> Path:
     return write_table(plans_dir(lay), result.plan_id, COLUMNS, ["layout_id"], table_rows(result))
 
 
-def plan_files(lay: Checkout) -> list[Path]:
-    folder = plans_dir(lay)
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-
-
 # --- --save: a layout as a workload the pipeline carries ---------------------------------------------------------
 
 
