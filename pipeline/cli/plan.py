@@ -84,20 +84,29 @@ def _progress(enabled: bool) -> Iterator[Any]:
 
     console = Console(stderr=True, highlight=False, markup=False)
     columns = (
-        TextColumn("layouts"),
-        BarColumn(),
+        TextColumn("{task.fields[doing]}"),
+        BarColumn(bar_width=20),
         MofNCompleteColumn(),
         TextColumn("{task.fields[rate]}"),
-        TextColumn("best so far: {task.fields[best]}"),
         TimeElapsedColumn(),
+        TextColumn("best so far: {task.fields[best]}"),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("search", total=None, best="—", rate="")
+        task = bar.add_task("search", total=None, best="—", rate="", doing="preparing the cluster and the space")
+        started: dict[str, float] = {}
 
-        def update(done: int, total: int, best: str) -> None:
-            elapsed = bar.tasks[0].elapsed or 0.0
-            rate = f"{done / elapsed:,.0f}/s" if elapsed > 0 else ""
-            bar.update(task, completed=done, total=total, best=best or "—", rate=rate)
+        def update(doing: str, done: int, total: int, best: str) -> None:
+            """Layouts bounded, then layouts done (evaluated, pruned or not fitting), the rate of the current
+            pass, and the best layout found so far."""
+            import time
+
+            now = time.perf_counter()
+            first = started.setdefault(doing, now)
+            if doing == "evaluating" and "base" not in started:
+                started["base"] = done
+            base = started.get("base", 0) if doing == "evaluating" else 0
+            rate = f"{(done - base) / (now - first):,.0f}/s" if now > first and done > base else ""
+            bar.update(task, completed=done, total=total, best=best or "—", rate=rate, doing=f"layouts {doing}")
 
         yield update
 

@@ -33,7 +33,8 @@ WAVE = 4096
 BATCH = 1024
 GB = 1e9
 
-Progress = Callable[[int, int, str], None]
+# (what is being done: "bounding" or "evaluating", layouts done, layouts in all, the best so far)
+Progress = Callable[[str, int, int, str], None]
 
 
 @dataclass
@@ -133,7 +134,11 @@ def search_training(
     n = len(layouts)
     if not n:
         raise NoLegalLayout(req, rejected, [])
-    bounds: list[Bound] = [b for part in engine.map("bound", ev, batches(layouts)) for b in part]
+    bounds: list[Bound] = []
+    for part in engine.map("bound", ev, batches(layouts)):
+        bounds += part
+        if progress:
+            progress("bounding", len(bounds), n, "")
     objective, tokens = req.objective, ev.tokens
     fitting = [i for i, b in enumerate(bounds) if b.fits is not False and b.step_lower_bound_seconds is not None]
     if not fitting:
@@ -150,7 +155,8 @@ def search_training(
     done = n - len(fitting)
     best = ""
     if progress:
-        progress(done, n, best)
+        progress("evaluating", done, n, best)
+    best_point: tuple[float, float, float, str] | None = None
     for start in range(0, len(fitting), WAVE):
         wave = fitting[start : start + WAVE]
         todo = []
@@ -172,11 +178,11 @@ def search_training(
                 points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, layouts[i].id))
         front.add(points)
         done += len(wave)
-        if points:
-            b0 = min(points)
-            best = f"{b0[3]} {b0[1]:.3f} s"
+        if points and (best_point is None or min(points) < best_point):
+            best_point = min(points)
+            best = f"{best_point[3]} ({best_point[1]:.3f} s)"
         if progress:
-            progress(done, n, best)
+            progress("evaluating", done, n, best)
     rows = [_row(req, layouts[i], bounds[i], results.get(i), pruned.get(i), tokens) for i in range(n)]
     _rank(rows, objective)
     counts = {
@@ -300,7 +306,6 @@ class NoLegalLayout(UsageError):
         if len(lines) == 1:
             lines.append("  the request leaves no candidate (check --gpus, --global-batch and the filters)")
         super().__init__("\n".join(lines))
-
 
 
 def as_dict(result: PlanResult) -> dict[str, Any]:
