@@ -36,7 +36,7 @@ def test_dvc_repro_on_a_fresh_clone_is_deterministic(clone: Path):
 
 def test_a_fresh_clone_gets_the_views_file_for_direct_duckdb_readers(clone: Path):
     """Seen: on a fresh clone DVC skipped the `database` stage (no outputs, deps as in dvc.lock), so the
-    README's `duckdb.connect("registry/registry.duckdb")` found no file."""
+    guide's `duckdb.connect("registry/registry.duckdb")` found no file."""
     path = clone / "registry" / "registry.duckdb"
     assert path.is_file()
     con = duckdb.connect(str(path), read_only=True)

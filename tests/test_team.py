@@ -31,8 +31,11 @@ def _environment_variables_read() -> set[str]:
 def test_every_environment_variable_is_documented() -> None:
     names = _environment_variables_read()
     assert {"FABRICREF_ROOT", "FABRICREF_FETCH_DEADLINE", "FABRICREF_FETCH_CONCURRENCY"} <= names
-    section = (ROOT / "README.md").read_text().split("## Working as a team", 1)[1].split("\n## ", 1)[0]
+    guide = (ROOT / "docs" / "guide.md").read_text()
+    section = guide.split("## Working as a team", 1)[1].split("\n## ", 1)[0]
     assert sorted(n for n in names if f"`{n}`" not in section) == []
+    documented = set(re.findall(r"^\| `(FABRICREF_[A-Z_]*[A-Z])`", section, flags=re.M))
+    assert sorted(documented - names) == [], "documented but read nowhere"
 
 
 def test_dvc_s3_extra_is_declared_and_pinned() -> None:
@@ -66,7 +69,7 @@ def _outputs(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_push_then_a_fresh_clone_pulls_the_registry(built_pipeline: Path, tmp_path: Path) -> None:
-    """The README's team workflow through a local-directory remote: push from the built clone, `git clone`
+    """The team workflow of docs/guide.md through a local-directory remote: push from the built clone, `git clone`
     afresh, pull, and the colleague has every output byte for byte with nothing left to reproduce."""
     remote = tmp_path / "remote"
     _dvc("remote", "add", "--local", "shared", str(remote), cwd=built_pipeline)  # config.local: git-ignored

@@ -35,7 +35,8 @@ __all__ = ["app", "main"]
 @cache
 def _command() -> click.Command:
     """The click command Typer builds from `app`, built once per process: `app(...)` rebuilds it on every call
-    (~20 ms of signature and type-hint inspection), which a process calling `main` many times (the tests) repeats.
+    (inspecting every verb's signature and type hints), which a process calling `main` many times (the tests)
+    would repeat.
     Click keeps no state in a command between invocations (each gets a fresh context)."""
     return typer.main.get_command(app)
 

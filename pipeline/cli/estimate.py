@@ -19,7 +19,7 @@ estimate_app = typer.Typer(
 app.add_typer(estimate_app, name="estimate")
 
 
-# The keys every cost estimate reports (the JSON contract for `estimate collective` and `transfer`).
+# The keys every cost estimate reports: the JSON contract of `estimate collective` and `estimate transfer`.
 COST_KEYS = (
     "seconds",
     "latency_seconds",

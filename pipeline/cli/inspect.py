@@ -33,7 +33,7 @@ def audit(
 ) -> None:
     """Trace a field to the documents it came from, re-verifying each snapshot's SHA-256 now."""
     # Names from the module, not the module through the package: `fabricref.audit` is the API function.
-    from ..inspect.audit import TRAFFIC_PREFIX, all_verified, audit_at_revision, audit_traffic
+    from ..inspect.audit import TRAFFIC_PREFIX, audit_at_revision, audit_traffic, unverified
     from ..inspect.audit import audit as audit_field
 
     lay = lay_of(root)
@@ -51,8 +51,9 @@ def audit(
         tree = Tree(_audit_label(result))
         _audit_tree(tree, result)
         out.print(tree)
-    if not all_verified(result):
-        raise FabricrefError("a snapshot no longer matches its pinned SHA-256 (see 'verified: false' above)")
+    problems = unverified(result)
+    if problems:
+        raise FabricrefError("not verified: " + "; ".join(problems))
 
 
 def _value_text(node: dict[str, Any]) -> str:
@@ -75,8 +76,10 @@ def _audit_tree(tree: Tree, node: dict[str, Any]) -> None:
     if node.get("chosen"):
         tree.add(f"taken from {node['chosen']}: {node['choice_reason']}")
     for p in node["provenance"]:
-        mark = "verified" if p["verified"] else "HASH MISMATCH"
+        mark = "verified" if p["verified"] else "NOT VERIFIED"
         leaf = tree.add(f"{p['source_id']} rule {p['rule_id']} (revision {p['revision']}, {p['origin']}) — {mark}")
+        if not p["verified"]:
+            leaf.add(f"problem: {p.get('problem') or 'the pinned bytes could not be re-verified'}")
         leaf.add(f"url: {p['url']}")
         leaf.add(f"retrieved_at: {p['retrieved_at']}")
         leaf.add(f"sha256: {p['sha256']}")
@@ -232,8 +235,8 @@ def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
                 s_.get("revision"),
                 s_.get("retrieved_at", ""),
                 s_.get("origin", ""),
-                "ok" if s_.get("hash_ok") else "MISMATCH",
-                "ok" if s_.get("rules_ok") else f"failing: {', '.join(s_.get('failing_rules', []))}",
+                _hash_cell(s_),
+                _rules_cell(s_),
                 s_.get("fields_by_status", {}),
             ]
             for s_ in data["sources"]
@@ -246,6 +249,20 @@ def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
             out.print(f"needs attention: {line}")
     if data["attention"]:
         raise FabricrefError(f"{len(data['attention'])} item(s) need attention")
+
+
+def _hash_cell(source: dict[str, Any]) -> str:
+    if source.get("revision") is None:
+        return "no pin"
+    if not source.get("hash_ok"):
+        return "MISMATCH"
+    return "ok" if source.get("transcription_ok", True) else "TRANSCRIPTION EDITED"
+
+
+def _rules_cell(source: dict[str, Any]) -> str:
+    if "rules_ok" not in source:
+        return "not read"
+    return "ok" if source["rules_ok"] else f"failing: {', '.join(source['failing_rules'])}"
 
 
 @app.command(name="pin-model")

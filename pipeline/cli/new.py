@@ -22,7 +22,7 @@ def new_reference(
     root: RootOpt = None,
 ) -> None:
     """Write models/references/ID.yaml with every applicable vocabulary key unknown, register its identity,
-    pin its first model revision. Then cite, derive or explain each field (see README, "Add a reference")."""
+    pin its first model revision. Then cite, derive or explain each field (see docs/guide.md, "Add a reference")."""
     from ..inspect.new import TO_BE_SOURCED
     from ..inspect.new import new_reference as scaffold
 

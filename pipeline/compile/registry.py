@@ -185,7 +185,7 @@ def write_tables(lay: Layout, rows: dict[str, Iterable[Sequence[Any]]]) -> None:
         raise FabricrefError(f"cannot write {lay.relative(final)}: {exc.strerror}") from exc
     try:
         os.chmod(staging, 0o777 & ~current_umask())
-        with contextlib.closing(writer_connection()) as con:  # one DuckDB for every table (~20 ms per opening)
+        with contextlib.closing(writer_connection()) as con:  # one DuckDB opened for every table, not one each
             for name, (columns, order) in TABLES.items():
                 write_table(staging, name, columns, order, rows.get(name, []), con=con)
         _switch_directories(staging, final)

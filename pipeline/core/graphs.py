@@ -91,7 +91,7 @@ class Topology:
 
 class EdgeAttrs(dict):
     """The attributes of the edges that have the same ones, shared (the 24,576-GPU cluster's 233,792 edges have
-    8 distinct rows: one dict each instead of 233,792, ~150 MB and 0.1 s less). Read-only, so that no code can
+    8 distinct rows: one dict each instead of one per edge). Read-only, so that no code can
     change one edge's attributes and silently another's: changing them raises TypeError (`dict(d)` is a copy
     that can be changed, and so is `copy.copy`). A deep copy or a pickle of a graph keeps them shared and read-only:
     both keep one copy per object, so a plain dict there would be one changeable dict under many edges."""

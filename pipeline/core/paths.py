@@ -123,8 +123,8 @@ PARAMS_FILE = "params.yaml"
 
 
 def checkout_params(path: Path, folder: str) -> Path | None:
-    """The checkout's params.yaml for <root>/models/<folder>/<file>: the one home of the knobs people vary
-    (issue 17). None for a file elsewhere (a copy outside a checkout states its values itself) or no params.yaml."""
+    """The checkout's params.yaml for <root>/models/<folder>/<file>: the one home of the knobs people vary. None
+    for a file elsewhere (a copy outside a checkout states its values itself) or no params.yaml."""
     if path.parent.name != folder or path.parent.parent.name != "models":
         return None
     params = path.parent.parent.parent / PARAMS_FILE

@@ -10,8 +10,19 @@ from ..formats.pins import Origin, PinHistory, Revision
 from .files import atomic_write_json
 from .paths import Layout, check_slug
 from .schemas import load_json, load_model, validate
+from .store import sha256_file
 
-__all__ = ["Origin", "PinHistory", "Revision", "append", "load", "load_file", "lock_path", "utc_now"]
+__all__ = [
+    "Origin",
+    "PinHistory",
+    "Revision",
+    "append",
+    "edited_transcription",
+    "load",
+    "load_file",
+    "lock_path",
+    "utc_now",
+]
 
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -63,6 +74,24 @@ def append(lay: Layout, source_id: str, revision: Revision) -> PinHistory:
     validate(data, "pins.schema.json", lay.pins_file(source_id))
     atomic_write_json(lay.pins_file(source_id), data)
     return history
+
+
+def edited_transcription(lay: Layout, source_id: str, current: Revision) -> str | None:
+    """Why a source's transcription no longer matches its current revision, or None when it does (or the current
+    revision is not a transcription, or its file is gone). The pinned bytes may still be intact in the store, but
+    the file a reader opens then says something the registry was not built from."""
+    if current.origin != "transcription":
+        return None
+    transcription = lay.transcription_file(source_id)
+    if not transcription.exists():
+        return None
+    actual = sha256_file(transcription)
+    if actual == current.sha256:
+        return None
+    return (
+        f"{lay.relative(transcription)}: edited since it was pinned (pinned {current.sha256}, file hashes to "
+        f"{actual}); run `fabricref pin {source_id}` to add it as a new revision"
+    )
 
 
 def lock_path(lay: Layout) -> Path:

@@ -9,7 +9,7 @@ One module for every reader and writer, so no stage imports another stage to rea
   statement with bound parameters. A stage opens only the directories its DVC stage declares as deps.
 - `build_database` / `ensure_database` keep `registry/registry.duckdb` for people who open it directly.
 
-Why `registry/registry.duckdb` holds views and not tables (issue 11, case 4): a DuckDB file is not
+Why `registry/registry.duckdb` holds views and not tables: a DuckDB file is not
 byte-identical from build to build, so it cannot be a DVC output without breaking the byte-identical
 `dvc.lock`. A file holding *copies* of the tables goes stale silently after `git checkout` + `dvc checkout`
 (a notebook read last week's numbers). A file holding only *views* over the Parquet files holds no numbers at
@@ -85,8 +85,8 @@ def _literal(text: str) -> str:
 
 def writer_connection() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB set up to write tables with stable bytes: single-threaded, in insertion order. A
-    stage that writes several tables may pass one to `write_table` / `write_columns` (`con=`): each opening
-    costs ~20 ms; every table is dropped again once written, so each is written as on a fresh connection."""
+    stage that writes several tables may pass one to `write_table` / `write_columns` (`con=`) rather than pay for
+    an opening per table; every table is dropped again once written, so each is written as on a fresh connection."""
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET threads = 1")

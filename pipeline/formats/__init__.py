@@ -47,8 +47,8 @@ TITLES: dict[str, str] = {
 
 
 def model(name: str) -> Any:
-    """The model of one format, by its schema file name. Imported on first use, not with the package: building
-    every format's pydantic models costs a process ~0.15 s, and a stage reads two or three formats."""
+    """The model of one format, by its schema file name. Imported on first use, not with the package: a stage
+    reads two or three formats, and building every format's pydantic models would be paid by each process."""
     match name:
         case "calibration.schema.json":
             from .calibration import Calibration as found

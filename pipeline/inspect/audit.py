@@ -5,23 +5,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..core import confidence
+from ..core import confidence, pins
 from ..core.paths import Layout
 from ..core.registry import Tables, open_tables
 from ..core.store import sha256_file
-from ..errors import UnknownIdError, UsageError
+from ..errors import IntegrityError, UnknownIdError, UsageError
 
 
 def _rows(con: Tables, sql: str, params: list[Any]) -> list[dict[str, Any]]:
     return con.rows(sql, *params)
 
 
-def _verify(lay: Layout, snapshot_path: str, sha256: str) -> bool:
+def _verify(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> bool:
+    """True when the cited bytes are what was pinned: the stored snapshot re-hashes to its SHA-256 and, for a
+    transcription, the file a reader opens under sources/transcriptions/ is still the one pinned."""
+    return _problem(lay, source_id, snapshot_path, sha256) is None
+
+
+def _problem(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> str | None:
+    """What breaks the promise of a citation's hash, or None."""
     path = lay.root / snapshot_path
     try:
-        return sha256_file(Path(path)) == sha256
+        actual = sha256_file(Path(path))
     except FileNotFoundError:
-        return False
+        return f"{snapshot_path}: the pinned snapshot is missing from the store"
+    if actual != sha256:
+        return f"{snapshot_path}: hash mismatch: pinned sha256 {sha256}, stored bytes hash to {actual}"
+    history = pins.load(lay, source_id)
+    return pins.edited_transcription(lay, source_id, history.current) if history else None
+
+
+def _checked(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> dict[str, Any]:
+    """`verified` and, when it is false, `problem`: why the hash no longer proves what it did."""
+    verified = _verify(lay, source_id, snapshot_path, sha256)
+    return {"verified": verified, "problem": None if verified else _problem(lay, source_id, snapshot_path, sha256)}
 
 
 def audit(lay: Layout, reference_id: str, field: str, tables: Tables | None = None) -> dict[str, Any]:
@@ -100,7 +117,7 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
                 "origin": c["origin"],
                 "chosen": c["chosen"],
                 "carried_from_revision": c["carried_from_revision"],
-                "verified": _verify(lay, c["snapshot_path"], c["sha256"]),
+                **_checked(lay, c["source_id"], c["snapshot_path"], c["sha256"]),
             }
         )
     if f["status"] == "derived":
@@ -122,6 +139,18 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
 
 def all_verified(node: dict[str, Any]) -> bool:
     return all(p["verified"] for p in node["provenance"]) and all(all_verified(i) for i in node.get("inputs", []))
+
+
+def unverified(node: dict[str, Any]) -> list[str]:
+    """Each citation of the tree whose hash no longer proves what it did, as 'source revision N: problem'."""
+    found = [
+        f"{p['source_id']} revision {p['revision']}: {p.get('problem') or 'not verified'}"
+        for p in node["provenance"]
+        if not p["verified"]
+    ]
+    for child in node.get("inputs", []):
+        found += [line for line in unverified(child) if line not in found]
+    return found
 
 
 TRAFFIC_PREFIX = "traffic:"
@@ -229,7 +258,6 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
 def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int) -> dict[str, Any]:
     """The field as it stood at revision N of the documents it cites: values re-read from the old snapshots,
     hashes re-verified now. A derived field is re-derived from its inputs' values at that revision."""
-    from ..core import pins
     from ..core.sources import load_sources
     from ..extract.claims import claims_at
     from .changes import require_revision
@@ -241,7 +269,11 @@ def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int)
         (source,) = load_sources(lay, p["source_id"])
         history = pins.load(lay, source.id)
         require_revision(history, revision)  # a missing revision is bad usage, not a hash mismatch
-        parsed, errors, rev = claims_at(lay, source, revision)
+        try:
+            parsed, errors, rev = claims_at(lay, source, revision)
+            unread = None
+        except IntegrityError as exc:  # bytes that no longer match their hash are not parsed: the leaf says why
+            parsed, errors, rev, unread = {}, {}, history.get(revision), str(exc)
         value = parsed.get(p["rule_id"])
         path = lay.root / p["snapshot_path"].replace(p["sha256"], rev.sha256).replace(
             f"/{p['sha256'][:2]}/", f"/{rev.sha256[:2]}/"
@@ -253,14 +285,16 @@ def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int)
             "retrieved_at": rev.retrieved_at,
             "snapshot_path": lay.relative(path),
             "origin": rev.origin,
-            "verified": _verify(lay, lay.relative(path), rev.sha256),
+            **_checked(lay, source.id, lay.relative(path), rev.sha256),
         }
         if value is None:
             leaf.update(
                 {
                     "excerpt": None,
                     "stated": None,
-                    "note": f"rule did not match revision {revision}: {errors.get(p['rule_id'])}",
+                    "note": f"revision {revision} not read: {unread}"
+                    if unread
+                    else f"rule did not match revision {revision}: {errors.get(p['rule_id'])}",
                 }
             )
         else:

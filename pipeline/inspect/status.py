@@ -9,7 +9,7 @@ from typing import Any
 from ..core import model_revisions, pins
 from ..core.paths import Layout
 from ..core.sources import load_sources
-from ..core.store import SnapshotStore, sha256_file
+from ..core.store import SnapshotStore
 from ..errors import FabricrefError
 from ..extract.claims import claim_status, parse_snapshot
 
@@ -32,14 +32,13 @@ def status(lay: Layout) -> dict[str, Any]:
             row["hash_ok"] = True
         except FabricrefError as exc:
             row["hash_ok"] = False
-            attention.append(str(exc))
+            attention.append(f"source {source.id} revision {rev.revision}: {exc}")
             sources.append(row)
             continue
-        transcription = lay.transcription_file(source.id)
-        if rev.origin == "transcription" and transcription.exists() and sha256_file(transcription) != rev.sha256:
-            attention.append(
-                f"{lay.relative(transcription)}: edited since it was pinned; run `fabricref pin {source.id}`"
-            )
+        edited = pins.edited_transcription(lay, source.id, rev)
+        row["transcription_ok"] = edited is None
+        if edited:
+            attention.append(f"source {source.id} revision {rev.revision}: {edited}")
         parsed, errors = parse_snapshot(lay, source, rev)
         failing = [r.id for r in source.rules if r.id not in parsed and r.on_no_match == "fail"]
         kept = [r.id for r in source.rules if r.id not in parsed and r.on_no_match == "keep-previous"]

@@ -16,7 +16,7 @@ from ..core import pins
 from ..core.files import atomic_write_json, exclusive_lock
 from ..core.paths import Layout
 from ..core.sources import Source
-from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes, sha256_file
+from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes
 from ..errors import FabricrefError, FetchError, IntegrityError, ValidationError
 
 if TYPE_CHECKING:
@@ -57,14 +57,9 @@ def verify(lay: Layout, sources: list[Source]) -> list[dict[str, object]]:
                 )
             current = history.current
             snapshots.read(current.sha256, size=current.size)
-            transcription = lay.transcription_file(source.id)
-            if current.origin == "transcription" and transcription.exists():
-                actual = sha256_file(transcription)
-                if actual != current.sha256:
-                    raise IntegrityError(
-                        f"{lay.relative(transcription)}: edited since it was pinned (pinned {current.sha256}, "
-                        f"file hashes to {actual}); run `fabricref pin {source.id}` to add it as a new revision"
-                    )
+            edited = pins.edited_transcription(lay, source.id, current)
+            if edited:
+                raise IntegrityError(edited)
             entries.append(manifest_entry(lay, source, current))
         except FabricrefError as exc:
             problems.append(str(exc))
@@ -89,7 +84,7 @@ ProgressFn = Callable[["RefreshOutcome", int, int], None]
 
 
 def _fetch_one(source: Source, current: pins.Revision | None, mirror: str | None, policy: FetchPolicy, end: float):
-    from .fetch import fetch  # the HTTP client is imported by a refresh only, not by the DVC stage (issue 16)
+    from .fetch import fetch  # only a refresh talks HTTP: the DVC stage verifies pins without importing the client
 
     left = end - time.monotonic()
     if left <= 0:
