@@ -88,7 +88,12 @@ def summary(view: View, accelerator: step_model.Accelerator, rates: Any, memory_
 def _rank_map(view: View, gpus: int) -> dict[int, str]:
     """The accelerator of each rank of a `gpus`-rank job under the cluster's default placement."""
     job = SimpleNamespace(
-        id=f"plan-{gpus}", path=None, placement=None, training=SimpleNamespace(tp=gpus, pp=1, dp=1), inference=None
+        id=f"plan-{gpus}",
+        path=None,
+        placement=None,
+        training=SimpleNamespace(tp=gpus, pp=1, dp=1),
+        inference=None,
+        used_ranks=list(range(gpus)),
     )
     return rank_accelerators(view.g, job)
 
