@@ -5,13 +5,11 @@ shares, queueing where a link is over capacity), timed the way the collective li
 Only the top K get this (it takes seconds on a big cluster, where the analytical per-tier cost takes
 microseconds); every other row keeps the analytical cost and says so in its `costing` column. A phase the traffic
 library does not know yet (the CP ring's K/V exchange) keeps its analytical cost in a routed layout too, and a
-layout the router refuses (e.g. layers that do not divide PP, until the step model accepts uneven stages) keeps
-its analytical evaluation with the reason.
+layout the router refuses keeps its analytical evaluation with the reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ..errors import FabricrefError
@@ -20,25 +18,14 @@ from ..estimate.view import View
 from .evaluate import ANALYTICAL, ROUTED, Evaluation, TrainEvaluator
 from .space import Layout
 
-UNEVEN_NOTE = (
-    "layers do not divide PP: routed as if every stage held the fullest stage's ceil(L/p) layers (the traffic "
-    "library routes even stages only; the fullest stage's transfers are the ones on the critical path)"
-)
-
 
 def route(view: View, ev: TrainEvaluator, layout: Layout) -> tuple[Evaluation, str]:
     """The layout evaluated on routed phases, and a note ("" when every phase was routed as it is)."""
     w = ev.workload(layout)
     analytical, largest = ev.phases(layout, w)
-    layers = w.model.layers
     notes = []
-    routed_w = w
-    if layers % layout.pp:
-        even = w.model.model_copy(update={"layers": -(-layers // layout.pp) * layout.pp})
-        routed_w = replace(w, model=even)
-        notes.append(UNEVEN_NOTE)
     try:
-        routed = routed_phases(view, routed_w)
+        routed = routed_phases(view, w)
     except FabricrefError as exc:
         e = ev.finish(layout, w, analytical, largest, ANALYTICAL, detail=True)
         return e, f"not routed: {exc}"
