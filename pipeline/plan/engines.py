@@ -44,20 +44,26 @@ class LocalEngine:
 _WORKER_EVALUATORS: dict[str, Any] = {}
 
 
-def _run(task: str, token: str, holder: list[Any], batch: list[Any]) -> list[Any]:
+def _run(task: str, token: str, holder: list[Any], batch: list[Any]) -> tuple[list[Any], int, float]:
     """A Ray task: the evaluator of `token` (fetched from the object store the first time this worker sees it)
-    applied to one batch. `holder` wraps the object ref so Ray does not fetch it for every task."""
+    applied to one batch; with the worker's pid and the CPU seconds the batch took (what the driver reports as the
+    workers' share, and what scheduling costs beside it). `holder` wraps the object ref so Ray does not fetch it
+    for every task."""
+    import time
+
     import ray
 
     from .search import TASKS
 
+    start = time.process_time()
     if task == "warm":
-        return []
+        return [], os.getpid(), 0.0
     ev = _WORKER_EVALUATORS.get(token)
     if ev is None:
         _WORKER_EVALUATORS.clear()
         ev = _WORKER_EVALUATORS[token] = ray.get(holder[0])
-    return TASKS[task](ev, batch)
+    out = TASKS[task](ev, batch)
+    return out, os.getpid(), time.process_time() - start
 
 
 class RayEngine:
@@ -100,6 +106,7 @@ class RayEngine:
         self.workers = int(ray.cluster_resources().get("CPU", workers))
         self._remote = ray.remote(_run)
         self._evaluators: dict[int, tuple[str, Any]] = {}
+        self.worker_cpu: dict[int, float] = {}  # CPU seconds of evaluation per worker process, since started
 
     def warm(self) -> None:
         """Start every worker process and import the evaluation in it (what a first search would otherwise pay
@@ -115,7 +122,9 @@ class RayEngine:
         token, ref = held
         futures = [self._remote.remote(task, token, [ref], b) for b in batches]
         for future in futures:
-            yield self._ray.get(future)
+            out, pid, cpu = self._ray.get(future)
+            self.worker_cpu[pid] = self.worker_cpu.get(pid, 0.0) + cpu
+            yield out
 
     def close(self) -> None:
         self._evaluators.clear()
