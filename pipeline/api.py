@@ -1,22 +1,26 @@
-"""The Python API for notebooks and scripts: `import fabricref`, then registry / topology / estimate / audit.
+"""The Python API for notebooks, scripts and the CLI: `import fabricref`, then registry / topology / estimate / audit.
 
 Each function finds its checkout as the CLI does (the working directory or an ancestor, or $FABRICREF_ROOT; or
 `root=` given explicitly) and reads what `dvc repro` (or `dvc pull`) left under registry/. Nothing here writes.
+Functions take ids and knobs (numbers in base units: bytes, bytes per second, seconds) and return plain records.
 Heavy imports happen inside the functions, so `import fabricref` stays cheap.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.paths import Layout, layout
+from .errors import FabricrefError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
     import networkx as nx
 
 __all__ = ["audit", "checkout", "estimate_workload", "graph", "plan_record", "plan_serve", "plan_train", "registry"]
+Knobs = dict[str, Any] | None  # a workload's knobs set otherwise: `{"prefill_tp": 4, "decode_tp": 4}`
 
 
 def _lay(root: str | Path | None) -> Layout:
@@ -59,6 +63,13 @@ def _topology_id(topology: str | nx.Graph) -> str:
     return tid
 
 
+def caveat() -> str:
+    """What every estimate is, and is not."""
+    from .estimate import CAVEAT
+
+    return CAVEAT
+
+
 def phase_records(result: Any) -> list[dict[str, Any]]:
     """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
     seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""
@@ -96,15 +107,236 @@ def phase_records(result: Any) -> list[dict[str, Any]]:
     ]
 
 
-def estimate_workload(topology: str | nx.Graph, workload: str, root: str | Path | None = None) -> list[dict[str, Any]]:
-    """The per-phase communication records of a workload (models/workloads/<id>.yaml) laid onto a topology's
-    installed wiring, as `fabricref estimate workload` computes them. `topology` is an id or a graph returned
-    by `topology()`; the estimate always uses the installed wiring, so an edited graph is not honoured."""
+def _workload(lay: Layout, workload_id: str, knobs: Knobs) -> Any:
+    from .estimate.workloads import find_workload, with_knobs
+
+    return with_knobs(find_workload(lay, workload_id), knobs)
+
+
+def estimate_workload(
+    topology: str | nx.Graph, workload: str, root: str | Path | None = None, knobs: Knobs = None
+) -> list[dict[str, Any]]:
+    """The per-phase communication records of a workload (models/workloads/<id>.yaml, with `knobs` set otherwise)
+    laid onto a topology's installed wiring, as `fabricref estimate workload` computes them. `topology` is an id
+    or a graph returned by `graph()`; the estimate always uses the installed wiring, so an edited graph is not
+    honoured."""
     from .estimate.traffic import estimate
-    from .estimate.workloads import find_workload
 
     lay = _lay(root)
-    return phase_records(estimate(lay, _topology_id(topology), find_workload(lay, workload)))
+    return phase_records(estimate(lay, _topology_id(topology), _workload(lay, workload, knobs)))
+
+
+def workload_report(
+    topology_id: str, workload_id: str, root: str | Path | None = None, knobs: Knobs = None
+) -> dict[str, Any]:
+    """A workload on a topology: its phases, how many accelerators must talk to make progress, its memory and
+    whether it fits, the failure scenarios, the communication total and its confidence."""
+    from .estimate import CAVEAT
+    from .estimate.step import fit_verdict
+    from .estimate.traffic import estimate, step_of
+    from .estimate.view import view_for
+
+    lay = _lay(root)
+    view = view_for(lay, topology_id)
+    w = _workload(lay, workload_id, knobs)
+    r = estimate(lay, topology_id, w, 0, view)
+    st = step_of(lay, view, w, r)
+    return {
+        "topology_id": topology_id,
+        "workload_id": workload_id,
+        "phases": phase_records(r),
+        "revealing": r.revealing,
+        "sizing": r.sizing,
+        "failures": r.failures,
+        "communication_seconds": r.communication_seconds,
+        "confidence": r.confidence,
+        "memory_fit": {
+            "memory_per_rank_bytes": st["memory_per_rank_bytes"],
+            "accelerator_memory_bytes": st["memory"]["accelerator_memory_bytes"],
+            "fits": st["fits"],
+            "headroom_bytes": st["headroom_bytes"],
+            "verdict": fit_verdict(st),
+        },
+        "caveat": CAVEAT,
+    }
+
+
+def step(
+    topology_id: str, workload_id: str, mfu: float | None = None, root: str | Path | None = None, knobs: Knobs = None
+) -> dict[str, Any]:
+    """Memory per rank and whether it fits; compute, exposed communication and step time (TTFT / TPOT for
+    inference). A figure that needs an unknown registry field is unknown, and the field is named in `missing`.
+    `mfu` None: params.yaml's `step.mfu`."""
+    from .estimate import CAVEAT
+    from .estimate.traffic import step_estimate
+
+    lay = _lay(root)
+    data = step_estimate(lay, topology_id, _workload(lay, workload_id, knobs), mfu)
+    return {"topology_id": topology_id, "workload_id": workload_id, **data, "caveat": CAVEAT}
+
+
+def fit_verdict(step_record: dict[str, Any]) -> str:
+    """One sentence on a step estimate's memory fit (`step()`'s record)."""
+    from .estimate.step import fit_verdict as verdict
+
+    return verdict(step_record)
+
+
+def collective(
+    op: str,
+    ranks: int,
+    size: float,
+    bytes_per_s: float,
+    latency_s: float,
+    algorithm: str | None = None,
+    efficiency: float = 1.0,
+    direction: str = "per_direction",
+) -> dict[str, Any]:
+    """One collective at the bandwidth per rank and per-step latency given (parametric mode): time, algbw and
+    busbw (nccl-tests conventions). A `bidirectional` bandwidth is halved: the estimate moves bytes one way."""
+    from .errors import UsageError
+    from .estimate.collectives import parametric
+
+    if direction not in ("per_direction", "bidirectional"):
+        raise UsageError(f"--direction {direction!r}: expected per_direction or bidirectional")
+    rate = bytes_per_s / 2 if direction == "bidirectional" else bytes_per_s
+    est = parametric(op, ranks, size, rate, latency_s, algorithm=algorithm or "ring", efficiency=efficiency)
+    return {
+        **{k: v for k, v in est.as_dict().items() if k not in ("confidence", "calibration", "candidates", "stages")},
+        "protocol": "as given (parametric: the bandwidth and latency stated on the command line)",
+    }
+
+
+def transfer(size: float, bytes_per_s: float, latency_s: float) -> dict[str, Any]:
+    """One point-to-point transfer: fixed path overhead + bytes ÷ bandwidth."""
+    return collective("send", 2, size, bytes_per_s, latency_s)
+
+
+def collective_on_topology(
+    topology_id: str, op: str, ranks: int, size: float, algorithm: str | None = None, root: str | Path | None = None
+) -> dict[str, Any]:
+    """One collective on a topology's first `ranks` accelerators: line rates, hops and link classes from its
+    wiring, efficiencies and latencies from the calibration; the chosen algorithm and protocol, and why."""
+    from .estimate.calculator import on_topology, result_dict
+    from .estimate.view import view_for
+
+    lay = _lay(root)
+    return result_dict(*on_topology(lay, view_for(lay, topology_id), op, ranks, size, algorithm))
+
+
+def collective_sweep(
+    topology_id: str,
+    op: str,
+    ranks: int,
+    low: int,
+    high: int,
+    algorithm: str | None = None,
+    root: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    """One row per power-of-two size from `low` to `high`, like `all_reduce_perf -b low -e high -f 2`."""
+    from .estimate.calculator import sweep
+    from .estimate.view import view_for
+
+    lay = _lay(root)
+    return sweep(lay, view_for(lay, topology_id), op, ranks, low, high, algorithm)
+
+
+def sweep_svg(title: str, rows: list[dict[str, Any]]) -> bytes:
+    """A sweep's busbw curve as a deterministic SVG."""
+    from .estimate.curves import sweep_svg as draw
+
+    return draw(title, rows)
+
+
+def memory(
+    params: float,
+    layout_name: str = "mixed-adam",
+    dp: int = 1,
+    zero: int = 0,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    expert_params: float = 0.0,
+) -> dict[str, Any]:
+    """Bytes of model state per rank (`bytes`) for a training layout (split over TP × PP, experts over EP,
+    partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP)."""
+    from .errors import UsageError
+    from .estimate import memory as mem
+    from .estimate import sizing
+
+    mem.check_number(params, "--params", strict=True)
+    mem.check_number(expert_params, "--expert-params")
+    if layout_name in mem.TRAINING_LAYOUTS:
+        return mem.training_state(
+            params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, expert_params=expert_params, ep=ep
+        )
+    if zero or expert_params or dp != 1 or ep != 1:
+        raise UsageError(f"--layout {layout_name}: weights only; --dp, --zero, --ep, --expert-params do not apply")
+    for name, value in (("--tp", tp), ("--pp", pp)):
+        mem.check_degree(value, name)
+    data = sizing.memory(params, layout_name)
+    return {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
+
+
+def activations(
+    seq: int,
+    batch: int,
+    hidden: int,
+    heads: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    layers: int = 1,
+) -> dict[str, Any]:
+    """Activation bytes per transformer layer (Korthikanti et al.), and for `layers` layers (`bytes`)."""
+    from .estimate import memory as mem
+
+    data = mem.activations_per_layer(
+        seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    )
+    mem.check_degree(layers, "--layers")
+    return {**data, "layers": layers, "bytes": data["bytes_per_layer"] * layers}
+
+
+def inference_memory(
+    params: float,
+    layers: int,
+    kv_heads: int,
+    head_dim: int,
+    context: int,
+    dtype: str = "bf16",
+    tp: int = 1,
+    concurrency: int = 1,
+    memory_bytes: float | None = None,
+) -> dict[str, Any]:
+    """Per rank: weights / TP + KV cache of concurrency × context tokens; with `memory_bytes`, the most sequences
+    of that context one TP group can hold, and whether it fits."""
+    from .estimate import memory as mem
+    from .estimate import sizing
+
+    mem.check_number(params, "--params", strict=True)
+    per_token = mem.kv_bytes_per_token_per_rank(layers, kv_heads, head_dim, sizing.dtype_bytes(dtype), tp)
+    data = mem.inference_fit(params * sizing.dtype_bytes(dtype), per_token, context, tp, memory_bytes, concurrency)
+    fits = "unknown" if memory_bytes is None else data["bytes"] <= memory_bytes
+    return {**data, "kv_bytes_per_token_per_rank": per_token, "fits": fits}
+
+
+def kv_cache(layers: int, kv_heads: int, head_dim: int, dtype: str, tokens: int) -> dict[str, Any]:
+    """KV-cache bytes per token and for `tokens` tokens: 2 × layers × KV heads × head dim × bytes."""
+    from .estimate import sizing
+
+    return sizing.kv_cache(layers, kv_heads, head_dim, dtype, tokens)
+
+
+def capacity(
+    requests_per_second: float, output_tokens: float, group_tokens_per_second: float, group_size: int, headroom: float
+) -> dict[str, Any]:
+    """Fleet capacity: groups = ceil(R × T × (1 + headroom) ÷ G); accelerators = groups × group size."""
+    from dataclasses import asdict
+
+    from .estimate import sizing
+
+    return asdict(sizing.capacity(requests_per_second, output_tokens, group_tokens_per_second, group_size, headroom))
 
 
 def audit(reference_id: str, field: str, root: str | Path | None = None) -> dict[str, Any]:
@@ -124,6 +356,1550 @@ def validate(root: str | Path | None = None, only: str | None = None) -> list[di
 
     rows = validation.run(_lay(root), only=only)
     return [dict(zip(validation.COLUMNS, r.as_tuple(), strict=True)) for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The explorer's library surface (`fabricref explore`, pipeline/explore/): functions that take ids and knobs and
+# return the pydantic models of pipeline/formats/explore.py, which the web application serves as they are. They
+# compute with the same library code as the pipeline (estimate/, inspect/), read the registry's Parquet tables and
+# graphs read-only (never registry.duckdb, which only `fabricref query` and readers of the API create), and keep
+# what is costly to load (graphs, views, results) in the process, keyed by the registry's content.
+# ---------------------------------------------------------------------------------------------------------------
+
+# Topologies with more accelerators than this are drawn tier × pod first, then one pod or one domain at a time.
+DRAW_FULL_MAX_ACCELERATORS = 256
+# Routed results and failed copies of a graph kept per process (a failed copy of the largest cluster is a few
+# hundred MB).
+LAID_ENTRIES = 16
+FAILED_VIEWS = 2
+# A rack's GPU–switch links beyond this many are drawn as tray–switch bundles.
+BUNDLE_SCALE_UP_ABOVE = 256
+# A domain's NIC–leaf links beyond this many are drawn as tray–leaf bundles.
+BUNDLE_SCALE_OUT_ABOVE = 96
+# Results kept per process (each a few hundred kB at most): repeated requests are answered from here.
+EXPLORER_CACHE_ENTRIES = 256
+# How often the registry's content is looked at again (a rebuilt registry is picked up within this time).
+FINGERPRINT_SECONDS = 2.0
+
+_PHASE_KINDS = (
+    ("prefill-tp-", "TP", "every layer of prefill waits for its tensor-parallel all-reduce"),
+    ("decode-tp-", "TP", "every decoded token waits for its tensor-parallel all-reduces"),
+    ("tp-", "TP", "every layer waits for its tensor-parallel all-reduce before the next can start"),
+    ("ep-", "EP", "each MoE layer's tokens go to their experts and back before the layer completes"),
+    ("pp-", "PP neighbours", "each micro-batch's activations cross from one stage to the next (two ranks per hop)"),
+    ("dp-", "DP / shard group", "the step ends only when every replica's gradients are reduced (or shards gathered)"),
+    ("kv-", "KV pair", "the decode pool starts a request only once its KV cache has arrived from prefill"),
+    ("frontend-", "client", "a request starts and ends at its client, over the frontend network"),
+)
+
+
+class ExplorerInputError(UsageError):
+    """A request the library refuses, with where in the request it went wrong (`loc`, as FastAPI's 422 names
+    fields), so the page can show the message next to the control that caused it."""
+
+    def __init__(self, message: str, loc: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def failure_statement() -> str:
+    """What a surviving route does not establish: stated beside every failure analysis (estimate/ha.py)."""
+    from .estimate.ha import NOT_ESTABLISHED
+
+    return NOT_ESTABLISHED
+
+
+def knob_of(message: str) -> str | None:
+    """The knob a library message is about: the explorer shows the CLI's message beside that control."""
+    import re
+
+    m = re.match(r"(\w+)(?:: not a knob|=.*: expected a )", message) or re.search(
+        r"at \$\.(?:training|inference)\.(\w+)", message
+    )
+    if m:
+        return m.group(1)
+    if re.search(r"at \$\.placement", message):
+        return "placement"
+    if "tensor parallel" in message or "tensor-parallel" in message:
+        return "tp"
+    if re.search(r"needs \d+ accelerators", message):
+        return "dp"
+    return None
+
+
+def _shown_quantity(value: Any, unit: str | None = None, direction: str | None = None) -> str:
+    from .core.format import format_quantity
+
+    return format_quantity(value, unit, direction)
+
+
+class Explorer:
+    """One checkout's registry as the explorer reads it. Thread-safe: the web server calls it from its worker
+    threads; DuckDB reads and graph loads are serialised, results are cached."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        import threading
+
+        self.lay = _lay(root)
+        self._lock = threading.RLock()
+        self._state: _ExplorerState | None = None
+        self._checked_at = 0.0
+
+    # -- the registry's content, and what is kept for it --------------------------------------------------------
+
+    def fingerprint(self) -> str:
+        """A digest of what every answer depends on: the registry's tables and graphs, models/ and params.yaml
+        (path, size and modification time of each file). A rebuilt registry gives a new digest, and the cache
+        keyed by the old one is dropped."""
+        import hashlib
+
+        h = hashlib.sha256()
+        root = self.lay.root
+        files = [root / "params.yaml"]
+        for sub in ("registry/tables", "registry/topology"):
+            files += sorted((root / sub).glob("*.parquet"))
+        files += sorted((root / "models").rglob("*.yaml"))
+        for path in files:
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            h.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return h.hexdigest()
+
+    def _current(self) -> _ExplorerState:
+        import time
+
+        with self._lock:
+            now = time.monotonic()
+            if self._state is not None and now - self._checked_at < FINGERPRINT_SECONDS:
+                return self._state
+            digest = self.fingerprint()
+            self._checked_at = now
+            if self._state is None or self._state.fingerprint != digest:
+                if self._state is not None:
+                    self._state.close()
+                self._state = _ExplorerState(self.lay, digest)
+            return self._state
+
+    def close(self) -> None:
+        with self._lock:
+            if self._state is not None:
+                self._state.close()
+                self._state = None
+
+    def memo(self, key: tuple[Any, ...], compute: Any) -> Any:
+        """`compute()` once per content of the registry and `key` (for the explorer's own derived views, such
+        as a drawing's layout), then answered from the cache."""
+        return self._cached(("memo", *key), lambda _state: compute())
+
+    def _cached(self, key: tuple[Any, ...], compute: Any) -> Any:
+        state = self._current()
+        with state.cache_lock:
+            if key in state.cache:
+                state.cache.move_to_end(key)
+                return state.cache[key]
+        value = compute(state)
+        with state.cache_lock:
+            state.cache[key] = value
+            while len(state.cache) > EXPLORER_CACHE_ENTRIES:
+                state.cache.popitem(last=False)
+        return value
+
+    # -- references ------------------------------------------------------------------------------------------
+
+    def index(self) -> Any:
+        """Every reference with its fields counted by status, every topology, every workload and where it fits."""
+        return self._cached(("index",), lambda s: s.index())
+
+    def reference(self, reference_id: str) -> Any:
+        """One reference's fields: value (the digits the record holds), unit, direction, status."""
+        return self._cached(("reference", reference_id), lambda s: s.reference(reference_id))
+
+    def provenance(self, reference_id: str, field: str) -> Any:
+        """The provenance tree of one field (`fabricref audit`): every citation with its source's title, URL,
+        publisher kind, retrieval date, origin and SHA-256, re-hashed on every request (never cached: the bytes
+        are checked now); a derived field's formula and each input, recursively."""
+        return self._current().provenance(reference_id, field)
+
+    def calibration(self, field: str) -> Any:
+        """A calibration number (models/calibration/collectives.yaml) with its status and source."""
+        return self._cached(("calibration", field), lambda s: s.calibration_node(field))
+
+    def compare(self, a: str, b: str) -> Any:
+        """Two references side by side, field by field, differences marked."""
+        return self._cached(("compare", a, b), lambda s: s.compare(a, b))
+
+    # -- the model -------------------------------------------------------------------------------------------
+
+    def drawing(self, topology_id: str, open: str | None = None) -> Any:
+        """The topology as drawn: every part and link (a system), or tiers × pods for a large cluster, or one
+        pod, or one scale-up domain with the leaves it reaches (`open`: 'pod:N' or 'domain:ID')."""
+        return self._cached(("drawing", topology_id, open), lambda s: s.drawing(topology_id, open))
+
+    # -- a workload on the model -----------------------------------------------------------------------------
+
+    def estimate(self, request: Any) -> Any:
+        """A workload with the request's knobs laid onto the installed wiring, by the pipeline's own estimate:
+        phases, memory fit, step time or TTFT / TPOT, confidence and lineage, who must talk to make progress,
+        per-link load on the drawing at `request.open`, and, with failed parts, what they change."""
+        key = ("estimate", request.model_dump_json())
+        return self._cached(key, lambda s: s.estimate(request))
+
+    def sizing(self, request: Any) -> Any:
+        """Memory of weights and training state, KV cache per token and per request, fleet size."""
+        return _sizing(request)
+
+    def warm(self, topology_id: str) -> None:
+        """Load a topology's graph and build its routing arrays now, so the first estimate on it need not."""
+        state = self._current()
+        view = state.view(topology_id)
+        with state.lock_for(topology_id):
+            _ = view.wiring
+
+
+class _ExplorerState:
+    """What the explorer keeps for one content of the registry: open tables, loaded views, drawings' indexes."""
+
+    def __init__(self, lay: Layout, fingerprint: str) -> None:
+        import threading
+        from collections import OrderedDict
+
+        from .core.registry import open_tables
+        from .estimate.traffic import Views
+
+        self.lay = lay
+        self.fingerprint = fingerprint
+        self.tables = open_tables(lay)
+        self.tables.lock_down()
+        self.views = Views(lay)
+        self.cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        # Heavier than answers, so fewer are kept: a workload's routed result (its links' rows), and a copy of a
+        # graph with parts failed (a whole cluster's graph).
+        self.laid: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self.failed_views: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self.cache_lock = threading.Lock()
+        self.db_lock = threading.RLock()
+        # DuckDB's connection behind the topology tables serves one thread at a time; each topology (and each
+        # failed copy of one) is loaded, drawn and routed by one thread at a time, others in parallel.
+        self.load_lock = threading.RLock()
+        self._locks: dict[Any, threading.RLock] = {}
+        self._locks_lock = threading.Lock()
+        self._loaded: dict[str, Any] = {}
+        self._groups: dict[str, _Groups] = {}
+
+    def close(self) -> None:
+        with self.db_lock:
+            self.tables.close()
+        self.views.close()
+
+    def kept(self, store: Any, key: tuple[Any, ...], entries: int, compute: Any) -> Any:
+        """`store[key]`, computed once and kept among the `entries` most recently used."""
+        with self.cache_lock:
+            if key in store:
+                store.move_to_end(key)
+                return store[key]
+        value = compute()
+        with self.cache_lock:
+            store[key] = value
+            while len(store) > entries:
+                store.popitem(last=False)
+        return value
+
+    def rows(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        with self.db_lock:
+            return self.tables.rows(sql, *params)
+
+    def lock_for(self, key: Any) -> Any:
+        import threading
+
+        with self._locks_lock:
+            return self._locks.setdefault(key, threading.RLock())
+
+    def view(self, topology_id: str) -> Any:
+        from .core.paths import check_slug
+
+        found = self._loaded.get(topology_id)
+        if found is not None:
+            return found
+        check_slug(topology_id, "topology id")
+        with self.lock_for(topology_id):
+            if topology_id not in self._loaded:
+                with self.load_lock:
+                    self._loaded[topology_id] = self.views(topology_id)
+            return self._loaded[topology_id]
+
+    # -- references ------------------------------------------------------------------------------------------
+
+    def _summaries(self) -> list[Any]:
+        from .formats.explore import ReferenceSummary
+
+        counts: dict[str, dict[str, int]] = {}
+        for r in self.rows("SELECT reference_id, status, count(*) AS n FROM fields GROUP BY ALL ORDER BY ALL"):
+            counts.setdefault(r["reference_id"], {})[r["status"]] = r["n"]
+        topologies = {r["topology_id"] for r in self.rows("SELECT topology_id FROM topology_graphs")}
+        return [
+            ReferenceSummary(
+                reference_id=r["reference_id"],
+                title=r["title"],
+                form_factor=r["form_factor"],
+                kind=r["kind"],
+                summary=r["summary"] or "",
+                counts={s: counts.get(r["reference_id"], {}).get(s, 0) for s in _STATUSES},
+                topology=r["reference_id"] if r["reference_id"] in topologies else None,
+            )
+            for r in self.rows("SELECT * FROM reference_models ORDER BY reference_id")
+        ]
+
+    def _summary(self, reference_id: str) -> Any:
+        from .errors import UnknownIdError
+
+        found = {s.reference_id: s for s in self._summaries()}
+        if reference_id not in found:
+            raise UnknownIdError("reference", reference_id, list(found))
+        return found[reference_id]
+
+    def topologies(self) -> list[Any]:
+        import json
+
+        from .formats.explore import TopologySummary
+
+        summaries = {r["topology_id"]: json.loads(r["summary"]) for r in self.rows("SELECT * FROM topology_summaries")}
+        out = []
+        for r in self.rows("SELECT topology_id, reference, form_factor, kind, title FROM topology_graphs ORDER BY 1"):
+            s = summaries[r["topology_id"]]
+            size = s["scale_up_domain_size"]
+            out.append(
+                TopologySummary(
+                    topology_id=r["topology_id"],
+                    title=r["title"],
+                    form_factor=r["form_factor"],
+                    kind=r["kind"],
+                    reference=r["reference"],
+                    accelerators=s["accelerators"],
+                    domain_size=size if isinstance(size, int) else min(size),
+                    domains=s["scale_up_domains"],
+                    aggregated=s["accelerators"] > DRAW_FULL_MAX_ACCELERATORS,
+                )
+            )
+        return out
+
+    def workloads(self, topologies: list[Any]) -> list[Any]:
+        from .core.paths import workload_paths
+        from .estimate.workloads import KNOBS, load_workload
+        from .formats.explore import WorkloadSummary
+
+        out = []
+        for path in workload_paths(self.lay):
+            w = load_workload(path)
+            block = w.training if w.training is not None else w.inference
+            assert block is not None
+            names = [*KNOBS[w.kind], *(("mode",) if w.kind == "inference" else ()), "placement"]
+            knobs = {k: getattr(block, k) for k in KNOBS[w.kind]}
+            if w.inference is not None:
+                knobs["mode"] = w.inference.mode
+            knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
+            out.append(
+                WorkloadSummary(
+                    workload_id=w.id,
+                    title=w.title,
+                    kind=w.kind,  # type: ignore[arg-type]
+                    summary=_workload_summary(path),
+                    accelerators=w.accelerators,
+                    targets=list(w.targets),
+                    fits_on=[t.topology_id for t in topologies if t.accelerators >= w.accelerators],
+                    knobs=knobs,
+                    knob_names=names,
+                    teaching=getattr(w, "teaching", None),
+                )
+            )
+        return out
+
+    def index(self) -> Any:
+        from .formats.explore import Index
+
+        refs = self._summaries()
+        topologies = self.topologies()
+        totals = {s: sum(r.counts.get(s, 0) for r in refs) for s in _STATUSES}
+        return Index(references=refs, topologies=topologies, workloads=self.workloads(topologies), status_totals=totals)
+
+    def _field_row(self, r: dict[str, Any]) -> Any:
+        from .formats.explore import FieldRow
+
+        shown_value = _shown_value(r["status"], r["value_text"], r["value_number"], r["unit"])
+        return FieldRow(
+            field=r["field"],
+            description=r["description"] or "",
+            value_number=r["value_number"],
+            value_text=r["value_text"],
+            unit=r["unit"],
+            direction=r["direction"],
+            status=r["status"],
+            confidence=r["confidence"],
+            formula=r["formula"],
+            shown={
+                "field": r["field"],
+                "value": shown_value,
+                "unit": r["unit"] or "",
+                "direction": (r["direction"] or "").replace("_", " "),
+                "status": r["status"],
+            },
+        )
+
+    def reference(self, reference_id: str) -> Any:
+        from .formats.explore import ReferenceDetail
+
+        summary = self._summary(reference_id)
+        rows = self.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", reference_id)
+        return ReferenceDetail(reference=summary, fields=[self._field_row(r) for r in rows])
+
+    def compare(self, a: str, b: str) -> Any:
+        from .formats.explore import CompareRow, Comparison
+
+        ra, rb = self.reference(a), self.reference(b)
+        fa, fb = {f.field: f for f in ra.fields}, {f.field: f for f in rb.fields}
+        rows = []
+        for name in sorted(set(fa) | set(fb)):
+            x, y = fa.get(name), fb.get(name)
+            same = x is not None and y is not None and _same_value(x, y)
+            rows.append(CompareRow(field=name, a=x, b=y, differs=not same))
+        return Comparison(a=ra.reference, b=rb.reference, rows=rows, differing=sum(r.differs for r in rows))
+
+    def provenance(self, reference_id: str, field: str) -> Any:
+        from .inspect.audit import audit as library_audit
+
+        self._summary(reference_id)
+        sources = {r["source_id"]: r for r in self.rows("SELECT * FROM sources")}
+        with self.db_lock:
+            tree = library_audit(self.lay, reference_id, field, self.tables)
+        return _provenance(tree, sources)
+
+    def calibration_node(self, field: str) -> Any:
+        from .estimate.calibration import load_calibration
+        from .formats.explore import Provenance
+
+        cal = load_calibration(self.lay.root)
+        n = cal.number(field)
+        if n is None:
+            raise ExplorerInputError(f"no calibration number {field!r} in models/calibration/collectives.yaml", ())
+        source = cal.sources.get(n.source) if n.source else None
+        why = "a calibration number in models/calibration/collectives.yaml"
+        if source is not None:
+            why += f", stated at {source.url}: {source.statement}"
+        if n.note:
+            why += f" ({n.note})"
+        return Provenance(
+            reference_id="calibration",
+            field=field,
+            value=n.value,
+            status=n.status,
+            confidence=_confidence_of(n.status),
+            why=why,
+            source_url=source.url if source else None,
+            shown={"value": _shown_quantity(n.value)},
+        )
+
+    # -- the model drawn -------------------------------------------------------------------------------------
+
+    def groups(self, topology_id: str) -> _Groups:
+        found = self._groups.get(topology_id)
+        if found is not None:
+            return found
+        view = self.view(topology_id)
+        with self.lock_for(topology_id):
+            if topology_id not in self._groups:
+                self._groups[topology_id] = _Groups(view)
+            return self._groups[topology_id]
+
+    def drawing(self, topology_id: str, open: str | None) -> Any:
+        return self.groups(topology_id).drawing(open)
+
+    # -- a workload on the model -----------------------------------------------------------------------------
+
+    def estimate(self, request: Any) -> Any:
+        return _estimate(self, request)
+
+
+_STATUSES = ("published", "preliminary", "derived", "unknown")
+
+
+def _same_value(x: Any, y: Any) -> bool:
+    """Two fields state the same thing: equal numbers once in one unit and direction ('Eight' and '8' count, 1.8
+    TB/s and 1800 GB/s), or equal text; an unknown equals only an unknown."""
+    from .core.units import convert, convert_direction
+
+    if x.status == "unknown" or y.status == "unknown":
+        return x.status == y.status
+    if x.value_number is not None and y.value_number is not None:
+        try:
+            b = convert(y.value_number, y.unit or "count", x.unit or "count")
+            if x.direction != y.direction:
+                b = convert_direction(b, y.direction, x.direction)
+        except FabricrefError:
+            return False
+        return abs(b - x.value_number) <= 1e-9 * max(abs(b), abs(x.value_number), 1e-300)
+    return (x.value_text or "") == (y.value_text or "")
+
+
+def _confidence_of(status: str) -> str:
+    from .core import confidence
+
+    try:
+        return confidence.of_status(status)
+    except (KeyError, ValueError):
+        return status
+
+
+def _workload_summary(path: Path) -> str:
+    from .core.schemas import load_yaml
+
+    data = load_yaml(path)[0]
+    return str(data.get("summary", "")) if isinstance(data, dict) else ""
+
+
+def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any:
+    """The audit tree as the explorer's model: each citation with its source's title, publisher and kind."""
+    from .formats.explore import Citation, Provenance
+
+    citations = []
+    for p in node.get("provenance", []):
+        s = sources.get(p["source_id"], {})
+        citations.append(
+            Citation(
+                source_id=p["source_id"],
+                title=s.get("title"),
+                url=p["url"],
+                publisher=s.get("publisher"),
+                publisher_kind=s.get("publisher_kind"),
+                read_via=s.get("read_via"),
+                rule_id=p["rule_id"],
+                revision=p["revision"],
+                retrieved_at=str(p["retrieved_at"]),
+                sha256=p["sha256"],
+                verified=bool(p["verified"]),
+                problem=p.get("problem"),
+                origin=p["origin"],
+                locator=p["locator"],
+                excerpt=p["excerpt"],
+                stated=p["stated"],
+            )
+        )
+    value = node.get("value")
+    status = node["status"]
+    return Provenance(
+        reference_id=node["reference_id"],
+        field=node["field"],
+        value=value if isinstance(value, (int, float, str)) or value is None else str(value),
+        value_text=node.get("value_text"),
+        unit=node.get("unit"),
+        direction=node.get("direction"),
+        status=status,
+        confidence=node.get("confidence") or _confidence_of(status),
+        formula=node.get("formula"),
+        reason=node.get("reason"),
+        evidence_needed=node.get("evidence_needed"),
+        why=node.get("why"),
+        citations=citations,
+        inputs=[_provenance(i, sources) for i in node.get("inputs", [])],
+        shown={
+            "value": _shown_value(
+                status,
+                node.get("value_text"),
+                value if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
+                node.get("unit"),
+            )
+        },
+    )
+
+
+def _shown_value(status: str, text: str | None, number: float | None, unit: str | None) -> str:
+    """A field's value as views print it: the document's own digits ('Eight', '80 GB'), with the unit when they
+    leave it out; a derived value to the precision its inputs justify, with its unit; never a bare number."""
+    if status == "unknown":
+        return "unknown"
+    if status == "derived" and number is not None:
+        return _shown_quantity(number, unit)
+    import re
+
+    shown = text or _shown_quantity(number, unit)
+    if unit and unit not in ("count", "1") and re.fullmatch(r"[\d.,\s]+", shown):  # bare digits: say the unit
+        shown += f" {unit}"
+    return shown
+
+
+# Rows of a drawing, top first: scale-up switches above the accelerators, the scale-out fabric below the NICs.
+_PART_ROWS = {"scale_up_switch": 0, "accelerator": 1, "cpu": 2, "nic": 3, "frontend_nic": 4, "leaf": 5, "spine": 6}
+_PART_ROWS |= {"frontend_switch": 7, "core": 7}
+_FABRIC_ROWS = {"core": 0, "spine": 1, "leaf": 2, "domain": 3, "frontend_switch": 4, "frontend_core": 5}
+_CONTAINERS = ("system", "tray")
+_PLURAL = {"leaf": "leaves", "spine": "spines"}
+_FAILABLE_KINDS = ("nic", "scale_up_switch", "leaf", "spine", "core", "frontend_switch")
+
+
+class _Groups:
+    """How one topology is drawn at each level, and which drawn link each graph edge belongs to (for the heat map
+    of a workload's load and for failing what is clicked). Built once per topology and level, then kept."""
+
+    def __init__(self, view: Any) -> None:
+        g = view.g
+        self.view, self.g = view, g
+        self.topology_id: str = g.graph["topology_id"]
+        self.kind: dict[str, str] = view.kind
+        self.aggregated = len(view.accelerators) > DRAW_FULL_MAX_ACCELERATORS
+        # Each part of a scale-up domain (GPUs, switches, CPUs, NICs, trays) by its domain; each domain by its pod.
+        block_domain = {g.nodes[a].get("block"): g.nodes[a]["domain"] for a in view.accelerators}
+        self.domain_of: dict[str, str] = {}
+        for n, d in g.nodes(data=True):
+            if "domain" in d:
+                self.domain_of[n] = d["domain"]
+            elif d.get("block") is not None and d["block"] in block_domain:
+                self.domain_of[n] = block_domain[d["block"]]
+        self.pod_of: dict[str, int] = {}
+        for n, dom in self.domain_of.items():
+            if self.kind[n] == "nic" and dom not in self.pod_of:
+                for m in g[n]:
+                    if self.kind[m] == "leaf":
+                        self.pod_of[dom] = int(g.nodes[m].get("pod") or 0)
+                        break
+        self.domains_by_pod: dict[int, list[str]] = {}
+        for dom in dict.fromkeys(g.nodes[a]["domain"] for a in view.accelerators):
+            self.domains_by_pod.setdefault(self.pod_of.get(dom, 0), []).append(dom)
+        self._levels: dict[str, tuple[Any, dict[tuple[str, str], tuple[str, bool]]]] = {}
+
+    # -- levels ----------------------------------------------------------------------------------------------
+
+    def default_level(self) -> str:
+        return "aggregate" if self.aggregated else "full"
+
+    def check_level(self, open: str | None) -> str:
+        level = open or self.default_level()
+        if level in ("full", "aggregate"):
+            if level != self.default_level():
+                raise ExplorerInputError(
+                    f"topology {self.topology_id} is drawn {self.default_level()}; open a pod or a domain instead",
+                    ("query", "open"),
+                )
+            return level
+        what, _, name = level.partition(":")
+        if not self.aggregated:
+            raise ExplorerInputError(
+                f"topology {self.topology_id} is drawn part by part: it has no {what} to open", ("query", "open")
+            )
+        if what == "pod" and int(name) not in self.domains_by_pod:
+            raise ExplorerInputError(
+                f"topology {self.topology_id} has no pod {name} (pods: 0–{max(self.domains_by_pod)})",
+                ("query", "open"),
+            )
+        if what == "domain" and name not in self.pod_of and name not in self.domains_by_pod.get(0, []):
+            raise ExplorerInputError(
+                f"topology {self.topology_id} has no scale-up domain {name!r} (e.g. "
+                f"{self.domains_by_pod[min(self.domains_by_pod)][0]})",
+                ("query", "open"),
+            )
+        return level
+
+    def level(self, open: str | None) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
+        level = self.check_level(open)
+        if level not in self._levels:
+            self._levels[level] = self._build(level)
+        return self._levels[level]
+
+    def drawing(self, open: str | None) -> Any:
+        return self.level(open)[0]
+
+    def _row_of_part(self, n: str) -> int:
+        kind = self.kind[n]
+        if kind == "nic" and self.g.nodes[n].get("role") == "frontend":
+            return _PART_ROWS["frontend_nic"]
+        return _PART_ROWS.get(kind, 7)
+
+    def _build(self, level: str) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
+        from .formats.explore import Drawing, DrawNode
+
+        g, kind = self.g, self.kind
+        nodes: dict[str, DrawNode] = {}
+        assign: dict[str, str] = {}  # graph node → drawn node
+        scan: list[str] = []  # graph nodes whose edges are looked at
+
+        def part(n: str, container: str | None = None, failable: bool | None = None) -> None:
+            d = g.nodes[n]
+            nodes[n] = DrawNode(
+                id=n,
+                kind=kind[n],
+                role=d.get("role"),
+                label=str(d.get("label") or n),
+                container=container if container is not None else _container(g, n),
+                row=self._row_of_part(n),
+                order=len(nodes),
+                failable=kind[n] in _FAILABLE_KINDS if failable is None else failable,
+            )
+            assign[n] = n
+            scan.append(n)
+
+        def box(n: str) -> None:
+            d = g.nodes[n]
+            within = d.get("within")
+            nodes[n] = DrawNode(
+                id=n,
+                kind=kind[n],
+                role=d.get("role"),
+                label=str(d.get("label") or n),
+                container=within if within and kind.get(within) in _CONTAINERS else None,
+                row=-1,
+                order=len(nodes),
+            )
+
+        def aggregate(key: str, k: str, label: str, count: int, row: int, opens: str | None = None, **kw: Any) -> None:
+            nodes[key] = DrawNode(
+                id=key, kind=k, label=label, count=count, aggregate=True, row=row, order=len(nodes), opens=opens, **kw
+            )
+
+        pods = sorted(self.domains_by_pod)
+        if level == "full":
+            for n in g.nodes:
+                if kind[n] in _CONTAINERS:
+                    box(n)
+            for n in g.nodes:
+                if kind[n] not in _CONTAINERS:
+                    part(n)
+        elif level == "aggregate":
+            size = self.view.domain_size
+            counts: dict[tuple[str, int | None], int] = {}
+            for n in g.nodes:
+                k = kind[n]
+                if n in self.domain_of:
+                    assign[n] = f"pod{self.pod_of.get(self.domain_of[n], 0)}/domains"
+                elif k in ("leaf", "spine"):
+                    p = int(g.nodes[n].get("pod") or 0)
+                    assign[n] = f"pod{p}/{_PLURAL[k]}"
+                    counts[(k, p)] = counts.get((k, p), 0) + 1
+                elif k == "core":
+                    assign[n] = "cores"
+                    counts[("core", None)] = counts.get(("core", None), 0) + 1
+                elif k == "frontend_switch":
+                    role = "core" if g.nodes[n].get("role") == "core" else "access"
+                    assign[n] = f"frontend-{role}"
+                    counts[(f"fe-{role}", None)] = counts.get((f"fe-{role}", None), 0) + 1
+            scan = list(g.nodes)
+            if counts.get(("core", None)):
+                aggregate("cores", "core", f"{counts[('core', None)]:,} core switches", counts[("core", None)], 0)
+            for p in pods:
+                doms = len(self.domains_by_pod[p])
+                aggregate(f"pod{p}", "pod", f"pod {p}", doms, -1, opens=f"pod:{p}")
+                for k, row in (("spine", 1), ("leaf", 2)):
+                    if counts.get((k, p)):
+                        n_k = counts[(k, p)]
+                        aggregate(
+                            f"pod{p}/{_PLURAL[k]}",
+                            k,
+                            f"{n_k:,} {_PLURAL[k]}",
+                            n_k,
+                            row,
+                            opens=f"pod:{p}",
+                            container=f"pod{p}",
+                        )
+                aggregate(
+                    f"pod{p}/domains",
+                    "domain",
+                    f"{doms:,} domains ({doms * size:,} acc.)",
+                    doms,
+                    3,
+                    opens=f"pod:{p}",
+                    container=f"pod{p}",
+                )
+            for role, row in (("access", 4), ("core", 5)):
+                c = counts.get((f"fe-{role}", None))
+                if c:
+                    aggregate(f"frontend-{role}", "frontend_switch", f"frontend {role} ({c:,})", c, row)
+        elif level.startswith("pod:"):
+            p = int(level.partition(":")[2])
+            size = self.view.domain_size
+            cores = sum(1 for n in g.nodes if kind[n] == "core")
+            if cores:
+                aggregate("cores", "core", f"{cores:,} core switches", cores, 0)
+            fe = 0
+            for n in g.nodes:
+                k = kind[n]
+                if k in ("leaf", "spine") and int(g.nodes[n].get("pod") or 0) == p:
+                    nodes[n] = DrawNode(
+                        id=n,
+                        kind=k,
+                        label=str(g.nodes[n].get("label") or n),
+                        row=_FABRIC_ROWS[k],
+                        order=len(nodes),
+                        failable=True,
+                    )
+                    assign[n] = n
+                    scan.append(n)
+                elif k == "core":
+                    assign[n] = "cores"
+                elif k == "frontend_switch":
+                    assign[n] = "frontend"
+                    fe += 1
+            if fe:
+                aggregate("frontend", "frontend_switch", f"frontend ({fe:,} switches)", fe, 4)
+            # The pod's domains as one node wired to each leaf (a pod of 64 domains on 16 leaves is 512 NIC
+            # links, a solid block if drawn one by one), and each domain once more below as a box to open.
+            mine = set(self.domains_by_pod[p])
+            doms = len(mine)
+            aggregate(f"pod{p}/domains", "domain", f"{doms:,} domains ({doms * size:,} acc.)", doms, 3)
+            for dom in self.domains_by_pod[p]:
+                aggregate(f"domain:{dom}", "domain", dom, 1, 5, opens=f"domain:{dom}")
+            for n, dom in self.domain_of.items():
+                if dom in mine:
+                    assign[n] = f"pod{p}/domains"
+                    if kind[n] == "nic":
+                        scan.append(n)
+        else:  # domain:ID
+            dom = level.partition(":")[2]
+            inside = [n for n, d in self.domain_of.items() if d == dom]
+            for n in inside:
+                if kind[n] in _CONTAINERS:
+                    box(n)
+            for n in inside:
+                if kind[n] not in _CONTAINERS:
+                    part(n)
+            reached: dict[str, None] = {}
+            for n in inside:
+                for m in g[n]:
+                    if m not in assign and kind[m] in ("leaf", "frontend_switch"):
+                        reached[m] = None
+            spines = 0
+            for m in reached:
+                part(m, container="", failable=True)
+                for s in g[m]:
+                    if kind[s] == "spine":
+                        assign[s] = "spines"
+                        spines += 1
+            if spines:
+                count = len({s for s, a in assign.items() if a == "spines"})
+                aggregate("spines", "spine", f"{count:,} spines", count, _PART_ROWS["spine"])
+        for key, n in list(nodes.items()):
+            if n.container is not None and n.container not in nodes:
+                nodes[key] = n.model_copy(update={"container": None})
+        bundle: dict[str, dict[str, str]] = {}
+        if level == "full" or level.startswith("domain:"):
+            bundle = self._bundles(nodes, scan)
+        links, edge_map = self._links(assign, scan, nodes, bundle)
+        levels = [self.default_level()]
+        if self.aggregated:
+            levels += [f"pod:{p}" for p in pods]
+        drawing = Drawing(
+            topology_id=self.topology_id,
+            reference=str(self.view.reference),
+            title=str(g.graph.get("title") or self.topology_id),
+            level=level,
+            levels=levels,
+            nodes=list(nodes.values()),
+            links=links,
+            counts=dict(sorted(self.view.summary["nodes_by_kind"].items())),
+            caveat=str(g.graph.get("caveat") or ""),
+        )
+        return drawing, edge_map
+
+    def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, dict[str, str]]:
+        """Per network, a part → the tray it is drawn from, for links too dense to draw one by one: an NVL72's 648
+        GPU–switch links become 162 tray–switch bundles, a Helios rack's 216 NIC–leaf links one bundle per tray
+        and leaf. Empty for a network whose links are few enough to draw each."""
+        g = self.g
+        out: dict[str, dict[str, str]] = {}
+        for network, kind, above in (
+            ("scale_up", "accelerator", BUNDLE_SCALE_UP_ABOVE),
+            ("scale_out", "nic", BUNDLE_SCALE_OUT_ABOVE),
+        ):
+            parts = [u for u in scan if self.kind[u] == kind and nodes[u].container in nodes]
+            links = sum(1 for u in parts for d in g[u].values() if d["network"] == network)
+            if links > above:
+                out[network] = {u: nodes[u].container for u in parts}
+        return out
+
+    def _links(
+        self,
+        assign: dict[str, str],
+        scan: list[str],
+        nodes: dict[str, Any],
+        bundle: dict[str, dict[str, str]] | None = None,
+    ) -> tuple[list[Any], dict[tuple[str, str], tuple[str, bool]]]:
+        """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts.
+        `bundle`: per network, drawn nodes whose links are drawn from another (an accelerator's from its tray)."""
+        from .core import confidence
+        from .formats.explore import DrawLink
+
+        g = self.g
+        seen: set[tuple[str, str]] = set()
+        acc: dict[tuple[str, str, str], dict[str, Any]] = {}
+        edge_map: dict[tuple[str, str], tuple[str, bool]] = {}
+        for u in scan:
+            au = assign.get(u)
+            if au is None:
+                continue
+            for v, d in g[u].items():
+                bv = assign.get(v)
+                if bv is None or au == bv:
+                    continue
+                e = (u, v) if u <= v else (v, u)
+                if e in seen:
+                    continue
+                seen.add(e)
+                a, b = au, bv
+                trays = bundle.get(d["network"]) if bundle else None
+                if trays:
+                    a, b = trays.get(u, a), trays.get(v, b)
+                x, y = (a, b) if a <= b else (b, a)
+                key = (x, y, d["network"])
+                row = acc.get(key)
+                if row is None:
+                    row = acc[key] = {"gbps": 0.0, "unknown": False, "links": 0, "members": 0, "fields": {}, "conf": []}
+                if d.get("bandwidth_gbps") is None:
+                    row["unknown"] = True
+                else:
+                    row["gbps"] += d["bandwidth_gbps"]
+                row["links"] += int(d.get("links") or 1)
+                row["members"] += 1
+                row["fields"][(d.get("field"), d.get("status"))] = None
+                row["conf"].append(d.get("confidence") or "unknown")
+                # The drawn link and whether the edge runs against it (its first end on the link's second end).
+                first = a if e[0] == u else b
+                edge_map[e] = (f"{x}|{y}|{d['network']}", first != x)
+        out = []
+        for (x, y, network), row in acc.items():
+            fields = list(row["fields"])
+            field, status = fields[0] if len(fields) == 1 else ("several fields", "mixed")
+            gbps = None if row["unknown"] else row["gbps"]
+            single = row["members"] == 1
+            rate = _shown_quantity(gbps, "Gb/s", "per_direction") if gbps is not None else "unknown"
+            out.append(
+                DrawLink(
+                    id=f"{x}|{y}|{network}",
+                    source=x,
+                    target=y,
+                    network=network,
+                    technology=self.view.scale_up_technology if network == "scale_up" else None,
+                    gbps=gbps,
+                    links=row["links"],
+                    members=row["members"],
+                    field=field,
+                    status=status,
+                    confidence=confidence.weakest(row["conf"]),
+                    failable=single and x in nodes and y in nodes and nodes[x].count == 1 and nodes[y].count == 1,
+                    shown={
+                        "rate": rate,
+                        "links": f"{row['links']:,} link{'s' if row['links'] != 1 else ''}"
+                        + ("" if single else f" in {row['members']:,} connections"),
+                        "network": network.replace("_", "-"),
+                        "field": str(field),
+                        "status": str(status),
+                    },
+                )
+            )
+        return out, edge_map
+
+
+def _container(g: Any, n: str) -> str | None:
+    within = g.nodes[n].get("within")
+    if within is not None and g.nodes.get(within, {}).get("kind") in _CONTAINERS:
+        return str(within)
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Laid:
+    """A workload laid onto one view: the estimate's result and its step figures (kept for what-if requests)."""
+
+    workload: Any
+    result: Any
+    step: dict[str, Any]
+
+
+def _clean(state: _ExplorerState, message: str) -> str:
+    """A library message without the server's checkout path (the page names files relative to the checkout)."""
+    return message.replace(str(state.lay.root) + "/", "")
+
+
+def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
+    """The workload with the request's knobs on `view` (the installed wiring, or a copy with parts failed), by the
+    pipeline's estimate and step model; a refusal names the knob it is about."""
+    from .errors import UnknownIdError
+    from .estimate import step as step_model
+    from .estimate.traffic import estimate
+
+    try:
+        w = _workload(state.lay, request.workload, request.knobs.overrides())
+    except UnknownIdError:
+        raise
+    except FabricrefError as exc:
+        knob = knob_of(str(exc))
+        raise ExplorerInputError(
+            _clean(state, str(exc)), ("body", "knobs", knob) if knob else ("body", "workload")
+        ) from None
+    try:
+        with state.lock_for(request.topology):
+            result = estimate(state.lay, request.topology, w, 0, view)
+        # As the traffic stage computes a step (pipeline/traffic/stage.py), with the accelerator's fields and
+        # params.yaml's choices read once per process rather than once per request.
+        with state.load_lock:
+            acc = state.views.accelerator(view.reference)
+            choices = state.views.choices
+        rates = step_model.rates_for(acc, w.model.dtype, state.lay.root)
+        st = step_model.estimate(w, result.phases, acc, rates, choices.memory_headroom)
+    except UsageError as exc:
+        if isinstance(exc, ExplorerInputError):
+            raise
+        knob = knob_of(str(exc))
+        if knob == "dp":  # too many accelerators: the degree the request changed, if it changed one
+            given = [k for k in ("dp", "tp", "pp", "prefill_tp", "decode_tp") if k in request.knobs.overrides()]
+            knob = given[0] if given else ("dp" if w.kind == "training" else None)
+        raise ExplorerInputError(_clean(state, str(exc)), ("body", "knobs", knob) if knob else ("body",)) from None
+    return _Laid(w, result, st)
+
+
+def _estimate(state: _ExplorerState, request: Any) -> Any:
+    from .estimate import CAVEAT
+    from .formats.explore import Estimate
+
+    view = state.view(request.topology)
+    groups = state.groups(request.topology)
+    level = groups.check_level(request.open)
+    base_key = ("laid", request.topology, request.workload, request.knobs.model_dump_json())
+    laid = state.kept(state.laid, base_key, LAID_ENTRIES, lambda: _lay_workload(state, view, request))
+    w, result, st = laid.workload, laid.result, laid.step
+    what_if, loaded = None, result
+    if request.fail:
+        what_if, failed = _what_if(state, view, request, laid)
+        loaded = failed if failed is not None else result
+    fields = _field_values(state, view.reference)
+    phases = [_phase_row(p, fields, state) for p in result.phases]
+    _, edge_map = groups.level(level)
+    drawing = groups.drawing(level)
+    comm = result.communication_seconds
+    block = w.training if w.training is not None else w.inference
+    knobs = {k: getattr(block, k) for k in type(block).model_fields if k in _KNOB_NAMES}
+    if w.inference is not None:
+        knobs["mode"] = w.inference.mode
+    knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
+    return Estimate(
+        topology=request.topology,
+        workload=w.id,
+        title=w.title,
+        kind=w.kind,
+        knobs=knobs,
+        accelerators=w.accelerators,
+        phases=phases,
+        communication_seconds=comm,
+        confidence=result.confidence,
+        fit=_fit(st),
+        step=_step_figures(st, fields),
+        progress=_progress(result),
+        level=level,
+        heat=request.heat,
+        link_loads=_link_loads(loaded, edge_map, drawing, request.heat),
+        what_if=what_if,
+        teaching=getattr(w, "teaching", None),
+        caveat=CAVEAT,
+        shown={
+            "communication": _shown_quantity(comm, "s") if comm is not None else "unknown",
+            "accelerators": f"{w.accelerators:,}",
+        },
+    )
+
+
+_KNOB_NAMES = frozenset(
+    ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len", "prefill_tp", "decode_tp", "batch")
+) | {"prompt_tokens", "output_tokens", "requests_per_second"}
+
+
+def _field_values(state: _ExplorerState, reference_id: str) -> dict[tuple[str, str], dict[str, Any]]:
+    rows = state.rows(
+        "SELECT reference_id, field, value_number, value_text, unit, direction FROM fields WHERE reference_id = ?",
+        reference_id,
+    )
+    return {(r["reference_id"], r["field"]): r for r in rows}
+
+
+def _lineage_row(x: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]], state: _ExplorerState) -> Any:
+    import re
+
+    from .estimate.calibration import load_calibration
+    from .formats.explore import Lineage
+
+    value: Any = None
+    unit = source = note = None
+    shown_value = "—"
+    if x["reference_id"] == "calibration":
+        cal = load_calibration(state.lay.root)
+        n = cal.number(x["field"])
+        if n is not None:
+            value, note = n.value, n.note
+            src = cal.sources.get(n.source) if n.source else None
+            source = src.url if src is not None else None
+            # The calibration file names each number's unit in its key (…latency_us…); the rest are fractions.
+            unit = "µs" if re.search(r"_us(\.|$)", x["field"]) else None
+            shown_value = _shown_quantity(value, unit) if unit else f"{value:g}"
+    elif (x["reference_id"], x["field"]) in fields:
+        f = fields[(x["reference_id"], x["field"])]
+        value = f["value_text"] if f["value_text"] is not None else f["value_number"]
+        unit = f["unit"]
+        shown_value = _shown_value(x["status"], f["value_text"], f["value_number"], unit)
+    else:
+        note = "a labelled topology assumption (models/topology/defaults.yaml or the model's `assumptions:`)"
+    return Lineage(
+        reference_id=x["reference_id"],
+        field=x["field"],
+        status=x["status"],
+        confidence=x["confidence"],
+        value=value,
+        unit=unit,
+        source=source,
+        note=note,
+        shown={"value": shown_value},
+    )
+
+
+def _phase_row(p: Any, fields: dict[tuple[str, str], dict[str, Any]], state: _ExplorerState) -> Any:
+    from .formats.explore import HotLink, PhaseRow
+
+    r = phase_records(type("R", (), {"phases": [p]})())[0]
+
+    def s(x: float | None) -> str:
+        return "unknown" if x is None else _shown_quantity(x, "s")
+
+    groups = r["concurrent_groups"]
+    return PhaseRow(
+        phase=r["phase"],
+        description=r["description"],
+        collective=r["collective"],
+        algorithm=r["algorithm"],
+        group_size=r["group_size"],
+        concurrent_groups=groups,
+        count=r["count"],
+        bytes_per_rank=r["bytes_per_rank"],
+        bytes_on_wire_per_rank=r["bytes_on_wire_per_rank"],
+        network=r["network"],
+        tier=r["tier"],
+        effective_gbps=r["effective_gbps"],
+        bottleneck_gbps=r["bottleneck_gbps"],
+        latency_seconds=r["latency_seconds"],
+        bandwidth_seconds=r["bandwidth_seconds"],
+        queueing_seconds=r["queueing_seconds"],
+        seconds=r["seconds"],
+        total_seconds=r["total_seconds"],
+        dominant=r["dominant"],
+        confidence=r["confidence"],
+        lineage=[_lineage_row(x, fields, state) for x in r["lineage"]],
+        hot_links=[
+            HotLink(
+                source=h["source"],
+                target=h["target"],
+                network=h["network"],
+                tier=h["tier"],
+                bytes_forward=h["bytes_forward"],
+                bytes_reverse=h["bytes_reverse"],
+                shown={
+                    "link": f"{h['source']} – {h['target']}",
+                    "tier": h["tier"],
+                    "bytes": f"{_shown_quantity(h['bytes_forward'], 'B')} → / "
+                    f"{_shown_quantity(h['bytes_reverse'], 'B')} ←",
+                },
+            )
+            for h in r["hot_links"]
+        ],
+        notes=r["notes"],
+        unknown_reason=r["unknown_reason"],
+        shown={
+            "phase": r["phase"],
+            "collective": r["collective"],
+            "algorithm": r["algorithm"],
+            "group": f"{r['group_size']:,}" + (f" × {groups:,} groups" if groups > 1 else ""),
+            "network": f"{r['network'].replace('_', '-')} · {r['tier']}",
+            "tier": r["tier"],
+            "bytes": _shown_quantity(r["bytes_per_rank"], "B"),
+            "wire": _shown_quantity(r["bytes_on_wire_per_rank"], "B"),
+            "bandwidth": _shown_quantity(r["effective_gbps"], "Gb/s", "per_direction")
+            if r["effective_gbps"]
+            else "unknown",
+            "overhead": s(r["latency_seconds"]),
+            "transfer": s(r["bandwidth_seconds"]),
+            "queueing": s(r["queueing_seconds"]),
+            "time": s(r["seconds"]),
+            "count": f"× {r['count']:,}",
+            "total": s(r["total_seconds"]),
+            "dominant": r["dominant"],
+            "confidence": r["confidence"],
+        },
+    )
+
+
+def _fit(st: dict[str, Any]) -> Any:
+    from .estimate.step import fit_verdict
+    from .formats.explore import Fit
+
+    mem = st.get("memory", {})
+    return Fit(
+        memory_per_rank_bytes=st.get("memory_per_rank_bytes"),
+        accelerator_memory_bytes=mem.get("accelerator_memory_bytes"),
+        fits=st.get("fits"),
+        headroom_bytes=st.get("headroom_bytes"),
+        verdict=fit_verdict(st),
+        shown={
+            "memory_per_rank": _shown_quantity(st.get("memory_per_rank_bytes"), "B"),
+            "accelerator_memory": _shown_quantity(mem.get("accelerator_memory_bytes"), "B"),
+            "fits": {True: "fits", False: "does not fit", None: "unknown"}[st.get("fits")],
+            "headroom": _shown_quantity(st.get("headroom_bytes"), "B"),
+        },
+    )
+
+
+_STEP_ROWS = {
+    "training": (
+        ("step_seconds", "step time", "s", "compute + exposed communication + pipeline bubble + optimizer"),
+        ("compute_seconds", "compute", "s", "each layer's kernels at the calibrated achieved rates"),
+        ("exposed_communication_seconds", "exposed communication", "s", "communication not hidden behind compute"),
+        ("bubble_seconds", "pipeline bubble", "s", "stages idle while the pipeline fills and drains"),
+        ("optimizer_seconds", "optimizer step", "s", "the optimizer's pass over its shard of the state"),
+        ("communication_seconds", "all communication", "s", "the sum of the phases, hidden or not"),
+        ("tokens_per_step", "tokens per step", "count", "DP × micro-batch × micro-batches × sequence length"),
+        ("tflops_per_accelerator", "achieved TFLOP/s per accelerator", "TFLOP/s", "model FLOPs ÷ step time"),
+        ("mfu", "MFU (an output)", "%", "model FLOPs utilisation against the registry's peak"),
+    ),
+    "inference": (
+        ("ttft_seconds", "time to first token (TTFT)", "s", "prefill compute + prefill communication (+ KV)"),
+        ("tpot_seconds", "time per output token (TPOT)", "s", "the larger of the memory floor and compute, + comm"),
+        ("tpot_memory_floor_seconds", "TPOT memory floor", "s", "weights + KV read once per token at HBM bandwidth"),
+        ("prefill_compute_seconds", "prefill compute", "s", "the prompt's kernels at the calibrated achieved rates"),
+        ("communication_seconds", "communication per request", "s", "the sum of the phases"),
+        ("tokens_per_second_per_group", "tokens/s of one serving group", "tokens/s", "batch ÷ TPOT"),
+        ("max_concurrent_sequences", "concurrent sequences that fit", "count", "free memory ÷ KV cache per sequence"),
+    ),
+}
+
+
+def _step_figures(st: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]]) -> Any:
+    from .formats.explore import Lineage, StepFigures
+
+    rows, values = [], {}
+    for key, name, unit, meaning in _STEP_ROWS[st["kind"]]:
+        value = st.get(key)
+        if key not in st:
+            continue
+        values[key] = None if value is None else float(value)
+        if value is None:
+            shown = "unknown"
+        elif unit == "%":
+            shown = f"{value:.0%}"
+        else:
+            shown = _shown_quantity(value, unit)
+        if key == "tpot_seconds" and st.get("tpot_bound"):
+            shown += f" ({st['tpot_bound']}-bound)"
+        rows.append({"quantity": name, "value": shown, "meaning": meaning})
+    lineage = []
+    for x in st.get("accelerator_fields", []):
+        f = fields.get((x["reference_id"], x["field"]))
+        value = None if f is None else (f["value_text"] if f["value_text"] is not None else f["value_number"])
+        lineage.append(
+            Lineage(
+                **x,
+                value=value,
+                unit=None if f is None else f["unit"],
+                shown={
+                    "value": "—"
+                    if f is None
+                    else _shown_value(x["status"], f["value_text"], f["value_number"], f["unit"])
+                },
+            )
+        )
+    return StepFigures(
+        kind=st["kind"],
+        rows=rows,
+        values=values,
+        missing=list(st.get("missing", [])),
+        assumptions=list(st.get("assumptions", [])),
+        calibration=[str(c) for c in st.get("calibration", [])],
+        accelerator_fields=lineage,
+    )
+
+
+def _progress(result: Any) -> Any:
+    from .formats.explore import Progress, ProgressGroup
+
+    rv = result.revealing
+    groups = []
+    for p in result.phases:
+        kind, why = "other", "a communication of the step"
+        for prefix, k, reason in _PHASE_KINDS:
+            if p.phase.startswith(prefix):
+                kind, why = k, reason
+                break
+        groups.append(
+            ProgressGroup(
+                kind=kind,
+                phase=p.phase,
+                size=p.group_size,
+                concurrent_groups=p.concurrent_groups,
+                critical=True,
+                why=why,
+            )
+        )
+    return Progress(
+        accelerators=rv["accelerators_per_progress"],
+        what=rv["for"],
+        domain_size=rv["scale_up_domain_size"],
+        domains_spanned=rv["domains_spanned"],
+        fits_in_one_domain=rv["fits_in_one_domain"],
+        groups=groups,
+    )
+
+
+def _link_loads(result: Any, edge_map: dict[tuple[str, str], tuple[str, bool]], drawing: Any, heat: str) -> list[Any]:
+    """Load per drawn link over one step or request: bytes both ways and the time the link is busy at its line
+    rate (the busier direction), and its share of the busiest drawn link by the chosen basis. Not utilisation: a
+    max-min fair share saturates every bottleneck by construction, so utilisation says nothing here."""
+    from .formats.explore import LinkLoad
+
+    totals: dict[str, list[float]] = {}
+    for p in result.phases:
+        for row in p.links:
+            found = edge_map.get((row["source"], row["target"]))
+            if found is None:
+                continue
+            link, against = found
+            t = totals.setdefault(link, [0.0, 0.0])
+            fwd, rev = row["bytes_forward"] * p.count, row["bytes_reverse"] * p.count
+            if against:
+                fwd, rev = rev, fwd
+            t[0] += fwd
+            t[1] += rev
+    gbps = {x.id: x.gbps for x in drawing.links}
+    comm = result.known_communication_seconds or 0.0
+    rows = []
+    for link, (fwd, rev) in totals.items():
+        cap = gbps.get(link)
+        busy = max(fwd, rev) * 8 / (cap * 1e9) if cap else 0.0
+        rows.append((link, fwd + rev, busy))
+    top = max((r[2] if heat == "time" else r[1] for r in rows), default=0.0) or 1.0
+    return [
+        LinkLoad(
+            id=link,
+            bytes=nbytes,
+            busy_seconds=busy,
+            share=min(1.0, (busy if heat == "time" else nbytes) / top),
+            shown={
+                "bytes": _shown_quantity(nbytes, "B"),
+                "busy": _shown_quantity(busy, "s"),
+                "of_communication": f"{busy / comm:.0%}" if comm > 0 else "—",
+            },
+        )
+        for link, nbytes, busy in sorted(rows)
+    ]
+
+
+def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, list[str], list[str]]:
+    """A copy of the installed wiring with the clicked parts removed (the installed graph is never changed), what
+    was failed, and the capacity each failure takes away."""
+
+    from .estimate.view import View
+
+    g = view.g
+    names, lost, edges, nodes = [], [], [], []
+    for i, f in enumerate(request.fail):
+        where = ("body", "fail", str(i))
+        if f.target is None:
+            if f.source not in g:
+                raise ExplorerInputError(f"no part {f.source!r} in topology {request.topology}", where)
+            kind = view.kind[f.source]
+            if kind not in _FAILABLE_KINDS:
+                raise ExplorerInputError(
+                    f"{f.source} is a {kind.replace('_', ' ')}: fail a NIC, a switch or a link", where
+                )
+            nodes.append(f.source)
+            by_net: dict[str, float] = {}
+            for _, d in g[f.source].items():
+                by_net[d["network"]] = by_net.get(d["network"], 0.0) + (d.get("bandwidth_gbps") or 0.0)
+            names.append(f"{kind.replace('_', ' ')} {f.source}")
+            lost.append(
+                f"{f.source}: "
+                + ", ".join(
+                    f"{_shown_quantity(v, 'Gb/s', 'per_direction')} of {k.replace('_', '-')}"
+                    for k, v in sorted(by_net.items())
+                )
+            )
+        else:
+            if not g.has_edge(f.source, f.target):
+                raise ExplorerInputError(f"no link {f.source} – {f.target} in topology {request.topology}", where)
+            d = g[f.source][f.target]
+            edges.append((f.source, f.target))
+            names.append(f"link {f.source} – {f.target}")
+            lost.append(
+                f"{f.source} – {f.target}: {_shown_quantity(d.get('bandwidth_gbps'), 'Gb/s', 'per_direction')} "
+                f"({d['network'].replace('_', '-')})"
+            )
+            lost += _uplink_note(view, f.source, f.target)
+    key = (request.topology, tuple(sorted(nodes)), tuple(sorted(tuple(sorted(e)) for e in edges)))
+
+    def copy() -> Any:
+        g2 = _wiring_copy(g)
+        g2.remove_edges_from(edges)
+        g2.remove_nodes_from(nodes)
+        failed = View(g2, view.endpoint_s * 1e9, view.summary)
+        failed.calibration = view.calibration
+        failed.scale_up_technology = view.scale_up_technology
+        return failed
+
+    found = state.kept(state.failed_views, key, FAILED_VIEWS, copy)
+    return found, names, lost
+
+
+def _wiring_copy(g: Any) -> Any:
+    """A copy of a topology's graph whose wiring can be changed (links and parts removed) while its attribute
+    dicts stay shared with the installed graph: nothing changes an attribute (a topology's edge attributes are
+    read-only, core/graphs.py `EdgeAttrs`; the estimate only reads node attributes). `Graph.copy()` copies every
+    attribute dict, ~4 s for the 24,576-GPU cluster against ~0.2 s for its adjacency alone."""
+    import networkx as nx
+
+    copy = nx.Graph()
+    copy.graph.update(g.graph)
+    copy._node = dict(g._node)  # type: ignore[attr-defined]
+    copy._adj = {u: dict(nbrs) for u, nbrs in g._adj.items()}  # type: ignore[attr-defined]
+    return copy
+
+
+def _uplink_note(view: Any, a: str, b: str) -> list[str]:
+    """For a leaf's uplink: the leaf's uplink capacity and oversubscription before and after (as estimate/ha.py
+    reports its built-in scenario)."""
+    g, kind = view.g, view.kind
+    leaf = a if kind[a] == "leaf" else b if kind[b] == "leaf" else None
+    other = b if leaf == a else a
+    if leaf is None or kind[other] not in ("spine", "core"):
+        return []
+    up = sum(d.get("bandwidth_gbps") or 0 for m, d in g[leaf].items() if kind[m] in ("spine", "core"))
+    down = sum(d.get("bandwidth_gbps") or 0 for m, d in g[leaf].items() if kind[m] == "nic")
+    gone = g[a][b].get("bandwidth_gbps") or 0
+    if not up or up - gone <= 0:
+        return [f"{leaf} loses its last uplink"]
+    return [
+        f"{leaf}'s uplink capacity falls from {_shown_quantity(up, 'Gb/s')} to {_shown_quantity(up - gone, 'Gb/s')}"
+        f" per direction: oversubscription {down / up:.3g}:1 becomes {down / (up - gone):.3g}:1 for traffic "
+        "leaving the leaf"
+    ]
+
+
+def _what_if(state: _ExplorerState, view: Any, request: Any, laid: _Laid) -> tuple[Any, Any]:
+    """The workload again on the wiring with the clicked parts failed: does every route survive, and what happens
+    to each phase's time and bandwidth. Always with what a surviving route does not establish."""
+    from .estimate.ha import NOT_ESTABLISHED
+    from .estimate.traffic import estimate
+    from .formats.explore import WhatIf, WhatIfPhase
+
+    failed_view, names, lost = _failed_view(state, view, request)
+    error = None
+    result = None
+    try:
+        with state.lock_for(id(failed_view)):
+            result = estimate(state.lay, request.topology, laid.workload, 0, failed_view)
+    except UsageError as exc:
+        error = _clean(state, str(exc))
+    after = {p.phase: p for p in result.phases} if result is not None else {}
+    rows = []
+    for p in laid.result.phases:
+        q = after.get(p.phase)
+        rows.append(
+            WhatIfPhase(
+                phase=p.phase,
+                seconds_before=p.total_seconds,
+                seconds_after=None if q is None else q.total_seconds,
+                effective_gbps_before=p.effective_gbps,
+                effective_gbps_after=None if q is None else q.effective_gbps,
+                route_survives=q is not None,
+                shown={
+                    "phase": p.phase,
+                    "before": _shown_quantity(p.total_seconds, "s"),
+                    "after": "no route" if q is None else _shown_quantity(q.total_seconds, "s"),
+                    "bandwidth_before": _shown_quantity(p.effective_gbps, "Gb/s", "per_direction"),
+                    "bandwidth_after": "—" if q is None else _shown_quantity(q.effective_gbps, "Gb/s", "per_direction"),
+                    "change": _change(p.total_seconds, None if q is None else q.total_seconds),
+                },
+            )
+        )
+    what = WhatIf(
+        failed=names,
+        route_survives=result is not None,
+        capacity_lost=lost,
+        phases=rows,
+        statement=NOT_ESTABLISHED,
+        error=error,
+    )
+    return what, result
+
+
+def _change(before: float | None, after: float | None) -> str:
+    if before is None or after is None or before == 0:
+        return "—"
+    ratio = after / before - 1
+    return "unchanged" if abs(ratio) < 5e-4 else f"{ratio:+.1%}"
+
+
+def _sizing(request: Any) -> Any:
+    """The calculators of `fabricref estimate memory / kv / capacity`, by the same library functions."""
+    import math
+
+    from .estimate import memory, sizing
+    from .formats.explore import Sizing, SizingRow
+
+    r = request
+
+    def row(quantity: str, value: float, unit: str, formula: str) -> SizingRow:
+        return SizingRow(quantity=quantity, value=value, unit=unit, formula=formula, shown=_shown_quantity(value, unit))
+
+    state_rows = []
+    if r.layout in memory.TRAINING_LAYOUTS:
+        m = memory.training_state(r.params, r.layout, dp=r.dp, zero=r.zero, tp=r.tp, pp=r.pp)
+        state_rows += [
+            row("bytes per parameter", m["bytes_per_param"], "B", m["breakdown"]),
+            row("model state, whole model", m["total_bytes"], "B", "parameters × bytes per parameter"),
+            row("weights per rank", m["weights_bytes"], "B", "split over TP × PP; over DP too at ZeRO-3"),
+            row("gradients per rank", m["gradients_bytes"], "B", "split over TP × PP; over DP too from ZeRO-2"),
+            row("optimizer state per rank", m["optimizer_bytes"], "B", "split over TP × PP; over DP from ZeRO-1"),
+            row("model state per rank", m["bytes"], "B", f"ZeRO-{r.zero}: {m['zero_meaning']}; before activations"),
+        ]
+    else:
+        m = sizing.memory(r.params, r.layout)
+        state_rows += [
+            row("bytes per parameter", m["bytes_per_param"], "B", str(m["breakdown"])),
+            row("weights, whole model", m["bytes"], "B", "parameters × bytes per parameter"),
+            row("weights per rank", m["bytes"] / (r.tp * r.pp), "B", "split over TP × PP"),
+        ]
+    kv = sizing.kv_cache(r.layers, r.kv_heads, r.head_dim, r.kv_dtype, r.prompt_tokens + r.output_tokens)
+    per_token = kv["bytes_per_token"]
+    kv_rows = [
+        row(
+            "KV cache per token",
+            per_token,
+            "B",
+            f"2 × layers × KV heads × head dim × bytes = 2 × {r.layers} × {r.kv_heads} × {r.head_dim} × "
+            f"{sizing.dtype_bytes(r.kv_dtype):g} B ({r.kv_dtype})",
+        ),
+        row(
+            "KV cache per request",
+            kv["bytes"],
+            "B",
+            f"per token × (prompt + output) = × {r.prompt_tokens + r.output_tokens:,} tokens",
+        ),
+        row("KV cache per request per rank", kv["bytes"] / r.tp, "B", "split over the TP group's KV heads"),
+    ]
+    cap = sizing.capacity(r.requests_per_second, r.output_tokens, r.group_tokens_per_second, r.group_size, r.headroom)
+    fleet = [
+        row("demand", cap.demand_tokens_per_second, "tokens/s", "request rate × output tokens per request"),
+        row(
+            "serving groups",
+            cap.groups,
+            "count",
+            f"⌈demand × (1 + headroom {r.headroom:g}) ÷ throughput of one group ({r.group_tokens_per_second:g} "
+            "tokens/s)⌉",
+        ),
+        row("accelerators", cap.accelerators, "count", f"groups × group size ({r.group_size})"),
+    ]
+    if not math.isfinite(cap.demand_tokens_per_second):
+        raise ExplorerInputError("the demand is not a finite number", ("body", "requests_per_second"))
+    return Sizing(sections={"memory": state_rows, "kv_cache": kv_rows, "fleet": fleet})
 
 
 # --- The planner (issue 28) ---------------------------------------------------------------------------------------

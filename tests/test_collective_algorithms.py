@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 from fabricref.errors import UsageError, ValidationError
-from fabricref.estimate.algorithms import Fabric, Tier, bus_factor, estimate
 from fabricref.estimate.calibration import CALIBRATION_PATH, load_calibration, load_calibration_file, standalone_text
+from fabricref.estimate.collectives import Shape, Tier, bus_factor, estimate, parametric
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
 CAL = load_calibration(ROOT)
 NVLINK4 = Tier("scale_up", "nvlink4", CAL.link_classes["nvlink4"], 450e9)
 IB400 = Tier("scale_out", "infiniband", CAL.link_classes["infiniband"], 50e9)
-ONE_DGX = Fabric(8, 8, 1, NVLINK4, None, nvls=True, one_shot=True)
-TWO_DGX = Fabric(16, 8, 2, NVLINK4, IB400, nvls=True, one_shot=True)
+ONE_DGX = Shape(8, 8, 1, NVLINK4, None, nvls=True, one_shot=True)
+TWO_DGX = Shape(16, 8, 2, NVLINK4, IB400, nvls=True, one_shot=True)
 
 
 def test_every_calibrated_number_names_its_provenance_and_status():
@@ -84,7 +84,7 @@ def test_nvls_is_chosen_for_large_all_reduce_on_an_nvlink_switch_and_lands_near_
     # S(n+1)/n per direction at 450 GB/s x 0.6875; latency 25 us.
     assert c.seconds == pytest.approx(25e-6 + GIB * 9 / 8 / (450e9 * 0.6875))
     assert c.busbw_gb_per_s == pytest.approx(478.2, abs=0.5)
-    no_switch = Fabric(8, 8, 1, NVLINK4, None, nvls=False, one_shot=True)
+    no_switch = Shape(8, 8, 1, NVLINK4, None, nvls=False, one_shot=True)
     assert estimate(CAL, "all-reduce", no_switch, GIB).algorithm == "ring"
 
 
@@ -131,8 +131,8 @@ def test_forcing_an_algorithm_that_cannot_run_is_bad_usage():
     with pytest.raises(UsageError, match="not an algorithm for all-gather"):
         estimate(CAL, "all-gather", ONE_DGX, GIB, "nvls")
     with pytest.raises(UsageError, match="power-of-two"):
-        estimate(CAL, "all-reduce", Fabric(6, 6, 1, NVLINK4, None), GIB, "recursive-doubling")
-    sharp = Fabric(16, 8, 2, NVLINK4, IB400, collnet=True)
+        estimate(CAL, "all-reduce", Shape(6, 6, 1, NVLINK4, None), GIB, "recursive-doubling")
+    sharp = Shape(16, 8, 2, NVLINK4, IB400, collnet=True)
     c = estimate(CAL, "all-reduce", sharp, GIB, "collnet")
     assert c.stages[-1].bytes_per_rank == pytest.approx(GIB / 8)
 
@@ -174,6 +174,37 @@ def test_sweep_draws_its_curve_deterministically(built_registry, cli, tmp_path):
     assert svgs[0] == svgs[1] and b"<svg" in svgs[0] and b"busbw" in svgs[0] and b"nvls / Simple" in svgs[0]
     r = cli(*args, "--bytes", "1G", "--plot", str(tmp_path / "c.svg"), root=built_registry.root)
     assert r.code == 2 and "--sweep" in r.err and not (tmp_path / "c.svg").exists()
+
+
+def test_the_parametric_mode_costs_every_registered_algorithm_it_can_without_a_calibration():
+    """The same cost functions at the bandwidth and per-step latency given: a ring of 8 by hand, the tree's log2
+    steps and 2·S per rank, recursive doubling's log2(n) rounds of S, Bruck's ceil(log2 n) rounds of the blocks
+    whose index has that bit set (4 of 7 blocks of S/8 per round at n = 8: 12/8 S), reduce at its bus factor 1."""
+    bw, lat = 50e9, 5e-6
+    ring = parametric("all-reduce", 8, GIB, bw, lat)
+    assert (ring.steps, ring.latency_seconds) == (14, pytest.approx(14 * lat))
+    assert ring.bandwidth_seconds == pytest.approx(1.75 * GIB / bw)
+    tree = parametric("all-reduce", 8, GIB, bw, lat, algorithm="tree")
+    assert (tree.steps, tree.bytes_on_wire_per_rank) == (6, pytest.approx(2 * GIB))
+    rd = parametric("all-reduce", 8, 4096, bw, lat, algorithm="recursive-doubling")
+    assert (rd.steps, rd.bytes_on_wire_per_rank, rd.latency_seconds) == (3, 3 * 4096, pytest.approx(3 * lat))
+    bruck = parametric("all-to-all", 8, 8192, bw, lat, algorithm="bruck")
+    assert (bruck.steps, bruck.bytes_on_wire_per_rank) == (3, pytest.approx(12 / 8 * 8192))
+    assert parametric("all-to-all", 8, 8192, bw, lat).bytes_on_wire_per_rank == pytest.approx(7 / 8 * 8192)
+    reduce = parametric("reduce", 8, GIB, bw, lat)
+    assert (reduce.bytes_on_wire_per_rank, reduce.busbw_gb_per_s) == (GIB, pytest.approx(reduce.algbw_gb_per_s))
+    with pytest.raises(UsageError, match="power-of-two"):
+        parametric("all-reduce", 6, GIB, bw, lat, algorithm="recursive-doubling")
+    with pytest.raises(UsageError, match="bruck is not an algorithm for all-reduce"):
+        parametric("all-reduce", 8, GIB, bw, lat, algorithm="bruck")
+    with pytest.raises(UsageError, match="needs the calibration"):
+        parametric("all-reduce", 8, GIB, bw, lat, algorithm="nvls")
+
+
+def test_bruck_is_refused_on_a_topology_without_calibrated_figures():
+    with pytest.raises(UsageError, match="no entry for bruck"):
+        estimate(CAL, "all-to-all", ONE_DGX, GIB, "bruck")
+    assert estimate(CAL, "all-to-all", ONE_DGX, GIB).algorithm == "ring"  # never chosen by itself
 
 
 def test_a_scale_up_technology_no_source_states_takes_the_assumed_generic_class():

@@ -14,11 +14,10 @@ import pytest
 from fabricref.core import confidence
 from fabricref.core.registry import ensure_database
 from fabricref.estimate import calculator
-from fabricref.estimate.algorithms import Cost as AlgorithmCost
-from fabricref.estimate.calculator import Placed
 from fabricref.estimate.calibration import Number
+from fabricref.estimate.collectives import Estimate, Shape
 from fabricref.estimate.cost import Cost, Phase
-from fabricref.estimate.demand import Communication
+from fabricref.estimate.decompose import Communication, Part
 from fabricref.estimate.traffic import estimate
 from fabricref.estimate.view import Lineage
 from fabricref.estimate.workloads import find_workload
@@ -149,8 +148,8 @@ def test_helios_tp_phases_rest_on_preliminary_wiring_and_assumed_calibration(bui
 
 def _phase(*lineage: tuple[str, str]) -> Phase:
     comm = Communication(
-        phase="p", description="", collective="all-reduce", group=(0, 1), bytes_per_rank=1.0, count=1,
-        concurrent_groups=1,
+        phase="p", description="", collective="all-reduce", parts=(Part(((0, 1),), 1.0),), bytes_per_rank=1.0,
+        count=1, concurrency=1,
     )  # fmt: skip
     cost = Cost(
         algorithm="ring", bytes_on_wire_per_rank=1.0, network="scale_up", tier="t", hops=1, bottleneck_gbps=1.0,
@@ -187,7 +186,7 @@ def test_the_field_format_allows_exactly_the_confidences_a_field_can_have():
 def test_the_collective_calculator_takes_a_derived_figure_at_its_inputs_confidence():
     """The same bug as case 3 in `estimate collective --topology`: a derived topology figure was `published`."""
     used = [("algorithms.ring.base_latency_us.Simple", Number(value=8.4, status="published", source="nccl"))]
-    cost = AlgorithmCost(
+    cost = Estimate(
         op="all-reduce", algorithm="ring", protocol="Simple", ranks=8, bytes=1.0, latency_seconds=1.0,
         bandwidth_seconds=1.0, bytes_on_wire_per_rank=1.0, steps=14, stages=[], assumptions=[], used=used,
     )  # fmt: skip
@@ -197,9 +196,9 @@ def test_the_collective_calculator_takes_a_derived_figure_at_its_inputs_confiden
         status="derived",
         confidence="preliminary",
     )
-    placed = Placed(fabric=None, accelerators=[], technologies={}, lineage={helios}, notes=[])  # type: ignore[arg-type]
+    shape = Shape(1, 1, 1, None, None, lineage=frozenset({helios}))
     assert cost.confidence == "published"
-    assert calculator.confidence(cost, placed) == "preliminary"
+    assert calculator.confidence(cost, shape) == "preliminary"
     measured = Number(value=0.8, status="measured", measured_sha256="0" * 64)
     cost.used.append(("link_classes.nvlink4.efficiency", measured))
     assert cost.confidence == "measured"

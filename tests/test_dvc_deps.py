@@ -353,11 +353,14 @@ def test_a_schema_file_that_does_not_match_its_tables_stops_the_views_build(smal
 
 
 def test_the_database_stage_declares_the_traffic_tables_columns_not_their_numbers():
-    """Its deps: the compile and topology directories whole, the traffic tables through the schema file the
-    traffic stage writes (and declares) beside them; which tables it makes views of is what it finds there."""
+    """Its deps: the compile and topology directories whole, the traffic and validation tables (whose numbers move
+    with every workload knob and calibration number) through the schema file their stage writes (and declares)
+    beside them; which tables it makes views of is what it finds there."""
     stages = dvc_stages()
     deps = stages["database"]["deps"]
-    assert "registry/traffic/schema.json" in deps and "registry/traffic/schema.json" in stages["traffic"]["outs"]
-    assert not [d for d in deps if d.startswith("registry/traffic/") and d.endswith(".parquet")]
-    for sub in registry.TABLE_DIRS[:3]:  # the directories DVC's stages write (measurements: `fabricref measured`)
+    for sub, stage in (("traffic", "traffic"), ("validation", "validate")):
+        assert f"registry/{sub}/schema.json" in deps and f"registry/{sub}/schema.json" in stages[stage]["outs"]
+        assert not [d for d in deps if d.startswith(f"registry/{sub}/") and d.endswith(".parquet")]
+    assert registry.TABLE_DIRS[-1] == "measurements"
+    for sub in registry.TABLE_DIRS[:-1]:  # the directories DVC's stages write (measurements: `fabricref measured`)
         assert f"registry/{sub}" in deps or f"registry/{sub}/{registry.SCHEMA_FILE}" in deps

@@ -150,8 +150,14 @@ def test_bad_options_are_refused() -> None:
 
 
 class _Phase:
-    def __init__(self, phase: str, total: float, size: float = 0.0, latency: float = 0.0, bandwidth: float = 0.0):
-        self.phase, self.total_seconds, self.bytes_per_rank = phase, total, size
+    """A routed phase as the step reads it (estimate/cost.py's Phase): `count` occurrences of `seconds` each,
+    `total_seconds` in all; the cost terms are per occurrence."""
+
+    def __init__(
+        self, phase: str, total: float, size: float = 0.0, latency: float = 0.0, bandwidth: float = 0.0, count: int = 1
+    ):
+        self.phase, self.total_seconds, self.bytes_per_rank, self.count = phase, total, size, count
+        self.seconds = total / count
         self.latency_s, self.bandwidth_s, self.queueing_s = latency, bandwidth, 0.0
 
 
@@ -192,10 +198,14 @@ def test_step_training_pp4_fits_and_times() -> None:
     data-parallel traffic and the optimizer; the bubble of 1F1B is (p − 1)/m; TP and PP never hide."""
     t = {"tp": 8, "pp": 4, "dp": 32, "micro_batch": 1, "microbatches": 8, "seq_len": 4096}
     w = _Workload("training", LLAMA70B, training=t)
-    phases = [_Phase("tp-all-reduce", 0.2), _Phase("pp-send", 0.05), _Phase("dp-all-reduce", 0.9, 2.1875e9, 1e-3, 0.9)]
+    # The demand's pp-send: one send each way per micro-batch (2 × 8), 0.05 s in all.
+    pp_send = _Phase("pp-send", 0.05, count=16)
+    phases = [_Phase("tp-all-reduce", 0.2), pp_send, _Phase("dp-all-reduce", 0.9, 2.1875e9, 1e-3, 0.9)]
     acc = _acc(80, 3e12, 1e15, "nvidia-dgx-h100")
     s = step.estimate(w, phases, acc, _rates(acc))
     assert s["fits"] is True and s["missing"] == []
+    # 1F1B without overlapped sends: each micro-batch's forward and backward wait for theirs, all 16 exposed.
+    assert s["communication_by_phase"]["pp-send"]["exposed_seconds"] == pytest.approx(0.05)
     assert s["bubble_fraction"] == pytest.approx(3 / 8)
     assert s["step_seconds"] == pytest.approx(
         s["compute_seconds"] * (1 + 3 / 8) + s["exposed_communication_seconds"] + s["optimizer_seconds"], rel=0.05
@@ -270,13 +280,30 @@ def test_cli_step_on_shipped_data(cli, built_registry) -> None:
     )
     assert result.code == 0, result.err
     data = json.loads(result.out)
-    # 1.26 TB / TP 8 = 157.5 GB of state per rank (plus activations) against the registry's 80 GB H100.
-    assert data["fits"] is False and data["memory_per_rank_bytes"] > 157.5e9
+    # The workload declares ZeRO-1 over its 512 replicas, as Megatron-LM's distributed optimizer runs it: each rank
+    # keeps its 1/8 of the weights (2 B) and fp32 gradients (4 B) whole and 1/512 of the 12 B of optimizer state,
+    # ~52.7 GB, plus 80 layers of one micro-batch's activations (1F1B without PP: one in flight), against the
+    # registry's 80 GB H100: it fits.
+    state, acts = data["memory"]["state"], data["memory"]["activations"]
+    per_tp = state["params"] / 8
+    assert state["zero"] == 1 and state["dp"] == 512
+    assert state["weights_bytes"] == pytest.approx(2 * per_tp) and state["gradients_bytes"] == pytest.approx(4 * per_tp)
+    assert state["optimizer_bytes"] == pytest.approx(12 * per_tp / 512)
+    assert acts["bytes"] == pytest.approx(80 * acts["bytes_per_layer"]) and acts["microbatches_in_flight"] == 1
+    assert data["memory_per_rank_bytes"] == pytest.approx(state["bytes"] + acts["bytes"])
+    assert 60e9 < data["memory_per_rank_bytes"] < 70e9
     assert data["memory"]["accelerator_memory_bytes"] == 80e9
-    # The registry now holds the H100's dense BF16 peak (989.4 TFLOP/s, the whitepaper): the layout is costed, and
-    # the verdict beside the times says it cannot run as declared.
+    assert data["fits"] is True and data["headroom_bytes"] == pytest.approx(80e9 - data["memory_per_rank_bytes"])
+    assert "fits," in step.fit_verdict(data)
+    # The registry holds the H100's dense BF16 peak (989.4 TFLOP/s, the whitepaper): the layout is costed.
     assert data["step_seconds"] is not None and data["compute_seconds"] > 0 and data["missing"] == []
-    assert "DOES NOT FIT" in step.fit_verdict(data)
+    # Without ZeRO the same layout holds 1.26 TB / TP 8 = 157.5 GB of state per rank: it does not fit, and the
+    # verdict beside its (still costed) times says it cannot run as declared.
+    t = {"tp": 8, "pp": 1, "dp": 512, "micro_batch": 1, "microbatches": 4, "seq_len": 4096, "zero": 0}
+    acc = _acc(80, 3.35e12, 989.4e12, "nvidia-dgx-h100")
+    plain = step.estimate(_Workload("training", LLAMA70B, training=t), [], acc, _rates(acc))
+    assert plain["fits"] is False and plain["memory"]["state"]["bytes"] == pytest.approx(157.5e9, rel=1e-3)
+    assert plain["step_seconds"] is not None and "DOES NOT FIT" in step.fit_verdict(plain)
     assert "what_if" not in data and any("gemm_sustained_fraction" in c for c in data["calibration"])
     bad = cli("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", "--mfu", "nan",
               root=built_registry.root)  # fmt: skip

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-from fabricref.estimate import loads
-from fabricref.estimate.loads import Stage, collective_stages, cost_phase, send_stage, workload_phases
-from fabricref.estimate.placement import PlacementError, gradient_shards, place, training_groups
-from fabricref.estimate.routing import Fabric as Wiring
+from fabricref.estimate import cost, loads
+from fabricref.estimate.calibration import load_calibration
+from fabricref.estimate.decompose import decompose, gradient_shards, training_groups
+from fabricref.estimate.loads import Stage, collective_stages, cost_phase, send_stage
+from fabricref.estimate.placement import PlacementError, accelerator_domains, ordered_accelerators, place
+from fabricref.estimate.routing import Wiring
+from fabricref.estimate.view import View
 from fabricref.estimate.workloads import find_workload, load_workload
 from fabricref.topology.build import build_cluster
 from fabricref.topology.clusters import Cluster, Fabric
 from fabricref.topology.facts import defaults, load_facts
+from fabricref.topology.summary import summarize
 
 KV_PER_TOKEN = 2 * 80 * 8 * 128 * 2  # K and V × layers × KV heads × head dim × bf16 = 327,680 B
 GBPS = 1e9 / 8  # bytes per second in one Gb/s
+CAL = load_calibration(Path(__file__).resolve().parents[1])
+
+
+def routed(g, w, endpoint_ns: float = 0.0) -> tuple[Wiring, dict[str, loads.RoutedPhase]]:
+    """Every backend phase of `w` placed and routed on `g`, as the traffic estimate does, and the wiring."""
+    view = View(g, endpoint_ns, summarize(g))
+    return view.wiring, cost.phases(view, w, CAL)[1]
 
 
 def _workload(tmp_path, text: str):
@@ -60,8 +73,7 @@ def test_a_mesh_pair_uses_its_one_link(built_graph, tmp_path):
     assert [fabric.edges[i // 2] for i in used] == [(a, b)] and routes.incidence[used[0], 0] == 1.0
     # TP 4 → TP 4 KV transfer in one server: prefill rank i sends its quarter of the KV cache to decode rank i.
     w = _workload(tmp_path, _disagg(4, 4, "amd-mi300x-pollara400"))
-    _, phases = workload_phases(fabric, w, 0.0)
-    kv = next(p for p in phases if p.phase == "kv-transfer")
+    kv = routed(g, w)[1]["kv-transfer"]
     per_rank = KV_PER_TOKEN * 32768 / 4  # 2.68 GB
     assert kv.load.bandwidth_s == pytest.approx(per_rank / (512 * GBPS))  # ≈ 41.9 ms, not 5.99 ms
     assert kv.load.bandwidth_s == pytest.approx(0.041943, rel=1e-4)
@@ -87,17 +99,22 @@ def test_switched_domain_spreads_a_pair_over_every_switch(built_graph):
     assert load.utilization.max() == pytest.approx(1.0)
 
 
-def test_tp6_on_8_gpu_domains_is_refused_naming_the_straddling_group(built_graph):
+def test_tp6_on_8_gpu_domains_is_refused_naming_the_straddling_group(built_graph, tmp_path):
     g = built_graph("illustrative-h100-4096")
+    view = View(g, 0.0, summarize(g))
+    text = _train(6, 2, "illustrative-h100-4096").replace("hidden: 8192", "hidden: 8196")
+    w = _workload(tmp_path, text.replace("kv_heads: 8", "kv_heads: 6"))
     with pytest.raises(PlacementError) as err:
-        place(g, 12, training_groups(6, 1, 2), what="workload tp6")
+        place(view, decompose(w), w)
     text = str(err.value)
     assert "TP group 1" in text and "straddles 2 scale-up domains" in text
     assert "b000/gpu6" in text and "b000/gpu7" in text and "b001/gpu0" in text and "b001/gpu3" in text
     # TP 8 fills each server; every group is built: 2 TP groups of 8, 8 DP groups of 2.
-    p = place(g, 16, training_groups(8, 1, 2))
-    assert len(p.groups.tp) == 2 and len(p.groups.dp) == 8
-    assert p.members(p.groups.dp[3]) == ["b000/gpu3", "b001/gpu3"]  # rails aligned
+    w = _workload(tmp_path, _train(8, 2, "illustrative-h100-4096"))
+    tp, dp = decompose(w).communications
+    at = place(view, decompose(w), w)
+    assert len(tp.parts[0].groups) == 2 and len(dp.parts[0].groups) == 8
+    assert [at[r] for r in dp.parts[0].groups[3]] == ["b000/gpu3", "b001/gpu3"]  # rails aligned
 
 
 def test_every_group_is_built_and_ep_groups_walk_the_tp_dp_plane():
@@ -117,13 +134,13 @@ def test_moe_gradient_counts_expert_weights_once_per_ep_shard(built_registry):
     assert shards.expert_params_per_rank == pytest.approx((141e9 - dense) / 16)
     grad_bytes = shards.params_per_rank * 2
     assert grad_bytes == pytest.approx(19.47e9, rel=1e-3)  # not 141e9 / 4 × 2 = 70.5 GB
-    dense_only = {**w.model.model_dump(), "experts": None}
+    dense_only = w.model.model_copy(update={"experts": None})
     assert gradient_shards(dense_only, w.training).params_per_rank * 2 == pytest.approx(70.5e9)
 
 
 def _small_oversubscribed(lay):
     """Meta's builder scaled down: 4 DGX H100 servers, 2 per ToR, one ToR per pod, 16 spines, 1:7 above."""
-    fabric = Fabric(3, False, 16, 16, 1, 16, None, 7, 1, None, "test")
+    fabric = Fabric(3, False, 16, 16, 1, 16, None, 7, 1, None, "InfiniBand (test)")
     cluster = Cluster("tiny-1to7", "tiny", "illustrative", "", "nvidia-dgx-h100", 4, None, fabric, 4, None)
     return build_cluster(cluster, load_facts(lay, "nvidia-dgx-h100"), defaults(lay))
 
@@ -202,11 +219,10 @@ def test_stage_bytes_and_network_split(built_registry):
 def test_dp_384_and_385_on_meta_style_are_close(built_graph, tmp_path):
     """One more server must not make the DP all-reduce 7× slower: only 2 ring edges per rail cross pods."""
     g = built_graph("meta-style-h100-24576")
-    wiring = Wiring(g)
     times = {}
     for dp in (384, 385):
-        _, phases = workload_phases(wiring, _workload(tmp_path, _train(8, dp, "meta-style-h100-24576")), 5e-6)
-        times[dp] = next(p for p in phases if p.phase == "dp-all-reduce").load.seconds
+        phases = routed(g, _workload(tmp_path, _train(8, dp, "meta-style-h100-24576")), 5000.0)[1]
+        times[dp] = phases["dp-all-reduce"].load.seconds
     assert times[385] / times[384] < 1.2
     # Ring all-reduce of 17.5 GB per rank at 400 Gb/s: 2·(n−1)/n·S / 50 GB/s ≈ 0.70 s, no queueing.
     assert times[384] == pytest.approx(2 * 383 / 384 * 70e9 / 8 * 2 / 50e9, rel=0.02)
@@ -217,8 +233,8 @@ def test_meta_style_and_non_blocking_within_1_5x_for_dp512(built_registry, built
     w = find_workload(built_registry, "llama70b-train-tp8-dp512")
     out = {}
     for target in ("meta-style-h100-24576", "illustrative-h100-4096"):
-        _, phases = workload_phases(Wiring(built_graph(target)), w, 5e-6)
-        out[target] = sum(p.load.seconds * p.count for p in phases)
+        phases = routed(built_graph(target), w, 5000.0)[1]
+        out[target] = sum(p.load.seconds * p.count for p in phases.values())
     ratio = out["meta-style-h100-24576"] / out["illustrative-h100-4096"]
     assert 1 / 1.5 < ratio < 1.5
 
@@ -226,9 +242,9 @@ def test_meta_style_and_non_blocking_within_1_5x_for_dp512(built_registry, built
 def test_symmetry_classes_are_exact(built_graph):
     """Reducing an intra-domain stage to one domain per class changes no figure and no link row."""
     g = built_graph("illustrative-h100-4096")
-    p = place(g, 8 * 16, training_groups(8, 1, 16))
-    dom = {a: p.domain[a] for a in p.accelerators}
-    _, stages = collective_stages("all-reduce", [p.members(x) for x in p.groups.tp], 1e8, dom, "tp")
+    accs = ordered_accelerators(g)[: 8 * 16]
+    groups = [[accs[r] for r in x] for x in training_groups(8, 1, 16).tp]
+    _, stages = collective_stages("all-reduce", groups, 1e8, accelerator_domains(g), "tp")
     fabric = Wiring(g)
     plain = loads.cost_stage(fabric, stages[0], 0.0, symmetry=False)
     reduced = loads.cost_stage(fabric, stages[0], 0.0)
@@ -274,40 +290,3 @@ def test_estimate_refuses_tp6_naming_the_group(built_registry, tmp_path):
     )
     with pytest.raises(UsageError, match=r"TP group 1 \(ranks 6–11\) straddles 2 scale-up domains"):
         estimate(built_registry, "illustrative-h100-4096", _workload(tmp_path, text))
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_hops_from_are_scipys_unweighted_shortest_paths(seed: int):
-    """routing.hops_from (a breadth-first search in NumPy, so the stage never loads scipy.sparse.csgraph and with
-    it scipy.linalg) gives the same distances as scipy's BFS: directed arcs, repeated arcs, self-loops, nodes no
-    arc reaches (inf), a source with no arc out."""
-    import scipy.sparse as sp
-    from fabricref.estimate.routing import hops_from
-    from scipy.sparse.csgraph import shortest_path
-
-    rng = np.random.default_rng(seed)
-    k = int(rng.integers(1, 60))
-    arcs = int(rng.integers(0, 4 * k))
-    tail, head = rng.integers(0, k, arcs), rng.integers(0, k, arcs)
-    adj = sp.csr_matrix((np.ones(arcs), (tail, head)), shape=(k, k))
-    sources = rng.integers(0, k, int(rng.integers(1, 6)))
-    expected = np.atleast_2d(shortest_path(adj, directed=True, unweighted=True, indices=sources))
-    found = hops_from(adj, sources)
-    assert found.shape == expected.shape and np.array_equal(found, expected)
-    assert found.dtype == expected.dtype
-
-
-def test_hops_from_on_a_leaf_spine_by_hand():
-    """Leaves 0-3, spines 4-5, every leaf wired both ways to both spines; node 6 wired to nothing: from leaf 0,
-    0 hops to itself, 1 to the spines, 2 to the other leaves, none to node 6."""
-    import scipy.sparse as sp
-    from fabricref.estimate.routing import hops_from
-
-    pairs = [(leaf, spine) for leaf in range(4) for spine in (4, 5)]
-    tail = [a for a, b in pairs] + [b for a, b in pairs]
-    head = [b for a, b in pairs] + [a for a, b in pairs]
-    adj = sp.csr_matrix((np.ones(len(tail)), (tail, head)), shape=(7, 7))
-    assert hops_from(adj, np.array([0, 4])).tolist() == [
-        [0, 2, 2, 2, 1, 1, float("inf")],
-        [1, 1, 1, 1, 0, 2, float("inf")],
-    ]

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from fabricref.errors import ValidationError
-from fabricref.estimate import loads
-from fabricref.estimate.loads import workload_phases
+from fabricref.estimate import cost, loads
+from fabricref.estimate.calibration import load_calibration
+from fabricref.estimate.decompose import decompose
 from fabricref.estimate.placement import PlacementError, rank_accelerators
-from fabricref.estimate.routing import Fabric as Wiring
+from fabricref.estimate.routing import Wiring
+from fabricref.estimate.view import View
 from fabricref.estimate.workloads import load_workload
 from fabricref.topology.build import build_cluster
 from fabricref.topology.clusters import Cluster, Fabric
 from fabricref.topology.facts import defaults, load_facts
+from fabricref.topology.summary import summarize
 
 GBPS = 1e9 / 8  # bytes per second in one Gb/s
+CAL = load_calibration(Path(__file__).resolve().parents[1])
 MODEL = "model: {params: 70.0e9, layers: 80, hidden: 8192, kv_heads: 8, head_dim: 128, dtype: bf16}\n"
 
 
@@ -32,14 +38,22 @@ def _train(tmp_path, placement: str = "", tp: int = 8, dp: int = 2, name: str = 
 def _tiny(lay, **fabric_options):
     """4 DGX H100 servers, 2 per ToR, one ToR per pod (b0, b1 in pod 0; b2, b3 in pod 1), 16 spines per pod, the
     spine–core trunks at 1:7 (400/7 Gb/s each)."""
-    fabric = Fabric(3, False, 16, 16, 1, 16, None, 7, 1, None, "test", **fabric_options)
+    fabric = Fabric(3, False, 16, 16, 1, 16, None, 7, 1, None, "InfiniBand (test)", **fabric_options)
     cluster = Cluster("tiny-1to7", "tiny", "illustrative", "", "nvidia-dgx-h100", 4, None, fabric, 4, None)
     return build_cluster(cluster, load_facts(lay, "nvidia-dgx-h100"), defaults(lay))
 
 
-def _dp(g, w, wiring=None):
-    _, phases = workload_phases(wiring or Wiring(g), w, 0.0)
-    return next(p for p in phases if p.phase == "dp-all-reduce")
+def _view(g) -> View:
+    return View(g, 0.0, summarize(g))
+
+
+def _routed(view: View, w) -> dict[str, loads.RoutedPhase]:
+    """Every backend phase of `w` placed and routed on the view's wiring, as the traffic estimate does."""
+    return cost.phases(view, w, CAL)[1]
+
+
+def _dp(view: View, w):
+    return _routed(view, w)["dp-all-reduce"]
 
 
 def _tiers(wiring, load) -> set[str]:
@@ -55,8 +69,9 @@ def test_default_fill_domains_keeps_the_dp_ring_under_one_leaf(built_registry, t
     g = _tiny(built_registry)
     w = _train(tmp_path)
     assert [rank_accelerators(g, w)[r] for r in (0, 7, 8, 15)] == ["b0/gpu0", "b0/gpu7", "b1/gpu0", "b1/gpu7"]
-    wiring = Wiring(g)
-    dp = _dp(g, w, wiring)
+    view = _view(g)
+    wiring = view.wiring
+    dp = _dp(view, w)
     # 8 flows each way (one per rail), each alone on its 400 Gb/s NIC: S / 50 GB/s = 0.35 s, nothing shared.
     assert dp.load.bandwidth_s == pytest.approx(S / (400 * GBPS)) and dp.load.queueing_s == 0
     assert _tiers(wiring, dp.load) == {"accelerator–NIC (host)", "NIC–leaf"}
@@ -66,9 +81,9 @@ def test_declared_spread_puts_the_dp_ring_across_pods_and_queues_at_the_1_to_7_t
     g = _tiny(built_registry)
     w = _train(tmp_path, "placement: {strategy: spread}\n")
     assert [rank_accelerators(g, w)[r] for r in (0, 8)] == ["b0/gpu0", "b2/gpu0"]  # every 2nd of 4 domains
-    wiring = Wiring(g)
-    _, phases = workload_phases(wiring, w, 0.0)
-    dp = next(p for p in phases if p.phase == "dp-all-reduce")
+    view = _view(g)
+    wiring = view.wiring
+    dp = _dp(view, w)
     # By hand: 8 flows pod 0 → pod 1, each split 1/16 over the 16 spines, so each spine–core trunk carries
     # 8/16 flow: max-min rate 2 × 400/7 = 114.3 Gb/s per flow (offered 8 × 400/16 = 200 Gb/s per trunk: 3.5×).
     alone, fair = S / (400 * GBPS), S / (800 / 7 * GBPS)
@@ -95,7 +110,7 @@ def test_explicit_ranges_place_every_rank(built_registry, tmp_path):
     w = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: b3/gpu0}\n")
     at = rank_accelerators(g, w)
     assert (at[0], at[7], at[8], at[15]) == ("b0/gpu0", "b0/gpu7", "b3/gpu0", "b3/gpu7")
-    dp = _dp(g, w)
+    dp = _dp(_view(g), w)
     assert dp.load.queueing_s == pytest.approx(S / (800 / 7 * GBPS) - S / (400 * GBPS))  # across pods as spread
     # An accelerator the topology does not have: the file and the JSON path are named.
     bad = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: b9/gpu0}\n")
@@ -112,16 +127,7 @@ def test_explicit_ranges_place_every_rank(built_registry, tmp_path):
     # TP must stay inside one domain, whatever the declaration says.
     straddle = _train(tmp_path, text + "    - {first_rank: 8, ranks: 8, accelerator: 12}\n")
     with pytest.raises(PlacementError, match=r"TP group 1 \(ranks 8–15\) straddles 2 scale-up domains"):
-        _dp(g, straddle)
-
-
-def test_a_declared_list_using_an_accelerator_twice_is_refused(built_registry):
-    from fabricref.estimate.placement import place, training_groups
-
-    g = _tiny(built_registry)
-    accs = [f"b0/gpu{i}" for i in range(8)] + [f"b1/gpu{i}" for i in range(7)] + ["b0/gpu3"]
-    with pytest.raises(PlacementError, match=r"uses an accelerator twice: b0/gpu3$"):
-        place(g, 16, training_groups(8, 1, 2), declared=accs)
+        _dp(_view(g), straddle)
 
 
 def test_explicit_ranges_are_checked_when_the_workload_loads(tmp_path):
@@ -158,7 +164,8 @@ def _key(src: str, dst: str, seed: int) -> int:
 def test_ecmp_hash_puts_each_flow_on_one_path_and_collisions_make_hot_links(built_registry, tmp_path, seed):
     g = _tiny(built_registry, ecmp_mode="hash", ecmp_seed=seed)
     w = _train(tmp_path, "placement: {strategy: spread}\n")
-    wiring = Wiring(g)
+    view = _view(g)
+    wiring = view.wiring
     # By hand: leaf 0's only choice is which of the 16 spines of pod 0 (in topology node order) each of the 8
     # flows b0/gpuI → b2/gpuI climbs to; above it there is one path (spine j → core j → spine j of pod 1).
     spines = [n for n, d in g.nodes(data=True) if d["kind"] == "spine" and d["pod"] == 0]
@@ -169,8 +176,7 @@ def test_ecmp_hash_puts_each_flow_on_one_path_and_collisions_make_hot_links(buil
         used = {wiring.nodes[wiring.head[link]] for link in routes.incidence[:, i].nonzero()[0]}
         assert spines[forward[i]] in used and len(used & set(spines)) == 1  # one path, all of the flow on it
     assert set(routes.incidence.data) == {1.0}
-    _, phases = workload_phases(wiring, w, 0.0)
-    dp = next(p for p in phases if p.phase == "dp-all-reduce")
+    dp = _dp(view, w)
     # The busiest trunk carries n flows, each at (400/7)/n Gb/s; the phase waits for them.
     n = max(max(forward.count(j) for j in forward), max(back.count(j) for j in back))
     assert n >= 2  # these seeds collide (8 flows on 16 spines)
@@ -260,21 +266,17 @@ def test_tree_flows_follow_tree_edges_not_ring_neighbours(built_registry):
     assert pod0_up_ring == pytest.approx(1.5 * size)
 
 
-def test_a_phase_the_library_runs_as_a_tree_is_routed_on_tree_edges(built_registry, tmp_path, monkeypatch):
-    """The routed phase follows whatever the calibrated model chooses: forced to tree, the DP ring's edges turn
-    into tree edges (DP 16 fills 2 servers, 8 local ranks: a chain of 8 in each server, and per local rank
-    a 2-node tree whose single edge carries S/8/2 each way in each of the two trees)."""
-    from dataclasses import replace
-
-    from fabricref.estimate import calibrated, phases
-    from fabricref.estimate.calculator import view_for
+def test_a_phase_the_library_runs_as_a_tree_is_routed_on_tree_edges(built_registry, tmp_path):
+    """The routed phase follows the algorithm the registry chose: a tree turns the DP ring's edges into tree edges
+    (DP 16 fills 2 servers, 8 local ranks: a chain of 8 in each server, and per local rank a 2-node tree whose
+    single edge carries S/8/2 each way in each of the two trees)."""
+    from fabricref.estimate.view import view_for
 
     view = view_for(built_registry, "illustrative-h100-4096")
     w = _train(tmp_path, "", tp=1, dp=16, name="dp16")
-    real = calibrated.collective_cost
-    monkeypatch.setattr(calibrated, "collective_cost", lambda *a: replace(real(*a), algorithm="tree / Simple"))
-    _, routed = phases.routed_phases(view, w)
-    dp = next(r for r in routed if r.phase == "dp-all-reduce")
+    (comm,) = decompose(w).communications
+    at = rank_accelerators(view.g, w)
+    dp = loads.route(view.wiring, comm, at, "tree", 0.0, "workload dp16")
     assert dp.load.algorithm.startswith("NCCL double binary tree")
     s = dp.bytes_per_rank
     pairs: dict[tuple[str, str], float] = {}
@@ -285,6 +287,8 @@ def test_a_phase_the_library_runs_as_a_tree_is_routed_on_tree_edges(built_regist
     assert pairs[("b000/gpu1", "b000/gpu0")] == pairs[("b000/gpu0", "b000/gpu1")] == s
     assert ("b000/gpu0", "b000/gpu2") not in pairs
     assert pairs[("b000/gpu3", "b001/gpu3")] == pytest.approx(2 * s / 8 / 2)  # both trees' one edge
+    # The estimate routes whatever the library runs: at these 140 GB per rank, not a tree.
+    assert not _routed(view, w)["dp-all-reduce"].load.algorithm.startswith("NCCL double binary tree")
 
 
 # ---- the revealing question follows the declared placement -------------------------------------------------
@@ -355,11 +359,10 @@ def test_an_estimate_at_an_offset_counts_the_domains_its_ranks_sit_on(built_regi
     """A co-running job placed after another (offset) reports the domains of its own accelerators: TP 4 × DP 2
     from accelerator 4 sits on b0/gpu4–7 and b1/gpu0–3 (2 domains); the same job from accelerator 0 on b0 only."""
     from fabricref.estimate.traffic import estimate
-    from fabricref.estimate.view import View
 
     g = _tiny(built_registry)
     w = _train(tmp_path, tp=4, dp=2)
-    view = View(g, 0.0, {"scale_up_domain_size": 8, "nodes_by_kind": {}})
+    view = _view(g)
     at = {off: estimate(built_registry, "tiny-1to7", w, off, view).revealing for off in (0, 4)}
     assert (at[0]["domains_spanned"], at[0]["fits_in_one_domain"]) == (1, True)
     assert (at[4]["domains_spanned"], at[4]["fits_in_one_domain"]) == (2, False)

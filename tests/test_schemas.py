@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
 
@@ -224,7 +225,9 @@ def _shipped(pattern: str) -> list[Path]:
         ("model-revisions.schema.json", "models/revisions/*/*.json"),
         ("identities.schema.json", "models/identities.json"),
         ("vocabulary.schema.json", "schemas/vocabulary.json"),
-        ("calibration.schema.json", "models/calibration/*.yaml"),
+        ("calibration.schema.json", "models/calibration/collectives.yaml"),
+        ("throughput.schema.json", "models/calibration/throughput.yaml"),
+        ("validation.schema.json", "models/validation/*.yaml"),
     ],
 )
 def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
@@ -250,6 +253,13 @@ def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
 
             data = yaml.safe_load(standalone_text(path))
         assert _both(schema_name, data) == (True, True), path
+
+
+def test_every_calibration_file_has_its_schema():
+    """models/calibration/ holds files of two schemas (collectives, throughput): a new file there must be named
+    in the list above, so no calibration file goes unchecked."""
+    checked = {"collectives.yaml", "throughput.yaml"}
+    assert {p.name for p in _shipped("models/calibration/*.yaml")} == checked
 
 
 REFERENCE = ROOT / "models" / "references" / "nvidia-dgx-h100.yaml"
@@ -310,9 +320,14 @@ def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
     with pytest.raises(ValidationError) as err:
         load_workload(path)
     line = path.read_text().splitlines().index("  tp_size: 2") + 1
-    assert (
+    # The message lists every key a training block may have: all of the committed schema's, in order.
+    allowed = sorted(
+        json.loads((ROOT / "schemas" / "workload.schema.json").read_text())["$defs"]["Training"]["properties"]
+    )
+    assert {"dp", "tp", "pp", "virtual_stages", "stage_layers", "zero"} <= set(allowed)
+    assert str(err.value) == (
         f"{path}:{line}: at $.training.tp_size: as `training`: Additional properties are not allowed ('tp_size' was "
-        "unexpected); expected only dp, ep, grad_dtype," in str(err.value)
+        f"unexpected); expected only {', '.join(allowed)}"
     )
 
 

@@ -103,15 +103,14 @@ def _view(lay: Layout, cid: str) -> View:
     return view
 
 
-def test_the_declaration_reaches_the_graph_and_the_fabric(sharp_repo):
+def test_the_declaration_reaches_the_graph_and_the_shape(sharp_repo):
     view = _view(sharp_repo, "sharp-test")
     assert view.g.graph["scale_out_in_network_reduction"] == "sharp"
     assert view.g.graph["scale_out_in_network_reduction_basis"].startswith("assumed: a test fixture")
-    placed = place(view, view.calibration, 512, technology="fourth generation NVLink")
-    assert placed.fabric.collnet
+    assert place(view, view.calibration, 512, technology="fourth generation NVLink").collnet
     plain = _view(sharp_repo, "no-sharp-test")
     assert "scale_out_in_network_reduction" not in plain.g.graph
-    assert not place(plain, plain.calibration, 512, technology="fourth generation NVLink").fabric.collnet
+    assert not place(plain, plain.calibration, 512, technology="fourth generation NVLink").collnet
 
 
 @pytest.mark.slow

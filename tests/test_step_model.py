@@ -130,10 +130,15 @@ def test_korthikanti_table5_within_10_percent_and_the_recompute_ratio(built_regi
     assert ratio == pytest.approx(18.13 / 13.75, rel=0.10)
 
 
-@pytest.mark.xfail(strict=True, reason="the model gives ~1.24 × Meta's 400 TFLOP/s per GPU (issue 27: not yet met)")
 def test_llama3_405b_within_15_percent(built_registry):
-    r = _rows(built_registry, "405b-16384")["405b-16384-gpus"]
-    assert r.within, r.ratio
+    """Meta's 400 TFLOP/s per GPU within ±15 % at the H100's sustained GEMM rate, and the 8,192-GPU row's 430
+    against it: the paper puts the difference down to the batch per DP group (the pipeline bubble), so the
+    model's ratio of the two rows is held to the published 430 / 400 within 5 %."""
+    rows = _rows(built_registry, "llama3-herd")
+    big, half = rows["405b-16384-gpus"], rows["405b-8192-gpus"]
+    assert big.within, big.ratio
+    assert half.model / big.model == pytest.approx(430 / 400, rel=0.05)
+    assert "nvidia-h100-sxm.gemm.bf16 = 708.5 TFLOP/s [assumed]" in big.calibration
 
 
 def test_validate_prints_model_vs_published_with_the_ratio(cli, built_registry):
@@ -143,3 +148,45 @@ def test_validate_prints_model_vs_published_with_the_ratio(cli, built_registry):
     for r in data["results"]:
         assert r["ratio"] == pytest.approx(r["model"] / r["published"]) and r["within"], r
         assert "[published]" in r["calibration"] and "[assumed]" in r["calibration"]
+
+
+def test_the_validation_table_is_a_view_of_the_registry_and_queryable(cli, tmp_path: Path):
+    """The validate stage's table, its schema.json and the database views over it: `fabricref query` and a direct
+    DuckDB reader see the rows as written (the numbers here are a test's, not a published result's)."""
+    import duckdb
+    from fabricref.core import registry
+    from fabricref.core.paths import Layout
+    from fabricref.validate import stage
+
+    lay = Layout(tmp_path / "checkout")
+    (lay.registry_dir / "tables").mkdir(parents=True)
+    row = validation.Row(
+        file="f", result="r", label="a result", use="held-out", target="t", quantity="step_seconds", unit="s",
+        published=2.0, model=2.2, ratio=1.1, tolerance=0.15, within=True, calibration="x = 1 [assumed]", note="",
+        url="https://example.org",
+    )  # fmt: skip
+    stage.write(lay, [row])
+    schema = json.loads((lay.registry_dir / "validation" / "schema.json").read_text())
+    assert [c for c, _ in schema["tables"]["validation"]] == list(validation.COLUMNS)
+    registry.build_database(lay)
+    got = cli("query", "SELECT result, use, ratio, within FROM validation", "--format", "json", root=lay.root)
+    assert got.code == 0, got.err
+    assert json.loads(got.out) == [{"result": "r", "use": "held-out", "ratio": 1.1, "within": True}]
+    con = duckdb.connect(str(lay.duckdb_path), read_only=True)
+    assert con.execute("SELECT model / published FROM validation").fetchone()[0] == pytest.approx(1.1)
+    con.close()
+
+
+@pytest.mark.slow  # every published result estimated: ~15 CPU s
+def test_every_published_result_is_estimated_and_its_misses_are_named(built_registry):
+    """Each result gets a model value on the cluster it ran on. The ones outside their tolerance are named here, so
+    a change that moves a result in or out shows up: MosaicML's H100 runs without activation checkpointing, where
+    the model is 1.18x (7B) and 1.36x (13B, one micro-batch per step) too fast while the same runs on the A100 and
+    their checkpointed H100 rows land within ±15 % (models/validation/mosaicml-llm-foundry-mpt-benchmarks.yaml)."""
+    rows = validation.run(built_registry)
+    assert [r.result for r in rows if r.model is None] == []
+    assert {(r.file, r.result) for r in rows if not r.within} == {
+        ("mosaicml-llm-foundry-mpt-benchmarks", "h100-7b-2048"),
+        ("mosaicml-llm-foundry-mpt-benchmarks", "h100-13b-2048"),
+    }
+    assert all(r.use != "calibration" for r in rows if r.file != "korthikanti-2022-table5")

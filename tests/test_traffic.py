@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 from fabricref.errors import UsageError, ValidationError
 from fabricref.estimate import collectives, sizing
-from fabricref.estimate.calculator import view_for
 from fabricref.estimate.calibration import load_calibration
 from fabricref.estimate.traffic import estimate as stage_estimate
 from fabricref.estimate.traffic import sharing
-from fabricref.estimate.view import View
+from fabricref.estimate.view import View, view_for
 from fabricref.estimate.workloads import find_workload, load_workload
 from fabricref.topology import stage as topology
 
@@ -50,7 +49,7 @@ def estimate(lay, topology_id: str, workload, offset: int = 0):
     ],
 )
 def test_alpha_beta_costs(op, n, factor, steps):
-    est = collectives.estimate(op, n, GIB, 50e9, 5e-6)  # 400 Gb/s = 50 GB/s per direction
+    est = collectives.parametric(op, n, GIB, 50e9, 5e-6)  # 400 Gb/s = 50 GB/s per direction
     assert est.bytes_on_wire_per_rank == pytest.approx(factor * GIB)
     assert est.bandwidth_seconds == pytest.approx(factor * GIB / 50e9)
     assert est.latency_seconds == pytest.approx(steps * 5e-6)
@@ -58,25 +57,18 @@ def test_alpha_beta_costs(op, n, factor, steps):
 
 
 def test_small_messages_are_latency_bound_and_tree_has_log_steps():
-    est = collectives.estimate("all-reduce", 1024, 4096, 50e9, 5e-6)
+    est = collectives.parametric("all-reduce", 1024, 4096, 50e9, 5e-6)
     assert est.dominant == "latency" and est.steps == 2 * 1023
-    tree = collectives.estimate("all-reduce", 1024, 4096, 50e9, 5e-6, algorithm="tree")
+    tree = collectives.parametric("all-reduce", 1024, 4096, 50e9, 5e-6, algorithm="tree")
     assert tree.steps == 2 * 10 and tree.latency_seconds < est.latency_seconds
 
 
 def test_efficiency_is_explicit_and_bad_inputs_fail():
-    assert collectives.estimate("send", 2, 1e9, 1e9, 0, efficiency=0.5).bandwidth_seconds == pytest.approx(2.0)
-    for kwargs in ({"op": "gather"}, {"size_bytes": -1}, {"bandwidth_bytes_per_s": 0}):
-        args = {
-            "op": "all-reduce",
-            "ranks": 8,
-            "size_bytes": 1.0,
-            "bandwidth_bytes_per_s": 1.0,
-            "latency_s": 0.0,
-            **kwargs,
-        }
+    assert collectives.parametric("send", 2, 1e9, 1e9, 0, efficiency=0.5).bandwidth_seconds == pytest.approx(2.0)
+    for kwargs in ({"op": "gather"}, {"size": -1}, {"bytes_per_s": 0}):
+        args = {"op": "all-reduce", "ranks": 8, "size": 1.0, "bytes_per_s": 1.0, "latency_s": 0.0, **kwargs}
         with pytest.raises(UsageError):
-            collectives.estimate(**args)
+            collectives.parametric(**args)
 
 
 def test_sizing_arithmetic():
@@ -284,6 +276,23 @@ def test_cli_estimate_commands(cli, built_registry):
         ).out
     )
     assert [p["phase"] for p in wl["phases"]][:2] == ["prefill-tp-all-reduce", "kv-transfer"]
+    reduce = cli("estimate", "collective", "--op", "reduce", "--ranks", "8", "--bytes", "1GiB", "--bandwidth",
+                 "400Gb/s", "--latency", "5us", "--json")  # fmt: skip
+    assert reduce.code == 0, reduce.err
+    assert json.loads(reduce.out)["bytes_on_wire_per_rank"] == GIB  # a ring reduce moves S per rank
+
+
+def test_cli_sets_knobs_to_lay_a_workload_where_it_is_not_targeted(cli, built_registry):
+    """`--set` lays the disaggregated service's TP 4 pools in one MI300X server; a misspelt knob is bad usage."""
+    args = ("estimate", "workload", "amd-mi300x-pollara400", "llama70b-serve-disaggregated")
+    r = cli(*args, "--set", "prefill_tp=4", "--set", "decode_tp=4", "--json", root=built_registry.root)
+    assert r.code == 0, r.err
+    kv = next(p for p in json.loads(r.out)["phases"] if p["phase"] == "kv-transfer")
+    assert kv["bottleneck_gbps"] == 512 and kv["effective_gbps"] <= 512 and kv["group_size"] == 2
+    assert cli(*args, root=built_registry.root).code == 2  # as shipped it needs 16 accelerators
+    bad = cli(*args, "--set", "prefil_tp=4", root=built_registry.root)
+    assert bad.code == 2 and "prefil_tp: not a knob" in bad.err and "prefill_tp" in bad.err
+    assert cli(*args, "--set", "prefill_tp", root=built_registry.root).code == 2
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ import json
 
 import pytest
 from fabricref.core.paths import Layout
-from fabricref.estimate.calculator import view_for
 from fabricref.estimate.traffic import Views, estimate, step_of
+from fabricref.estimate.view import view_for
 from fabricref.estimate.workloads import find_workload
 from fabricref.traffic.stage import workload_tables
 

@@ -5,11 +5,10 @@ Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
 Where verbs go: one module per verb group, each registering its commands on `app` (pipeline/cli/app.py):
 stages.py (one verb per DVC stage), inspect.py (read the registry / pins / models), estimate.py (the `estimate`
 sub-app), plan.py (the `plan` sub-app: layout search), measured.py (measured logs), new.py (authoring: `new
-reference`). A new group gets its own module,
-imported below. Commands stay thin: they parse options, call a library function and print through output.py
-(numbers with units through pipeline/core/format.py); SQL lives in the library with bound parameters. Never
-import a stage package at module level here: import it inside the command, so each verb loads only the code
-its stage declares.
+reference`), explore.py (the web application). A new group gets its own module, imported below. Commands stay
+thin: they parse options, call a library function and print through output.py (numbers with units through
+pipeline/core/format.py); SQL lives in the library with bound parameters. Never import a stage package at module
+level here: import it inside the command, so each verb loads only the code its stage declares.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import click
 import typer.main
 
 from ..errors import FabricrefError
-from . import estimate, inspect, measured, new, plan, stages, validate  # noqa: F401  (importing registers the verbs)
+from . import estimate, explore, inspect, measured, new, plan, stages, validate  # noqa: F401  (registers the verbs)
 from .app import app
 from .options import check_float_options
 from .output import set_width

@@ -8,7 +8,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .. import api
 from ..core.format import format_quantity
+from ..core.units import DATA, RATE, TIME, parse_quantity, unit_info
 from ..errors import FabricrefError, UsageError
 from .app import app
 from .output import JsonOpt, RootOpt, cell, lay_of, make_table, out, print_json
@@ -33,8 +35,6 @@ COST_KEYS = (
 
 def _qty(text: str, kind: str, option: str) -> float:
     """'1.5GiB' → bytes, '400Gb/s' → bytes/s, '5us' → seconds; a missing or wrong unit is bad usage."""
-    from ..core.units import DATA, RATE, TIME, parse_quantity, unit_info
-
     target = {"bytes": ("B", DATA), "rate": ("B/s", RATE), "time": ("s", TIME)}[kind]
     try:
         q = parse_quantity(text.replace(" ", ""))
@@ -50,9 +50,7 @@ def _qty(text: str, kind: str, option: str) -> float:
 
 
 def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:
-    from ..estimate import CAVEAT
-
-    data = {**data, "caveat": CAVEAT}
+    data = {**data, "caveat": api.caveat()}
     if as_json:
         print_json(data)
         return
@@ -113,8 +111,8 @@ def estimate_collective(
         str | None,
         typer.Option(
             "--algorithm",
-            help="Force one: ring, tree, nvls, collnet, one-shot, recursive-doubling (default: the fastest available; "
-            "parametric mode: ring or tree, default ring).",
+            help="Force one: ring, tree, nvls, collnet, one-shot, recursive-doubling, bruck (default: the fastest "
+            "available; parametric mode: ring, tree, recursive-doubling or bruck, default ring).",
         ),
     ] = None,
     direction: Annotated[
@@ -127,8 +125,8 @@ def estimate_collective(
     """One collective: time, algbw and busbw (nccl-tests conventions), chosen algorithm and protocol.
 
     Topology mode (--topology) takes line rates, hops and link classes from the installed wiring and efficiencies
-    and latencies from models/calibration/collectives.yaml; parametric mode (--bandwidth, --latency) costs a ring
-    or tree at the bandwidth and latency given."""
+    and latencies from models/calibration/collectives.yaml; parametric mode (--bandwidth, --latency) costs the same
+    algorithms (those that need no calibration) at the bandwidth and per-step latency given."""
     if topology_id is not None:
         if bandwidth is not None or latency is not None or efficiency != 1.0:
             raise UsageError(
@@ -141,35 +139,44 @@ def estimate_collective(
         raise UsageError("--sweep needs --topology")
     if size is None or bandwidth is None or latency is None:
         raise UsageError("parametric mode needs --bytes, --bandwidth and --latency (or use --topology ID)")
-    from ..estimate import collectives
-    from ..estimate.algorithms import bus_factor
-
     rate = _qty(bandwidth, "rate", "--bandwidth")
-    if direction not in ("per_direction", "bidirectional"):
-        raise UsageError(f"--direction {direction!r}: expected per_direction or bidirectional")
-    if direction == "bidirectional":
-        rate /= 2
-    est = collectives.estimate(
+    d = api.collective(
         op,
         ranks,
         _qty(size, "bytes", "--bytes"),
         rate,
         _qty(latency, "time", "--latency"),
-        algorithm=algorithm or "ring",
+        algorithm=algorithm,
         efficiency=efficiency,
+        direction=direction,
     )
-    d = est.as_dict()
-    algbw = est.bytes / est.seconds / 1e9 if est.seconds > 0 else 0.0
-    extra = {
-        "protocol": "as given (parametric: the bandwidth and latency stated on the command line)",
-        "algbw_gb_per_s": algbw,
-        "busbw_gb_per_s": algbw * bus_factor(op, ranks),
-    }
-    _emit_estimate(
-        {**{k: d[k] for k in (*COST_KEYS, "op", "ranks", "bytes", "steps")}, **extra},
-        as_json,
-        f"{op} over {ranks} ranks",
-    )
+    keys = (*COST_KEYS, "op", "ranks", "bytes", "steps", "protocol", "algbw_gb_per_s", "busbw_gb_per_s")
+    _emit_estimate({k: d[k] for k in keys}, as_json, f"{op} over {ranks} ranks")
+
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="A workload knob set otherwise, KNOB=VALUE (repeatable), e.g. --set prefill_tp=4: to lay it on a "
+        "topology it does not target, or at other degrees.",
+    ),
+]
+
+
+def _knobs(settings: list[str] | None) -> dict[str, int | float]:
+    """`--set tp=4 --set batch=2` → {"tp": 4, "batch": 2}; a value is a whole number or a decimal."""
+    knobs: dict[str, int | float] = {}
+    for text in settings or []:
+        key, sep, value = text.partition("=")
+        try:
+            number: int | float = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+        except ValueError:
+            number = float("nan")
+        if not sep or not key.strip() or number != number:
+            raise UsageError(f"--set {text!r}: expected KNOB=NUMBER, e.g. --set prefill_tp=4")
+        knobs[key.strip()] = number
+    return knobs
 
 
 def _size_arg(text: str, option: str) -> int:
@@ -196,12 +203,7 @@ def _collective_on_topology(
     root: Any,
     plot: Path | None = None,
 ) -> None:
-    from ..estimate import CAVEAT
-    from ..estimate.calculator import sweep as sweep_rows
-    from ..estimate.calculator import topology_estimate, view_for
-
-    lay = lay_of(root)
-    view = view_for(lay, topology_id)
+    root = lay_of(root).root
     if sweep is not None:
         if size is not None:
             raise UsageError("give --bytes or --sweep, not both")
@@ -209,15 +211,14 @@ def _collective_on_topology(
         if not sep:
             raise UsageError(f"--sweep {sweep!r}: expected MIN:MAX, e.g. 8:8GiB")
         low, high = _size_arg(low_text, "--sweep MIN"), _size_arg(high_text, "--sweep MAX")
-        rows = sweep_rows(lay, view, op, ranks, low, high, algorithm)
+        rows = api.collective_sweep(topology_id, op, ranks, low, high, algorithm, root)
         if plot is not None:
             from ..core.files import atomic_write_bytes
-            from ..estimate.curves import sweep_svg
 
             title = f"{op} over {ranks} ranks on {topology_id}" + (f" ({algorithm})" if algorithm else "")
-            atomic_write_bytes(plot, sweep_svg(title, rows))
+            atomic_write_bytes(plot, api.sweep_svg(title, rows))
         if as_json:
-            print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": CAVEAT})
+            print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": api.caveat()})
             return
         shown = [
             [
@@ -232,15 +233,15 @@ def _collective_on_topology(
         ]
         columns = ("bytes", "time", "algbw", "busbw", "algorithm", "protocol")
         out.print(make_table(*columns, title=f"{op} on {topology_id}", rows=shown))
-        out.print(CAVEAT)
+        out.print(api.caveat())
         return
     if plot is not None:
         raise UsageError("--plot draws a curve: it needs --sweep MIN:MAX")
     if size is None:
         raise UsageError("--topology needs --bytes SIZE or --sweep MIN:MAX")
-    d = topology_estimate(lay, view, op, ranks, float(_size_arg(size, "--bytes")), algorithm)
+    d = api.collective_on_topology(topology_id, op, ranks, float(_size_arg(size, "--bytes")), algorithm, root)
     if as_json:
-        print_json({**d, "caveat": CAVEAT})
+        print_json({**d, "caveat": api.caveat()})
         return
     keys = (
         "algorithm",
@@ -268,16 +269,9 @@ def estimate_transfer(
     as_json: JsonOpt = False,
 ) -> None:
     """One point-to-point transfer: fixed path overhead + bytes ÷ bandwidth."""
-    from ..estimate import collectives
-
-    est = collectives.estimate(
-        "send",
-        2,
-        _qty(size, "bytes", "--bytes"),
-        _qty(bandwidth, "rate", "--bandwidth"),
-        _qty(latency, "time", "--latency"),
+    d = api.transfer(
+        _qty(size, "bytes", "--bytes"), _qty(bandwidth, "rate", "--bandwidth"), _qty(latency, "time", "--latency")
     )
-    d = est.as_dict()
     _emit_estimate({k: d[k] for k in COST_KEYS}, as_json, "transfer")
 
 
@@ -303,21 +297,7 @@ def estimate_memory(
 ) -> None:
     """Bytes of model state per rank (`bytes`): 18 B/param for mixed-precision Adam, 16 B/param in the ZeRO
     paper's layout, split over TP × PP (experts over EP) and partitioned by ZeRO stage over DP."""
-    from ..estimate import memory, sizing
-
-    memory.check_number(params, "--params", strict=True)
-    memory.check_number(expert_params, "--expert-params")
-    if layout_name in memory.TRAINING_LAYOUTS:
-        data = memory.training_state(
-            params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, expert_params=expert_params, ep=ep
-        )
-    else:
-        if zero or expert_params or dp != 1 or ep != 1:
-            raise UsageError(f"--layout {layout_name}: weights only; --dp, --zero, --ep, --expert-params do not apply")
-        for name, value in (("--tp", tp), ("--pp", pp)):
-            memory.check_degree(value, name)
-        data = sizing.memory(params, layout_name)
-        data = {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
+    data = api.memory(params, layout_name, dp, zero, tp, pp, ep, expert_params)
     _emit_estimate(data, as_json, "memory per rank")
 
 
@@ -336,13 +316,8 @@ def estimate_activations(
     as_json: JsonOpt = False,
 ) -> None:
     """Activation bytes per transformer layer (`bytes_per_layer`) after Korthikanti et al.: sbh(34 + 5as/h)."""
-    from ..estimate import memory
-
-    data = memory.activations_per_layer(
-        seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
-    )
-    memory.check_degree(layers, "--layers")
-    _emit_estimate({**data, "layers": layers, "bytes": data["bytes_per_layer"] * layers}, as_json, "activations")
+    data = api.activations(seq, batch, hidden, heads, tp, sequence_parallel, recompute, layers)
+    _emit_estimate(data, as_json, "activations")
 
 
 @estimate_app.command("inference-memory")
@@ -362,14 +337,9 @@ def estimate_inference_memory(
 ) -> None:
     """Per rank: weights / TP + KV cache of concurrency × context tokens; with --memory, the most sequences of that
     context one TP group can hold."""
-    from ..estimate import memory, sizing
-
-    memory.check_number(params, "--params", strict=True)
     capacity = None if memory_text is None else _qty(memory_text, "bytes", "--memory")
-    per_token = memory.kv_bytes_per_token_per_rank(layers, kv_heads, head_dim, sizing.dtype_bytes(dtype), tp)
-    data = memory.inference_fit(params * sizing.dtype_bytes(dtype), per_token, context, tp, capacity, concurrency)
-    fits = "unknown" if capacity is None else data["bytes"] <= capacity
-    _emit_estimate({**data, "kv_bytes_per_token_per_rank": per_token, "fits": fits}, as_json, "inference memory")
+    data = api.inference_memory(params, layers, kv_heads, head_dim, context, dtype, tp, concurrency, capacity)
+    _emit_estimate(data, as_json, "inference memory")
 
 
 @estimate_app.command("step")
@@ -384,25 +354,18 @@ def estimate_step(
             "(models/calibration/throughput.yaml); every output says it was given.",
         ),
     ] = None,
+    settings: SetOpt = None,
     as_json: JsonOpt = False,
     root: RootOpt = None,
 ) -> None:
     """Memory per rank and whether it fits; compute, exposed communication and step time (TTFT / TPOT for
     inference). A figure that needs an unknown registry field is unknown, and the field is named."""
-    from ..estimate.traffic import step_estimate
-    from ..estimate.workloads import find_workload
-
-    lay = lay_of(root)
-    data = step_estimate(lay, topology_id, find_workload(lay, workload_id), mfu)
-    data = {"topology_id": topology_id, "workload_id": workload_id, **data}
+    data = api.step(topology_id, workload_id, mfu, lay_of(root).root, _knobs(settings))
     if as_json:
-        from ..estimate import CAVEAT
-
-        print_json({**data, "caveat": CAVEAT})
+        print_json(data)
         return
-    from ..estimate.step import fit_verdict
-
-    out.print(fit_verdict(data))
+    data.pop("caveat")
+    out.print(api.fit_verdict(data))
     table = Table("quantity", "value", title=f"{workload_id} on {topology_id}: memory and step time")
     for key, value in data.items():
         if isinstance(value, (dict, list)) or key in ("mfu_note", "what_if"):
@@ -431,9 +394,7 @@ def estimate_kv(
     as_json: JsonOpt = False,
 ) -> None:
     """KV-cache bytes per token and for T tokens: 2 × layers × KV heads × head dim × bytes."""
-    from ..estimate import sizing
-
-    _emit_estimate(sizing.kv_cache(layers, kv_heads, head_dim, dtype, tokens), as_json, "KV cache")
+    _emit_estimate(api.kv_cache(layers, kv_heads, head_dim, dtype, tokens), as_json, "KV cache")
 
 
 @estimate_app.command("capacity")
@@ -446,57 +407,23 @@ def estimate_capacity(
     as_json: JsonOpt = False,
 ) -> None:
     """Fleet capacity: groups = ceil(R × T × (1 + headroom) ÷ G); accelerators = groups × group size."""
-    from dataclasses import asdict
-
-    from ..estimate import sizing
-
-    _emit_estimate(asdict(sizing.capacity(rps, output_tokens, group_tps, group_size, headroom)), as_json, "capacity")
+    _emit_estimate(api.capacity(rps, output_tokens, group_tps, group_size, headroom), as_json, "capacity")
 
 
 @estimate_app.command("workload")
 def estimate_workload(
     topology_id: Annotated[str, typer.Argument(help="Reference or cluster id.")],
     workload_id: Annotated[str, typer.Argument(help="Workload id (models/workloads/).")],
+    settings: SetOpt = None,
     as_json: JsonOpt = False,
     root: RootOpt = None,
 ) -> None:
     """The per-phase table of a workload laid onto a topology's installed wiring."""
-    from ..api import phase_records
-    from ..estimate import CAVEAT
-    from ..estimate.calculator import view_for
-    from ..estimate.step import fit_verdict
-    from ..estimate.traffic import estimate, step_of
-    from ..estimate.workloads import find_workload
-
-    lay = lay_of(root)
-    view = view_for(lay, topology_id)
-    w = find_workload(lay, workload_id)
-    r = estimate(lay, topology_id, w, 0, view)
-    rows = phase_records(r)
-    st = step_of(lay, view, w, r)
-    fit = {
-        "memory_per_rank_bytes": st["memory_per_rank_bytes"],
-        "accelerator_memory_bytes": st["memory"]["accelerator_memory_bytes"],
-        "fits": st["fits"],
-        "headroom_bytes": st["headroom_bytes"],
-        "verdict": fit_verdict(st),
-    }
+    data = api.workload_report(topology_id, workload_id, lay_of(root).root, _knobs(settings))
     if as_json:
-        print_json(
-            {
-                "topology_id": topology_id,
-                "workload_id": workload_id,
-                "phases": rows,
-                "revealing": r.revealing,
-                "sizing": r.sizing,
-                "failures": r.failures,
-                "communication_seconds": r.communication_seconds,
-                "confidence": r.confidence,
-                "memory_fit": fit,
-                "caveat": CAVEAT,
-            }
-        )
+        print_json(data)
         return
+    rows = data["phases"]
     columns = (
         "phase",
         "collective",
@@ -531,15 +458,15 @@ def estimate_workload(
         for p in rows
     ]
     out.print(make_table(*columns, title=f"{workload_id} on {topology_id}", rows=shown))
-    out.print(fit["verdict"])
-    rv = r.revealing
+    out.print(data["memory_fit"]["verdict"])
+    rv = data["revealing"]
     out.print(
         f"To make progress on {rv['for']}: {rv['accelerators_per_progress']} accelerators must communicate; "
         f"{'fits' if rv['fits_in_one_domain'] else 'does not fit'} in one scale-up domain of "
         f"{rv['scale_up_domain_size']}."
     )
-    for f in r.failures:
+    for f in data["failures"]:
         out.print(f"failure: {f['failure']}: route {'survives' if f['route_survives'] else 'lost'}; {f['explanation']}")
-    if r.failures:
-        out.print(r.failures[0]["not_established"])
-    out.print(CAVEAT)
+    if data["failures"]:
+        out.print(data["failures"][0]["not_established"])
+    out.print(data["caveat"])

@@ -51,9 +51,10 @@ from .columns import insert_columns, plain
 from .files import atomic_write_json
 from .paths import Layout
 
-# The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written,
-# then `measurements` (measured nccl-tests logs, loaded by `fabricref measured`, outside DVC).
-TABLE_DIRS = ("tables", "topology", "traffic", "measurements")
+# The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written
+# (`validation`: the model against published results), then `measurements` (measured nccl-tests logs, loaded by
+# `fabricref measured`, outside DVC).
+TABLE_DIRS = ("tables", "topology", "traffic", "validation", "measurements")
 
 # Views over several tables, created when every table they read is present.
 DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {

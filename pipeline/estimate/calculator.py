@@ -1,82 +1,50 @@
-"""A collective on an installed topology: the wiring gives ranks per domain, line rates, link technologies and
-path hops; the calibration gives efficiencies and latencies; `algorithms` chooses and costs."""
+"""A group of ranks on an installed topology as the collective registry sees it (its `Shape`), and the topology
+mode of the calculator: the wiring gives ranks per domain, line rates, link technologies and path hops; routing
+gives what each rank reaches its peers with; the calibration gives efficiencies and latencies; `collectives`
+chooses and costs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core import confidence as rule
-from ..core.graphs import Topologies, load_topology
 from ..core.paths import Layout
 from ..errors import UsageError
-from .algorithms import Cost, Fabric, Tier, estimate
+from . import collectives
 from .calibration import Calibration, load_calibration
-from .view import Lineage, View
+from .collectives import GBPS_TO_BYTES, Estimate, Shape, Tier
+from .loads import rank_ceiling
+from .view import Lineage, View, technology
 
-if TYPE_CHECKING:
-    from ..core.facts import Facts
-
-GBPS_TO_BYTES = 1e9 / 8
 # Switches a scale-out path crosses, by tier (same leaf; leaf-spine-leaf; leaf-spine-core-spine-leaf).
 SWITCHES_BY_TIER = {1: 1, 2: 3, 3: 5}
 
 
-@dataclass
-class Placed:
-    """A group of ranks placed on a topology, and the fabric the collective sees there."""
-
-    fabric: Fabric
-    accelerators: list[str]
-    technologies: dict[str, str]
-    lineage: set[Lineage]  # each topology figure used, with its status and confidence
-    notes: list[str]
-    collnet_basis: str | None = None  # the cluster's label for its declared InfiniBand SHARP
-
-
-def collnet_lineage(cost: Cost, placed: Placed, topology_id: str) -> set[Lineage]:
-    """The cluster's SHARP declaration, when the chosen algorithm rests on it: published with a source, assumed
-    without (so an estimate that uses an assumed SHARP is only as firm as that assumption)."""
-    if cost.algorithm != "collnet" or placed.collnet_basis is None:
-        return set()
-    status = "assumed" if placed.collnet_basis.startswith("assumed") else "published"
-    return {Lineage(reference_id=topology_id, field="scale_out.in_network_reduction", status=status, confidence=status)}
-
-
-def collnet_note(cost: Cost, placed: Placed) -> list[str]:
-    if cost.algorithm != "collnet" or placed.collnet_basis is None:
-        return []
-    return [f"InfiniBand SHARP declared by the cluster ({placed.collnet_basis})"]
-
-
-def view_for(
-    lay: Layout,
-    topology_id: str,
-    topologies: Topologies | None = None,
-    facts: Callable[[str], Facts] | None = None,
-) -> View:
-    """The installed wiring of a reference or cluster, as the traffic stage sees it: the topology stage's output
-    (registry/topology/), read through `topologies` when the caller keeps them open (and the facts through
-    `facts`, when it keeps those: pipeline/traffic/stage.py `Views`)."""
-
-    topology = topologies.get(topology_id) if topologies is not None else load_topology(lay, topology_id)
-    view = View(topology.graph, topology.endpoint_latency_ns, topology.summary)
-    view.calibration = load_calibration(lay.root)
-    view.scale_up_technology = _technology(lay, view.reference, facts)
-    return view
-
-
-def _technology(lay: Layout, reference: str, facts: Callable[[str], Facts] | None = None) -> str:
-    from ..core.facts import load_facts
-
-    return (facts or (lambda r: load_facts(lay, r)))(reference).text("scale_up.technology")
+def _reach(view: View, src: list[str], dst: list[str], line_gbps: float, network: str, notes: list[str]) -> float:
+    """Bytes/s per direction a rank moves on one network: its line rate there, unless the routed paths to its
+    peers hold it to less (a mesh pair has one link of a rank's seven; a rank's NIC sits behind its host link)."""
+    line = line_gbps * GBPS_TO_BYTES
+    reach = rank_ceiling(view.wiring, src, dst)
+    if reach < line * (1 - 1e-9):
+        notes.append(
+            f"routed: a rank reaches its peers on {network} with {reach / GBPS_TO_BYTES:g} Gb/s of its "
+            f"{line_gbps:g} Gb/s (the other links lead elsewhere)"
+        )
+        return reach
+    return line
 
 
 def place(
-    view: View, cal: Calibration, ranks: int, accelerators: list[str] | None = None, technology: str | None = None
-) -> Placed:
-    """Ranks on the first accelerators in topology order (scale-up domains filled in order), or on the ones given."""
+    view: View,
+    cal: Calibration,
+    ranks: int,
+    accelerators: list[str] | None = None,
+    technology: str | None = None,
+    uneven: bool = False,
+) -> Shape:
+    """Ranks on the first accelerators in topology order (scale-up domains filled in order), or on the ones given.
+    A group spread unevenly over domains is refused, unless `uneven`: then it is one flat ring in rank order,
+    every rank its own domain, at the scale-out rate (its slowest links)."""
     if ranks < 1:
         raise UsageError(f"--ranks must be at least 1, got {ranks}")
     accs = accelerators if accelerators is not None else view.accelerators[:ranks]
@@ -88,14 +56,21 @@ def place(
     for a in accs:
         by_domain.setdefault(view.domain(a), []).append(a)
     sizes = {len(m) for m in by_domain.values()}
-    if len(sizes) != 1:
-        raise UsageError(
-            f"{ranks} ranks fill scale-up domains unevenly ({sorted(len(m) for m in by_domain.values())}); "
-            f"use a multiple of the domain size {view.domain_size} or fewer ranks than one domain"
-        )
-    local, domains = sizes.pop(), len(by_domain)
-    lineage: set[Lineage] = set()
     notes: list[str] = []
+    if len(sizes) != 1:
+        spread = sorted(len(m) for m in by_domain.values())
+        if not uneven:
+            raise UsageError(
+                f"{ranks} ranks fill scale-up domains unevenly ({spread}); "
+                f"use a multiple of the domain size {view.domain_size} or fewer ranks than one domain"
+            )
+        notes.append(
+            f"the group spans scale-up domains unevenly ({spread}): costed as one flat ring in rank order at the "
+            "scale-out rate"
+        )
+        by_domain = {a: [a] for a in accs}
+    local, domains = len(next(iter(by_domain.values()))), len(by_domain)
+    lineage: set[Lineage] = set()
     techs: dict[str, str] = {}
     up = out = None
     nvls = one_shot = False
@@ -111,11 +86,14 @@ def place(
         techs["scale_up"] = f"{tech or 'not stated'} -> {name}"
         # NCCL's NVLink step latency was measured GPU → switch → GPU: only hops beyond those two add.
         per_hop = (path.latency_s - view.endpoint_s) / path.hops if path.hops else 0.0
-        up = Tier("scale_up", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, max(0, path.hops - 2) * per_hop)
+        members = by_domain[view.domain(first)]
+        pairs = [(a, b) for a in members for b in members if a != b]
+        rate = _reach(view, [a for a, _ in pairs], [b for _, b in pairs], path.per_rank_gbps, "scale-up", notes)
+        up = Tier("scale_up", name, lc, rate, max(0, path.hops - 2) * per_hop)
         lineage |= path.lineage
         switched = view.summary["nodes_by_kind"].get("scale_up_switch", 0) > 0
         peers = {m for m, d in view.g[first].items() if d["network"] == "scale_up" and view.kind[m] == "accelerator"}
-        mesh = len(peers) >= len(by_domain[view.domain(first)]) - 1
+        mesh = len(peers) >= len(members) - 1
         nvls = switched and lc.nvls is not None
         one_shot = lc.one_shot and (switched or mesh)
     if domains > 1:
@@ -133,7 +111,8 @@ def place(
         edges = [d for nic in view.nics(first) for m, d in view.g[nic].items() if view.kind[m] == "leaf"]
         switch_ns = edges[0]["latency_ns"] if edges else 0
         extra = (SWITCHES_BY_TIER.get(tier, 1) - 1) * switch_ns * 1e-9
-        out = Tier("scale_out", name, lc, path.per_rank_gbps * GBPS_TO_BYTES, extra, factor)
+        rate = _reach(view, [first], [far], path.per_rank_gbps, "scale-out", notes)
+        out = Tier("scale_out", name, lc, rate, extra, factor)
         lineage |= path.lineage
         if extra:
             notes.append(
@@ -147,45 +126,72 @@ def place(
             )
     # CollNet only where the cluster declares SHARP (models/clusters: scale_out.in_network_reduction).
     collnet = view.g.graph.get("scale_out_in_network_reduction") == "sharp"
-    basis = view.g.graph.get("scale_out_in_network_reduction_basis") if collnet else None
-    fabric = Fabric(ranks, local, domains, up, out, nvls=nvls, collnet=collnet, one_shot=one_shot)
-    return Placed(fabric, list(accs), techs, lineage, notes, basis)
+    return Shape(
+        len(accs),
+        local,
+        domains,
+        up,
+        out,
+        nvls=nvls,
+        collnet=collnet,
+        one_shot=one_shot,
+        lineage=frozenset(lineage),
+        notes=tuple(notes),
+        technologies=tuple(techs.items()),
+        collnet_basis=view.g.graph.get("scale_out_in_network_reduction_basis") if collnet else None,
+        topology_id=view.g.graph["topology_id"],
+    )
 
 
-def confidence(cost: Cost, placed: Placed, topology_id: str = "") -> str:
+def collnet_lineage(est: Estimate, shape: Shape) -> set[Lineage]:
+    """The cluster's SHARP declaration, when the chosen algorithm rests on it: published with a source, assumed
+    without (so an estimate that uses an assumed SHARP is only as firm as that assumption)."""
+    if est.algorithm != "collnet" or shape.collnet_basis is None:
+        return set()
+    status = "assumed" if shape.collnet_basis.startswith("assumed") else "published"
+    return {
+        Lineage(
+            reference_id=shape.topology_id, field="scale_out.in_network_reduction", status=status, confidence=status
+        )
+    }
+
+
+def collnet_note(est: Estimate, shape: Shape) -> list[str]:
+    if est.algorithm != "collnet" or shape.collnet_basis is None:
+        return []
+    return [f"InfiniBand SHARP declared by the cluster ({shape.collnet_basis})"]
+
+
+def confidence(est: Estimate, shape: Shape) -> str:
     """The weakest of the calibration numbers used and of the topology figures (a derived one as its inputs)."""
-    used = [rule.of_status(n.status) for _, n in cost.used]
-    lineage = placed.lineage | collnet_lineage(cost, placed, topology_id)
-    return rule.weakest([*used, *(x.confidence for x in lineage)])
+    used = [rule.of_status(n.status) for _, n in est.used]
+    return rule.weakest([*used, *(x.confidence for x in shape.lineage | collnet_lineage(est, shape))])
 
 
-def topology_estimate(
+def on_topology(
     lay: Layout, view: View, op: str, ranks: int, size: float, algorithm: str | None = None
-) -> dict[str, Any]:
-    """One collective on the topology: the chosen algorithm and protocol, time, algbw and busbw, and why."""
+) -> tuple[Estimate, Shape]:
+    """One collective on the topology's first `ranks` accelerators: the chosen algorithm and protocol."""
     cal = view.calibration or load_calibration(lay.root)
-    tech = view.scale_up_technology if view.scale_up_technology is not None else _technology(lay, view.reference)
-    placed = place(view, cal, ranks, technology=tech)
-    cost = estimate(cal, op, placed.fabric, size, algorithm)
-    return result_dict(cost, placed, view)
+    tech = view.scale_up_technology if view.scale_up_technology is not None else technology(lay, view.reference)
+    shape = place(view, cal, ranks, technology=tech)
+    return collectives.estimate(cal, op, shape, size, algorithm), shape
 
 
-def result_dict(cost: Cost, placed: Placed, view: View) -> dict[str, Any]:
-    d = cost.as_dict()
-    f = placed.fabric
-    tid = view.g.graph["topology_id"]
+def result_dict(est: Estimate, shape: Shape) -> dict[str, Any]:
+    d = est.as_dict()
     d.update(
         {
-            "topology_id": tid,
-            "ranks_per_domain": f.local,
-            "domains": f.domains,
-            "link_classes": placed.technologies,
-            "confidence": confidence(cost, placed, tid),
+            "topology_id": shape.topology_id,
+            "ranks_per_domain": shape.local,
+            "domains": shape.domains,
+            "link_classes": dict(shape.technologies),
+            "confidence": confidence(est, shape),
             "topology_lineage": [
                 {"reference_id": x.reference_id, "field": x.field, "status": x.status, "confidence": x.confidence}
-                for x in sorted(placed.lineage | collnet_lineage(cost, placed, tid))
+                for x in sorted(shape.lineage | collnet_lineage(est, shape))
             ],
-            "assumptions": [*d["assumptions"], *placed.notes, *collnet_note(cost, placed)],
+            "assumptions": [*d["assumptions"], *shape.notes, *collnet_note(est, shape)],
         }
     )
     return d
@@ -198,20 +204,20 @@ def sweep(
     if low < 1 or high < low:
         raise UsageError(f"--sweep {low}:{high}: expected 1 <= MIN <= MAX")
     cal = load_calibration(lay.root)
-    placed = place(view, cal, ranks, technology=_technology(lay, view.reference))
+    shape = place(view, cal, ranks, technology=technology(lay, view.reference))
     rows = []
     size = low
     while size <= high:
-        cost = estimate(cal, op, placed.fabric, float(size), algorithm)
+        est = collectives.estimate(cal, op, shape, float(size), algorithm)
         rows.append(
             {
                 "bytes": size,
-                "seconds": cost.seconds,
-                "algbw_gb_per_s": cost.algbw_gb_per_s,
-                "busbw_gb_per_s": cost.busbw_gb_per_s,
-                "algorithm": cost.algorithm,
-                "protocol": cost.protocol,
-                "confidence": confidence(cost, placed, view.g.graph["topology_id"]),
+                "seconds": est.seconds,
+                "algbw_gb_per_s": est.algbw_gb_per_s,
+                "busbw_gb_per_s": est.busbw_gb_per_s,
+                "algorithm": est.algorithm,
+                "protocol": est.protocol,
+                "confidence": confidence(est, shape),
             }
         )
         size *= 2

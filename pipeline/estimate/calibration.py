@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-# The assumed numbers people vary (issue 17) live in the checkout's params.yaml under `calibration`, at the same
+# The assumed numbers people vary live in the checkout's params.yaml under `calibration`, at the same
 # path as in the calibration file (`calibration.link_classes.roce-ethernet.efficiency`), so `dvc params diff` shows
 # them and `dvc exp run -S` varies them; the file keeps each one's status and note. Only a number no source states
 # (status assumed) may live there: a published or measured number stays beside its source. Never both places.

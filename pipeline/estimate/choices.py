@@ -48,6 +48,9 @@ def load_step_choices(root: Path) -> StepChoices:
         raise ValidationError(f"{path}: not found; it holds the step estimate's choices ({', '.join(CHOICES)})")
     data, doc = load_yaml(path)
     block = data.get("step") if isinstance(data, dict) else None
+    if block is None and isinstance(data, dict) and "step" in data:
+        # `step:` with every line deleted reads as null: say which choice is missing, not that a mapping is.
+        block = {}
     if not isinstance(block, dict):
         raise ValidationError(
             f"{path}:{_line_of(doc, ['step']) or 1}: at $.step: expected a mapping with "

@@ -1,118 +1,690 @@
-"""Alpha-beta costs of collectives: pure functions, no topology.
+"""The collective registry: operations × algorithms × protocols as data, and one cost function per
+(operation, algorithm, protocol). Every caller costs a collective here: the calculator (parametric and topology
+modes), the workload phases and the measured comparison.
 
-Buffer size S follows nccl-tests' PERFORMANCE.md: all-reduce S is the buffer each rank holds; all-gather S is
-the gathered output; reduce-scatter S is the input before scattering; all-to-all S is what each rank sends in
-total; broadcast S is the buffer; send S is the message. Bytes on the wire per rank:
+Buffer size S follows nccl-tests doc/PERFORMANCE.md: all-reduce S is the buffer each rank holds; all-gather S the
+gathered output; reduce-scatter S the input before scattering; all-to-all S what each rank sends in total;
+broadcast and reduce S the buffer; send S the message. Results: algbw = S / t, busbw = algbw × the operation's
+bus factor.
 
-  ring all-reduce 2(n-1)/n·S · reduce-scatter (n-1)/n·S · all-gather (n-1)/n·S · all-to-all (n-1)/n·S
-  broadcast (ring, pipelined) S · send S
+A collective runs on a `Shape`: how many ranks, how they split into scale-up domains, and one `Tier` per network
+it crosses (line rate per rank, link class). The numbers come from a `Numbers` source: the calibration
+(models/calibration/collectives.yaml: efficiencies, base and step latencies per protocol, in-network reduction) or
+the figures a user gives (parametric mode). Every candidate (algorithm × protocol) that can run on the shape is
+costed and the fastest is chosen, as NCCL's tuner picks by its own cost model; `algorithm=` forces one.
 
-time = latency (steps × per-step latency) + bytes ÷ effective bandwidth + queueing.
+  time = base latency(algorithm, protocol) + Σ steps × step latency(link class, protocol)
+         + bytes per rank per direction ÷ (line rate × link efficiency × protocol factor)
+
+Hierarchical collectives (several ranks in each of several domains) run their intra- and inter-domain legs
+overlapped in chunks: the bandwidth term is the slowest leg plus one chunk through every other (the pipeline
+fill), never the sum of the legs.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from ..core.confidence import of_status, weakest
 from ..errors import UsageError
+from .calibration import Calibration, LinkClass, Number
+from .view import Lineage
 
-OPS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "send")
-ALGORITHMS = ("ring", "tree")
+GBPS_TO_BYTES = 1e9 / 8
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
+class Operation:
+    """What an operation moves: its nccl-tests bus factor, and the bytes (× S) and latency-bearing steps of a
+    flat ring over n ranks."""
+
+    name: str
+    bus: Callable[[int], float]
+    wire: Callable[[int], float]
+    steps: Callable[[int], int]
+
+
+def _reducing(n: int) -> float:
+    return 2 * (n - 1) / n
+
+
+def _scatter(n: int) -> float:
+    return (n - 1) / n
+
+
+OPERATIONS = {
+    o.name: o
+    for o in (
+        Operation("all-reduce", _reducing, _reducing, lambda n: 2 * (n - 1)),
+        Operation("reduce-scatter", _scatter, _scatter, lambda n: n - 1),
+        Operation("all-gather", _scatter, _scatter, lambda n: n - 1),
+        Operation("all-to-all", _scatter, _scatter, lambda n: n - 1),
+        Operation("broadcast", lambda n: 1.0, lambda n: 1.0, lambda n: n - 1),
+        Operation("reduce", lambda n: 1.0, lambda n: 1.0, lambda n: n - 1),
+        Operation("send", lambda n: 1.0, lambda n: 1.0, lambda n: 1),
+    )
+}
+OPS = tuple(OPERATIONS)
+
+
+def operation(op: str) -> Operation:
+    if op not in OPERATIONS:
+        raise UsageError(f"unknown collective {op!r}: expected one of {', '.join(OPS)}")
+    return OPERATIONS[op]
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests PERFORMANCE.md: busbw = algbw × this factor."""
+    if n < 1:
+        raise UsageError(f"ranks must be at least 1, got {n}")
+    return operation(op).bus(n)
+
+
+def wire_factor(op: str, n: int) -> float:
+    """Bytes each rank sends on a flat ring, as a multiple of S (nothing for a group of one)."""
+    return operation(op).wire(n) if n > 1 or op == "send" else 0.0
+
+
+def ring_steps(op: str, n: int) -> int:
+    return operation(op).steps(n) if n > 1 or op == "send" else 0
+
+
+# ---- what a collective runs on -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One network the collective crosses, as one rank sees it."""
+
+    network: str  # scale_up | scale_out (or the name a parametric estimate gives its one network)
+    link_class: str
+    calib: LinkClass | None
+    bytes_per_s: float  # what one rank reaches its peers with on this network, per direction
+    extra_hop_latency_s: float = 0.0  # path latency beyond the single hop NCCL's step latency was measured on
+    oversubscription: float = 1.0  # fluid share when every rank crosses an oversubscribed tier at once
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A group of ranks as the collective sees it, and what that rests on (topology lineage, notes)."""
+
+    ranks: int
+    local: int  # ranks of the group in each scale-up domain
+    domains: int
+    up: Tier | None  # None when each domain holds one rank of the group
+    out: Tier | None  # None when the group sits in one domain
+    nvls: bool = False  # the scale-up switch reduces in-network (NVLink SHARP)
+    collnet: bool = False  # the scale-out fabric reduces in-network (InfiniBand SHARP), declared by the cluster
+    one_shot: bool = False  # every rank reaches every other rank of its domain directly (switch or full mesh)
+    lineage: frozenset[Lineage] = frozenset()  # each topology figure used, with its status and confidence
+    notes: tuple[str, ...] = ()
+    technologies: tuple[tuple[str, str], ...] = ()  # network → "technology -> link class"
+    collnet_basis: str | None = None  # the cluster's label for its declared InfiniBand SHARP
+    topology_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.ranks != self.local * self.domains:
+            raise UsageError(f"{self.ranks} ranks do not split into {self.domains} domains of {self.local}")
+        if self.local > 1 and self.up is None:
+            raise UsageError("a group with several ranks per domain needs the scale-up network")
+        if self.domains > 1 and self.out is None:
+            raise UsageError("a group across domains needs the scale-out network")
+
+    def without_oversubscription(self) -> Shape:
+        if self.out is None or self.out.oversubscription == 1:
+            return self
+        return replace(self, out=replace(self.out, oversubscription=1.0))
+
+
+@dataclass
+class Leg:
+    """The part of a collective on one network."""
+
+    name: str
+    network: str
+    bytes_per_rank: float
+    bandwidth_seconds: float
+
+
+@dataclass
 class Estimate:
+    """One collective costed: the algorithm and protocol, the time terms, the legs, the numbers used."""
+
     op: str
     algorithm: str
+    protocol: str
     ranks: int
     bytes: float
-    bytes_on_wire_per_rank: float
-    steps: int
     latency_seconds: float
     bandwidth_seconds: float
-    queueing_seconds: float
+    bytes_on_wire_per_rank: float
+    steps: int
+    stages: list[Leg]
+    assumptions: list[str]
+    used: list[tuple[str, Number]] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
-        return self.latency_seconds + self.bandwidth_seconds + self.queueing_seconds
+        return self.latency_seconds + self.bandwidth_seconds
+
+    @property
+    def algbw_gb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def busbw_gb_per_s(self) -> float:
+        return self.algbw_gb_per_s * bus_factor(self.op, self.ranks)
 
     @property
     def dominant(self) -> str:
-        terms = {
-            "latency": self.latency_seconds,
-            "bandwidth": self.bandwidth_seconds,
-            "queueing": self.queueing_seconds,
+        return "latency" if self.latency_seconds >= self.bandwidth_seconds else "bandwidth"
+
+    @property
+    def confidence(self) -> str:
+        return weakest(of_status(n.status) for _, n in self.used)
+
+    def lineage(self) -> set[Lineage]:
+        """The calibration numbers used, as lineage records of the `calibration` reference."""
+        return {
+            Lineage(reference_id=CALIBRATION_REFERENCE, field=path, status=n.status, confidence=of_status(n.status))
+            for path, n in self.used
         }
-        return max(terms, key=lambda k: terms[k])
 
-    def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "seconds": self.seconds, "dominant": self.dominant}
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "ranks": self.ranks,
+            "bytes": self.bytes,
+            "algorithm": self.algorithm,
+            "protocol": self.protocol,
+            "seconds": self.seconds,
+            "latency_seconds": self.latency_seconds,
+            "bandwidth_seconds": self.bandwidth_seconds,
+            "queueing_seconds": 0.0,
+            "bytes_on_wire_per_rank": self.bytes_on_wire_per_rank,
+            "steps": self.steps,
+            "algbw_gb_per_s": self.algbw_gb_per_s,
+            "busbw_gb_per_s": self.busbw_gb_per_s,
+            "dominant": self.dominant,
+            "confidence": self.confidence,
+            "stages": [vars(s) for s in self.stages],
+            "assumptions": self.assumptions,
+            "calibration": sorted({f"{path} = {n.value:g} [{n.status}]" for path, n in self.used}),
+            "candidates": self.candidates,
+        }
 
 
-def wire_factor(op: str, n: int, algorithm: str = "ring") -> float:
-    """Bytes each rank sends, as a multiple of S."""
-    if n < 1:
-        raise UsageError(f"ranks must be at least 1, got {n}")
-    if n == 1 and op != "send":
+CALIBRATION_REFERENCE = "calibration"
+
+
+# ---- where the numbers come from --------------------------------------------------------------------------------
+
+
+class Numbers:
+    """The calibration's numbers for one candidate, collected as they are used: its confidence is the weakest of
+    exactly those."""
+
+    def __init__(self, cal: Calibration) -> None:
+        self.cal = cal
+        self.used: list[tuple[str, Number]] = []
+
+    def protocols(self, algorithm: str) -> list[str]:
+        return self.cal.algorithms[algorithm].protocol_factor.protocols()
+
+    def why_not(self, algorithm: str) -> str | None:
+        return None if algorithm in self.cal.algorithms else f"the calibration has no entry for {algorithm}"
+
+    def fresh(self) -> Numbers:
+        return Numbers(self.cal)
+
+    def num(self, path: str, n: Number | None) -> float:
+        if n is None:
+            raise KeyError(path)
+        self.used.append((path, n))
+        return n.value
+
+    def base_s(self, algorithm: str, protocol: str) -> float:
+        a = self.cal.algorithms[algorithm]
+        return self.num(f"algorithms.{algorithm}.base_latency_us.{protocol}", a.base_latency_us.get(protocol)) * 1e-6
+
+    def factor(self, algorithm: str, protocol: str) -> float:
+        return self.num(
+            f"algorithms.{algorithm}.protocol_factor.{protocol}",
+            self.cal.algorithms[algorithm].protocol_factor.get(protocol),
+        )
+
+    def step_s(self, tier: Tier, family: str, protocol: str) -> float:
+        assert tier.calib is not None
+        per = getattr(tier.calib.step_latency_us, family)
+        us = self.num(f"link_classes.{tier.link_class}.step_latency_us.{family}.{protocol}", per.get(protocol))
+        return us * 1e-6 + tier.extra_hop_latency_s
+
+    def rate(self, tier: Tier, algorithm: str, protocol: str) -> float:
+        """Bytes per second per rank per direction this algorithm and protocol sustain on one tier."""
+        assert tier.calib is not None
+        eff = self.num(f"link_classes.{tier.link_class}.efficiency", tier.calib.efficiency)
+        return tier.bytes_per_s * eff * self.factor(algorithm, protocol) / tier.oversubscription
+
+    def in_network(self, tier: Tier, kind: str) -> tuple[float, float]:
+        """(bytes/s per rank per direction, latency s) of NVLS or CollNet on this tier."""
+        assert tier.calib is not None
+        inn = getattr(tier.calib, kind)
+        eff = self.num(f"link_classes.{tier.link_class}.{kind}.efficiency", inn.efficiency)
+        lat = self.num(f"link_classes.{tier.link_class}.{kind}.latency_us", inn.latency_us) * 1e-6
+        return tier.bytes_per_s * eff / tier.oversubscription, lat + tier.extra_hop_latency_s
+
+    def chunk(self) -> float:
+        return self.num("pipeline.chunk_bytes", self.cal.pipeline.chunk_bytes)
+
+
+class Given(Numbers):
+    """The figures a user states (parametric mode): one bandwidth per rank (scaled by `efficiency`), one latency
+    per step, no launch latency, one protocol: the bandwidth and latency as given."""
+
+    PROTOCOL = "as given"
+
+    def __init__(self, latency_s: float, efficiency: float = 1.0) -> None:
+        self.latency_s, self.efficiency = latency_s, efficiency
+        self.used = []
+
+    def protocols(self, algorithm: str) -> list[str]:
+        return [self.PROTOCOL]
+
+    def why_not(self, algorithm: str) -> str | None:
+        return None if ALGORITHMS[algorithm].parametric else f"{algorithm} needs the calibration: give --topology"
+
+    def fresh(self) -> Given:
+        return Given(self.latency_s, self.efficiency)
+
+    def base_s(self, algorithm: str, protocol: str) -> float:
         return 0.0
-    if op == "all-reduce":
-        return 2 * (n - 1) / n
-    if op in ("reduce-scatter", "all-gather", "all-to-all"):
-        return (n - 1) / n
-    if op in ("broadcast", "send"):
+
+    def factor(self, algorithm: str, protocol: str) -> float:
         return 1.0
-    raise UsageError(f"unknown collective {op!r}: expected one of {', '.join(OPS)}")
+
+    def step_s(self, tier: Tier, family: str, protocol: str) -> float:
+        return self.latency_s + tier.extra_hop_latency_s
+
+    def rate(self, tier: Tier, algorithm: str, protocol: str) -> float:
+        return tier.bytes_per_s * self.efficiency
+
+    def chunk(self) -> float:
+        return 0.0
 
 
-def steps(op: str, n: int, algorithm: str = "ring") -> int:
-    """Latency-bearing steps: a ring walks n-1 hops per phase; a tree climbs log2(n) levels up and down."""
-    if algorithm not in ALGORITHMS:
-        raise UsageError(f"unknown algorithm {algorithm!r}: expected ring or tree")
+# ---- the algorithms: one cost function each, over every operation and protocol they run ----------------------------
+
+
+def _pipelined(stages: list[Leg], size: float, chunk: float) -> float:
+    """Overlapped legs: the slowest leg plus one chunk's worth of every other leg (the fill)."""
+    busy = [s for s in stages if s.bandwidth_seconds > 0]
+    if not busy:
+        return 0.0
+    if len(busy) == 1:
+        return busy[0].bandwidth_seconds
+    chunks = max(1, math.floor(size / chunk)) if chunk > 0 else 1
+    slowest = max(s.bandwidth_seconds for s in busy)
+    return slowest + (sum(s.bandwidth_seconds for s in busy) - slowest) / chunks
+
+
+def _estimate(
+    op: str, algorithm: str, protocol: str, f: Shape, size: float, latency: float, stages: list[Leg], steps: int,
+    ctx: Numbers, notes: list[str], bandwidth: float | None = None,
+) -> Estimate:  # fmt: skip
+    return Estimate(
+        op,
+        algorithm,
+        protocol,
+        f.ranks,
+        size,
+        latency,
+        sum(s.bandwidth_seconds for s in stages) if bandwidth is None else bandwidth,
+        sum(s.bytes_per_rank for s in stages),
+        steps,
+        stages,
+        notes,
+        list(ctx.used),
+    )
+
+
+def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
+    """Ring inside one domain or across domains; hierarchical and pipelined when both hold several ranks."""
+    n, local, outer = f.ranks, f.local, f.domains
+    base = ctx.base_s("ring", p)
     if op == "send":
-        return 1
-    if n <= 1:
-        return 0
-    if algorithm == "tree":
-        depth = math.ceil(math.log2(n))
-        return 2 * depth if op == "all-reduce" else depth
-    return 2 * (n - 1) if op == "all-reduce" else n - 1
+        tier = f.out or f.up
+        assert tier is not None
+        st = Leg("point-to-point", tier.network, size, size / ctx.rate(tier, "ring", p))
+        return _estimate(op, "ring", p, f, size, base + ctx.step_s(tier, "ring", p), [st], 1, ctx, [])
+    if outer == 1 or local == 1:
+        tier = f.up if outer == 1 else f.out
+        assert tier is not None
+        wire = wire_factor(op, n) * size
+        steps = ring_steps(op, n)
+        st = Leg(f"{op} ring over {tier.network}", tier.network, wire, wire / ctx.rate(tier, "ring", p))
+        return _estimate(op, "ring", p, f, size, base + steps * ctx.step_s(tier, "ring", p), [st], steps, ctx, [])
+    assert f.up is not None and f.out is not None
+    up_rate, out_rate = ctx.rate(f.up, "ring", p), ctx.rate(f.out, "ring", p)
+    if op == "all-reduce":
+        up_b = 2 * (local - 1) / local * size
+        out_b = 2 * (outer - 1) / outer * size / local
+        steps_up, steps_out = 2 * (local - 1), 2 * (outer - 1)
+        what = (
+            f"reduce-scatter and all-gather inside each {local}-rank domain (sharing the scale-up links), "
+            f"all-reduce of S/{local} across {outer} domains on every rank's own NIC"
+        )
+    elif op in ("reduce-scatter", "all-gather"):
+        up_b = (local - 1) / local * size
+        out_b = (outer - 1) / outer * size / local
+        steps_up, steps_out = local - 1, outer - 1
+        what = f"{op} inside each {local}-rank domain and of S/{local} across {outer} domains"
+    elif op == "all-to-all":
+        up_b = (local - 1) / n * size
+        out_b = (n - local) / n * size
+        steps_up, steps_out = local - 1, outer - 1
+        what = "the in-domain share over scale-up while the rest crosses scale-out"
+    else:  # broadcast, reduce: a chain across domains feeding a chain inside each
+        up_b, out_b = size, size
+        steps_up, steps_out = local - 1, outer - 1
+        what = f"{op} chained across {outer} domains and inside each"
+    stages = [
+        Leg("intra-domain", "scale_up", up_b, up_b / up_rate),
+        Leg("inter-domain", "scale_out", out_b, out_b / out_rate),
+    ]
+    note = f"hierarchical, pipelined: {what}; the stages overlap in chunks (slowest stage + pipeline fill)"
+    chunk = ctx.chunk()
+    latency = base + steps_up * ctx.step_s(f.up, "ring", p) + steps_out * ctx.step_s(f.out, "ring", p)
+    return _estimate(
+        op, "ring", p, f, size, latency, stages, steps_up + steps_out, ctx, [note], _pipelined(stages, size, chunk)
+    )
+
+
+def _tree(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
+    """NCCL's double binary tree across domains with a chain inside each: every rank sends and receives S twice
+    (reduce up, broadcast down); each rank's NIC carries its 1/local share across domains."""
+    stages: list[Leg] = []
+    latency = ctx.base_s("tree", p)
+    steps = 0
+    if f.local > 1:
+        assert f.up is not None
+        stages.append(Leg("chain inside the domain", "scale_up", 2 * size, 2 * size / ctx.rate(f.up, "tree", p)))
+        latency += 2 * (f.local - 1) * ctx.step_s(f.up, "tree", p)
+        steps += 2 * (f.local - 1)
+    if f.domains > 1:
+        assert f.out is not None
+        b = 2 * size / f.local
+        stages.append(Leg("double binary tree across domains", "scale_out", b, b / ctx.rate(f.out, "tree", p)))
+        depth = math.ceil(math.log2(f.domains))
+        latency += 2 * depth * ctx.step_s(f.out, "tree", p)
+        steps += 2 * depth
+    chunk = ctx.chunk() if len(stages) > 1 else 0
+    notes = ["NCCL double binary tree (reduce, broadcast)"]
+    return _estimate(op, "tree", p, f, size, latency, stages, steps, ctx, notes, _pipelined(stages, size, chunk))
+
+
+def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
+    """NVLink SHARP: the switch reduces. Per rank S to the switch and S/n back, then S/n out and S multicast in:
+    S(local+1)/local per direction; across domains the rank's NIC all-reduces its S/local share (NVLS tree)."""
+    assert f.up is not None
+    rate, lat = ctx.in_network(f.up, "nvls")
+    ctx.base_s("nvls", p)
+    ctx.factor("nvls", p)
+    up_b = size * (f.local + 1) / f.local
+    stages = [Leg("in-switch reduction (NVLS)", "scale_up", up_b, up_b / rate)]
+    latency, steps = lat, 1
+    notes = ["NVLink SHARP (NVLS): the scale-up switch reduces in-network"]
+    if f.domains > 1:
+        assert f.out is not None
+        out_rate, out_lat = ctx.in_network(f.out, "nvls")
+        out_b = 2 * (f.domains - 1) / f.domains * size / f.local
+        stages.append(Leg("tree across domains (NVLS tree)", "scale_out", out_b, out_b / out_rate))
+        depth = math.ceil(math.log2(f.domains))
+        latency += 2 * depth * out_lat
+        steps += 2 * depth
+        notes.append(f"NVLS tree: each rank's NIC all-reduces its S/{f.local} share across {f.domains} domains")
+    chunk = ctx.chunk() if len(stages) > 1 else 0
+    return _estimate(op, "nvls", p, f, size, latency, stages, steps, ctx, notes, _pipelined(stages, size, chunk))
+
+
+def _collnet(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
+    """InfiniBand SHARP (CollNet): reduce-scatter inside the domain, each rank's NIC sends its S/local share to the
+    fabric once and receives the reduced share once, all-gather inside."""
+    assert f.out is not None
+    rate, lat = ctx.in_network(f.out, "collnet")
+    ctx.base_s("collnet", p)
+    ctx.factor("collnet", p)
+    stages = [Leg("in-fabric reduction (SHARP)", "scale_out", size / f.local, size / f.local / rate)]
+    latency, steps = lat, 1
+    if f.local > 1:
+        assert f.up is not None
+        up_b = 2 * (f.local - 1) / f.local * size
+        stages.insert(0, Leg("intra-domain", "scale_up", up_b, up_b / ctx.rate(f.up, "ring", p)))
+        latency += 2 * (f.local - 1) * ctx.step_s(f.up, "ring", p)
+        steps += 2 * (f.local - 1)
+    chunk = ctx.chunk() if len(stages) > 1 else 0
+    notes = ["CollNet: InfiniBand SHARP in-network"]
+    return _estimate(op, "collnet", p, f, size, latency, stages, steps, ctx, notes, _pipelined(stages, size, chunk))
+
+
+def _one_shot(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
+    """One-shot all-reduce: every rank pushes its whole buffer to every peer at once and reduces locally; one step."""
+    assert f.up is not None
+    wire = (f.ranks - 1) * size
+    st = Leg("push to every peer", "scale_up", wire, wire / ctx.rate(f.up, "one-shot", p))
+    latency = ctx.base_s("one-shot", p) + ctx.step_s(f.up, "ring", p)
+    return _estimate(op, "one-shot", p, f, size, latency, [st], 1, ctx, ["one-shot: one step, (n-1)·S per rank"])
+
+
+def _rounds(ctx: Numbers, algorithm: str, f: Shape, p: str, rounds: Callable[[int], tuple[int, float]]) -> tuple:
+    """Dependent exchange rounds inside each domain, then across domains (no overlap between them); `rounds(n)`:
+    how many rounds n ranks take and the bytes a rank sends over all of them."""
+    stages: list[Leg] = []
+    latency = ctx.base_s(algorithm, p)
+    steps = 0
+    for tier, ranks, where in ((f.up, f.local, "inside the domain"), (f.out, f.domains, "across domains")):
+        k, b = rounds(ranks)
+        if k:
+            assert tier is not None
+            stages.append(Leg(f"exchange rounds {where}", tier.network, b, b / ctx.rate(tier, algorithm, p)))
+            latency += k * ctx.step_s(tier, "ring", p)
+            steps += k
+    return stages, latency, steps
+
+
+def _recursive_doubling(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
+    """log2(n) exchange rounds of the whole buffer: few steps, much data — for small messages."""
+
+    def rounds(n: int) -> tuple[int, float]:
+        k = int(math.log2(n))
+        return k, k * size
+
+    stages, latency, steps = _rounds(ctx, "recursive-doubling", f, p, rounds)
+    return _estimate(op, "recursive-doubling", p, f, size, latency, stages, steps, ctx, [])
+
+
+def _bruck(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
+    """Bruck's all-to-all: ceil(log2 n) rounds; in round k every rank forwards the blocks (S/n each) whose index
+    has bit k set, about S/2 per round instead of n - 1 separate messages."""
+
+    def rounds(n: int) -> tuple[int, float]:
+        return math.ceil(math.log2(n)), sum(j.bit_count() for j in range(1, n)) * size / n
+
+    stages, latency, steps = _rounds(ctx, "bruck", f, p, rounds)
+    notes = ["Bruck: ceil(log2 n) rounds, each forwarding the blocks whose index has that round's bit set"]
+    return _estimate(op, "bruck", p, f, size, latency, stages, steps, ctx, notes)
+
+
+def _pow2(x: int) -> bool:
+    return x >= 1 and x & (x - 1) == 0
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm: the operations it runs, its cost function, when it can run on a shape, whether the library
+    would pick it by itself (otherwise it runs only when forced), and whether a bandwidth and a latency alone
+    cost it (the parametric mode: no in-network reduction, no calibrated link class)."""
+
+    name: str
+    ops: tuple[str, ...]
+    cost: Callable[[Numbers, str, Shape, float, str], Estimate]
+    why_not: Callable[[Shape], str | None] = lambda f: None
+    auto: Callable[[Shape], bool] = lambda f: True
+    parametric: bool = False
+
+
+ALGORITHMS = {
+    a.name: a
+    for a in (
+        Algorithm("ring", OPS, _ring, parametric=True),
+        Algorithm("tree", ("all-reduce",), _tree, parametric=True),
+        Algorithm(
+            "nvls",
+            ("all-reduce",),
+            _nvls,
+            lambda f: (
+                "the scale-up switch does not reduce in-network (no NVLS on this link class or no switch)"
+                if not (f.nvls and f.local > 1)
+                else "NVLS tree needs a scale-out link class with NVLS figures"
+                if f.domains > 1 and (f.out is None or f.out.calib is None or f.out.calib.nvls is None)
+                else None
+            ),
+        ),
+        Algorithm(
+            "collnet",
+            ("all-reduce",),
+            _collnet,
+            lambda f: (
+                "the cluster does not declare in-network reduction (InfiniBand SHARP) on its scale-out fabric"
+                if not (f.collnet and f.domains > 1)
+                else "the scale-out link class has no CollNet figures"
+                if f.out is None or f.out.calib is None or f.out.calib.collnet is None
+                else None
+            ),
+        ),
+        Algorithm(
+            "one-shot",
+            ("all-reduce",),
+            _one_shot,
+            lambda f: (
+                None
+                if f.one_shot and f.domains == 1
+                else "one-shot needs every rank to reach every other directly inside one scale-up domain"
+            ),
+        ),
+        # NCCL has no recursive doubling across nodes (its small-message choices there are ring / tree with LL),
+        # and a maintainer-reported 2-node small all-reduce takes ~46-48 us (nccl issue 1244), far above what
+        # recursive doubling would promise: across domains it runs only when forced.
+        Algorithm(
+            "recursive-doubling",
+            ("all-reduce",),
+            _recursive_doubling,
+            lambda f: (
+                None
+                if _pow2(f.local) and _pow2(f.domains)
+                else "recursive doubling needs a power-of-two number of ranks per domain and of domains"
+            ),
+            lambda f: f.domains == 1,
+            parametric=True,
+        ),
+        # NCCL runs all-to-all as point-to-point sends; Bruck's algorithm is MPI's for small messages: forced only.
+        Algorithm("bruck", ("all-to-all",), _bruck, auto=lambda f: False, parametric=True),
+    )
+}
+
+
+def available(op: str, f: Shape, ctx: Numbers) -> dict[str, str | None]:
+    """Every algorithm, with None when it can run this operation here or the reason it cannot."""
+    out: dict[str, str | None] = {}
+    for a in ALGORITHMS.values():
+        if op not in a.ops:
+            runs = [x for x, y in ALGORITHMS.items() if op in y.ops]
+            verb = "is" if len(runs) == 1 else "are"
+            out[a.name] = f"{a.name} is not an algorithm for {op} here ({', '.join(runs)} {verb})"
+        elif f.ranks < 2:
+            out[a.name] = "a single rank needs no algorithm"
+        else:
+            out[a.name] = ctx.why_not(a.name) or a.why_not(f)
+    return out
 
 
 def estimate(
+    ctx: Numbers | Calibration,
+    op: str,
+    f: Shape,
+    size: float,
+    algorithm: str | None = None,
+    protocol: str | None = None,
+) -> Estimate:
+    """The fastest (algorithm, protocol) available, or the forced algorithm with its fastest protocol."""
+    numbers = Numbers(ctx) if isinstance(ctx, Calibration) else ctx
+    operation(op)
+    if size < 0 or not math.isfinite(size):
+        raise UsageError(f"bytes must be a finite non-negative size, got {size}")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise UsageError(f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+    if f.ranks < 2 and op != "send":
+        return Estimate(op, "none", "none", f.ranks, size, 0.0, 0.0, 0.0, 0, [], ["a single rank: nothing to move"])
+    reasons = available(op, f, numbers)
+    if algorithm is not None and reasons[algorithm]:
+        raise UsageError(f"--algorithm {algorithm} cannot run here: {reasons[algorithm]}")
+    names = [algorithm] if algorithm else [a for a, r in reasons.items() if r is None and ALGORITHMS[a].auto(f)]
+    order = list(ALGORITHMS)
+    candidates: list[Estimate] = []
+    for a in names:
+        protos = numbers.protocols(a)
+        for p in [protocol] if protocol else protos:
+            if p not in protos:
+                raise UsageError(f"protocol {p} is not calibrated for {a}: expected one of {', '.join(protos)}")
+            candidates.append(ALGORITHMS[a].cost(numbers.fresh(), op, f, size, p))
+    best = min(candidates, key=lambda c: (c.seconds, order.index(c.algorithm), c.protocol))
+    best.candidates = [
+        {"algorithm": c.algorithm, "protocol": c.protocol, "seconds": c.seconds}
+        for c in sorted(candidates, key=lambda c: (c.seconds, c.algorithm, c.protocol))
+    ]
+    how = "forced by --algorithm" if algorithm else "the fastest of the available algorithms and protocols"
+    best.assumptions.insert(
+        0,
+        f"assumed: {best.algorithm} / {best.protocol} is what the library runs for this size ({how}; "
+        "NCCL / RCCL choose by their own tuning model, which this mirrors but does not run)",
+    )
+    return best
+
+
+def parametric(
     op: str,
     ranks: int,
-    size_bytes: float,
-    bandwidth_bytes_per_s: float,
+    size: float,
+    bytes_per_s: float,
     latency_s: float,
     *,
     algorithm: str = "ring",
     efficiency: float = 1.0,
-    queueing_s: float = 0.0,
 ) -> Estimate:
-    """One collective over `ranks` ranks; the bandwidth given is the effective per-rank bandwidth (per direction)."""
-    if op not in OPS:
-        raise UsageError(f"unknown collective {op!r}: expected one of {', '.join(OPS)}")
-    if algorithm == "tree" and op not in ("all-reduce", "broadcast", "reduce-scatter", "all-gather"):
-        raise UsageError(f"a tree algorithm is not defined here for {op}; use ring")
-    if size_bytes < 0 or not math.isfinite(size_bytes):
-        raise UsageError(f"bytes must be a finite non-negative size, got {size_bytes}")
-    if bandwidth_bytes_per_s <= 0 or not math.isfinite(bandwidth_bytes_per_s):
-        raise UsageError(f"bandwidth must be positive, got {bandwidth_bytes_per_s}")
+    """One collective over `ranks` ranks at the bandwidth and per-step latency given: the group is taken as one rank
+    per node of a flat network, each rank reaching the others at `bytes_per_s` per direction."""
+    operation(op)
+    if ranks < 1:
+        raise UsageError(f"ranks must be at least 1, got {ranks}")
+    if size < 0 or not math.isfinite(size):
+        raise UsageError(f"bytes must be a finite non-negative size, got {size}")
+    if bytes_per_s <= 0 or not math.isfinite(bytes_per_s):
+        raise UsageError(f"bandwidth must be positive, got {bytes_per_s}")
     if not 0 < efficiency <= 1:
         raise UsageError(f"efficiency must be in (0, 1], got {efficiency}")
-    if latency_s < 0 or queueing_s < 0:
-        raise UsageError("latency and queueing must be non-negative")
-    on_wire = wire_factor(op, ranks, algorithm) * size_bytes
-    n_steps = steps(op, ranks, algorithm)
-    return Estimate(
-        op=op,
-        algorithm=algorithm,
-        ranks=ranks,
-        bytes=size_bytes,
-        bytes_on_wire_per_rank=on_wire,
-        steps=n_steps,
-        latency_seconds=n_steps * latency_s,
-        bandwidth_seconds=on_wire / (bandwidth_bytes_per_s * efficiency),
-        queueing_seconds=queueing_s,
-    )
+    if latency_s < 0 or not math.isfinite(latency_s):
+        raise UsageError("latency must be a finite non-negative time")
+    if algorithm in ALGORITHMS and not ALGORITHMS[algorithm].parametric:
+        costs = ", ".join(a for a, x in ALGORITHMS.items() if x.parametric)
+        raise UsageError(
+            f"--algorithm {algorithm} needs the calibration and the wiring: give --topology (the parametric mode "
+            f"costs {costs})"
+        )
+    n = max(ranks, 2) if op == "send" else ranks
+    tier = Tier("given", "as given", None, bytes_per_s)
+    est = estimate(Given(latency_s, efficiency), op, Shape(n, 1, n, None, tier), size, algorithm)
+    est.assumptions = []
+    return est

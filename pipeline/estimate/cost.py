@@ -1,11 +1,11 @@
-"""How one communication is costed on an installed topology: route, bottleneck bandwidth, and
-time = fixed path overhead + bytes ÷ effective bandwidth + queueing (alpha-beta, `collectives.py`).
+"""A workload's phases on a topology, one path: decompose (`decompose.py`) → place (`placement.py`) → cost the
+representative group with the collective registry (`collectives.py`) → route every group's flows of the
+algorithm chosen (`loads.py`) → the phase record.
 
-A group inside one scale-up domain rides the scale-up links of each rank; a group with one rank per domain
-crosses the scale-out fabric (queueing where an oversubscribed tier is shared by every group of the phase);
-a group with several ranks in each of several domains is costed hierarchically. Client traffic takes the
-frontend network. The seam is `cost(view, communication, members) -> Phase`: decomposition (`demand.py`)
-says what is asked, placement says where the ranks sit, this module says what it costs.
+The registry gives the time a rank spends (α + bytes ÷ effective bandwidth, on the rate routing says a rank
+reaches its peers with); routing gives what the links carry: queueing where offered load exceeds a link's
+capacity, the bottleneck, the busiest links and the records of the slowest path. Client traffic on the frontend
+network is costed on the frontend NIC's speed.
 """
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
+
 from ..core import confidence
 from ..errors import UsageError
 from . import collectives
-from .demand import Communication
-from .view import TIER_NAMES, Lineage, Route, View
-
-GBPS_TO_BYTES = 1e9 / 8
+from .calculator import collnet_note, place
+from .calibration import Calibration
+from .collectives import GBPS_TO_BYTES, Estimate, Shape
+from .decompose import Communication, decompose
+from .loads import RoutedPhase, hot_links, lineage_links, link_rows, route
+from .placement import place as place_ranks
+from .view import TIER_NAMES, Lineage, View
+from .workloads import Workload
 
 
 class CannotEstimate(UsageError):
@@ -30,11 +36,18 @@ class CannotEstimate(UsageError):
 FRONTEND_SPEED_UNKNOWN = (
     "{reference}:frontend.nic.speed is unknown (no source states it), so the time on the frontend network is unknown"
 )
+ROUTED_NOTE = (
+    "every group of the phase routed at once over the installed links (shortest paths, ECMP split uniformly); "
+    "each flow gets its max-min fair share; queueing only where a link's offered load exceeds its capacity"
+)
+TIER_ORDER = {"spine–core": 3, "leaf–spine": 2, "NIC–leaf": 1}
+LOCAL = "local: both ends in one scale-up domain"
+ACROSS = "crosses the scale-out fabric: the ends sit in different scale-up domains"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Cost:
-    """What a communication costs on its route; summed term by term when a collective runs in stages."""
+    """What a communication costs on its route."""
 
     algorithm: str
     bytes_on_wire_per_rank: float
@@ -65,8 +78,7 @@ class Cost:
 
 @dataclass(frozen=True, kw_only=True)
 class Phase(Cost):
-    """One reported phase: the communication asked for and what it costs (the traffic table's row). The cost
-    terms are `Cost`'s, declared once there."""
+    """One reported phase: the communication asked for and what it costs (the traffic table's row)."""
 
     phase: str
     description: str
@@ -75,23 +87,23 @@ class Phase(Cost):
     concurrent_groups: int
     count: int
     bytes_per_rank: float
-    # Routed over the installed graph (placement.py, routing.py, loads.py): the busiest physical link and the
-    # five busiest.
+    overlaps: str = ""  # what the phase may hide behind (decompose.py); "" on the critical path
+    # Routed over the installed graph: the busiest physical link and the five busiest.
     max_link_utilization: float | None = None
     hot_links: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, comm: Communication, cost: Cost, **overrides: Any) -> Phase:
-        """The phase of `comm` at `cost`; `overrides` replace what the communication or the cost says (a routed
-        phase knows its real group count and buffer, and its link figures)."""
+        """The phase of `comm` at `cost`; `overrides` add what only routing knows (link figures)."""
         asked = {
             "phase": comm.phase,
             "description": comm.description,
             "collective": comm.collective,
             "group_size": comm.group_size,
-            "concurrent_groups": comm.concurrent_groups,
+            "concurrent_groups": comm.concurrency,
             "count": comm.count,
             "bytes_per_rank": comm.bytes_per_rank,
+            "overlaps": comm.overlaps,
         }
         return cls(**{**asked, **{f.name: getattr(cost, f.name) for f in fields(Cost)}, **overrides})
 
@@ -128,180 +140,136 @@ class Phase(Cost):
         ]
 
 
-def _bytes(gbps: float | None, what: str) -> float:
-    if gbps is None:
-        raise CannotEstimate(f"{what}: the bandwidth is unknown (no source states it and no assumption is declared)")
-    return gbps * GBPS_TO_BYTES
+def phases(view: View, w: Workload, cal: Calibration, offset: int = 0) -> tuple[list[Phase], dict[str, RoutedPhase]]:
+    """Every phase of `w` with its ranks placed from accelerator `offset` on (the wiring is not changed), and the
+    routed flows of each backend phase by name (sharing re-costs them beside another job's)."""
+    d = decompose(w)
+    accelerators = place_ranks(view, d, w, offset)
+    out: list[Phase] = []
+    routed: dict[str, RoutedPhase] = {}
+    for comm in d.communications:
+        group = [accelerators[r] for r in comm.group]
+        if comm.network == "frontend":
+            out.append(Phase.of(comm, frontend(view, comm.phase, comm.bytes_per_rank, group[0])))
+            continue
+        shape, real, free = library(view, cal, comm.collective, group, comm.bytes_per_rank, comm.concurrency)
+        r = route(view.wiring, comm, accelerators, real.algorithm, view.endpoint_s, f"workload {w.id}")
+        routed[comm.phase] = r
+        out.append(_phase(view, comm, shape, real, free, r))
+    return out, routed
 
 
-def _link(name: str, bytes_: float, gbps: float | None, seconds: float) -> dict[str, Any]:
-    util = None if not gbps or seconds <= 0 else bytes_ / (gbps * GBPS_TO_BYTES * seconds)
-    return {"link_class": name, "bytes": bytes_, "capacity_gbps": gbps, "busy_seconds": seconds, "utilization": util}
-
-
-def cost(view: View, comm: Communication, members: list[str]) -> Phase:
-    """The phase record of `comm` with its representative group placed on the accelerators `members`."""
-    if comm.network == "frontend":
-        return Phase.of(comm, frontend(view, comm.phase, comm.bytes_per_rank, members[0]))
-    if comm.collective == "send":
-        a, b = members
-        return Phase.of(comm, send(view, comm.phase, a, b, comm.bytes_per_rank, comm.concurrent_groups))
-    return Phase.of(comm, collective(view, comm.phase, comm.collective, members, comm.bytes_per_rank))
-
-
-def collective(view: View, what: str, op: str, group: list[str], size: float) -> Cost:
-    """One collective over `group`: on the calibrated algorithms and protocols when the view carries the
-    calibration (`calibrated.py`); otherwise flat inside one domain, flat across domains, or hierarchical."""
-    from .calibrated import collective_cost
-
-    calibrated = collective_cost(view, what, op, group, size)
-    if calibrated is not None:
-        return calibrated
-    n = len(group)
-    by_domain: dict[str, list[str]] = {}
-    for acc in group:
-        by_domain.setdefault(view.domain(acc), []).append(acc)
-    if len(by_domain) == 1:
-        route = view.scale_up(group[0])
-        bw = _bytes(route.per_rank_gbps, f"{what} over the scale-up domain")
-        est = collectives.estimate(op, n, size, bw, route.latency_s)
-        return Cost(
-            algorithm="ring over all scale-up links of each rank",
-            bytes_on_wire_per_rank=est.bytes_on_wire_per_rank,
-            network="scale_up",
-            tier=TIER_NAMES[0],
-            hops=route.hops,
-            bottleneck_gbps=route.per_rank_gbps,
-            effective_gbps=route.per_rank_gbps,
-            latency_s=est.latency_seconds,
-            bandwidth_s=est.bandwidth_seconds,
-            queueing_s=0.0,
-            lineage=frozenset(route.lineage),
-            links=(_link("scale_up injection per rank", est.bytes_on_wire_per_rank, route.per_rank_gbps, est.seconds),),
-        )
-    if {len(m) for m in by_domain.values()} != {1}:
-        return _hierarchical(view, what, op, by_domain, size)
-    tier = max(view.tier(a, b) for a, b in zip(group, group[1:] + group[:1], strict=True))
-    far = max(group[1:], key=lambda b: view.tier(group[0], b))
-    route, factor = view.scale_out(group[0], far, tier)
-    bw = _bytes(route.per_rank_gbps, f"{what} over the scale-out fabric")
-    est = collectives.estimate(op, n, size, bw, route.latency_s)
-    queue = est.bytes_on_wire_per_rank / (bw / factor) - est.bandwidth_seconds
-    eff = route.per_rank_gbps / factor  # type: ignore[operator]
-    links = [_link("NIC link per rank", est.bytes_on_wire_per_rank, route.per_rank_gbps, est.seconds + queue)]
-    if tier >= 2:
-        links.append(_link("leaf uplinks (per NIC share)", est.bytes_on_wire_per_rank, eff, est.seconds + queue))
-    return Cost(
-        algorithm="ring across domains (one rank per domain)",
-        bytes_on_wire_per_rank=est.bytes_on_wire_per_rank,
-        network="scale_out",
-        tier=TIER_NAMES[tier],
-        hops=route.hops,
-        bottleneck_gbps=route.per_rank_gbps,
-        effective_gbps=eff,
-        latency_s=est.latency_seconds,
-        bandwidth_s=est.bandwidth_seconds,
-        queueing_s=queue,
-        lineage=frozenset(route.lineage),
-        notes=_queueing_note(factor),
-        links=tuple(links),
+def library(
+    view: View, cal: Calibration, op: str, group: list[str], size: float, concurrency: int
+) -> tuple[Shape, Estimate, Estimate]:
+    """The collective on its group as the library runs it: the shape, the algorithm and protocol chosen (with the
+    fabric's oversubscription, as every group of the phase crosses it at once), and the same algorithm timed on
+    the fabric alone (the routed flows say what sharing adds: queueing). A lone send shares nothing."""
+    shape = place(view, cal, len(group), accelerators=group, technology=view.scale_up_technology, uneven=True)
+    if op == "send" and concurrency <= 1:
+        shape = shape.without_oversubscription()
+    real = collectives.estimate(cal, op, shape, size)
+    free_shape = shape.without_oversubscription()
+    free = (
+        real if free_shape is shape else collectives.estimate(cal, op, free_shape, size, real.algorithm, real.protocol)
     )
+    return shape, real, free
 
 
-def _queueing_note(factor: float) -> str:
-    if factor == 1:
-        return ""
-    return (
-        f"queueing: every group of this phase runs at once, so the oversubscribed tier "
-        f"({factor:g}:1 along the path) shares its uplinks (fluid share)"
-    )
+def _label(op: str, shape: Shape, real: Estimate) -> str:
+    """The algorithm column: a send runs on NCCL's point-to-point channels (timed with the ring's per-step latency
+    and efficiency of the link class, which the calibration lineage shows)."""
+    algorithm = "point-to-point" if op == "send" else real.algorithm
+    pipelined = shape.local > 1 and shape.domains > 1 and op != "send"
+    return f"{algorithm} / {real.protocol}" + (" (hierarchical, pipelined)" if pipelined else "")
 
 
-def _hierarchical(view: View, what: str, op: str, by_domain: dict[str, list[str]], size: float) -> Cost:
-    """Inside each domain first, then across domains with every local rank driving its own NIC in parallel."""
-    members = list(by_domain.values())
-    local, outer = len(members[0]), len(members)
-    across_group = [m[0] for m in members]
-    if op == "all-to-all":
-        # Each rank sends S/n to every rank: (local-1)/n·S stays in the domain, (n-local)/n·S crosses the fabric.
-        parts = [
-            collective(view, what, "all-to-all", members[0], size / outer),
-            collective(view, what, "all-to-all", across_group, size),
-        ]
-        algorithm = "hierarchical all-to-all: the in-domain share over scale-up, the rest over scale-out"
-    elif op == "all-reduce":
-        parts = [
-            collective(view, what, "reduce-scatter", members[0], size),
-            collective(view, what, "all-reduce", across_group, size / local),
-            collective(view, what, "all-gather", members[0], size),
-        ]
-        algorithm = (
-            f"hierarchical: reduce-scatter inside each {local}-rank domain, all-reduce of S/{local} across "
-            f"{outer} domains (every local rank on its own NIC), all-gather inside"
+def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: Estimate, r: RoutedPhase) -> Phase:
+    """The phase record: the library's time terms and bytes; the routed flows' network, tier, queueing,
+    bottleneck, links and the records of the slowest path."""
+    wiring, load = view.wiring, r.load
+    rows = link_rows(wiring, load)
+    send = comm.collective == "send"
+    # Per sending rank: in a send only one end of each pair injects (the receiver's bytes are the same bytes).
+    ranks = max(1, comm.concurrency if send else len(comm.group) * comm.concurrency)
+    routed_by_net = {k: v / ranks for k, v in sorted(load.injected.items()) if k != "host"}
+    network = "+".join(k for k in ("scale_up", "scale_out") if k in routed_by_net) or "scale_up"
+    tier = max((TIER_ORDER.get(row["tier"], 0) for row in rows), default=0)
+    notes = [ROUTED_NOTE, *load.notes]
+    if send:
+        notes.insert(0, LOCAL if network == "scale_up" else ACROSS)
+    if load.queueing_s > 0:
+        top = max(rows, key=lambda x: x["utilization"])
+        notes.append(
+            f"queueing: offered load {top['utilization']:.2f}× the capacity of {top['tier']} "
+            f"{top['source']} – {top['target']} (fluid share)"
         )
+    # The library's own notes; the oversubscription it would share in is the routed queueing's business.
+    said = "; ".join([*real.assumptions[1:], *shape.notes, *collnet_note(real, shape)]).split("; ")
+    notes += [n for n in said if n and not n.startswith(("queueing:", "every rank crosses"))]
+    # The library's legs say which network carries which of its bytes (a hierarchical all-reduce: reduce-scatter
+    # and all-gather on scale-up, the S/local all-reduce on the NICs).
+    by_net: dict[str, float] = {}
+    for leg in real.stages:
+        by_net[leg.network] = by_net.get(leg.network, 0.0) + leg.bytes_per_rank
+    moving = free.bandwidth_seconds + load.queueing_s
+    slowest = max(real.stages, key=lambda s: s.bandwidth_seconds, default=None)
+    if moving > 0:
+        effective: float | None = real.bytes_on_wire_per_rank * 8 / moving / 1e9
+    elif slowest and slowest.bandwidth_seconds > 0:
+        effective = slowest.bytes_per_rank / slowest.bandwidth_seconds / GBPS_TO_BYTES
     else:
-        inner = collective(view, what, op, members[0], size)
-        across = collective(view, what, op, across_group, size / local)
-        parts = [inner, across] if op == "reduce-scatter" else [across, inner]
-        algorithm = f"hierarchical {op}: inside each {local}-rank domain and across {outer} domains"
-    across = parts[1] if op != "all-gather" else parts[0]
-    return Cost(
-        algorithm=algorithm,
-        bytes_on_wire_per_rank=sum(p.bytes_on_wire_per_rank for p in parts),
-        network="scale_up+scale_out",
-        tier=across.tier,
-        hops=max(p.hops for p in parts),
-        bottleneck_gbps=across.bottleneck_gbps,
-        effective_gbps=across.effective_gbps,
-        latency_s=sum(p.latency_s for p in parts),
-        bandwidth_s=sum(p.bandwidth_s for p in parts),
-        queueing_s=sum(p.queueing_s for p in parts),
-        lineage=frozenset().union(*(p.lineage for p in parts)),
-        notes=across.notes,
-        links=tuple(x for p in parts for x in p.links),
+        effective = None
+    cost = Cost(
+        algorithm=_label(comm.collective, shape, real),
+        bytes_on_wire_per_rank=real.bytes_on_wire_per_rank,
+        network=network,
+        tier=TIER_NAMES[tier],
+        hops=round(load.hops),
+        bottleneck_gbps=load.bottleneck_gbps,
+        effective_gbps=effective,
+        latency_s=free.latency_seconds,
+        bandwidth_s=free.bandwidth_seconds,
+        queueing_s=load.queueing_s,
+        lineage=frozenset(Lineage.of_edge(view.reference, d) for d in lineage_links(wiring, load)) | real.lineage(),
+        notes="; ".join(notes),
+        links=tuple(rows),
+        bytes_on_wire_by_network=dict(sorted(by_net.items())) or routed_by_net,
+    )
+    return Phase.of(
+        comm,
+        cost,
+        max_link_utilization=float(np.max(load.utilization, initial=0.0)),
+        hot_links=tuple(hot_links(wiring, load, rows=rows)),
     )
 
 
 def send(view: View, what: str, a: str, b: str, size: float, concurrent: int) -> Cost:
-    """A point-to-point message from `a` to `b` while `concurrent` senders of the phase do the same."""
-    from .calibrated import send_cost
-
-    calibrated = send_cost(view, what, a, b, size, concurrent)
-    if calibrated is not None:
-        return calibrated
+    """A point-to-point message from `a` to `b` while `concurrent` senders do the same, as the library runs it
+    (on the view's calibration)."""
+    if view.calibration is None:
+        raise UsageError(f"{what}: the view carries no calibration (build it with view_for)")
+    shape, real, free = library(view, view.calibration, "send", [a, b], size, concurrent)
     tier = view.tier(a, b)
-    route: Route
-    if tier == 0:
-        route, factor = view.scale_up(a), 1.0
-    else:
-        route, factor = view.scale_out(a, b, tier, concurrent=concurrent > 1)
-    bw = _bytes(route.per_rank_gbps, f"{what} from {a} to {b}")
-    est = collectives.estimate("send", 2, size, bw, route.latency_s)
-    queue = size / (bw / factor) - est.bandwidth_seconds
-    where = (
-        "local: both ends in one scale-up domain"
-        if tier == 0
-        else "crosses the scale-out fabric: the ends sit in different scale-up domains"
-    )
     return Cost(
-        algorithm="point-to-point",
-        bytes_on_wire_per_rank=size,
-        network=route.network,
+        algorithm=_label("send", shape, real),
+        bytes_on_wire_per_rank=real.bytes_on_wire_per_rank,
+        network="scale_up" if tier == 0 else "scale_out",
         tier=TIER_NAMES[tier],
-        hops=route.hops,
-        bottleneck_gbps=route.per_rank_gbps,
-        effective_gbps=route.per_rank_gbps / factor,  # type: ignore[operator]
-        latency_s=est.latency_seconds,
-        bandwidth_s=est.bandwidth_seconds,
-        queueing_s=queue,
-        lineage=frozenset(route.lineage),
-        notes=where,
-        links=(_link(f"{route.network} path per sender", size, route.per_rank_gbps, est.seconds),),
+        hops=view.scale_up(a).hops if tier == 0 else view.scale_out(a, b, tier, concurrent=concurrent > 1)[0].hops,
+        bottleneck_gbps=None,
+        effective_gbps=None,
+        latency_s=free.latency_seconds,
+        bandwidth_s=free.bandwidth_seconds,
+        queueing_s=max(0.0, real.seconds - free.seconds),
+        lineage=frozenset(shape.lineage | real.lineage()),
+        notes=LOCAL if tier == 0 else ACROSS,
     )
 
 
 def frontend(view: View, what: str, size: float, acc: str) -> Cost:
-    """Client requests in and tokens out over the frontend/service network, never the backend fabric."""
+    """Client requests in and tokens out over the frontend/service network, never the backend fabric: the send at
+    the frontend NIC's speed and the path's per-hop latency (no collective library runs there)."""
     g = view.g
     cpu = next((n for n, d in g[acc].items() if view.kind[n] == "cpu"), None)
     fnics = [n for n in g[cpu] if view.kind[n] == "nic" and g.nodes[n].get("role") == "frontend"] if cpu else []
@@ -319,7 +287,7 @@ def frontend(view: View, what: str, size: float, acc: str) -> Cost:
         why = FRONTEND_SPEED_UNKNOWN.format(reference=view.reference)
         latency_s, bandwidth_s, notes, unknown = 0.0, 0.0, f"seconds unknown: {why}", f"{what}: {why}"
     else:
-        est = collectives.estimate("send", 2, size, _bytes(nic_speed, what), view.endpoint_s + hops * per_hop)
+        est = collectives.parametric("send", 2, size, nic_speed * GBPS_TO_BYTES, view.endpoint_s + hops * per_hop)
         latency_s, bandwidth_s, unknown = est.latency_seconds, est.bandwidth_seconds, ""
         notes = f"frontend share per accelerator {view.summary['per_accelerator'].get('frontend_gbps')} Gb/s"
     return Cost(

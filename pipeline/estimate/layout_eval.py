@@ -4,9 +4,9 @@ of the traffic library for each of the tens of thousands of layouts it searches.
 Two pieces live here rather than in the planner, because they are step-model arithmetic and belong beside it:
 
 * `group_cost`: the analytical per-tier cost of one collective over a group whose shape (ranks per domain,
-  domains, tier, the fabric seen there) was placed once on the installed wiring (`calculator.place`) — the same
-  cost `calibrated.collective_cost` gives a phase that is not routed per link, computed from the placed shape
-  alone so that layouts sharing a shape share one placement (symmetry) and a Ray worker needs no graph;
+  domains, tier, the fabric seen there) was placed once on the installed wiring (`calculator.place`) — the
+  library's time `cost.library` gives a phase before it is routed, computed from the placed shape alone so that
+  layouts sharing a shape share one placement (symmetry) and a Ray worker needs no graph;
 * `training`: `step.training` for a layout (schedule, uneven stages, recompute, ZeRO and overlap are the step
   model's), plus context parallelism (CP), which the step model does not express yet.
 
@@ -26,10 +26,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import flops, memory
+from . import collectives, flops, memory
 from . import step as step_model
-from .calculator import Placed
+from .collectives import Shape
 from .cost import Cost
+from .view import TIER_NAMES
 
 CP_SOURCE = (
     "context parallel CP: costed as TP × PP × (DP·CP) ranks over sequences of seq/CP (gradients reduced over "
@@ -39,58 +40,69 @@ CP_SOURCE = (
 )
 
 
-class _CalibratedView:
-    """What `calibrated._cost` reads of a view (the calibration, the topology id): a placed shape is costed without
-    the graph it was placed on."""
-
-    def __init__(self, calibration: Any, topology_id: str) -> None:
-        self.calibration = calibration
-        self.g = _Graph({"topology_id": topology_id})
-
-
-@dataclass
-class _Graph:
-    graph: dict[str, str]
-
-
 @dataclass(frozen=True)
-class Shape:
-    """A group placed once on the installed wiring: everything its collectives' costs depend on besides the
-    operation and the bytes. Layouts whose groups have the same shape share it (one cost per shape and tier)."""
+class GroupShape:
+    """A group placed once on the installed wiring (`calculator.place`): the collective's shape there, the tier
+    separating its ranks and the hops of its path. Layouts whose groups have the same shape share it (one cost per
+    shape and tier)."""
 
-    placed: Placed
+    shape: Shape
     tier: int  # 0 scale-up domain, 1 one leaf, 2 leaf-spine, 3 spine-core
     hops: int
     send: bool = False  # a two-rank shape for point-to-point messages
 
     @property
     def ranks(self) -> int:
-        return self.placed.fabric.ranks
+        return self.shape.ranks
 
     @property
     def domains(self) -> int:
-        return self.placed.fabric.domains
+        return self.shape.domains
 
 
-def group_cost(calibration: Any, topology_id: str, shape: Shape, op: str, size: float, concurrent: int = 2) -> Cost:
-    """The analytical per-tier cost of `op` over a placed shape, exactly as `calibrated.collective_cost` /
-    `send_cost` cost an unrouted phase: the calibrated algorithm and protocol for the size, queueing only where an
-    oversubscribed tier is crossed by every group at once (a lone send is not)."""
-    from .calibrated import _cost
-
-    view = _CalibratedView(calibration, topology_id)
-    placed = shape.placed
-    notes: list[str] = []
-    if op == "send":
-        f = placed.fabric
-        if shape.tier != 0 and f.out is not None and concurrent <= 1:
-            placed = replace(placed, fabric=replace(f, out=replace(f.out, oversubscription=1.0)))
-        notes.append(
-            "local: both ends in one scale-up domain"
-            if shape.tier == 0
-            else "crosses the scale-out fabric: the ends sit in different scale-up domains"
-        )
-    return _cost(view, placed, op, size, shape.tier, shape.hops, notes)  # type: ignore[arg-type]
+def group_cost(calibration: Any, placed: GroupShape, op: str, size: float, concurrent: int = 2) -> Cost:
+    """The analytical per-tier cost of `op` over a placed group, as `cost.library` times a phase before routing:
+    the algorithm and protocol the library chooses with the fabric's oversubscription shared by every group of
+    the phase (a lone send shares nothing), the same algorithm on the fabric alone for the time terms, and the
+    difference as queueing."""
+    shape = placed.shape
+    if op == "send" and concurrent <= 1:
+        shape = shape.without_oversubscription()
+    real = collectives.estimate(calibration, op, shape, size)
+    free_shape = shape.without_oversubscription()
+    free = (
+        real
+        if free_shape is shape
+        else collectives.estimate(calibration, op, free_shape, size, real.algorithm, real.protocol)
+    )
+    by_net: dict[str, float] = {}
+    for leg in real.stages:
+        by_net[leg.network] = by_net.get(leg.network, 0.0) + leg.bytes_per_rank
+    network = "scale_up" if shape.domains == 1 else ("scale_out" if shape.local == 1 else "scale_up+scale_out")
+    slowest = max(real.stages, key=lambda x: x.bandwidth_seconds, default=None)
+    tier = shape.out if shape.domains > 1 else shape.up
+    line = tier.bytes_per_s / collectives.GBPS_TO_BYTES if tier is not None else None
+    effective = (
+        slowest.bytes_per_rank / slowest.bandwidth_seconds / collectives.GBPS_TO_BYTES
+        if slowest and slowest.bandwidth_seconds > 0
+        else None
+    )
+    algorithm = "point-to-point" if op == "send" else real.algorithm
+    return Cost(
+        algorithm=f"{algorithm} / {real.protocol}",
+        bytes_on_wire_per_rank=real.bytes_on_wire_per_rank,
+        network=network,
+        tier=TIER_NAMES[placed.tier],
+        hops=placed.hops,
+        bottleneck_gbps=line,
+        effective_gbps=effective,
+        latency_s=free.latency_seconds,
+        bandwidth_s=free.bandwidth_seconds,
+        queueing_s=max(0.0, real.seconds - free.seconds),
+        lineage=frozenset(shape.lineage | real.lineage()),
+        notes="analytical per-tier cost (the group's shape on the installed wiring; not routed per link)",
+        bytes_on_wire_by_network=dict(sorted(by_net.items())),
+    )
 
 
 def _cp_attention_seconds(shape: Any, rates: Any, b: int, sub: int, seq: int, tp: int) -> tuple[float, float]:

@@ -10,7 +10,7 @@ exceeds its capacity. A fluid model: no packet-level effects, no congestion-cont
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -20,7 +20,9 @@ import scipy.sparse as sp
 
 from ..errors import UsageError
 from . import collectives
-from .routing import Fabric, Routes, no_cyclic_gc, tier_name
+from .decompose import Communication
+from .placement import accelerator_domains
+from .routing import Routes, Wiring, tier_name
 
 EPS = 1e-9
 
@@ -76,27 +78,13 @@ class Stage:
     bytes: np.ndarray
     steps: int
     what: str
-    # Accelerator positions of src and dst on the fabric that first asked (names are looked up once per stage).
-    pos: tuple[Fabric, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-    # The groups whose every ordered pair of members the flows are (see `_pairs`), when that is how they were made:
-    # positions are then looked up once per member, not twice per flow (n - 1 times fewer look-ups).
-    groups: list[list[str]] | None = field(default=None, repr=False)
+    # Accelerator positions of src and dst on the wiring that first asked (names are looked up once per stage).
+    pos: tuple[Wiring, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
-    def positions(self, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
-        if self.pos is None or self.pos[0] is not fabric:
-            self.pos = (fabric, *self._positions(fabric))
+    def positions(self, wiring: Wiring) -> tuple[np.ndarray, np.ndarray]:
+        if self.pos is None or self.pos[0] is not wiring:
+            self.pos = (wiring, wiring.positions(self.src), wiring.positions(self.dst))
         return self.pos[1], self.pos[2]
-
-    def _positions(self, fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
-        groups = self.groups
-        if groups and len({len(g) for g in groups}) == 1:
-            n = len(groups[0])
-            at = fabric.positions([a for g in groups for a in g]).reshape(len(groups), n)
-            a, b = np.nonzero(~np.eye(n, dtype=bool))  # source-major, as `_pairs` lists them
-            src, dst = at[:, a].ravel(), at[:, b].ravel()
-            if src.size == len(self.src):  # members distinct in every group: exactly `_pairs`' flows
-                return src, dst
-        return fabric.positions(self.src), fabric.positions(self.dst)
 
 
 @dataclass
@@ -119,21 +107,21 @@ class StageCost:
         return self.latency_s + self.bandwidth_s + self.queueing_s
 
 
-def symmetric(fabric: Fabric, stage: Stage) -> tuple[Stage, tuple[tuple[int, tuple[int, ...]], ...]] | None:
+def symmetric(wiring: Wiring, stage: Stage) -> tuple[Stage, tuple[tuple[int, tuple[int, ...]], ...]] | None:
     """Exact symmetry classes for a stage whose flows all stay inside their own scale-up domains: domains never
     share a link then, so domains wired alike carrying the same local flows behave identically. Returns the
     stage reduced to one representative domain per class, and (representative, others) per class."""
-    s, t = stage.positions(fabric)
-    ds = fabric.acc_domain[s]
-    if s.size < 256 or not np.array_equal(ds, fabric.acc_domain[t]):
+    s, t = stage.positions(wiring)
+    ds = wiring.acc_domain[s]
+    if s.size < 256 or not np.array_equal(ds, wiring.acc_domain[t]):
         return None
-    ls, lt = fabric.acc_local[s], fabric.acc_local[t]
+    ls, lt = wiring.acc_local[s], wiring.acc_local[t]
     order = np.lexsort((lt, ls, ds))
     doms, counts = np.unique(ds[order], return_counts=True)
     if np.unique(counts).size != 1:
         return None
     c = int(counts[0])
-    sig = np.array([fabric.domain_signature(int(d)) for d in doms], dtype=float)
+    sig = np.array([wiring.domain_signature(int(d)) for d in doms], dtype=float)
     key = np.column_stack([sig, ls[order].reshape(-1, c), lt[order].reshape(-1, c), stage.bytes[order].reshape(-1, c)])
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
@@ -149,13 +137,13 @@ def symmetric(fabric: Fabric, stage: Stage) -> tuple[Stage, tuple[tuple[int, tup
         stage.bytes[keep],
         stage.steps,
         stage.what,
-        (fabric, s[keep], t[keep]),
+        (wiring, s[keep], t[keep]),
     )
     return reduced, replicas
 
 
 def cost_stage(
-    fabric: Fabric,
+    wiring: Wiring,
     stage: Stage,
     endpoint_s: float,
     routes: Routes | None = None,
@@ -166,15 +154,15 @@ def cost_stage(
     replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
     weight = None
     if routes is None and capacity is None and symmetry:
-        reduced = symmetric(fabric, stage)
+        reduced = symmetric(wiring, stage)
         if reduced is not None:
             stage, replicas = reduced
             mult = {rep: 1 + len(others) for rep, others in replicas}
-            weight = np.array([mult[int(d)] for d in fabric.acc_domain[stage.positions(fabric)[0]]], dtype=float)
-    routes = routes or fabric.route(*stage.positions(fabric))
+            weight = np.array([mult[int(d)] for d in wiring.acc_domain[stage.positions(wiring)[0]]], dtype=float)
+    routes = routes or wiring.route(*stage.positions(wiring))
     inc = routes.incidence
-    cap = fabric.capacity if capacity is None else capacity
-    unknown = fabric.unknown_capacity(inc)
+    cap = wiring.capacity if capacity is None else capacity
+    unknown = wiring.unknown_capacity(inc)
     if unknown:
         raise UnknownCapacity(
             f"{stage.what}: the bandwidth of {', '.join(unknown)} is unknown "
@@ -182,10 +170,10 @@ def cost_stage(
         )
     # A flow's demand: its share of its own ranks' access links (every flow of a rank shares that rank's
     # injection and reception) and never more than its path's narrowest link. That is the bandwidth term;
-    # whatever the fair share over the whole fabric takes away beyond it is queueing, and it appears only
+    # whatever the fair share over the whole wiring takes away beyond it is queueing, and it appears only
     # where the offered load (demands on a link) exceeds the link's capacity.
     alone = alone_rates(inc, cap)
-    demand = np.minimum(max_min(inc, np.where(fabric.access, cap, np.inf)), alone)
+    demand = np.minimum(max_min(inc, np.where(wiring.access, cap, np.inf)), alone)
     fair = max_min(inc, cap)
     b = stage.bytes
     t_alone = np.divide(b, demand, out=np.zeros_like(b), where=demand > 0)
@@ -208,7 +196,7 @@ def cost_stage(
         util,
         flows,
         slow_links,
-        injected(fabric, inc, b if weight is None else b * weight),
+        injected(wiring, inc, b if weight is None else b * weight),
         routes.notes,
         float(routes.hops.max(initial=0.0)),
         float(alone[slow] * 8 / 1e9) if b.size and np.isfinite(alone[slow]) else None,
@@ -216,12 +204,12 @@ def cost_stage(
     )
 
 
-def injected(fabric: Fabric, inc: sp.csr_matrix, b: np.ndarray) -> dict[str, float]:
+def injected(wiring: Wiring, inc: sp.csr_matrix, b: np.ndarray) -> dict[str, float]:
     """Bytes put on each network: a flow counts on a network where it enters it (accelerator → scale-up,
     accelerator → NIC for host, NIC → leaf for scale-out), so NVLink and NIC bytes are never added together."""
-    tails, heads = fabric.tail, fabric.head
-    net = np.repeat(fabric.network, 2)
-    tk, hk = fabric.kind[tails], fabric.kind[heads]
+    tails, heads = wiring.tail, wiring.head
+    net = np.repeat(wiring.network, 2)
+    tk, hk = wiring.kind[tails], wiring.kind[heads]
     per_link = inc @ b
     out = {}
     masks = {
@@ -251,7 +239,7 @@ def _pairs(groups: Sequence[Sequence[str]], per_pair: float) -> tuple[list[str],
 def _pair_stage(groups: Sequence[Sequence[str]], per_pair: float, steps: int, what: str) -> Stage:
     """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage."""
     src, dst, size = _pairs(groups, per_pair)
-    return Stage(src, dst, size, steps, what, groups=[list(g) for g in groups])
+    return Stage(src, dst, size, steps, what)
 
 
 def _ring(groups: Sequence[Sequence[str]], per_flow: float) -> tuple[list[str], list[str], np.ndarray]:
@@ -269,7 +257,7 @@ def collective_stages(
     """The flows of one collective run by every group at once, as stages, and the algorithm assumed.
 
     Inside one domain: direct (every member sends its share to every other member: on a switch the same
-    injection as a ring, on a mesh each pair on its own link). One member per domain: ring over the fabric.
+    injection as a ring, on a mesh each pair on its own link). One member per domain: ring over the wiring.
     Equal members in every domain: hierarchical (inside, then one ring per local index across domains, then
     inside). Otherwise: one flat ring in rank order. All-to-all is always direct: every pair, S/n each."""
     groups = [list(g) for g in groups if len(g) > 1]
@@ -277,7 +265,7 @@ def collective_stages(
         return "nothing to exchange (groups of one)", []
     n = len(groups[0])
     wire = collectives.wire_factor(op, n)
-    steps = collectives.steps(op, n)
+    steps = collectives.ring_steps(op, n)
     shapes = []
     for g in groups:
         counts: dict[str, int] = {}
@@ -305,11 +293,11 @@ def collective_stages(
             inner_groups += members
             outer_groups += [[m[i] for m in members] for i in range(local)]
         inner_wire = collectives.wire_factor("reduce-scatter", local) * size / (local - 1)
-        rs = _pair_stage(inner_groups, inner_wire, collectives.steps("reduce-scatter", local), what)
-        ag = _pair_stage(inner_groups, inner_wire, collectives.steps("all-gather", local), what)
+        rs = _pair_stage(inner_groups, inner_wire, collectives.ring_steps("reduce-scatter", local), what)
+        ag = _pair_stage(inner_groups, inner_wire, collectives.ring_steps("all-gather", local), what)
         across = Stage(
             *_ring(outer_groups, collectives.wire_factor(op, outer) * size / local),
-            collectives.steps(op, outer),
+            collectives.ring_steps(op, outer),
             what,
         )
         stages = {"all-reduce": [rs, across, ag], "reduce-scatter": [rs, across], "all-gather": [across, ag]}[op]
@@ -393,19 +381,6 @@ def tree_stages(
     )
 
 
-def along_tree(fabric: Fabric, r: RoutedPhase, endpoint_s: float, capacity: np.ndarray | None = None) -> RoutedPhase:
-    """The same phase with its all-reduce flows on the tree edges (parent/child of both trees) instead of ring
-    neighbours: what the links carry when the library runs the tree algorithm."""
-    from dataclasses import replace
-
-    built = [tree_stages(groups, size, r.domain_of, f"{r.phase} (tree)") for _, groups, size in r.parts]
-    merged = _merge([s for _, s in built if s])
-    if not merged:
-        return r
-    load = cost_phase(fabric, built[0][0], merged, endpoint_s, capacity)
-    return replace(r, load=load, stages=merged)
-
-
 def send_stage(pairs: Sequence[tuple[str, str]], size: float, what: str) -> Stage:
     return Stage([a for a, _ in pairs], [b for _, b in pairs], np.full(len(pairs), float(size)), 1, what)
 
@@ -439,17 +414,17 @@ def _fit(a: np.ndarray, n: int) -> np.ndarray:
 
 
 def cost_phase(
-    fabric: Fabric,
+    wiring: Wiring,
     algorithm: str,
     stages: Sequence[Stage],
     endpoint_s: float,
     capacity: np.ndarray | None = None,
     symmetry: bool = True,
 ) -> PhaseLoad:
-    costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity, symmetry=symmetry) for s in stages]
+    costs = [cost_stage(wiring, s, endpoint_s, capacity=capacity, symmetry=symmetry) for s in stages]
     if len({c.replicas for c in costs if c.replicas}) > 1:  # stages reduced differently: cost them in full
-        costs = [cost_stage(fabric, s, endpoint_s, capacity=capacity, symmetry=False) for s in stages]
-    nl = fabric.n_links
+        costs = [cost_stage(wiring, s, endpoint_s, capacity=capacity, symmetry=False) for s in stages]
+    nl = wiring.n_links
     if not costs:
         z = np.zeros(nl)
         return PhaseLoad(algorithm, 0.0, 0.0, 0.0, z, z, z.astype(np.int64), np.zeros(0, np.int64), {})
@@ -478,31 +453,31 @@ def cost_phase(
     )
 
 
-def link_rows(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
+def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation.
 
     Links of domains that replicate a representative (exact symmetry) get the representative's figures."""
-    nl = fabric.n_links
+    nl = wiring.n_links
     lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
-    edges = fabric.edges
-    # Plain ints and lists from here on: numpy scalars and the fabric's array properties cost per access.
+    edges = wiring.edges
+    # Plain ints and lists from here on: numpy scalars and the wiring's array properties cost per access.
     used = np.flatnonzero(lb > 0).tolist()
     arcs: list[tuple[str, str, int]] = [(edges[i // 2][i % 2], edges[i // 2][1 - i % 2], i) for i in used]
     for rep, others in load.replicas:
-        rep_links = fabric.domain_arcs.get(rep)
+        rep_links = wiring.domain_arcs.get(rep)
         if rep_links is None:
             continue
         hot = np.flatnonzero(lb[rep_links] > 0).tolist()
         links = rep_links.tolist()
         for d in others:
-            names = fabric.local_arc_names(d)
+            names = wiring.local_arc_names(d)
             arcs += [(names[k][0], names[k][1], links[k]) for k in hot]
     # Per-arc numbers converted once, as arrays (a numpy scalar per arc and field was most of this function).
     idx = np.fromiter((i for _, _, i in arcs), dtype=np.int64, count=len(arcs))
     arc_bytes, arc_util = lb[idx].tolist(), lu[idx].tolist()
     arc_flows = lf[idx].astype(np.int64).tolist()
-    arc_gbps = (fabric.capacity[idx] / 1e9 * 8).tolist()
-    network, eu, ev, kind = fabric.network, fabric.eu, fabric.ev, fabric.kind
+    arc_gbps = (wiring.capacity[idx] / 1e9 * 8).tolist()
+    network, eu, ev, kind = wiring.network, wiring.eu, wiring.ev, wiring.kind
     tiers: dict[tuple[str, str], str] = {}
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (tail, head, i), nbytes, util, flows, gbps in zip(arcs, arc_bytes, arc_util, arc_flows, arc_gbps, strict=True):
@@ -532,12 +507,12 @@ def link_rows(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
 
 
 def hot_links(
-    fabric: Fabric, load: PhaseLoad, top: int = 5, rows: list[dict[str, Any]] | None = None
+    wiring: Wiring, load: PhaseLoad, top: int = 5, rows: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """The most utilised links (ties broken by name, so the list is deterministic); `rows`: the phase's
-    `link_rows`, when the caller has them already (they take seconds on the 24,576-GPU cluster)."""
+    `link_rows`, when the caller has them already (on a large cluster they are many)."""
     rows = sorted(
-        link_rows(fabric, load) if rows is None else rows, key=lambda r: (-r["utilization"], r["source"], r["target"])
+        link_rows(wiring, load) if rows is None else rows, key=lambda r: (-r["utilization"], r["source"], r["target"])
     )
     return [
         {k: r[k] for k in ("source", "target", "network", "tier", "utilization", "bytes_forward", "bytes_reverse")}
@@ -545,14 +520,14 @@ def hot_links(
     ]
 
 
-def lineage_links(fabric: Fabric, load: PhaseLoad) -> list[dict[str, Any]]:
+def lineage_links(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     """Edge attributes (field, status) of every link on the slowest path: the phase's lineage."""
     edges = sorted({int(link) // 2 for link in load.slowest_links})
-    return [fabric.edge_data[e] for e in edges]
+    return [wiring.edge_data[e] for e in edges]
 
 
 def added_queueing(
-    fabric: Fabric,
+    wiring: Wiring,
     stages: Sequence[Stage],
     mine: PhaseLoad,
     others: Sequence[tuple[PhaseLoad, int]],
@@ -563,8 +538,8 @@ def added_queueing(
 
     The other job keeps each link busy for a share of its step (its bytes × count ÷ capacity ÷ step, at most
     0.95); my phase is re-costed with those shared links' capacities reduced by that share."""
-    nl = fabric.n_links
-    cap = fabric.capacity
+    nl = wiring.n_links
+    cap = wiring.capacity
     busy = np.zeros(nl)
     for load, count in others:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -575,37 +550,24 @@ def added_queueing(
         return 0.0, 0.0
     reduced = cap.copy()
     reduced[shared] *= 1 - busy[shared]
-    again = cost_phase(fabric, mine.algorithm, stages, 0.0, capacity=reduced)
+    again = cost_phase(wiring, mine.algorithm, stages, 0.0, capacity=reduced)
     before = mine.bandwidth_s + mine.queueing_s
     return max(0.0, again.bandwidth_s + again.queueing_s - before), float(busy[shared].max())
 
 
-# ---- a workload's phases, every group of every phase routed at once ---------------------------------
-
-
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    """Read a workload section whether it is a mapping or a typed model."""
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
+# ---- a communication routed: every group of every part at once ------------------------------------------------
 
 
 @dataclass
 class RoutedPhase:
+    """A communication's flows over the wiring (all its groups at once) and what they put on every link."""
+
     phase: str
     collective: str
     count: int
     bytes_per_rank: float
-    group_size: int
-    groups: int
     load: PhaseLoad
     stages: list[Stage] = field(default_factory=list)
-    # The collectives the phase runs at once (op, every group's accelerators, buffer size) and each
-    # accelerator's domain: what `along_tree` re-routes when the library's choice is a tree.
-    parts: tuple[tuple[str, list[list[str]], float], ...] = ()
-    domain_of: dict[str, str] = field(default_factory=dict)
 
 
 def _merge(parts: Sequence[Sequence[Stage]]) -> list[Stage]:
@@ -625,147 +587,54 @@ def _merge(parts: Sequence[Sequence[Stage]]) -> list[Stage]:
     return out
 
 
-def _dtype_bytes(dtype: str) -> float:
-    from .sizing import dtype_bytes
-
-    return dtype_bytes(dtype)
-
-
-def workload_phases(
-    fabric: Fabric, w: Any, endpoint_s: float, offset: int = 0, capacity: np.ndarray | None = None
-) -> tuple[Any, list[RoutedPhase]]:
-    """Place `w` (every group validated) and cost each backend phase with all its groups routed at once."""
-    with no_cyclic_gc():
-        return _workload_phases(fabric, w, endpoint_s, offset, capacity)
-
-
-def _workload_phases(
-    fabric: Fabric, w: Any, endpoint_s: float, offset: int, capacity: np.ndarray | None
-) -> tuple[Any, list[RoutedPhase]]:
-    from .placement import check_degrees, gradient_shards, place, rank_accelerators, training_groups
-
-    g = fabric.g
-    m, t, inf = w.model, w.training, w.inference
-    what = f"workload {w.id}"
-    act_bytes = _dtype_bytes(_get(m, "dtype"))
-    phases: list[RoutedPhase] = []
-
-    def add(name: str, op: str, groups: list[list[str]], size: float, count: int, dom: dict[str, str]) -> None:
-        algorithm, stages = collective_stages(op, groups, size, dom, f"{what} {name}")
-        if stages:
-            load = cost_phase(fabric, algorithm, stages, endpoint_s, capacity)
-            phases.append(
-                RoutedPhase(
-                    name, op, count, size, len(groups[0]), len(groups), load, stages, ((op, groups, size),), dom
-                )
-            )
-
-    if t is not None:
-        tp, pp, dp, ep = _get(t, "tp"), _get(t, "pp"), _get(t, "dp"), _get(t, "ep", 1) or 1
-        check_degrees(m, t, what)
-        grp = training_groups(tp, pp, dp, ep)
-        at = rank_accelerators(g, w, offset)
-        p = place(g, tp * pp * dp, grp, declared=[at[r] for r in range(tp * pp * dp)], what=what)
-        dom = {a: p.domain[a] for a in p.accelerators}
-        act = _get(t, "micro_batch") * _get(t, "seq_len") * _get(m, "hidden") * act_bytes
-        mb = _get(t, "microbatches")
-        if tp > 1:
-            add(
-                "tp-all-reduce",
-                "all-reduce",
-                [p.members(x) for x in grp.tp],
-                act,
-                int(4 * _get(m, "layers") / pp * mb),
-                dom,
-            )
-        if pp > 1:
-            pairs = [(p.accelerators[x[k]], p.accelerators[x[k + 1]]) for x in grp.pp for k in range(pp - 1)]
-            stage = send_stage(pairs, act / tp, f"{what} pp-send")
-            load = cost_phase(fabric, "point-to-point", [stage], endpoint_s, capacity)
-            phases.append(RoutedPhase("pp-send", "send", 2 * mb, act / tp, 2, len(pairs), load, [stage]))
-        shards = gradient_shards(m, t)
-        gb = _dtype_bytes(_get(t, "grad_dtype", "bf16") or "bf16")
-        dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
-        ops = [("reduce-scatter", 1), ("all-gather", 2)] if _get(t, "sharded") else [("all-reduce", 1)]
-        for op, count in ops:
-            name = {"reduce-scatter": "dp-reduce-scatter", "all-gather": "dp-all-gather"}.get(op, "dp-all-reduce")
-            parts, algs, asked = [], [], []
-            if dp > 1:
-                members = [p.members(x) for x in grp.dp]
-                a, s = collective_stages(op, members, dense, dom, f"{what} {name}")
-                parts.append(s)
-                algs.append(a)
-                asked.append((op, members, dense))
-            if expert and len(grp.expert[0]) > 1:
-                members = [p.members(x) for x in grp.expert]
-                a, s = collective_stages(op, members, expert, dom, f"{what} {name}")
-                parts.append(s)
-                algs.append("experts: " + a)
-                asked.append((op, members, expert))
-            if parts:
-                merged = _merge(parts)
-                load = cost_phase(fabric, "; ".join(algs), merged, endpoint_s, capacity)
-                phases.append(
-                    RoutedPhase(name, op, count, dense + expert, dp, len(grp.dp), load, merged, tuple(asked), dom)
-                )
-        if ep > 1:
-            e = _get(m, "experts")
-            tokens = _get(t, "micro_batch") * _get(t, "seq_len") * _get(e, "top_k") * _get(m, "hidden") * act_bytes
-            count = int(4 * _get(e, "moe_layers") / pp * mb)
-            add("ep-all-to-all", "all-to-all", [p.members(x) for x in grp.ep], tokens, count, dom)
-        return p, phases
-    mode = _get(inf, "mode")
-    batch = _get(inf, "batch", 1) or 1
-    hidden = _get(m, "hidden") * act_bytes
-    layers = _get(m, "layers")
-    out_tokens = _get(inf, "output_tokens")
-    prompt = _get(inf, "prompt_tokens")
-    if mode == "aggregated":
-        tp = _get(inf, "tp", 1) or 1
-        grp = _groups_of([list(range(tp))])
-        at = rank_accelerators(g, w, offset)
-        p = place(g, tp, grp, declared=[at[r] for r in range(tp)], what=what)
-        dom = {a: p.domain[a] for a in p.accelerators}
-        if tp > 1:
-            members = [p.members(grp.tp[0])]
-            add("prefill-tp-all-reduce", "all-reduce", members, batch * prompt * hidden, 2 * layers, dom)
-            add("decode-tp-all-reduce", "all-reduce", members, batch * hidden, 2 * layers * out_tokens, dom)
-        return p, phases
-    ptp, dtp = _get(inf, "prefill_tp", 1) or 1, _get(inf, "decode_tp", 1) or 1
-    start = _get(inf, "decode_pool_start")
-    start = ptp if start is None else start
-    at = rank_accelerators(g, w, offset)
-    declared = [at[r] for r in range(ptp)] + [at[r] for r in range(start, start + dtp)]
-    grp = _groups_of([list(range(ptp)), list(range(ptp, ptp + dtp))])
-    p = place(g, ptp + dtp, grp, declared=declared, what=what)
-    dom = {a: p.domain[a] for a in p.accelerators}
-    prefill, decode = p.members(grp.tp[0]), p.members(grp.tp[1])
-    if ptp > 1:
-        add("prefill-tp-all-reduce", "all-reduce", [prefill], batch * prompt * hidden, 2 * layers, dom)
-    kv = 2 * layers * _get(m, "kv_heads") * _get(m, "head_dim") * act_bytes * prompt * batch
-    pairs, sizes = [], []
-    for i, a in enumerate(prefill):
-        for j, b in enumerate(decode):
-            # Prefill rank i holds KV heads [i/ptp, (i+1)/ptp); decode rank j needs [j/dtp, (j+1)/dtp).
-            share = max(0.0, min((i + 1) / ptp, (j + 1) / dtp) - max(i / ptp, j / dtp))
-            if share > 0 and a != b:
-                pairs.append((a, b))
-                sizes.append(share * kv)
-    stage = Stage([a for a, _ in pairs], [b for _, b in pairs], np.array(sizes), 1, f"{what} kv-transfer")
-    load = cost_phase(
-        fabric,
-        "point-to-point: each prefill rank's KV heads to the decode ranks that hold them",
-        [stage],
-        endpoint_s,
-        capacity,
-    )
-    phases.append(RoutedPhase("kv-transfer", "send", 1, kv / dtp, 2, len(pairs), load, [stage]))
-    if dtp > 1:
-        add("decode-tp-all-reduce", "all-reduce", [decode], batch * hidden, 2 * layers * out_tokens, dom)
-    return p, phases
+def route(
+    wiring: Wiring,
+    comm: Communication,
+    accelerators: Mapping[int, str],
+    algorithm: str,
+    endpoint_s: float,
+    what: str,
+    capacity: np.ndarray | None = None,
+) -> RoutedPhase:
+    """Every group of `comm` placed (`accelerators`: rank → accelerator) and routed at once, with the flows of the
+    algorithm the collective library runs (`algorithm`, as the registry chose it: a tree is routed along the
+    tree's edges, every other collective as ring neighbours or direct pairs), shared fairly and timed."""
+    where = f"{what} {comm.phase}"
+    if comm.collective == "send":
+        pairs = [(accelerators[a], accelerators[b], part.bytes_per_rank) for part in comm.parts for a, b in part.groups]
+        stage = Stage([a for a, _, _ in pairs], [b for _, b, _ in pairs], np.array([x for *_, x in pairs]), 1, where)
+        name, stages = "point-to-point", [stage]
+    else:
+        domain_of = accelerator_domains(wiring.g)
+        built = []
+        for part in comm.parts:
+            groups = [[accelerators[r] for r in g] for g in part.groups]
+            if algorithm == "tree":
+                built.append(tree_stages(groups, part.bytes_per_rank, domain_of, where))
+            else:
+                built.append(collective_stages(comm.collective, groups, part.bytes_per_rank, domain_of, where))
+        name = "; ".join(n for n, _ in built)
+        stages = built[0][1] if len(built) == 1 and algorithm != "tree" else _merge([s for _, s in built if s])
+    load = cost_phase(wiring, name, stages, endpoint_s, capacity)
+    return RoutedPhase(comm.phase, comm.collective, comm.count, comm.bytes_per_rank, load, stages)
 
 
-def _groups_of(tp_groups: list[list[int]]) -> Any:
-    from .placement import Groups
-
-    return Groups(tp=tuple(tuple(x) for x in tp_groups))
+def rank_ceiling(wiring: Wiring, src: Sequence[str], dst: Sequence[str]) -> float:
+    """Bytes per second the slowest sending rank of these flows can put on the wire, with the network to them: per
+    rank, over each link leaving it, the link's capacity or what its flows could put there (each flow's path
+    bottleneck times its share on that link), whichever is less, summed over the rank's links. A pair of a mesh
+    gets its one link; a rank of a switched domain every link to the switches; a rank crossing the fabric its
+    path to the NIC and beyond."""
+    s, t = wiring.positions(src), wiring.positions(dst)
+    inc = wiring.route(s, t).incidence
+    cap = wiring.capacity
+    alone = alone_rates(inc, cap)
+    coo = inc.tocoo()
+    leaving = wiring.tail[coo.row] == wiring.acc_node[s][coo.col]
+    link, flow = coo.row[leaving], coo.col[leaving]
+    key = s[flow] * wiring.n_links + link
+    keys, inverse = np.unique(key, return_inverse=True)
+    offered = np.bincount(inverse.ravel(), weights=alone[flow] * coo.data[leaving])
+    usable = np.minimum(offered, cap[keys % wiring.n_links])
+    ranks, at = np.unique(keys // wiring.n_links, return_inverse=True)
+    return float(np.bincount(at.ravel(), weights=usable).min()) if ranks.size else 0.0

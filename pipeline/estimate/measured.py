@@ -16,7 +16,7 @@ from ..core.schemas import load_json, load_model
 from ..core.store import SnapshotStore, sha256_bytes
 from ..errors import UsageError, ValidationError
 from ..formats.measured import MeasuredPin
-from .algorithms import ALGORITHMS
+from .collectives import ALGORITHMS
 from .nccl_log import Log, parse_text
 
 TABLE = "measurements"
@@ -72,7 +72,7 @@ def import_log(
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     log = parse_text(text, str(file), op)
-    from .calculator import view_for
+    from .view import view_for
 
     view = view_for(lay, topology_id)
     if log.ranks > len(view.accelerators):
@@ -189,23 +189,22 @@ def write_measurements(lay: Layout) -> Path:
 def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The model beside each measured row (same order): the same op, ranks and forced algorithm on the topology
     the log ran on; its time, busbw, model / measured busbw ratio, chosen algorithm and protocol, confidence."""
-    from .algorithms import estimate
-    from .calculator import _technology, confidence, place, view_for
+    from .calculator import confidence, place
     from .calibration import load_calibration
+    from .collectives import estimate
+    from .view import technology, view_for
 
     if not measured:
         return []
     cal = load_calibration(lay.root)
     view = view_for(lay, topology_id)
-    tech = _technology(lay, view.reference)
-    placed_by_ranks: dict[int, Any] = {}
+    tech = technology(lay, view.reference)
+    shapes: dict[int, Any] = {}
     out = []
     for m in measured:
         ranks = m["ranks"]
-        placed = placed_by_ranks.get(ranks) or placed_by_ranks.setdefault(
-            ranks, place(view, cal, ranks, technology=tech)
-        )
-        cost = estimate(cal, m["op"], placed.fabric, float(m["bytes"]), m["algorithm_declared"] or None)
+        shape = shapes.get(ranks) or shapes.setdefault(ranks, place(view, cal, ranks, technology=tech))
+        cost = estimate(cal, m["op"], shape, float(m["bytes"]), m["algorithm_declared"] or None)
         busbw = m["measured_busbw_gb_per_s"]
         out.append(
             {
@@ -215,7 +214,7 @@ def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) ->
                 "algorithm": cost.algorithm,
                 "protocol": cost.protocol,
                 "algorithm_declared": m["algorithm_declared"] or None,
-                "confidence": confidence(cost, placed, topology_id),
+                "confidence": confidence(cost, shape),
             }
         )
     return out

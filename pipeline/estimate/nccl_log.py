@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ValidationError
-from .algorithms import OPS, bus_factor
+from .collectives import OPS, bus_factor
 
 # nccl-tests binary name → the operation as this project names it.
 TESTS = {

@@ -9,32 +9,33 @@ say, by the cluster (`placement`, default fill-domains):
 * spread: the same inside each domain, but the domains the job needs are every k-th domain of the topology
   (k = domains available ÷ domains needed), so data-parallel rings cross leaves and pods;
 * explicit: ranges of ranks on consecutive accelerators in topology order from a named (or indexed) one.
- Every TP / PP / DP / EP group is built —
-not one representative — and every TP group must lie inside one scale-up domain; the error names the group
-and the accelerators it spans.
+
+Every tensor-parallel group must lie inside one scale-up domain; the error names the group and the accelerators
+it spans.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import networkx as nx
 
 from ..errors import UsageError
+from .decompose import Communication, Decomposition, check_degrees
+from .view import View
+from .workloads import Workload
 
 
 class PlacementError(UsageError):
     """A workload cannot be laid onto the topology as declared (exit code 2: the request is wrong)."""
 
 
-# The accelerators of a graph (in order, and their domains) per graph object: a traffic process asks ~20 times per
-# topology (every placement, the sharing check, the failure scenarios) and each answer walked every node (~10^5 on
-# a big cluster: 1.7 s of the sharing stage's CPU, half of a small workload's on the 24,576-GPU cluster). The
-# traffic code never mutates a built graph; the node count is checked as a guard.
+# The accelerators of a graph (in order, and their domains) per graph object: every placement, the sharing check and
+# the failure scenarios ask, and each answer walks every node of the graph. The traffic code never mutates a built
+# graph; the node count is checked as a guard.
 _ACCELERATORS: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...], Mapping[str, str]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -66,127 +67,7 @@ def accelerator_domains(g: nx.Graph) -> Mapping[str, str]:
     return _accelerators(g)[2]
 
 
-@dataclass(frozen=True)
-class Groups:
-    """Rank groups by kind. `expert` groups are the ranks holding the same expert (its data-parallel replicas)."""
-
-    tp: tuple[tuple[int, ...], ...] = ()
-    pp: tuple[tuple[int, ...], ...] = ()
-    dp: tuple[tuple[int, ...], ...] = ()
-    ep: tuple[tuple[int, ...], ...] = ()
-    expert: tuple[tuple[int, ...], ...] = ()
-
-    def items(self) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
-        return [("TP", self.tp), ("PP", self.pp), ("DP", self.dp), ("EP", self.ep), ("expert-DP", self.expert)]
-
-
-def training_groups(tp: int, pp: int, dp: int, ep: int = 1) -> Groups:
-    """All groups of a TP × PP × DP (× EP over the TP·DP plane of each stage) layout."""
-
-    def rank(t: int, d: int, p: int) -> int:
-        return t + tp * (d + dp * p)
-
-    tps = tuple(tuple(rank(t, d, p) for t in range(tp)) for p in range(pp) for d in range(dp))
-    pps = tuple(tuple(rank(t, d, p) for p in range(pp)) for d in range(dp) for t in range(tp))
-    dps = tuple(tuple(rank(t, d, p) for d in range(dp)) for p in range(pp) for t in range(tp))
-    eps: tuple[tuple[int, ...], ...] = ()
-    experts: tuple[tuple[int, ...], ...] = ()
-    if ep > 1:
-        plane = tp * dp
-        # The EP group walks the TP·DP plane in rank order: flat index i = t + TP·d.
-        flat = [[rank(i % tp, i // tp, p) for i in range(plane)] for p in range(pp)]
-        eps = tuple(tuple(f[k : k + ep]) for f in flat for k in range(0, plane, ep))
-        experts = tuple(tuple(f[k + e] for k in range(0, plane, ep)) for f in flat for e in range(ep))
-    return Groups(tps, pps, dps, eps, experts)
-
-
-@dataclass
-class Placement:
-    """Which accelerator each rank runs on, the groups, and the scale-up domain of every accelerator."""
-
-    topology_id: str
-    accelerators: list[str]
-    groups: Groups
-    domain: Mapping[str, str] = field(default_factory=dict)
-    declared: bool = False
-
-    def members(self, group: Sequence[int]) -> list[str]:
-        return [self.accelerators[r] for r in group]
-
-    def domains(self, group: Sequence[int]) -> list[str]:
-        return [self.domain[self.accelerators[r]] for r in group]
-
-
-def place(
-    g: nx.Graph,
-    ranks: int,
-    groups: Groups,
-    *,
-    offset: int = 0,
-    declared: Sequence[str] | None = None,
-    what: str = "workload",
-) -> Placement:
-    """Map ranks to accelerators (declared, or domains filled in order from `offset`) and validate every group."""
-    tid = g.graph.get("topology_id", "?")
-    domain = accelerator_domains(g)
-    if declared is not None:
-        accs = list(declared)
-        if len(accs) != ranks:
-            raise PlacementError(f"{what}: the declared placement names {len(accs)} accelerators for {ranks} ranks")
-        unknown = [a for a in accs if a not in domain]
-        if unknown:
-            raise PlacementError(f"{what}: declared accelerators not in topology {tid}: {', '.join(unknown[:5])}")
-        seen: set[str] = set()
-        again: set[str] = set()
-        for a in accs:  # one pass: 131,072 ranks must not cost n² look-ups
-            (again if a in seen else seen).add(a)
-        twice = sorted(again)
-        if twice:
-            raise PlacementError(f"{what}: declared placement uses an accelerator twice: {', '.join(twice[:5])}")
-    else:
-        order = ordered_accelerators(g)
-        if offset < 0 or offset + ranks > len(order):
-            raise PlacementError(
-                f"{what} needs {ranks} accelerators from index {offset}; topology {tid} has {len(order)}"
-            )
-        accs = order[offset : offset + ranks]
-    p = Placement(tid, accs, groups, domain, declared is not None)
-    validate(p, what)
-    return p
-
-
-def _span(p: Placement, group: Sequence[int]) -> str:
-    by: dict[str, list[str]] = {}
-    for r in group:
-        a = p.accelerators[r]
-        by.setdefault(p.domain[a], []).append(a)
-    return "; ".join(f"domain {d}: {', '.join(members)}" for d, members in by.items())
-
-
-def validate(p: Placement, what: str) -> None:
-    """Every TP group inside one scale-up domain (tensor parallelism never crosses the scale-out fabric)."""
-    for i, group in enumerate(p.groups.tp):
-        if len(set(p.domains(group))) > 1:
-            raise PlacementError(
-                f"{what} on {p.topology_id}: TP group {i} (ranks {group[0]}–{group[-1]}) straddles "
-                f"{len(set(p.domains(group)))} scale-up domains ({_span(p, group)}); tensor parallelism must stay "
-                "inside one scale-up domain: choose a TP degree that divides the domain size"
-            )
-
-
 STRATEGIES = ("fill-domains", "spread", "explicit")
-
-
-def used_ranks(w: Any) -> list[int]:
-    """The ranks a workload occupies (a disaggregated service may leave a gap before its decode pool)."""
-    if w.training is not None:
-        t = w.training
-        return list(range(t.tp * t.pp * t.dp))
-    i = w.inference
-    if i.mode == "aggregated":
-        return list(range(i.tp))
-    start = i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
-    return sorted(set(range(i.prefill_tp)) | set(range(start, start + i.decode_tp)))
 
 
 def strategy_of(g: nx.Graph, w: Any) -> str:
@@ -204,7 +85,7 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
     accelerators in topology order; explicit ranges name absolute accelerators and ignore it."""
     tid = g.graph.get("topology_id", "?")
     where = f"{w.path}" if getattr(w, "path", None) else f"workload {w.id}"
-    ranks = used_ranks(w)
+    ranks = w.used_ranks
     span = max(ranks) + 1
     strategy = strategy_of(g, w)
     order = ordered_accelerators(g)
@@ -288,71 +169,43 @@ def _runs(ranks: list[int]) -> str:
     return ", ".join(out[:6]) + (" …" if len(out) > 6 else "")
 
 
-def as_dict(obj: Any) -> dict[str, Any]:
-    """A workload section as a plain mapping, whether it arrives as a dict or a typed (pydantic) model."""
-    if obj is None:
-        return {}
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump()
-    return dict(vars(obj))
+def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[int, str]:
+    """The accelerator of each rank the workload uses (its declared placement, or the cluster's default); a
+    workload larger than what is left of the topology, degrees that do not divide what they split, or a
+    tensor-parallel group beyond or across scale-up domains, is refused with what to change."""
+    view.check_size(offset + d.ranks, f"workload {d.workload_id}")
+    accelerators = rank_accelerators(view.g, w, offset)
+    tied = [c for c in d.communications if c.one_domain is not None]
+    for comm in tied:
+        check_one_domain(view, comm, [accelerators[r] for r in comm.group])
+    if w.training is not None:
+        check_degrees(w.model, w.training, f"workload {w.id}")
+    domain = accelerator_domains(view.g)
+    for comm in tied:
+        for i, group in enumerate(comm.parts[0].groups):
+            spans: dict[str, list[str]] = {}
+            for r in group:
+                spans.setdefault(domain[accelerators[r]], []).append(accelerators[r])
+            if len(spans) > 1:
+                where = "; ".join(f"domain {k}: {', '.join(v)}" for k, v in spans.items())
+                raise PlacementError(
+                    f"workload {w.id} on {view.g.graph.get('topology_id', '?')}: TP group {i} (ranks {group[0]}–"
+                    f"{group[-1]}) straddles {len(spans)} scale-up domains ({where}); tensor parallelism must stay "
+                    "inside one scale-up domain: choose a TP degree that divides the domain size"
+                )
+    return accelerators
 
 
-def check_degrees(model: Any, training: Any, what: str) -> None:
-    """Degrees must divide what they split: TP the hidden size and the KV heads, EP the experts. PP need not divide
-    the layers: stages may be uneven (`schedule.stage_layers`), as Llama 3's 126 layers on 16 stages were."""
-    model, training = as_dict(model), as_dict(training)
-    tp, pp, dp, ep = training["tp"], training["pp"], training["dp"], training.get("ep") or 1
-    checks = [(tp, "training.tp", model["hidden"], "model.hidden")]
-    if pp > model["layers"]:
-        raise PlacementError(f"{what}: at $.training.pp: {pp} stages for {model['layers']} layers")
-    if model["kv_heads"] >= tp:
-        checks.append((tp, "training.tp", model["kv_heads"], "model.kv_heads"))
-    experts = model.get("experts")
-    if ep > 1 and experts:
-        checks.append((ep, "training.ep", experts["count"], "model.experts.count"))
-        checks.append((ep, "training.ep", tp * dp, "training.tp × training.dp"))
-    for degree, key, value, of in checks:
-        if value % degree:
-            raise PlacementError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")
-
-
-def attention_params(model: Any) -> float:
-    """Parameters of the attention projections (Q and O: hidden², K and V: hidden × kv_heads × head_dim, per layer).
-
-    An MoE workload declares its total parameters, not how they split; this is the part that every expert-parallel
-    rank holds (replicated across EP), everything else is counted as expert weights — a labelled derivation."""
-    model = as_dict(model)
-    h, kv = model["hidden"], model["kv_heads"] * model["head_dim"]
-    return float(model["layers"] * (2 * h * h + 2 * h * kv))
-
-
-@dataclass(frozen=True)
-class GradientShards:
-    """Gradient parameters a rank holds: dense ones (split by TP·PP, replicated over DP) and expert ones
-    (split by EP·PP, replicated over the ranks holding the same expert)."""
-
-    dense_params_per_rank: float
-    expert_params_per_rank: float
-    formula: str
-
-    @property
-    def params_per_rank(self) -> float:
-        return self.dense_params_per_rank + self.expert_params_per_rank
-
-
-def gradient_shards(model: Any, training: Any) -> GradientShards:
-    """Count expert weights once per EP shard: an expert lives on one rank of each EP group, not on every rank."""
-    model, training = as_dict(model), as_dict(training)
-    tp, pp, ep = training["tp"], training["pp"], training.get("ep") or 1
-    params = float(model["params"])
-    if ep <= 1 or not model.get("experts"):
-        return GradientShards(params / (tp * pp), 0.0, "params / (tp · pp)")
-    dense = min(params, attention_params(model))
-    return GradientShards(
-        dense / (tp * pp),
-        (params - dense) / (ep * pp),
-        "dense / (tp · pp) + (params − dense) / (ep · pp); dense = layers · (2·hidden² + 2·hidden·kv_heads·head_dim) "
-        "(attention projections; embeddings and norms counted with the experts — a labelled derivation)",
-    )
+def check_one_domain(view: View, comm: Communication, group: list[str]) -> None:
+    """Tensor parallelism must stay inside one scale-up domain."""
+    tp, what, reference = len(group), comm.one_domain, view.reference
+    if tp > view.domain_size:
+        raise UsageError(
+            f"{what}: tensor parallel degree {tp} exceeds the scale-up domain of {reference} "
+            f"({view.domain_size} accelerators); tensor parallelism must stay inside one scale-up domain"
+        )
+    if len({view.domain(a) for a in group}) > 1:
+        raise UsageError(
+            f"{what}: the tensor-parallel group would straddle two scale-up domains of {reference}; "
+            f"choose a degree that divides the domain size {view.domain_size}"
+        )

@@ -34,30 +34,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
 
 from ..errors import UsageError
 
 GBPS_TO_BYTES = 1e9 / 8
-
-
-def hops_from(adj: sp.csr_matrix, sources: np.ndarray) -> np.ndarray:
-    """Hops from each source along the arcs of `adj` (a row per source; inf where unreachable): breadth first,
-    one frontier of each source at a time. The same numbers as scipy's `csgraph.shortest_path(adj, directed=True,
-    unweighted=True, indices=sources)`, without importing scipy.sparse.csgraph, which loads scipy.linalg: ~0.1 s
-    of every traffic run's imports, for a search over a few thousand switches."""
-    indptr, indices = adj.indptr, adj.indices
-    dist = np.full((len(sources), adj.shape[0]), np.inf)
-    for d, source in zip(dist, np.asarray(sources, dtype=np.int64).tolist(), strict=True):
-        d[source] = 0.0
-        frontier, level = np.array([source], dtype=np.int64), 0
-        while frontier.size:
-            level += 1
-            starts, sizes = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
-            arcs = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-            reached = indices[arcs]
-            frontier = np.unique(reached[np.isinf(d[reached])])
-            d[frontier] = level
-    return dist
 
 
 SWITCH_KINDS = ("leaf", "spine", "core")
@@ -95,7 +76,7 @@ def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray
 @contextmanager
 def no_cyclic_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while routing: a large topology holds millions of live objects, and
-    every automatic collection would walk them all again (a third of routing time at 131,072 GPUs). Nothing is
+    every automatic collection would walk them all again. Nothing is
     skipped: the collector resumes afterwards and takes whatever cycles were left."""
     was = gc.isenabled()
     gc.disable()
@@ -167,7 +148,7 @@ class _LocalPaths:
         return [(int(a), float(f)) for a, f in zip(arcs, share, strict=True)]
 
 
-class Fabric:
+class Wiring:
     """The installed graph as arrays: links with capacities, accelerators with their domains, NICs and leaves.
 
     Links are registered as routes touch them (a job on 4,096 accelerators of a 24,576-accelerator cluster
@@ -276,8 +257,8 @@ class Fabric:
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
         """Accelerators with their domain (domains in order of first appearance) and local index (by `index`),
         in one pass over the nodes and array operations after it."""
-        self._acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
-        acc_data = [node_data[i] for i in self._acc_node.tolist()]
+        self.acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
+        acc_data = [node_data[i] for i in self.acc_node.tolist()]
         acc = [n for n, _ in acc_data]
         dom_of = [d.get("domain") or n for n, d in acc_data]
         idx = [int(d.get("index", 0)) for _, d in acc_data]
@@ -426,7 +407,7 @@ class Fabric:
             self.acc_has_nic[pos] = True
             index = self.index
             nic_at = np.fromiter(map(index.__getitem__, nics), dtype=np.int64, count=len(nics))
-            up = self._links_between(self._acc_node[pos], nic_at)
+            up = self._links_between(self.acc_node[pos], nic_at)
             self.acc_up[pos], self.acc_down[pos] = up, up ^ 1
             leaves = [next((m for m in adj[nic] if m in leaf_set), None) for nic in nics]
             with_leaf = [k for k, leaf in enumerate(leaves) if leaf is not None]
@@ -549,8 +530,11 @@ class Fabric:
         return self._local_cache[key]
 
     def _intra(self, src: np.ndarray, dst: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Entries (link, column, fraction) for pairs inside one domain; src/dst are accelerator positions."""
-        rows, cs, vals = [], [], []
+        """Entries (link, column, fraction) for pairs inside one domain; src/dst are accelerator positions.
+
+        One Python step per distinct (wiring, source, destination) and none per flow or per arc: the entries of
+        every flow are gathered at once, in the order a loop over pairs, then arcs, then flows would give (so
+        the incidence matrix sums its duplicates in the same order, to the same bits)."""
         if src.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         dom = self.acc_domain[src]
@@ -561,29 +545,41 @@ class Fabric:
         inverse = inverse.ravel()
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(uniq.shape[0] + 1))
-        for u, (sg, s, t) in enumerate(uniq):
-            sel = order[bounds[u] : bounds[u + 1]]
-            local = self._local_paths(int(sg), int(s), int(t))
+        arcs: list[int] = []
+        fracs: list[float] = []
+        paths = np.zeros(uniq.shape[0], dtype=np.int64)  # arcs on each pair's shortest paths
+        for u, (sg, s, t) in enumerate(uniq.tolist()):
+            local = self._local_paths(sg, s, t)
             if not local:
+                first = order[bounds[u]]
                 raise CannotRoute(
-                    f"no scale-up path between {self.accs[src[sel[0]]]} and {self.accs[dst[sel[0]]]} "
+                    f"no scale-up path between {self.accs[src[first]]} and {self.accs[dst[first]]} "
                     f"on topology {self.topology_id}"
                 )
-            row, table = self._sig_table(int(sg))
-            table_rows = row[dom[sel]]
-            for arc, f in local:
-                rows.append(table[table_rows, arc])
-                cs.append(cols[sel])
-                vals.append(np.full(sel.size, f))
-        return np.concatenate(rows), np.concatenate(cs), np.concatenate(vals)
+            paths[u] = len(local)
+            arcs += [a for a, _ in local]
+            fracs += [f for _, f in local]
+        flows = np.diff(bounds)  # flows of each pair
+        block = paths * flows  # entries of each pair: its arcs × its flows, arc-major
+        pair = np.repeat(np.arange(uniq.shape[0]), block)
+        within = np.arange(pair.size) - np.repeat(np.cumsum(block) - block, block)
+        arc_at = (np.cumsum(paths) - paths)[pair] + within // flows[pair]
+        flow = order[bounds[:-1][pair] + within % flows[pair]]
+        arc = np.asarray(arcs, dtype=np.int64)[arc_at]
+        rows = np.empty(pair.size, dtype=np.int64)
+        for sg in np.unique(uniq[:, 0]).tolist():
+            mine = uniq[pair, 0] == sg
+            row, table = self._sig_table(sg)
+            rows[mine] = table[row[dom[flow[mine]]], arc[mine]]
+        return rows, cols[flow], np.asarray(fracs)[arc_at]
 
     def _leaf_pairs(
         self, pairs: np.ndarray, keys: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ECMP over the switches for each (source leaf, destination leaf) pair: entries (link, pair, fraction).
 
-        Distances to each destination leaf come from a BFS in C (scipy); then, level by level and for many pairs
-        at once, every switch splits what it holds equally over its neighbours one hop closer to the
+        Distances to each destination leaf come from a breadth-first search (scipy); then, level by level and for
+        many pairs at once, every switch splits what it holds equally over its neighbours one hop closer to the
         destination (per-hop uniform ECMP). With `keys` (one ECMP hash per pair: hash mode, one row per flow)
         each pair instead takes the one neighbour `ecmp_choice` picks at every hop."""
         rows, cols, vals = [], [], []
@@ -596,39 +592,21 @@ class Fabric:
         order = np.argsort(self.arc_tail, kind="stable") if keys is None else by_node
         a_head, a_link = self.arc_head[order], self.arc_link[order]
         indptr = np.searchsorted(self.arc_tail[order], np.arange(k + 1))
-        # Twins: destinations with the same neighbours (the leaves of one pod) are as far from every other switch;
-        # one BFS per class of twins, then d_t(u) = d_rep(u) except d_t(t) = 0 and d_t(rep) = d_rep(t).
         dests = np.unique(t_loc)
-        classes: dict[bytes, int] = {}
-        cls_of = np.zeros(dests.size, dtype=np.int64)
-        reps: list[int] = []
-        for n, t in enumerate(dests):
-            key = np.sort(a_head[indptr[t] : indptr[t + 1]]).tobytes()
-            if key not in classes:
-                classes[key] = len(reps)
-                reps.append(int(t))
-            cls_of[n] = classes[key]
-        rep_arr = np.array(reps, dtype=np.int64)
-        dist = hops_from(self.sw_adj, rep_arr)
-        pair_cls = cls_of[np.searchsorted(dests, t_loc)]
-        unreachable = ~np.isfinite(dist[pair_cls, s_loc])
+        dist = np.atleast_2d(shortest_path(self.sw_adj, directed=True, unweighted=True, indices=dests))
+        row = np.searchsorted(dests, t_loc)
+        unreachable = ~np.isfinite(dist[row, s_loc])
         if unreachable.any():
             bad = int(np.flatnonzero(unreachable)[0])
             raise CannotRoute(
                 f"no scale-out path between leaves {self.nodes[pairs[bad, 0]]} and "
                 f"{self.nodes[pairs[bad, 1]]} on topology {self.topology_id}"
             )
-        dist = np.where(np.isfinite(dist), dist, -10).astype(np.int32)
-
-        # Per pair, once: where its class's row starts in the flat distances, its class representative, and
-        # d_t(rep) = d_rep(t); then each candidate costs one flat look-up and two comparisons.
-        flat = dist.ravel()
-        row_of, rep_of, rep_to_t = pair_cls * k, rep_arr[pair_cls], dist[pair_cls, t_loc]
+        flat = np.where(np.isfinite(dist), dist, -10).astype(np.int32).ravel()
+        row_of = row * k  # where each pair's destination row starts in the flat distances
 
         def distance(pair: np.ndarray, node: np.ndarray) -> np.ndarray:
-            d = flat[row_of[pair] + node]
-            d = np.where(node == rep_of[pair], rep_to_t[pair], d)
-            return np.where(node == t_loc[pair], 0, d)
+            return flat[row_of[pair] + node]
 
         for b0 in range(0, pairs.shape[0], 512):
             batch = np.arange(b0, min(b0 + 512, pairs.shape[0]))

@@ -14,14 +14,14 @@ from ..core.paths import Layout
 from ..errors import UsageError
 from . import ha, loads
 from . import step as step_model
-from .calculator import view_for
+from .calibration import load_calibration
 from .choices import StepChoices, load_step_choices
-from .cost import Phase
+from .cost import Phase, phases
+from .decompose import decompose
 from .loads import RoutedPhase
-from .phases import phases, routed_phases
 from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
-from .view import View
+from .view import View, view_for
 from .workloads import Workload
 
 
@@ -33,6 +33,7 @@ class Result:
     revealing: dict[str, Any]
     sizing: dict[str, Any]
     failures: list[dict[str, Any]]
+    routed: dict[str, RoutedPhase]  # each backend phase's flows over the wiring, by phase name
 
     @property
     def communication_seconds(self) -> float | None:
@@ -50,23 +51,16 @@ class Result:
         return confidence.weakest(p.confidence for p in self.phases)
 
 
-def estimate(
-    lay: Layout,
-    topology_id: str,
-    workload: Workload,
-    offset: int = 0,
-    view: View | None = None,
-    routed: list[RoutedPhase] | None = None,
-) -> Result:
-    """Choosing a workload lays traffic onto the installed wiring; the wiring itself is not changed. `routed`: the
-    workload's routed phases at `offset` when the caller already holds them (routed once, not twice)."""
+def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0, view: View | None = None) -> Result:
+    """Choosing a workload lays traffic onto the installed wiring; the wiring itself is not changed."""
     view = view or view_for(lay, topology_id)
-    result_phases = phases(view, workload, offset, routed)
+    result_phases, routed = phases(view, workload, view.calibration or load_calibration(lay.root), offset)
     failures: list[dict[str, Any]] = []
-    t = workload.training or {}
-    if view.summary["nodes_by_kind"].get("leaf") and t.get("dp", 1) > 1:
+    # The failure scenarios follow the data-parallel group (the traffic that crosses the fabric).
+    dp = next((c for c in decompose(workload).communications if c.phase.startswith("dp-")), None)
+    if view.summary["nodes_by_kind"].get("leaf") and dp is not None:
         accs = rank_accelerators(view.g, workload, offset)
-        peers = [accs[t["tp"] * d] for d in range(t["dp"])]
+        peers = [accs[r] for r in dp.group]
         far = max(peers[1:], key=lambda b: view.tier(peers[0], b), default=None)
         if far is not None:
             failures = ha.scenarios(view, peers[0], far)
@@ -77,6 +71,7 @@ def estimate(
         revealing=revealing(view, workload, offset),
         sizing=sizing_summary(workload),
         failures=failures,
+        routed=routed,
     )
 
 
@@ -113,22 +108,19 @@ def sharing(
             f"{first.id} and {second.id} cannot run side by side on {topology_id}: their placements share "
             f"{len(both)} accelerators (e.g. {min(both)}); declare placements that do not overlap"
         )
-    routed_a = routed_phases(view, first, 0)[1]
-    routed_b = routed_phases(view, second, first.accelerators)[1]
-    a = estimate(lay, topology_id, first, 0, view, routed_a)
-    b = estimate(lay, topology_id, second, first.accelerators, view, routed_b)
+    a = estimate(lay, topology_id, first, 0, view)
+    b = estimate(lay, topology_id, second, first.accelerators, view)
     rows = []
-    for me, mine, other, theirs in ((a, routed_a, b, routed_b), (b, routed_b, a, routed_a)):
+    for me, other in ((a, b), (b, a)):
         step = other.known_communication_seconds or 1.0
-        busy = [(r.load, r.count) for r in theirs]
-        by_phase = {r.phase: r for r in mine}
+        busy = [(r.load, r.count) for r in other.routed.values()]
         for p in me.phases:
-            r = by_phase.get(p.phase)
+            r = me.routed.get(p.phase)
             if r is None:  # client traffic rides the separate frontend network
                 share, added = 0.0, 0.0
                 why = "the frontend network is separate from the backend fabric: this phase is protected"
             else:
-                added, share = loads.added_queueing(view.fabric, r.stages, r.load, busy, step)
+                added, share = loads.added_queueing(view.wiring, r.stages, r.load, busy, step)
                 why = (
                     f"no physical link shared with {other.workload.id}: this phase is protected"
                     if share == 0.0

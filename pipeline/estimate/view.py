@@ -4,15 +4,22 @@ behind each."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from ..core.graphs import Topologies, load_topology
+from ..core.paths import Layout
 from ..errors import UsageError
-from .routing import Fabric
+from .calibration import Calibration, load_calibration
+from .routing import Wiring
+
+if TYPE_CHECKING:
+    from ..core.facts import Facts
 
 # Tier separating two accelerators: 0 same scale-up domain, 1 same leaf, 2 same pod (via spine), 3 via core.
 TIER_NAMES = {
@@ -69,14 +76,16 @@ class View:
         self.kind = nx.get_node_attributes(g, "kind")
         self.accelerators = [n for n, k in self.kind.items() if k == "accelerator"]
         self.summary = summary
-        # Set by calculator.view_for: the collective calibration and the scale-up technology it is matched on.
-        self.calibration: Any = None
+        # Set by `view_for`: the collective calibration and the scale-up technology it is matched on.
+        self.calibration: Calibration | None = None
         self.scale_up_technology: str | None = None
+        self._leaves: dict[str, str | None] = {}
+        self._paths: dict[tuple[str, str], list[str]] = {}
 
     @cached_property
-    def fabric(self) -> Fabric:
+    def wiring(self) -> Wiring:
         """The same graph as arrays for routing every flow (built once per view, links indexed as used)."""
-        return Fabric(self.g)
+        return Wiring(self.g)
 
     @cached_property
     def domain_size(self) -> int:
@@ -102,11 +111,13 @@ class View:
         ]
 
     def leaf(self, acc: str) -> str | None:
-        for nic in self.nics(acc):
-            for m in self.g[nic]:
-                if self.kind[m] == "leaf":
-                    return m
-        return None
+        """The leaf of an accelerator's first scale-out NIC (kept: a large group asks for every member's, often)."""
+        if acc not in self._leaves:
+            self._leaves[acc] = next(
+                (m for nic in self.nics(acc) for m in self.g[nic] if self.kind[m] == "leaf"),
+                None,
+            )
+        return self._leaves[acc]
 
     def tier(self, a: str, b: str) -> int:
         if self.domain(a) == self.domain(b):
@@ -135,6 +146,16 @@ class View:
             lineage={self._lineage(d) for d in edges},
         )
 
+    def _backend_path(self, a: str, b: str) -> list[str]:
+        """A shortest path over the scale-out and host links (kept per pair: the graph does not change, and the
+        same group ends are asked again by every estimate of a workload's variants)."""
+        if (a, b) not in self._paths:
+            backend = nx.subgraph_view(
+                self.g, filter_edge=lambda u, v: self.g[u][v]["network"] in ("scale_out", "host")
+            )
+            self._paths[(a, b)] = nx.shortest_path(backend, a, b)
+        return self._paths[(a, b)]
+
     def scale_out(self, a: str, b: str, tier: int, concurrent: bool = True) -> tuple[Route, float]:
         """Path between accelerators in different domains, and the oversubscription factor a fully busy fabric
         imposes on it (1 when the path stays under one leaf)."""
@@ -146,9 +167,7 @@ class View:
         nic_edges = [d for nic in self.nics(a) for m, d in self.g[nic].items() if self.kind[m] == "leaf"]
         host = [d for nic in self.nics(a) for m, d in self.g[nic].items() if m == a]
         gbps = sum(d["bandwidth_gbps"] for d in nic_edges) if nic_edges else None
-        path = nx.shortest_path(
-            nx.subgraph_view(self.g, filter_edge=lambda u, v: self.g[u][v]["network"] in ("scale_out", "host")), a, b
-        )
+        path = self._backend_path(a, b)
         pairs = list(pairwise(path))
         latency = self.endpoint_s + sum(self.g[u][v]["latency_ns"] for u, v in pairs) * 1e-9
         lineage = {self._lineage(self.g[u][v]) for u, v in pairs} | {self._lineage(d) for d in nic_edges + host}
@@ -162,3 +181,26 @@ class View:
             tier=tier, network="scale_out", per_rank_gbps=gbps, latency_s=latency, hops=len(pairs), lineage=lineage
         )
         return route, factor
+
+
+def view_for(
+    lay: Layout,
+    topology_id: str,
+    topologies: Topologies | None = None,
+    facts: Callable[[str], Facts] | None = None,
+) -> View:
+    """The installed wiring of a reference or cluster, as the traffic stage sees it: the topology stage's output
+    (registry/topology/), read through `topologies` when the caller keeps them open (and the facts through
+    `facts`, when it keeps those: `traffic.Views`), with the calibration the collectives are costed on."""
+    topology = topologies.get(topology_id) if topologies is not None else load_topology(lay, topology_id)
+    view = View(topology.graph, topology.endpoint_latency_ns, topology.summary)
+    view.calibration = load_calibration(lay.root)
+    view.scale_up_technology = technology(lay, view.reference, facts)
+    return view
+
+
+def technology(lay: Layout, reference: str, facts: Callable[[str], Facts] | None = None) -> str:
+    """The reference's scale-up technology as its facts state it (what the calibration's link classes match)."""
+    from ..core.facts import load_facts
+
+    return (facts or (lambda r: load_facts(lay, r)))(reference).text("scale_up.technology")

@@ -71,8 +71,9 @@ class Accelerator(Strict):
 
 class Kernels(Strict):
     gemm_sustained_fraction: Fraction = Field(
-        description="The fraction of a measured best-shape GEMM throughput a training or serving run sustains "
-        "(its shapes, clocks under sustained load); applied to every measured GEMM rate."
+        description="The fraction of an accelerator's measured best-shape GEMM throughput (sustained where a "
+        "power-saturated measurement is published, else a burst) that a run's own shapes and kernels reach; applied "
+        "to every measured GEMM rate."
     )
     gemm_fixed_us: Value
     memory_fixed_us: Value

@@ -3,7 +3,7 @@ traffic stage. Every default a workload may leave out lives here, not in the cod
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
@@ -56,6 +56,9 @@ class ModelShape(KeyAccess):
 
 
 class Training(KeyAccess):
+    # The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`).
+    KNOBS: ClassVar[tuple[str, ...]] = ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len")
+
     tp: Positive
     pp: Positive
     dp: Positive
@@ -105,8 +108,18 @@ class Training(KeyAccess):
             raise ValueError(f"stage_layers lists {len(self.stage_layers)} ranks; pp is {self.pp}")
         return self
 
+    @property
+    def ranks(self) -> int:
+        """Ranks the layout spans: every degree that splits the job multiplies (expert parallelism reuses the
+        TP·DP plane of each stage)."""
+        return self.tp * self.pp * self.dp
+
 
 class Inference(KeyAccess):
+    KNOBS: ClassVar[tuple[str, ...]] = (
+        "tp", "prefill_tp", "decode_tp", "batch", "prompt_tokens", "output_tokens", "requests_per_second",
+    )  # fmt: skip
+
     mode: Literal["aggregated", "disaggregated"]
     tp: Positive = 1
     prefill_tp: Positive = 1
@@ -123,6 +136,11 @@ class Inference(KeyAccess):
     requests_per_second: NonNegative | None = None
     group_tokens_per_second: PositiveNumber | None = None
     bytes_per_token_on_frontend: PositiveNumber = 4.0
+
+    @property
+    def ranks(self) -> int:
+        """Ranks the service spans: one TP group (aggregated), or the prefill and the decode pools."""
+        return self.prefill_tp + self.decode_tp if self.mode == "disaggregated" else self.tp
 
 
 PlacementStrategy = Literal["fill-domains", "spread", "explicit"]

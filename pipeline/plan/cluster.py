@@ -1,7 +1,7 @@
 """The cluster as a search sees it: a small, picklable summary instead of the graph.
 
 A layout's collectives run over groups that are arithmetic progressions of ranks (TP innermost, then CP and DP,
-then PP stages: `estimate/demand.py`). Each distinct group — (first rank, stride, size) under the cluster's
+then PP stages: `estimate/decompose.py`). Each distinct group — (first rank, stride, size) under the cluster's
 placement — is placed on the installed wiring once (`calculator.place`: ranks per domain, domains, tier, line
 rates, link classes, the lineage of every figure) and kept as a `layout_eval.Shape`. Every layout with that group
 then costs its collectives from the shape alone (symmetry), and a Ray worker receives the shapes, never the graph.
@@ -17,7 +17,7 @@ from ..core import confidence as rule
 from ..errors import UsageError
 from ..estimate import step as step_model
 from ..estimate.calculator import place
-from ..estimate.layout_eval import Shape, group_cost
+from ..estimate.layout_eval import GroupShape, group_cost
 from ..estimate.placement import rank_accelerators
 from ..estimate.view import View
 
@@ -50,16 +50,16 @@ class ClusterSummary:
     rates: Any  # estimate/throughput.Rates
     memory_headroom: float
     placement: str
-    shapes: dict[GroupKey, Shape] = field(default_factory=dict)
+    shapes: dict[GroupKey, GroupShape] = field(default_factory=dict)
 
-    def shape(self, key: GroupKey) -> Shape:
+    def shape(self, key: GroupKey) -> GroupShape:
         try:
             return self.shapes[key]
         except KeyError:
             raise UsageError(f"internal: group {key} was not placed before the search (cluster {self.id})") from None
 
     def cost(self, op: str, key: GroupKey, size: float, concurrent: int) -> Any:
-        return group_cost(self.calibration, self.id, self.shape(key), op, size, concurrent)
+        return group_cost(self.calibration, self.shape(key), op, size, concurrent)
 
     @property
     def compute_confidence(self) -> str:
@@ -112,7 +112,9 @@ def place_shapes(view: View, summary: ClusterSummary, keys: set[GroupKey], sends
         ranks = maps[gpus]
         members = [ranks[first + stride * i] for i in range(n)]
         try:
-            placed = place(view, summary.calibration, n, accelerators=members, technology=view.scale_up_technology)
+            placed = place(
+                view, summary.calibration, n, accelerators=members, technology=view.scale_up_technology, uneven=True
+            )
         except UsageError as exc:
             refused[key] = f"a {n}-rank group (ranks {first}, {first + stride}, …): {exc}"
             continue
@@ -123,5 +125,5 @@ def place_shapes(view: View, summary: ClusterSummary, keys: set[GroupKey], sends
         else:
             far = max(members, key=lambda b: view.tier(a, b))
             hops = view.scale_out(a, far, tier)[0].hops
-        summary.shapes[key] = Shape(placed, tier, hops, send=key in sends)
+        summary.shapes[key] = GroupShape(placed, tier, hops, send=key in sends)
     return refused

@@ -2,7 +2,7 @@
 cost, exposed communication, the accelerators that must talk, confidence.
 
 Everything here goes through the traffic library: the layout becomes a workload (`estimate/workloads.Workload`),
-`estimate/demand.decompose` says what it communicates, each collective is costed on its placed group shape
+`estimate/decompose.decompose` says what it communicates, each collective is costed on its placed group shape
 (`estimate/layout_eval.group_cost`, cached per operation, shape and size: one cost per distinct group shape and
 tier), and `estimate/layout_eval.training` (the step model, `estimate/step.py`, with the schedule, uneven-stage,
 recompute and CP corrections) gives memory and time. A `bound` is the same evaluation with no communication: the
@@ -18,7 +18,7 @@ from typing import Any
 from ..core import confidence as rule
 from ..estimate import layout_eval
 from ..estimate.cost import Phase
-from ..estimate.demand import Communication, decompose
+from ..estimate.decompose import Communication, Part, decompose
 from ..estimate.workloads import Workload
 from ..formats.workload import Training
 from .cluster import ClusterSummary, GroupKey, group_key
@@ -133,16 +133,17 @@ class TrainEvaluator:
         if layout.cp > 1:
             m = self.spec.shape
             kv = 2.0 * math.ceil(m.kv_heads / layout.tp) * m.head_dim * _dtype_bytes(m.dtype)
+            size = kv * self.seq * layout.micro_batch
             comms.append(
                 Communication(
                     phase="cp-kv-exchange",
                     description="context parallel: K and V of every layer around the CP ring (forward once, "
                     "backward twice)",
                     collective="all-gather",
-                    group=tuple(layout.tp * c for c in range(layout.cp)),
-                    bytes_per_rank=kv * self.seq * layout.micro_batch,
+                    parts=(Part(groups=(tuple(layout.tp * c for c in range(layout.cp)),), bytes_per_rank=size),),
+                    bytes_per_rank=size,
                     count=int(3 * m.layers / layout.pp * layout.microbatches),
-                    concurrent_groups=layout.tp * layout.dp * layout.pp,
+                    concurrency=layout.tp * layout.dp * layout.pp,
                 )
             )
         return comms
@@ -158,10 +159,10 @@ class TrainEvaluator:
 
     def _phase(self, c: Communication, gpus: int) -> Phase:
         key = group_key(c.group, gpus)
-        ck = (c.collective, key, c.bytes_per_rank, c.concurrent_groups > 1)
+        ck = (c.collective, key, c.bytes_per_rank, c.concurrency > 1)
         cost = self._costs.get(ck)
         if cost is None:
-            cost = self._costs[ck] = self.cluster.cost(c.collective, key, c.bytes_per_rank, c.concurrent_groups)
+            cost = self._costs[ck] = self.cluster.cost(c.collective, key, c.bytes_per_rank, c.concurrency)
         return Phase.of(c, cost)
 
     def _step(self, layout: Layout, w: Workload, phases: list[Any]) -> dict[str, Any]:

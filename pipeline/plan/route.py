@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import FabricrefError
-from ..estimate.phases import phases as routed_phases
+from ..estimate.cost import phases as cost_phases
 from ..estimate.view import View
 from .evaluate import ANALYTICAL, ROUTED, Evaluation, TrainEvaluator
 from .space import Layout
@@ -25,7 +25,7 @@ def route(view: View, ev: TrainEvaluator, layout: Layout) -> tuple[Evaluation, s
     analytical, largest = ev.phases(layout, w)
     notes = []
     try:
-        routed = routed_phases(view, w)
+        routed = cost_phases(view, w, view.calibration)[0]
     except FabricrefError as exc:
         e = ev.finish(layout, w, analytical, largest, ANALYTICAL, detail=True)
         return e, f"not routed: {exc}"

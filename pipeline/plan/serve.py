@@ -23,7 +23,7 @@ from ..core import confidence as rule
 from ..errors import UsageError
 from ..estimate import step as step_model
 from ..estimate.cost import Phase
-from ..estimate.demand import decompose
+from ..estimate.decompose import decompose
 from ..estimate.workloads import Workload
 from ..formats.workload import Inference
 from .cluster import ClusterSummary, GroupKey, group_key
@@ -201,10 +201,10 @@ class ServeEvaluator:
         out = []
         for c in self.backend(w):
             key = group_key(c.group, span(x, self.cluster.domain_size))
-            ck = (c.collective, key, c.bytes_per_rank, c.concurrent_groups > 1)
+            ck = (c.collective, key, c.bytes_per_rank, c.concurrency > 1)
             cost = self._costs.get(ck)
             if cost is None:
-                cost = self._costs[ck] = self.cluster.cost(c.collective, key, c.bytes_per_rank, c.concurrent_groups)
+                cost = self._costs[ck] = self.cluster.cost(c.collective, key, c.bytes_per_rank, c.concurrency)
             out.append(Phase.of(c, cost))
         return out
 
@@ -426,9 +426,9 @@ def plan_serving(
 
 def _routed(view: Any, w: Workload) -> list[Any]:
     """The backend phases of `w` routed per link (the frontend phase is neither TTFT's nor TPOT's)."""
-    from ..estimate.phases import phases
+    from ..estimate.cost import phases
 
-    return [p for p in phases(view, w) if p.network != "frontend"]
+    return [p for p in phases(view, w, view.calibration)[0] if p.network != "frontend"]
 
 
 class NoServingLayout(UsageError):

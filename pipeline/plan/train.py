@@ -172,7 +172,8 @@ def _labels(summary: cluster_mod.ClusterSummary) -> list[str]:
 def save_training(lay: Checkout, result: PlanResult, workload_id: str) -> tuple[dict[str, Any], list[Any]]:
     """Save the best-ranked layout the workload format and the traffic stage accept (today: CP 1) as workload
     `workload_id`; returns its row and the files written."""
-    from ..estimate.placement import check_degrees
+    from ..estimate.decompose import check_degrees
+    from ..formats.workload import Training
     from .store import save_workload
 
     spec: space.ModelSpec = result.spec
@@ -187,7 +188,7 @@ def save_training(lay: Checkout, result: PlanResult, workload_id: str) -> tuple[
             why = "context parallelism is not in the workload format"
         else:
             try:
-                check_degrees(spec.shape, knobs, f"layout {r['layout_id']}")
+                check_degrees(spec.shape, Training.model_construct(**knobs), f"layout {r['layout_id']}")
             except UsageError as exc:
                 why = f"the traffic stage refuses it ({exc})"
         if why:

@@ -1,6 +1,7 @@
 """What the validate stage writes: the `validation` table (registry/validation/validation.parquet), one row per
-published result with model vs published and the ratio, and registry/validation/metrics.json (errors by use:
-calibration, check, held-out). Thin: the work is the traffic library's (`estimate/validation.py`)."""
+published result with model vs published and the ratio, its schema.json (the views file's dep), and
+registry/validation/metrics.json (errors by use: calibration, check, held-out). Thin: the work is the traffic
+library's (`estimate/validation.py`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from ..core.files import atomic_write_bytes
 from ..core.paths import Layout
-from ..core.registry import write_table
+from ..core.registry import write_schema, write_table
 from ..estimate import validation
 
 TABLE = "validation"
@@ -41,6 +42,9 @@ def write(lay: Layout, rows: list[validation.Row]) -> str:
     directory = out_dir(lay)
     directory.mkdir(parents=True, exist_ok=True)
     write_table(directory, TABLE, COLUMNS, ["file", "result"], [r.as_tuple() for r in rows])
+    # The table's columns, which the database stage declares instead of the table: its numbers move with every
+    # calibration change, its views only with its columns.
+    write_schema(directory)
     summary = validation.summary(rows)
     metrics = directory / "metrics.json"
     metrics.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,330 @@
+"""What a workload asks of the network, decomposed once: its phases as communications between ranks. Pure: no
+topology, no cost. Placement lays the ranks on accelerators, routing turns every group into flows over the wiring,
+costing times the communication with the collective registry; all three read this one list.
+
+Ranks are numbered with tensor parallelism innermost, then data parallel, then pipeline stages
+(rank = tp + TP·(dp + DP·pp)); an inference service numbers its prefill pool first and its decode pool from
+`decode_pool_start`. Every group of every phase is listed (routing loads them all at once); the first group is
+the representative one the collective is costed on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from ..formats.workload import ModelShape, Training
+from . import sizing
+from .workloads import Workload
+
+# Where a communication travels: `backend` lets placement decide (scale-up or scale-out), `frontend` is client
+# traffic on the service network, never the backend fabric.
+NETWORKS = ("backend", "frontend")
+# What a communication may hide behind ("" for traffic on the critical path): data-parallel traffic overlaps the
+# compute of the step, all but its last gradient bucket (step.py).
+BACKWARD = "compute"
+
+
+@dataclass(frozen=True)
+class Part:
+    """Groups of ranks that run one collective at the same time, each rank with the same buffer."""
+
+    groups: tuple[tuple[int, ...], ...]
+    bytes_per_rank: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Communication:
+    """One phase's communication: a collective over groups of ranks (one or more parts that run at once, e.g. the
+    dense and the expert gradients), repeated `count` times per step (training) or request (inference)."""
+
+    phase: str
+    description: str
+    collective: str  # an operation of the collective registry (all-reduce, reduce-scatter, ..., send)
+    parts: tuple[Part, ...]
+    bytes_per_rank: float  # buffer size S in nccl-tests' convention (collectives.py) of the representative group
+    count: int
+    concurrency: int  # groups (a send: pairs) doing this at once
+    network: str = "backend"
+    one_domain: str | None = None  # set for tensor parallelism: its groups must each lie in one scale-up domain
+    peer: str | None = None  # an endpoint outside the ranks (the client of a request)
+    overlaps: str = ""  # what it may hide behind ("" when it sits on the critical path)
+
+    @property
+    def group(self) -> tuple[int, ...]:
+        """The representative group: what the collective is costed on (a send: its first pair)."""
+        return self.parts[0].groups[0]
+
+    @property
+    def group_size(self) -> int:
+        return len(self.group) + (self.peer is not None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decomposition:
+    """All a workload asks of the network, and how many ranks (in placement order) it spans."""
+
+    workload_id: str
+    ranks: int
+    communications: tuple[Communication, ...]
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Rank groups by kind. `expert` groups are the ranks holding the same expert (its data-parallel replicas)."""
+
+    tp: tuple[tuple[int, ...], ...] = ()
+    pp: tuple[tuple[int, ...], ...] = ()
+    dp: tuple[tuple[int, ...], ...] = ()
+    ep: tuple[tuple[int, ...], ...] = ()
+    expert: tuple[tuple[int, ...], ...] = ()
+
+
+def training_groups(tp: int, pp: int, dp: int, ep: int = 1) -> Groups:
+    """All groups of a TP × PP × DP (× EP over the TP·DP plane of each stage) layout."""
+
+    def rank(t: int, d: int, p: int) -> int:
+        return t + tp * (d + dp * p)
+
+    tps = tuple(tuple(rank(t, d, p) for t in range(tp)) for p in range(pp) for d in range(dp))
+    pps = tuple(tuple(rank(t, d, p) for p in range(pp)) for d in range(dp) for t in range(tp))
+    dps = tuple(tuple(rank(t, d, p) for d in range(dp)) for p in range(pp) for t in range(tp))
+    eps: tuple[tuple[int, ...], ...] = ()
+    experts: tuple[tuple[int, ...], ...] = ()
+    if ep > 1:
+        plane = tp * dp
+        # The EP group walks the TP·DP plane in rank order: flat index i = t + TP·d.
+        flat = [[rank(i % tp, i // tp, p) for i in range(plane)] for p in range(pp)]
+        eps = tuple(tuple(f[k : k + ep]) for f in flat for k in range(0, plane, ep))
+        experts = tuple(tuple(f[k + e] for k in range(0, plane, ep)) for f in flat for e in range(ep))
+    return Groups(tps, pps, dps, eps, experts)
+
+
+def check_degrees(m: ModelShape, t: Training, what: str) -> None:
+    """Degrees must divide what they split: TP the hidden size and the KV heads, EP the experts. PP need not divide
+    the layers: stages may be uneven (`schedule.stage_layers`), as Llama 3's 126 layers on 16 stages were."""
+    checks = [(t.tp, "training.tp", m.hidden, "model.hidden")]
+    if t.pp > m.layers:
+        raise UsageError(f"{what}: at $.training.pp: {t.pp} stages for {m.layers} layers")
+    if m.kv_heads >= t.tp:
+        checks.append((t.tp, "training.tp", m.kv_heads, "model.kv_heads"))
+    if t.ep > 1 and m.experts is not None:
+        checks.append((t.ep, "training.ep", m.experts.count, "model.experts.count"))
+        checks.append((t.ep, "training.ep", t.tp * t.dp, "training.tp × training.dp"))
+    for degree, key, value, of in checks:
+        if value % degree:
+            raise UsageError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")
+
+
+def attention_params(m: ModelShape) -> float:
+    """Parameters of the attention projections (Q and O: hidden², K and V: hidden × kv_heads × head_dim, per layer).
+
+    An MoE workload declares its total parameters, not how they split; this is the part that every expert-parallel
+    rank holds (replicated across EP), everything else is counted as expert weights — a labelled derivation."""
+    h, kv = m.hidden, m.kv_heads * m.head_dim
+    return float(m.layers * (2 * h * h + 2 * h * kv))
+
+
+@dataclass(frozen=True)
+class GradientShards:
+    """Gradient parameters a rank holds: dense ones (split by TP·PP, replicated over DP) and expert ones
+    (split by EP·PP, replicated over the ranks holding the same expert)."""
+
+    dense_params_per_rank: float
+    expert_params_per_rank: float
+    formula: str
+
+    @property
+    def params_per_rank(self) -> float:
+        return self.dense_params_per_rank + self.expert_params_per_rank
+
+
+def gradient_shards(m: ModelShape, t: Training) -> GradientShards:
+    """Count expert weights once per EP shard: an expert lives on one rank of each EP group, not on every rank."""
+    params = float(m.params)
+    if t.ep <= 1 or m.experts is None:
+        return GradientShards(params / (t.tp * t.pp), 0.0, "params / (tp · pp)")
+    dense = min(params, attention_params(m))
+    return GradientShards(
+        dense / (t.tp * t.pp),
+        (params - dense) / (t.ep * t.pp),
+        "dense / (tp · pp) + (params − dense) / (ep · pp); dense = layers · (2·hidden² + 2·hidden·kv_heads·head_dim) "
+        "(attention projections; embeddings and norms counted with the experts — a labelled derivation)",
+    )
+
+
+def _act_bytes(w: Workload) -> float:
+    return sizing.dtype_bytes(w.model.dtype)
+
+
+def decode_pool_start(w: Workload) -> int:
+    """The rank where a disaggregated service's decode pool starts (default: right after the prefill pool)."""
+    i = w.inference
+    assert i is not None
+    return i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
+
+
+def training(w: Workload) -> Decomposition:
+    t, m = w.training, w.model
+    assert t is not None
+    tp, pp, dp, ep = t.tp, t.pp, t.dp, t.ep
+    grp = training_groups(tp, pp, dp, ep)
+    act = t.micro_batch * t.seq_len * m.hidden * _act_bytes(w)
+    layers_per_stage = m.layers / pp
+    out: list[Communication] = []
+    if tp > 1:
+        out.append(
+            Communication(
+                phase="tp-all-reduce",
+                description="tensor-parallel activation all-reduce (2 forward + 2 backward per layer per micro-batch)",
+                collective="all-reduce",
+                parts=(Part(grp.tp, act),),
+                bytes_per_rank=act,
+                count=int(4 * layers_per_stage * t.microbatches),
+                concurrency=len(grp.tp),
+                one_domain=f"workload {w.id}",
+            )
+        )
+    if pp > 1:
+        pairs = tuple((x[k], x[k + 1]) for x in grp.pp for k in range(pp - 1))
+        out.append(
+            Communication(
+                phase="pp-send",
+                description="pipeline activations forward and gradients backward between "
+                "neighbouring stages (per TP rank, scatter-gather of 1/TP)",
+                collective="send",
+                parts=(Part(pairs, act / tp),),
+                bytes_per_rank=act / tp,
+                count=2 * t.microbatches,
+                concurrency=len(pairs),
+            )
+        )
+    shards = gradient_shards(m, t)
+    gb = sizing.dtype_bytes(t.grad_dtype)
+    dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
+    parts = []
+    if dp > 1:
+        parts.append(Part(grp.dp, dense))
+    if expert and len(grp.expert[0]) > 1:
+        parts.append(Part(grp.expert, expert))
+    if parts:
+        ops = (
+            [("reduce-scatter", 1, "sharded data parallel (FSDP / ZeRO-3): reduce-scatter of gradients"),
+             ("all-gather", 2, "sharded data parallel: all-gather of parameters, forward and backward")]
+            if t.sharded
+            else [("all-reduce", 1, "data-parallel gradient all-reduce")]
+        )  # fmt: skip
+        for op, count, description in ops:
+            out.append(
+                Communication(
+                    phase=f"dp-{op}",
+                    description=description,
+                    collective=op,
+                    parts=tuple(parts),
+                    bytes_per_rank=dense + expert,
+                    count=count,
+                    concurrency=len(parts[0].groups),
+                    overlaps=BACKWARD,
+                )
+            )
+    if ep > 1:
+        e = m.experts
+        assert e is not None  # the format refuses ep > 1 without experts
+        tokens = t.micro_batch * t.seq_len * e.top_k * m.hidden * _act_bytes(w)
+        out.append(
+            Communication(
+                phase="ep-all-to-all",
+                description="expert-parallel all-to-all dispatch and combine "
+                "(forward and backward per MoE layer per micro-batch)",
+                collective="all-to-all",
+                parts=(Part(grp.ep, tokens),),
+                bytes_per_rank=tokens,
+                count=int(4 * e.moe_layers / pp * t.microbatches),
+                concurrency=len(grp.ep),
+            )
+        )
+    return Decomposition(workload_id=w.id, ranks=w.accelerators, communications=tuple(out))
+
+
+def _tp_all_reduce(w: Workload, stage: str, group: tuple[int, ...], pool: bool) -> Communication:
+    """A service's 2 TP all-reduces per layer: prefill over the whole prompt once, decode per output token. The
+    aggregated and disaggregated modes differ only in naming the pool (disaggregated) or not."""
+    i, m = w.inference, w.model
+    assert i is not None
+    hidden_bytes = m.hidden * _act_bytes(w)
+    prefill = stage == "prefill"
+    where = f"{stage} pool" if pool else stage
+    tail = " per output token" if not prefill else ("" if pool else " over the whole prompt")
+    size = i.batch * i.prompt_tokens * hidden_bytes if prefill else i.batch * hidden_bytes
+    return Communication(
+        phase=f"{stage}-tp-all-reduce",
+        description=f"{where}: 2 TP all-reduces per layer{tail}",
+        collective="all-reduce",
+        parts=(Part((group,), size),),
+        bytes_per_rank=size,
+        count=2 * m.layers * (1 if prefill else i.output_tokens),
+        concurrency=1,
+        one_domain=f"workload {w.id} {where}" if pool else f"workload {w.id}",
+    )
+
+
+def inference(w: Workload) -> Decomposition:
+    i, m = w.inference, w.model
+    assert i is not None
+    batch = i.batch
+    out: list[Communication] = []
+    ranks = w.accelerators
+    if i.mode == "aggregated":
+        group = tuple(range(i.tp))
+        if i.tp > 1:
+            out += [_tp_all_reduce(w, "prefill", group, False), _tp_all_reduce(w, "decode", group, False)]
+    else:
+        ptp, dtp = i.prefill_tp, i.decode_tp
+        start = decode_pool_start(w)
+        ranks = max(ranks, start + dtp)
+        prefill = tuple(range(ptp))
+        decode = tuple(range(start, start + dtp))
+        kv = sizing.kv_cache(m.layers, m.kv_heads, m.head_dim, m.dtype, i.prompt_tokens)["bytes"] * batch
+        if ptp > 1:
+            out.append(_tp_all_reduce(w, "prefill", prefill, True))
+        # Prefill rank i holds KV heads [i/ptp, (i+1)/ptp); decode rank j needs [j/dtp, (j+1)/dtp).
+        shares = [
+            Part(((a, b),), share * kv)
+            for x, a in enumerate(prefill)
+            for y, b in enumerate(decode)
+            if (share := max(0.0, min((x + 1) / ptp, (y + 1) / dtp) - max(x / ptp, y / dtp))) > 0 and a != b
+        ]
+        out.append(
+            Communication(
+                phase="kv-transfer",
+                description="KV cache from the prefill pool to the decode pool; each of the decode ranks receives "
+                "its 1/TP shard of the KV heads",
+                collective="send",
+                parts=tuple(shares),
+                bytes_per_rank=kv / dtp,
+                count=1,
+                concurrency=len(shares),
+            )
+        )
+        if dtp > 1:
+            out.append(_tp_all_reduce(w, "decode", decode, True))
+    out.append(
+        Communication(
+            phase="frontend-request",
+            description=f"client request in and {i.output_tokens} tokens out over the frontend "
+            "service network (separate from the backend fabric)",
+            collective="send",
+            parts=(Part(((0,),), (i.prompt_tokens + i.output_tokens) * i.bytes_per_token_on_frontend * batch),),
+            bytes_per_rank=(i.prompt_tokens + i.output_tokens) * i.bytes_per_token_on_frontend * batch,
+            count=1,
+            concurrency=1,
+            network="frontend",
+            peer="client",
+        )
+    )
+    return Decomposition(workload_id=w.id, ranks=ranks, communications=tuple(out))
+
+
+def decompose(w: Workload) -> Decomposition:
+    """The workload's communications, in the order its phases are reported."""
+    return training(w) if w.kind == "training" else inference(w)

@@ -1,0 +1,426 @@
+"""The explorer's requests and responses (`fabricref explore`, pipeline/explore/): FastAPI validates every request
+against these models (a bad value is a 422 naming the field) and serialises every response through them, so the
+browser only ever receives text as JSON strings, never markup.
+
+Requests are strict and bounded: every knob has a range, every id a pattern, every list a length, so no request can
+ask for work beyond what the largest shipped cluster needs. Responses carry exact numbers and, beside them in
+`shown`, the text the page prints (formatted once, by pipeline/core/format.py), so an export is what is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .common import SLUG_PATTERN, Dtype, Strict
+
+Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=80)]
+# A node of a topology graph as the topology stage names it ('b000/gpu0', 'leaf00012', 'nvidia-dgx-h100/sus3').
+NODE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,159}$(?!\n)"
+NodeId = Annotated[str, Field(pattern=NODE_PATTERN, max_length=160)]
+FIELD_PATTERN = r"^(param\.)?[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$(?!\n)"
+FieldName = Annotated[str, Field(pattern=FIELD_PATTERN, max_length=120)]
+# What part of a large cluster a drawing opens: one pod (`pod:3`) or one scale-up domain (`domain:b012`).
+OPEN_PATTERN = r"^(pod:[0-9]{1,4}|domain:[A-Za-z0-9][A-Za-z0-9_.\-/]{0,79})$(?!\n)"
+Open = Annotated[str, Field(pattern=OPEN_PATTERN, max_length=90)]
+
+# The same patterns for FastAPI's path and query parameters, which Rust's regex engine checks: it has no
+# look-ahead, and its `$` already matches only at the very end (never before a trailing newline).
+SLUG_PARAM, FIELD_PARAM, OPEN_PARAM = (p.replace(r"$(?!\n)", "$") for p in (SLUG_PATTERN, FIELD_PATTERN, OPEN_PATTERN))
+
+# Bounds on what a request may ask: above the largest shipped cluster (24,576 accelerators) and its workloads, far
+# below what would take the server minutes. Products of degrees are checked against the topology by the library.
+MAX_DEGREE = 131_072
+MAX_TOKENS = 1_048_576
+
+
+class Response(BaseModel):
+    """Responses are built by the library from checked data: frozen, extra keys refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Shown = dict[str, str]
+
+
+# --- references ---------------------------------------------------------------------------------------------
+
+
+class ReferenceSummary(Response):
+    reference_id: str
+    title: str
+    form_factor: str
+    kind: str
+    summary: str = ""
+    counts: dict[str, int] = Field(description="Fields by status: published, preliminary, derived, unknown.")
+    topology: str | None = Field(description="The topology drawn from this reference, if it has one.")
+
+
+class TopologySummary(Response):
+    topology_id: str
+    title: str
+    form_factor: str
+    kind: str
+    reference: str
+    accelerators: int
+    domain_size: int
+    domains: int
+    aggregated: bool = Field(description="Drawn tier × pod first (too many links to draw one by one).")
+
+
+class WorkloadSummary(Response):
+    workload_id: str
+    title: str
+    kind: Literal["training", "inference"]
+    summary: str
+    accelerators: int
+    targets: list[str] = Field(description="The topologies the workload file declares.")
+    fits_on: list[str] = Field(description="Every topology with enough accelerators for its ranks.")
+    knobs: dict[str, Any] = Field(description="The knobs as params.yaml (or the file) sets them.")
+    knob_names: list[str]
+    teaching: str | None = Field(default=None, description="A teaching example's label (e.g. 'does not fit').")
+
+
+class Index(Response):
+    references: list[ReferenceSummary]
+    topologies: list[TopologySummary]
+    workloads: list[WorkloadSummary]
+    status_totals: dict[str, int]
+
+
+class FieldRow(Response):
+    field: str
+    description: str
+    value_number: float | None
+    value_text: str | None = Field(description="The digits the record holds, as the document states them.")
+    unit: str | None
+    direction: str | None
+    status: str
+    confidence: str
+    formula: str | None = None
+    shown: Shown
+
+
+class ReferenceDetail(Response):
+    reference: ReferenceSummary
+    fields: list[FieldRow]
+
+
+class Citation(Response):
+    source_id: str
+    title: str | None
+    url: str
+    publisher: str | None
+    publisher_kind: str | None
+    read_via: str | None
+    rule_id: str
+    revision: int
+    retrieved_at: str
+    sha256: str
+    verified: bool = Field(description="The snapshot's bytes re-hashed now, on this request, match `sha256`.")
+    problem: str | None = Field(default=None, description="Why the hash no longer proves what it did, if it does not.")
+    origin: str = Field(description="How the bytes were obtained: `retrieved` or `transcription`.")
+    locator: str | None
+    excerpt: str | None
+    stated: str | None
+
+
+class Provenance(Response):
+    reference_id: str
+    field: str
+    value: float | str | None
+    value_text: str | None = None
+    unit: str | None = None
+    direction: str | None = None
+    status: str
+    confidence: str
+    formula: str | None = None
+    reason: str | None = None
+    evidence_needed: str | None = None
+    why: str | None = None
+    source_url: str | None = None
+    citations: list[Citation] = []
+    inputs: list[Provenance] = []
+    shown: Shown = {}
+
+
+class CompareRow(Response):
+    field: str
+    a: FieldRow | None
+    b: FieldRow | None
+    differs: bool
+
+
+class Comparison(Response):
+    a: ReferenceSummary
+    b: ReferenceSummary
+    rows: list[CompareRow]
+    differing: int
+
+
+# --- the model drawn ----------------------------------------------------------------------------------------
+
+
+class DrawNode(Response):
+    id: str
+    kind: str = Field(description="accelerator, cpu, tray, system, nic, scale_up_switch, leaf, spine, core, ...")
+    role: str | None = None
+    label: str
+    count: int = Field(default=1, description="Members an aggregate node stands for (1: one physical part).")
+    aggregate: bool = Field(default=False, description="Drawn for a tier, a group or a domain, not one part.")
+    container: str | None = Field(default=None, description="The drawn box this node sits in (a tray, a system).")
+    row: int = Field(description="Layer of the drawing, top first (core, spine, leaf, switches, parts).")
+    order: float = Field(description="Position within its row.")
+    opens: str | None = Field(default=None, description="The `open` value that draws this aggregate's inside.")
+    failable: bool = False
+    x: float = 0.0
+    y: float = 0.0
+    w: float = 0.0
+    h: float = 0.0
+
+
+class DrawLink(Response):
+    id: str
+    source: str
+    target: str
+    network: Literal["scale_up", "scale_out", "frontend", "host"]
+    technology: str | None = Field(default=None, description="NVLink, Infinity Fabric, UALink ... on scale-up links.")
+    gbps: float | None = Field(description="Per direction, summed over the members of an aggregate link.")
+    links: int = Field(description="Physical links (lanes bundles as the graph counts them) this line stands for.")
+    members: int = Field(default=1, description="Graph edges this line stands for (1 at full detail).")
+    field: str | None
+    status: str
+    confidence: str
+    failable: bool = False
+    shown: Shown
+
+
+class Drawing(Response):
+    topology_id: str
+    reference: str = Field(description="The reference whose fields the links' rates come from.")
+    title: str
+    level: str = Field(description="full, aggregate (tier × pod), pod:N or domain:ID.")
+    levels: list[str] = Field(description="Where this drawing can go next: the aggregate, a pod, a domain.")
+    nodes: list[DrawNode]
+    links: list[DrawLink]
+    counts: dict[str, int] = Field(description="Physical parts by kind in the whole topology.")
+    width: float = 0.0
+    height: float = 0.0
+    caveat: str
+
+
+# --- a workload on the model ----------------------------------------------------------------------------------
+
+
+class Knobs(Strict):
+    """The explorer's controls. Unset: the workload's own value (params.yaml's `workloads.<id>`)."""
+
+    tp: int | None = Field(default=None, ge=1, le=1024, description="Tensor-parallel degree (aggregated serving too).")
+    pp: int | None = Field(default=None, ge=1, le=1024)
+    dp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    ep: int | None = Field(default=None, ge=1, le=4096)
+    micro_batch: int | None = Field(default=None, ge=1, le=65_536)
+    microbatches: int | None = Field(default=None, ge=1, le=65_536, description="Micro-batches per replica.")
+    seq_len: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    prefill_tp: int | None = Field(default=None, ge=1, le=1024)
+    decode_tp: int | None = Field(default=None, ge=1, le=1024)
+    batch: int | None = Field(default=None, ge=1, le=65_536)
+    prompt_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    requests_per_second: float | None = Field(default=None, ge=0, le=10_000_000)
+    mode: Literal["aggregated", "disaggregated"] | None = None
+    placement: Literal["fill-domains", "spread"] | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class Failure(Strict):
+    """A part failed by clicking it: a link (both ends) or a node (a NIC, a switch)."""
+
+    source: NodeId
+    target: NodeId | None = Field(default=None, description="Set for a link; unset for a node.")
+
+
+class EstimateRequest(Strict):
+    topology: Slug
+    workload: Slug
+    knobs: Knobs = Knobs()
+    fail: list[Failure] = Field(default=[], max_length=8)
+    open: Open | None = Field(default=None, description="The drawing the link loads are summed for.")
+    heat: Literal["time", "bytes"] = Field(default="time", description="What the heat map's colour encodes.")
+
+
+class Lineage(Response):
+    reference_id: str
+    field: str
+    status: str
+    confidence: str
+    value: float | str | None = None
+    unit: str | None = None
+    source: str | None = Field(default=None, description="Where a calibration number is stated (a URL).")
+    note: str | None = None
+    shown: Shown = {}
+
+
+class HotLink(Response):
+    source: str
+    target: str
+    network: str
+    tier: str
+    bytes_forward: float
+    bytes_reverse: float
+    shown: Shown
+
+
+class PhaseRow(Response):
+    phase: str
+    description: str
+    collective: str
+    algorithm: str
+    group_size: int
+    concurrent_groups: int
+    count: int
+    bytes_per_rank: float
+    bytes_on_wire_per_rank: float
+    network: str
+    tier: str
+    effective_gbps: float | None
+    bottleneck_gbps: float | None
+    latency_seconds: float | None
+    bandwidth_seconds: float | None
+    queueing_seconds: float | None
+    seconds: float | None = Field(description="One occurrence: overhead + bytes ÷ effective bandwidth + queueing.")
+    total_seconds: float | None = Field(description="× count per step or request.")
+    dominant: str
+    confidence: str
+    lineage: list[Lineage]
+    hot_links: list[HotLink]
+    notes: str
+    unknown_reason: str | None
+    shown: Shown
+
+
+class ProgressGroup(Response):
+    kind: str = Field(description="TP, EP, PP neighbours, DP / shard group, KV pair, client.")
+    phase: str
+    size: int = Field(description="Accelerators (and endpoints) that must talk for this phase to complete.")
+    concurrent_groups: int
+    critical: bool = Field(description="Its communication lies on the critical path of one step or request.")
+    why: str
+
+
+class Progress(Response):
+    accelerators: int
+    what: str
+    domain_size: int
+    domains_spanned: int
+    fits_in_one_domain: bool
+    groups: list[ProgressGroup]
+
+
+class Fit(Response):
+    memory_per_rank_bytes: float | None
+    accelerator_memory_bytes: float | None
+    fits: bool | None
+    headroom_bytes: float | None
+    verdict: str
+    shown: Shown
+
+
+class StepFigures(Response):
+    kind: str
+    rows: list[dict[str, str]] = Field(description="quantity, value, meaning: as the page prints them.")
+    values: dict[str, float | None]
+    missing: list[str]
+    assumptions: list[str]
+    calibration: list[str] = Field(description="The throughput calibration numbers the step rests on, with status.")
+    accelerator_fields: list[Lineage]
+
+
+class LinkLoad(Response):
+    id: str = Field(description="The drawn link (DrawLink.id) of the drawing at the request's `open`.")
+    bytes: float = Field(description="Bytes over the link per step or request, both directions.")
+    busy_seconds: float = Field(description="Time the link is busy per step or request at its line rate.")
+    share: float = Field(ge=0, le=1, description="Of the busiest drawn link, by the request's heat basis.")
+    shown: Shown
+
+
+class WhatIfPhase(Response):
+    phase: str
+    seconds_before: float | None
+    seconds_after: float | None
+    effective_gbps_before: float | None
+    effective_gbps_after: float | None
+    route_survives: bool
+    shown: Shown
+
+
+class WhatIf(Response):
+    failed: list[str]
+    route_survives: bool
+    capacity_lost: list[str]
+    phases: list[WhatIfPhase]
+    statement: str = Field(description="What a surviving route does not establish (always present).")
+    error: str | None = None
+
+
+class Estimate(Response):
+    topology: str
+    workload: str
+    title: str
+    kind: str
+    knobs: dict[str, Any] = Field(description="The knob values the estimate used (the workload's, then the request's).")
+    accelerators: int
+    phases: list[PhaseRow]
+    communication_seconds: float | None
+    confidence: str
+    fit: Fit
+    step: StepFigures
+    progress: Progress
+    level: str
+    heat: str
+    link_loads: list[LinkLoad]
+    what_if: WhatIf | None
+    teaching: str | None
+    caveat: str
+    shown: Shown
+
+
+# --- sizing ---------------------------------------------------------------------------------------------------
+
+
+class SizingRequest(Strict):
+    """The arithmetic before any network model, with the units each input is in."""
+
+    params: float = Field(default=70e9, gt=0, le=1e14, description="Parameters.")
+    layout: Literal["mixed-adam", "mixed-adam-16", "bf16-weights", "fp8-weights", "fp32-weights", "int4-weights"] = (
+        "mixed-adam"
+    )
+    zero: Literal[0, 1, 2, 3] = 0
+    tp: int = Field(default=1, ge=1, le=1024)
+    pp: int = Field(default=1, ge=1, le=1024)
+    dp: int = Field(default=1, ge=1, le=MAX_DEGREE)
+    layers: int = Field(default=80, ge=1, le=10_000)
+    kv_heads: int = Field(default=8, ge=1, le=10_000)
+    head_dim: int = Field(default=128, ge=1, le=100_000)
+    kv_dtype: Dtype = "bf16"
+    prompt_tokens: int = Field(default=8192, ge=0, le=MAX_TOKENS)
+    output_tokens: int = Field(default=200, ge=0, le=MAX_TOKENS)
+    requests_per_second: float = Field(default=100, ge=0, le=1e9)
+    group_tokens_per_second: float = Field(default=1000, gt=0, le=1e12)
+    group_size: int = Field(default=8, ge=1, le=MAX_DEGREE)
+    headroom: float = Field(default=0.0, ge=0, le=10)
+
+
+class SizingRow(Response):
+    quantity: str
+    value: float
+    unit: str
+    formula: str
+    shown: str
+
+
+class Sizing(Response):
+    sections: dict[str, list[SizingRow]]
