@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import duckdb
     import networkx as nx
 
-__all__ = ["audit", "checkout", "estimate_workload", "graph", "registry"]
+__all__ = ["audit", "checkout", "estimate_workload", "graph", "plan_record", "plan_serve", "plan_train", "registry"]
 Knobs = dict[str, Any] | None  # a workload's knobs set otherwise: `{"prefill_tp": 4, "decode_tp": 4}`
 
 
@@ -1937,3 +1937,43 @@ def _sizing(request: Any) -> Any:
     if not math.isfinite(cap.demand_tokens_per_second):
         raise ExplorerInputError("the demand is not a finite number", ("body", "requests_per_second"))
     return Sizing(sections={"memory": state_rows, "kv_cache": kv_rows, "fleet": fleet})
+
+
+# --- The planner (issue 28) ---------------------------------------------------------------------------------------
+# Searches run in memory and write nothing (the CLI writes plans/<id>.parquet and, with --save, a workload): the
+# explorer calls these per request. Options and their errors are the CLI's (an error names the --option).
+
+
+def plan_train(
+    model: str,
+    cluster: str,
+    root: str | Path | None = None,
+    *,
+    engine: Any = None,
+    progress: Any = None,
+    **options: Any,
+) -> Any:
+    """Every legal training layout of `model` (a workload id or a model-definition file) on `cluster`, searched:
+    a `PlanResult` with one row per layout (inputs, step time, memory, fit, dominant cost, confidence), the top K
+    by `objective` routed per link, and the Pareto front of step time vs memory headroom. `options`: gpus (a tuple),
+    global_batch, seq, objective (step | tokens-per-second | gpu-hours), top, max_layouts, tp, pp, cp, ep, zero,
+    recompute, schedule (tuples), memory_headroom, prune. `engine`: `fabricref.plan.engines.engine("ray")` for Ray
+    (default in-process)."""
+    from .plan.train import plan_training
+
+    return plan_training(_lay(root), model, cluster, engine=engine, progress=progress, **options)
+
+
+def plan_serve(model: str, cluster: str, root: str | Path | None = None, **options: Any) -> Any:
+    """Every serving layout of `model` on `cluster` for a demand: `options` requests_per_second, prompt, output,
+    ttft_p50 and tpot (seconds), modes, tp, top, memory_headroom. Ranked by accelerators, then request latency."""
+    from .plan.serve import plan_serving
+
+    return plan_serving(_lay(root), model, cluster, **options)
+
+
+def plan_record(result: Any) -> dict[str, Any]:
+    """A `PlanResult` as JSON-ready data: request, counts, top K (with hot links), Pareto front, notes."""
+    from .plan.search import as_dict
+
+    return as_dict(result)

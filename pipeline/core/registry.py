@@ -371,11 +371,11 @@ class Tables:
         cur = self.con.execute(sql, list(params))
         return [d[0] for d in cur.description], cur.fetchall()
 
-    def lock_down(self, lock_configuration: bool = True) -> None:
-        """From now on SQL can read the registry's Parquet files and nothing else (no COPY TO, no /etc/...): file
-        access cannot be switched back on. `lock_configuration`: no other setting can change either (the limits
-        `fabricref query` set)."""
-        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in self.paths.values()})
+    def lock_down(self, lock_configuration: bool = True, extra: Iterable[Path] = ()) -> None:
+        """From now on SQL can read the registry's Parquet files (and `extra` ones: the plans `fabricref query`
+        adds) and nothing else (no COPY TO, no /etc/...): file access cannot be switched back on.
+        `lock_configuration`: no other setting can change either (the limits `fabricref query` set)."""
+        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in [*self.paths.values(), *extra]})
         self.con.execute("SET allowed_directories = ?", [dirs])
         self.con.execute("SET enable_external_access = false")
         if lock_configuration:
