@@ -66,3 +66,23 @@ def did_you_mean(name: str, known: list[str], n: int = 3) -> list[str]:
     exact_case = [lowered[name.lower()]] if name.lower() in lowered and name not in known else []
     close = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.6)
     return list(dict.fromkeys([*exact_case, *(lowered[c] for c in close)]))[:n]
+
+
+def os_error_message(exc: BaseException) -> str | None:
+    """What an OSError (or DuckDB's IOException) that escaped a command means, in one line naming the file: a
+    read-only checkout, a full disk, a missing permission. None for any other exception."""
+    import errno
+
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename is not None else "a file"
+        hint = {
+            errno.EROFS: " (the checkout is on a read-only file system)",
+            errno.EACCES: " (no permission: is the checkout read-only?)",
+            errno.EPERM: " (no permission: is the checkout read-only?)",
+            errno.ENOSPC: " (the disk is full)",
+            errno.EDQUOT: " (the disk quota is used up)",
+        }.get(exc.errno or 0, "")
+        return f"cannot write or read {where}: {exc.strerror or exc}{hint}"
+    if type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb") and type(exc).__name__ == "IOException":
+        return f"DuckDB cannot write or read a file: {exc}"
+    return None

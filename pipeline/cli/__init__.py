@@ -4,11 +4,11 @@ Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
 
 Where verbs go: one module per verb group, each registering its commands on `app` (pipeline/cli/app.py):
 stages.py (one verb per DVC stage), inspect.py (read the registry / pins / models), estimate.py (the `estimate`
-sub-app), measured.py (measured logs), new.py (authoring: `new reference`), explore.py (the web application).
-A new group gets its own module, imported below. Commands stay thin: they parse options, call a library function
-and print through output.py (numbers with units through pipeline/core/format.py); SQL lives in the library with
-bound parameters. Never import a stage package at module level here: import it inside the command, so each verb
-loads only the code its stage declares.
+sub-app), plan.py (the `plan` sub-app: layout search), measured.py (measured logs), new.py (authoring: `new
+reference`), explore.py (the web application). A new group gets its own module, imported below. Commands stay
+thin: they parse options, call a library function and print through output.py (numbers with units through
+pipeline/core/format.py); SQL lives in the library with bound parameters. Never import a stage package at module
+level here: import it inside the command, so each verb loads only the code its stage declares.
 """
 
 from __future__ import annotations
@@ -19,13 +19,16 @@ from functools import cache
 import click
 import typer.main
 
-from ..errors import FabricrefError
-from . import estimate, explore, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
+from ..core.paths import command
+from ..core.text import visible
+from ..errors import FabricrefError, os_error_message
+from . import estimate, explore, inspect, measured, new, plan, stages, validate  # noqa: F401  (registers the verbs)
 from .app import app
 from .options import check_float_options
-from .output import set_width
+from .output import safe_streams, set_width
 
 check_float_options(estimate.estimate_app)
+check_float_options(plan.plan_app)
 
 __all__ = ["app", "main"]
 
@@ -42,15 +45,24 @@ def _command() -> click.Command:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; click reports bad usage itself (exit 2), our errors print one message (exit 1 or 2)."""
     set_width()
+    safe_streams()
     try:
-        _command()(args=argv, prog_name="fabricref")
+        with command():
+            _command()(args=argv, prog_name="fabricref")
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except FabricrefError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {visible(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except Exception as exc:
+        # A read-only checkout or a full disk under any verb: one line naming the file, not a traceback.
+        message = os_error_message(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {visible(message)}\n")
+        return 1
     return 0

@@ -42,8 +42,9 @@ def measured_import(
         print_json({**pin.model_dump(mode="json"), "rows": len(log.rows), "new": new})
         return
     sizes = sorted({r.bytes for r in log.rows})
+    earlier = "" if new or pin.file_name == file.name else f" (the same bytes, imported earlier as {pin.file_name})"
     out.print(
-        f"{'pinned' if new else 'already pinned'} {file.name} as {pin.measurement_id} (sha256 {pin.sha256}): "
+        f"{'pinned' if new else 'already pinned'} {file.name} as {pin.measurement_id}{earlier} (sha256 {pin.sha256}): "
         f"{pin.op} on {pin.ranks} ranks / {pin.hosts} host(s), {len(sizes)} sizes {sizes[0]}-{sizes[-1]} B"
     )
 

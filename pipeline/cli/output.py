@@ -16,11 +16,37 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..core.paths import Layout, layout
+from ..core.paths import Layout, layout, settle
+from ..core.text import json_ascii, json_safe, visible
 from ..errors import FabricrefError
 
+
+class _TextConsole(Console):
+    """A console through which every string printed (a message, a table cell) has its control characters made
+    visible first (`␛` for ESC): text from documents, logs and users is data, never terminal commands. rich's
+    own styling is added after this, so colours still work."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        return super().render_str(visible(text), **kwargs)
+
+
 # markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.
-out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 200)
+out = _TextConsole(highlight=False, markup=False, width=None if sys.stdout.isatty() else 200)
+
+
+def encodes_unicode(stream: Any) -> bool:
+    """True when `stream` can take any character (its encoding is a UTF one)."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    return encoding.startswith("utf")
+
+
+def safe_streams() -> None:
+    """stdout and stderr in an encoding that cannot hold every character (LC_ALL=en_US.ISO-8859-1) write what
+    they cannot encode as backslash escapes instead of failing with UnicodeEncodeError; JSON output is then
+    pure ASCII (its escapes are JSON's own, so the data is exact)."""
+    for stream in (sys.stdout, sys.stderr):
+        if not encodes_unicode(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def set_width() -> None:
@@ -123,7 +149,7 @@ def cell(value: Any) -> Any:
                 sub.add_row(cell(v))
             return sub
         return "\n".join(str(v) for v in value)
-    return str(value)
+    return str(value)  # made visible as it is printed (_TextConsole)
 
 
 RootOpt = Annotated[Path | None, typer.Option("--root", help="Checkout root (default: found from the cwd).")]
@@ -131,8 +157,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def lay_of(root: Path | None) -> Layout:
-    """The checkout a command works on (--root, or found from the cwd)."""
-    return layout(root)
+    """The checkout a command works on (--root, or found from the cwd), found once: until the command ends,
+    anything that looks for the checkout itself gets this one."""
+    return settle(layout(root))
 
 
 def strict(data: Any) -> Any:
@@ -160,7 +187,8 @@ def print_json(data: Any) -> None:
     except ValueError:
         # NaN / Infinity are not JSON: an input was out of range; say so rather than print invalid JSON.
         raise FabricrefError("the result holds a NaN or infinite number (an input is out of range)") from None
-    sys.stdout.write(text + "\n")
+    text = json_safe(text)
+    sys.stdout.write((text if encodes_unicode(sys.stdout) else json_ascii(text)) + "\n")
 
 
 def csv_cell(value: Any) -> Any:
@@ -169,6 +197,8 @@ def csv_cell(value: Any) -> Any:
         return json.dumps(strict(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return visible(value)  # CSV is read on terminals too: no control character reaches one
     return value
 
 
@@ -226,10 +256,12 @@ def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]
     """`emit(..., as_json=True)`, written row by row as the batches arrive: the same text as `print_json` of the
     whole list (NaN / infinity as null, as `strict` makes them)."""
     first = True
+    ascii_only = not encodes_unicode(sys.stdout)
     for batch in batches:
         parts = []
         for row in batch:
             parts.append(("[\n" if first else ",\n") + _json_row(strict(dict(zip(columns, row, strict=True)))))
             first = False
-        sys.stdout.write("".join(parts))
+        text = json_safe("".join(parts))
+        sys.stdout.write(json_ascii(text) if ascii_only else text)
     sys.stdout.write("[]\n" if first else "\n]\n")

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from ..errors import FabricrefError
-from .paths import layout
+from ..errors import FabricrefError, os_error_message
+from .paths import command, layout, settle
 
 
 def run_stage(work: Callable[..., str]) -> NoReturn:
@@ -20,12 +20,19 @@ def run_stage(work: Callable[..., str]) -> NoReturn:
 
     Exit codes as the CLI: 0 done, 1 a check failed, 2 bad usage."""
     try:
-        message = work(layout())
+        with command():
+            message = work(settle(layout()))
     except FabricrefError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+    except Exception as exc:
+        message = os_error_message(exc)  # a read-only checkout or a full disk: one line naming the file
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {message}\n")
+        sys.exit(1)
     sys.stdout.write(message + "\n")
     sys.exit(0)

@@ -6,13 +6,15 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import FabricrefError
+from ..errors import FabricrefError, UsageError
 
 _UMASK_LOCK = threading.Lock()
 
@@ -97,3 +99,220 @@ def exclusive_lock(lock_path: Path, wait: bool = True) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of `path`, which must be a regular file of at most `limit` bytes whose size is what it reads:
+    a FIFO (would block), a device (`/dev/zero` never ends), a directory, or a file the kernel makes up as it
+    is read (`/proc/self/environ` says 0 bytes and holds the environment) is refused, naming the file and `what`
+    was expected. The content is never put into a message."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: file not found; expected {what}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; expected {what}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
+    info = os.fstat(fd)
+    problem = None
+    if stat.S_ISDIR(info.st_mode):
+        problem = f"is a directory; expected {what}"
+    elif not stat.S_ISREG(info.st_mode):
+        problem = f"not a regular file (a FIFO, socket or device); expected {what}"
+    elif info.st_size > limit:
+        problem = f"{info.st_size:,} bytes; {what} is at most {limit:,} bytes"
+    if problem:
+        os.close(fd)
+        raise UsageError(f"{path}: {problem}")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
+    if len(data) > limit:
+        raise UsageError(f"{path}: more than {limit:,} bytes; {what} is at most {limit:,} bytes")
+    if len(data) != info.st_size:
+        raise UsageError(
+            f"{path}: read {len(data):,} bytes from a file whose size is {info.st_size:,} (a file the kernel makes "
+            f"up as it is read, or one being written); expected {what}"
+        )
+    return data
+
+
+# Several files replaced as one (`transaction`). Each file is staged in `.fabricref-staging/<pid>.<n>/` (same
+# filesystem as the checkout, so a rename moves it) and the journal naming every staged file and its target is
+# written last: that write is the commit point. Before it, a failure (a bad value, a full disk, SIGKILL) leaves
+# every target as it was; the staging directory is removed (by the command, or by the next writer when the
+# command was killed). After it, every staged file is renamed over its target, and a process killed half-way has
+# the next writer finish the renames from the journal (`recover`).
+JOURNAL = ".fabricref.journal"
+LOCK = ".fabricref.lock"
+STAGING = ".fabricref-staging"
+_HELD: dict[Path, int] = {}
+
+
+class Transaction:
+    """The files one command writes, staged until `commit` (see `transaction`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.staged: list[tuple[Path, Path]] = []  # (staged file, target), both absolute
+        self.directory: Path | None = None
+
+    def _stage(self, path: Path) -> tuple[Path, Path]:
+        target = self._inside(path)
+        try:
+            if self.directory is None:
+                (self.root / STAGING).mkdir(exist_ok=True)
+                self.directory = Path(tempfile.mkdtemp(dir=self.root / STAGING, prefix=f"{os.getpid()}."))
+            staged = self.directory / str(len(self.staged))
+        except OSError as exc:
+            raise FabricrefError(f"cannot write {path}: {exc.strerror}") from exc
+        self.staged.append((staged, target))
+        return staged, target
+
+    def write(self, path: Path, data: bytes, mode: int | None = None) -> None:
+        """Stage `data` for `path` (written and fsynced now, in place only at commit)."""
+        staged, _target = self._stage(path)
+        try:
+            with open(staged, "xb") as handle:
+                os.fchmod(handle.fileno(), new_file_mode() if mode is None else mode)
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            raise FabricrefError(f"cannot write {path}: {exc.strerror}") from exc
+
+    def write_json(self, path: Path, data: Any) -> None:
+        self.write(path, canonical_json(data))
+
+    def scratch(self) -> Path:
+        """An empty directory inside the staging area, for a library that writes its file itself (DuckDB's
+        COPY): `place` the result."""
+        self._stage(self.root / STAGING / "scratch")  # makes the staging directory
+        self.staged.pop()
+        assert self.directory is not None
+        scratch = Path(tempfile.mkdtemp(dir=self.directory, prefix="scratch."))
+        return scratch
+
+    def place(self, path: Path, built: Path) -> None:
+        """Stage a file built elsewhere in the checkout (a Parquet table a library wrote) for `path`."""
+        staged, _target = self._stage(path)
+        try:
+            os.replace(built, staged)
+        except OSError as exc:
+            raise FabricrefError(f"cannot write {path}: {exc.strerror}") from exc
+
+    def _inside(self, path: Path) -> Path:
+        target = path if path.is_absolute() else self.root / path
+        target = target.parent.resolve() / target.name
+        if not target.is_relative_to(self.root):
+            raise FabricrefError(f"{path}: outside the checkout {self.root}; refused")
+        return target
+
+    def commit(self) -> None:
+        if not self.staged:
+            return
+        rel = [[s.relative_to(self.root).as_posix(), t.relative_to(self.root).as_posix()] for s, t in self.staged]
+        try:
+            for _staged, target in self.staged:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(self.root / JOURNAL, canonical_json({"rename": rel}))
+        except OSError as exc:
+            raise FabricrefError(f"cannot write {self.root / JOURNAL}: {exc.strerror}") from exc
+        self.staged = []
+        _finish(self.root, rel)
+
+    def abort(self) -> None:
+        self.staged = []
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
+
+@contextlib.contextmanager
+def transaction(root: Path) -> Iterator[Transaction]:
+    """Stage the command's files (`tx.write`, `tx.place`), then replace them all at once when the block ends
+    without an error. The caller holds `checkout_lock`. Validate everything before the first `write`: a
+    failure inside the block leaves the checkout as it was."""
+    tx = Transaction(root)
+    try:
+        yield tx
+        tx.commit()
+    finally:
+        tx.abort()
+
+
+def _finish(root: Path, entries: list[list[str]]) -> None:
+    for staged, target in entries:
+        if (root / staged).exists():
+            os.replace(root / staged, root / target)
+    for directory in sorted({(root / target).parent for _staged, target in entries}):
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+    os.unlink(root / JOURNAL)
+
+
+def recover(root: Path) -> None:
+    """Finish a transaction a killed process committed (its journal is there), and remove what killed
+    processes staged without committing. Run under `checkout_lock` before writing."""
+    journal = root / JOURNAL
+    if journal.exists():
+        try:
+            entries = json.loads(journal.read_text(encoding="utf-8"))["rename"]
+            for pair in entries:
+                for part in pair:
+                    if not isinstance(part, str) or part.startswith("/") or ".." in Path(part).parts:
+                        raise ValueError(f"{part!r} is not a path inside the checkout")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise FabricrefError(
+                f"{journal}: an interrupted write left a journal that cannot be read ({exc}); compare the files it "
+                "names with git and remove it"
+            ) from exc
+        _finish(root, entries)
+    staging = root / STAGING
+    if staging.is_dir():
+        for leftover in staging.iterdir():
+            pid = leftover.name.split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(leftover, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staging.rmdir()  # only when empty
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process holds the lock: nothing of its own is being staged now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def checkout_lock(root: Path, wait: bool = True) -> Iterator[None]:
+    """The per-checkout writer lock (`.fabricref.lock`), re-entrant within a process, with an interrupted
+    transaction finished first (`recover`): every command that writes holds it."""
+    key = root.resolve()
+    if _HELD.get(key):
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    with exclusive_lock(key / LOCK, wait=wait):
+        _HELD[key] = 1
+        try:
+            recover(key)
+            yield
+        finally:
+            _HELD.pop(key, None)

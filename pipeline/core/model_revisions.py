@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, ValidationError
-from .files import atomic_write_json
+from .files import Transaction, checkout_lock, transaction
 from .paths import Layout
 from .schemas import load_json, validate
 
@@ -39,10 +39,28 @@ def current_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def pin(lay: Layout, only: list[str] | None = None, today: str | None = None) -> list[tuple[str, int]]:
-    """Append a revision for every model whose content changed since its last pinned revision."""
-    pinned = []
+def revised(lay: Layout, model: str, content: bytes, today: str | None = None) -> dict[str, Any] | None:
+    """The model's revisions file with a revision for `content` appended (validated), or None when its last
+    revision already pins that content. Nothing is written: the caller writes it with what else changes."""
+    revs = history(lay, model)
+    sha = hashlib.sha256(content).hexdigest()
+    if revs and revs[-1]["sha256"] == sha:
+        return None
     day = today or datetime.now(UTC).date().isoformat()
+    data = {"model": model, "revisions": [*revs, {"revision": len(revs) + 1, "sha256": sha, "changed_on": day}]}
+    validate(data, "model-revisions.schema.json", revisions_file(lay, model))
+    return data
+
+
+def pin(lay: Layout, only: list[str] | None = None, today: str | None = None) -> list[tuple[str, int]]:
+    """Append a revision for every model whose content changed since its last pinned revision: every file
+    validated first, then all written as one transaction under the checkout's lock."""
+    with checkout_lock(lay.root), transaction(lay.root) as tx:
+        return _pin(lay, tx, only, today)
+
+
+def _pin(lay: Layout, tx: Transaction, only: list[str] | None, today: str | None) -> list[tuple[str, int]]:
+    pinned = []
     files = model_files(lay)
     names = {name for model, _path in files for name in (model, model.split("/", 1)[1])}
     unknown = sorted(set(only or []) - names)
@@ -51,15 +69,11 @@ def pin(lay: Layout, only: list[str] | None = None, today: str | None = None) ->
     for model, path in files:
         if only and model.split("/", 1)[1] not in only and model not in only:
             continue
-        revs = history(lay, model)
-        sha = current_hash(path)
-        if revs and revs[-1]["sha256"] == sha:
+        data = revised(lay, model, path.read_bytes(), today)
+        if data is None:
             continue
-        revs = [*revs, {"revision": len(revs) + 1, "sha256": sha, "changed_on": day}]
-        data = {"model": model, "revisions": revs}
-        validate(data, "model-revisions.schema.json", revisions_file(lay, model))
-        atomic_write_json(revisions_file(lay, model), data)
-        pinned.append((model, len(revs)))
+        tx.write_json(revisions_file(lay, model), data)
+        pinned.append((model, len(data["revisions"])))
     return pinned
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,11 @@ class Layout:
     def references_dir(self) -> Path:
         return self.root / "models" / "references"
 
+    @property
+    def plans_dir(self) -> Path:
+        """`fabricref plan`'s tables (git-ignored, outside every DVC output): read as `plans` by `fabricref query`."""
+        return self.root / "plans"
+
     def source_file(self, source_id: str) -> Path:
         return self.sources_dir / f"{check_slug(source_id, 'source id')}.yaml"
 
@@ -91,23 +98,92 @@ class Layout:
             return str(path)
 
 
-def find_root(start: Path | None = None) -> Path:
-    """The checkout root: $FABRICREF_ROOT, else the nearest ancestor holding `sources/` and `schemas/`."""
-    env = os.environ.get("FABRICREF_ROOT")
-    if env:
-        return Path(env).resolve()
-    here = (start or Path.cwd()).resolve()
+ROOT_ENV = "FABRICREF_ROOT"
+# What makes a directory a fabricref checkout rather than any directory: the declared sources and the schemas.
+MARKERS = ("sources", "schemas")
+
+
+def is_checkout(path: Path) -> bool:
+    return all((path / marker).is_dir() for marker in MARKERS)
+
+
+def check_checkout(path: Path, how: str) -> Path:
+    """`path` resolved, when it is a fabricref checkout; else UsageError starting with `how` (what named it:
+    `FABRICREF_ROOT=/x`, `--root /x`) and saying why it is not one. Nothing is created: a wrong root must not
+    grow directories."""
+    expected = f"expected a fabricref checkout (a directory with {' and '.join(m + '/' for m in MARKERS)})"
+    if not path.exists():
+        raise UsageError(f"{how}: does not exist; {expected}")
+    if not path.is_dir():
+        raise UsageError(f"{how}: is not a directory; {expected}")
+    if not is_checkout(path):
+        missing = ", ".join(f"{m}/" for m in MARKERS if not (path / m).is_dir())
+        raise UsageError(f"{how}: is not a fabricref checkout (no {missing}); {expected}")
+    return path.resolve()
+
+
+def _search(here: Path) -> Path:
     for candidate in (here, *here.parents):
-        if (candidate / "sources").is_dir() and (candidate / "schemas").is_dir():
+        if is_checkout(candidate):
             return candidate
     raise UsageError(
         f"no fabricref checkout found at or above {here}: expected a directory with sources/ and schemas/ "
-        "(or set FABRICREF_ROOT)"
+        f"(or set {ROOT_ENV})"
     )
 
 
+def find_root(start: Path | None = None) -> Path:
+    """The checkout root, one rule for every command and stage:
+
+    - while a command runs, the root it settled on (`settle`): found once, never again from the environment;
+    - a stage DVC runs (DVC_STAGE set) works in the checkout DVC runs it in (DVC_ROOT, else the working
+      directory's): a FABRICREF_ROOT naming another directory is refused, never followed (following it would
+      let one checkout's `dvc repro` delete and rewrite another's outputs);
+    - else $FABRICREF_ROOT, which must be a checkout itself;
+    - else the nearest ancestor of the working directory holding sources/ and schemas/."""
+    if _IN_USE:
+        return _IN_USE[-1]
+    env = os.environ.get(ROOT_ENV)
+    if os.environ.get("DVC_STAGE"):
+        dvc_root = os.environ.get("DVC_ROOT")
+        here = (start or Path.cwd()).resolve()
+        root = check_checkout(Path(dvc_root), f"DVC_ROOT={dvc_root}") if dvc_root else _search(here)
+        if env and Path(env).resolve() != root:
+            raise UsageError(
+                f"{ROOT_ENV}={env} names another directory than the checkout DVC runs this stage in ({root}); a "
+                f"stage works only on its own checkout: unset {ROOT_ENV} for `dvc repro` (or point it at {root})"
+            )
+        return root
+    if env:
+        return check_checkout(Path(env), f"{ROOT_ENV}={env}")
+    return _search((start or Path.cwd()).resolve())
+
+
+# The root of the command running in this process (pushed by `settle`), so a helper that finds the checkout
+# itself (the vocabulary, a source outside `lay`) finds the one the command works on.
+_IN_USE: list[Path] = []
+
+
+@contextlib.contextmanager
+def command() -> Iterator[None]:
+    """One command: a root it `settle`s on is forgotten when the block ends (the next command finds its own)."""
+    depth = len(_IN_USE)
+    try:
+        yield
+    finally:
+        del _IN_USE[depth:]
+
+
+def settle(lay: Layout) -> Layout:
+    """The running command works on `lay`: until its `command()` block ends, `find_root` answers `lay.root`."""
+    _IN_USE.append(lay.root)
+    return lay
+
+
 def layout(root: Path | None = None) -> Layout:
-    return Layout(root.resolve() if root else find_root())
+    """The Layout of `root` (checked to be a checkout: `--root`, `root=`), else of the checkout `find_root`
+    finds."""
+    return Layout(check_checkout(root, f"--root {root}") if root else find_root())
 
 
 PARAMS_FILE = "params.yaml"

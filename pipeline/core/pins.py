@@ -39,6 +39,18 @@ def check_timestamp(value: str, where: str) -> str:
     return value
 
 
+# A retrieval date this far past the clock is a typo or a forged pin (clocks drift by seconds, not a day).
+FUTURE_SLACK_SECONDS = 24 * 3600
+
+
+def check_not_future(value: str, where: str) -> str:
+    """A document cannot have been read after now: `9999-12-31T23:59:59Z` is refused (a day's slack for clocks)."""
+    when = datetime.strptime(value, TIMESTAMP_FORMAT).replace(tzinfo=UTC)
+    if (when - datetime.now(UTC)).total_seconds() > FUTURE_SLACK_SECONDS:
+        raise ValidationError(f"{where}: {value!r} is in the future; expected the time the document was read")
+    return value
+
+
 def utc_now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
@@ -62,18 +74,26 @@ def load_file(path: Path, source_id: str) -> PinHistory:
     return history
 
 
-def append(lay: Layout, source_id: str, revision: Revision) -> PinHistory:
-    """Append one revision; earlier revisions are kept exactly as they were. Caller holds the pins lock."""
+def appended(lay: Layout, source_id: str, revision: Revision) -> dict[str, object]:
+    """The pins file with one revision appended (earlier revisions exactly as they were), validated; nothing is
+    written (the caller writes it with the bytes it names, in one transaction). Caller holds the checkout lock."""
     check_slug(source_id, "source id")
+    check_timestamp(revision.retrieved_at, f"{lay.relative(lay.pins_file(source_id))}: retrieved_at")
+    check_not_future(revision.retrieved_at, f"{lay.relative(lay.pins_file(source_id))}: retrieved_at")
     earlier = history.revisions if (history := load(lay, source_id)) else []
     expected = len(earlier) + 1
     if revision.revision != expected:
         raise ValidationError(f"pins for {source_id}: next revision must be {expected}, got {revision.revision}")
-    history = PinHistory(source_id=source_id, revisions=[*earlier, revision])
-    data = history.model_dump(mode="json")
+    data = PinHistory(source_id=source_id, revisions=[*earlier, revision]).model_dump(mode="json")
     validate(data, "pins.schema.json", lay.pins_file(source_id))
+    return data
+
+
+def append(lay: Layout, source_id: str, revision: Revision) -> PinHistory:
+    """Append one revision and write the pins file. Caller holds the checkout lock."""
+    data = appended(lay, source_id, revision)
     atomic_write_json(lay.pins_file(source_id), data)
-    return history
+    return PinHistory.model_validate(data)
 
 
 def edited_transcription(lay: Layout, source_id: str, current: Revision) -> str | None:

@@ -46,9 +46,10 @@ from typing import Any
 
 import duckdb
 
-from ..errors import FabricrefError
-from .files import atomic_write_json
+from ..errors import FabricrefError, IntegrityError
+from .files import atomic_write_json, new_file_mode
 from .paths import Layout
+from .store import sha256_file
 
 # The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written
 # (`validation`: the model against published results), then `measurements` (measured nccl-tests logs, loaded by
@@ -62,7 +63,7 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
         """
         SELECT f.reference_id, f.field, f.value_text, f.value_number, f.unit, f.direction, f.status, f.confidence,
                c.source_id, c.url, c.retrieved_at, c.sha256, c.origin, c.locator, c.excerpt, c.stated, c.revision,
-               c.snapshot_path, c.chosen, s.publisher_kind
+               c.snapshot_path, c.chosen, s.publisher_kind, s.read_via, s.published_on, f.conflict, c.agrees
         FROM fields f LEFT JOIN field_citations c USING (reference_id, field)
         LEFT JOIN sources s ON s.source_id = c.source_id
         """,
@@ -100,18 +101,87 @@ def _create(con: duckdb.DuckDBPyConnection, name: str, columns: list[tuple[str, 
 
 
 def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str]) -> Path:
-    """The table sorted by `order` as `directory/name.parquet`, written to a temporary file and renamed (atomic)."""
+    """The table sorted by `order` as `directory/name.parquet`, written to a temporary file and renamed (atomic),
+    with its SHA-256 recorded beside it (`record_hash`)."""
     target = directory / f"{name}.parquet"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
     os.close(fd)
     try:
         query = f"SELECT * FROM {_quote(name)} ORDER BY " + ", ".join(_quote(k) for k in order)
         con.execute(f"COPY ({query}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)")
+        record_hash(target, sha256_file(Path(tmp)))
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     return target
+
+
+# Every Parquet and DuckDB file of the registry has its SHA-256 beside it (`NAME.parquet.sha256`, in
+# `sha256sum` form), written with it, and every reader (`Tables`, so show, audit, query, status, the API and the
+# stages) checks it before DuckDB reads a byte: a flipped bit is refused naming the file, never read back as
+# other numbers or a traceback from a damaged page.
+HASH_SUFFIX = ".sha256"
+# How to get a sound copy of a table directory back.
+_REBUILD = {
+    "tables": "`dvc checkout registry/tables` (or rebuild it: `dvc repro --force compile`)",
+    "topology": "`dvc checkout registry/topology` (or rebuild it: `dvc repro --force topology`)",
+    "traffic": "`dvc checkout` (or rebuild it: `dvc repro --force traffic`)",
+    "comparison": "`dvc checkout` (or rebuild it: `dvc repro --force traffic`)",
+    "measurements": "`fabricref measured import` of any pinned log again (the table is rebuilt from every pin)",
+    "validation": "`dvc checkout` (or rebuild it: `dvc repro --force validate`)",
+}
+
+
+def hash_path(path: Path) -> Path:
+    return path.with_name(path.name + HASH_SUFFIX)
+
+
+def record_hash(path: Path, sha256: str) -> Path:
+    """Write `path`'s SHA-256 beside it (before the file itself is renamed into place: a crash in between leaves
+    a mismatch the reader refuses, never a table taken as sound)."""
+    target = hash_path(path)
+    # Raw OSError (not FabricrefError) on failure, like the table's own write: the stage names what it writes.
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), new_file_mode())
+            handle.write(f"{sha256}  {path.name}\n".encode())
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return target
+
+
+_VERIFIED: dict[tuple[str, int, int, int, int], None] = {}
+
+
+def verify_file(path: Path, rebuild: str | None = None) -> None:
+    """IntegrityError unless `path` hashes to the SHA-256 recorded beside it; a file unchanged on disk since it
+    was verified in this process is not hashed again."""
+    sidecar = hash_path(path)
+    how = rebuild or _REBUILD.get(path.parent.name, "`dvc checkout` or `dvc repro --force` of the stage writing it")
+    try:
+        info, side = path.stat(), sidecar.stat()
+    except FileNotFoundError as exc:
+        missing = path if exc.filename == str(path) else sidecar
+        raise IntegrityError(
+            f"{path}: {'missing' if missing == path else f'no recorded SHA-256 ({sidecar.name} is missing)'}; "
+            f"restore it with {how}"
+        ) from None
+    key = (str(path), info.st_ino, info.st_size, info.st_mtime_ns, side.st_mtime_ns)
+    if key in _VERIFIED:
+        return
+    text = sidecar.read_text(encoding="utf-8", errors="replace") if side.st_size <= 4096 else ""
+    recorded = text.split()[0] if text.split() else ""
+    actual = sha256_file(path)
+    if recorded != actual:
+        raise IntegrityError(
+            f"{path}: damaged: it hashes to {actual}, {sidecar.name} records {recorded or 'no hash'}; restore it "
+            f"with {how}"
+        )
+    _VERIFIED[key] = None
 
 
 INSERT_ROWS = 20_000
@@ -170,6 +240,7 @@ def concat_tables(
         names = ", ".join(_quote(c) for c, _ in columns)
         for part in parts:  # in the order given, so ties under ORDER BY keep one order from run to run
             sys.audit("fabricref.read", str(part))
+            verify_file(part)
             con.execute(f"INSERT INTO {_quote(name)} SELECT {names} FROM read_parquet({_literal(part.as_posix())})")
         count = con.execute(f"SELECT count(*) FROM {_quote(name)}").fetchone()[0]
         _copy_sorted(con, directory, name, order)
@@ -179,11 +250,14 @@ def concat_tables(
 
 
 def remove_stale(directory: Path, keep: Iterable[str]) -> None:
-    """Delete Parquet tables of `directory` that the stage no longer writes (a dropped table must not linger)."""
+    """Delete Parquet tables of `directory` that the stage no longer writes (a dropped table must not linger),
+    with their recorded hashes."""
     names = set(keep)
     for stale in directory.glob("*.parquet"):
         if stale.stem not in names:
             stale.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                hash_path(stale).unlink()
 
 
 def table_columns(paths: dict[str, Path]) -> dict[str, list[list[str]]]:
@@ -246,6 +320,7 @@ class Tables:
                 sys.audit("fabricref.read", str(path))
                 if not path.exists():
                     raise FabricrefError(f"{path} is missing: run `dvc repro`")
+                verify_file(path)
                 source = _literal(path.resolve().as_posix())
                 self.con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({source})")
             for name, (needs, sql) in DERIVED_VIEWS.items():
@@ -265,12 +340,15 @@ class Tables:
         cur = self.con.execute(sql, list(params))
         return [d[0] for d in cur.description], cur.fetchall()
 
-    def lock_down(self) -> None:
-        """From now on SQL can read the registry's Parquet files and nothing else (no COPY TO, no /etc/...)."""
-        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in self.paths.values()})
+    def lock_down(self, lock_configuration: bool = True, extra: Iterable[Path] = ()) -> None:
+        """From now on SQL can read the registry's Parquet files (and `extra` ones: the plans `fabricref query`
+        adds) and nothing else (no COPY TO, no /etc/...): file access cannot be switched back on.
+        `lock_configuration`: no other setting can change either (the limits `fabricref query` set)."""
+        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in [*self.paths.values(), *extra]})
         self.con.execute("SET allowed_directories = ?", [dirs])
         self.con.execute("SET enable_external_access = false")
-        self.con.execute("SET lock_configuration = true")
+        if lock_configuration:
+            self.con.execute("SET lock_configuration = true")
 
     def close(self) -> None:
         self.con.close()
@@ -344,6 +422,7 @@ def build_database(lay: Layout) -> Path:
         finally:
             con.close()
         os.chmod(tmp, 0o666 & ~_umask())
+        record_hash(target, sha256_file(Path(tmp)))
         os.replace(tmp, target)
         # The stage's DVC output, written last: deterministic where the DuckDB file is not, and missing on a fresh
         # clone, so `dvc repro` builds the views file there (a stage without outputs whose deps match dvc.lock
@@ -445,6 +524,10 @@ def ensure_database(lay: Layout) -> Path:
     expected = _views(lay)
     path = lay.duckdb_path
     if path.exists():
+        try:
+            verify_file(path)  # a damaged file is rebuilt (it holds views only), never opened
+        except IntegrityError:
+            return build_database(lay)
         try:
             con = duckdb.connect(str(path), read_only=True)
             try:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from datetime import date
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
+from .text import control_problem
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -85,9 +87,20 @@ _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt ].*)?")
 
 
 def _read_text(path: Path, what: str) -> str:
-    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES; every failure names the file."""
+    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES; every failure names the file. Opened without
+    blocking and read only when it is a regular file: a FIFO would wait forever, /dev/zero never end."""
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            os.close(fd)
+            if is_dir:
+                raise IsADirectoryError(21, "Is a directory", str(path))
+            raise ValidationError(f"{path}: not a regular file (a FIFO, socket or device); expected a {what} file")
+        with os.fdopen(fd, "rb") as handle:
             raw = handle.read(MAX_DECLARATIVE_BYTES + 1)
     except FileNotFoundError as exc:
         raise ValidationError(f"{path}: file not found") from exc
@@ -155,7 +168,18 @@ def load_yaml(path: Path) -> tuple[Any, Any]:
         if len(_PARSED) >= _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
     _PARSED[text] = doc
-    return to_plain(doc), doc
+    data = to_plain(doc)
+    if path.name == PARAMS_FILE:
+        # params.yaml has no schema of its own (each reader takes its block), so its numbers and text get the
+        # checks every validated document gets, here, where every reader passes.
+        bad = _find_bad_number(data)
+        if bad is not None:
+            line = _line_of(doc, list(bad[0]))
+            raise ValidationError(f"{path}:{line}: at {json_path(bad[0])}: {bad[1]}" if line else f"{path}: {bad[1]}")
+    return data, doc
+
+
+PARAMS_FILE = "params.yaml"
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -174,8 +198,9 @@ def _parse_yaml(text: str, path: Path) -> Any:
         raise ValidationError(f"{where}: malformed YAML: {exc.problem or exc.context}") from exc
     except YAMLError as exc:
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
-    except (ValueError, OverflowError, RecursionError) as exc:
-        # Scalars the screen let through but the constructor cannot build (e.g. an out-of-range time).
+    except (ValueError, OverflowError, RecursionError, IndexError) as exc:
+        # Scalars the screen let through but the constructor cannot build (an out-of-range time; `+_`, which
+        # ruamel's integer constructor indexes past the end of).
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
     return doc
 
@@ -265,15 +290,25 @@ def _validator(name: str) -> Draft202012Validator:
 
 
 def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
-    """The first number that is not finite or is beyond MAX_MAGNITUDE, with what was expected."""
+    """The first number that is not finite or is beyond MAX_MAGNITUDE, or the first text (value or key) holding a
+    control character (raw or as a character reference: pipeline/core/text.py), with what was expected."""
+    if isinstance(value, str):
+        problem = control_problem(value)
+        return None if problem is None else (parts, f"{_short(value)} {problem}")
     if isinstance(value, float) and not math.isfinite(value):
         return parts, "NaN or infinite number; expected a finite number"
+    if isinstance(value, float) and value != 0 and abs(value) < sys.float_info.min:
+        # A subnormal (5e-324) divides to infinity: an estimate that rests on it is infinite, naming nothing.
+        return parts, f"{value!r} is below the smallest normal number; expected 0 or at least {sys.float_info.min:g}"
     if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE:
         text = str(value)
         shown = text if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
         return parts, f"{shown} is too large; expected a magnitude of at most 2**53 ({MAX_MAGNITUDE})"
     if isinstance(value, dict):
         for key, item in value.items():
+            problem = control_problem(key) if isinstance(key, str) else None
+            if problem is not None:
+                return (*parts, key), f"the key {_short(key)} {problem}"
             found = _find_bad_number(item, (*parts, key))
             if found is not None:
                 return found

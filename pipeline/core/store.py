@@ -93,6 +93,14 @@ class SnapshotStore:
             raise IntegrityError(f"{path}: hash mismatch: pinned sha256 {sha256}, stored bytes hash to {actual}")
         return data
 
+    def holds(self, sha256: str, size: int | None = None) -> bool:
+        """True when a sound copy of these bytes is stored (a missing or damaged one is False: write it)."""
+        try:
+            self.read(sha256, size)
+        except IntegrityError:
+            return False
+        return True
+
     def verify(self, sha256: str, size: int | None = None) -> bool:
         self.read(sha256, size)
         return True

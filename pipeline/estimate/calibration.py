@@ -4,12 +4,13 @@ number with its status and provenance, so an estimate can say which statements i
 from __future__ import annotations
 
 import math
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ..core.paths import PARAMS_FILE, checkout_params
-from ..core.schemas import _line_of, json_path, load_model, load_yaml
+from ..core.schemas import _line_of, json_path, load_json, load_model, load_yaml
 from ..errors import ValidationError
 from ..formats.calibration import (
     CALIBRATION_PATH,
@@ -153,7 +154,43 @@ def load_calibration_file(path: Path) -> Calibration:
                 f"{_where(path, doc, parts)}: at {json_path(parts)}: source {n.source!r} is not declared under "
                 f"`sources` (declared: {', '.join(sorted(cal.sources))})"
             )
+    _check_measured(cal, path, doc)
     return cal
+
+
+def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
+    """A number `measured` must name a measured log the checkout has pinned (sources/measured/, its bytes in the
+    store): a status is a claim, and an estimate's confidence rises with it. Pins are read only when a measured
+    number is declared."""
+    measured = [(dotted, n) for dotted, n in cal.numbers() if n.status == "measured"]
+    if not measured:
+        return
+    root = (
+        path.parent.parent.parent if path.parent.name == "calibration" and path.parent.parent.name == "models" else None
+    )
+    pinned: set[str] = set()
+    if root is not None and (root / "sources" / "measured").is_dir():
+        for pin in sorted((root / "sources" / "measured").glob("*.json")):
+            data = load_json(pin)
+            sha = data.get("sha256") if isinstance(data, dict) else None
+            if isinstance(sha, str) and SHA_RE_COMPILED.fullmatch(sha) and _stored(root, sha):
+                pinned.add(sha)
+    for dotted, n in measured:
+        if n.measured_sha256 not in pinned:
+            parts = [*dotted.split("."), "measured_sha256"]
+            where = "sources/measured/" if root is None else f"{root / 'sources' / 'measured'}/"
+            raise ValidationError(
+                f"{_where(path, doc, parts)}: at {json_path(parts)}: {n.measured_sha256} names no measured log pinned "
+                f"in {where} with its bytes in the store; a number is `measured` only with the log it was read from "
+                "(pin it with `fabricref measured import`, or declare the number assumed with a note)"
+            )
+
+
+SHA_RE_COMPILED = re.compile(SHA_RE)
+
+
+def _stored(root: Path, sha: str) -> bool:
+    return (root / "sources" / "snapshots" / "sha256" / sha[:2] / sha).is_file()
 
 
 def _where(path: Path, doc: object, parts: list[object]) -> str:
@@ -162,7 +199,7 @@ def _where(path: Path, doc: object, parts: list[object]) -> str:
 
 
 @cache
-def _cached(path: str, mtime_ns: int, params_mtime_ns: int) -> Calibration:
+def _cached(path: str, mtime_ns: int, params_mtime_ns: int, measured_mtime_ns: int) -> Calibration:
     return load_calibration_file(Path(path))
 
 
@@ -173,4 +210,10 @@ def load_calibration(root: Path) -> Calibration:
     except FileNotFoundError:
         raise ValidationError(f"{path}: calibration file not found") from None
     params = root / PARAMS_FILE
-    return _cached(str(path), stamp, params.stat().st_mtime_ns if params.is_file() else 0)
+    pins = root / "sources" / "measured"  # a pin added or removed changes what a measured number may name
+    return _cached(
+        str(path),
+        stamp,
+        params.stat().st_mtime_ns if params.is_file() else 0,
+        pins.stat().st_mtime_ns if pins.is_dir() else 0,
+    )

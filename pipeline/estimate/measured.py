@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..core.files import atomic_write_json, exclusive_lock
+from ..core.files import checkout_lock, read_bounded, transaction
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_json, load_model
+from ..core.schemas import load_json, load_model, validate
 from ..core.store import SnapshotStore, sha256_bytes
-from ..errors import UsageError, ValidationError
+from ..core.text import control_problem, visible
+from ..errors import FabricrefError, UsageError, ValidationError
 from ..formats.measured import MeasuredPin
 from .collectives import ALGORITHMS
 from .nccl_log import Log, parse_text
@@ -55,18 +56,24 @@ def _pins(lay: Layout) -> list[tuple[Path, MeasuredPin]]:
     return out
 
 
+# A measured log is the stdout of one nccl-tests run: kilobytes. More than this is not one (and would be parsed
+# in Python line by line, then held in the store).
+MAX_LOG_BYTES = 4 * 1024 * 1024
+
+
 def import_log(
     lay: Layout, file: Path, topology_id: str, algorithm: str | None = None, op: str | None = None
 ) -> tuple[MeasuredPin, Log, bool]:
-    """Parse first (nothing is written for a bad log), then store the bytes, pin them and rebuild the table.
-    Returns (pin, parsed log, whether the pin is new)."""
+    """Parse and check everything first (nothing is written for a bad log), then, under the checkout's lock, write
+    the bytes, the pin and the rebuilt table as one transaction: all three or none (a full disk, a value DuckDB
+    cannot hold, a kill leave the checkout as it was). Returns (pin, parsed log, whether the pin is new)."""
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise UsageError(f"--algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
     check_slug(topology_id, "topology id")
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{file}: file not found") from None
+    problem = control_problem(file.name, layout_ok=False)
+    if problem:
+        raise UsageError(f"{visible(str(file), keep_layout=False)}: the file name {problem}; rename the file")
+    data = read_bounded(file, MAX_LOG_BYTES, "an nccl-tests / rccl-tests log (a text file)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -91,26 +98,41 @@ def import_log(
         algorithm=algorithm,
         ranks=log.ranks,
         hosts=log.hosts,
-        devices=[f"rank {r} on {h} device {d}: {name}" for r, h, d, name in log.devices],
+        devices=[visible(f"rank {r} on {h} device {d}: {name}", keep_layout=False) for r, h, d, name in log.devices],
     )
+    import duckdb
+
+    from ..core.registry import hash_path
+
     check_slug(pin.measurement_id, "measurement id")
     target = measured_dir(lay) / f"{pin.measurement_id}.json"
-    from ..core.pins import lock_path
-
-    with exclusive_lock(lock_path(lay)):
+    validate(pin.model_dump(mode="json"), "measured-pin.schema.json", target)
+    with checkout_lock(lay.root):
         new = True
         if target.exists():
             old = load_model(MeasuredPin, load_json(target), "measured-pin.schema.json", target)
-            if old != pin:
+            differs = [k for k in type(pin).model_fields if k != "file_name" and getattr(old, k) != getattr(pin, k)]
+            if differs:
+                shown = ", ".join(f"{k} {getattr(pin, k)!r} (pinned: {getattr(old, k)!r})" for k in differs)
                 raise UsageError(
-                    f"{lay.relative(target)} already pins these bytes with other declarations "
-                    f"(algorithm {old.algorithm!r}); the pin is append-only and was not changed"
+                    f"{lay.relative(target)} already pins these bytes (sha256 {sha[:12]}, imported as "
+                    f"{old.file_name!r}) with other declarations: {shown}; the pin is append-only and was not changed"
                 )
-            new = False
-        SnapshotStore(lay.store_dir).put(data)  # bytes first, then the pin that names them
-        if new:
-            atomic_write_json(target, pin.model_dump(mode="json"))
-        write_measurements(lay)
+            new, pin = False, old  # the same bytes under another file name are the same measurement
+        store = SnapshotStore(lay.store_dir)
+        rows = _rows(lay, extra=[(pin, log)] if new else [])
+        with transaction(lay.root) as tx:
+            if not store.holds(sha, len(data)):
+                tx.write(store.path_for(sha), data, mode=0o444)
+            if new:
+                tx.write_json(target, pin.model_dump(mode="json"))
+            try:
+                built = _write_rows(tx.scratch(), rows)
+            except (OSError, duckdb.Error) as exc:  # a full disk, or a value the table cannot hold
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise FabricrefError(f"cannot write {lay.relative(table_dir(lay))}/{TABLE}.parquet: {reason}") from None
+            tx.place(table_dir(lay) / built.name, built)
+            tx.place(table_dir(lay) / hash_path(built).name, hash_path(built))
     return pin, log, new
 
 
@@ -126,9 +148,10 @@ def _logs(lay: Layout) -> list[tuple[Path, MeasuredPin, Log]]:
     return out
 
 
-def _rows(lay: Layout) -> list[tuple[Any, ...]]:
+def _rows(lay: Layout, extra: list[tuple[MeasuredPin, Log]] | None = None) -> list[tuple[Any, ...]]:
+    """The table's rows: every pinned log's (re-read from the store), and those of `extra` (being imported)."""
     rows = []
-    for _path, pin, log in _logs(lay):
+    for pin, log in [(pin, log) for _path, pin, log in _logs(lay)] + (extra or []):
         for r in log.rows:
             rows.append(
                 (
@@ -180,10 +203,17 @@ def measured_rows(lay: Layout) -> list[dict[str, Any]]:
     return out
 
 
-def write_measurements(lay: Layout) -> Path:
+ORDER = ["measurement_id", "placement", "bytes", "line"]
+
+
+def _write_rows(directory: Path, rows: list[tuple[Any, ...]]) -> Path:
     from ..core.registry import write_table
 
-    return write_table(table_dir(lay), TABLE, COLUMNS, ["measurement_id", "placement", "bytes", "line"], _rows(lay))
+    return write_table(directory, TABLE, COLUMNS, ORDER, rows)
+
+
+def write_measurements(lay: Layout) -> Path:
+    return _write_rows(table_dir(lay), _rows(lay))
 
 
 def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -227,6 +257,9 @@ def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> l
     path = table_dir(lay) / f"{TABLE}.parquet"
     if not path.exists():
         raise UsageError(f"no measurements imported yet ({lay.relative(path)} does not exist): run measured import")
+    from ..core.registry import verify_file
+
+    verify_file(path)
     con = duckdb.connect(":memory:")
     try:
         rows = con.execute(

@@ -188,6 +188,17 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
     if model.id != path.stem:
         raise ValidationError(f"{path}: at $.id: {model.id!r} must equal the file name {path.stem!r}")
     t = model.training if isinstance(model, TrainingWorkload) else None
+    twice = sorted({x for x in model.targets if model.targets.count(x) > 1})
+    if twice:
+        raise ValidationError(
+            f"{path}: at $.targets: {', '.join(twice)} listed twice; each target once (its traffic rows would double)"
+        )
+    if model.shares_with == model.id:
+        raise ValidationError(
+            f"{path}: at $.shares_with: {model.id!r} is this workload itself; name another workload that shares its "
+            "cluster, or leave shares_with out"
+        )
+    _check_size(model, path)
     if t and t.ep > 1 and model.model.experts is None:
         raise ValidationError(f"{path}: at $.training.ep: expert parallelism needs model.experts")
     if t and t.ep > 1 and (t.dp * t.tp) % t.ep:
@@ -206,6 +217,13 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
         raise ValidationError(
             f"{path}: at $.model.experts.params: {e.params:g} exceeds the model's params {model.model.params:g}"
         )
+    if t is not None:
+        from .decompose import check_degrees
+
+        try:
+            check_degrees(model.model, t, str(path))  # here, so a knob params.yaml set is named at its line
+        except UsageError as exc:
+            raise ValidationError(str(exc)) from None
     w = Workload(
         id=model.id,
         title=model.title,
@@ -221,6 +239,35 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
     )
     _check_ranges(w, path)
     return w
+
+
+# What one workload may ask for, checked before anything is sized from it: a knob of 10^9 ranks, micro-batches or
+# tokens was a MemoryError after minutes. 2**20 ranks is 40x the largest topology the caps let be built.
+MAX_RANKS = 2**20
+MAX_DEGREE = 2**16
+MAX_COUNT = 2**24  # micro-batches, tokens, requests in a batch
+
+
+def _check_size(model: Any, path: Path) -> None:
+    """Every parallel degree at most MAX_DEGREE and their product (the ranks) at most MAX_RANKS; every count at
+    most MAX_COUNT. Named by JSON path, so a knob set in params.yaml is named at its line there."""
+    kind = "training" if isinstance(model, TrainingWorkload) else "inference"
+    block = model.training if kind == "training" else model.inference
+    degrees = ("tp", "pp", "dp", "ep") if kind == "training" else ("tp", "prefill_tp", "decode_tp")
+    for key in degrees:
+        value = getattr(block, key, None)
+        if isinstance(value, int) and value > MAX_DEGREE:
+            raise ValidationError(f"{path}: at $.{kind}.{key}: {value:,} is too large; expected at most {MAX_DEGREE:,}")
+    if kind == "training":
+        ranks = block.tp * block.pp * block.dp
+        if ranks > MAX_RANKS:
+            largest = max(("tp", "pp", "dp"), key=lambda k: getattr(block, k))
+            raise ValidationError(
+                f"{path}: at $.training.{largest}: tp × pp × dp = {ranks:,} ranks; expected at most {MAX_RANKS:,}"
+            )
+    for key, value in block:
+        if key not in degrees and isinstance(value, int) and not isinstance(value, bool) and value > MAX_COUNT:
+            raise ValidationError(f"{path}: at $.{kind}.{key}: {value:,} is too large; expected at most {MAX_COUNT:,}")
 
 
 def _check_ranges(w: Workload, path: Path) -> None:

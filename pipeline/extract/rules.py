@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..core import patterns
 from ..core.sources import Rule
+from ..core.text import visible
 from ..core.units import parse_number, parse_quantity, unit_info
 from ..core.vocabulary import FieldSpec
 from ..errors import ExtractionError, ValidationError
@@ -43,7 +44,9 @@ def parse_document(data: bytes) -> BeautifulSoup:
 
 
 def _text(tag: Tag) -> str:
-    return " ".join(tag.get_text(" ", strip=True).split())
+    """An element's text, whitespace collapsed, control characters made visible (`␛` for ESC: the parser has
+    decoded `&#x1b;` by now): document text is data, and no byte of it may drive a terminal or a page later."""
+    return visible(" ".join(tag.get_text(" ", strip=True).split()), keep_layout=False)
 
 
 def _locator(tag: Tag) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from .common import KeyAccess, Slug, Strict
+from .common import KeyAccess, Slug, Strict, Title
 
 
 class ParamRef(Strict):
@@ -123,7 +123,7 @@ class ClusterFile(KeyAccess):
     """A cluster: building blocks of one reference on a declared scale-out fabric and a separate frontend."""
 
     id: Slug
-    title: str = Field(min_length=3)
+    title: Title
     kind: Literal["illustrative", "modelled-on-published", "modelled-design"] = Field(
         description="A cluster model is never a vendor reference. modelled-on-published follows a published "
         "design; modelled-design is this project's own design around vendor parts, every choice in `assumptions`."

@@ -17,6 +17,8 @@ NAME_PATTERN = r"^[a-z][a-z0-9_]*$(?!\n)"
 SHA256_PATTERN = r"^[0-9a-f]{64}$(?!\n)"
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$(?!\n)"
 CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$(?!\n)"
+# One line with something visible on it: a title is shown in tables, headings and drawings, and is permanent.
+TITLE_PATTERN = r"^[^\t\n\r]*\S[^\t\n\r]*$(?!\n)"
 
 Slug = Annotated[
     str,
@@ -25,6 +27,15 @@ Slug = Annotated[
         min_length=1,
         max_length=80,
         description="Lowercase letters, digits and single hyphens: becomes part of paths.",
+    ),
+]
+Title = Annotated[
+    str,
+    Field(
+        min_length=3,
+        max_length=200,
+        pattern=TITLE_PATTERN,
+        description="One line of text, not only spaces (no tab or newline; no control characters).",
     ),
 ]
 FieldKey = Annotated[str, Field(pattern=KEY_PATTERN, description="A key of schemas/vocabulary.json.")]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
-from .common import Slug, Strict
+from .common import Slug, Strict, Title
 
 
 class Identity(Strict):
     kind: Literal["vendor", "illustrative"]
-    title: str = Field(min_length=3)
+    title: Title
 
 
 class Identities(Strict):

@@ -9,15 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError as PydanticError
 
 from ..core import model_revisions
-from ..core.files import atomic_write_bytes
+from ..core.files import checkout_lock, transaction
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_json
+from ..core.schemas import load_json, load_model
 from ..core.vocabulary import vocabulary
 from ..errors import FabricrefError, UsageError
-from ..formats.identities import Identities, Identity
+from ..formats.identities import Identities
 from ..formats.reference import ReferenceFile
 
 FORM_FACTORS = ("server", "rack", "cluster", "switch", "nic")
@@ -55,7 +54,11 @@ def reference_skeleton(lay: Layout, ref_id: str, form_factor: str, title: str, k
 
 def new_reference(lay: Layout, ref_id: str, form_factor: str, title: str, kind: str = "vendor") -> list[Path]:
     """Write models/references/ID.yaml, register ID in models/identities.json, pin its first model revision.
-    Bad arguments or an id already in use are bad usage (exit 2); nothing is written then."""
+
+    Everything is validated first (the id, the options, the title as models/identities.json and the model file
+    will hold it); then, under the checkout's lock (so parallel runs each see the others' identities), the three
+    files are written as one transaction: all of them or none. Bad arguments or an id already in use are bad
+    usage (exit 2); nothing is written then."""
     try:
         check_slug(ref_id, "reference id")
     except FabricrefError as exc:
@@ -64,25 +67,30 @@ def new_reference(lay: Layout, ref_id: str, form_factor: str, title: str, kind: 
         raise UsageError(f"--form-factor {form_factor!r}: expected one of {', '.join(FORM_FACTORS)}")
     if kind not in KINDS:
         raise UsageError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
-    model_path = lay.references_dir / f"{ref_id}.yaml"
-    ids_path = identities_file(lay)
-    identities = load_json(ids_path)
-    Identities.model_validate(identities)
-    taken = [lay.relative(p) for p in (model_path, lay.root / "models" / "clusters" / f"{ref_id}.yaml") if p.exists()]
-    if ref_id in identities["references"]:
-        taken.append(f"{lay.relative(ids_path)} ({identities['references'][ref_id]['title']!r})")
-    if taken:
-        raise UsageError(f"id {ref_id!r} is already in use: {', '.join(taken)}; a model id is permanent")
     data = reference_skeleton(lay, ref_id, form_factor, title, kind)
     try:
-        ReferenceFile.model_validate(data)
-        identity = Identity(kind=kind, title=title).model_dump()  # type: ignore[arg-type]
-    except PydanticError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise UsageError(f"cannot create reference {ref_id!r}: {problems}") from None
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
-    identities = {**identities, "references": {**identities["references"], ref_id: identity}}
-    atomic_write_bytes(ids_path, identities_json(identities))
-    atomic_write_bytes(model_path, text.encode())
-    pinned = model_revisions.pin(lay, [ref_id])
-    return [ids_path, model_path, *(model_revisions.revisions_file(lay, model) for model, _rev in pinned)]
+        load_model(ReferenceFile, data, "reference.schema.json", f"new reference {ref_id}")
+    except FabricrefError as exc:
+        raise UsageError(f"cannot create reference {ref_id!r}: {exc}") from None
+    model_path = lay.references_dir / f"{ref_id}.yaml"
+    ids_path = identities_file(lay)
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False).encode()
+    model = f"references/{ref_id}"
+    with checkout_lock(lay.root):
+        identities = load_json(ids_path)
+        Identities.model_validate(identities)
+        others = (model_path, lay.root / "models" / "clusters" / f"{ref_id}.yaml")
+        taken = [lay.relative(p) for p in others if p.exists()]
+        if ref_id in identities["references"]:
+            taken.append(f"{lay.relative(ids_path)} ({identities['references'][ref_id]['title']!r})")
+        if taken:
+            raise UsageError(f"id {ref_id!r} is already in use: {', '.join(taken)}; a model id is permanent")
+        identities = {**identities, "references": {**identities["references"], ref_id: {"kind": kind, "title": title}}}
+        load_model(Identities, identities, "identities.schema.json", ids_path)
+        revisions = model_revisions.revised(lay, model, text)
+        with transaction(lay.root) as tx:
+            tx.write(ids_path, identities_json(identities))
+            tx.write(model_path, text)
+            if revisions is not None:
+                tx.write_json(model_revisions.revisions_file(lay, model), revisions)
+    return [ids_path, model_path, model_revisions.revisions_file(lay, model)]

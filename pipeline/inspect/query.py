@@ -1,23 +1,47 @@
-"""Read-only SQL over the registry: only statements that read are run; the connection cannot write files."""
+"""Read-only SQL over the registry: one statement whose every node reads, run in a child process whose address
+space is limited, so neither a write nor an allocation DuckDB does not count (a 3 GB `repeat`) gets through.
+
+The rule, in one place (`reading_statement`): DuckDB's own parser splits the text; exactly one statement; it is a
+SELECT (DuckDB parses DESCRIBE, SHOW, SUMMARIZE, VALUES, WITH and FROM-first queries as SELECTs) or EXPLAIN of
+one (`EXPLAIN ANALYZE` runs its statement, so EXPLAIN ANALYZE of a write is a write); and the SELECT's parse tree
+(`json_serialize_sql`) holds only reading query nodes (a `WITH x AS (DELETE ... RETURNING *)` holds a
+DELETE node) and calls no function that writes or runs text unseen (`checkpoint()`, `query('...')`)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import os
+import pickle
 import re
-import threading
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from ..core.files import read_bounded
 from ..core.paths import Layout
 from ..core.registry import open_tables
 from ..errors import FabricrefError, UsageError
 
-READING = {"SELECT", "EXPLAIN"}
 _MEMORY_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+_UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2}
+_UNITS |= {"gib": 1024**3, "tib": 1024**4}
+MAX_THREADS = 64
+# Query nodes that only read; any other (DELETE_QUERY_NODE, INSERT..., UPDATE...) makes the statement a write.
+READING_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
+# Functions a SELECT may call that write (the database file) or run SQL text this check never sees.
+UNREAD_FUNCTIONS = {"checkpoint", "force_checkpoint", "query", "nextval", "setval"}
 
 
 @dataclass(frozen=True)
@@ -31,15 +55,23 @@ class Limits:
     max_rows: int = 1_000_000
 
     def checked(self) -> Limits:
-        if not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise UsageError(f"--timeout {self.timeout}: expected a positive number of seconds")
+        if not (math.isfinite(self.timeout) and 0 < self.timeout <= 86_400):
+            raise UsageError(f"--timeout {self.timeout}: expected a positive number of seconds (at most a day)")
         if not _MEMORY_RE.fullmatch(self.memory_limit.strip()):
             raise UsageError(f"--memory-limit {self.memory_limit!r}: expected a size such as 512MB, 2GB or 1.5GiB")
-        if self.threads < 1:
-            raise UsageError(f"--threads {self.threads}: expected at least 1")
+        if not 1 <= self.threads <= MAX_THREADS:
+            raise UsageError(f"--threads {self.threads}: expected a whole number from 1 to {MAX_THREADS}")
         if self.max_rows < 1:
             raise UsageError(f"--max-rows {self.max_rows}: expected at least 1")
+        if not 1 << 20 <= self.memory_bytes <= 1 << 44:
+            raise UsageError(f"--memory-limit {self.memory_limit!r}: expected a size from 1MB to 16TiB")
         return self
+
+    @property
+    def memory_bytes(self) -> int:
+        match = _MEMORY_RE.fullmatch(self.memory_limit.strip())
+        assert match is not None
+        return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 class QueryError(FabricrefError):
@@ -48,11 +80,14 @@ class QueryError(FabricrefError):
 
 # Rows fetched from DuckDB at a time when a result is streamed: Python holds one batch, never the whole result.
 BATCH_ROWS = 10_000
+# The child's address space beyond what it had when it was forked: the memory limit, plus this for DuckDB's own
+# structures, thread stacks (counted per thread) and the batch being pickled.
+ADDRESS_SLACK = 512 * 1024 * 1024
+STACK_PER_THREAD = 16 * 1024 * 1024
 
 
 def run(lay: Layout, sql: str, limits: Limits | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """One read-only SELECT under a time limit (interrupted from a timer thread), a memory limit, a thread
-    count and a row cap; all set before the configuration is locked, so the statement cannot raise them.
+    """One read-only statement under a time limit, a memory limit, a thread count and a row cap (see `stream`).
     Every row in memory: for big results use `stream`."""
     with stream(lay, sql, limits, batch_rows=(limits or Limits()).max_rows + 1) as (columns, batches):
         return columns, [row for batch in batches for row in batch]
@@ -63,44 +98,210 @@ def stream(
     lay: Layout, sql: str, limits: Limits | None = None, batch_rows: int = BATCH_ROWS
 ) -> Iterator[tuple[list[str], Iterator[list[tuple[Any, ...]]]]]:
     """`run`, with the rows as batches of at most `batch_rows` fetched as they are consumed, so writing a
-    270,000-row result as CSV or JSON holds one batch in Python at a time. The time limit covers the fetching
-    too. A result over the row cap raises QueryError before the batch that crosses it is handed out: a result
-    under one batch is refused before anything is printed; a bigger one after the rows below the cap."""
+    270,000-row result as CSV or JSON holds one batch in Python at a time.
+
+    The statement runs in a forked child whose address space is limited to what it had plus the memory limit
+    (and some slack): an allocation DuckDB's memory_limit does not count fails there, not in this process. The
+    time limit covers the fetching too: the child is killed when it passes. A result over the row cap raises
+    QueryError before the batch that crosses it is handed out."""
     limits = (limits or Limits()).checked()
-    tables = open_tables(lay)
-    con = tables.con
-    timer: threading.Timer | None = None
+    child = _Child(lay, sql, limits, batch_rows)
     try:
-        statement = _statement(con, tables, sql, limits)
-        timer = threading.Timer(limits.timeout, con.interrupt)
-        timer.daemon = True
-        timer.start()
-        with _reported(limits):
-            cursor = con.execute(statement)
-        columns = [d[0] for d in cursor.description] if cursor.description else []
+        kind, payload = child.receive()
+        if kind != "columns":
+            raise AssertionError(f"query child sent {kind!r} first")
 
         def batches() -> Iterator[list[tuple[Any, ...]]]:
+            while True:
+                kind, batch = child.receive()
+                if kind == "end":
+                    return
+                yield batch
+
+        yield payload, batches()
+    finally:
+        child.close()
+
+
+class _Child:
+    """The forked process running one query, and the pipe its messages come back on."""
+
+    def __init__(self, lay: Layout, sql: str, limits: Limits, batch_rows: int) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.timeout
+        self.read_fd, write_fd = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            self.pid = os.fork()
+        except OSError as exc:
+            os.close(self.read_fd)
+            os.close(write_fd)
+            raise FabricrefError(f"cannot start the query process: {exc.strerror}") from None
+        if self.pid == 0:
+            code = 1
+            try:
+                os.close(self.read_fd)
+                _serve(lay, sql, limits, batch_rows, write_fd)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self.buffer = bytearray()
+
+    def _read(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            left = self.deadline - time.monotonic()
+            ready = select.select([self.read_fd], [], [], max(0.0, left))[0] if left > 0 else []
+            if not ready:
+                self.close()
+                raise QueryError(
+                    f"query stopped after {self.limits.timeout:g} s (the time limit); raise it with --timeout SECONDS"
+                )
+            chunk = os.read(self.read_fd, max(65536, size - len(self.buffer)))
+            if not chunk:
+                raise self._died()
+            self.buffer += chunk
+        out = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return out
+
+    def receive(self) -> tuple[str, Any]:
+        (size,) = _LENGTH.unpack(self._read(_LENGTH.size))
+        kind, payload = pickle.loads(self._read(size))  # our own child's bytes, over our own pipe
+        if kind == "error":
+            exc_type, message = payload
+            raise {"usage": UsageError, "query": QueryError}.get(exc_type, FabricrefError)(message)
+        if kind == "oom":
+            raise self._memory_error()
+        return kind, payload
+
+    def _memory_error(self) -> QueryError:
+        return QueryError(
+            f"query needs more than the memory limit of {self.limits.memory_limit}; raise it with --memory-limit "
+            "(e.g. --memory-limit 4GB) or narrow the query"
+        )
+
+    def _died(self) -> FabricrefError:
+        status = self._wait()
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGABRT, signal.SIGSEGV, signal.SIGKILL):
+            # Out of address space, C++ aborts (std::bad_alloc uncaught) or the kernel kills: the memory limit.
+            return self._memory_error()
+        return QueryError(f"the query process ended without an answer (wait status {status})")
+
+    def _wait(self) -> int:
+        if not self.pid:
+            return 0
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        return status
+
+    def close(self) -> None:
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self._wait()
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+            self.read_fd = -1
+
+
+_LENGTH = struct.Struct("<Q")
+
+
+def _send(fd: int, kind: str, payload: Any = None) -> None:
+    data = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
+    data = _LENGTH.pack(len(data)) + data
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _vm_size() -> int:
+    """This process's address space now (bytes), from /proc; 0 where the kernel does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _serve(lay: Layout, sql: str, limits: Limits, batch_rows: int, fd: int) -> None:
+    """The child: limit the address space, check and run the statement, send the columns, batches, the end."""
+    try:
+        base = _vm_size()
+        if base:
+            cap = base + limits.memory_bytes + ADDRESS_SLACK + STACK_PER_THREAD * limits.threads
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        tables = open_tables(lay)
+        con = tables.con
+        try:
+            statement = _statement(con, tables, sql, limits, lay)
+            with _reported():
+                cursor = con.execute(statement)
+            _send(fd, "columns", [d[0] for d in cursor.description] if cursor.description else [])
             seen = 0
             while True:
-                with _reported(limits):
+                with _reported():
                     batch = cursor.fetchmany(batch_rows)
                 if not batch:
-                    return
+                    break
                 seen += len(batch)
                 if seen > limits.max_rows:
                     raise QueryError(
                         f"the query returns more than {limits.max_rows:,} rows; add a LIMIT or raise --max-rows"
                     )
-                yield batch
+                _send(fd, "rows", batch)
+            _send(fd, "end")
+        finally:
+            con.close()
+    except _OutOfMemory:
+        _send(fd, "oom")
+    except MemoryError:
+        _send(fd, "oom")
+    except UsageError as exc:
+        _send(fd, "error", ("usage", str(exc)))
+    except FabricrefError as exc:
+        _send(fd, "error", ("query", str(exc)))
+    except BaseException:
+        _send(fd, "error", ("other", f"the query process failed:\n{traceback.format_exc()}"))
 
-        yield columns, batches()
-    finally:
-        if timer is not None:
-            timer.cancel()
-        con.close()
+
+class _OutOfMemory(Exception):
+    pass
 
 
-def _statement(con: Any, tables: Any, sql: str, limits: Limits) -> Any:
+def plan_files(lay: Layout) -> list[Path]:
+    """The Parquet files of `fabricref plan` (one per search) under the checkout's plans/ folder."""
+    folder = lay.plans_dir
+    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+
+
+def _plans_view(con: Any, tables: Any, lay: Layout, sql: str) -> list[Path]:
+    """The `plans` view over every plan file, columns matched by name (training and serving plans differ); the
+    files it reads, so the lock-down allows their folder. No plans: no view (a query naming it says so). An
+    unreadable plan file stops only a query that names `plans`."""
+    files = plan_files(lay)
+    if not files or "plans" in tables.paths:
+        return []
+    for path in files:
+        sys.audit("fabricref.read", str(path))
+    sources = ", ".join("'" + p.resolve().as_posix().replace("'", "''") + "'" for p in files)
+    try:
+        con.execute(f"CREATE VIEW plans AS SELECT * FROM read_parquet([{sources}], union_by_name = true)")
+    except duckdb.Error as exc:
+        if re.search(r"\bplans\b", sql, re.IGNORECASE):
+            raise QueryError(
+                f"{lay.relative(lay.plans_dir)}/ holds a file DuckDB cannot read ({exc}); delete it or rerun its "
+                "`fabricref plan`"
+            ) from None
+        return []
+    return files
+
+
+def _statement(con: Any, tables: Any, sql: str, limits: Limits, lay: Layout) -> Any:
     """The one reading statement of `sql`, with the connection limited and locked down first."""
     # Views over the Parquet files as they are now (never a stale copy). No other file access from SQL:
     # COPY TO, ATTACH, read_csv('/etc/...') and friends are all refused, and the setting is locked so a
@@ -110,44 +311,139 @@ def _statement(con: Any, tables: Any, sql: str, limits: Limits) -> Any:
     # An in-memory DuckDB offloads to ./.tmp once the memory limit is reached, unbounded: a query stops at the
     # limit instead of filling the disk of whoever runs it (one cross join wrote 63 GB).
     con.execute("SET temp_directory = ''")
-    tables.lock_down()
+    tables.lock_down(extra=_plans_view(con, tables, lay, sql))
+    return reading_statement(con, sql)
+
+
+def reading_statement(con: Any, sql: str) -> Any:
+    """The one statement of `sql` when every node of it reads (module docstring); else UsageError (not one
+    statement) or QueryError (a write, or what cannot be checked), before anything runs."""
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
         raise QueryError(f"SQL error: {exc}") from None
     if not statements:
         raise UsageError("empty SQL: expected a SELECT statement")
-    for statement in statements:
-        kind = statement.type.name
-        if kind not in READING:
-            raise QueryError(
-                f"refused: {kind} statement; the registry is opened read-only and `fabricref query` runs only "
-                "SELECT (rebuild the registry with `dvc repro` instead of writing to it)"
-            )
     if len(statements) > 1:
+        for statement in statements:
+            _check_reads(con, statement)
         raise UsageError(
             f"{len(statements)} statements given; `fabricref query` runs exactly one SELECT "
             "(run them one at a time, or join them into one query)"
         )
+    _check_reads(con, statements[0])
     return statements[0]
 
 
+def _refused(kind: str) -> QueryError:
+    return QueryError(
+        f"refused: {kind}; the registry is opened read-only and `fabricref query` runs only statements that read "
+        "(SELECT, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of one; rebuild the registry with `dvc repro` "
+        "instead of writing to it)"
+    )
+
+
+def _check_reads(con: Any, statement: Any, depth: int = 0) -> None:
+    kind = statement.type.name
+    text = statement.query
+    if kind == "EXPLAIN" and depth < 4:
+        inner = _explained(text)
+        try:
+            (explained,) = con.extract_statements(inner)
+        except (duckdb.Error, ValueError):
+            raise _refused("EXPLAIN of a statement that cannot be checked") from None
+        _check_reads(con, explained, depth + 1)
+        return
+    if kind != "SELECT":
+        raise _refused(f"{kind} statement")
+    (tree,) = con.execute("SELECT json_serialize_sql(?)", [text]).fetchone()
+    parsed = json.loads(tree)
+    if parsed.get("error"):
+        raise _refused(f"a statement whose parse tree cannot be checked ({parsed.get('error_message')})")
+    for node_type, function in _nodes(parsed["statements"]):
+        if node_type is not None and node_type not in READING_NODES:
+            raise _refused(f"a {node_type.removesuffix('_QUERY_NODE').removesuffix('_NODE')} inside the statement")
+        if function is not None and function.lower() in UNREAD_FUNCTIONS:
+            raise _refused(f"the function {function}() (it writes, or runs SQL text this check does not see)")
+
+
+def _explained(text: str) -> str:
+    """The statement EXPLAIN [ANALYZE] explains (what follows those keywords, per DuckDB's tokenizer)."""
+    tokens = duckdb.tokenize(text)
+    index = 1
+    if len(tokens) > 1 and text[tokens[1][0] :].upper().startswith("ANALYZE"):
+        index = 2
+    if len(tokens) <= index:
+        raise _refused("EXPLAIN of nothing")
+    return text[tokens[index][0] :]
+
+
+def _nodes(node: Any) -> Iterator[tuple[str | None, str | None]]:
+    """(query node type, function name) of every node of a parse tree, depth first, without recursion limits."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            kind = item.get("type")
+            yield (
+                (kind if isinstance(kind, str) and kind.endswith("_NODE") else None),
+                (item.get("function_name") if isinstance(item.get("function_name"), str) else None),
+            )
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 @contextlib.contextmanager
-def _reported(limits: Limits) -> Iterator[None]:
-    """DuckDB's interruption, memory and SQL errors as QueryErrors naming the option to change."""
+def _reported() -> Iterator[None]:
+    """DuckDB's memory and SQL errors: out of memory (however DuckDB words it) as _OutOfMemory, others as
+    QueryError naming DuckDB's message."""
     try:
         yield
-    except duckdb.InterruptException:
-        raise QueryError(
-            f"query stopped after {limits.timeout:g} s (the time limit); raise it with --timeout SECONDS"
-        ) from None
     except duckdb.OutOfMemoryException:
-        raise QueryError(
-            f"query needs more than the memory limit of {limits.memory_limit}; raise it with --memory-limit "
-            "(e.g. --memory-limit 4GB) or narrow the query"
-        ) from None
+        raise _OutOfMemory() from None
     except duckdb.Error as exc:
+        if "out of memory" in str(exc).lower() or "bad_alloc" in str(exc).lower():
+            raise _OutOfMemory() from None
         raise QueryError(f"SQL error: {exc}") from None
+
+
+# A saved query is a short text file: more than this is not one.
+MAX_QUERY_FILE_BYTES = 1 << 20
+
+
+def saved_query(path: Path) -> str:
+    """The SQL of `query --file PATH`: a regular UTF-8 text file of at most MAX_QUERY_FILE_BYTES, without NUL
+    bytes (what is not a saved query is refused naming the file, and its content never appears in a message)."""
+    data = read_bounded(path, MAX_QUERY_FILE_BYTES, "a saved query (a text file of SQL)")
+    if b"\0" in data:
+        raise UsageError(f"{path}: holds NUL bytes; expected a saved query (a text file of SQL)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (at byte {exc.start}); expected a saved query") from None
+
+
+@contextlib.contextmanager
+def quiet_errors(path: Path | None) -> Iterator[None]:
+    """For a query read from a file: DuckDB's messages quote the statement (`LINE 1: ...`, `near "..."`), so
+    an error names the file, DuckDB's kind of error and the line, never the text."""
+    if path is None:
+        yield
+        return
+    try:
+        yield
+    except QueryError as exc:
+        message = str(exc)
+        if not message.startswith("SQL error:"):
+            raise
+        kind = re.match(r"SQL error: (\w+(?: \w+)? Error)", message)
+        line = re.search(r"LINE (\d+):", message)
+        raise QueryError(
+            f"{path}: SQL error: {kind.group(1) if kind else 'DuckDB refused the statement'}"
+            + (f" at line {line.group(1)}" if line else "")
+            + " (the statement is not shown: it was read from a file; run it inline to see DuckDB's full message)"
+        ) from None
 
 
 def rows(lay: Layout, sql: str, params: list[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -59,6 +59,7 @@ def plot(log: dict[str, Any]) -> bytes:
     buffer size on a log2 axis."""
     import matplotlib
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     # Applied only while the plot is drawn, as drawings.py does.
     with matplotlib.rc_context(STYLE):
@@ -74,6 +75,9 @@ def plot(log: dict[str, Any]) -> bytes:
             )
         ax.scatter(sizes, [r["measured_busbw_gb_per_s"] for r in rows], marker="x", color="black", label="measured")
         ax.set_xscale("log", base=2)
+        # Plain tick labels: the log axis's own are mathtext, which STYLE turns off (text is drawn as written).
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _binary_size(v)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("buffer size S (bytes)")
         ax.set_ylabel("busbw (GB/s, nccl-tests convention)")
         ax.set_title(
@@ -86,6 +90,14 @@ def plot(log: dict[str, Any]) -> bytes:
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
     return buf.getvalue()
+
+
+def _binary_size(value: float) -> str:
+    """A buffer size on the log2 axis: 512 B, 4 KiB, 1 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} B"
 
 
 def read(lay: Layout) -> list[dict[str, Any]]:

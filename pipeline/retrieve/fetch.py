@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import posixpath
+import re
 import socket
 import time
 import urllib.request
@@ -19,6 +20,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpcore
 import httpx
 
+from ..core.urls import address_problem, host_problem
 from ..errors import FetchError, UsageError
 
 RETRYABLE_STATUS = {500, 502, 503, 504, 429}
@@ -92,6 +94,37 @@ class FetchResult:
     log: list[str] = field(default_factory=list)
 
 
+def check_mirror(mirror: str) -> str:
+    """A `--mirror` the client can reach as written: http(s), a host spelt plainly (a private or loopback one
+    is fine: mirrors are local), a valid port, no query or fragment. Bad usage otherwise, naming the option."""
+    try:
+        parts = urlsplit(mirror)
+        host = parts.hostname
+        parts.port  # noqa: B018 — raises on a malformed port
+    except ValueError as exc:
+        raise UsageError(f"--mirror {redact_url_safe(mirror)!r}: not a valid URL ({exc})") from None
+    problem = None
+    if parts.scheme not in ("http", "https"):
+        problem = f"has scheme {parts.scheme!r}: expected http or https"
+    elif not host:
+        problem = "has no host"
+    elif parts.query or parts.fragment:
+        problem = "has a query or fragment: expected http(s)://HOST[:PORT][/PATH]"
+    else:
+        problem = host_problem(host, private_ok=True)
+    if problem:
+        raise UsageError(f"--mirror {redact_url_safe(mirror)!r} {problem}")
+    return mirror
+
+
+def redact_url_safe(url: str) -> str:
+    """`redact_url` for text that may not parse as a URL at all (then only a user:password@ is cut)."""
+    try:
+        return redact_url(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//", url)
+
+
 def mirror_url(url: str, mirror: str | None) -> str:
     """`https://host/path?q` → `MIRROR/host/path?q`: how air-gapped mirrors (and tests) serve documents."""
     if not mirror:
@@ -100,6 +133,18 @@ def mirror_url(url: str, mirror: str | None) -> str:
     tail = parts.path or "/"
     query = f"?{parts.query}" if parts.query else ""
     return f"{mirror.rstrip('/')}/{parts.netloc}{tail}{query}"
+
+
+def canonical_of(final: str, url: str, mirror: str | None) -> str:
+    """The publisher's address of what was fetched: through a mirror, `MIRROR/host/path` (the start or where
+    a same-site redirect led) is `scheme://host/path` again, so no pin records the mirror's address."""
+    if not mirror:
+        return final
+    prefix = redact_url(mirror).rstrip("/") + "/"
+    if not final.startswith(prefix):
+        return url
+    scheme = urlsplit(url).scheme
+    return f"{scheme}://{final[len(prefix) :]}"
 
 
 def redact_url(url: str) -> str:
@@ -171,12 +216,16 @@ class _DeadlineStream(httpcore.NetworkStream):
 
 
 class _DeadlineBackend(httpcore.NetworkBackend):
-    def __init__(self, deadline: _Deadline) -> None:
-        self._inner, self._deadline = httpcore.SyncBackend(), deadline
+    """`public_only`: the host is resolved here and the socket connects to an address that was judged public,
+    so a name that resolves (or is rebound) to a private, loopback or link-local address is never reached."""
+
+    def __init__(self, deadline: _Deadline, public_only: bool = False) -> None:
+        self._inner, self._deadline, self._public_only = httpcore.SyncBackend(), deadline, public_only
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+        target = public_address(host, port) if self._public_only else host
         return _DeadlineStream(
-            self._inner.connect_tcp(host, port, self._deadline.clamp(timeout), **kwargs), self._deadline
+            self._inner.connect_tcp(target, port, self._deadline.clamp(timeout), **kwargs), self._deadline
         )
 
     def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> Any:
@@ -193,11 +242,15 @@ class _DeadlineTransport(httpx.HTTPTransport):
     so the pool is rebuilt with the same settings (constraints.txt pins httpx; a test covers the behaviour).
     Through a proxy the pool is httpcore's HTTPProxy on the same backend: the deadline holds there too."""
 
-    def __init__(self, deadline: _Deadline, proxy: _Proxy | None = None, trust_env: bool = False) -> None:
+    def __init__(
+        self, deadline: _Deadline, proxy: _Proxy | None = None, trust_env: bool = False, public_only: bool = False
+    ) -> None:
         super().__init__(trust_env=False)
         ssl_context = httpx.create_ssl_context(trust_env=trust_env)
         if proxy is None:
-            self._pool = httpcore.ConnectionPool(ssl_context=ssl_context, network_backend=_DeadlineBackend(deadline))
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=ssl_context, network_backend=_DeadlineBackend(deadline, public_only)
+            )
         else:
             self._pool = httpcore.HTTPProxy(
                 proxy_url=proxy.url,
@@ -238,6 +291,28 @@ def proxy_for(url: str) -> _Proxy | None:
     return _Proxy(shown, auth)
 
 
+def public_address(host: str, port: int) -> str:
+    """The first address `host` resolves to, when every one it resolves to is public; else FetchError naming
+    the host, the address and why (the socket then connects to exactly the address judged here)."""
+    import ipaddress
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise httpcore.ConnectError(f"host {host!r} does not resolve: {exc}") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    for address in addresses:
+        problem = address_problem(ipaddress.ip_address(address.split("%", 1)[0]))
+        if problem:
+            raise FetchError(
+                f"host {host!r} resolves to {address}, which {problem.removeprefix('names ')}: refused; a source "
+                "is fetched from public addresses only (fetch a local copy with --mirror)"
+            )
+    if not addresses:
+        raise httpcore.ConnectError(f"host {host!r} resolves to no address")
+    return addresses[0]
+
+
 def _resolves(url: str) -> bool:
     """A host name that does not resolve will not resolve on retry either (and a retry would only sleep)."""
     host = urlsplit(url).hostname
@@ -255,12 +330,19 @@ _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflat
 
 
 class _BoundedDecoder:
-    """Decodes a Content-Encoding incrementally, never producing more than the cap allows (zlib max_length)."""
+    """Decodes a Content-Encoding incrementally, never producing more than the cap allows (zlib max_length).
+
+    A gzip body may hold several members (RFC 1952; `cat a.gz b.gz`): each is decoded in turn and the document is
+    all of them, never the first alone. Anything after the last stream that does not start another gzip member
+    (trailing garbage, a second deflate stream) is refused: the pin must be exactly the document sent."""
 
     def __init__(self, encoding: str, url: str, max_bytes: int) -> None:
         self.url, self.max_bytes, self.size = url, max_bytes, 0
-        self._zlib = zlib.decompressobj(_DECODERS[encoding]) if encoding in _DECODERS else None
+        self._wbits = _DECODERS.get(encoding)
+        self._zlib = zlib.decompressobj(self._wbits) if self._wbits is not None else None
+        self._gzip = encoding in ("gzip", "x-gzip")
         self._deflate_raw_fallback = encoding == "deflate"
+        self._between = b""  # bytes after a finished member, too few yet to tell whether another one starts
 
     def _count(self, out: bytes) -> bytes:
         self.size += len(out)
@@ -268,12 +350,31 @@ class _BoundedDecoder:
             raise FetchError(f"{self.url}: body exceeds the limit of {self.max_bytes} bytes (decoded)")
         return out
 
+    def _after_stream(self, rest: bytes) -> bytes:
+        """What follows a finished stream: the start of the next gzip member (decoded next), or refused."""
+        rest = self._between + rest
+        self._between = b""
+        if self._gzip and len(rest) < 2 and rest in (b"", b"\x1f"):
+            self._between = rest
+            return b""
+        if self._gzip and rest[:2] == b"\x1f\x8b":
+            self._zlib = zlib.decompressobj(self._wbits)
+            return rest
+        raise FetchError(
+            f"{self.url}: {len(rest)}+ bytes after the end of the compressed body (not another gzip member); "
+            "refused: the document would be pinned in part"
+        )
+
     def feed(self, data: bytes) -> bytes:
         if self._zlib is None:
             return self._count(data)
         out = bytearray()
         pending = data
         while pending:
+            if self._zlib.eof:
+                pending = self._after_stream(self._zlib.unused_data + pending)
+                if not pending:
+                    break
             try:
                 piece = self._zlib.decompress(pending, self.max_bytes - self.size + 1)
             except zlib.error as exc:
@@ -282,18 +383,34 @@ class _BoundedDecoder:
                     self._zlib, self._deflate_raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
                     continue
                 raise FetchError(f"{self.url}: body could not be decoded: {exc}") from None
+            self._deflate_raw_fallback = False
             out += self._count(piece)
             pending = self._zlib.unconsumed_tail
             if self._zlib.eof:
-                break
+                pending = self._zlib.unused_data
+                self._zlib = _Finished(self._zlib)
         return bytes(out)
 
     def finish(self) -> bytes:
         if self._zlib is None:
             return b""
-        if not self._zlib.eof:
+        if not self._zlib.eof or self._between:
             raise FetchError(f"{self.url}: compressed body ends before its end marker (truncated)")
         return self._count(self._zlib.flush())
+
+
+class _Finished:
+    """A decompressor whose stream has ended: what follows it is judged by `_after_stream`, not decoded."""
+
+    eof = True
+    unused_data = b""
+
+    def __init__(self, done: Any) -> None:
+        self._tail = done.flush()
+
+    def flush(self) -> bytes:
+        tail, self._tail = self._tail, b""
+        return tail
 
 
 def _looks_binary(data: bytes) -> bool:
@@ -329,9 +446,10 @@ def fetch(
 ) -> FetchResult:
     """Fetch one document. Raises FetchError (naming the URL, credentials removed, and what was expected)."""
     policy = policy or FetchPolicy.from_env()
+    if mirror is not None:
+        check_mirror(mirror)
     start = mirror_url(url, mirror)
     shown = redact_url(start)
-    original_host = urlsplit(url).netloc
     headers = {
         "User-Agent": policy.user_agent,
         "Accept": f"{expected_media_type}, */*;q=0.1",
@@ -350,7 +468,9 @@ def fetch(
     deadline = _Deadline(policy.deadline)
     log: list[str] = []
     last_error = "no attempt made"
-    transport = _DeadlineTransport(deadline, proxy, trust_env=policy.proxy == "env")
+    # Straight to the publisher, the address connected to is judged as the URL was when it was declared.
+    public_only = mirror is None and proxy is None
+    transport = _DeadlineTransport(deadline, proxy, trust_env=policy.proxy == "env", public_only=public_only)
     with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, transport=transport) as client:
         for attempt in range(1, policy.attempts + 1):
             if attempt > 1:
@@ -359,9 +479,7 @@ def fetch(
                     break
                 time.sleep(pause)
             try:
-                result = _one_attempt(
-                    client, start, headers, expected_media_type, mirror, original_host, policy, deadline
-                )
+                result = _one_attempt(client, start, headers, expected_media_type, mirror, url, policy, deadline)
                 result.attempts, result.log = attempt, log
                 return result
             except _Retry as exc:
@@ -431,10 +549,11 @@ def _one_attempt(
     headers: dict[str, str],
     expected_media_type: str,
     mirror: str | None,
-    original_host: str,
+    original_url: str,
     policy: FetchPolicy,
     deadline: _Deadline,
 ) -> FetchResult:
+    original_host = urlsplit(original_url).netloc
     current = url
     for _ in range(policy.max_redirects + 1):
         shown = redact_url(current)
@@ -455,7 +574,7 @@ def _one_attempt(
                 if response.status_code == 304:
                     return FetchResult(
                         not_modified=True,
-                        final_url=shown,
+                        final_url=canonical_of(shown, original_url, mirror),
                         etag=response.headers.get("etag"),
                         last_modified=response.headers.get("last-modified"),
                     )
@@ -473,7 +592,7 @@ def _one_attempt(
                     not_modified=False,
                     data=_read_body(response, shown, media_type, policy, deadline),
                     media_type=media_type,
-                    final_url=shown,
+                    final_url=canonical_of(shown, original_url, mirror),
                     etag=response.headers.get("etag"),
                     last_modified=response.headers.get("last-modified"),
                 )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import pins
-from ..core.files import atomic_write_json, exclusive_lock
+from ..core.files import atomic_write_json, checkout_lock, transaction
 from ..core.paths import Layout
 from ..core.sources import Source
 from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes
@@ -63,9 +63,29 @@ def verify(lay: Layout, sources: list[Source]) -> list[dict[str, object]]:
             entries.append(manifest_entry(lay, source, current))
         except FabricrefError as exc:
             problems.append(str(exc))
+    problems += measured_problems(lay)
     if problems:
         raise IntegrityError("\n".join(problems))
     return entries
+
+
+def measured_problems(lay: Layout) -> list[str]:
+    """Every measured log's pin (sources/measured/) checked like a snapshot's: its bytes in the store, of the
+    pinned size, hashing to the pinned SHA-256. One message per log that fails, naming the pin."""
+    directory = lay.sources_dir / "measured"
+    if not directory.is_dir():
+        return []
+    from ..core.schemas import load_json, load_model
+    from ..formats.measured import MeasuredPin
+
+    snapshots, problems = store(lay), []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            pin = load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)
+            snapshots.read(pin.sha256, size=pin.size)
+        except FabricrefError as exc:
+            problems.append(f"{lay.relative(path)}: measured log {exc}")
+    return problems
 
 
 def write_manifest(lay: Layout, entries: list[dict[str, object]]) -> None:
@@ -114,12 +134,14 @@ def refresh(
     they become is recorded one at a time by this thread, so pins and store see one writer. `progress` is told
     of each source as it is settled. Outcomes come back in the order of `sources`.
     """
-    from .fetch import FetchPolicy
+    from .fetch import FetchPolicy, check_mirror
 
+    if mirror is not None:
+        check_mirror(mirror)  # bad usage before the lock is taken or a document asked for
     policy = policy or FetchPolicy.from_env()
     outcomes: dict[str, RefreshOutcome] = {}
     end = time.monotonic() + policy.refresh_deadline
-    with exclusive_lock(pins.lock_path(lay), wait=wait_for_lock):
+    with checkout_lock(lay.root, wait=wait_for_lock):
         histories = {s.id: pins.load(lay, s.id) for s in sources}
         currents = {sid: h.current if h else None for sid, h in histories.items()}
         with ThreadPoolExecutor(max_workers=max(1, min(policy.concurrency, len(sources) or 1))) as pool:
@@ -159,8 +181,6 @@ def _record(lay: Layout, source: Source, current: pins.Revision | None, result: 
                 current.revision,
             )
         return RefreshOutcome(source.id, "unchanged", f"same bytes ({sha[:12]}), no new revision", current.revision)
-    # Bytes first, then the pin: a crash in between leaves an unreferenced snapshot, never a dangling pin.
-    snapshots.put(result.data)
     revision = pins.Revision(
         revision=(current.revision + 1) if current else 1,
         retrieved_at=pins.utc_now(),
@@ -173,8 +193,18 @@ def _record(lay: Layout, source: Source, current: pins.Revision | None, result: 
         last_modified=result.last_modified,
         origin="retrieved",
     )
-    pins.append(lay, source.id, revision)
+    _pin_with_bytes(lay, source.id, revision, result.data)
     return RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(result.data)} bytes", revision.revision)
+
+
+def _pin_with_bytes(lay: Layout, source_id: str, revision: pins.Revision, data: bytes) -> None:
+    """The bytes and the pin naming them, validated, then written as one transaction: both or neither."""
+    record = pins.appended(lay, source_id, revision)
+    snapshots = store(lay)
+    with transaction(lay.root) as tx:
+        if not snapshots.holds(revision.sha256, len(data)):
+            tx.write(snapshots.path_for(revision.sha256), data, mode=0o444)
+        tx.write_json(lay.pins_file(source_id), record)
 
 
 def _read_document(path: Path, source_id: str) -> bytes:
@@ -212,8 +242,9 @@ def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at
             "date its facts were read (read_on: YYYY-MM-DD) or --retrieved-at"
         )
     pins.check_timestamp(when, f"{path}: retrieved_at")  # before anything is written: no orphan snapshot
+    pins.check_not_future(when, f"{path}: retrieved_at")
     data = _read_document(path, source.id)
-    with exclusive_lock(pins.lock_path(lay)):
+    with checkout_lock(lay.root):
         history = pins.load(lay, source.id)
         current = history.current if history else None
         sha = sha256_bytes(data)
@@ -221,7 +252,6 @@ def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at
             return RefreshOutcome(
                 source.id, "unchanged", f"already pinned as revision {current.revision}", current.revision
             )
-        store(lay).put(data)
         revision = pins.Revision(
             revision=(current.revision + 1) if current else 1,
             retrieved_at=when,
@@ -233,5 +263,5 @@ def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at
             origin="transcription",
             note="Project transcription of the document's facts in its own labels; not the vendor's bytes.",
         )
-        pins.append(lay, source.id, revision)
+        _pin_with_bytes(lay, source.id, revision, data)
     return RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(data)} bytes", revision.revision)

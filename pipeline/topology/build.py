@@ -15,7 +15,7 @@ import networkx as nx
 from ..core.graphs import EdgeAttrs
 from ..errors import CompileError
 from .blocks import Template, link_attrs, template
-from .clusters import Cluster
+from .clusters import MAX_LINKS, MAX_NODES, Cluster
 from .facts import Defaults, Fact, Facts
 
 CAVEAT = (
@@ -200,6 +200,14 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
     f = cluster.fabric
     rails = len(t.scale_out_nics)
     _check(rails > 0, cluster, f"building block {cluster.building_block} has no scale-out NICs")
+    nodes, links = cluster.blocks * len(t.nodes), cluster.blocks * (len(t.edges) + rails)
+    _check(
+        nodes <= MAX_NODES and links <= MAX_LINKS,
+        cluster,
+        f"at $.building_blocks: {cluster.blocks:,} blocks of {cluster.building_block} ({len(t.nodes)} nodes, "
+        f"{len(t.edges) + rails} links each) make {nodes:,} nodes and {links:,} links before the fabric; expected at "
+        f"most {MAX_NODES:,} nodes and {MAX_LINKS:,} links (the topology is built node by node)",
+    )
     speed = t.nic_speed.gbps() if t.nic_speed else None
     _check(speed is not None, cluster, "the building block's scale_out.nic.speed is unknown")
     # A named switch sets the radix and the rate of every switch-to-switch link, with its own lineage.

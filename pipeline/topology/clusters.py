@@ -54,6 +54,10 @@ class Cluster:
 # building blocks is 21x the largest shipped cluster (3,072 servers), and no switch has more ports than this.
 MAX_BUILDING_BLOCKS = 65_536
 MAX_COUNT = 65_536
+# ... and what the blocks make is bounded too, since a block may be a rack of hundreds of nodes (65,536 NVL72 racks
+# are 13 million): about 6x the largest shipped cluster (86,000 nodes, 234,000 links; ~1 s to build).
+MAX_NODES = 500_000
+MAX_LINKS = 1_500_000
 
 
 def _resolve(value: int | ParamRef, params: dict[str, Any], where: str, limit: int = MAX_COUNT) -> int:

@@ -103,6 +103,7 @@ def run(lay: Layout) -> list[dict[str, Any]]:
         add("topology_summaries", summaries)
     atomic_write_json(out / "summaries.json", {tid: json.loads(s) for tid, s in summaries})
     written = {f"{name}.parquet" for name in TOPOLOGY_TABLES} | {"summaries.json"}
+    written |= {f"{name}.parquet.sha256" for name in TOPOLOGY_TABLES}  # each table's recorded hash
     for stale in out.iterdir():
         if stale.is_file() and stale.name not in written:
             stale.unlink()

@@ -148,3 +148,106 @@ def test_a_column_header_missing_a_column_is_refused_at_its_line():
             assert str(exc).startswith(f"x.log:{number}: the column header lacks "), exc
         else:
             raise AssertionError("a header missing a column was accepted")
+
+
+# params.yaml: mutated, through every reader of it (workload knobs, calibration numbers, the step choice, the
+# topology defaults), in a skeleton checkout holding the files those readers pair it with.
+PARAMS_PARTS = ("params.yaml", "models/workloads", "models/calibration", "models/topology", "sources", "schemas")
+
+
+def _params_checkout(tmp: str, text: str) -> Path:
+    import shutil
+
+    root = Path(tmp) / "repo"
+    for part in PARAMS_PARTS:
+        src, dest = ROOT / part, root / part
+        if src.is_dir():
+            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("pins", "snapshots", "transcriptions", "measured"))
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+    (root / "params.yaml").write_text(text, encoding="utf-8", errors="surrogatepass")
+    return root
+
+
+def _read_params_everywhere(root: Path) -> None:
+    from fabricref.estimate.calibration import load_calibration
+    from fabricref.estimate.choices import load_step_choices
+    from fabricref.topology.facts import defaults
+
+    for path in sorted((root / "models" / "workloads").glob("*.yaml")):
+        _only_fabricref_errors(lambda path=path: load_workload(path))
+    _only_fabricref_errors(lambda: load_calibration(root))
+    _only_fabricref_errors(lambda: load_step_choices(root))
+    _only_fabricref_errors(lambda: defaults(Layout(root)))
+
+
+PARAMS_TEXT = (ROOT / "params.yaml").read_text()
+# Numbers params.yaml holds, and the values that broke it: huge degrees, subnormals, signs, other notations.
+NUMBERS = st.sampled_from(["1000000000", "5e-324", "-1", "0", "1e308", "0x10", "1_000", "nan", ".inf", "7", "2**53"])
+
+
+@SETTINGS
+@given(edits=st.lists(EDIT, min_size=1, max_size=4), number=NUMBERS, which=st.integers(0, 1000))
+def test_mutated_params_yaml_gives_a_result_or_a_clear_error_in_every_reader(edits, number, which):
+    import re
+
+    values = list(re.finditer(r"(?m)^(\s+\w+: )([0-9.e+-]+)", PARAMS_TEXT))
+    target = values[which % len(values)]
+    text = PARAMS_TEXT[: target.start(2)] + number + PARAMS_TEXT[target.end(2) :]
+    with tempfile.TemporaryDirectory() as tmp:
+        _read_params_everywhere(_params_checkout(tmp, _mutate(text, edits)))
+
+
+# `fabricref new reference`: random ids, titles, form factors and kinds give a reference that loads and compiles
+# as written, or bad usage; never another exception, never a half-written checkout.
+TITLE_TEXT = st.text(
+    alphabet=st.sampled_from([*"Acme X1 -—&#;x1bB27", "\x1b", "\x07", "\n", "\t", "\u202e", "\x9b", " ", "é", "$"]),
+    max_size=24,
+)
+ID_TEXT = st.text(alphabet=st.sampled_from([*"acme-x1", "/", ".", "A", " ", "\n", "_"]), min_size=1, max_size=12)
+
+
+@SETTINGS
+@given(
+    ref_id=ID_TEXT,
+    title=TITLE_TEXT,
+    form_factor=st.sampled_from(["server", "rack", "cluster", "switch", "nic", "gpu", ""]),
+    kind=st.sampled_from(["vendor", "illustrative", "other"]),
+)
+def test_new_reference_inputs_give_a_loadable_reference_or_bad_usage(ref_id, title, form_factor, kind):
+    import json
+    import shutil
+
+    from fabricref.core.text import control_problem
+    from fabricref.errors import UsageError
+    from fabricref.inspect.new import new_reference
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "repo"
+        (root / "sources").mkdir(parents=True)
+        shutil.copytree(ROOT / "schemas", root / "schemas")
+        (root / "models" / "references").mkdir(parents=True)
+        shutil.copyfile(ROOT / "models" / "identities.json", root / "models" / "identities.json")
+        lay = Layout(root)
+        before = sorted(p.relative_to(root) for p in root.rglob("*"))
+        try:
+            written = new_reference(lay, ref_id, form_factor, title, kind)
+        except UsageError:
+            assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # nothing half-written
+            return
+        assert all(p.is_file() for p in written)
+        identity = json.loads((root / "models" / "identities.json").read_text())["references"][ref_id]
+        assert identity == {"kind": kind, "title": title}
+        assert control_problem(title, layout_ok=False) is None and title.strip()
+        assert load_reference(root / "models" / "references" / f"{ref_id}.yaml", lay).title == title
+
+
+def test_a_sign_and_an_underscore_are_malformed_yaml_not_an_index_error(tmp_path):
+    """Found by the fuzzer: ruamel's integer constructor indexed past the end of `+_`."""
+    import pytest
+
+    path = tmp_path / "collectives.yaml"
+    path.write_bytes(b"+_")
+    with pytest.raises(FabricrefError, match="malformed YAML"):
+        load_calibration_file(path)
