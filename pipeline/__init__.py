@@ -2,7 +2,8 @@
 
 The package is imported as `fabricref` (pyproject.toml maps the `pipeline/` folder to that name). The Python API
 of api.py — `fabricref.registry()`, `fabricref.graph(id)`, `fabricref.estimate_workload(topology, workload)`,
-`fabricref.audit(ref, field)` — is loaded on first use, so importing the package stays light.
+`fabricref.audit(ref, field)`, the planner's `fabricref.plan_train(model, cluster, ...)` / `plan_serve` — is loaded on
+first use, so importing the package stays light.
 The version is pyproject.toml's (`fabricref --version` reads the installed metadata); it is not repeated here.
 """
 
@@ -16,7 +17,7 @@ if __name__ != "fabricref":
         "`python -m fabricref.<stage>` (the folder pipeline/ is its source; see CHANGELOG.md)"
     )
 
-__all__ = ["audit", "checkout", "estimate_workload", "graph", "registry"]
+__all__ = ["audit", "checkout", "estimate_workload", "graph", "plan_record", "plan_serve", "plan_train", "registry"]
 
 
 def __getattr__(name: str) -> Any:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import duckdb
     import networkx as nx
 
-__all__ = ["audit", "checkout", "estimate_workload", "graph", "registry"]
+__all__ = ["audit", "checkout", "estimate_workload", "graph", "plan_record", "plan_serve", "plan_train", "registry"]
 Knobs = dict[str, Any] | None  # a workload's knobs set otherwise: `{"prefill_tp": 4, "decode_tp": 4}`
 
 
@@ -726,10 +726,19 @@ class _ExplorerState:
         totals = {s: sum(r.counts.get(s, 0) for r in refs) for s in _STATUSES}
         return Index(references=refs, topologies=topologies, workloads=self.workloads(topologies), status_totals=totals)
 
-    def _field_row(self, r: dict[str, Any]) -> Any:
-        from .formats.explore import FieldRow
+    def _field_row(self, r: dict[str, Any], citations: list[dict[str, Any]] | None = None) -> Any:
+        from .core.citing import check_of, check_text, conflict_text
+        from .formats.explore import FieldCheck, FieldRow
 
-        shown_value = _shown_value(r["status"], r["value_text"], r["value_number"], r["unit"])
+        shown_value = _shown_value(r["status"], r["value_text"], r["value_number"], r["unit"], r.get("digits"))
+        check = check_of(r)
+        # The words every view uses (core/citing.py): a conflict's every claim with its date, a check beside the
+        # stated figure.
+        evidence = {}
+        if r.get("conflict") and citations:
+            evidence["conflict"] = conflict_text(citations, r.get("resolved_by"))
+        if check is not None:
+            evidence["check"] = check_text(check, r)
         return FieldRow(
             field=r["field"],
             description=r["description"] or "",
@@ -740,12 +749,17 @@ class _ExplorerState:
             status=r["status"],
             confidence=r["confidence"],
             formula=r["formula"],
+            digits=r.get("digits"),
+            conflict=bool(r.get("conflict")),
+            resolved_by=r.get("resolved_by"),
+            check=FieldCheck(**check) if check is not None else None,
             shown={
                 "field": r["field"],
                 "value": shown_value,
                 "unit": r["unit"] or "",
                 "direction": (r["direction"] or "").replace("_", " "),
                 "status": r["status"],
+                **evidence,
             },
         )
 
@@ -754,7 +768,12 @@ class _ExplorerState:
 
         summary = self._summary(reference_id)
         rows = self.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", reference_id)
-        return ReferenceDetail(reference=summary, fields=[self._field_row(r) for r in rows])
+        cites: dict[str, list[dict[str, Any]]] = {}
+        for c in self.rows(
+            "SELECT * FROM field_citations WHERE reference_id = ? ORDER BY field, source_id, rule_id", reference_id
+        ):
+            cites.setdefault(c["field"], []).append(c)
+        return ReferenceDetail(reference=summary, fields=[self._field_row(r, cites.get(r["field"])) for r in rows])
 
     def compare(self, a: str, b: str) -> Any:
         from .formats.explore import CompareRow, Comparison
@@ -875,6 +894,10 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
                 publisher=s.get("publisher"),
                 publisher_kind=s.get("publisher_kind"),
                 read_via=s.get("read_via"),
+                published_on=s.get("published_on"),
+                claim_value_number=p.get("value_number"),
+                claim_value_text=p.get("value_text"),
+                agrees=p.get("agrees"),
                 rule_id=p["rule_id"],
                 revision=p["revision"],
                 retrieved_at=str(p["retrieved_at"]),
@@ -887,8 +910,17 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
                 stated=p["stated"],
             )
         )
+    from .core.citing import check_text, conflict_text
+    from .formats.explore import FieldCheck
+
     value = node.get("value")
     status = node["status"]
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    shown = {"value": _shown_value(status, node.get("value_text"), number, node.get("unit"), node.get("digits"))}
+    if node.get("conflict"):
+        shown["conflict"] = conflict_text(node.get("provenance", []), node.get("resolved_by"))
+    if node.get("check"):
+        shown["check"] = check_text(node["check"], {**node, "value_number": number})
     return Provenance(
         reference_id=node["reference_id"],
         field=node["field"],
@@ -902,26 +934,28 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
         reason=node.get("reason"),
         evidence_needed=node.get("evidence_needed"),
         why=node.get("why"),
+        digits=node.get("digits"),
+        conflict=bool(node.get("conflict")),
+        resolved_by=node.get("resolved_by"),
+        check=FieldCheck(**node["check"]) if node.get("check") else None,
         citations=citations,
         inputs=[_provenance(i, sources) for i in node.get("inputs", [])],
-        shown={
-            "value": _shown_value(
-                status,
-                node.get("value_text"),
-                value if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
-                node.get("unit"),
-            )
-        },
+        shown=shown,
     )
 
 
-def _shown_value(status: str, text: str | None, number: float | None, unit: str | None) -> str:
+def _shown_value(
+    status: str, text: str | None, number: float | None, unit: str | None, digits: int | None = None
+) -> str:
     """A field's value as views print it: the document's own digits ('Eight', '80 GB'), with the unit when they
-    leave it out; a derived value to the precision its inputs justify, with its unit; never a bare number."""
+    leave it out; a derived value to the precision its inputs justify (`digits`, the record's), with its unit;
+    never a bare number."""
     if status == "unknown":
         return "unknown"
     if status == "derived" and number is not None:
-        return _shown_quantity(number, unit)
+        from .core.format import format_field
+
+        return format_field({"value_number": number, "unit": unit, "direction": None, "digits": digits})
     import re
 
     shown = text or _shown_quantity(number, unit)
@@ -1903,3 +1937,43 @@ def _sizing(request: Any) -> Any:
     if not math.isfinite(cap.demand_tokens_per_second):
         raise ExplorerInputError("the demand is not a finite number", ("body", "requests_per_second"))
     return Sizing(sections={"memory": state_rows, "kv_cache": kv_rows, "fleet": fleet})
+
+
+# --- The planner (issue 28) ---------------------------------------------------------------------------------------
+# Searches run in memory and write nothing (the CLI writes plans/<id>.parquet and, with --save, a workload): the
+# explorer calls these per request. Options and their errors are the CLI's (an error names the --option).
+
+
+def plan_train(
+    model: str,
+    cluster: str,
+    root: str | Path | None = None,
+    *,
+    engine: Any = None,
+    progress: Any = None,
+    **options: Any,
+) -> Any:
+    """Every legal training layout of `model` (a workload id or a model-definition file) on `cluster`, searched:
+    a `PlanResult` with one row per layout (inputs, step time, memory, fit, dominant cost, confidence), the top K
+    by `objective` routed per link, and the Pareto front of step time vs memory headroom. `options`: gpus (a tuple),
+    global_batch, seq, objective (step | tokens-per-second | gpu-hours), top, max_layouts, tp, pp, cp, ep, zero,
+    recompute, schedule (tuples), memory_headroom, prune. `engine`: `fabricref.plan.engines.engine("ray")` for Ray
+    (default in-process)."""
+    from .plan.train import plan_training
+
+    return plan_training(_lay(root), model, cluster, engine=engine, progress=progress, **options)
+
+
+def plan_serve(model: str, cluster: str, root: str | Path | None = None, **options: Any) -> Any:
+    """Every serving layout of `model` on `cluster` for a demand: `options` requests_per_second, prompt, output,
+    ttft_p50 and tpot (seconds), modes, tp, top, memory_headroom. Ranked by accelerators, then request latency."""
+    from .plan.serve import plan_serving
+
+    return plan_serving(_lay(root), model, cluster, **options)
+
+
+def plan_record(result: Any) -> dict[str, Any]:
+    """A `PlanResult` as JSON-ready data: request, counts, top K (with hot links), Pareto front, notes."""
+    from .plan.search import as_dict
+
+    return as_dict(result)

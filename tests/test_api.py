@@ -31,7 +31,8 @@ def test_import_fabricref_is_not_shadowed_by_a_local_pipeline_folder(tmp_path: P
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
-        "fabricref ['audit', 'checkout', 'estimate_workload', 'graph', 'registry']",
+        "fabricref ['audit', 'checkout', 'estimate_workload', 'graph', 'plan_record', 'plan_serve', 'plan_train', "
+        "'registry']",
         "True True",
         "False",
     ]

@@ -39,18 +39,99 @@ def edit_model(lay, ref_id, old, new):
     return path
 
 
-def test_disagreeing_documents_fail_unless_the_model_says_which_it_takes(extracted):
+def test_disagreeing_documents_fail_when_the_rule_cannot_decide_and_no_take_is_named(extracted):
+    # 288 GB (The Register, 2025-06-12) vs 288 GiB (ROCm's table, undated): both state the MI355X itself, and an
+    # undated document cannot be ordered by date, so the declared rule cannot decide.
     path = edit_model(
         extracted,
-        "nvidia-dgx-h100",
-        "    take: nvidia-hgx-h100-blog#hgx-h100-gpu-model\n    why: The BasePOD page names the architecture",
-        "    note: The BasePOD page names the architecture",
+        "amd-mi355x-pollara400",
+        "    take: theregister-amd-mi355x-2025-06-12#mi355x-memory\n    why: >-",
+        "    note: >-",
     )
     with pytest.raises(CompileError) as err:
         stage.run(extracted)
     text = str(err.value)
-    assert f"{path}: at $.fields.accelerator.model: cited documents disagree" in text
-    assert "'NVIDIA Hopper'" in text and "'H100 Tensor Core'" in text
+    assert f"{path}: at $.fields.accelerator.memory: cited documents disagree" in text
+    assert "says 288 GB" in text and "says 309.238 GB" in text
+    assert "cannot decide: amd-rocm-gpu-specs#mi355x-vram has no published_on" in text
+    assert "take: and why:" in text
+
+
+def _records(lay, ref_id):
+    from fabricref.compile.references import load_reference, resolve
+    from fabricref.compile.stage import load_claims
+
+    sources = load_sources(lay)
+    ref = load_reference(lay.references_dir / f"{ref_id}.yaml", lay)
+    return resolve(ref, load_claims(lay, sources), {s.id: s for s in sources})
+
+
+def _edit_source(lay, source_id, old, new):
+    path = lay.source_file(source_id)
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_the_conflict_rule_takes_the_most_specific_product_then_the_latest(extracted):
+    records = _records(extracted, "amd-helios")
+    per_gpu, rack = records["accelerator.memory_bandwidth"], records["accelerator.memory_bandwidth_total"]
+    # 19.6 TB/s is stated for the MI400 family (2025-06), 23.3 TB/s for the MI455X itself: the product's is taken.
+    assert (per_gpu["value_number"], per_gpu["conflict"], per_gpu["resolved_by"]) == (23.3, True, "rule")
+    assert "most specific product's document" in per_gpu["choice_reason"]
+    # Two statements about the rack: the later one (2026-08-24 over June 2026) is taken; both are kept.
+    assert (rack["value_number"], rack["conflict"], rack["resolved_by"]) == (1700.0, True, "rule")
+    assert [(c["value_number"], c["published_on"], c["agrees"]) for c in rack["claims"]] == [
+        (1400.0, "2026-06", False),
+        (1700.0, "2026-08-24", True),
+    ]
+    # Dated earlier, the Hot Chips coverage loses the rack total to Computex; the product still beats the family.
+    _edit_source(
+        extracted, "servethehome-amd-mi400-hot-chips-2026", "published_on: '2026-08-24'", "published_on: '2026-01'"
+    )
+    records = _records(extracted, "amd-helios")
+    assert records["accelerator.memory_bandwidth_total"]["value_number"] == 1400.0
+    assert records["accelerator.memory_bandwidth"]["value_number"] == 23.3
+    # Dates that do not order them (the same month) leave the rule undecided: the model must say which it takes.
+    _edit_source(
+        extracted, "servethehome-amd-mi400-hot-chips-2026", "published_on: '2026-01'", "published_on: '2026-06-20'"
+    )
+    with pytest.raises(CompileError, match="published on dates that do not order them"):
+        _records(extracted, "amd-helios")
+
+
+def test_a_take_against_the_declared_rule_is_refused(extracted):
+    edit_model(
+        extracted,
+        "amd-helios",
+        "  accelerator.memory_bandwidth_total:\n    cite: [",
+        "  accelerator.memory_bandwidth_total:\n"
+        "    take: tomshardware-amd-helios-computex-2026#helios-memory-bandwidth-total\n"
+        "    why: The Computex figure is preferred here.\n    cite: [",
+    )
+    with pytest.raises(CompileError, match="a take: settles only what the rule cannot decide"):
+        _records(extracted, "amd-helios")
+
+
+def test_documents_agreeing_within_their_digits_are_no_conflict(extracted):
+    # DGX B200: the user guide's 1,440 GB and the BasePOD page's 1.4 TB (1.35-1.45 TB) agree; the more precise
+    # figure gives the value, with no take needed.
+    edit_model(
+        extracted,
+        "nvidia-dgx-b200",
+        "    take: nvidia-dgx-b200-user-guide-introduction#gpu-memory-total\n    why:",
+        "    note:",
+    )
+    record = _records(extracted, "nvidia-dgx-b200")["accelerator.memory_total"]
+    assert (record["value_number"], record["value_text"], record["conflict"], record["digits"]) == (
+        1440.0,
+        "1,440 GB",
+        False,
+        4,
+    )
+    assert record["chosen"] == "nvidia-dgx-b200-user-guide-introduction#gpu-memory-total"
+    assert "agree within the digits each states" in record["choice_reason"]
+    assert all(c["agrees"] for c in record["claims"])
 
 
 def test_citing_a_missing_source_or_rule_is_an_error(extracted):
@@ -75,7 +156,8 @@ def test_cycles_among_derived_fields_are_named(extracted):
     edit_model(
         extracted,
         "nvidia-dgx-h100",
-        "  accelerator.memory:\n    cite: [nvidia-h100-product-page#h100-sxm-memory]",
+        "  accelerator.memory:\n    cite: [nvidia-h100-product-page#h100-sxm-memory]\n"
+        "    check_formula: accelerator.memory_total / accelerator.count",
         "  accelerator.memory:\n    formula: accelerator.memory_total / accelerator.count",
     )
     edit_model(

@@ -67,10 +67,34 @@ def test_reference_fields_hold_value_unit_direction_status(http, reference: str)
     assert data["fields"], reference
     for f in data["fields"]:
         assert f["status"] in ("published", "preliminary", "derived", "unknown")
-        assert set(f["shown"]) == {"field", "value", "unit", "direction", "status"}
+        assert {"field", "value", "unit", "direction", "status"} <= set(f["shown"])
+        assert set(f["shown"]) <= {"field", "value", "unit", "direction", "status", "conflict", "check"}
         if f["status"] in ("published", "preliminary") and f["value_text"]:
             assert f["shown"]["value"].startswith(f["value_text"])  # the digits the document states
         assert not re.search(r"\de[+-]\d", f["shown"]["value"]), f  # no scientific notation
+
+
+def test_reference_fields_carry_precision_conflicts_checks_and_the_kind_of_evidence(http) -> None:
+    fields = {f["field"]: f for f in http.get("/api/references/amd-helios").json()["fields"]}
+    bandwidth = fields["accelerator.memory_bandwidth"]
+    assert bandwidth["conflict"] is True and bandwidth["resolved_by"] == "rule"
+    assert bandwidth["shown"]["conflict"].startswith("conflicting sources: 23.3 TB/s from servethehome-")
+    assert "19.6 TB/s from turtlesai-amd-mi400-advancing-ai-2025-06-12 (2025-06)" in bandwidth["shown"]["conflict"]
+    scale_up = fields["scale_up.bandwidth_per_accelerator"]
+    assert scale_up["check"]["agrees"] is True and scale_up["check"]["formula"].endswith("/ accelerator.count")
+    gb200 = {f["field"]: f for f in http.get("/api/references/nvidia-gb200-nvl72").json()["fields"]}
+    assert gb200["accelerator.memory"]["shown"]["value"] == "186 GB"  # 13.4 TB ÷ 72 to three digits
+    tree = http.get("/api/references/amd-helios/fields/accelerator.memory_bandwidth/provenance").json()
+    assert tree["conflict"] is True and "conflicting sources" in tree["shown"]["conflict"]
+    by_source = {c["source_id"]: c for c in tree["citations"]}
+    hot_chips = by_source["servethehome-amd-mi400-hot-chips-2026"]
+    assert (hot_chips["publisher_kind"], hot_chips["published_on"], hot_chips["agrees"]) == (
+        "press",
+        "2026-08-24",
+        True,
+    )
+    assert hot_chips["read_via"].startswith("a copy of the article")
+    assert by_source["turtlesai-amd-mi400-advancing-ai-2025-06-12"]["claim_value_number"] == 19.6
 
 
 def test_unknown_or_malformed_reference_is_refused_by_name(http) -> None:

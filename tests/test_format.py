@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fabricref.core.format import format_count, format_distinct, format_quantity
+from fabricref.core.format import format_count, format_distinct, format_field, format_quantity, significant_digits
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,53 @@ def test_a_diff_never_prints_two_different_values_the_same():
     assert format_distinct(1800, 1801, "GB/s") == ("1.8 TB/s", "1.801 TB/s")
     assert format_distinct(900, 900, "GB/s", "bidirectional") == ("900 GB/s bidirectional",) * 2
     assert format_distinct(None, 400, "Gb/s", "per_direction") == ("—", "400 Gb/s per direction")
+
+
+@pytest.mark.parametrize(
+    ("text", "digits"),
+    [
+        ("1,307.4 TFLOPS", 5),
+        ("1307.4 TFLOPS", 5),
+        ("1.8 TB/s", 2),
+        ("130 TB/s", 3),
+        ("400 Gb/s", 3),
+        ("0.05 s", 1),
+        ("19.6TB/s", 3),
+        ("8", 1),
+        ("eight", None),
+        ("Instinct MI455X", None),  # a digit inside a name is no figure
+        (None, None),
+    ],
+)
+def test_significant_digits_of_a_stated_figure(text, digits):
+    assert significant_digits(text) == digits
+
+
+def test_a_stated_figure_is_printed_with_the_digits_the_document_states():
+    # AMD's MI300X page: 1,307.4 TFLOPS dense BF16, never "1,310 TFLOP/s".
+    row = {"value_number": 1307.4, "unit": "TFLOP/s", "direction": None, "digits": 5}
+    assert format_field(row) == "1,307.4 TFLOP/s"
+    assert format_quantity(1307.4, "TFLOP/s") == "1,310 TFLOP/s"  # the three-digit default, for computed figures
+    assert format_field({**row, "value_number": 2614.9}) == "2,614.9 TFLOP/s"
+    assert format_field({"value_number": 1800.0, "unit": "GB/s", "direction": "bidirectional", "digits": 2}) == (
+        "1.8 TB/s bidirectional"
+    )
+
+
+def test_a_derived_figure_is_printed_to_the_precision_of_its_inputs():
+    # 130 TB/s ÷ 72: three digits from "130", none from the exact count.
+    assert format_field({"value_number": 130_000 / 72, "unit": "GB/s", "direction": "bidirectional", "digits": 3}) == (
+        "1.81 TB/s bidirectional"
+    )
+    assert format_field({"value_number": 13.4e3 / 72, "unit": "GB", "direction": None, "digits": 3}) == "186 GB"
+
+
+def test_a_field_without_a_number_prints_its_text_or_a_dash():
+    assert format_field({"value_number": None, "value_text": "NVLink 5"}) == "NVLink 5"
+    assert format_field({"value_number": None, "value_text": None}) == "—"
+    assert format_field({"value_number": 8.0, "unit": "count", "digits": None}) == "8"
+
+
+def test_a_diff_starts_at_the_digits_the_documents_state():
+    assert format_distinct(1307.4, 1307.4, "TFLOP/s", digits=5) == ("1,307.4 TFLOP/s",) * 2
+    assert format_distinct(1307.4, 2614.9, "TFLOP/s", digits=5) == ("1,307.4 TFLOP/s", "2,614.9 TFLOP/s")

@@ -168,6 +168,9 @@ def test_origin_says_what_each_hash_proves_in_the_view_show_and_audit(built_regi
     assert rows == [{"origin": "transcription"}]
     shown = json.loads(cli("show", "nvidia-dgx-h100", "--json", root=built_registry.root).out)
     count = next(r for r in shown if r["field"] == "accelerator.count")
-    assert count["source"] == "nvidia-dgx-basepod-core-components (transcription), nvidia-hgx-h100-blog (transcription)"
+    assert count["source"] == (
+        "nvidia-dgx-basepod-core-components (vendor-document, transcription), "
+        "nvidia-hgx-h100-blog (vendor-document, transcription)"
+    )
     tree = cli("audit", "nvidia-dgx-h100", "accelerator.count", root=built_registry.root).out
     assert "transcription" in tree and "transcription of the page is unchanged" in tree

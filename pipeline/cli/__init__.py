@@ -4,11 +4,11 @@ Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
 
 Where verbs go: one module per verb group, each registering its commands on `app` (pipeline/cli/app.py):
 stages.py (one verb per DVC stage), inspect.py (read the registry / pins / models), estimate.py (the `estimate`
-sub-app), measured.py (measured logs), new.py (authoring: `new reference`), explore.py (the web application).
-A new group gets its own module, imported below. Commands stay thin: they parse options, call a library function
-and print through output.py (numbers with units through pipeline/core/format.py); SQL lives in the library with
-bound parameters. Never import a stage package at module level here: import it inside the command, so each verb
-loads only the code its stage declares.
+sub-app), plan.py (the `plan` sub-app: layout search), measured.py (measured logs), new.py (authoring: `new
+reference`), explore.py (the web application). A new group gets its own module, imported below. Commands stay
+thin: they parse options, call a library function and print through output.py (numbers with units through
+pipeline/core/format.py); SQL lives in the library with bound parameters. Never import a stage package at module
+level here: import it inside the command, so each verb loads only the code its stage declares.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ import typer.main
 from ..core.paths import command
 from ..core.text import visible
 from ..errors import FabricrefError, os_error_message
-from . import estimate, explore, inspect, measured, new, stages, validate  # noqa: F401  (importing registers the verbs on `app`)
+from . import estimate, explore, inspect, measured, new, plan, stages, validate  # noqa: F401  (registers the verbs)
 from .app import app
 from .options import check_float_options
 from .output import safe_streams, set_width
 
 check_float_options(estimate.estimate_app)
+check_float_options(plan.plan_app)
 
 __all__ = ["app", "main"]
 

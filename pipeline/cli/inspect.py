@@ -10,10 +10,22 @@ from typing import Annotated, Any
 import typer
 from rich.tree import Tree
 
-from ..core.format import format_quantity
+from ..core.citing import READ_VIA_A_COPY, check_text, conflict_text
+from ..core.format import format_field
 from ..errors import FabricrefError, UnknownIdError, UsageError
 from .app import app
-from .output import JsonOpt, RootOpt, emit, lay_of, make_table, out, print_json, print_json_rows, write_csv_batches
+from .output import (
+    JsonOpt,
+    RootOpt,
+    emit,
+    lay_of,
+    make_table,
+    out,
+    print_json,
+    print_json_rows,
+    strict,
+    write_csv_batches,
+)
 
 # Rows `fabricref query` shows as a table unless --limit says otherwise.
 TABLE_ROWS = 100
@@ -57,7 +69,10 @@ def audit(
 
 
 def _value_text(node: dict[str, Any]) -> str:
-    return format_quantity(node["value"], node.get("unit"), node.get("direction"))
+    """The node's value at its record's precision (the digits the document states, or its inputs justify)."""
+    value = node["value"]
+    number = None if isinstance(value, str) else value
+    return format_field({**node, "value_number": number, "value_text": value if number is None else None})
 
 
 def _audit_label(node: dict[str, Any]) -> str:
@@ -73,13 +88,25 @@ _HASH_PROVES = {
 
 
 def _audit_tree(tree: Tree, node: dict[str, Any]) -> None:
+    if node.get("conflict"):
+        tree.add(conflict_text(node["provenance"], node.get("resolved_by")))
     if node.get("chosen"):
         tree.add(f"taken from {node['chosen']}: {node['choice_reason']}")
+    if node.get("check"):
+        tree.add(check_text(node["check"], {**node, "value_number": node["value"]}))
     for p in node["provenance"]:
         mark = "verified" if p["verified"] else "NOT VERIFIED"
         leaf = tree.add(f"{p['source_id']} rule {p['rule_id']} (revision {p['revision']}, {p['origin']}) — {mark}")
         if not p["verified"]:
             leaf.add(f"problem: {p.get('problem') or 'the pinned bytes could not be re-verified'}")
+        if p.get("publisher_kind"):
+            leaf.add(f"publisher kind: {p['publisher_kind']}")
+        if p.get("published_on"):
+            leaf.add(f"published on: {p['published_on']}")
+        if p.get("read_via"):
+            leaf.add(f"{READ_VIA_A_COPY}: {p['read_via']}")
+        if p.get("value_text") is not None and node.get("conflict"):
+            leaf.add(f"states: {format_field(p)} ({'agrees' if p.get('agrees') else 'disagrees'})")
         leaf.add(f"url: {p['url']}")
         leaf.add(f"retrieved_at: {p['retrieved_at']}")
         leaf.add(f"sha256: {p['sha256']}")
@@ -163,19 +190,21 @@ def references(as_json: JsonOpt = False, root: RootOpt = None) -> None:
 def show(
     reference: Annotated[str, typer.Argument(help="Reference id.")], as_json: JsonOpt = False, root: RootOpt = None
 ) -> None:
-    """Print a reference's fields: key, value with unit and direction, status, source."""
+    """Print a reference's fields: key, value with unit and direction (as precise as the document states it; both
+    values when cited documents conflict), status, and each source with its kind and whether it was read via a
+    copy."""
+    from ..inspect import fields as field_view
     from ..inspect import query as querying
 
     lay = lay_of(root)
-    _columns, rows = querying.reference_fields(lay, reference)
+    rows = field_view.reference_fields(lay, reference)
     if not rows:
         _columns, refs = querying.reference_summaries(lay)
         raise UnknownIdError("reference", reference, [r[0] for r in refs], "`fabricref references` lists them")
     if as_json:  # exact values for machines
-        columns = ["field", "value", "unit", "direction", "status", "source"]
-        emit(columns, [(f, text if n is None else n, u, d, st, src) for f, n, text, u, d, st, src in rows], True)
+        print_json(strict([field_view.json_record(f) for f in rows]))
         return
-    shown = [(f, format_quantity(text if n is None else n, u, d), st, src) for f, n, text, u, d, st, src in rows]
+    shown = [(f["field"], field_view.value_cell(f), f["status"], field_view.source_cell(f)) for f in rows]
     emit(["field", "value", "status", "source"], shown, False, title=reference)
 
 
@@ -218,7 +247,8 @@ def diff(
 
 @app.command()
 def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
-    """Per source: revision, date, rules matching, fields by status; per reference: fields by status and unknowns."""
+    """Per source: revision, date, rules matching, fields by status; per reference: fields by status and unknowns;
+    conflicting sources and disagreeing checks, as information (they do not make it exit non-zero)."""
     from ..inspect.status import status as get_status
 
     data = get_status(lay_of(root))
@@ -241,6 +271,12 @@ def status(as_json: JsonOpt = False, root: RootOpt = None) -> None:
         out.print(make_table(*columns, rows=rows))
         refs = [[r["reference_id"], r["by_status"], r["unknowns"]] for r in data["references"]]
         out.print(make_table("reference", "fields by status", "unknowns", rows=refs))
+        if data["conflicts"]:
+            conflicts = [[c["reference_id"], c["field"], c["value"], c["text"]] for c in data["conflicts"]]
+            title = "conflicting sources (information: every claim is kept; the value follows the declared rule)"
+            out.print(make_table("reference", "field", "value", "claims", keys=2, title=title, rows=conflicts))
+        for check in data["disagreeing_checks"]:
+            out.print(f"check disagrees (information): {check['reference_id']} {check['field']}: {check['text']}")
         for line in data["attention"]:
             out.print(f"needs attention: {line}")
     if data["attention"]:

@@ -1,21 +1,30 @@
 """Reference models (`models/references/<id>.yaml`) resolved into field records.
 
-Cited fields take their value from claims (both cited when two documents state it; a disagreement
-fails unless the model names the one it takes and why). Derived fields are evaluated with the safe
-formula language in dependency order. Unknown fields stay empty with their reason.
+Cited fields take their value from claims. Every cited claim is kept on the record (`claims`) with its value, the
+digits it states, its document's date and kind. Claims agree when they are equal within the digits each states
+(1.4 TB and 1,440 GB agree; the more precise is taken). Claims that disagree are a conflict: the value follows one
+declared rule (README, Evidence policy) — the most specific product's document (a rule's `scope`), and among those
+the latest (`published_on`) — and a `take:` in the model settles only what the rule cannot (an undated document, a
+disagreement in what the documents count). A stated field may carry a `check_formula:`: the registry's own
+derivation of the same figure, recorded beside the stated value with whether it agrees. Derived fields are
+evaluated with the safe formula language in dependency order, carrying the fewest digits among their inputs.
+Unknown fields stay empty with their reason.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core import confidence, expr
+from ..core.format import significant_digits, stated_number
 from ..core.paths import Layout, check_slug
 from ..core.schemas import load_json, load_model, load_yaml, validate
+from ..core.sources import Source, load_sources
 from ..core.units import Quantity
 from ..core.vocabulary import FieldSpec, vocabulary
 from ..errors import CompileError, FabricrefError
@@ -130,12 +139,44 @@ def check_identities(lay: Layout, refs: list[Reference]) -> None:
                 )
 
 
+# Quote marks are typography, not content: "EPYC 'Venice'" and "EPYC Venice" name the same CPU.
+_QUOTES = str.maketrans("", "", "'\"‘’“”")
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.translate(_QUOTES).split()).casefold() == " ".join(b.translate(_QUOTES).split()).casefold()
+
+
+def _halfwidth(value: float, digits: int | None) -> float:
+    """How far the true figure may lie from `value` printed to `digits` significant digits: half a unit in the last
+    digit (0 for an exact figure: a count, a parameter, a literal)."""
+    if digits is None or value == 0:
+        return 0.0
+    return 0.5 * 10 ** (math.floor(math.log10(abs(value))) - digits + 1)
+
+
+def _claim_halfwidth(claim: dict[str, Any]) -> float:
+    """`_halfwidth` of a claim, in the field's unit: half a unit in the last digit the document wrote, scaled by the
+    conversion to the field's unit (1.8 TB/s per direction stored as 3,600 GB/s bidirectional is ±100 GB/s)."""
+    stated = stated_number(claim["value_text"])
+    if stated is None or claim["value_number"] is None or stated[0] == 0:
+        return 0.0
+    number, digits = stated
+    return _halfwidth(number, digits) * abs(claim["value_number"] / number)
+
+
 def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two claims state the same figure: equal text (up to case, spacing and quote marks), or numbers within the
+    digits each states (each figure is the truth rounded to its digits, so they agree when the ranges overlap)."""
     if a["value_number"] is not None or b["value_number"] is not None:
         if a["value_number"] is None or b["value_number"] is None:
             return False
-        return math.isclose(a["value_number"], b["value_number"], rel_tol=1e-9, abs_tol=1e-12)
-    return " ".join(a["value_text"].split()).casefold() == " ".join(b["value_text"].split()).casefold()
+        x, y = a["value_number"], b["value_number"]
+        if math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12):
+            return True
+        # The ranges may touch (989.4 and 1,979 ÷ 2): a relative epsilon keeps a sum's last bit from parting them.
+        return abs(x - y) <= (_claim_halfwidth(a) + _claim_halfwidth(b)) * (1 + 1e-9)
+    return _same_text(a["value_text"], b["value_text"])
 
 
 def _describe(claim: dict[str, Any]) -> str:
@@ -158,8 +199,64 @@ def _base_record(ref: Reference, key: str, spec: FieldSpec) -> dict[str, Any]:
     }
 
 
+def _span(published_on: str) -> tuple[str, str]:
+    """The first and last day a date of day, month or year precision may mean, as comparable strings."""
+    parts = published_on.split("-")
+    first = "-".join(parts + ["01"] * (3 - len(parts)))
+    last = "-".join(parts + (["12", "31"] if len(parts) == 1 else ["31"] if len(parts) == 2 else []))
+    return first, last
+
+
+def _weighed(cite: str, claim: dict[str, Any], source: Source | None) -> dict[str, Any]:
+    """A cited claim with what the conflict rule and the views weigh: digits, scope, date, kind, how it was read."""
+    rule = source.rule(cite.split("#")[1]) if source is not None else None
+    return {
+        "cite": cite,
+        "claim": claim,
+        "digits": significant_digits(claim["value_text"]) if claim["value_number"] is not None else None,
+        "scope": rule.scope if rule is not None else "product",
+        "published_on": source.published_on if source is not None else None,
+        "publisher_kind": source.publisher_kind if source is not None else None,
+        "read_via": source.read_via if source is not None else None,
+    }
+
+
+def _most_precise(candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """Among claims that agree, the one stating the most digits (an exact figure most of all); the first cited on a
+    tie."""
+    return max(candidates, key=lambda w: float("inf") if w["digits"] is None else w["digits"])
+
+
+def _by_rule(weighed: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    """The declared rule for conflicting claims: the most specific product's document; among those, the latest.
+    Returns the claim it takes and why, or None and why it cannot decide."""
+    specific = [w for w in weighed if w["scope"] == "product"] or weighed
+    if all(_agree(w["claim"], specific[0]["claim"]) for w in specific):
+        return _most_precise(specific), "the most specific product's document"
+    undated = [w["cite"] for w in specific if not w["published_on"]]
+    if undated:
+        return None, f"{', '.join(undated)} {'has' if len(undated) == 1 else 'have'} no published_on"
+    spans = {w["cite"]: _span(w["published_on"]) for w in specific}
+    # The latest: no other claim's document was surely published after it (a later first day than its last day).
+    latest = [w for w in specific if not any(spans[o["cite"]][0] > spans[w["cite"]][1] for o in specific)]
+    if all(_agree(w["claim"], latest[0]["claim"]) for w in latest):
+        return _most_precise(latest), "the latest of the most specific product's documents"
+    return None, f"{' and '.join(w['cite'] for w in latest)} were published on dates that do not order them"
+
+
+def _claim_line(w: dict[str, Any]) -> str:
+    when = w["published_on"] or "undated"
+    family = ", for the family" if w["scope"] == "family" else ""
+    return f"{w['cite']} ({when}{family}) states {w['claim']['value_text']}"
+
+
 def _cited(
-    ref: Reference, key: str, spec: FieldSpec, decl: dict[str, Any], claims: dict[str, dict[str, Any]]
+    ref: Reference,
+    key: str,
+    spec: FieldSpec,
+    decl: dict[str, Any],
+    claims: dict[str, dict[str, Any]],
+    sources: Mapping[str, Source],
 ) -> dict[str, Any]:
     where = f"{ref.path}: at $.fields.{key}"
     cited = []
@@ -180,11 +277,43 @@ def _cited(
     chosen_id = decl.get("take")
     if chosen_id and chosen_id not in decl["cite"]:
         raise CompileError(f"{where}.take: {chosen_id!r} is not among the cited {decl['cite']}")
-    disagree = [c for c in cited if not _agree(c[1], cited[0][1])]
-    if disagree and not chosen_id:
-        values = "; ".join(f"{cid} says {_describe(c)}" for cid, c in cited)
-        raise CompileError(f"{where}: cited documents disagree ({values}); name the one taken with take: and why:")
-    chosen = dict(cited)[chosen_id] if chosen_id else cited[0][1]
+    weighed = [_weighed(cite, claim, sources.get(claim["source_id"])) for cite, claim in cited]
+    by_cite = {w["cite"]: w for w in weighed}
+    conflict = any(not _agree(a["claim"], b["claim"]) for i, a in enumerate(weighed) for b in weighed[i + 1 :])
+    resolved_by = None
+    reason = decl.get("why")
+    if conflict:
+        ruled, why = _by_rule(weighed)
+        lines = "; ".join(_claim_line(w) for w in weighed)
+        if ruled is not None and chosen_id and not _agree(by_cite[chosen_id]["claim"], ruled["claim"]):
+            raise CompileError(
+                f"{where}.take: {chosen_id!r}, but the declared rule ({why}) takes {ruled['cite']!r} ({lines}); "
+                "a take: settles only what the rule cannot decide"
+            )
+        if ruled is None and not chosen_id:
+            values = "; ".join(f"{cid} says {_describe(c)}" for cid, c in cited)
+            raise CompileError(
+                f"{where}: cited documents disagree ({values}) and the declared rule (the most specific product's "
+                f"document; among those, the latest) cannot decide: {why}; give the documents' published_on (or a "
+                "rule's scope: family), or name the one taken with take: and why:"
+            )
+        if ruled is not None:
+            resolved_by = "rule"
+            chosen_id = chosen_id or ruled["cite"]
+            if not decl.get("why"):
+                reason = f"Conflicting sources; taken by the declared rule ({why}): {lines}."
+        else:
+            resolved_by = "take"
+    elif not chosen_id:
+        best = _most_precise(weighed)
+        if not all(w["claim"]["value_number"] == best["claim"]["value_number"] for w in weighed):
+            chosen_id = best["cite"]  # they agree within their digits: the most precise gives the value
+            reason = (
+                "The cited documents agree within the digits each states; the most precise is taken: "
+                + "; ".join(_claim_line(w) for w in weighed)
+                + "."
+            )
+    chosen = by_cite[chosen_id]["claim"] if chosen_id else cited[0][1]
     statuses = [c["status"] for _, c in cited]
     status = chosen["status"] if chosen_id else ("published" if "published" in statuses else "preliminary")
     record = _base_record(ref, key, spec)
@@ -196,10 +325,34 @@ def _cited(
             "confidence": confidence.of_status(status),
             "provenance": [c["provenance"] for _, c in cited],
             "chosen": chosen_id,
-            "choice_reason": decl.get("why"),
+            "choice_reason": reason if chosen_id else None,
+            "digits": (by_cite[chosen_id] if chosen_id else _most_precise(weighed))["digits"],
+            "claims": [_claim_record(w, chosen) for w in weighed],
+            "conflict": conflict,
+            "resolved_by": resolved_by,
         }
     )
+    if spec.type == "count":
+        record["digits"] = None  # a count is exact, whatever digits it is written with
     return record
+
+
+def _claim_record(w: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
+    claim = w["claim"]
+    return {
+        "cite": w["cite"],
+        "value_number": claim["value_number"],
+        "value_text": claim["value_text"],
+        "unit": claim["unit"],
+        "direction": claim["direction"],
+        "status": claim["status"],
+        "digits": w["digits"],
+        "published_on": w["published_on"],
+        "publisher_kind": w["publisher_kind"] or "unknown",
+        "read_via": w["read_via"],
+        "scope": w["scope"],
+        "agrees": _agree(claim, chosen),
+    }
 
 
 def _check_minimum(key: str, spec: FieldSpec, number: float, where: str) -> None:
@@ -236,15 +389,21 @@ def _in_field_unit(claim: dict[str, Any], key: str, spec: FieldSpec, where: str)
     return {**claim, "value_number": value.value, "unit": value.unit, "direction": value.direction}
 
 
-def resolve(ref: Reference, claims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """All field records of one reference, validated against schemas/field.schema.json."""
+def resolve(
+    ref: Reference, claims: dict[str, dict[str, Any]], sources: Mapping[str, Source] | None = None
+) -> dict[str, dict[str, Any]]:
+    """All field records of one reference, validated against schemas/field.schema.json. `sources` (by id) give the
+    dates, scopes and kinds the conflict rule and the views weigh; by default the checkout's the model sits in."""
+    if sources is None:
+        lay = _checkout_of(ref.path)
+        sources = {s.id: s for s in load_sources(lay)} if lay is not None else {}
     vocab = ref.vocab
     records: dict[str, dict[str, Any]] = {}
     derived: dict[str, dict[str, Any]] = {}
     for key, decl in sorted(ref.fields.items()):
         spec = vocab[key]
         if "cite" in decl:
-            records[key] = _cited(ref, key, spec, decl, claims)
+            records[key] = _cited(ref, key, spec, decl, claims, sources)
         elif "unknown" in decl:
             record = _base_record(ref, key, spec)
             record.update(
@@ -263,6 +422,9 @@ def resolve(ref: Reference, claims: dict[str, dict[str, Any]]) -> dict[str, dict
             derived[key] = decl
     for key in _derivation_order(ref, derived):
         records[key] = _derive(ref, key, vocab[key], derived[key]["formula"], records)
+    for key, decl in sorted(ref.fields.items()):
+        if "cite" in decl and decl.get("check_formula"):
+            records[key]["check"] = _check(ref, key, vocab[key], decl["check_formula"], records)
     for key, record in records.items():
         validate(record, "field.schema.json", f"{ref.path} field {key}")
     ref.records = records
@@ -304,11 +466,15 @@ def _derivation_order(ref: Reference, derived: dict[str, dict[str, Any]]) -> lis
     return order
 
 
-def _derive(
-    ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
-    where = f"{ref.path}: at $.fields.{key}.formula"
+def _evaluate(
+    ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]], where: str
+) -> tuple[float, list[str], int | None]:
+    """A formula over this reference's records, in the field's unit: the number, the confidences of its inputs,
+    and the fewest significant digits among the inputs that are not exact (None when all are: counts, parameters,
+    literals). Fewest digits is the rule for products and quotients, the formulas here; it is what the result may
+    claim and what views print."""
     confidences: list[str] = []
+    digits: list[int] = []
 
     def lookup(name: str) -> expr.Value:
         if name.startswith(PARAM_PREFIX):
@@ -319,6 +485,8 @@ def _derive(
         if record["status"] == "unknown" or record["value_number"] is None:
             raise CompileError(f"{where}: input {name} is {record['status']} with no number; cannot derive {key}")
         confidences.append(record["confidence"])
+        if record.get("digits") is not None:
+            digits.append(record["digits"])
         return expr.Value.of(record["value_number"], record["unit"], record["direction"])
 
     try:
@@ -334,10 +502,19 @@ def _derive(
         )
     if not math.isfinite(number):
         raise CompileError(f"{where}: result is not a finite number")
+    return number, confidences, min(digits) if digits else None
+
+
+def _derive(
+    ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    where = f"{ref.path}: at $.fields.{key}.formula"
+    number, confidences, digits = _evaluate(ref, key, spec, formula, records, where)
     if spec.type == "count":
         if abs(number - round(number)) > 1e-9 or number < 0:
             raise CompileError(f"{where}: a count must be a whole non-negative number, got {number:g}")
         number = float(round(number))
+        digits = None  # a whole count is exact
     _check_minimum(key, spec, number, where)
     record = _base_record(ref, key, spec)
     record.update(
@@ -349,6 +526,41 @@ def _derive(
             "formula": formula,
             "inputs": expr.names(formula),
             "provenance": [],
+            "digits": digits,
         }
     )
     return record
+
+
+def _check(ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]]) -> dict:
+    """A stated field's `check_formula`, evaluated after every derivation: the value it gives, its precision, and
+    whether it agrees with the stated figure within the digits each carries (a check never changes the value)."""
+    where = f"{ref.path}: at $.fields.{key}.check_formula"
+    try:
+        names = expr.names(formula)
+    except FabricrefError as exc:
+        raise CompileError(f"{where}: {exc}") from None
+    for name in names:
+        if name == key:
+            raise CompileError(f"{where}: a check of {key} cannot read {key} itself")
+        if name.startswith(PARAM_PREFIX):
+            if name[len(PARAM_PREFIX) :] not in ref.parameters:
+                raise CompileError(f"{where}: no parameter {name!r}")
+        elif name not in ref.fields:
+            raise CompileError(f"{where}: {name!r} is not a field of {ref.id}")
+    record = records[key]
+    if record["value_number"] is None:
+        raise CompileError(f"{where}: {key} is text; only numbers are checked")
+    number, _, digits = _evaluate(ref, key, spec, formula, records, where)
+    tolerance = (_claim_halfwidth(record) + _halfwidth(number, digits)) * (1 + 1e-9)
+    stated = record["value_number"]
+    agrees = math.isclose(number, stated, rel_tol=1e-9, abs_tol=1e-12) or abs(number - stated) <= tolerance
+    return {
+        "formula": formula,
+        "inputs": names,
+        "value_number": number,
+        "unit": record["unit"],
+        "direction": record["direction"],
+        "digits": digits,
+        "agrees": agrees,
+    }

@@ -48,8 +48,9 @@ def run(lay: Layout) -> list[Reference]:
     claims = load_claims(lay, sources)
     check_evidence(lay, sources, claims)
     refs = load_references(lay)
+    by_id = {s.id: s for s in sources}
     for ref in refs:
-        resolve(ref, claims)
+        resolve(ref, claims, by_id)
     registry.write_tables(lay, rows(lay, sources, claims, refs))
     return refs
 
@@ -89,10 +90,19 @@ def rows(
                     r.get("chosen"),
                     r.get("choice_reason"),
                     vocab[key].description,
+                    r.get("digits"),
+                    r.get("conflict", False) if r["status"] in ("published", "preliminary") else None,
+                    r.get("resolved_by"),
+                    (r.get("check") or {}).get("formula"),
+                    (r.get("check") or {}).get("value_number"),
+                    (r.get("check") or {}).get("digits"),
+                    (r.get("check") or {}).get("agrees"),
                 )
             )
+            weighed = {c["cite"]: c for c in r.get("claims", [])}
             for p in r.get("provenance", []):
                 cite = f"{p['source_id']}#{p['rule_id']}"
+                c = weighed[cite]
                 out["field_citations"].append(
                     (
                         ref.id,
@@ -110,6 +120,17 @@ def rows(
                         p["origin"],
                         p.get("carried_from_revision"),
                         r.get("chosen") in (None, cite),
+                        c["value_number"],
+                        c["value_text"],
+                        c["unit"],
+                        c["direction"],
+                        c["status"],
+                        c["digits"],
+                        c["agrees"],
+                        c["scope"],
+                        c["published_on"],
+                        c["publisher_kind"],
+                        c["read_via"],
                     )
                 )
             for position, name in enumerate(r.get("inputs", [])):
@@ -129,6 +150,7 @@ def rows(
                 len(source.rules),
                 source.publisher_kind,
                 source.read_via,
+                source.published_on,
             )
         )
         history = pins.load(lay, source.id)

@@ -4,13 +4,23 @@ Bits stay bits and bytes stay bytes (Gb/s is never shown as GB/s); decimal units
 units (GiB, TiB/s) IEC prefixes (1024); the direction of a bandwidth is spelled out. Three significant digits by
 default, trailing zeros dropped, large mantissas with thousands separators and never in exponent notation.
 Machine-readable output (JSON, CSV, Parquet) keeps the exact number; this module is only for reading.
+
+A registry field is printed with `format_field`, at the precision its record carries (`digits`): a stated figure
+with the significant digits the document states (AMD's 1,307.4 TFLOP/s is never shown as "1,310"), a derived one
+with the fewest digits among its inputs (130 TB/s ÷ 72 is "1.81 TB/s", not "1,805.56 GB/s"): rounding a stated
+figure hides what the document says, and printing a quotient's every digit claims a precision no input has.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
+from typing import Any
 
 MISSING = "—"
+DEFAULT_DIGITS = 3
+MAX_DIGITS = 15  # a double holds about 15-17 significant decimal digits: more would print noise
 
 _SI = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
 _IEC = (("Pi", 2.0**50), ("Ti", 2.0**40), ("Gi", 2.0**30), ("Mi", 2.0**20), ("Ki", 2.0**10), ("", 1.0))
@@ -35,11 +45,16 @@ def _split(unit: str) -> tuple[str, float, bool, str] | None:
 
 
 def _number(x: float, digits: int) -> str:
-    """`digits` significant digits, trailing zeros dropped; from 10**digits up, a whole number with separators."""
+    """`digits` significant digits, trailing zeros dropped; from 10**digits up, a whole number with separators.
+    A whole part of four digits or more always has separators ('1,307.4', not '1307.4'), at any precision."""
     if x == 0:
         return "0"
     if abs(x) >= 10**digits:
         return f"{round(x):,}"
+    if abs(x) >= 1000:
+        decimals = max(0, digits - (math.floor(math.log10(abs(x))) + 1))
+        text = f"{x:,.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
     return f"{x:.{digits}g}"  # exponent notation only below 1e-4 of the smallest prefix (e.g. 0.00001 ns)
 
 
@@ -104,13 +119,57 @@ def format_distinct(
     unit: str | None = None,
     direction: str | None = None,
     old_direction: str | None = None,
+    digits: int = DEFAULT_DIGITS,
 ) -> tuple[str, str]:
-    """Two values of one field, with just enough digits that different numbers never print the same
-    (a diff must not show '1.8 TB/s → 1.8 TB/s' for 1800 → 1801 GB/s)."""
+    """Two values of one field, with at least `digits` significant digits (the documents' own, where they state
+    more) and just enough more that different numbers never print the same (a diff must not show
+    '1.8 TB/s → 1.8 TB/s' for 1800 → 1801 GB/s)."""
     old_dir = direction if old_direction is None else old_direction
-    for digits in range(3, 16):
-        a = format_quantity(old, unit, old_dir, digits)
-        b = format_quantity(new, unit, direction, digits)
+    for shown in range(min(digits, MAX_DIGITS), MAX_DIGITS + 1):
+        a = format_quantity(old, unit, old_dir, shown)
+        b = format_quantity(new, unit, direction, shown)
         if a != b or old == new:
             return a, b
     return a, b
+
+
+_NUMBER_RE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?|\.\d+)")
+
+
+def significant_digits(text: str | None) -> int | None:
+    """The significant digits of the first number written in `text` ('1,307.4 TFLOPS' → 5, '1.8 TB/s' → 2,
+    '130 TB/s' → 3, '0.05' → 1); None when it writes no number in digits ('eight', a model name).
+
+    Every written digit after the leading zeros counts, trailing zeros of a whole number included: '400 Gb/s' is a
+    nominal port rate, exact to the digits printed, and reading it as one digit would print 2 × 400 / 3 as
+    '300 Gb/s'. Counting more digits than a document meant prints one digit too many; counting fewer hides one."""
+    if not text:
+        return None
+    match = _NUMBER_RE.search(text)
+    if match is None:
+        return None
+    digits = match.group(1).replace(",", "").replace(".", "").lstrip("0")
+    return min(max(len(digits), 1), MAX_DIGITS)
+
+
+def stated_number(text: str | None) -> tuple[float, int] | None:
+    """The first number written in digits in `text`, with its significant digits ('1,440 GB' → (1440.0, 4));
+    None when there is none."""
+    if not text:
+        return None
+    match = _NUMBER_RE.search(text)
+    if match is None:
+        return None
+    digits = significant_digits(match.group(1))
+    return float(match.group(1).replace(",", "")), digits or 1
+
+
+def format_field(row: Mapping[str, Any], digits: int | None = None) -> str:
+    """A registry value (a field, a claim, a check) as it is printed in every view: `value_number` in `unit` and
+    `direction` at the precision of `digits` (argument, else the row's `digits`, else three significant digits),
+    or its text (`value_text`) when it is not a number; '—' when it has neither (an unknown field)."""
+    number = row.get("value_number")
+    if number is None:
+        return row.get("value_text") or MISSING
+    shown = digits if digits is not None else row.get("digits")
+    return format_quantity(number, row.get("unit"), row.get("direction"), int(shown) if shown else DEFAULT_DIGITS)

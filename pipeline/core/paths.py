@@ -80,6 +80,11 @@ class Layout:
     def references_dir(self) -> Path:
         return self.root / "models" / "references"
 
+    @property
+    def plans_dir(self) -> Path:
+        """`fabricref plan`'s tables (git-ignored, outside every DVC output): read as `plans` by `fabricref query`."""
+        return self.root / "plans"
+
     def source_file(self, source_id: str) -> Path:
         return self.sources_dir / f"{check_slug(source_id, 'source id')}.yaml"
 

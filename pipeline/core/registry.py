@@ -64,7 +64,7 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
         """
         SELECT f.reference_id, f.field, f.value_text, f.value_number, f.unit, f.direction, f.status, f.confidence,
                c.source_id, c.url, c.retrieved_at, c.sha256, c.origin, c.locator, c.excerpt, c.stated, c.revision,
-               c.snapshot_path, c.chosen, s.publisher_kind
+               c.snapshot_path, c.chosen, s.publisher_kind, s.read_via, s.published_on, f.conflict, c.agrees
         FROM fields f LEFT JOIN field_citations c USING (reference_id, field)
         LEFT JOIN sources s ON s.source_id = c.source_id
         """,
@@ -371,11 +371,11 @@ class Tables:
         cur = self.con.execute(sql, list(params))
         return [d[0] for d in cur.description], cur.fetchall()
 
-    def lock_down(self, lock_configuration: bool = True) -> None:
-        """From now on SQL can read the registry's Parquet files and nothing else (no COPY TO, no /etc/...): file
-        access cannot be switched back on. `lock_configuration`: no other setting can change either (the limits
-        `fabricref query` set)."""
-        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in self.paths.values()})
+    def lock_down(self, lock_configuration: bool = True, extra: Iterable[Path] = ()) -> None:
+        """From now on SQL can read the registry's Parquet files (and `extra` ones: the plans `fabricref query`
+        adds) and nothing else (no COPY TO, no /etc/...): file access cannot be switched back on.
+        `lock_configuration`: no other setting can change either (the limits `fabricref query` set)."""
+        dirs = sorted({p.resolve().parent.as_posix() + "/" for p in [*self.paths.values(), *extra]})
         self.con.execute("SET allowed_directories = ?", [dirs])
         self.con.execute("SET enable_external_access = false")
         if lock_configuration:

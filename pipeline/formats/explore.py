@@ -89,6 +89,16 @@ class Index(Response):
     status_totals: dict[str, int]
 
 
+class FieldCheck(Response):
+    """A stated figure's check: the registry's derivation of the same figure (`check_formula`), its precision, and
+    whether it agrees with the stated value within the digits each carries."""
+
+    formula: str
+    value: float | None
+    digits: int | None = None
+    agrees: bool
+
+
 class FieldRow(Response):
     field: str
     description: str
@@ -99,6 +109,12 @@ class FieldRow(Response):
     status: str
     confidence: str
     formula: str | None = None
+    digits: int | None = Field(
+        default=None, description="Significant digits the value carries (stated, or the fewest of its inputs)."
+    )
+    conflict: bool = Field(default=False, description="The cited documents disagree; every claim is kept.")
+    resolved_by: str | None = Field(default=None, description="`rule` (the declared conflict rule) or `take`.")
+    check: FieldCheck | None = None
     shown: Shown
 
 
@@ -113,7 +129,11 @@ class Citation(Response):
     url: str
     publisher: str | None
     publisher_kind: str | None
-    read_via: str | None
+    read_via: str | None = Field(description="How the document was read from a copy, when it was (no address).")
+    published_on: str | None = Field(default=None, description="The date it was published (day, month or year).")
+    claim_value_number: float | None = Field(default=None, description="What it states, in the field's unit.")
+    claim_value_text: str | None = Field(default=None, description="What this document states, in its own words.")
+    agrees: bool | None = Field(default=None, description="Whether it agrees with the field's value.")
     rule_id: str
     revision: int
     retrieved_at: str
@@ -140,6 +160,10 @@ class Provenance(Response):
     evidence_needed: str | None = None
     why: str | None = None
     source_url: str | None = None
+    digits: int | None = None
+    conflict: bool = False
+    resolved_by: str | None = None
+    check: FieldCheck | None = None
     citations: list[Citation] = []
     inputs: list[Provenance] = []
     shown: Shown = {}

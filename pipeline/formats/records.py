@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from .common import Direction, FieldKey, Sha256, Slug, Strict
+from .common import CITE_PATTERN, Direction, FieldKey, Sha256, Slug, Strict
 
 Confidence = Literal["published", "preliminary", "assumed", "unknown"]
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -48,6 +48,49 @@ class Claim(Strict):
     provenance: Provenance
 
 
+Digits = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=15,
+        description="Significant digits the value carries: as many as the document states (a stated figure), the "
+        "fewest among the inputs that are not exact (a derived one). Views print the value to these digits.",
+    ),
+]
+
+
+class CitedClaim(Strict):
+    """One cited document's claim as the field weighs it, kept whether or not it gives the value: what it states
+    (in the field's unit), how precisely, when the document was published, what kind of evidence it is, and
+    whether it agrees with the field's value. A field whose claims disagree keeps every one (a conflict)."""
+
+    cite: str = Field(pattern=CITE_PATTERN)
+    value_number: float | None
+    value_text: NonEmpty
+    unit: str | None
+    direction: Direction | None
+    status: Literal["published", "preliminary"]
+    digits: Digits | None = None
+    published_on: str | None = None
+    publisher_kind: NonEmpty
+    read_via: str | None = None
+    scope: Literal["product", "family"] = "product"
+    agrees: bool = Field(description="Agrees with the field's value within the digits each states.")
+
+
+class Check(Strict):
+    """A stated field's figure derived again from other fields (`check_formula`): the stated figure stays the
+    value; the derivation is recorded with its precision and whether it agrees within the digits each carries."""
+
+    formula: NonEmpty
+    inputs: list[str] = Field(min_length=1)
+    value_number: float
+    unit: str | None
+    direction: Direction | None
+    digits: Digits | None = None
+    agrees: bool
+
+
 class _FieldBase(Strict):
     record: Literal["field"]
     reference_id: Slug
@@ -70,6 +113,17 @@ class StatedField(_FieldBase):
     provenance: list[Provenance] = Field(min_length=1)
     chosen: str | None = Field(default=None, description="source#rule taken when cited documents disagree.")
     choice_reason: str | None = None
+    digits: Digits | None = None
+    claims: list[CitedClaim] = Field(default_factory=list)
+    conflict: bool = Field(
+        default=False, description="The cited documents disagree beyond the digits they state; every claim is kept."
+    )
+    resolved_by: Literal["rule", "take"] | None = Field(
+        default=None,
+        description="How a conflict was resolved: by the declared rule (the most specific product's document; "
+        "among those, the latest), or by the model's take: where the rule cannot decide.",
+    )
+    check: Check | None = None
 
 
 class DerivedField(_FieldBase):
@@ -82,6 +136,7 @@ class DerivedField(_FieldBase):
     formula: NonEmpty
     inputs: list[str] = Field(min_length=1)
     provenance: list[Provenance] = Field(default_factory=list)
+    digits: Digits | None = None
 
 
 class UnknownField(_FieldBase):

@@ -37,12 +37,24 @@ class Cite(KeyAccess):
 
     model_config = ConfigDict(title="cite", json_schema_extra={"dependentRequired": {"take": ["why"]}})
     cite: list[CiteId] = Field(min_length=1, json_schema_extra={"uniqueItems": True})
-    take: CiteId | None = Field(default=None, description="The claim taken when the cited documents disagree.")
+    take: CiteId | None = Field(
+        default=None,
+        description="The claim taken when the cited documents disagree and the declared rule cannot decide (the "
+        "most specific product's document; among those, the latest: README, Evidence policy). Where the rule "
+        "decides, a take: must agree with it.",
+    )
     why: str | None = Field(default=None, min_length=10)
     reads: FieldKey | None = Field(
         default=None,
         description="The vocabulary key the cited claims state, when it differs from this field (e.g. a "
         "cluster's building-block accelerators read from a server's accelerator.count).",
+    )
+    check_formula: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The same figure derived from other fields (the safe formula language), where the registry "
+        "could derive what a document states: the stated figure stays the value and compile records whether the "
+        "derivation agrees with it within the digits each carries; views show a disagreement.",
     )
     note: str | None = None
 

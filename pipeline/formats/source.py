@@ -33,6 +33,9 @@ PublisherKind = Literal[
     "design-statement",
 ]
 NonEmpty = Annotated[str, Field(min_length=1)]
+# A publication date to the precision known: a day, a month or a year ("2026-08-24", "2026-06", "2022").
+PUBLISHED_ON_PATTERN = r"^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$(?!\n)"
+Scope = Literal["product", "family"]
 
 
 class _SelectBase(Strict):
@@ -93,6 +96,12 @@ class Rule(Strict):
     select: Select
     parse: Parse
     status: Status | None = Field(default=None, description="Overrides the source's status for this fact.")
+    scope: Scope = Field(
+        default="product",
+        description="How specifically the document states the fact: for the product named in `subject` ('product'), "
+        "or for a family, generation or platform it belongs to, or naming only the family ('family'). When cited "
+        "documents disagree, a product's own statement outranks a family's (README, Evidence policy: conflicts).",
+    )
     on_no_match: Literal["fail", "keep-previous"] = "fail"
     preliminary_when: NonEmpty | None = Field(
         default=None,
@@ -125,6 +134,13 @@ class SourceFile(Strict):
     status: Status = Field(
         description="What a fact from this document is: shipping product documentation is published; "
         "an announcement is preliminary."
+    )
+    published_on: str | None = Field(
+        default=None,
+        pattern=PUBLISHED_ON_PATTERN,
+        description="When the document was published (or its revision dated), to the precision known: YYYY-MM-DD, "
+        "YYYY-MM or YYYY. When cited documents disagree, the latest of the most specific ones gives the value; "
+        "without a date compile cannot apply that rule and asks the model to name the claim it takes.",
     )
     read_on: str | None = Field(
         default=None, pattern=r"^\d{4}-\d{2}-\d{2}$(?!\n)", description="When the facts were read (for transcriptions)."

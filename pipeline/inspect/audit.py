@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import confidence, pins
+from ..core.citing import check_of
 from ..core.paths import Layout
 from ..core.registry import Tables, open_tables
 from ..core.store import sha256_file
@@ -91,8 +92,16 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
         "direction": f["direction"],
         "status": f["status"],
         "confidence": f["confidence"],
+        "digits": f["digits"],
         "provenance": [],
     }
+    if f["conflict"]:
+        # Every cited document's claim stays in `provenance` with its value and date; the value follows one rule.
+        result["conflict"] = True
+        result["resolved_by"] = f["resolved_by"]
+    check = check_of(f)
+    if check is not None:
+        result["check"] = check
     if f["chosen"]:
         result["chosen"] = f["chosen"]
         result["choice_reason"] = f["choice_reason"]
@@ -118,6 +127,18 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
                 "chosen": c["chosen"],
                 "carried_from_revision": c["carried_from_revision"],
                 **_checked(lay, c["source_id"], c["snapshot_path"], c["sha256"]),
+                # What kind of evidence the document is, when it was published and whether it was read through a
+                # copy (the source's declaration), and what this claim states in the field's unit.
+                "publisher_kind": c["publisher_kind"],
+                "published_on": c["published_on"],
+                "read_via": c["read_via"],
+                "scope": c["scope"],
+                "value_number": c["value_number"],
+                "value_text": c["value_text"],
+                "unit": c["unit"],
+                "direction": c["direction"],
+                "digits": c["digits"],
+                "agrees": c["agrees"],
             }
         )
     if f["status"] == "derived":

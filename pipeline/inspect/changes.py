@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import pins
-from ..core.format import format_distinct, format_quantity
+from ..core.format import DEFAULT_DIGITS, format_distinct, format_field, significant_digits
 from ..core.paths import Layout
 from ..core.sources import load_sources
 from ..errors import FabricrefError, UsageError
@@ -24,15 +24,19 @@ def _values(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tuple[str | N
     """Old and new as text with units, with enough digits that different numbers never read the same."""
     number = (a or b or {}).get("value_number") is not None
     if a is not None and b is not None and number and a["unit"] == b["unit"]:
-        return format_distinct(a["value_number"], b["value_number"], b["unit"], b["direction"], a["direction"])
+        stated = max(significant_digits(a["value_text"]) or 0, significant_digits(b["value_text"]) or 0)
+        return format_distinct(
+            a["value_number"], b["value_number"], b["unit"], b["direction"], a["direction"], stated or DEFAULT_DIGITS
+        )
     return _text(a), _text(b)
 
 
 def _text(v: dict[str, Any] | None) -> str | None:
+    """A claim's value with the digits its document states."""
     if v is None:
         return None
     if v["value_number"] is not None:
-        return format_quantity(v["value_number"], v["unit"], v["direction"])
+        return format_field({**v, "digits": significant_digits(v["value_text"])})
     return v["value_text"]
 
 

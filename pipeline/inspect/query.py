@@ -238,7 +238,7 @@ def _serve(lay: Layout, sql: str, limits: Limits, batch_rows: int, fd: int) -> N
         tables = open_tables(lay)
         con = tables.con
         try:
-            statement = _statement(con, tables, sql, limits)
+            statement = _statement(con, tables, sql, limits, lay)
             with _reported():
                 cursor = con.execute(statement)
             _send(fd, "columns", [d[0] for d in cursor.description] if cursor.description else [])
@@ -273,7 +273,35 @@ class _OutOfMemory(Exception):
     pass
 
 
-def _statement(con: Any, tables: Any, sql: str, limits: Limits) -> Any:
+def plan_files(lay: Layout) -> list[Path]:
+    """The Parquet files of `fabricref plan` (one per search) under the checkout's plans/ folder."""
+    folder = lay.plans_dir
+    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+
+
+def _plans_view(con: Any, tables: Any, lay: Layout, sql: str) -> list[Path]:
+    """The `plans` view over every plan file, columns matched by name (training and serving plans differ); the
+    files it reads, so the lock-down allows their folder. No plans: no view (a query naming it says so). An
+    unreadable plan file stops only a query that names `plans`."""
+    files = plan_files(lay)
+    if not files or "plans" in tables.paths:
+        return []
+    for path in files:
+        sys.audit("fabricref.read", str(path))
+    sources = ", ".join("'" + p.resolve().as_posix().replace("'", "''") + "'" for p in files)
+    try:
+        con.execute(f"CREATE VIEW plans AS SELECT * FROM read_parquet([{sources}], union_by_name = true)")
+    except duckdb.Error as exc:
+        if re.search(r"\bplans\b", sql, re.IGNORECASE):
+            raise QueryError(
+                f"{lay.relative(lay.plans_dir)}/ holds a file DuckDB cannot read ({exc}); delete it or rerun its "
+                "`fabricref plan`"
+            ) from None
+        return []
+    return files
+
+
+def _statement(con: Any, tables: Any, sql: str, limits: Limits, lay: Layout) -> Any:
     """The one reading statement of `sql`, with the connection limited and locked down first."""
     # Views over the Parquet files as they are now (never a stale copy). No other file access from SQL:
     # COPY TO, ATTACH, read_csv('/etc/...') and friends are all refused, and the setting is locked so a
@@ -283,7 +311,7 @@ def _statement(con: Any, tables: Any, sql: str, limits: Limits) -> Any:
     # An in-memory DuckDB offloads to ./.tmp once the memory limit is reached, unbounded: a query stops at the
     # limit instead of filling the disk of whoever runs it (one cross join wrote 63 GB).
     con.execute("SET temp_directory = ''")
-    tables.lock_down()
+    tables.lock_down(extra=_plans_view(con, tables, lay, sql))
     return reading_statement(con, sql)
 
 

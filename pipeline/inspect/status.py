@@ -1,5 +1,7 @@
 """Status at a glance: sources (revision, hashes, rules), references (fields by status, unknowns), models.
-Anything that needs attention makes the command exit non-zero, so it can guard CI."""
+Anything that needs attention makes the command exit non-zero, so it can guard CI. Conflicting sources (cited
+documents that disagree, resolved by the declared rule or a model's take) and checks that disagree with a stated
+figure are listed as information: they are the record as it is, kept and shown, not a fault to fix."""
 
 from __future__ import annotations
 
@@ -61,20 +63,37 @@ def status(lay: Layout) -> dict[str, Any]:
             model_rows.append({"model": model, "revision": revision, "changed_on": changed_on, "pinned": pinned})
             if not pinned:
                 attention.append(f"model {model} changed since its last pinned revision; run `fabricref pin-model`")
-    references = _references(lay, attention)
-    return {"sources": sources, "references": references, "models": model_rows, "attention": attention}
+    references, conflicts, checks = _references(lay, attention)
+    return {
+        "sources": sources,
+        "references": references,
+        "models": model_rows,
+        "conflicts": conflicts,
+        "disagreeing_checks": checks,
+        "attention": attention,
+    }
 
 
-def _references(lay: Layout, attention: list[str]) -> list[dict[str, Any]]:
+def _references(lay: Layout, attention: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """Fields by status per reference; the conflicts (every claim with its value, date and source); the checks that
+    disagree with the stated figure."""
+    from ..core.citing import check_of, check_text, conflict_text
+    from ..core.format import format_field
     from ..core.registry import open_tables
 
     try:
         con = open_tables(lay, "tables")
     except FabricrefError as exc:
         attention.append(f"registry not built: {exc}")
-        return []
+        return [], [], []
     try:
         _, rows = con.tuples("SELECT reference_id, status, field FROM fields ORDER BY 1, 3")
+        conflicted = con.rows("SELECT * FROM fields WHERE conflict ORDER BY reference_id, field")
+        cites = con.rows(
+            "SELECT * FROM field_citations WHERE (reference_id, field) IN (SELECT (reference_id, field) FROM fields "
+            "WHERE conflict) ORDER BY reference_id, field, source_id, rule_id"
+        )
+        checked = con.rows("SELECT * FROM fields WHERE NOT check_agrees ORDER BY reference_id, field")
     finally:
         con.close()
     out: dict[str, dict[str, Any]] = {}
@@ -83,4 +102,32 @@ def _references(lay: Layout, attention: list[str]) -> list[dict[str, Any]]:
         entry["by_status"][st] += 1
         if st == "unknown":
             entry["unknowns"].append(field)
-    return [{**e, "by_status": dict(sorted(e["by_status"].items()))} for e in out.values()]
+    references = [{**e, "by_status": dict(sorted(e["by_status"].items()))} for e in out.values()]
+    conflicts = []
+    for f in conflicted:
+        claims = [c for c in cites if (c["reference_id"], c["field"]) == (f["reference_id"], f["field"])]
+        conflicts.append(
+            {
+                "reference_id": f["reference_id"],
+                "field": f["field"],
+                "value": format_field(f),
+                "resolved_by": f["resolved_by"],
+                "text": conflict_text(claims, f["resolved_by"]),
+                "claims": [
+                    {
+                        "cite": f"{c['source_id']}#{c['rule_id']}",
+                        "value_number": c["value_number"],
+                        "value_text": c["value_text"],
+                        "unit": c["unit"],
+                        "published_on": c["published_on"],
+                        "taken": bool(c["chosen"]),
+                    }
+                    for c in claims
+                ],
+            }
+        )
+    checks = [
+        {"reference_id": f["reference_id"], "field": f["field"], "text": check_text(check_of(f) or {}, f)}
+        for f in checked
+    ]
+    return references, conflicts, checks

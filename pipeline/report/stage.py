@@ -20,8 +20,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from jinja2.bccache import Bucket, BytecodeCache
 from jinja2.defaults import DEFAULT_FILTERS, DEFAULT_POLICIES, DEFAULT_TESTS
 
+from ..core.citing import check_of, check_text, conflict_text
 from ..core.files import atomic_write_bytes
-from ..core.format import format_quantity
+from ..core.format import format_field
 from ..core.keyed import ENTRY_SUFFIX, KeyedCache, sha256_bytes
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
@@ -78,10 +79,16 @@ def _caveats(lay: Layout, con: Tables) -> list[str]:
 
 
 def _value(f: dict[str, Any]) -> str:
-    """A number with its unit and direction, printed by the one formatter the CLI and diff use."""
-    if f["value_number"] is not None:
-        return format_quantity(f["value_number"], f.get("unit"), f.get("direction"))
-    return f["value_text"] or ""
+    """A number with its unit and direction at its record's precision, printed by the one formatter the CLI uses."""
+    return format_field(f) if f["value_number"] is not None else f["value_text"] or ""
+
+
+def _evidence(f: dict[str, Any]) -> None:
+    """The words every view uses for a field's evidence (core/citing.py), for the template: a conflict's claims
+    with their dates, a stated figure's check."""
+    f["conflict_text"] = conflict_text(f["citations"], f["resolved_by"]) if f["conflict"] else None
+    check = check_of(f)
+    f["check_text"] = check_text(check, f) if check is not None else None
 
 
 def report_dir(lay: Layout) -> Path:
@@ -374,6 +381,7 @@ def _models(out: Path, env: Environment, con: Tables, common: _Common) -> tuple[
             for f in fields:
                 f["value"] = _value(f)
                 f["citations"] = cites.get(f["field"], [])
+                _evidence(f)
             # A cluster-level reference is drawn by tier (as a cluster, above), not part by part: its tens of
             # thousands of parts would only be overwritten in the same file.
             has_drawing = rid in with_nodes if rid in cluster_ids else bool(nodes_of.get(rid))

@@ -151,6 +151,8 @@ const FR = (() => {
       el("p", { class: "prov-value" }, el("strong", {}, value + dir), " ",
         statusBadge(node.status), " confidence ", node.confidence));
     if (node.formula) box.append(el("p", { class: "formula" }, "derived: ", el("code", {}, node.formula)));
+    if (node.shown && node.shown.conflict) box.append(el("p", { class: "conflict" }, node.shown.conflict));
+    if (node.shown && node.shown.check) box.append(el("p", { class: "check" }, node.shown.check));
     if (node.reason) box.append(el("p", {}, "unknown: ", node.reason));
     if (node.evidence_needed) box.append(el("p", {}, "would settle it: ", node.evidence_needed));
     if (node.why) box.append(el("p", {}, node.why));
@@ -160,8 +162,9 @@ const FR = (() => {
         el("dt", {}, "source"), el("dd", {}, el("a", { href: c.url, rel: "noopener noreferrer" }, c.title || c.source_id)),
         el("dt", {}, "canonical URL"), el("dd", { class: "url" }, c.url),
         el("dt", {}, "publisher"), el("dd", {}, `${c.publisher || "?"} (${c.publisher_kind || "kind not stated"})`),
+        c.published_on ? [el("dt", {}, "published"), el("dd", {}, c.published_on)] : null,
         el("dt", {}, "retrieved"), el("dd", {}, c.retrieved_at.slice(0, 10)),
-        el("dt", {}, "origin"), el("dd", { class: "origin" }, c.origin, c.read_via ? ` — ${c.read_via}` : ""),
+        el("dt", {}, "origin"), el("dd", { class: "origin" }, c.origin, c.read_via ? ` — read via a copy: ${c.read_via}` : ""),
         el("dt", {}, "SHA-256"), el("dd", {}, el("code", { class: "sha256" }, c.sha256), " ",
           el("span", { class: c.verified ? "verified" : "mismatch" }, c.verified ? "re-verified now" : `NOT VERIFIED: ${c.problem || "the stored bytes do not match"}`)),
         el("dt", {}, "locator"), el("dd", {}, el("code", {}, c.locator || "—")),

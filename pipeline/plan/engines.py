@@ -1,0 +1,150 @@
+"""Where the evaluations run: in this process (the default: nothing to start), or as Ray tasks.
+
+Both engines take the same batches of layouts and return their results in batch order, so the search, its pruning
+and its table are the same whichever runs them. The evaluator (model, cluster summary, placed group shapes: no
+graph) is put in Ray's object store once; each worker process keeps the copy it fetched, with its cost caches,
+for every later task of the search.
+
+A local Ray instance binds to 127.0.0.1 only, with the dashboard and usage statistics off and its object store
+capped, so a search (and the tests) send nothing beyond loopback. `--address HOST:PORT` joins an existing cluster
+instead; its workers must have this package installed (the same version) to import the evaluation.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import UsageError
+
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+ENGINES = ("local", "ray")
+
+
+class LocalEngine:
+    name = "local"
+    workers = 1
+
+    def warm(self) -> None:
+        pass
+
+    def map(self, task: str, ev: Any, batches: list[list[Any]]) -> Iterator[list[Any]]:
+        from .search import TASKS
+
+        for batch in batches:
+            yield TASKS[task](ev, batch)
+
+    def close(self) -> None:
+        pass
+
+
+# Evaluators fetched by this worker process, by the token the driver gave them (one search each).
+_WORKER_EVALUATORS: dict[str, Any] = {}
+
+
+def _run(task: str, token: str, holder: list[Any], batch: list[Any]) -> tuple[list[Any], int, float]:
+    """A Ray task: the evaluator of `token` (fetched from the object store the first time this worker sees it)
+    applied to one batch; with the worker's pid and the CPU seconds the batch took (what the driver reports as the
+    workers' share, and what scheduling costs beside it). `holder` wraps the object ref so Ray does not fetch it
+    for every task."""
+    import time
+
+    import ray
+
+    from .search import TASKS
+
+    start = time.process_time()
+    if task == "warm":
+        return [], os.getpid(), 0.0
+    ev = _WORKER_EVALUATORS.get(token)
+    if ev is None:
+        _WORKER_EVALUATORS.clear()
+        ev = _WORKER_EVALUATORS[token] = ray.get(holder[0])
+    out = TASKS[task](ev, batch)
+    return out, os.getpid(), time.process_time() - start
+
+
+class RayEngine:
+    """Ray tasks on a local instance started here (`workers` CPUs), or on the cluster at `address`."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int = 2) -> None:
+        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        if not address:
+            # Ray turns a node address of 127.0.0.1 into the host's outward-facing one (services.
+            # resolve_ip_for_localhost) unless "clusters" are off, as they are on macOS and Windows: then every
+            # process of the instance (GCS, raylet, workers) listens on loopback only. Read when ray is imported.
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        try:
+            import ray
+        except ImportError:
+            raise UsageError(
+                "--engine ray needs Ray: pip install -c constraints.txt -e '.[ray]' (or choose --engine local)"
+            ) from None
+        self._ray = ray
+        self._started = False
+        if not ray.is_initialized():
+            if address:
+                _check_address(address)
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            else:
+                from ray._private import ray_constants
+
+                ray_constants.ENABLE_RAY_CLUSTER = False  # imported before this engine set the variable above
+                ray.init(
+                    num_cpus=workers,
+                    include_dashboard=False,
+                    _node_ip_address="127.0.0.1",
+                    object_store_memory=OBJECT_STORE_BYTES,
+                    logging_level="ERROR",
+                    log_to_driver=False,
+                )
+            self._started = True
+        self.workers = int(ray.cluster_resources().get("CPU", workers))
+        self._remote = ray.remote(_run)
+        self._evaluators: dict[int, tuple[str, Any]] = {}
+        self.worker_cpu: dict[int, float] = {}  # CPU seconds of evaluation per worker process, since started
+
+    def warm(self) -> None:
+        """Start every worker process and import the evaluation in it (what a first search would otherwise pay
+        inside its timing: a worker's start and imports take seconds)."""
+        self._ray.get([self._remote.remote("warm", "", [None], []) for _ in range(self.workers)])
+
+    def map(self, task: str, ev: Any, batches: list[list[Any]]) -> Iterator[list[Any]]:
+        if not batches:
+            return
+        held = self._evaluators.get(id(ev))
+        if held is None:
+            held = self._evaluators[id(ev)] = (uuid.uuid4().hex, self._ray.put(ev))
+        token, ref = held
+        futures = [self._remote.remote(task, token, [ref], b) for b in batches]
+        for future in futures:
+            out, pid, cpu = self._ray.get(future)
+            self.worker_cpu[pid] = self.worker_cpu.get(pid, 0.0) + cpu
+            yield out
+
+    def close(self) -> None:
+        self._evaluators.clear()
+        if self._started:
+            self._ray.shutdown()
+
+
+def _check_address(address: str) -> None:
+    host, sep, port = address.rpartition(":")
+    if address.startswith("ray://") or address == "auto":
+        return
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--address {address!r}: expected HOST:PORT of a Ray cluster's head (or ray://HOST:PORT)")
+
+
+def engine(name: str, address: str | None = None, workers: int = 2) -> LocalEngine | RayEngine:
+    if name not in ENGINES:
+        raise UsageError(f"--engine {name!r}: expected one of {', '.join(ENGINES)}")
+    if address and name != "ray":
+        raise UsageError("--address names a Ray cluster: use it with --engine ray")
+    if name == "local":
+        return LocalEngine()
+    return RayEngine(address, workers)

@@ -1,0 +1,331 @@
+"""The training search: enumerate, bound, prune, evaluate, rank; the Pareto front; the top K routed per link.
+
+Order of work, and why:
+
+1. `space.training_layouts`: every legal layout (and why named values are not legal).
+2. A bound for every layout (memory and fit exactly, and the step time with no communication). Layouts that do not
+   fit are done: their row says what they need and what the accelerator has.
+3. The fitting layouts, best lower bound first, are evaluated in waves of `WAVE` layouts. Before a wave, a layout
+   is pruned when it can neither reach the top K (K evaluated layouts already beat its lower bound) nor the Pareto
+   front of step time vs memory headroom (an evaluated layout is faster than its lower bound with at least as much
+   headroom): the top K and the front are those of the search without pruning. The decision uses only what
+   earlier waves found, and waves have a fixed size whatever the engine, so in-process and Ray searches prune the
+   same layouts and return the same table.
+4. Rank by the objective; mark the Pareto front; route the top K over the installed wiring (`route.py`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UsageError
+from . import space
+from .evaluate import Bound, Evaluation, TrainEvaluator, gpu_hours_per_million_tokens, objective_value
+from .space import Layout
+
+WAVE = 4096
+# Layouts per engine task: ~0.1-0.3 s of work each, so a Ray task's few milliseconds of scheduling stay under 10 %.
+BATCH = 1024
+GB = 1e9
+
+# (what is being done: "bounding" or "evaluating", layouts done, layouts in all, the best so far)
+Progress = Callable[[str, int, int, str], None]
+
+
+@dataclass
+class PlanResult:
+    """A finished search: one row per legal layout, the ranked top, the Pareto front, and why nothing else."""
+
+    kind: str
+    plan_id: str
+    request: dict[str, Any]
+    rows: list[dict[str, Any]]
+    top: list[dict[str, Any]]
+    pareto: list[dict[str, Any]]
+    rejections: list[str]
+    counts: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # setup, search, route (seconds)
+    spec: Any = None  # the space.ModelSpec searched (for --save), not part of the table
+
+
+def plan_id(kind: str, request: dict[str, Any]) -> str:
+    """The same request gets the same id (its rows replace the earlier ones under plans/)."""
+    text = repr(sorted((k, repr(v)) for k, v in request.items()))
+    return f"{kind}-{request.get('model')}-{request.get('cluster')}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def batches(items: list[Any], size: int = BATCH) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class _Front:
+    """Evaluated layouts: the K best objective values and the Pareto front of (step ↓, headroom ↑)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.best: list[float] = []  # max-heap (negated) of the K smallest objective values
+        self.steps: list[float] = []  # the front, by step ascending; headroom increases along it
+        self.heads: list[float] = []
+        self.ids: list[str] = []
+
+    def kth(self) -> float | None:
+        return -self.best[0] if len(self.best) >= self.k else None
+
+    def add(self, points: list[tuple[float, float, float, str]]) -> None:
+        for obj, _, _, _ in points:
+            if len(self.best) < self.k:
+                heapq.heappush(self.best, -obj)
+            elif obj < -self.best[0]:
+                heapq.heapreplace(self.best, -obj)
+        merged = sorted(
+            [(s, -h, i) for s, h, i in zip(self.steps, self.heads, self.ids, strict=True)]
+            + [(s, -h, i) for _, s, h, i in points]
+        )
+        self.steps, self.heads, self.ids = [], [], []
+        top = -float("inf")
+        for s, neg_h, i in merged:
+            if -neg_h > top:
+                self.steps.append(s)
+                self.heads.append(-neg_h)
+                self.ids.append(i)
+                top = -neg_h
+
+    def dominator(self, lower_bound: float, headroom: float) -> str | None:
+        """An evaluated layout faster than `lower_bound` with at least `headroom`, if any (strictly better in
+        step time: a layout it dominates can never be on the front, even on a tie)."""
+        at = bisect.bisect_left(self.steps, lower_bound) - 1
+        if at >= 0 and self.heads[at] >= headroom:
+            return self.ids[at]
+        return None
+
+
+def _bound_task(ev: TrainEvaluator, layouts: list[Layout]) -> list[Bound]:
+    return [ev.bound(x) for x in layouts]
+
+
+def _evaluate_task(ev: TrainEvaluator, layouts: list[Layout]) -> list[Evaluation]:
+    return [ev.evaluate(x) for x in layouts]
+
+
+TASKS: dict[str, Callable[[TrainEvaluator, list[Layout]], list[Any]]] = {
+    "bound": _bound_task,
+    "evaluate": _evaluate_task,
+}
+
+
+def search_training(
+    req: space.TrainRequest,
+    ev: TrainEvaluator,
+    layouts: list[Layout],
+    rejected: space.Rejections,
+    engine: Any,
+    *,
+    prune: bool = True,
+    progress: Progress | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Rows for every layout (bound, then evaluated or pruned), in the order of `layouts`; and the counts."""
+    n = len(layouts)
+    if not n:
+        raise NoLegalLayout(req, rejected, [])
+    bounds: list[Bound] = []
+    for part in engine.map("bound", ev, batches(layouts)):
+        bounds += part
+        if progress:
+            progress("bounding", len(bounds), n, "")
+    objective, tokens = req.objective, ev.tokens
+    fitting = [i for i, b in enumerate(bounds) if b.fits is not False and b.step_lower_bound_seconds is not None]
+    if not fitting:
+        raise NoLegalLayout(req, rejected, [(layouts[i], bounds[i]) for i in range(n)])
+
+    def lb_objective(i: int) -> float:
+        value = objective_value(objective, bounds[i].step_lower_bound_seconds, layouts[i].gpus, tokens)
+        return value if value is not None else float("inf")
+
+    fitting.sort(key=lambda i: (lb_objective(i), -(bounds[i].headroom_bytes or 0.0), layouts[i].id))
+    front = _Front(req.top)
+    results: dict[int, Evaluation] = {}
+    pruned: dict[int, str] = {}
+    done = n - len(fitting)
+    best = ""
+    if progress:
+        progress("evaluating", done, n, best)
+    best_point: tuple[float, float, float, str] | None = None
+    for start in range(0, len(fitting), WAVE):
+        wave = fitting[start : start + WAVE]
+        todo = []
+        kth = front.kth()
+        for i in wave:
+            b = bounds[i]
+            if prune and kth is not None and kth < lb_objective(i):
+                by = front.dominator(b.step_lower_bound_seconds, b.headroom_bytes or 0.0)  # type: ignore[arg-type]
+                if by is not None:
+                    pruned[i] = by
+                    continue
+            todo.append(i)
+        evaluated = [e for part in engine.map("evaluate", ev, batches([layouts[i] for i in todo])) for e in part]
+        points = []
+        for i, e in zip(todo, evaluated, strict=True):
+            results[i] = e
+            obj = objective_value(objective, e.step_seconds, layouts[i].gpus, tokens)
+            if obj is not None and e.fits is not False:
+                points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, layouts[i].id))
+        front.add(points)
+        done += len(wave)
+        if points and (best_point is None or min(points) < best_point):
+            best_point = min(points)
+            best = f"{best_point[3]} ({best_point[1]:.3f} s)"
+        if progress:
+            progress("evaluating", done, n, best)
+    rows = [_row(req, layouts[i], bounds[i], results.get(i), pruned.get(i), tokens) for i in range(n)]
+    _rank(rows, objective)
+    counts = {
+        "legal": n,
+        "not_fitting": n - len(fitting),
+        "pruned": len(pruned),
+        "evaluated": len(results),
+    }
+    return rows, counts
+
+
+def _row(
+    req: space.TrainRequest, x: Layout, b: Bound, e: Evaluation | None, pruned_by: str | None, tokens: float
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "layout_id": x.id,
+        "gpus": x.gpus,
+        "tp": x.tp,
+        "pp": x.pp,
+        "dp": x.dp,
+        "cp": x.cp,
+        "ep": x.ep,
+        "micro_batch": x.micro_batch,
+        "microbatches": x.microbatches,
+        "zero": x.zero,
+        "recompute": x.recompute,
+        "schedule": x.schedule,
+        "virtual_stages": x.v,
+        "seq_len": req.seq,
+        "global_batch": req.global_batch,
+        "memory_per_rank_bytes": b.memory_per_rank_bytes,
+        "usable_memory_bytes": b.usable_memory_bytes,
+        "headroom_bytes": b.headroom_bytes,
+        "fits": b.fits,
+        "step_lower_bound_seconds": b.step_lower_bound_seconds,
+        "status": "does-not-fit" if b.fits is False else ("pruned" if pruned_by else "evaluated"),
+        "reason": None,
+        "step_seconds": None,
+        "compute_seconds": None,
+        "bubble_seconds": None,
+        "exposed_communication_seconds": None,
+        "communication_seconds": None,
+        "tokens_per_second": None,
+        "gpu_hours_per_step": None,
+        "gpu_hours_per_million_tokens": None,
+        "objective_value": None,
+        "dominant": None,
+        "must_talk": x.gpus,
+        "largest_group": None,
+        "largest_group_phase": None,
+        "largest_group_domains": None,
+        "confidence": None,
+        "costing": None,
+        "rank": None,
+        "pareto": False,
+    }
+    if b.fits is False and b.memory_per_rank_bytes is not None and b.usable_memory_bytes is not None:
+        row["reason"] = f"needs {b.memory_per_rank_bytes / GB:.1f} GB per rank, has {b.usable_memory_bytes / GB:.1f}"
+    elif pruned_by:
+        row["reason"] = (
+            f"pruned: its step is at least {b.step_lower_bound_seconds:.4g} s (no communication), while {pruned_by} "
+            "is as fast with as much memory headroom, and the top K are faster"
+        )
+    if e is not None:
+        step = e.step_seconds
+        row.update(
+            {
+                "memory_per_rank_bytes": e.memory_per_rank_bytes,
+                "headroom_bytes": e.headroom_bytes,
+                "fits": e.fits,
+                "step_seconds": step,
+                "compute_seconds": e.compute_seconds,
+                "bubble_seconds": e.bubble_seconds,
+                "exposed_communication_seconds": e.exposed_communication_seconds,
+                "communication_seconds": e.communication_seconds,
+                "dominant": e.dominant,
+                "largest_group": e.largest_group,
+                "largest_group_phase": e.largest_group_phase,
+                "largest_group_domains": e.largest_group_domains,
+                "confidence": e.confidence,
+                "costing": e.costing,
+            }
+        )
+        if step:
+            row["tokens_per_second"] = tokens / step
+            row["gpu_hours_per_step"] = x.gpus * step / 3600.0
+            row["gpu_hours_per_million_tokens"] = gpu_hours_per_million_tokens(step, x.gpus, tokens)
+            row["objective_value"] = objective_value(req.objective, step, x.gpus, tokens)
+    return row
+
+
+def _rank(rows: list[dict[str, Any]], objective: str) -> None:
+    """Rank evaluated, fitting rows by the objective (ties: more headroom, then the id); mark the Pareto front of
+    step time vs memory headroom among them."""
+    ok = [r for r in rows if r["status"] == "evaluated" and r["fits"] is not False and r["objective_value"] is not None]
+    ok.sort(key=lambda r: (r["objective_value"], -(r["headroom_bytes"] or 0.0), r["layout_id"]))
+    for k, r in enumerate(ok, 1):
+        r["rank"] = k
+    top = -float("inf")
+    for r in sorted(ok, key=lambda r: (r["step_seconds"], -(r["headroom_bytes"] or 0.0), r["layout_id"])):
+        if (r["headroom_bytes"] or 0.0) > top:
+            r["pareto"] = True
+            top = r["headroom_bytes"] or 0.0
+
+
+class NoLegalLayout(UsageError):
+    """Nothing to rank: every candidate broke a rule or did not fit. The message says why for the closest."""
+
+    def __init__(self, req: Any, rejected: space.Rejections, tried: list[tuple[Layout, Bound]]) -> None:
+        lines = [f"no legal layout of {req.model.id} on {req.cluster} at {', '.join(map(str, req.gpus))} GPUs:"]
+        close = sorted(
+            (x for x in tried if x[1].memory_per_rank_bytes is not None and x[1].usable_memory_bytes),
+            key=lambda x: (x[1].memory_per_rank_bytes / x[1].usable_memory_bytes, x[0].id),  # type: ignore[operator]
+        )
+        for x, b in close[:3]:
+            lines.append(
+                f"  {x.describe()}: needs {b.memory_per_rank_bytes / GB:.1f} GB per rank, has "  # type: ignore[operator]
+                f"{b.usable_memory_bytes / GB:.1f}"  # type: ignore[operator]
+            )
+        lines += [f"  {line}" for line in rejected.lines()]
+        if len(lines) == 1:
+            lines.append("  the request leaves no candidate (check --gpus, --global-batch and the filters)")
+        super().__init__("\n".join(lines))
+
+
+def as_dict(result: PlanResult) -> dict[str, Any]:
+    """The result as JSON-ready data (the CLI's --json, the explorer): the top K and the front with their hot links
+    as lists; every row is in the Parquet file, not here."""
+    import json
+
+    def shown(r: dict[str, Any]) -> dict[str, Any]:
+        links = r.get("hot_links")
+        return {**r, "hot_links": json.loads(links) if isinstance(links, str) else links}
+
+    return {
+        "plan_id": result.plan_id,
+        "kind": result.kind,
+        "request": result.request,
+        "counts": result.counts,
+        "seconds": result.seconds,
+        "timings": result.timings,
+        "top": [shown(r) for r in result.top],
+        "pareto": [shown(r) for r in result.pareto],
+        "rejections": result.rejections,
+        "notes": result.notes,
+    }
