@@ -70,7 +70,8 @@ def test_exports_read_back_into_the_built_graph(built_registry, built_graph, tid
 
 
 def test_the_exports_cover_every_topology_and_nothing_else(built_registry):
-    names = {p.name for p in (built_registry.registry_dir / "topology").iterdir() if p.suffix != ".parquet" and not p.name.endswith(".parquet.sha256")}
+    found = (built_registry.registry_dir / "topology").iterdir()
+    names = {p.name for p in found if p.suffix != ".parquet" and not p.name.endswith(".parquet.sha256")}
     expected = {f"{r}.{ext}" for r in REFERENCES for ext in ("json", "graphml")}
     expected |= {f"{c}.{ext}.gz" for c in CLUSTERS for ext in ("json", "graphml")}
     assert names - {"summaries.json"} == expected
