@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import ValidationError
+from ..errors import FabricrefError, ValidationError
 from ..formats.pins import Origin, PinHistory, Revision
 from .files import atomic_write_json
 from .paths import Layout, check_slug
 from .schemas import load_json, load_model, validate
-from .store import sha256_file
+from .store import SnapshotStore, sha256_file
 
 __all__ = [
     "Origin",
@@ -116,3 +116,22 @@ def edited_transcription(lay: Layout, source_id: str, current: Revision) -> str 
 
 def lock_path(lay: Layout) -> Path:
     return lay.root / ".fabricref.lock"
+
+
+def measured_problems(lay: Layout) -> list[str]:
+    """Every measured log's pin (sources/measured/) checked like a snapshot's: its bytes in the store, of the
+    pinned size, hashing to the pinned SHA-256. One message per log that fails, naming the pin."""
+    directory = lay.sources_dir / "measured"
+    if not directory.is_dir():
+        return []
+    from ..formats.measured import MeasuredPin
+    from .schemas import load_json, load_model
+
+    snapshots, problems = SnapshotStore(lay.store_dir), []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            pin = load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)
+            snapshots.read(pin.sha256, size=pin.size)
+        except FabricrefError as exc:
+            problems.append(f"{lay.relative(path)}: measured log {exc}")
+    return problems

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from ..formats.workload import ModelShape, Training
+from ..formats.workload import ModelShape, Training, check_degrees  # noqa: F401  (the planner's name for it)
 from . import sizing
 from .workloads import Workload
 
@@ -98,22 +97,6 @@ def training_groups(tp: int, pp: int, dp: int, ep: int = 1) -> Groups:
         eps = tuple(tuple(f[k : k + ep]) for f in flat for k in range(0, plane, ep))
         experts = tuple(tuple(f[k + e] for k in range(0, plane, ep)) for f in flat for e in range(ep))
     return Groups(tps, pps, dps, eps, experts)
-
-
-def check_degrees(m: ModelShape, t: Training, what: str) -> None:
-    """Degrees must divide what they split: TP the hidden size and the KV heads, EP the experts. PP need not divide
-    the layers: stages may be uneven (`schedule.stage_layers`), as Llama 3's 126 layers on 16 stages were."""
-    checks = [(t.tp, "training.tp", m.hidden, "model.hidden")]
-    if t.pp > m.layers:
-        raise UsageError(f"{what}: at $.training.pp: {t.pp} stages for {m.layers} layers")
-    if m.kv_heads >= t.tp:
-        checks.append((t.tp, "training.tp", m.kv_heads, "model.kv_heads"))
-    if t.ep > 1 and m.experts is not None:
-        checks.append((t.ep, "training.ep", m.experts.count, "model.experts.count"))
-        checks.append((t.ep, "training.ep", t.tp * t.dp, "training.tp × training.dp"))
-    for degree, key, value, of in checks:
-        if value % degree:
-            raise UsageError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")
 
 
 def attention_params(m: ModelShape) -> float:

@@ -17,6 +17,7 @@ from ..formats.workload import (
     Training,
     TrainingWorkload,
     WorkloadFile,
+    check_degrees,
 )
 
 
@@ -218,8 +219,6 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
             f"{path}: at $.model.experts.params: {e.params:g} exceeds the model's params {model.model.params:g}"
         )
     if t is not None:
-        from .decompose import check_degrees
-
         try:
             check_degrees(model.model, t, str(path))  # here, so a knob params.yaml set is named at its line
         except UsageError as exc:

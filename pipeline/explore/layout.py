@@ -159,6 +159,13 @@ def lay_out(drawing: Drawing) -> Drawing:
         y1 = max(p[1] + p[3] for p in inside) + BLOCK_PAD
         placed[key] = (x0, y0, x1 - x0, y1 - y0)
 
+    # Boxes nested deeper than the padding reserved for them can start above or left of the margin: the whole
+    # drawing moves by what it needs so that every box lies inside it.
+    dx = max(0.0, MARGIN - min((p[0] for p in placed.values()), default=MARGIN))
+    dy = max(0.0, MARGIN - min((p[1] for p in placed.values()), default=MARGIN))
+    if dx or dy:
+        placed = {k: (x + dx, y + dy, w, h) for k, (x, y, w, h) in placed.items()}
+
     nodes = [
         n.model_copy(update=dict(zip(("x", "y", "w", "h"), (round(v, 1) for v in placed[n.id]), strict=True)))
         for n in drawing.nodes

@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
+from ..errors import UsageError
 from .common import Dtype, KeyAccess, Slug
 
 Positive = Annotated[int, Field(ge=1)]
@@ -210,3 +211,19 @@ WorkloadFile = Annotated[
     Annotated[TrainingWorkload, Tag("training")] | Annotated[InferenceWorkload, Tag("inference")],
     Discriminator("kind"),
 ]
+
+
+def check_degrees(m: ModelShape, t: Training, what: str) -> None:
+    """Degrees must divide what they split: TP the hidden size and the KV heads, EP the experts. PP need not divide
+    the layers: stages may be uneven (`schedule.stage_layers`), as Llama 3's 126 layers on 16 stages were."""
+    checks = [(t.tp, "training.tp", m.hidden, "model.hidden")]
+    if t.pp > m.layers:
+        raise UsageError(f"{what}: at $.training.pp: {t.pp} stages for {m.layers} layers")
+    if m.kv_heads >= t.tp:
+        checks.append((t.tp, "training.tp", m.kv_heads, "model.kv_heads"))
+    if t.ep > 1 and m.experts is not None:
+        checks.append((t.ep, "training.ep", m.experts.count, "model.experts.count"))
+        checks.append((t.ep, "training.ep", t.tp * t.dp, "training.tp × training.dp"))
+    for degree, key, value, of in checks:
+        if value % degree:
+            raise UsageError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")

@@ -54,7 +54,7 @@ def status(lay: Layout) -> dict[str, Any]:
             fields_by_status=dict(sorted(counts.items())),
         )
         sources.append(row)
-    from ..retrieve.stage import measured_problems
+    from ..core.pins import measured_problems
 
     attention += measured_problems(lay)
     model_rows = []

@@ -63,29 +63,10 @@ def verify(lay: Layout, sources: list[Source]) -> list[dict[str, object]]:
             entries.append(manifest_entry(lay, source, current))
         except FabricrefError as exc:
             problems.append(str(exc))
-    problems += measured_problems(lay)
+    problems += pins.measured_problems(lay)
     if problems:
         raise IntegrityError("\n".join(problems))
     return entries
-
-
-def measured_problems(lay: Layout) -> list[str]:
-    """Every measured log's pin (sources/measured/) checked like a snapshot's: its bytes in the store, of the
-    pinned size, hashing to the pinned SHA-256. One message per log that fails, naming the pin."""
-    directory = lay.sources_dir / "measured"
-    if not directory.is_dir():
-        return []
-    from ..core.schemas import load_json, load_model
-    from ..formats.measured import MeasuredPin
-
-    snapshots, problems = store(lay), []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            pin = load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)
-            snapshots.read(pin.sha256, size=pin.size)
-        except FabricrefError as exc:
-            problems.append(f"{lay.relative(path)}: measured log {exc}")
-    return problems
 
 
 def write_manifest(lay: Layout, entries: list[dict[str, object]]) -> None:

@@ -160,6 +160,8 @@ def test_the_validation_table_is_a_view_of_the_registry_and_queryable(cli, tmp_p
 
     lay = Layout(tmp_path / "checkout")
     (lay.registry_dir / "tables").mkdir(parents=True)
+    for marker in ("sources", "schemas"):  # what makes a directory a fabricref checkout
+        (lay.root / marker).mkdir()
     row = validation.Row(
         file="f", result="r", label="a result", use="held-out", target="t", quantity="step_seconds", unit="s",
         published=2.0, model=2.2, ratio=1.1, tolerance=0.15, within=True, calibration="x = 1 [assumed]", note="",
