@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import gc
 import hashlib
 import http.client
 import os
@@ -38,11 +37,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
-
-# A worker keeps large graphs and views alive all session (the 24,576-GPU cluster alone is ~300,000 dicts), and
-# with CPython's default thresholds (700, 10, 10) every full collection walks them again: ~8 of a fast-tier run's
-# CPU seconds. Collecting less often only lets cyclic garbage wait longer (~2.5 CPU s left).
-gc.set_threshold(50_000, 20, 20)
 
 
 def form_factor(path: Path) -> str:
@@ -74,8 +68,7 @@ def working_tree_files(root: Path = ROOT) -> list[str]:
 
 # What a copy without git leaves out: the code and its tests. Such a copy is run in-process (`main([...,
 # "--root", copy])`, the stage functions), by the installed package, never by the copy's own code; a DVC clone
-# (with_git) has everything, since its `code` stage hashes pipeline/. Leaving ~190 of ~480 files out makes the
-# `repo` fixture (a hundred tests) cheaper in system time (issue 16).
+# (with_git) has everything, since its stages declare pipeline/'s folders as deps.
 CODE_DIRS = ("pipeline/", "tests/")
 
 
@@ -406,12 +399,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "built_pipeline" in names and "pipeline_copy" not in names:
             item.add_marker(pytest.mark.xdist_group("built_pipeline"))
 
-    def rank(item: pytest.Item) -> tuple[bool, bool, bool, bool, bool]:
+    def rank(item: pytest.Item) -> tuple[bool, bool, bool, bool]:
         names = getattr(item, "fixturenames", ())
         grouped = "built_pipeline" in names and "pipeline_copy" not in names
-        cold = item.get_closest_marker("cold_pipeline") is None  # before a `dvc exp run` redraws the report
         slow = item.get_closest_marker("slow") is not None
-        return not grouped, cold, not slow, "pipeline_copy" in names, "built_registry" in names
+        return not grouped, not slow, "pipeline_copy" in names, "built_registry" in names
 
     items.sort(key=rank)  # stable: collection order within each rank
 
@@ -461,7 +453,7 @@ def _build_pipeline(target: Path) -> None:
 
 
 def _copy_clone(src: Path, dest: Path) -> Path:
-    """A copy of a built clone: working tree, git history, DVC cache and run cache, the drawing and item caches.
+    """A copy of a built clone: working tree, git history, DVC cache and run cache.
     DVC's own scratch (.dvc/tmp: locks, hash index, experiment queue) is left behind; DVC starts it afresh."""
     scratch = src / ".dvc"
     shutil.copytree(src, dest, symlinks=True, ignore=lambda d, names: ["tmp"] if Path(d) == scratch else [])

@@ -336,3 +336,32 @@ def history(
         )
     rows = [(r.revision, r.retrieved_at, r.sha256, r.size, r.origin, r.etag, r.last_modified) for r in hist.revisions]
     emit(["revision", "retrieved_at", "sha256", "size", "origin", "etag", "last_modified"], rows, as_json)
+
+
+export_app = typer.Typer(no_args_is_help=True, help="Write a registry object in a format other tools read.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("graph")
+def export_graph(
+    topology_id: Annotated[str, typer.Argument(help="Reference or cluster id (a topology `dvc repro` built).")],
+    fmt: Annotated[
+        str, typer.Option("--format", metavar="graphml|node-link", help="GraphML (default) or node-link JSON.")
+    ] = "graphml",
+    output: Annotated[Path | None, typer.Option("--output", help="File to write (default: standard output).")] = None,
+    root: RootOpt = None,
+) -> None:
+    """A topology's graph as GraphML (Gephi, yEd, networkx.read_graphml) or node-link JSON (networkx.node_link_graph),
+    from registry/topology/."""
+    from ..core.files import atomic_write_bytes
+    from ..inspect.export import FORMATS, graph_bytes
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    data = graph_bytes(lay_of(root), topology_id, fmt)
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    atomic_write_bytes(output, data)
+    out.print(f"wrote {output} ({len(data)} bytes)")

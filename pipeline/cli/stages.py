@@ -162,9 +162,10 @@ def topology_(
 @app.command()
 def traffic(root: RootOpt = None) -> None:
     """Lay every shipped workload onto its targets; write registry/traffic/ (tables), metrics/ and the comparison."""
-    from ..traffic import batch
+    from ..traffic import stage
 
-    out.print(batch.summary(batch.run(lay_of(root))))
+    for line in stage.run_all(lay_of(root)):
+        out.print(line)
 
 
 @app.command()

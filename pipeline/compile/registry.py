@@ -5,7 +5,6 @@ Reading and writing Parquet, and the DuckDB views file, live in pipeline/core/re
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
@@ -20,7 +19,7 @@ import duckdb
 from ..core.files import current_umask
 from ..core.paths import Layout
 from ..core.registry import remove_leftovers as _remove_leftovers
-from ..core.registry import write_table, writer_connection
+from ..core.registry import write_table
 from ..errors import FabricrefError
 
 # table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract.
@@ -208,9 +207,8 @@ def write_tables(lay: Layout, rows: dict[str, Iterable[Sequence[Any]]]) -> None:
         raise FabricrefError(f"cannot write {lay.relative(final)}: {exc.strerror}") from exc
     try:
         os.chmod(staging, 0o777 & ~current_umask())
-        with contextlib.closing(writer_connection()) as con:  # one DuckDB opened for every table, not one each
-            for name, (columns, order) in TABLES.items():
-                write_table(staging, name, columns, order, rows.get(name, []), con=con)
+        for name, (columns, order) in TABLES.items():
+            write_table(staging, name, columns, order, rows.get(name, []))
         _switch_directories(staging, final)
     except OSError as exc:
         raise FabricrefError(f"cannot write {lay.relative(final)}: {exc.strerror or exc}") from exc

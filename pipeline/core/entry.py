@@ -1,13 +1,12 @@
 """`python -m fabricref.<stage>`: how dvc.yaml runs a stage, without the CLI.
 
 Each stage package has a `__main__.py` that calls `run_stage`, so a stage's import closure is its own package
-plus pipeline/core (tests/test_dvc_deps.py computes it and checks dvc.yaml declares it). The CLI verbs call the
+plus pipeline/core (tests/unit/test_dvc_deps.py computes it and checks dvc.yaml declares it). The CLI verbs call the
 same library functions; they are for people, DVC runs these.
 """
 
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -16,17 +15,10 @@ from ..errors import FabricrefError, os_error_message
 from .paths import command, layout, settle
 
 
-def run_stage(work: Callable[..., str], collect_cycles: bool = True) -> NoReturn:
+def run_stage(work: Callable[..., str]) -> NoReturn:
     """Run `work(layout)` in the checkout found from the working directory; print its one-line summary.
 
-    `collect_cycles=False` turns off Python's cyclic garbage collector for this short-lived process: a stage
-    that builds a graph of ~10^5 nodes makes millions of container objects, and every collection walks them
-    (a quarter of the topology stage's CPU). Only for stages that make no reference cycles in bulk (reference
-    counting still frees everything else); matplotlib figures do, so the report keeps it.
-
     Exit codes as the CLI: 0 done, 1 a check failed, 2 bad usage."""
-    if not collect_cycles:
-        gc.disable()
     try:
         with command():
             message = work(settle(layout()))

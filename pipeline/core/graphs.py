@@ -3,7 +3,7 @@
 The traffic stage lays workloads on these graphs. It reads the topology stage's outputs instead of importing
 the topology package to build them again, so `dvc.yaml` can say exactly what traffic depends on (the tables),
 and a change to the topology code reruns topology first. The rebuilt graph is the built one: same nodes in the
-same order, same attributes, every node's neighbours in the same order (tests/test_topology.py checks it).
+same order, same attributes, every node's neighbours in the same order (tests/pipeline/test_graphs.py checks it).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..errors import UnknownIdError, UsageError
 from .paths import Layout
 from .registry import Tables, table_paths
 
-# Attribute names the exports carry (pipeline/topology/export.py refuses a graph with any other).
+# Attribute names the exports carry (pipeline/topology/tables.py refuses a graph with any other).
 NODE_ATTRS = (
     "kind",
     "role",

@@ -73,10 +73,6 @@ class Layout:
         return self.registry_dir / "queries"
 
     @property
-    def cache_dir(self) -> Path:
-        return self.root / ".fabricref-cache"
-
-    @property
     def references_dir(self) -> Path:
         return self.root / "models" / "references"
 

@@ -2,8 +2,8 @@
 
 One module for every reader and writer, so no stage imports another stage to reach a table:
 
-- `write_table` writes one table as Parquet, sorted and single-threaded (same rows → same bytes); `write_columns`
-  the same from one list per column.
+- `write_table` writes one table as Parquet, sorted and single-threaded (same rows → same bytes); `table_writer`
+  several, filled in batches.
 - `open_tables(lay, "tables", "topology")` gives an in-memory DuckDB whose views read exactly the Parquet
   files of the named output directories, as they are on disk now; `Tables.rows(sql, *params)` runs one
   statement with bound parameters. A stage opens only the directories its DVC stage declares as deps.
@@ -40,14 +40,13 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from ..errors import FabricrefError, IntegrityError
-from .columns import insert_columns, plain
 from .files import atomic_write_json, new_file_mode
 from .paths import Layout
 from .store import sha256_file
@@ -85,10 +84,8 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def writer_connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB set up to write tables with stable bytes: single-threaded, in insertion order. A
-    stage that writes several tables may pass one to `write_table` / `write_columns` (`con=`) rather than pay for
-    an opening per table; every table is dropped again once written, so each is written as on a fresh connection."""
+def _writer_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB set up to write tables with stable bytes: single-threaded, in insertion order."""
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET threads = 1")
@@ -99,41 +96,18 @@ def writer_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _table_connection(
-    name: str, columns: list[tuple[str, str]], con: duckdb.DuckDBPyConnection | None = None
-) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB (`con`, or a new `writer_connection`) holding the empty table."""
-    own = con is None
-    con = writer_connection() if con is None else con
-    try:
-        cols = ", ".join(f"{_quote(c)} {t}" for c, t in columns)
-        con.execute(f"CREATE TABLE {_quote(name)} ({cols})")
-    except BaseException:
-        if own:
-            con.close()
-        raise
-    return con
+def _create(con: duckdb.DuckDBPyConnection, name: str, columns: list[tuple[str, str]]) -> None:
+    con.execute(f"CREATE TABLE {_quote(name)} ({', '.join(f'{_quote(c)} {t}' for c, t in columns)})")
 
 
-def _release(con: duckdb.DuckDBPyConnection, name: str, own: bool) -> None:
-    """Close a connection of our own; drop the table from a caller's (it is theirs to close)."""
-    if own:
-        con.close()
-    else:
-        con.execute(f"DROP TABLE IF EXISTS {_quote(name)}")
-
-
-def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str] | None) -> Path:
+def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str]) -> Path:
     """The table sorted by `order` as `directory/name.parquet`, written to a temporary file and renamed (atomic),
-    with its SHA-256 recorded beside it (`record_hash`). `order` None: the table is in its order already (as
-    inserted), and is written as it is."""
+    with its SHA-256 recorded beside it (`record_hash`)."""
     target = directory / f"{name}.parquet"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
     os.close(fd)
     try:
-        query = f"SELECT * FROM {_quote(name)}"
-        if order is not None:
-            query += " ORDER BY " + ", ".join(_quote(k) for k in order)
+        query = f"SELECT * FROM {_quote(name)} ORDER BY " + ", ".join(_quote(k) for k in order)
         con.execute(f"COPY ({query}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000)")
         record_hash(target, sha256_file(Path(tmp)))
         os.replace(tmp, target)
@@ -210,51 +184,45 @@ def verify_file(path: Path, rebuild: str | None = None) -> None:
     _VERIFIED[key] = None
 
 
-def write_table(
-    directory: Path,
-    name: str,
-    columns: list[tuple[str, str]],
-    order: list[str],
-    rows: Iterable[Sequence[Any]],
-    con: duckdb.DuckDBPyConnection | None = None,
-) -> Path:
-    """One table as Parquet, sorted, single-threaded: the same rows always give the same bytes. `con`: a
-    `writer_connection()` to reuse (else one is opened and closed here)."""
-    data = list(rows)
-    # Column-wise: one list per column, unnested inside DuckDB (executemany is row by row: far slower).
-    series = [list(col) for col in zip(*data, strict=True)] if data else [[] for _ in columns]
-    return write_columns(directory, name, columns, order, series, con=con)
+INSERT_ROWS = 20_000
 
 
-def write_columns(
-    directory: Path,
-    name: str,
-    columns: list[tuple[str, str]],
-    order: list[str],
-    series: Sequence[Sequence[Any]],
-    presorted: bool = False,
-    con: duckdb.DuckDBPyConnection | None = None,
-) -> Path:
-    """`write_table` for data held column by column (one list per column, all of one length), as a stage that
-    builds columns has it: the same bytes as `write_table` of the same rows, without building the rows. A column
-    may also be a `columns.Coded` column or a NumPy array of the column's type (see `insert_columns`).
-
-    `presorted`: the caller has put the rows in `order` already, with unique keys (a stage that can order them on
-    numbers does it faster than DuckDB sorts text keys); the table is written in the order given, which is the
-    order (and so the bytes) the sort would give. Wrong if the rows are not in order: only for callers that
-    sort them by construction (and test that against the sort). `con`: as for `write_table`."""
-    if len(series) != len(columns) or len({len(s) for s in series}) > 1:
-        raise ValueError(f"{name}: {len(series)} columns of lengths {sorted({len(s) for s in series})}")
-    directory.mkdir(parents=True, exist_ok=True)
-    own = con is None
-    con = _table_connection(name, columns, con)
+@contextlib.contextmanager
+def table_writer(
+    directory: Path, tables: dict[str, tuple[list[tuple[str, str]], list[str]]]
+) -> Iterator[Callable[[str, Iterable[Sequence[Any]]], None]]:
+    """Tables (name → (columns with DuckDB types, sort key)) filled in batches: `add(name, rows)` as often as
+    needed; on leaving without an error each is written as `directory/<name>.parquet`, sorted and single-threaded,
+    so the same rows always give the same bytes, whatever the batches."""
+    con = _writer_connection()
     try:
-        if series and len(series[0]) and not insert_columns(con, name, columns, list(series)):
-            select = ", ".join(f"unnest(?::{t}[])" for _, t in columns)
-            con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", [plain(s) for s in series])
-        return _copy_sorted(con, directory, name, None if presorted else order)
+        for name, (columns, _) in tables.items():
+            _create(con, name, columns)
+
+        def add(name: str, rows: Iterable[Sequence[Any]]) -> None:
+            data = list(rows)
+            select = ", ".join(f"unnest(?::{t}[])" for _, t in tables[name][0])
+            # Column-wise, one list per column unnested inside DuckDB (executemany is row by row: far slower), in
+            # slices: DuckDB holds each parameter list whole while it converts it.
+            for start in range(0, len(data), INSERT_ROWS):
+                series = [list(col) for col in zip(*data[start : start + INSERT_ROWS], strict=True)]
+                con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", series)
+
+        yield add
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, (_, order) in tables.items():
+            _copy_sorted(con, directory, name, order)
     finally:
-        _release(con, name, own)
+        con.close()
+
+
+def write_table(
+    directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
+) -> Path:
+    """One table as Parquet (`table_writer`): the same rows always give the same bytes."""
+    with table_writer(directory, {name: (columns, order)}) as add:
+        add(name, rows)
+    return directory / f"{name}.parquet"
 
 
 def concat_tables(
@@ -266,8 +234,9 @@ def concat_tables(
     missing = [str(p) for p in parts if not p.is_file()]
     if missing:
         raise FabricrefError(f"{', '.join(missing)} missing: run `dvc repro` (the per-item stages write them)")
-    con = _table_connection(name, columns)
+    con = _writer_connection()
     try:
+        _create(con, name, columns)
         names = ", ".join(_quote(c) for c, _ in columns)
         for part in parts:  # in the order given, so ties under ORDER BY keep one order from run to run
             sys.audit("fabricref.read", str(part))
@@ -347,7 +316,7 @@ class Tables:
         try:
             for name, path in self.paths.items():
                 # Reads through DuckDB are invisible to Python's `open` audit event; say which file is read so
-                # tests/test_dvc_deps.py can compare what each stage reads with what dvc.yaml declares.
+                # tests/e2e/test_stage_audit.py can compare what each stage reads with what dvc.yaml declares.
                 sys.audit("fabricref.read", str(path))
                 if not path.exists():
                     raise FabricrefError(f"{path} is missing: run `dvc repro`")

@@ -28,8 +28,6 @@ def json_path(parts: list[Any] | tuple[Any, ...]) -> str:
 
 def _line_of(doc: Any, parts: list[Any]) -> int | None:
     """1-based line of the value at `parts` in a ruamel document, or of its nearest ancestor."""
-    if isinstance(doc, _Read):
-        return doc.line_of(parts)
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     node, line = doc, None
@@ -161,23 +159,16 @@ _PARSED_MAX = 512
 
 
 def load_yaml(path: Path) -> tuple[Any, Any]:
-    """Returns (plain data, document for line lookups: pass it to `_line_of`). Malformed YAML names file and
-    line.
-
-    Most files are parsed by libyaml (PyYAML's C parser, ~100x faster than ruamel's pure-Python round-trip
-    parser, which was half a second per calibration load), keeping the line of every key and item as ruamel's
-    round-trip document does. Anything the fast path does not read exactly as ruamel would (see `_fast_yaml`)
-    goes to ruamel, which also gives every malformed-YAML message."""
+    """Returns (plain data, ruamel document for line lookups: pass it to `_line_of`). Malformed YAML names file and
+    line."""
     text = _read_text(path, "YAML")
     doc = _PARSED.pop(text, None)
     if doc is None:
-        doc = _fast_yaml(text)
-        if doc is _SLOW:
-            doc = _parse_yaml(text, path)
+        doc = _parse_yaml(text, path)
         if len(_PARSED) >= _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
     _PARSED[text] = doc
-    data = to_plain(doc.data if isinstance(doc, _Read) else doc)
+    data = to_plain(doc)
     if path.name == PARAMS_FILE:
         # params.yaml has no schema of its own (each reader takes its block), so its numbers and text get the
         # checks every validated document gets, here, where every reader passes.
@@ -189,32 +180,6 @@ def load_yaml(path: Path) -> tuple[Any, Any]:
 
 
 PARAMS_FILE = "params.yaml"
-
-
-class _Read:
-    """A file the fast path read: its plain data, and the line of every key and item (0-based, as libyaml and
-    ruamel count) for `_line_of`, which answers as it does from ruamel's document."""
-
-    def __init__(self, data: Any, lines: Any) -> None:
-        self.data, self.lines = data, lines
-
-    def line_of(self, parts: list[Any]) -> int | None:
-        # `lines`: (start line, children); children: {key: (line, children)} for a mapping, [(line, children)]
-        # for a sequence, None for a scalar.
-        start, children = self.lines
-        line = None
-        for part in parts:
-            if type(children) is dict:
-                hit = isinstance(part, str) and part in children
-            else:
-                hit = type(children) is list and isinstance(part, int) and 0 <= part < len(children)
-            if not hit:
-                break
-            found, children = children[part]
-            line = found + 1
-        if line is None and start is not None:
-            line = start + 1
-        return line
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -238,149 +203,6 @@ def _parse_yaml(text: str, path: Path) -> Any:
         # ruamel's integer constructor indexes past the end of).
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
     return doc
-
-
-# `_fast_yaml`'s answer when it leaves a text to ruamel.
-_SLOW = object()
-# Plain scalars the fast path builds itself (the forms the shipped files use); ruamel's YAML 1.2 resolvers
-# (`_ruamel_tag`) decide what a plain scalar is, these only say which of ruamel's results it can build exactly.
-_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|\.[0-9]+(?:[eE][-+][0-9]+)?)")
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_TRUE = {"true", "True", "TRUE"}
-# Characters the two parsers read differently: line breaks in YAML 1.1 (libyaml) but ordinary characters in
-# YAML 1.2 (ruamel), tabs (libyaml accepts some where ruamel refuses them) and a byte order mark after the first
-# character (libyaml skips it anywhere; ruamel reads it as text, or refuses it).
-_OTHER_BREAKS = ("\t", "\x85", "\u2028", "\u2029")
-
-
-def _fast_yaml(text: str) -> Any:
-    """The plain data ruamel's round-trip load + `to_plain` would give and the lines it would know (a `_Read`),
-    read from libyaml's events; `_SLOW` for
-    anything outside the subset built here exactly: anchors, aliases, tags, directives, not one document,
-    duplicate or non-text keys, merge keys, nesting beyond MAX_NESTING, numbers in other notations (hex,
-    underscores, .inf), timestamps other than a valid YYYY-MM-DD, and whatever libyaml refuses. ruamel then
-    parses the text as before: same data, same errors."""
-    if any(char in text for char in _OTHER_BREAKS) or "\ufeff" in text[1:]:
-        return _SLOW
-    try:
-        import yaml
-        from yaml import CBaseLoader
-    except ImportError:  # PyYAML without libyaml
-        return _SLOW
-    try:
-        loader = CBaseLoader(text)
-    except Exception:
-        return _SLOW
-    try:
-        return _build(loader, yaml)
-    except Exception:  # libyaml's errors, _Slow, a number int() refuses: ruamel decides, with its messages
-        return _SLOW
-    finally:
-        loader.dispose()
-
-
-class _Slow(Exception):
-    """Raised inside `_build` for anything it leaves to ruamel."""
-
-
-def _build(loader: Any, yaml: Any) -> _Read:
-    """One pass over the events: a stack of open containers, each value added (with its line) as it completes."""
-    scalar, seq_start, map_start = yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent
-    end = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
-    get = loader.get_event
-    if not isinstance(get(), yaml.StreamStartEvent):
-        raise _Slow
-    start = get()
-    if not isinstance(start, yaml.DocumentStartEvent) or start.version or start.tags:
-        raise _Slow
-    # Each open container: [container, its lines, its start line, pending key or _NO_KEY, that key's line];
-    # the root is a one-item list.
-    root: list[Any] = []
-    root_lines: list[Any] = []
-    stack: list[list[Any]] = [[root, root_lines, None, _NO_KEY, None]]
-    while True:
-        event = get()
-        cls = type(event)
-        if cls is scalar:
-            if event.anchor or event.tag:
-                raise _Slow
-            value = _scalar(event.value) if event.style == "" else event.value
-            line, lines = event.start_mark.line, None
-        elif cls is map_start or cls is seq_start:
-            if event.anchor or event.tag or len(stack) > MAX_NESTING:
-                raise _Slow
-            new: Any = ({}, {}) if cls is map_start else ([], [])
-            stack.append([*new, event.start_mark.line, _NO_KEY, None])
-            continue
-        elif cls in end:
-            value, lines, line, _, _ = stack.pop()
-        elif isinstance(event, yaml.DocumentEndEvent):
-            break
-        else:  # an alias, or anything unforeseen
-            raise _Slow
-        top = stack[-1]
-        container = top[0]
-        if type(container) is list:
-            container.append(value)
-            top[1].append((line, lines))
-        elif top[3] is _NO_KEY:
-            if type(value) is not str or value in container:
-                raise _Slow
-            top[3], top[4] = value, line
-        else:
-            container[top[3]] = value
-            top[1][top[3]] = (top[4], lines)
-            top[3] = _NO_KEY
-    if len(root) != 1 or not isinstance(get(), yaml.StreamEndEvent):
-        raise _Slow
-    line, lines = root_lines[0]
-    return _Read(root[0], (line if lines is not None else None, lines))
-
-
-_NO_KEY = object()
-
-
-def _scalar(value: str) -> Any:
-    """A plain scalar as ruamel reads it (YAML 1.2), or `_Slow` where the fast path does not build that form."""
-    if _DATE.fullmatch(value):
-        if not _ISO_DATE.fullmatch(value):
-            raise _Slow
-        date.fromisoformat(value)  # ValueError (an impossible date) goes to ruamel, which names the line
-    tag = _ruamel_tag(value)
-    if tag is None:
-        return value
-    if tag == "null":
-        return None
-    if tag == "bool":
-        return value in _TRUE
-    if tag == "int" and _INT.fullmatch(value):
-        return int(value)
-    if tag == "float" and _FLOAT.fullmatch(value):
-        return float(value)
-    if tag == "timestamp" and _ISO_DATE.fullmatch(value):
-        return value  # to_plain gives a date as its ISO text, which this already is
-    raise _Slow
-
-
-def _ruamel_tag(value: str) -> str | None:
-    """What ruamel's YAML 1.2 implicit resolvers make of a plain scalar ("int", "float", ...), None for text."""
-    for tag, regexp in _resolvers().get(value[:1], ()):
-        if regexp.match(value):
-            return tag.rsplit(":", 1)[1]
-    return None
-
-
-@cache
-def _resolvers() -> dict[str, list[tuple[str, Any]]]:
-    from ruamel.yaml.resolver import implicit_resolvers
-
-    out: dict[str, list[tuple[str, Any]]] = {}
-    for versions, tag, regexp, first in implicit_resolvers:
-        if (1, 2) in versions:
-            for char in first:
-                out.setdefault(char, []).append((tag, regexp))
-    return out
 
 
 def load_json(path: Path) -> Any:
@@ -498,140 +320,6 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
     return None
 
 
-def _is_plain(value: Any) -> bool:
-    """True when the value is JSON exactly as `json.loads` would build it (dict with text keys, list, str, int,
-    float, bool, None; no subclasses, tuples or other types): the values the fast validator reads the same way
-    jsonschema does. Anything else takes jsonschema's own walk."""
-    todo = [value]
-    while todo:
-        item = todo.pop()
-        kind = type(item)
-        if kind is dict:
-            for key in item:
-                if type(key) is not str:
-                    return False
-            todo.extend(item.values())
-        elif kind is list:
-            todo.extend(item)
-        elif kind not in _PLAIN_SCALARS and item is not None:
-            return False
-    return True
-
-
-_PLAIN_SCALARS = frozenset({str, int, float, bool})
-
-# The fast path (issue 16): jsonschema's pure-Python walk was most of the CPU of the retrieve, extract and compile
-# stages (~600 records, ~1 s). jsonschema-rs checks the same generated schema ~50x faster. It only ever says
-# "valid": a value it finds invalid (or cannot read) goes through jsonschema as before, which writes the messages
-# and has the last word. So that "valid" means what jsonschema means by it:
-# - only schemas made of the keywords below take the fast path (an unknown keyword, a `format`, a remote $ref:
-#   jsonschema alone), and only plain JSON values (`_is_plain`: jsonschema reads a tuple as no array; the Rust
-#   side would read it as one);
-# - `pattern` runs in Python's `re` (a keyword of our own, `_PythonPattern`), as jsonschema runs it: Rust's regex
-#   engines read classes like \s and \d differently.
-# Numbers beyond 2**53, NaN and infinities never get here (`_find_bad_number` refuses them first).
-# tests/test_schemas_fast.py checks both give the same verdict on every shipped file and many broken variants.
-_FAST_PATTERN = "x-fabricref-python-pattern"
-_SUBSCHEMA_MAPS = frozenset({"properties", "$defs"})
-_SUBSCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
-_SUBSCHEMAS = frozenset({"items", "additionalProperties", "not", "if", "then", "else", "propertyNames", "contains"})
-_FAST_KEYWORDS = frozenset(
-    {
-        "type",
-        "enum",
-        "const",
-        "required",
-        "dependentRequired",
-        "minLength",
-        "maxLength",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "minProperties",
-        "maxProperties",
-        # annotations, and pydantic's `discriminator`: no assertion in either validator
-        "title",
-        "description",
-        "default",
-        "examples",
-        "deprecated",
-        "$comment",
-        "$id",
-        "$schema",
-        "discriminator",
-    }
-)
-
-
-class _NotFast(Exception):
-    """A schema holds something the fast path does not check exactly as jsonschema does."""
-
-
-def _fast_schema(node: Any) -> Any:
-    """A copy of a generated schema for jsonschema-rs, `pattern` renamed to the keyword run in Python; raises
-    `_NotFast` for anything outside the keywords listed above."""
-    if isinstance(node, bool):
-        return node
-    if not isinstance(node, dict):
-        raise _NotFast(repr(node)[:40])
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: _fast_schema(sub) for name, sub in value.items()}
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_fast_schema(sub) for sub in value]
-        elif key in _SUBSCHEMAS:
-            out[key] = _fast_schema(value)
-        elif key == "pattern" and isinstance(value, str):
-            re.compile(value)
-            out[_FAST_PATTERN] = value
-        elif key in _FAST_KEYWORDS or (key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/")):
-            out[key] = value
-        else:
-            raise _NotFast(key)
-    return out
-
-
-class _PythonPattern:
-    """`pattern` as jsonschema checks it: `re.search` on a string, nothing on other types."""
-
-    def __init__(self, parent_schema: dict[str, Any], value: str, schema_path: list[Any]) -> None:
-        self.regex = re.compile(value)
-
-    def validate(self, instance: Any) -> None:
-        if isinstance(instance, str) and not self.regex.search(instance):
-            raise ValueError(f"{instance!r} does not match {self.regex.pattern!r}")
-
-
-@cache
-def _fast_validator(name: str) -> Any:
-    """jsonschema-rs's validator of one generated schema, or None (not installed, or a schema it may not take)."""
-    try:
-        import jsonschema_rs
-    except ImportError:
-        return None
-    try:
-        fast = _fast_schema(schema(name))
-    except _NotFast:
-        return None
-    return jsonschema_rs.Draft202012Validator(fast, keywords={_FAST_PATTERN: _PythonPattern})
-
-
-def _fast_valid(instance: Any, schema_name: str) -> bool:
-    """True only when the fast validator finds the (plain) value valid; False means "ask jsonschema"."""
-    fast = _fast_validator(schema_name)
-    if fast is None or not _is_plain(instance):
-        return False
-    try:
-        return bool(fast.is_valid(instance))
-    except Exception:  # a value the Rust side cannot read (e.g. a lone surrogate): jsonschema decides
-        return False
-
-
 # Values that passed validation, by schema and exact value: jsonschema's pure-Python walk is most of the cost of
 # loading sources and writing claims, and one process (a CLI run, the test suite) validates the same values
 # again and again. Only successes are kept (a failure is re-validated, with its messages); oldest first out.
@@ -647,8 +335,6 @@ def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None
         line = _line_of(doc, list(bad[0])) if doc is not None else None
         loc = f"{where}:{line}" if line else f"{where}"
         raise ValidationError(f"{loc}: at {json_path(bad[0])}: {bad[1]}")
-    if _fast_valid(instance, schema_name):
-        return
     # A value already found valid against the same schema is valid again: the schemas are generated from the
     # code, fixed for the process. repr tells apart what validation tells apart (list / tuple, 1 / 1.0 / True).
     key = (schema_name, repr(instance))

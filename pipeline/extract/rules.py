@@ -15,7 +15,7 @@ from ..core.units import parse_number, parse_quantity, unit_info
 from ..core.vocabulary import FieldSpec
 from ..errors import ExtractionError, ValidationError
 
-if TYPE_CHECKING:  # the HTML parser is imported when a document is parsed: not when every parse is cached
+if TYPE_CHECKING:  # the HTML parser is imported when a document is parsed
     from bs4 import BeautifulSoup, Tag
 
 EXCERPT_LIMIT = 400

@@ -5,7 +5,7 @@ LAYOUT_CAVEAT = (
 )
 
 # Applied only while a drawing is made (rc_context), never at import: deterministic SVG (fixed hash salt, no date),
-# text kept as text. Here, not beside the drawings, so the drawing cache can key on it without importing them.
+# text kept as text.
 # `text.parse_math` off: every title, label and legend is data (a cluster title, a log's file name) drawn as it is
 # written; a `$` in one must not reach mathtext's parser, where it fails the stage or renders as a formula.
 STYLE = {

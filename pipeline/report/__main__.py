@@ -1,26 +1,21 @@
-"""`python -m fabricref.report` (the DVC stage `report`): the static HTML report from the registry's outputs alone,
-both parts in one process (as `fabricref report`).
+"""`python -m fabricref.report PART` (the DVC stages `report-models` and `report`): one part of the static HTML
+report, from the registry's outputs alone (`fabricref report` writes both). PART is `models` (the reference and
+cluster pages with their drawings, which take no traffic number) or `workloads` (the workload pages with their
+heat maps, the plots, the model-vs-measured page and the index)."""
 
-Python's cyclic garbage collector is off for this short-lived process, from before the imports on: collections
-walking matplotlib's import-time objects and each figure's took 0.15 s (models) and 0.3 s (pages) of CPU. The
-figures' reference cycles are then freed only at exit; peak memory measured the same within 5 MB."""
+import sys
 
-import gc
-
-gc.disable()
-
-import sys  # noqa: E402
-
-from ..core.entry import run_stage  # noqa: E402
-from ..core.paths import Layout  # noqa: E402
-from ..errors import UsageError  # noqa: E402
-from . import stage  # noqa: E402
+from ..core.entry import run_stage
+from ..core.paths import Layout
+from ..errors import UsageError
+from . import stage
 
 
 def main(lay: Layout) -> str:
-    if sys.argv[1:]:
-        raise UsageError("usage: python -m fabricref.report")
-    return f"report written to {lay.relative(stage.run(lay) / 'index.html')}"
+    if len(sys.argv) != 2 or sys.argv[1] not in stage.PARTS:
+        raise UsageError(f"usage: python -m fabricref.report {' | '.join(stage.PARTS)}")
+    out = stage.run(lay, (sys.argv[1],))
+    return f"report ({sys.argv[1]}) written to {lay.relative(out)}/"
 
 
-run_stage(main, collect_cycles=False)
+run_stage(main)

@@ -5,11 +5,10 @@ SVG output is deterministic (fixed hash salt, no date metadata, text kept as tex
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ParamSpec
 
 import matplotlib
@@ -32,40 +31,10 @@ P = ParamSpec("P")
 def _styled(draw: Callable[P, bytes]) -> Callable[P, bytes]:
     @functools.wraps(draw)
     def inside_style(*args: P.args, **kwargs: P.kwargs) -> bytes:
-        with matplotlib.rc_context(STYLE), _shared_text_metrics():
+        with matplotlib.rc_context(STYLE):
             return draw(*args, **kwargs)
 
     return inside_style
-
-
-# Text metrics measured once per process, not once per renderer. matplotlib caches a text's size per renderer
-# object, and every savefig makes new ones (two with a tight bounding box), so the same labels ("GPU", "pod 3",
-# the legend, the captions) were measured with FreeType again in every pass of every drawing: a fifth of the
-# drawing time. The size is a pure function of the renderer's class and scale, the text, the font properties, the
-# math mode, the dpi and the text / font settings in effect (the key holds all of them), so the bytes are the same.
-_TEXT_METRICS: dict[tuple[tuple[str, str], ...], dict[tuple[Any, ...], tuple[float, float, float]]] = {}
-_TEXT_SETTINGS = ("font.", "text.", "mathtext.")
-
-
-@contextlib.contextmanager
-def _shared_text_metrics() -> Iterator[None]:
-    """While a drawing is made, matplotlib's per-renderer text-metrics cache is backed by the process-wide one."""
-    measure = matplotlib.text._get_text_metrics_with_cache
-    settings = tuple((k, repr(v)) for k, v in dict.items(matplotlib.rcParams) if k.startswith(_TEXT_SETTINGS))
-    metrics = _TEXT_METRICS.setdefault(settings, {})  # one table per text / font settings in effect
-
-    def cached(renderer: Any, text: str, fontprop: Any, ismath: Any, dpi: float) -> tuple[float, float, float]:
-        key = (type(renderer), renderer.points_to_pixels(72.0), text, fontprop.copy(), ismath, dpi)
-        found = metrics.get(key)
-        if found is None:
-            found = metrics[key] = measure(renderer, text, fontprop, ismath, dpi)
-        return found
-
-    matplotlib.text._get_text_metrics_with_cache = cached
-    try:
-        yield
-    finally:
-        matplotlib.text._get_text_metrics_with_cache = measure
 
 
 def _figure(figsize: tuple[float, float]) -> tuple[Figure, Any]:

@@ -61,10 +61,8 @@ def plot(log: dict[str, Any]) -> bytes:
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    from .drawings import _shared_text_metrics
-
     # Applied only while the plot is drawn, as drawings.py does.
-    with matplotlib.rc_context(STYLE), _shared_text_metrics():
+    with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(7, 3.4))
         ax = fig.add_subplot()
         rows = log["rows"]

@@ -8,37 +8,30 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import jinja2
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from jinja2.bccache import Bucket, BytecodeCache
-from jinja2.defaults import DEFAULT_FILTERS, DEFAULT_POLICIES, DEFAULT_TESTS
 
 from ..core.citing import check_of, check_text, conflict_text
 from ..core.files import atomic_write_bytes
 from ..core.format import format_field
-from ..core.keyed import ENTRY_SUFFIX, KeyedCache, sha256_bytes
 from ..core.paths import Layout
 from ..core.registry import Tables, table_paths
 from ..errors import FabricrefError
-from . import LAYOUT_CAVEAT, measured
+from . import LAYOUT_CAVEAT, drawings, heat, measured
 from .cells import Cell
-from .drawcache import DrawingCache
 
 STATUSES = (
     "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
     "(computed, with formula and inputs), unknown (nobody states it: the value stays empty). Assumed figures "
     "are labelled."
 )
-# Two parts of one DVC stage (dvc.yaml declares the tables of both): the reference and cluster pages with their
-# drawings, which take no traffic number (so a changed workload finds them in the drawing cache), and the workload
-# pages with their link-load heat maps, the plots, the model-vs-measured page and the index.
+# Two parts, one DVC stage each: the reference and cluster pages with their drawings (`models`), which take no
+# traffic number, so a changed workload does not rerun them, and the workload pages with their link-load heat maps,
+# the plots, the model-vs-measured page and the index (`workloads`).
 MODEL_READS = (
     "reference_models",
     "fields",
@@ -95,79 +88,7 @@ def report_dir(lay: Layout) -> Path:
     return lay.registry_dir / "report"
 
 
-# What jinja2 compiles a template's source into, beyond the source: the environment's syntax and whitespace
-# settings, the autoescape decision for the template's name and the finalize hook (read back from the environment,
-# so a setting changed in `_env` changes the key), the extensions, jinja2's and Python's versions.
-COMPILED_SETTINGS = (
-    "block_start_string",
-    "block_end_string",
-    "variable_start_string",
-    "variable_end_string",
-    "comment_start_string",
-    "comment_end_string",
-    "line_statement_prefix",
-    "line_comment_prefix",
-    "trim_blocks",
-    "lstrip_blocks",
-    "newline_sequence",
-    "keep_trailing_newline",
-    "optimized",
-    "is_async",
-)
-
-
-class _CompiledTemplates(BytecodeCache):
-    """Compiled templates kept across runs in the project's keyed cache (pipeline/core/keyed.py), under a key of the
-    template's name and source (SHA-256) and everything else the compiler reads (COMPILED_SETTINGS): compiling the
-    report's templates took ~0.1 s of every run. An entry is used only for exactly its key and while it matches its
-    digest; jinja2 checks its own header (format, Python version, the source digest) again on load."""
-
-    def __init__(self, store: KeyedCache) -> None:
-        self.store = store
-
-    def _key(self, environment: Environment, name: str, source_sha256: str) -> dict[str, Any]:
-        autoescape = environment.autoescape
-        finalize = environment.finalize
-        return {
-            "format": 1,
-            "template": name,
-            "source_sha256": source_sha256,
-            "settings": {k: repr(getattr(environment, k)) for k in COMPILED_SETTINGS},
-            "autoescape": bool(autoescape(name) if callable(autoescape) else autoescape),
-            "finalize": None if finalize is None else f"{finalize.__module__}.{finalize.__qualname__}",
-            "extensions": sorted(environment.extensions),
-            "jinja2": jinja2.__version__,
-            "python": sys.version,
-        }
-
-    @staticmethod
-    def _keyable(environment: Environment) -> bool:
-        """Only jinja2's own filters, tests and policies and no finalize hook: jinja2's optimizer runs those on
-        constant arguments at compile time (`{{ 1536 | size }}` is compiled to its text), so a hook of our own would
-        be in the compiled code, yet its code is in no key. With one, templates are compiled afresh, never kept."""
-        return (
-            environment.filters == DEFAULT_FILTERS
-            and environment.tests == DEFAULT_TESTS
-            and environment.policies == DEFAULT_POLICIES
-            and environment.finalize is None
-        )
-
-    def get_bucket(self, environment: Environment, name: str, filename: str | None, source: str) -> Bucket:
-        bucket = Bucket(environment, name, sha256_bytes(source.encode()))
-        if not self._keyable(environment):
-            return bucket
-        data = self.store.read(self._key(environment, name, bucket.checksum))
-        if data is not None:
-            bucket.bytecode_from_string(data)  # a wrong header or source digest leaves it empty: compiled afresh
-        return bucket
-
-    def set_bucket(self, bucket: Bucket) -> None:
-        if self._keyable(bucket.environment):
-            self.store.write(self._key(bucket.environment, bucket.key, bucket.checksum), bucket.bytecode_to_string())
-
-
-def _env(compiled: KeyedCache | None = None) -> Environment:
-    """The report's templates; `compiled`: where their compiled code is kept across runs (none: compiled here)."""
+def _env() -> Environment:
     return Environment(
         loader=FileSystemLoader(Path(__file__).parent / "templates"),
         autoescape=select_autoescape(["html", "j2"]),
@@ -175,7 +96,6 @@ def _env(compiled: KeyedCache | None = None) -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        bytecode_cache=None if compiled is None else _CompiledTemplates(compiled),
     )
 
 
@@ -223,30 +143,6 @@ def _begin(lay: Layout, con: Tables) -> _Common:
     return _Common(_caveats(lay, con), _references(con), summaries, clusters)
 
 
-class _Writer:
-    """The report's files written by a few threads while this one draws: each write is atomic and synced
-    (atomic_write_bytes), and a sync waits for the disk without holding the interpreter, so ~70 of them in a row
-    were a third of a warm run's wall time. Started only after the drawing helper is forked (see workers);
-    `close` waits for every write and raises the first failure."""
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._writes: list[Future[None]] = []
-
-    def __call__(self, path: Path, data: bytes) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="report-write")
-        self._writes.append(self._pool.submit(atomic_write_bytes, path, data))
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        writes, self._writes = self._writes, []
-        for write in writes:
-            write.result()
-
-
 def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
     """Rows split by one column, each group in the order the query returned it."""
     groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
@@ -267,63 +163,31 @@ def _cluster_pods(con: Tables) -> dict[str, int]:
     )
 
 
-Drawings = list[tuple[Path, str, tuple[Any, ...]]]  # (file in the report, drawing, arguments)
-Render = Callable[[Callable[[Path, bytes], None]], None]  # writes a part's pages with the writer it is given
+Drawings = list[tuple[Path, Callable[..., bytes], tuple[Any, ...]]]  # (file in the report, drawing, arguments)
+Render = Callable[[], None]  # writes a part's pages
+PARTS = ("models", "workloads")
 
 
-def run(lay: Layout) -> Path:
-    """`python -m fabricref.report` (the DVC stage `report`, and the `fabricref report` verb): the whole report in one
-    process. Why one: the imports, templates and drawing environment are paid once, and the drawings of both parts
-    are drawn on both cores together. A changed workload reruns it, yet redraws only what moved: the reference and
-    cluster drawings take no traffic number, so their cache entries are hits (their pages are written again, the
-    same bytes).
-
-    The reference and cluster drawings are started (DrawingCache.start: a forked helper draws them) as soon as
-    their tables are read, before the traffic tables are: that reading, the heat maps' keys and the pages are then
-    done here while they are drawn; the workload part's drawings get a helper of their own, and this process draws
-    from both queues once its pages are written. Each helper is forked with no table open (see workers). When the
-    drawing cache holds entries (most drawings will be hits), the drawing environment is computed in a child
-    meanwhile (DrawingCache.prefetch) and every key waits until the traffic tables are read: the child has that
-    long to finish."""
+def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
+    """`python -m fabricref.report PART` (the DVC stages `report-models` and `report`, and the `fabricref report`
+    verb, which writes both): the part's pages, then its drawings."""
     out = report_dir(lay)
-    cache = DrawingCache(lay, "all")
-    cached = next(cache.directory.glob(f"*{ENTRY_SUFFIX}"), None) is not None
-    if cached:  # else everything is drawn here: matplotlib is imported here anyway
-        cache.prefetch()
-    model_pending = page_pending = None
-    write = _Writer()
-    try:
-        _clear(out, MODEL_PARTS + PAGE_PARTS)
-        compiled = KeyedCache(lay.cache_dir / "report" / "templates")
-        env = _env(compiled)
-        with _open(lay, MODEL_READS) as con:
-            common = _begin(lay, con)
-            model_drawings, render_models = _models(out, env, con, common)
-        if not cached:
-            model_pending = cache.start([(name, args) for _, name, args in model_drawings])
-        with _open(lay, PAGE_READS) as con:
-            page_drawings, render_pages = _pages(lay, out, env, con, common)
-        if cached:
-            model_pending = cache.start([(name, args) for _, name, args in model_drawings])
-        page_pending = cache.start([(name, args) for _, name, args in page_drawings])
-        cache.close()  # no child left once the first key was asked for
-        render_models(write)  # the writer's threads start here, after every fork
-        render_pages(write)
-        for drawings, pending in ((page_drawings, page_pending), (model_drawings, model_pending)):
-            for (path, _, _), svg in zip(drawings, pending.results(), strict=True):
-                write(path, svg)
-    finally:
-        for pending in (page_pending, model_pending):
-            if pending is not None:
-                pending.cancel()  # nothing left to stop once the results are in
-        cache.close()
-        write.close()
-    cache.prune()
-    compiled.prune(keep_unused=0)
+    env = _env()
+    for part in parts:
+        reads, outputs, make = {
+            "models": (MODEL_READS, MODEL_PARTS, _models),
+            "workloads": (PAGE_READS, PAGE_PARTS, _pages),
+        }[part]
+        _clear(out, outputs)
+        with _open(lay, reads) as con:
+            found, render = make(lay, out, env, con, _begin(lay, con))
+        render()
+        for path, draw, args in found:
+            atomic_write_bytes(path, draw(*args))
     return out
 
 
-def _models(out: Path, env: Environment, con: Tables, common: _Common) -> tuple[Drawings, Render]:
+def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> tuple[Drawings, Render]:
     """The reference and cluster pages with their drawings (no traffic number: MODEL_READS only). Each table is
     read once (grouped per reference here), not once per reference."""
     caveats, refs, summaries, clusters = common
@@ -351,29 +215,29 @@ def _models(out: Path, env: Environment, con: Tables, common: _Common) -> tuple[
         "SELECT topology_id, count(DISTINCT rail) FROM topology_nodes WHERE kind = 'nic' AND role = 'scale_out' "
         "GROUP BY ALL",
     )
-    drawings: Drawings = []
+    found: Drawings = []
     for ref in refs:
         rid = ref["reference_id"]
         if rid not in cluster_ids and nodes_of.get(rid):
-            drawings.append(
+            found.append(
                 (
                     out / "drawings" / f"{rid}.svg",
-                    "drawings.draw_reference",
+                    drawings.draw_reference,
                     (ref["title"], nodes_of[rid], edges_of.get(rid, [])),
                 )
             )
     for s in clusters:
         tid = s["topology_id"]
         # No leaf or no scale-out NIC: 0, as count(DISTINCT ...) over no rows said.
-        drawings.append(
+        found.append(
             (
                 out / "drawings" / f"{tid}.svg",
-                "drawings.draw_cluster",
+                drawings.draw_cluster,
                 (s["title"], s, pods_of.get(tid, 0), rails_of.get(tid, 0)),
             )
         )
 
-    def render(write: Callable[[Path, bytes], None]) -> None:
+    def render() -> None:
         for ref in refs:
             rid = ref["reference_id"]
             fields = fields_of.get(rid, [])
@@ -396,13 +260,13 @@ def _models(out: Path, env: Environment, con: Tables, common: _Common) -> tuple[
                 assumptions=assumptions_of.get(rid, []),
                 summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
             )
-            write(out / "reference" / f"{rid}.html", page.encode())
+            atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
         for s in clusters:
             tid = s["topology_id"]
             page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
-            write(out / "cluster" / f"{tid}.html", page.encode())
+            atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
 
-    return drawings, render
+    return found, render
 
 
 def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> tuple[Drawings, Render]:
@@ -418,12 +282,12 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
     traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
     failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
     sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
-    heat_maps, drawings = _heat_maps(summaries, cells, cluster_pods, link_loads, parts)
-    plots = _plots(drawings, traffic, lay)
+    heat_maps, found = _heat_maps(summaries, cells, cluster_pods, link_loads, parts)
+    plots = _plots(found, traffic, lay)
     logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
-    drawings += [(log["plot"], "measured.plot", (log,)) for log in logs]
+    found += [(log["plot"], measured.plot, (log,)) for log in logs]
 
-    def render(write: Callable[[Path, bytes], None]) -> None:
+    def render() -> None:
         # The drawings of the other part: every reference with parts, then every cluster (the index links them).
         drawing_links = [
             {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
@@ -451,8 +315,8 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
             page = env.get_template("workload.html.j2").render(
                 title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
             )
-            write(out / "workload" / f"{wid}.html", page.encode())
-        compared = measured.write_page(out, env, caveats, logs, write)
+            atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
+        compared = measured.write_page(out, env, caveats, logs)
         index = env.get_template("index.html.j2").render(
             title="fabricref report",
             root="",
@@ -464,9 +328,9 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
             plots=plots,
             measured=compared,
         )
-        write(out / "index.html", index.encode())
+        atomic_write_bytes(out / "index.html", index.encode())
 
-    return [(out / path, name, args) for path, name, args in drawings], render
+    return [(out / path, draw, args) for path, draw, args in found], render
 
 
 IN_LIST = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
@@ -539,7 +403,7 @@ def _reference_loads(
     return loads, {tid: (nodes.get(tid, []), edges.get(tid, [])) for tid in tids}
 
 
-PageDrawings = list[tuple[str, str, tuple[Any, ...]]]  # (path in the report, drawing, arguments)
+PageDrawings = list[tuple[str, Callable[..., bytes], tuple[Any, ...]]]  # (path in the report, drawing, arguments)
 
 
 def _heat_maps(
@@ -553,20 +417,20 @@ def _heat_maps(
     drawing, per tier and pod on a cluster. Returns (topology, workload) → the SVG's path in the report, and the
     drawings to make."""
     found: dict[tuple[str, str], str] = {}
-    drawings: PageDrawings = []
+    made: PageDrawings = []
     for tid, wid in sorted({*cells, *loads}):
         title = f"{wid} on {summaries.get(tid, {}).get('title') or tid}"
         path = f"load/{tid}/{wid}.svg"
         if tid in cluster_pods:
-            drawings.append((path, "heat.draw_tier_pod_load", (title, cells[(tid, wid)], cluster_pods[tid])))
+            made.append((path, heat.draw_tier_pod_load, (title, cells[(tid, wid)], cluster_pods[tid])))
         else:
-            drawings.append((path, "heat.draw_link_load", (title, *parts[tid], loads[(tid, wid)])))
+            made.append((path, heat.draw_link_load, (title, *parts[tid], loads[(tid, wid)])))
         found[(tid, wid)] = path
-    return found, drawings
+    return found, made
 
 
-def _plots(drawings: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
-    """The index's plots (their drawings appended to `drawings`)."""
+def _plots(made: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+    """The index's plots (their drawings appended to `made`)."""
     cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for p in traffic:
         key = f"{p['workload_id']} @ {p['topology_id']}"
@@ -575,7 +439,7 @@ def _plots(drawings: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -
     labels = sorted(cases)
     series = {name: [cases[k][i] for k in labels] for i, name in enumerate(("overhead", "bandwidth", "queueing"))}
     title = "Communication time per step / request: overhead, bandwidth, queueing"
-    drawings.append(("plots/phase-times.svg", "drawings.bar_chart", (title, labels, series, "seconds")))
+    made.append(("plots/phase-times.svg", drawings.bar_chart, (title, labels, series, "seconds")))
     kv_csv = lay.registry_dir / "traffic" / "plots" / "kv_transfer.csv"
     result = [{"src": "plots/phase-times.svg", "alt": "time per workload split into overhead, bandwidth, queueing"}]
     if kv_csv.exists():
@@ -587,8 +451,6 @@ def _plots(drawings: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -
                 "local (NVL72 scale-up)": [float(r[1]) for r in lines],
                 "cross-domain (400G fabric)": [float(r[2]) for r in lines],
             }
-            drawings.append(
-                ("plots/kv-transfer.svg", "drawings.line_chart", (title, x, series, "prompt tokens", "seconds"))
-            )
+            made.append(("plots/kv-transfer.svg", drawings.line_chart, (title, x, series, "prompt tokens", "seconds")))
             result.append({"src": "plots/kv-transfer.svg", "alt": "KV transfer time local vs cross-domain"})
     return result

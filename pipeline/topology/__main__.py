@@ -10,4 +10,4 @@ def main(lay: Layout) -> str:
     return f"built {len(summaries)} topologies into {lay.relative(stage.topology_dir(lay))}/"
 
 
-run_stage(main, collect_cycles=False)
+run_stage(main)

@@ -25,23 +25,13 @@ CAVEAT = (
 
 
 def _stamp(
-    g: nx.Graph,
-    t: Template,
-    prefix: str,
-    block: int | None,
-    domain: str,
-    within: str | None,
-    shared: _Shared,
-    links: _Links | None = None,
+    g: nx.Graph, t: Template, prefix: str, block: int | None, domain: str, within: str | None, shared: _Shared
 ) -> None:
-    """One copy of the template under `prefix`. `links` (`_links(t, shared)`, made once per build): the template's
-    links as each node's neighbours, so a block whose names are all new gets each node's neighbour dict in one
-    `dict(zip(...))`, the very dict `_add_edges` would fill link by link."""
+    """One copy of the template under `prefix`."""
     p = f"{prefix}/" if prefix else ""
     node, adj = g._node, g._adj
-    names = [p + name for name, _ in t.nodes]
-    fast = links is not None and node.keys().isdisjoint(names)
-    for (_, attrs), n, i in zip(t.nodes, names, range(len(names)), strict=True):
+    for name, attrs in t.nodes:
+        n = p + name
         a = dict(attrs)
         if "within" in a:
             a["within"] = p + a["within"]
@@ -51,51 +41,12 @@ def _stamp(
             a["block"] = block
         if a["kind"] in ("accelerator", "scale_up_switch"):
             a["domain"] = domain
-        if fast:
-            node[n] = a
-            ends = map(names.__getitem__, links.neighbours[i])  # type: ignore[union-attr]
-            adj[n] = dict(zip(ends, links.attrs[i], strict=True))  # type: ignore[union-attr]
-        elif n in node:  # never for a prefixed block; networkx merges the attributes
+        if n in node:  # never for a prefixed block; networkx merges the attributes
             node[n].update(a)
         else:
             node[n] = a  # what `g.add_node(n, **a)` stores, without its per-node dict merges
             adj[n] = {}
-    if fast:
-        nx._clear_cache(g)  # as `_add_edges` does
-    else:
-        _add_edges(g, [(p + a, p + b, d) for a, b, d in t.edges], shared)
-
-
-@dataclass(frozen=True)
-class _Links:
-    """A template's links per node: its neighbours' template positions and the shared attributes of the links
-    to them, in the order the links are listed (the order `_add_edges` appends them to both ends' dicts)."""
-
-    neighbours: list[list[int]]
-    attrs: list[list[EdgeAttrs]]
-
-
-def _links(t: Template, shared: _Shared) -> _Links | None:
-    """`_Links` of a template whose node names are distinct and whose links join two of its nodes, each pair
-    once (no merged attributes): None otherwise (every block then goes link by link). Each link's attributes
-    are `shared(d)` in link order, as the first block's `_add_edges` would take them."""
-    position = {name: i for i, (name, _) in enumerate(t.nodes)}
-    if len(position) != len(t.nodes):
-        return None
-    neighbours: list[list[int]] = [[] for _ in t.nodes]
-    attrs: list[list[EdgeAttrs]] = [[] for _ in t.nodes]
-    pairs = set()
-    for a, b, d in t.edges:
-        i, j = position.get(a), position.get(b)
-        if i is None or j is None or i == j or (min(i, j), max(i, j)) in pairs:
-            return None
-        pairs.add((min(i, j), max(i, j)))
-        shared_d = shared(d)
-        neighbours[i].append(j)
-        attrs[i].append(shared_d)
-        neighbours[j].append(i)
-        attrs[j].append(shared_d)
-    return _Links(neighbours, attrs)
+    _add_edges(g, [(p + a, p + b, d) for a, b, d in t.edges], shared)
 
 
 class _Shared:
@@ -315,14 +266,13 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
     width = len(str(cluster.blocks - 1))
     racks = cluster.blocks_per_rack
     shared = _Shared()
-    links = _links(t, shared)
     for b in range(cluster.blocks):
         within = None
         if racks:
             within = f"rack{b // racks:0{width}d}"
             if b % racks == 0:
                 g.add_node(within, kind="system", role="rack", label=f"rack {b // racks}")
-        _stamp(g, t, f"b{b:0{width}d}", b, f"b{b:0{width}d}", within, shared, links)
+        _stamp(g, t, f"b{b:0{width}d}", b, f"b{b:0{width}d}", within, shared)
     nic_edge = link_attrs("scale_out", speed, t.nic_speed, lat["scale_out"], note="endpoint link")
     leaf_name = [f"leaf{i:05d}" for i in range(leaves)]
     for i, name in enumerate(leaf_name):

@@ -1,15 +1,8 @@
-"""The topology stage: every reference and every shipped cluster, exported and tabled deterministically."""
+"""The topology stage: every reference and every shipped cluster, built and tabled deterministically."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import select
-import struct
-import sys
-import threading
-import traceback
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -19,12 +12,11 @@ import networkx as nx
 
 from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
-from ..core.graphs import GRAPH_COLUMNS
+from ..core.graphs import GRAPH_COLUMNS, TOPOLOGY_TABLES
 from ..core.paths import Layout
-from ..core.processes import env_count, usable_cpus
-from ..core.registry import write_columns, write_table, writer_connection
-from ..errors import CompileError, FabricrefError, UnknownIdError, UsageError
-from . import export
+from ..core.registry import table_writer
+from ..errors import CompileError, UnknownIdError, UsageError
+from . import tables
 from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
 from .facts import Facts, FactsBook, defaults, load_facts
@@ -40,10 +32,6 @@ def _params(lay: Layout, read: Callable[[str], Facts] | None = None):
         return (read or partial(load_facts, lay))(reference_id).parameters
 
     return params_for
-
-
-def load_clusters(lay: Layout, read: Callable[[str], Facts] | None = None) -> list[Cluster]:
-    return [load_cluster(p, _params(lay, read)) for p in cluster_paths(lay)]
 
 
 def build(lay: Layout, topology_id: str, read: Callable[[str], Facts] | None = None) -> nx.Graph:
@@ -86,32 +74,10 @@ def _build_cluster(lay: Layout, cluster: Cluster, path: Path, read: Callable[[st
     return build_cluster(cluster, read(cluster.building_block), defaults(lay), switch)
 
 
-WORKERS_ENV = "FABRICREF_TOPOLOGY_WORKERS"
-
-
-def workers(given: int | None = None) -> int:
-    """Processes that write the exports: `given`, else $FABRICREF_TOPOLOGY_WORKERS, else 2 when this process
-    may run on 2 CPUs or more, can fork, and runs one thread (1: everything in this process).
-
-    One thread only by default: a fork copies the calling thread alone, and a lock another thread held (a
-    test runner's, a library's) would never be released in the helper. The DVC stage's process is single-
-    threaded; asking for 2 explicitly forks anyway (the tests compare both paths)."""
-    if given is None:
-        given = env_count(WORKERS_ENV, "a whole number of processes (1 or 2)")
-    if given is None:
-        one_thread = threading.active_count() == 1
-        given = 2 if usable_cpus() >= 2 and hasattr(os, "fork") and one_thread else 1
-    if given not in (1, 2):
-        raise UsageError(f"topology workers {given}: expected 1 (this process only) or 2 (one forked helper)")
-    return given
-
-
-def run(lay: Layout, workers_: int | None = None) -> list[dict[str, Any]]:
-    """Build every topology, then write its exports and the tables. With 2 workers the exports go to a forked
-    process while this one orders and writes the tables (a 2-CPU machine does both at once); either process
-    takes the next export file off a shared queue when free. Every file is written by exactly one process from
-    the same columns, so the bytes do not depend on which process wrote it or when."""
-    n_workers = workers(workers_)
+def run(lay: Layout) -> list[dict[str, Any]]:
+    """Build every topology (each checked before anything is written), then write the tables the traffic stage and
+    the report read and summaries.json. The graphs' exports (GraphML, node-link JSON) are written on demand by
+    `fabricref export graph`: nothing in the pipeline reads them."""
     out = topology_dir(lay)
     out.mkdir(parents=True, exist_ok=True)
     read = FactsBook(lay)  # every reference's facts read once, for all the builds below
@@ -119,145 +85,26 @@ def run(lay: Layout, workers_: int | None = None) -> list[dict[str, Any]]:
     clusters = [(p, load_cluster(p, _params(lay, read))) for p in cluster_paths(lay)]
     endpoint = defaults(lay).latency_ns["endpoint"]
     summaries: list[tuple[str, str]] = []
-    graph_rows, tables = [], []
-    # Every topology is built (and checked) before anything is written, one graph alive at a time: each is read
-    # into columns (a fraction of the graph's memory), from which the tables and both exports are written. A
-    # graph's summary is made once the next one is to be built (the last one's after the exports are handed on).
-    pending: tuple[str, nx.Graph, export.Columns] | None = None
-
-    def summarize_pending() -> None:
-        nonlocal pending
-        if pending is not None:
-            tid, g, columns = pending
-            pending = None
-            summaries.append((tid, json.dumps(summarize(g, columns), sort_keys=True)))
-
-    for tid, make in [(r, partial(build, lay, r, read)) for r in refs] + [
-        (c.id, partial(_build_cluster, lay, c, p, read)) for p, c in clusters
-    ]:
-        summarize_pending()
-        g = make()
-        graph_rows.append(export.graph_row(g, endpoint))
-        columns = export.read_columns(g)
-        tables.append(columns)
-        pending = (tid, g, columns)
-        del g
-    # Exports for networkx, Gephi and yEd: plain per reference, gzip-compressed per cluster (tens of MB). Typed
-    # here, before any process writes: a bad attribute fails the stage in this process.
-    jobs: list[tuple[export._Typed, str]] = []
-    for columns in tables:
-        t = export.typed(columns)
-        jobs += [(t, name) for name in export.export_names(t, compress=columns.tid not in refs)]
-    jobs.sort(key=lambda job: -len(job[0].columns.eu))  # the largest first: the two processes end together
-    written = {name for _, name in jobs}
-    with _ExportQueue(jobs, out, n_workers) as queue:
-        summarize_pending()
-        nodes, edges, presorted = export.table_columns(tables)
-        del tables
-        with contextlib.closing(writer_connection()) as con:  # one DuckDB for the four tables
-            write_table(out, "topology_graphs", GRAPH_COLUMNS, ["topology_id"], graph_rows, con=con)
-            node_keys, edge_keys = ["topology_id", "node"], ["topology_id", "source", "target"]
-            write_columns(out, "topology_nodes", export.NODE_COLUMNS, node_keys, nodes, presorted, con=con)
-            del nodes
-            write_columns(out, "topology_edges", export.EDGE_COLUMNS, edge_keys, edges, presorted, con=con)
-            del edges
-            summary_columns = [("topology_id", "VARCHAR"), ("summary", "VARCHAR")]
-            write_table(out, "topology_summaries", summary_columns, ["topology_id"], summaries, con=con)
-        atomic_write_json(out / "summaries.json", {tid: json.loads(s) for tid, s in summaries})
-        queue.work()  # the exports the helper has not taken yet
-    written |= {
-        "topology_graphs.parquet",
-        "topology_nodes.parquet",
-        "topology_edges.parquet",
-        "topology_summaries.parquet",
-        "summaries.json",
+    columns = {
+        "topology_graphs": (GRAPH_COLUMNS, ["topology_id"]),
+        "topology_nodes": (tables.NODE_COLUMNS, ["topology_id", "node"]),
+        "topology_edges": (tables.EDGE_COLUMNS, ["topology_id", "source", "target"]),
+        "topology_summaries": ([("topology_id", "VARCHAR"), ("summary", "VARCHAR")], ["topology_id"]),
     }
-    written |= {f"{name}.sha256" for name in written if name.endswith(".parquet")}  # each table's recorded hash
+    with table_writer(out, columns) as add:  # one graph alive at a time, its rows added as it is built
+        for tid, make in [(r, partial(build, lay, r, read)) for r in refs] + [
+            (c.id, partial(_build_cluster, lay, c, p, read)) for p, c in clusters
+        ]:
+            g = make()
+            add("topology_graphs", [tables.graph_row(g, endpoint)])
+            add("topology_nodes", tables.node_rows(g))
+            add("topology_edges", tables.edge_rows(g))
+            summaries.append((tid, json.dumps(summarize(g), sort_keys=True)))
+        add("topology_summaries", summaries)
+    atomic_write_json(out / "summaries.json", {tid: json.loads(s) for tid, s in summaries})
+    written = {f"{name}.parquet" for name in TOPOLOGY_TABLES} | {"summaries.json"}
+    written |= {f"{name}.parquet.sha256" for name in TOPOLOGY_TABLES}  # each table's recorded hash
     for stale in out.iterdir():
         if stale.is_file() and stale.name not in written:
             stale.unlink()
     return [json.loads(s) for _, s in summaries]
-
-
-_JOB = struct.Struct("<I")  # one job number: 4 bytes, well under PIPE_BUF, so one read takes one whole job
-
-
-class _ExportQueue:
-    """Export files as jobs on a pipe that both processes read; `with` forks the helper (workers=2) and, on
-    leaving, waits for it and raises what it failed with.
-
-    A pipe rather than multiprocessing: the helper is a fork that already holds every column (nothing is
-    pickled), and a read of one 4-byte job from a pipe is atomic, so each job goes to exactly one process
-    without a lock. The helper leaves with `os._exit`: no atexit handlers, buffers or audit records of the
-    parent's run twice."""
-
-    def __init__(self, jobs: list[tuple[export._Typed, str]], out: Path, n_workers: int) -> None:
-        self.jobs, self.out, self.n_workers = jobs, out, n_workers
-        self.pid = 0
-        self.errors = self.read_fd = -1
-
-    def __enter__(self) -> _ExportQueue:
-        # All jobs are written before anyone reads: they must fit in the pipe at once, which POSIX promises up to
-        # PIPE_BUF bytes (4096 on Linux: 1,024 jobs; the shipped models make 28). More: no helper.
-        if self.n_workers > 1 and len(self.jobs) * _JOB.size <= select.PIPE_BUF:
-            self.read_fd, write_fd = os.pipe()
-            try:
-                os.write(write_fd, b"".join(_JOB.pack(i) for i in range(len(self.jobs))))
-            finally:
-                os.close(write_fd)
-            self.errors, errors_w = os.pipe()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            try:
-                self.pid = os.fork()
-            except OSError:  # no helper (out of processes or memory): this process writes every export
-                os.close(self.errors)
-                os.close(errors_w)
-                self.pid = 0
-                return self
-            if self.pid == 0:  # the helper
-                code = 1
-                try:
-                    os.close(self.errors)
-                    self.work()
-                    code = 0
-                except FabricrefError as exc:
-                    _write_all(errors_w, f"F{exc}".encode())
-                except BaseException:
-                    _write_all(errors_w, f"T{traceback.format_exc()}".encode())
-                finally:
-                    os._exit(code)
-            os.close(errors_w)
-        return self
-
-    def work(self) -> None:
-        """Take jobs off the pipe and write them until none is left (without a pipe: every job, here)."""
-        if self.read_fd < 0:
-            for t, name in self.jobs:
-                export.write_export(t, self.out / name)
-            return
-        while record := os.read(self.read_fd, _JOB.size):
-            t, name = self.jobs[_JOB.unpack(record)[0]]
-            export.write_export(t, self.out / name)
-
-    def __exit__(self, *exc: object) -> None:
-        failure = ""
-        try:
-            if self.pid:
-                with os.fdopen(self.errors, "rb") as errors:  # until the helper ends (it holds the write end)
-                    failure = errors.read().decode(errors="replace")
-                _, status = os.waitpid(self.pid, 0)
-                if status != 0 and not failure:
-                    failure = f"Tthe export helper process ended with wait status {status}"
-        finally:
-            if self.read_fd >= 0:
-                os.close(self.read_fd)
-        if failure and exc[0] is None:
-            if failure.startswith("F"):
-                raise FabricrefError(failure[1:])
-            raise RuntimeError(f"writing the topology exports in a helper process failed:\n{failure[1:]}")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    while data:
-        data = data[os.write(fd, data) :]

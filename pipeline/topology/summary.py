@@ -9,13 +9,9 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from itertools import compress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import networkx as nx
-
-if TYPE_CHECKING:
-    from .export import Columns
 
 TIER_OF = {"leaf": 1, "spine": 2, "core": 3}
 NO_FABRIC = "no scale-out fabric in this topology (a single building block)"
@@ -48,32 +44,12 @@ def _scale_out(g: nx.Graph) -> tuple[Counter[str], list[tuple[str, str, dict[str
     return per_network, scale_out
 
 
-def _scale_out_of(c: Columns) -> tuple[Counter[str], list[tuple[str, str, dict[str, Any]]]]:
-    """`_scale_out` from the columns: a link class's dict stands for each of its links (equal items)."""
-    per_network: Counter[str] = Counter()
-    for k, n in Counter(c.ek).items():
-        per_network[c.classes[k]["network"]] += n
-    wanted = {k for k, d in enumerate(c.classes) if d["network"] == "scale_out"}
-    picked = compress(range(len(c.ek)), map(wanted.__contains__, c.ek))
-    return per_network, [(c.nodes[c.eu[i]], c.nodes[c.ev[i]], c.classes[c.ek[i]]) for i in picked]
-
-
-def summarize(g: nx.Graph, columns: Columns | None = None) -> dict[str, Any]:
-    """`columns`, `export.read_columns(g)` when the caller holds it (the stage does), saves a walk over every
-    edge and node: links are counted per class, only scale-out links are visited, in the same order, and the
-    nodes' kinds and roles are zipped from their columns."""
+def summarize(g: nx.Graph) -> dict[str, Any]:
     nodes = g._node
-    kinds = None if columns is None else columns.node_values.get("kind")
-    if columns is not None and kinds is not None and None not in kinds:  # every node has one: zipped in C
-        kind = dict(zip(columns.nodes, kinds, strict=True))
-        roles = columns.node_values.get("role")
-        # Read only as `role.get(n)`: a node without a role and one whose role is None read the same.
-        role = {} if roles is None else dict(zip(columns.nodes, roles, strict=True))
-    else:
-        kind = {n: d["kind"] for n, d in nodes.items() if "kind" in d}  # nx.get_node_attributes(g, "kind")
-        role = {n: d["role"] for n, d in nodes.items() if "role" in d}
+    kind = {n: d["kind"] for n, d in nodes.items() if "kind" in d}  # nx.get_node_attributes(g, "kind")
+    role = {n: d["role"] for n, d in nodes.items() if "role" in d}
     nodes_by_kind = dict(sorted(Counter(kind.values()).items()))
-    edges_by_network, scale_out = _scale_out(g) if columns is None else _scale_out_of(columns)
+    edges_by_network, scale_out = _scale_out(g)
     # Bandwidth between switch tiers and at endpoints, summed per direction; None if any link is unknown.
     down: dict[str, float] = defaultdict(float)  # per switch: sum of links toward endpoints
     up: dict[str, float] = defaultdict(float)

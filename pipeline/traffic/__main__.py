@@ -1,8 +1,9 @@
-"""`python -m fabricref.traffic [-n JOBS]`: the traffic stage (dvc.yaml `traffic`; people: `fabricref traffic`).
+"""`python -m fabricref.traffic PART`: one stage of the traffic work (dvc.yaml; people: `fabricref traffic`).
 
-Every workload on its targets, every sharing pair, the KV curve and the measured-vs-model comparison, in one
-process; each item read from the item cache (.fabricref-cache/traffic/) when nothing that shapes it moved, the
-others computed by JOBS worker processes (default: $FABRICREF_JOBS, else one per usable CPU)."""
+PART is `workload ID` (a workload on its targets), `sharing ID` (a workload beside its `shares_with`), `kv` (the
+KV-transfer curve), `comparison` (the measured logs beside the model) or `combine` (the tables every reader knows,
+from the parts the others wrote). Each part imports only what it runs: the combine step none of the traffic
+library."""
 
 import sys
 
@@ -10,21 +11,24 @@ from ..core.entry import run_stage
 from ..core.paths import Layout
 from ..errors import UsageError
 
-USAGE = "usage: python -m fabricref.traffic [-n JOBS]   (JOBS: worker processes, a whole number ≥ 1)"
+USAGE = "usage: python -m fabricref.traffic workload ID | sharing ID | kv | comparison | combine"
 
 
 def main(lay: Layout) -> str:
     args = sys.argv[1:]
-    jobs = None
-    if args:
-        if len(args) != 2 or args[0] not in ("-n", "--jobs") or not args[1].isdigit() or int(args[1]) < 1:
-            raise UsageError(USAGE)
-        jobs = int(args[1])
-    # Imported once the arguments are known good: a usage error needs none of the stage's libraries (and a run
-    # whose items all come from the cache none of the estimating code: pipeline/traffic/batch.py).
-    from . import batch
+    if args == ["combine"]:
+        from .tables import run_combine
 
-    return batch.summary(batch.run(lay, jobs))
+        return run_combine(lay)
+    if args == ["comparison"]:
+        from .comparison import run_stage as run_comparison
+
+        return run_comparison(lay)
+    if args in (["kv"],) or (len(args) == 2 and args[0] in ("workload", "sharing")):
+        from . import stage
+
+        return stage.run_kv(lay) if args == ["kv"] else getattr(stage, f"run_{args[0]}")(lay, args[1])
+    raise UsageError(USAGE)
 
 
-run_stage(main, collect_cycles=False)
+run_stage(main)

@@ -64,3 +64,9 @@ def run(lay: Layout) -> tuple[Path, int]:
         comparison_dir(lay), TABLE, COLUMNS, ["topology_id", "measurement_id", "placement", "bytes", "line"], rows
     )
     return path, len({m["measurement_id"] for m in measured})
+
+
+def run_stage(lay: Layout) -> str:
+    """`python -m fabricref.traffic comparison` (the DVC stage `traffic-comparison`)."""
+    path, logs = run(lay)
+    return f"{logs} measured log(s) beside the model into {lay.relative(path)}"

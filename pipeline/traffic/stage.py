@@ -1,35 +1,24 @@
-"""The traffic stage: every shipped workload on each of its targets, plus failures and sharing, as tables."""
+"""The traffic stages: a workload on each of its targets, a sharing pair, the KV-transfer curve, and `run_all`
+(every one of them, then the combined tables) for `fabricref traffic`."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..core.paths import Layout
-from ..errors import FabricrefError, UsageError
+from ..core.files import atomic_write_bytes
+from ..core.paths import Layout, workload_paths
+from ..errors import FabricrefError
 from ..estimate import CAVEAT
 from ..estimate import step as step_model
-from ..estimate.calibration import load_calibration
 from ..estimate.traffic import Views, estimate, sharing
 from ..estimate.workloads import Workload, find_workload
-from . import payload, plots
-from .batch import KV_TARGETS
-from .parts import (  # noqa: F401  (re-exported: callers know them as stage.*)
-    FAILURE_COLUMNS,
-    LINK_COLUMNS,
-    LINK_KEYS,
-    SHARING_COLUMNS,
-    TABLES,
-    TRAFFIC_COLUMNS,
-    WORKLOAD_COLUMNS,
-    WORKLOAD_TABLES,
-    traffic_dir,
-)
+from . import comparison, plots
+from .tables import LINK_KEYS, WORKLOAD_TABLES, run_combine, traffic_dir, write_sharing, write_workload
 
-if TYPE_CHECKING:
-    from .batch import Item
+KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
 
 
 def _number(value: Any) -> float | int | None:
@@ -65,10 +54,6 @@ def metric_numbers(st: dict[str, Any], max_link_utilization: float | None) -> di
     raw["free_gb"] = None if raw["free_gb"] is None else raw["free_gb"] / 1e9
     raw["util"] = max_link_utilization  # the busiest link's offered load over its capacity, over the phases
     return {k: v for k, v in ((k, _number(v)) for k, v in sorted(raw.items())) if v is not None}
-
-
-def metrics_dir(lay: Layout, workload_id: str) -> Path:
-    return lay.root / "metrics" / workload_id
 
 
 def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], dict[str, dict[str, Any]]]:
@@ -186,16 +171,14 @@ def workload_result(
             own.close()
 
 
-def sharing_rows(
-    lay: Layout, w: Workload, other: Workload, views: Views | None = None, targets: tuple[str, ...] | None = None
-) -> list[tuple]:
-    """Workload `w` and `other` (its `shares_with`) side by side on every target both name (or on `targets`
-    only): rows of traffic_sharing."""
+def sharing_rows(lay: Layout, w: Workload, other: Workload, views: Views | None = None) -> list[tuple]:
+    """Workload `w` and `other` (its `shares_with`) side by side on every target both name: rows of
+    traffic_sharing."""
     own = views or Views(lay)
     rows: list[tuple] = []
     try:
         for target in w.targets:
-            if target in other.targets and (targets is None or target in targets):
+            if target in other.targets:
                 rows += sharing(lay, target, w, other, own(target))[2]
     finally:
         if views is None:
@@ -203,116 +186,49 @@ def sharing_rows(
     return rows
 
 
-# -- computing the traffic stage's items (pipeline/traffic/batch.py decides which, and writes the outputs) --
+def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> str:
+    """`python -m fabricref.traffic workload ID` (the DVC stage `traffic-workload@ID`): the workload on its targets,
+    written as its part of the tables and its metrics."""
+    tables, metrics = workload_result(lay, workload_id, views)
+    write_workload(lay, workload_id, tables, metrics)
+    return f"estimated {workload_id} on {len(metrics)} target(s) into {lay.relative(traffic_dir(lay))}/ and metrics/"
 
 
-def compute(item: Item, lay: Layout, workloads: dict[str, Workload], views: Views) -> bytes:
-    """An item's result as stored: its tables column by column and its metrics (pipeline/traffic/payload.py:
-    every value exactly as computed), or the KV curve's CSV bytes."""
-    if item.kind == "workload":
-        (target,) = item.targets
-        tables, metrics = workload_on(workloads[item.id], target, views)
-        return payload.encode({n: (TABLES[n][0], tables[n]) for n in WORKLOAD_TABLES}, {"metrics": {target: metrics}})
-    if item.kind == "sharing":
-        w = workloads[item.id]
-        rows = sharing_rows(lay, w, workloads[str(w.shares_with)], views, item.targets)
-        return payload.encode({"traffic_sharing": (SHARING_COLUMNS, rows)}, {})
-    return plots.kv_csv({t: views(t) for t in KV_TARGETS})
+def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> str:
+    """`python -m fabricref.traffic sharing ID` (the DVC stage `traffic-sharing@ID`): the workload beside its
+    `shares_with` on every target both name."""
+    w = find_workload(lay, workload_id)
+    if not w.shares_with:
+        raise FabricrefError(f"{workload_id} shares its cluster with no workload (its file names no shares_with)")
+    rows = sharing_rows(lay, w, find_workload(lay, w.shares_with), views)
+    path = write_sharing(lay, workload_id, rows)
+    return f"{workload_id} beside {w.shares_with}: {len(rows)} phase row(s) into {lay.relative(path)}"
 
 
-# What a topology's view and an item on it cost, roughly, in CPU seconds (measured on the shipped clusters: the
-# 24,576-GPU cluster's view ~0.65 s, an 8-GPU server's ~0.04 s; an item ~0.05-0.4 s). Only the order in which the
-# workers take the groups depends on it, never a result.
-VIEW_SECONDS = (0.04, 7e-6)  # a constant, and per node
-ITEM_SECONDS = 0.1
+def kv_path(lay: Layout) -> Path:
+    return traffic_dir(lay) / "plots" / "kv_transfer.csv"
 
 
-def groups(lay: Layout, todo: list[Item]) -> list[list[int]]:
-    """The items of `todo` (indices) grouped by the topology whose view they need most (the largest they read),
-    the costliest group first: each group is computed by one worker, which builds that view once (a view is
-    built only in a worker that needs it, never in the parent), and the workers take the next group as they
-    finish (largest first: they finish close together)."""
-    nodes = _node_counts(lay, sorted({t for item in todo for t in item.targets}))
-    by_home: dict[str, list[int]] = {}
-    for i, item in enumerate(todo):
-        home = max(item.targets, key=lambda t: (nodes.get(t, 0), t), default="")
-        by_home.setdefault(home, []).append(i)
-
-    def seconds(home: str) -> float:
-        view = VIEW_SECONDS[0] + VIEW_SECONDS[1] * nodes.get(home, 0) if home else 0.0
-        return view + ITEM_SECONDS * len(by_home[home])
-
-    return [by_home[home] for home in sorted(by_home, key=lambda h: (-seconds(h), h))]
-
-
-def _node_counts(lay: Layout, topology_ids: list[str]) -> dict[str, int]:
-    """Nodes per topology, from the topology stage's summaries (a topology not there counts 0: the worker that
-    builds its view says what is wrong)."""
-    from ..core.registry import Tables
-
-    path = lay.registry_dir / "topology" / "topology_summaries.parquet"
-    if not topology_ids or not path.is_file():
-        return {}
-    with Tables({"topology_summaries": path}) as tables:
-        rows = tables.rows(
-            "SELECT topology_id, summary FROM topology_summaries WHERE list_contains(?, topology_id)", topology_ids
-        )
-    return {r["topology_id"]: sum(json.loads(r["summary"]).get("nodes_by_kind", {}).values()) for r in rows}
-
-
-# Set in the parent before the worker processes fork: they inherit it instead of pickling it. Each worker builds
-# the views of the groups it takes, once, in its own copy of the `Views` (which holds no view and no connection
-# when it forks).
-_SHARED: tuple[Layout, dict[str, Workload], list[Item], list[list[int]], Views] | None = None
-
-
-def _compute_group(index: int) -> list[tuple[bool, Any]]:
-    """In a worker: per item of the group, (True, the result) or (False, (message, exit code)) of a failure the
-    user can act on, passed back as plain data (an error class with its own constructor arguments may not
-    survive pickling)."""
-    assert _SHARED is not None
-    lay, workloads, todo, grouped, views = _SHARED
-    out: list[tuple[bool, Any]] = []
-    for i in grouped[index]:
-        try:
-            out.append((True, compute(todo[i], lay, workloads, views)))
-        except FabricrefError as exc:
-            out.append((False, (str(exc), exc.exit_code)))
-    return out
-
-
-def compute_all(lay: Layout, workloads: dict[str, Workload], todo: list[Item], jobs: int) -> list[bytes]:
-    """The results of `todo`, in its order. With more than one job, the items are grouped by topology (`groups`)
-    and worker processes forked from this one take the groups: no import repeated, each view built once, by the
-    worker that needs it. A worker that dies (killed, out of memory) fails the run (BrokenProcessPool), it does
-    not hang it."""
-    global _SHARED
-    grouped = groups(lay, todo) if jobs > 1 else []  # opens and closes its DuckDB connection: none may cross the fork
-    if len(grouped) <= 1:  # one job, or one group: in this process (a worker would only add its fork)
-        views = Views(lay)
-        try:
-            return [compute(item, lay, workloads, views) for item in todo]
-        finally:
-            views.close()
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # What every worker reads the same, read once here (each worker would parse it on its own critical path): the
-    # calibration (cached by file and mtime in this process, inherited by the fork) and params.yaml's `step`.
-    views = Views(lay)
-    load_calibration(lay.root)
-    if any(item.kind == "workload" for item in todo):
-        views.choices  # noqa: B018
-    _SHARED = (lay, workloads, todo, grouped, views)
+def run_kv(lay: Layout, views: Views | None = None) -> str:
+    """`python -m fabricref.traffic kv` (the DVC stage `traffic-kv`): the KV-transfer curve."""
+    own = views or Views(lay)
     try:
-        with ProcessPoolExecutor(min(jobs, len(grouped)), mp_context=multiprocessing.get_context("fork")) as pool:
-            done: dict[int, tuple[bool, Any]] = {}
-            for group, results in zip(grouped, pool.map(_compute_group, range(len(grouped))), strict=True):
-                done.update(zip(group, results, strict=True))
+        atomic_write_bytes(kv_path(lay), plots.kv_csv({t: own(t) for t in KV_TARGETS}))
     finally:
-        _SHARED = None
-    for ok, value in (done[i] for i in range(len(todo))):  # the first failure in item order
-        if not ok:
-            message, code = value
-            raise (UsageError if code == UsageError.exit_code else FabricrefError)(message)
-    return [done[i][1] for i in range(len(todo))]
+        if views is None:
+            own.close()
+    return f"KV-transfer curve into {lay.relative(kv_path(lay))}"
+
+
+def run_all(lay: Layout) -> list[str]:
+    """Every traffic stage in one process, in the order `dvc repro` runs them (`fabricref traffic`): each
+    topology's view built once for all of them."""
+    workloads = [find_workload(lay, path.stem) for path in workload_paths(lay)]
+    views = Views(lay)
+    try:
+        said = [run_workload(lay, w.id, views) for w in workloads]
+        said += [run_sharing(lay, w.id, views) for w in workloads if w.shares_with]
+        said.append(run_kv(lay, views))
+    finally:
+        views.close()
+    return [*said, comparison.run_stage(lay), run_combine(lay)]

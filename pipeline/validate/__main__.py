@@ -11,4 +11,4 @@ def main(lay: Layout) -> str:
     return stage.run(lay)
 
 
-run_stage(main, collect_cycles=False)
+run_stage(main)

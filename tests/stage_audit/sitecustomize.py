@@ -1,11 +1,7 @@
 """Put on PYTHONPATH (with FABRICREF_STAGE_AUDIT set to a directory) by tests/conftest.py for the session's one cold
 `dvc repro`: each stage's `python -m fabricref.…` process records every file it opens, renames or removes, and the
-pipeline modules it loaded, so tests/test_dvc_deps.py checks what every stage really touched on the same run the
+fabricref modules it loaded, so tests/e2e/test_stage_audit.py checks what every stage really touched on the same run the
 end-to-end tests read, instead of running the whole pipeline a second time under a hook of its own.
-
-A worker process a stage forks (the traffic stage computes its items in workers) records too: it inherits the
-hook, starts an empty log of its own, and writes its record (marked with the parent's pid) when it leaves through
-`os._exit`, as multiprocessing's forked workers do (they skip atexit).
 
 Every other Python process (DVC itself, git hooks, anything without DVC_STAGE) is left alone."""
 
@@ -36,8 +32,6 @@ def _audit(out_dir: str, stage: str) -> None:
         elif event == "os.remove":
             log.append(("write", os.path.abspath(os.fsdecode(args[0]))))
 
-    parent: list[int] = []  # set in a forked worker: the stage process it forked from
-
     def write() -> None:
         """At exit, as the stage left the tree: which logged paths are files now (a temporary file renamed into
         place is not), and what it loaded."""
@@ -48,25 +42,11 @@ def _audit(out_dir: str, stage: str) -> None:
         )
         entries = [(kind, path, os.path.isfile(path)) for kind, path in log]
         record = {"stage": stage, "argv": sys.orig_argv[1:], "pid": os.getpid(), "log": entries, "loaded": loaded}
-        if parent:
-            record["forked_from"] = parent[0]
         with open(os.path.join(out_dir, f"{os.getpid()}.json"), "w") as handle:
             json.dump(record, handle)
 
-    real_exit = os._exit
-
-    def exit_after_writing(code: int) -> None:
-        write()
-        real_exit(code)
-
-    def in_child() -> None:
-        parent[:] = [os.getppid()]
-        del log[:]
-        os._exit = exit_after_writing
-
     sys.addaudithook(hook)
     atexit.register(write)
-    os.register_at_fork(after_in_child=in_child)
 
 
 if (

@@ -1,0 +1,125 @@
+"""The topology stage's tables: one row per graph, node and edge, carrying every attribute of the graph, so that
+the traffic stage rebuilds the very same networkx graph from them (pipeline/core/graphs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import networkx as nx
+
+from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS
+
+# The tables carry every attribute of the graph, so the traffic stage rebuilds the very same networkx graph from
+# them (pipeline/core/graphs.py) instead of importing this stage. `position` keeps networkx's iteration order:
+# node order, and an edge order under which every node's neighbours come back in the order they were added.
+NODE_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("node", "VARCHAR"),
+    ("position", "INTEGER"),
+    ("kind", "VARCHAR"),
+    ("role", "VARCHAR"),
+    ("label", "VARCHAR"),
+    ("within", "VARCHAR"),
+    ("domain", "VARCHAR"),
+    ("block", "INTEGER"),
+    ("rail", "INTEGER"),
+    ("tier", "INTEGER"),
+    ("pod", "INTEGER"),
+    ("assumed", "BOOLEAN"),
+    ("index", "INTEGER"),
+    ("plane", "INTEGER"),
+    ("aggregate", "BOOLEAN"),
+]
+EDGE_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("source", "VARCHAR"),
+    ("target", "VARCHAR"),
+    ("position", "INTEGER"),
+    ("network", "VARCHAR"),
+    ("bandwidth_gbps", "DOUBLE"),
+    ("unit", "VARCHAR"),
+    ("direction", "VARCHAR"),
+    ("links", "INTEGER"),
+    ("latency_ns", "DOUBLE"),
+    ("field", "VARCHAR"),
+    ("status", "VARCHAR"),
+    ("confidence", "VARCHAR"),
+    ("note", "VARCHAR"),
+]
+_NODE_VALUES = [c for c, _ in NODE_COLUMNS[3:]]
+_EDGE_VALUES = [c for c, _ in EDGE_COLUMNS[4:]]
+
+
+def node_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
+    """The `NODE_COLUMNS` of every node, in graph order (`position`); `assumed` absent is False."""
+    tid = g.graph.get("topology_id")
+    _check_attrs(tid, {k for _, d in g.nodes(data=True) for k in d}, NODE_ATTRS, "node")
+    rows = []
+    for position, (n, d) in enumerate(g.nodes(data=True)):
+        if d.get("kind") is None:
+            raise ValueError(f"topology {tid}: node {n} has no kind")
+        values = [d.get(k) for k in _NODE_VALUES]
+        values[_NODE_VALUES.index("assumed")] = bool(d.get("assumed"))
+        rows.append((tid, n, position, *values))
+    return rows
+
+
+def edge_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
+    """The `EDGE_COLUMNS` of every edge: its source the end that comes first in node order (as `g.edges()` gives
+    it), `position` its rank in `insertion_order`."""
+    tid = g.graph.get("topology_id")
+    _check_attrs(tid, {k for _, _, d in g.edges(data=True) for k in d}, EDGE_ATTRS, "edge")
+    rank = {n: i for i, n in enumerate(g)}
+    rows = []
+    for position, (u, v, d) in enumerate(insertion_order(g)):
+        a, b = (u, v) if rank[u] <= rank[v] else (v, u)
+        rows.append((tid, a, b, position, *(d.get(k) for k in _EDGE_VALUES)))
+    return rows
+
+
+def insertion_order(g: nx.Graph) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """Edges in an order that, added to a graph holding the same nodes, gives every node its neighbours in the
+    same order as in `g` (networkx iterates neighbours in insertion order, and the traffic stage's tie-breaks
+    follow it). Kahn's algorithm over the per-node neighbour lists: an edge is emitted once it is next in the
+    lists of both its ends; the order the graph was built in proves such an order exists."""
+    adj = {u: list(nbrs) for u, nbrs in g.adj.items()}
+    head = dict.fromkeys(adj, 0)
+    out: list[tuple[Any, Any, dict[str, Any]]] = []
+    stack = list(reversed(adj))
+    while stack:
+        u = stack.pop()
+        mine = adj[u]
+        i = head[u]
+        while i < len(mine):
+            v = mine[i]
+            if v != u:  # a self-loop is listed once among u's own neighbours: next at both its ends
+                theirs = adj[v]
+                if head[v] >= len(theirs) or theirs[head[v]] != u:
+                    break  # (u, v) waits for v's earlier neighbours; v's own turn re-examines it
+                head[v] += 1
+                stack.append(v)
+            out.append((u, v, g.adj[u][v]))
+            i += 1
+        head[u] = i
+    if len(out) != g.number_of_edges():
+        raise ValueError(f"topology {g.graph.get('topology_id')}: neighbour orders admit no edge order")
+    return out
+
+
+def graph_row(g: nx.Graph, endpoint_latency_ns: float) -> tuple[Any, ...]:
+    """The graph's own attributes, and the endpoint latency the traffic stage adds to every path."""
+    attrs = {**g.graph, "endpoint_latency_ns": endpoint_latency_ns}
+    extra = set(attrs) - {c for c, _ in GRAPH_COLUMNS}
+    if extra:
+        raise ValueError(f"topology {g.graph['topology_id']}: graph attributes {sorted(extra)} have no column")
+    return tuple(attrs.get(c) for c, _ in GRAPH_COLUMNS)
+
+
+def _check_attrs(tid: Any, names: Iterable[str], known: tuple[str, ...], what: str) -> None:
+    """A new attribute must get a column, or the graph the traffic stage rebuilds would silently lack it."""
+    extra = set(names) - set(known)
+    if extra:
+        raise ValueError(
+            f"topology {tid}: {what} attributes {sorted(extra)} have no column in pipeline/topology/tables.py"
+        )

@@ -1,0 +1,215 @@
+"""The traffic stage's tables: their columns and sort order, where each stage of the traffic work writes its part,
+and the combine step that joins the parts into the tables every reader knows (registry/traffic/<table>.parquet).
+
+Each workload's stage writes its rows of WORKLOAD_TABLES under registry/traffic/workloads/<id>/, each sharing pair's
+stage its rows of traffic_sharing as registry/traffic/sharing/<id>.parquet; `combine` writes each table from its
+parts, sorted on the table's key (one row per key), so the bytes do not depend on which part was written when."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.files import atomic_write_bytes, canonical_json
+from ..core.paths import Layout, workload_paths
+from ..core.registry import Tables, concat_tables, remove_stale, table_writer, write_schema, write_table
+from ..core.schemas import load_yaml
+from ..errors import FabricrefError
+
+TRAFFIC_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("description", "VARCHAR"),
+    ("collective", "VARCHAR"),
+    ("algorithm", "VARCHAR"),
+    ("group_size", "INTEGER"),
+    ("concurrent_groups", "INTEGER"),
+    ("count", "BIGINT"),
+    ("bytes_per_rank", "DOUBLE"),
+    ("bytes_on_wire_per_rank", "DOUBLE"),
+    ("network", "VARCHAR"),
+    ("tier", "VARCHAR"),
+    ("hops", "INTEGER"),
+    ("bottleneck_gbps", "DOUBLE"),
+    ("effective_gbps", "DOUBLE"),
+    ("latency_s", "DOUBLE"),
+    ("bandwidth_s", "DOUBLE"),
+    ("queueing_s", "DOUBLE"),
+    ("seconds", "DOUBLE"),
+    ("total_seconds", "DOUBLE"),
+    ("dominant", "VARCHAR"),
+    ("confidence", "VARCHAR"),
+    # The records a phase rests on, as structured data (never a string to parse back).
+    ("lineage", "STRUCT(reference_id VARCHAR, field VARCHAR, status VARCHAR, confidence VARCHAR)[]"),
+    ("notes", "VARCHAR"),
+]
+# One row per physical link and phase (both directions of the link in one row).
+LINK_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("source", "VARCHAR"),
+    ("target", "VARCHAR"),
+    ("network", "VARCHAR"),
+    ("tier", "VARCHAR"),
+    ("bytes_forward", "DOUBLE"),
+    ("bytes_reverse", "DOUBLE"),
+    ("capacity_gbps", "DOUBLE"),
+    ("utilization", "DOUBLE"),
+    ("flows", "INTEGER"),
+]
+LINK_KEYS = ("source", "target", "network", "tier", "bytes_forward", "bytes_reverse", "capacity_gbps")
+WORKLOAD_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("accelerators", "INTEGER"),
+    ("accelerators_per_progress", "INTEGER"),
+    ("fits_in_one_domain", "BOOLEAN"),
+    ("communication_seconds", "DOUBLE"),
+    ("dominant_phase", "VARCHAR"),
+    ("confidence", "VARCHAR"),
+    ("sizing", "VARCHAR"),
+    ("memory_per_rank_bytes", "DOUBLE"),
+    ("accelerator_memory_bytes", "DOUBLE"),
+    ("fits", "VARCHAR"),
+    ("headroom_bytes", "DOUBLE"),
+    ("compute_seconds", "DOUBLE"),
+    ("exposed_communication_seconds", "DOUBLE"),
+    ("exposed_communication_at_least_seconds", "DOUBLE"),
+    ("step_seconds", "DOUBLE"),
+    ("ttft_seconds", "DOUBLE"),
+    ("tpot_seconds", "DOUBLE"),
+    ("step_missing", "VARCHAR"),
+    ("step_assumptions", "VARCHAR"),
+    ("caveat", "VARCHAR"),
+]
+FAILURE_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("failure", "VARCHAR"),
+    ("route_survives", "BOOLEAN"),
+    ("bandwidth_before_gbps", "DOUBLE"),
+    ("bandwidth_after_gbps", "DOUBLE"),
+    ("explanation", "VARCHAR"),
+    ("not_established", "VARCHAR"),
+]
+SHARING_COLUMNS = [
+    ("topology_id", "VARCHAR"),
+    ("workload_id", "VARCHAR"),
+    ("other_workload", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("network", "VARCHAR"),
+    ("other_utilization", "DOUBLE"),
+    ("added_queueing_s", "DOUBLE"),
+    ("protected", "BOOLEAN"),
+    ("explanation", "VARCHAR"),
+]
+
+
+# registry/traffic/<table>.parquet: (columns, sort key); each key names one row.
+TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
+    "traffic": (TRAFFIC_COLUMNS, ["topology_id", "workload_id", "phase"]),
+    "traffic_links": (LINK_COLUMNS, ["topology_id", "workload_id", "phase", "source", "target"]),
+    "traffic_workloads": (WORKLOAD_COLUMNS, ["topology_id", "workload_id"]),
+    "traffic_failures": (FAILURE_COLUMNS, ["topology_id", "workload_id", "failure"]),
+    "traffic_sharing": (SHARING_COLUMNS, ["topology_id", "workload_id", "other_workload", "phase"]),
+}
+WORKLOAD_TABLES = ("traffic", "traffic_links", "traffic_workloads", "traffic_failures")
+
+
+def traffic_dir(lay: Layout) -> Path:
+    return lay.registry_dir / "traffic"
+
+
+def workload_dir(lay: Layout, workload_id: str) -> Path:
+    """A workload's part: its rows of WORKLOAD_TABLES (the workload's own DVC stage writes it)."""
+    return traffic_dir(lay) / "workloads" / workload_id
+
+
+def sharing_path(lay: Layout, workload_id: str) -> Path:
+    """A sharing pair's part: the rows of traffic_sharing for `workload_id` and its `shares_with`."""
+    return traffic_dir(lay) / "sharing" / f"{workload_id}.parquet"
+
+
+def metrics_dir(lay: Layout, workload_id: str) -> Path:
+    return lay.root / "metrics" / workload_id
+
+
+def write_workload(
+    lay: Layout, workload_id: str, tables: dict[str, list[tuple]], metrics: dict[str, dict[str, float | int]]
+) -> None:
+    """A workload's part (one Parquet file per table) and metrics/<workload>/<target>.json, what was there before
+    removed first (a target the workload no longer names must not linger)."""
+    out = workload_dir(lay, workload_id)
+    for directory in (out, metrics_dir(lay, workload_id)):
+        for stale in sorted(directory.glob("*")) if directory.is_dir() else []:
+            stale.unlink()
+    with table_writer(out, {name: TABLES[name] for name in WORKLOAD_TABLES}) as add:
+        for name in WORKLOAD_TABLES:
+            add(name, tables[name])
+    for target, numbers in sorted(metrics.items()):
+        atomic_write_bytes(metrics_dir(lay, workload_id) / f"{target}.json", canonical_json(numbers))
+
+
+def write_sharing(lay: Layout, workload_id: str, rows: list[tuple]) -> Path:
+    path = sharing_path(lay, workload_id)
+    columns, order = TABLES["traffic_sharing"]
+    return write_table(path.parent, path.stem, columns, order, rows)
+
+
+def _shares_with(path: Path) -> str | None:
+    """The workload file's `shares_with` (read as written: the combine step needs no knob)."""
+    data = load_yaml(path)[0]
+    return data.get("shares_with") if isinstance(data, dict) else None
+
+
+def parts(lay: Layout) -> dict[str, list[Path]]:
+    """Every table's parts, for the shipped workloads (models/workloads/) in id order: a workload no longer there is
+    left out, a missing part is an error naming what writes it."""
+    found: dict[str, list[Path]] = {name: [] for name in TABLES}
+    for path in workload_paths(lay):
+        wid = path.stem
+        for name in WORKLOAD_TABLES:
+            found[name].append(workload_dir(lay, wid) / f"{name}.parquet")
+        if _shares_with(path):
+            found["traffic_sharing"].append(sharing_path(lay, wid))
+    missing = sorted(lay.relative(p) for ps in found.values() for p in ps if not p.is_file())
+    if missing:
+        raise FabricrefError(
+            f"{', '.join(missing)} missing: each workload's stage writes its part (`dvc repro`); a workload needs "
+            "its knobs under `workloads.<id>` in params.yaml to have a stage"
+        )
+    return found
+
+
+def combine(lay: Layout) -> dict[str, int]:
+    """The tables every reader knows from the parts, then schema.json (their columns: the views file's dep, unmoved
+    by a changed number), the caveats and the plot data of the phases and links. Returns the rows per table."""
+    out = traffic_dir(lay)
+    counts = {}
+    for name, paths in parts(lay).items():
+        columns, order = TABLES[name]
+        counts[name] = concat_tables(out, name, columns, order, paths)
+    remove_stale(out, TABLES)
+    write_schema(out)
+    from . import plots
+
+    with Tables({n: out / f"{n}.parquet" for n in TABLES}) as tables:
+        atomic_write_bytes(out / "caveats.json", canonical_json({"caveats": caveats(tables)}))
+        plots.write_phases(out / "plots", tables)
+    return counts
+
+
+def caveats(tables: Tables) -> list[str]:
+    """The caveats beside the traffic numbers, for every page of the report: a file of their own, so the pages
+    that show no traffic number do not rerun when a number moves (the words do not)."""
+    found: list[str] = []
+    for table, column in (("traffic_workloads", "caveat"), ("traffic_failures", "not_established")):
+        found += [r[0] for r in tables.tuples(f"SELECT DISTINCT {column} FROM {table} ORDER BY 1 NULLS LAST")[1]]
+    return [c for c in dict.fromkeys(found) if c]
+
+
+def run_combine(lay: Layout) -> str:
+    """`python -m fabricref.traffic combine` (the DVC stage `traffic`): the tables every reader knows."""
+    counts = combine(lay)
+    return f"combined {counts['traffic_workloads']} workload × topology pairs into {lay.relative(traffic_dir(lay))}/"

@@ -1,0 +1,132 @@
+"""Experiments end to end, in a copy of the session's `dvc repro` clone: `dvc exp run -S <knob>=<value>` reruns
+exactly the stages that read the knob and moves their metrics; `dvc metrics show` and `dvc plots show` read what
+the stages wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, env_with_venv
+
+WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
+
+
+def _raw_stages() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def _metric_files(root: Path, wid: str) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((root / "metrics" / wid).glob("*.json"))}
+
+
+def _ran(out: str) -> list[str]:
+    """The stages `dvc repro` / `dvc exp run` ran, sorted."""
+    return sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+
+
+def _sh(cmd: list[str], cwd: Path) -> str:
+    done = subprocess.run(cmd, cwd=cwd, env=env_with_venv(), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
+    """The workloads' metrics (`dvc metrics show metrics`): one row per workload × target, columns the short keys,
+    at most ~160 characters wide (the path is most of it), under 140 for one workload, every cell a number or
+    DVC's '-' for a figure left out."""
+    out = _sh(["dvc", "metrics", "show", "metrics"], ROOT)
+    lines = [line for line in out.splitlines() if line.strip()]
+    header, rows = lines[0].split(), lines[1:]
+    assert header[0] == "Path" and sorted(header[1:]) == header[1:]
+    assert len(rows) == sum(len(_metric_files(ROOT, wid)) for wid in WORKLOADS)
+    assert max(len(line) for line in lines) <= 160, max(len(line) for line in lines)
+    for row in rows:
+        path, *cells = row.split()
+        assert path.startswith("metrics/") and len(cells) == len(header) - 1, row
+        for cell in cells:
+            assert cell == "-" or float(cell) == float(cell), row
+    one = _sh(["dvc", "metrics", "show", "metrics/llama70b-train-tp8-dp512"], ROOT)
+    assert max(len(line) for line in one.splitlines()) <= 140
+    assert "ttft_s" not in one  # a training workload's table has no inference columns
+
+
+@pytest.mark.slow
+def test_dvc_plots_show_renders(built_pipeline: Path, tmp_path: Path):
+    out = tmp_path / "plots"
+    _sh(["dvc", "plots", "show", "--out", str(out)], built_pipeline)
+    html = (out / "index.html").read_text()
+    for title in ("stacked overhead / bandwidth / queueing", "busiest link classes", "KV-cache transfer time"):
+        assert title in html, title
+    # The phase plot is stacked: one bar per phase, coloured by term.
+    assert '"stack": "zero"' in html and '"field": "term"' in html
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pipeline_copy: Path):
+    built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
+    wid = "llama70b-train-tp8-dp512"
+    before = _metric_files(built_pipeline, wid)
+    try:
+        out = _sh(["dvc", "exp", "run", "-S", f"workloads.{wid}.dp=256"], built_pipeline)
+        # Not the other workloads, the sharing pair, the reference and cluster pages or the views file (the
+        # traffic tables' columns did not move: registry/traffic/schema.json).
+        assert _ran(out) == ["report", "traffic", f"traffic-workload@{wid}"], out
+        after = _metric_files(built_pipeline, wid)
+        assert sorted(after) == sorted(before)
+        for target in before:
+            assert after[target]["comm_s"] != before[target]["comm_s"]
+        diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
+        moved = diff["params.yaml"][f"workloads.{wid}.dp"]
+        assert (moved["old"], moved["new"]) == (512, 256) and list(diff["params.yaml"]) == [f"workloads.{wid}.dp"]
+        shown = json.loads(_sh(["dvc", "metrics", "diff", "--json"], built_pipeline))
+        assert sorted(shown) == sorted(f"metrics/{wid}/{t}.json" for t in before)
+    finally:
+        _sh(["git", "checkout", "--", "params.yaml"], built_pipeline)
+        _sh(["dvc", "repro"], built_pipeline)  # back as built (the run cache restores the outputs)
+    assert "up to date" in _sh(["dvc", "status"], built_pipeline)
+    assert _metric_files(built_pipeline, wid) == before
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_a_step_choice_reruns_the_stages_that_read_it(pipeline_copy: Path):
+    """`-S step.memory_headroom=0.1`: every workload's stage and validate rerun (they read `step`), not the sharing
+    pair or the KV curve (which do not); topology does not rerun; every fit headroom drops by 10 % of the
+    accelerator memory (8 GB on the 80 GB H100s)."""
+    built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
+    before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
+    out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
+    assert _ran(out) == ["report", "traffic", *(f"traffic-workload@{w}" for w in WORKLOADS), "validate"], out
+    for wid in WORKLOADS:
+        after = _metric_files(built_pipeline, wid)
+        for target in ("illustrative-h100-4096", "meta-style-h100-24576"):
+            if target in after:
+                assert after[target]["free_gb"] == pytest.approx(before[wid][target]["free_gb"] - 8.0, abs=1e-6)
+                assert after[target].get("step_s") == before[wid][target].get("step_s")
+    diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
+    assert list(diff["params.yaml"]) == ["step.memory_headroom"]
+    moved = diff["params.yaml"]["step.memory_headroom"]
+    assert (moved["old"], moved["new"]) == (0.0, 0.1)
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collectives(pipeline_copy: Path):
+    built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
+    wid, target = "llama70b-serve-disaggregated", "meta-style-h100-24576"
+    before = _metric_files(built_pipeline, wid)[target]
+    key = "calibration.link_classes.roce-ethernet.efficiency"
+    out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.8"], built_pipeline)
+    sharing = [f"traffic-sharing@{k}" for k in _raw_stages()["traffic-sharing"]["foreach"]]
+    workloads = [f"traffic-workload@{w}" for w in WORKLOADS]
+    expected = ["report", "traffic", "traffic-comparison", "traffic-kv", *sharing, *workloads, "validate"]
+    assert _ran(out) == sorted(expected), out  # every stage that costs collectives, and what reads them
+    after = _metric_files(built_pipeline, wid)[target]
+    moved = 1_342_177_280 / (50e9 * 0.8) - 1_342_177_280 / (50e9 * 0.94)
+    assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)
+    diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
+    assert list(diff["params.yaml"]) == [key]
+    assert (diff["params.yaml"][key]["old"], diff["params.yaml"][key]["new"]) == (0.94, 0.8)

@@ -1,0 +1,102 @@
+"""What the whole `dvc repro` wrote, read back as a user reads it (conftest.built_pipeline, the session's one
+built clone): the traffic tables through `fabricref query` and `fabricref audit`, the report's heat maps."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from fabricref.report import heat
+
+pytestmark = pytest.mark.slow
+
+HELIOS_CLUSTER = "amd-helios-vulcano800-2tier-1152"
+
+
+def _members(svg: str, gid: str, paint: str) -> list[str]:
+    """The `paint` colours (stroke / fill) of the paths inside the SVG group `gid`, in drawing order."""
+    start = svg.index(f'<g id="{gid}">')
+    body = svg[start : svg.index("</g>", start)]
+    return re.findall(rf"{paint}: (#[0-9a-f]{{6}})", body)
+
+
+def test_traffic_results_are_auditable(built_pipeline, cli):
+    """The traffic stage's output as `dvc repro` wrote it (the whole stage: every workload on every target)."""
+    result = cli(
+        "audit",
+        "traffic:nvidia-gb200-nvl72:llama70b-serve-disaggregated",
+        "kv-transfer",
+        "--json",
+        root=built_pipeline,
+    )
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["confidence"] == "assumed" and data["terms"]["dominant"] == "bandwidth"
+    leaf = next(x for x in data["inputs"] if x["reference_id"] == "nvidia-gb200-nvl72")
+    assert leaf["field"] == "scale_up.bandwidth_per_accelerator" and all(p["verified"] for p in leaf["provenance"])
+    calibration = {x["field"]: x for x in data["inputs"] if x["reference_id"] == "calibration"}
+    assert calibration["link_classes.nvlink5.efficiency"]["status"] == "assumed"
+    ring = calibration["algorithms.ring.base_latency_us.Simple"]
+    assert ring["value"] == 8.4 and ring["source_url"].startswith("https://github.com/NVIDIA/nccl/")
+
+
+def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -> None:
+    """The traffic table as `dvc repro` wrote it (conftest.built_pipeline)."""
+    result = cli(
+        "query", "--format", "json",
+        "SELECT workload_id, topology_id, memory_per_rank_bytes, fits, headroom_bytes, step_missing "
+        "FROM traffic_workloads ORDER BY 1, 2",
+        root=built_pipeline,
+    )  # fmt: skip
+    rows = {(r["workload_id"], r["topology_id"]): r for r in json.loads(result.out)}
+    dense = rows[("llama70b-train-tp8-dp512", "illustrative-h100-4096")]
+    assert dense["fits"] == "false" and dense["memory_per_rank_bytes"] > 157.5e9 and dense["headroom_bytes"] < 0
+    # EP shards the experts: 5B dense / TP 4 and 136B of experts / EP 16, × 18 B, plus 56 layers of selective +
+    # SP activations (4096 × 6144 × 34 / 4 B each) — not the 634.5 GB of 141B / TP 4.
+    moe = rows[("moe-train-ep16", "illustrative-h100-4096")]
+    assert moe["memory_per_rank_bytes"] == pytest.approx(5e9 / 4 * 18 + 136e9 / 16 * 18 + 56 * 4096 * 6144 * 34 / 4)
+    assert moe["fits"] == "false"
+    # The GB200 NVL72's GPU memory is derived from the rack's 13.4 TB over 72 GPUs (186.1 GB): the same 187.5 GB
+    # per rank misses it by about 1.4 GB, and the verdict says so.
+    gb200 = rows[("moe-train-ep16", "nvidia-gb200-nvl72")]
+    assert gb200["fits"] == "false"
+    assert gb200["headroom_bytes"] == pytest.approx(13.4e12 / 72 - moe["memory_per_rank_bytes"])
+    assert rows[("llama70b-train-tp8-pp4-dp32", "illustrative-h100-4096")]["fits"] == "true"
+
+
+def test_a_traffic_figure_on_the_helios_fabric_audits_to_the_switch_source(built_pipeline, cli):
+    # llama70b-train-tp8-pp4-dp32's pipeline sends cross racks: over Vulcano NICs and Tomahawk 6 trunks.
+    result = cli(
+        "audit",
+        f"traffic:{HELIOS_CLUSTER}:llama70b-train-tp8-pp4-dp32",
+        "pp-send",
+        "--json",
+        root=built_pipeline,
+    )
+    assert result.code == 0, result.err
+    inputs = {(x["reference_id"], x["field"]): x for x in json.loads(result.out)["inputs"]}
+    switch = inputs[("broadcom-tomahawk-6", "switch.port_speed")]
+    assert [p["source_id"] for p in switch["provenance"]] == ["servethehome-broadcom-tomahawk6-launch"]
+    assert ("amd-helios", "scale_out.nic.speed") in inputs
+
+
+def test_every_topology_with_traffic_has_a_heat_map_whose_hottest_colour_is_its_busiest_link(built_pipeline: Path):
+    links = built_pipeline / "registry" / "traffic" / "traffic_links.parquet"
+    pairs = duckdb.sql(
+        f"SELECT topology_id, workload_id, max(utilization) FROM read_parquet('{links}') GROUP BY ALL ORDER BY 1, 2"
+    ).fetchall()
+    assert pairs
+    report = built_pipeline / "registry" / "report"
+    topologies = set()
+    for tid, wid, peak in pairs:
+        svg = (report / "load" / tid / f"{wid}.svg").read_text()
+        gid, paint = (heat.LINKS_GID, "stroke") if heat.LINKS_GID in svg else (heat.CELLS_GID, "fill")
+        colours = _members(svg, gid, paint)
+        assert colours and colours[-1] == heat.colour(peak, heat.scale_max([peak])), (tid, wid)
+        assert heat.COLORBAR_LABEL.split(":")[0] in svg
+        assert f"../load/{tid}/{wid}.svg" in (report / "workload" / f"{wid}.html").read_text()
+        topologies.add(tid)
+    assert {p[0] for p in pairs} == topologies

@@ -1,0 +1,111 @@
+"""Readable CLI output (#17): "did you mean" for a misspelt id, nested values as sub-tables (never a dict or JSON
+in a cell), and identifiers that wrap instead of being cut when the terminal is narrow."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from fabricref.cli.output import cell, make_table
+from fabricref.errors import UnknownIdError, did_you_mean
+from rich.console import Console
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCES = sorted(p.stem for p in (ROOT / "models" / "references").glob("*.yaml"))
+WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
+CLUSTERS = sorted(p.stem for p in (ROOT / "models" / "clusters").glob("*.yaml"))
+
+
+def test_did_you_mean_names_the_closest_ids():
+    known = ["nvidia-dgx-h100", "nvidia-dgx-b200", "amd-helios"]
+    assert did_you_mean("nvidia-dgx-h10", known)[0] == "nvidia-dgx-h100"
+    assert did_you_mean("NVIDIA-DGX-H100", known)[0] == "nvidia-dgx-h100"  # case alone comes first
+    assert did_you_mean("zzz", known) == []
+    err = UnknownIdError("reference", "zzz", known)
+    assert str(err) == "no reference 'zzz' (known: amd-helios, nvidia-dgx-b200, nvidia-dgx-h100)"
+    assert err.exit_code == 2
+    many = [f"field.k{i:02d}" for i in range(40)]
+    text = str(UnknownIdError("field", "field.k1", many, "see show", "x"))
+    assert text.startswith("no field 'field.k1' in x; did you mean 'field.k") and text.endswith("(40 known); see show")
+    assert text.count("'field.k") == 1 + 3  # the name, then the three closest (not all forty)
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_a_misspelt_reference_is_bad_usage_naming_the_closest(built_registry, cli, reference):
+    r = cli("show", reference[:-1], root=built_registry.root)
+    assert r.code == 2 and "did you mean" in r.err and f"'{reference}'" in r.err, r.err
+
+
+def test_misspelt_topology_workload_and_field_name_the_closest(built_registry, cli):
+    root = built_registry.root
+    for topology in [*CLUSTERS, "nvidia-dgx-h100"]:
+        wrong = topology.replace("-", "_", 1)
+        r = cli("estimate", "collective", "--topology", wrong, "--ranks", "8", "--op", "all-reduce", "--bytes", "1G",
+                root=root)  # fmt: skip
+        assert r.code == 2 and f"did you mean '{topology}'" in r.err, r.err
+        r = cli("topology", wrong, root=root)
+        assert r.code == 2 and f"did you mean '{topology}'" in r.err, r.err
+    for workload in WORKLOADS:
+        r = cli("estimate", "workload", "nvidia-dgx-h100", workload + "x", root=root)
+        assert r.code == 2 and f"did you mean '{workload}'" in r.err, r.err
+    r = cli("audit", "nvidia-dgx-h100", "scale_up.bandwidth_per_acelerator", root=root)
+    assert r.code == 2 and "did you mean 'scale_up.bandwidth_per_accelerator'" in r.err, r.err
+    assert "fabricref show nvidia-dgx-h100" in r.err
+
+
+def _render(renderable, width: int = 80) -> str:
+    console = Console(file=io.StringIO(), width=width, highlight=False, markup=False)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_nested_values_are_sub_tables_never_dicts_or_json():
+    text = _render(cell({"published": 3, "nested": {"a": [1, 2]}, "rows": [{"x": 1, "y": "two"}]}))
+    assert "{" not in text and "[" not in text and '"' not in text
+    lines = [line.split() for line in text.splitlines()]
+    assert ["published", "3"] in lines and ["rows", "x", "y"] in lines and ["1", "two"] in lines
+    assert ["nested", "a", "1"] in lines and ["2"] in lines
+
+
+def test_topology_and_status_print_no_raw_dicts(built_registry, cli):
+    r = cli("topology", "nvidia-dgx-h100", root=built_registry.root)
+    assert r.code == 0, r.err
+    assert "{" not in r.out and '"' not in r.out
+    assert any(
+        line.split()[-2:] == ["scale_up_switch", "4"] for line in r.out.replace("│", " ").splitlines() if line.split()
+    )
+    r = cli("status", root=built_registry.root)
+    assert "{" not in r.out and '"' not in r.out
+
+
+@pytest.mark.parametrize("columns", [80, 140])
+def test_ids_are_never_cut_in_a_narrow_terminal(built_registry, cli, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    r = cli("references", root=built_registry.root)
+    assert r.code == 0, r.err
+    assert all(len(line) <= columns for line in r.out.splitlines())
+    assert "…" not in r.out and all(ref in r.out for ref in REFERENCES)
+    r = cli("estimate", "workload", "nvidia-dgx-h100", "llama70b-serve-aggregated", root=built_registry.root)
+    assert r.code == 0, r.err
+    assert all(len(line) <= columns for line in r.out.splitlines())
+    assert "…" not in r.out
+    for phase in ("prefill-tp-all-reduce", "decode-tp-all-reduce"):
+        assert phase in r.out
+
+
+def test_a_key_column_too_long_for_the_terminal_wraps_whole():
+    """An id longer than half an 80-column terminal folds onto the next line: every character is printed."""
+    long_id = "a-very-long-identifier-" * 4 + "end"
+    text = _render(make_table("id", "a", "b", "c", "d", "e", rows=[[long_id, 1, 2, 3, 4, 5]]), 60)
+    assert "…" not in text
+    assert "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")) == long_id
+
+
+def test_query_results_show_structs_and_lists_as_sub_tables(built_registry, cli):
+    r = cli("query", "SELECT 'a' AS id, {'published': 3, 'derived': [1, 2]} AS s, [{'x': 1, 'y': 'two'}] AS l",
+            root=built_registry.root)  # fmt: skip
+    assert r.code == 0, r.err
+    assert "{" not in r.out and "'" not in r.out and "[" not in r.out
+    lines = [line.replace("│", " ").split() for line in r.out.splitlines()]
+    assert ["a", "published", "3", "x", "y"] in lines and ["derived", "1", "1", "two"] in lines, r.out

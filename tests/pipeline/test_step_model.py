@@ -1,0 +1,194 @@
+"""The predictive step model: FLOPs per operation, recompute, pipeline schedules, memory as jobs run, the
+throughput calibration, and the published results it is validated against (issue 27's acceptance cases)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fabricref.errors import ValidationError
+from fabricref.estimate import flops, schedule, step, throughput, validation
+from fabricref.estimate.choices import load_step_choices
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _acc(memory_gb: float, hbm: float, peak_bf16: float, ref: str = "nvidia-dgx-h100") -> step.Accelerator:
+    fields = {
+        "accelerator.memory": step.AccField("accelerator.memory", memory_gb * 1e9, "published"),
+        "accelerator.memory_bandwidth": step.AccField("accelerator.memory_bandwidth", hbm, "published"),
+        "accelerator.peak_dense_bf16": step.AccField("accelerator.peak_dense_bf16", peak_bf16, "published"),
+        "accelerator.peak_dense_fp8": step.AccField("accelerator.peak_dense_fp8", 2 * peak_bf16, "published"),
+    }
+    return step.Accelerator(ref, fields)
+
+
+def _result(file_id: str, result_id: str):
+    f = next(f for f in validation.load_files(ROOT) if f.id == file_id)
+    r = next(r for r in f.results if r.id == result_id)
+    return f, r
+
+
+GPT175 = flops.Shape(
+    hidden=12288, layers=96, heads=96, kv_heads=96, head_dim=128, ffn_hidden=49152, gated=False, vocab=51200,
+    attention="unfused", dropout=True,
+)  # fmt: skip
+
+
+def test_layer_flops_are_megatrons_count_for_a_gpt_shape():
+    """Forward products of one GPT layer: 24·B·s·h² (1 + s/(6h)) — Narayanan et al.'s per-layer term."""
+    b, s, h = 1, 2048, 12288
+    fwd = flops.layer_forward(GPT175, b, s)
+    gemm = sum(o.flops for o in fwd if o.kind == "gemm")
+    assert gemm == pytest.approx(24 * b * s * h * h * (1 + s / (6 * h)), rel=1e-9)
+    work = flops.layer(GPT175, b, s, recompute="none")
+    assert work.flops("backward") == pytest.approx(2 * gemm, rel=1e-9)
+
+
+def test_recompute_repeats_the_forward_or_only_the_attention_core():
+    full = flops.layer(GPT175, 1, 2048, recompute="full")
+    sel = flops.layer(GPT175, 1, 2048, recompute="selective")
+    none = flops.layer(GPT175, 1, 2048, recompute="none")
+    assert none.recompute == []
+    assert full.flops("recompute") == pytest.approx(full.flops("forward"))
+    core = 4.0 * 1 * 96 * 2048 * 2048 * 128  # QKᵀ and the sum over V
+    assert sel.flops("recompute") == pytest.approx(core, rel=1e-9)
+    flash = flops.layer(flops.Shape(**{**GPT175.__dict__, "attention": "flash"}), 1, 2048, recompute="selective")
+    assert flash.recompute == [], "a fused attention kernel recomputes inside its own backward"
+
+
+def test_grouped_query_attention_shrinks_the_kv_projection():
+    mha = flops.layer_forward(flops.Shape(**{**GPT175.__dict__, "kv_heads": 96}), 1, 1024)
+    gqa = flops.layer_forward(flops.Shape(**{**GPT175.__dict__, "kv_heads": 8}), 1, 1024)
+    qkv = {o.name: o.flops for o in mha}["QKV projection"], {o.name: o.flops for o in gqa}["QKV projection"]
+    assert qkv[1] / qkv[0] == pytest.approx((96 + 16) / (3 * 96))
+
+
+def test_uneven_stages_put_the_fewer_layers_on_the_ends():
+    layers = schedule.stage_layers(126, 16)
+    assert layers == [7] + [8] * 14 + [7] and sum(layers) == 126
+    with pytest.raises(Exception, match="stage"):
+        schedule.stage_layers(4, 8)
+
+
+def test_bubbles_of_1f1b_and_interleaved():
+    one = schedule.step_time([1.0] * 8, 64)
+    inter = schedule.step_time([1.0] * 8, 64, virtual_stages=4)
+    assert one.bubble_fraction == pytest.approx(7 / 64)
+    assert inter.bubble_fraction == pytest.approx(7 / (4 * 64))
+    assert schedule.in_flight(16, 16, 1, 0) == 16 and schedule.in_flight(16, 16, 8, 0) == 16
+    assert schedule.in_flight(16, 32, 8, 0) == pytest.approx((2 * 15 + 7 * 16 + 1) / 8)
+
+
+def test_llama3_405b_fits_on_80_gb_as_published():
+    """TP 8 × PP 16 × DP 128, 8,192-token sequences, no activation checkpointing (Llama 3, section 3.3.2)."""
+    f, r = _result("llama3-herd-2024-table4", "405b-16384-gpus")
+    w = validation.workload_of(f, r)
+    acc = _acc(80, 3.35e12, 989.4e12)
+    st = step.training(w, [], acc, step.rates_for(acc, "bf16", ROOT))
+    assert st["fits"] is True, st["memory_per_rank_bytes"] / 1e9
+    assert st["memory"]["activations"]["microbatches_in_flight"] == 16
+    assert st["stage_layers"][0] == 7
+
+
+def test_no_output_depends_on_an_mfu_knob_unless_given():
+    acc = _acc(80, 3.35e12, 989.4e12)
+    rates = step.rates_for(acc, "bf16", ROOT)
+    assert not rates.what_if and all(u["status"] != "what-if" for u in rates.used)
+    given = step.rates_for(acc, "bf16", ROOT, mfu=0.4)
+    assert given.what_if.startswith("what-if (--mfu 0.4") and given.gemm_flops_per_s == pytest.approx(0.4 * 989.4e12)
+
+
+def test_every_calibration_number_has_its_provenance_and_one_row_is_fitted():
+    cal = throughput.load_throughput(ROOT)
+    fitted = [k for k, v in cal.kernels.__dict__.items() if v.status == "fitted"]
+    assert fitted == ["gemm_sustained_fraction"]
+    assert cal.kernels.gemm_sustained_fraction.fitted_on == "korthikanti-2022-table5#175b-selective"
+    rows = {(f.id, r.id): r.use for f in validation.load_files(ROOT) for r in f.results}
+    assert [k for k, use in rows.items() if use == "calibration"] == [("korthikanti-2022-table5", "175b-selective")]
+
+
+def test_a_removed_step_mfu_is_refused_naming_its_replacement(tmp_path: Path):
+    text = (ROOT / "params.yaml").read_text(encoding="utf-8").replace("step:\n", "step:\n  mfu: 0.5\n", 1)
+    (tmp_path / "params.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"at \$\.step\.mfu: removed: .*models/calibration/throughput\.yaml"):
+        load_step_choices(tmp_path)
+
+
+def _rows(built_registry, only: str) -> dict[str, validation.Row]:
+    return {r.result: r for r in validation.run(built_registry, only=only)}
+
+
+def test_korthikanti_table5_within_10_percent_and_the_recompute_ratio(built_registry):
+    rows = _rows(built_registry, "korthikanti")
+    if any(r.model is None for r in rows.values()):
+        pytest.skip("the A100 cluster is not built on this checkout: " + next(iter(rows.values())).note)
+    for r in rows.values():
+        assert r.within, (r.result, r.ratio)
+    ratio = rows["175b-full"].model / rows["175b-selective"].model
+    assert ratio == pytest.approx(18.13 / 13.75, rel=0.10)
+
+
+def test_llama3_405b_within_15_percent(built_registry):
+    """Meta's 400 TFLOP/s per GPU within ±15 % at the H100's sustained GEMM rate, and the 8,192-GPU row's 430
+    against it: the paper puts the difference down to the batch per DP group (the pipeline bubble), so the
+    model's ratio of the two rows is held to the published 430 / 400 within 5 %."""
+    rows = _rows(built_registry, "llama3-herd")
+    big, half = rows["405b-16384-gpus"], rows["405b-8192-gpus"]
+    assert big.within, big.ratio
+    assert half.model / big.model == pytest.approx(430 / 400, rel=0.05)
+    assert "nvidia-h100-sxm.gemm.bf16 = 708.5 TFLOP/s [assumed]" in big.calibration
+
+
+def test_validate_prints_model_vs_published_with_the_ratio(cli, built_registry):
+    got = cli("validate", "--only", "nvidia-nim", "--json", root=built_registry.root)
+    data = json.loads(got.out)
+    assert {r["use"] for r in data["results"]} == {"held-out"}
+    for r in data["results"]:
+        assert r["ratio"] == pytest.approx(r["model"] / r["published"]) and r["within"], r
+        assert "[published]" in r["calibration"] and "[assumed]" in r["calibration"]
+
+
+def test_the_validation_table_is_a_view_of_the_registry_and_queryable(cli, tmp_path: Path):
+    """The validate stage's table, its schema.json and the database views over it: `fabricref query` and a direct
+    DuckDB reader see the rows as written (the numbers here are a test's, not a published result's)."""
+    import duckdb
+    from fabricref.core import registry
+    from fabricref.core.paths import Layout
+    from fabricref.validate import stage
+
+    lay = Layout(tmp_path / "checkout")
+    (lay.registry_dir / "tables").mkdir(parents=True)
+    for marker in ("sources", "schemas"):  # what makes a directory a fabricref checkout
+        (lay.root / marker).mkdir()
+    row = validation.Row(
+        file="f", result="r", label="a result", use="held-out", target="t", quantity="step_seconds", unit="s",
+        published=2.0, model=2.2, ratio=1.1, tolerance=0.15, within=True, calibration="x = 1 [assumed]", note="",
+        url="https://example.org",
+    )  # fmt: skip
+    stage.write(lay, [row])
+    schema = json.loads((lay.registry_dir / "validation" / "schema.json").read_text())
+    assert [c for c, _ in schema["tables"]["validation"]] == list(validation.COLUMNS)
+    registry.build_database(lay)
+    got = cli("query", "SELECT result, use, ratio, within FROM validation", "--format", "json", root=lay.root)
+    assert got.code == 0, got.err
+    assert json.loads(got.out) == [{"result": "r", "use": "held-out", "ratio": 1.1, "within": True}]
+    con = duckdb.connect(str(lay.duckdb_path), read_only=True)
+    assert con.execute("SELECT model / published FROM validation").fetchone()[0] == pytest.approx(1.1)
+    con.close()
+
+
+@pytest.mark.slow  # every published result estimated: ~15 CPU s
+def test_every_published_result_is_estimated_and_its_misses_are_named(built_registry):
+    """Each result gets a model value on the cluster it ran on. The ones outside their tolerance are named here, so
+    a change that moves a result in or out shows up: MosaicML's H100 runs without activation checkpointing, where
+    the model is 1.18x (7B) and 1.36x (13B, one micro-batch per step) too fast while the same runs on the A100 and
+    their checkpointed H100 rows land within ±15 % (models/validation/mosaicml-llm-foundry-mpt-benchmarks.yaml)."""
+    rows = validation.run(built_registry)
+    assert [r.result for r in rows if r.model is None] == []
+    assert {(r.file, r.result) for r in rows if not r.within} == {
+        ("mosaicml-llm-foundry-mpt-benchmarks", "h100-7b-2048"),
+        ("mosaicml-llm-foundry-mpt-benchmarks", "h100-13b-2048"),
+    }
+    assert all(r.use != "calibration" for r in rows if r.file != "korthikanti-2022-table5")
