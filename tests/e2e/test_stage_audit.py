@@ -15,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fabricref
 import pytest
 from closure import covered, dvc_stages, entry_argv, entry_module, import_closure, params_files
 from conftest import env_with_venv, stage_audit_dir, stage_audit_env
+
+PACKAGE = os.path.dirname(os.path.realpath(fabricref.__file__))
 
 # -- data deps: every stage of the shared cold `dvc repro`, as recorded by tests/stage_audit -----------------------
 
@@ -60,7 +63,9 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(bui
         outs += [str(next(iter(m))) if isinstance(m, dict) else str(m) for m in spec.get("metrics", [])]
         closure = import_closure(entry_module(spec["cmd"]))
         for loaded in record["loaded"]:
-            rel = os.path.relpath(os.path.realpath(loaded), root)
+            # The package is the one installed (the editable install maps `fabricref` to its checkout's
+            # pipeline/), which may be another checkout than the clone DVC runs in: relative to that package.
+            rel = "pipeline/" + os.path.relpath(os.path.realpath(loaded), PACKAGE)
             if rel not in closure:
                 problems.append(f"{stage} loaded {rel}, which the static import closure misses")
         for kind, logged, was_file in record["log"]:  # was_file: when the stage exited
@@ -100,19 +105,19 @@ def _stale(root: Path) -> set[str]:
 @pytest.mark.slow
 def test_dvc_status_names_every_stage_an_edited_module_makes_stale(pipeline_copy: Path):
     """An edit in the traffic library names every traffic stage (each workload's, the sharing pair's, the curve,
-    the comparison and the combine step) and nothing else; one in the report's package both report stages; one
-    in pipeline/core every stage. DVC names the stages whose own deps moved: the report reruns after a traffic
-    edit once the traffic stages, rerun by `dvc repro`, write other tables."""
+    the comparison and the combine step) and validation, and nothing else; one in the report's package both
+    report stages; one in pipeline/core every stage. DVC names the stages whose own deps moved: the report reruns
+    after a traffic edit once the traffic stages, rerun by `dvc repro`, write other tables."""
     stages = dvc_stages(pipeline_copy)
     assert _stale(pipeline_copy) == set()
     edited = pipeline_copy / "pipeline" / "estimate" / "cost.py"
     edited.write_text(edited.read_text() + "\n# edited\n")
     traffic = {s for s in stages if s == "traffic" or s.startswith("traffic-")}
     assert traffic >= {"traffic", "traffic-kv", "traffic-comparison"} and any("@" in s for s in traffic)
-    assert _stale(pipeline_copy) == traffic
+    assert _stale(pipeline_copy) == traffic | {"validate"}  # validation runs the same library
     report = pipeline_copy / "pipeline" / "report" / "stage.py"
     report.write_text(report.read_text() + "\n# edited\n")
-    assert _stale(pipeline_copy) == traffic | {"report", "report-models"}
+    assert _stale(pipeline_copy) == traffic | {"validate", "report", "report-models"}
     core = pipeline_copy / "pipeline" / "core" / "format.py"
     core.write_text(core.read_text() + "\n# edited\n")
     assert _stale(pipeline_copy) == set(stages)
