@@ -166,6 +166,12 @@ def library(
     fabric's oversubscription, as every group of the phase crosses it at once), and the same algorithm timed on
     the fabric alone (the routed flows say what sharing adds: queueing). A lone send shares nothing."""
     shape = place(view, cal, len(group), accelerators=group, technology=view.scale_up_technology, uneven=True)
+    return timed(cal, op, shape, size, concurrency)
+
+
+def timed(cal: Calibration, op: str, shape: Shape, size: float, concurrency: int) -> tuple[Shape, Estimate, Estimate]:
+    """The collective on a placed shape: the shape it runs on (a lone send without the fabric's oversubscription),
+    the algorithm and protocol chosen there, and the same algorithm timed on the fabric alone."""
     if op == "send" and concurrency <= 1:
         shape = shape.without_oversubscription()
     real = collectives.estimate(cal, op, shape, size)
@@ -174,6 +180,26 @@ def library(
         real if free_shape is shape else collectives.estimate(cal, op, free_shape, size, real.algorithm, real.protocol)
     )
     return shape, real, free
+
+
+def bytes_by_network(real: Estimate) -> dict[str, float]:
+    """Bytes per rank by the network each of the library's legs enters."""
+    by_net: dict[str, float] = {}
+    for leg in real.stages:
+        by_net[leg.network] = by_net.get(leg.network, 0.0) + leg.bytes_per_rank
+    return by_net
+
+
+def unrouted_terms(shape: Shape, real: Estimate, free: Estimate) -> dict[str, Any]:
+    """The fields of a cost not routed per link: the library's bytes and time terms, the oversubscription's share
+    as queueing, and the lineage of the shape and the estimate."""
+    return {
+        "bytes_on_wire_per_rank": real.bytes_on_wire_per_rank,
+        "latency_s": free.latency_seconds,
+        "bandwidth_s": free.bandwidth_seconds,
+        "queueing_s": max(0.0, real.seconds - free.seconds),
+        "lineage": frozenset(shape.lineage | real.lineage()),
+    }
 
 
 def _label(op: str, shape: Shape, real: Estimate) -> str:
@@ -209,9 +235,7 @@ def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: 
     notes += [n for n in said if n and not n.startswith(("queueing:", "every rank crosses"))]
     # The library's legs say which network carries which of its bytes (a hierarchical all-reduce: reduce-scatter
     # and all-gather on scale-up, the S/local all-reduce on the NICs).
-    by_net: dict[str, float] = {}
-    for leg in real.stages:
-        by_net[leg.network] = by_net.get(leg.network, 0.0) + leg.bytes_per_rank
+    by_net = bytes_by_network(real)
     moving = free.bandwidth_seconds + load.queueing_s
     slowest = max(real.stages, key=lambda s: s.bandwidth_seconds, default=None)
     if moving > 0:
@@ -253,17 +277,13 @@ def send(view: View, what: str, a: str, b: str, size: float, concurrent: int) ->
     tier = view.tier(a, b)
     return Cost(
         algorithm=_label("send", shape, real),
-        bytes_on_wire_per_rank=real.bytes_on_wire_per_rank,
         network="scale_up" if tier == 0 else "scale_out",
         tier=TIER_NAMES[tier],
         hops=view.scale_up(a).hops if tier == 0 else view.scale_out(a, b, tier, concurrent=concurrent > 1)[0].hops,
         bottleneck_gbps=None,
         effective_gbps=None,
-        latency_s=free.latency_seconds,
-        bandwidth_s=free.bandwidth_seconds,
-        queueing_s=max(0.0, real.seconds - free.seconds),
-        lineage=frozenset(shape.lineage | real.lineage()),
         notes=LOCAL if tier == 0 else ACROSS,
+        **unrouted_terms(shape, real, free),
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from . import collectives, flops, memory
 from . import step as step_model
 from .collectives import Shape
-from .cost import Cost
+from .cost import Cost, bytes_by_network, timed, unrouted_terms
 from .view import TIER_NAMES
 
 CP_SOURCE = (
@@ -65,19 +65,8 @@ def group_cost(calibration: Any, placed: GroupShape, op: str, size: float, concu
     the algorithm and protocol the library chooses with the fabric's oversubscription shared by every group of
     the phase (a lone send shares nothing), the same algorithm on the fabric alone for the time terms, and the
     difference as queueing."""
-    shape = placed.shape
-    if op == "send" and concurrent <= 1:
-        shape = shape.without_oversubscription()
-    real = collectives.estimate(calibration, op, shape, size)
-    free_shape = shape.without_oversubscription()
-    free = (
-        real
-        if free_shape is shape
-        else collectives.estimate(calibration, op, free_shape, size, real.algorithm, real.protocol)
-    )
-    by_net: dict[str, float] = {}
-    for leg in real.stages:
-        by_net[leg.network] = by_net.get(leg.network, 0.0) + leg.bytes_per_rank
+    shape, real, free = timed(calibration, op, placed.shape, size, concurrent)
+    by_net = bytes_by_network(real)
     network = "scale_up" if shape.domains == 1 else ("scale_out" if shape.local == 1 else "scale_up+scale_out")
     slowest = max(real.stages, key=lambda x: x.bandwidth_seconds, default=None)
     tier = shape.out if shape.domains > 1 else shape.up
@@ -90,18 +79,14 @@ def group_cost(calibration: Any, placed: GroupShape, op: str, size: float, concu
     algorithm = "point-to-point" if op == "send" else real.algorithm
     return Cost(
         algorithm=f"{algorithm} / {real.protocol}",
-        bytes_on_wire_per_rank=real.bytes_on_wire_per_rank,
         network=network,
         tier=TIER_NAMES[placed.tier],
         hops=placed.hops,
         bottleneck_gbps=line,
         effective_gbps=effective,
-        latency_s=free.latency_seconds,
-        bandwidth_s=free.bandwidth_seconds,
-        queueing_s=max(0.0, real.seconds - free.seconds),
-        lineage=frozenset(shape.lineage | real.lineage()),
         notes="analytical per-tier cost (the group's shape on the installed wiring; not routed per link)",
         bytes_on_wire_by_network=dict(sorted(by_net.items())),
+        **unrouted_terms(shape, real, free),
     )
 
 

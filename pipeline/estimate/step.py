@@ -137,14 +137,18 @@ def _stage_params(shape: flops.Shape, layers: int, moe_share: float, first: bool
     return dense, expert
 
 
+def _start(m: Any, rates: throughput.Rates) -> tuple[list[str], list[str], flops.Shape]:
+    """What a step estimate starts from: the rates' missing fields, the assumptions of the model's shape, and the
+    shape."""
+    shape = flops.from_workload(m)
+    return list(rates.missing), list(shape.assumptions), shape
+
+
 def training(
     w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
 ) -> dict[str, Any]:
     m, t = w.model, w.training
-    missing: list[str] = list(rates.missing)
-    assumptions: list[str] = []
-    shape = flops.from_workload(m)
-    assumptions += shape.assumptions
+    missing, assumptions, shape = _start(m, rates)
     tp, pp, dp, ep = t["tp"], t["pp"], t["dp"], t.get("ep", 1)
     b, mbs, seq = t["micro_batch"], t["microbatches"], t["seq_len"]
     v = t.get("virtual_stages", 1)
@@ -356,10 +360,7 @@ def inference(
     w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
 ) -> dict[str, Any]:
     m, i = w.model, w.inference
-    missing: list[str] = list(rates.missing)
-    assumptions: list[str] = []
-    shape = flops.from_workload(m)
-    assumptions += shape.assumptions
+    missing, assumptions, shape = _start(m, rates)
     dtype = sizing.dtype_bytes(m["dtype"])
     weights = m["params"] * dtype
     batch, prompt, output = i.get("batch", 1), i["prompt_tokens"], i["output_tokens"]

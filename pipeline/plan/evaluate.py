@@ -20,7 +20,7 @@ from ..estimate import layout_eval
 from ..estimate.cost import Phase
 from ..estimate.decompose import Communication, Part, decompose
 from ..estimate.workloads import Workload
-from ..formats.workload import Training
+from ..formats.workload import Inference, Training
 from .cluster import ClusterSummary, GroupKey, group_key
 from .space import Layout, ModelSpec
 
@@ -78,6 +78,29 @@ def gpu_hours_per_million_tokens(step: float, gpus: int, tokens: float) -> float
     return gpus * step / 3600.0 / (tokens / 1e6)
 
 
+def candidate_workload(
+    spec: ModelSpec,
+    layout_id: str,
+    cluster_id: str,
+    *,
+    training: Training | None = None,
+    inference: Inference | None = None,
+) -> Workload:
+    """One candidate layout of `spec` as a workload on one cluster: training when `training` is given,
+    inference otherwise."""
+    return Workload(
+        id=f"plan-{spec.id}",
+        title=f"{spec.id} {layout_id}",
+        kind="training" if training is not None else "inference",
+        model=spec.shape,
+        training=training,
+        inference=inference,
+        targets=(cluster_id,),
+        shares_with=None,
+        path=None,
+    )
+
+
 class TrainEvaluator:
     """Evaluates training layouts of one model at one sequence length and global batch on one cluster summary.
     Holds only picklable state, so the same object evaluates in a Ray worker as in-process."""
@@ -115,17 +138,7 @@ class TrainEvaluator:
             schedule=layout.schedule,
             virtual_stages=layout.v,
         )
-        return Workload(
-            id=f"plan-{self.spec.id}",
-            title=f"{self.spec.id} {layout.id}",
-            kind="training",
-            model=self.spec.shape,
-            training=training,
-            inference=None,
-            targets=(self.cluster.id,),
-            shares_with=None,
-            path=None,
-        )
+        return candidate_workload(self.spec, layout.id, self.cluster.id, training=training)
 
     def communications(self, layout: Layout, w: Workload) -> list[Communication]:
         """The demand's communications, and the CP ring's K/V exchange the demand does not know yet."""

@@ -27,7 +27,7 @@ from ..estimate.decompose import decompose
 from ..estimate.workloads import Workload
 from ..formats.workload import Inference
 from .cluster import ClusterSummary, GroupKey, group_key
-from .evaluate import ANALYTICAL
+from .evaluate import ANALYTICAL, candidate_workload
 from .space import ModelSpec, Rejections, _tp_ok, divisors
 
 MODES = ("aggregated", "disaggregated")
@@ -174,17 +174,7 @@ class ServeEvaluator:
                 prompt_tokens=r.prompt,
                 output_tokens=r.output,
             )
-        return Workload(
-            id=f"plan-{r.model.id}",
-            title=f"{r.model.id} {x.id}",
-            kind="inference",
-            model=r.model.shape,
-            training=None,
-            inference=inference,
-            targets=(self.cluster.id,),
-            shares_with=None,
-            path=None,
-        )
+        return candidate_workload(r.model, x.id, self.cluster.id, inference=inference)
 
     def backend(self, w: Workload) -> list[Any]:
         """The backend communications (the client's frontend traffic is neither TTFT's nor TPOT's)."""

@@ -191,7 +191,7 @@ def test_the_workload_stage_writes_numeric_metrics_beside_its_part_of_the_tables
 
     wid = "llama70b-serve-aggregated"
     stale = built_copy.root / "metrics" / wid / "nvidia-dgx-b300.json"  # a target the workload no longer names
-    stale.parent.mkdir(parents=True)
+    stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text("{}")
     stage.run_workload(built_copy, wid)
     on_disk = _metric_files(built_copy.root, wid)

@@ -4,6 +4,7 @@ the step, TTFT and TPOT estimates they make numeric on the shipped data."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -160,12 +161,21 @@ def test_every_reference_with_a_sourced_peak_gives_a_numeric_step(cli, built_reg
             if r.code == 0:  # workloads larger than the system are refused with a clear error
                 results.append(json.loads(r.out))
             elif "is unknown" in r.err:  # a bandwidth no source states: refused, naming it, never guessed
-                assert r.code == 2 and "no source states it" in r.err, (ref, wid, r.err)
+                assert r.code == 2 and re.search(r"no source (or assumption )?states it", r.err), (ref, wid, r.err)
                 unknown.append(wid)
         assert results or unknown, ref
         if peak is None:
-            assert all(d["compute_seconds"] is None and d["step_seconds"] is None for d in results), ref
-            assert all(any(f"{ref}:accelerator.peak_dense_bf16 is unknown" in m for m in d["missing"]) for d in results)
+            # No peak in the registry: compute comes only from a measured GEMM rate the calibration cites for this
+            # accelerator (named in the estimate), else the estimate names the unknown peak and gives no time.
+            for d in results:
+                measured = [c for c in d["calibration"] if ".gemm." in c and "TFLOP/s" in c]
+                if d["compute_seconds"] is not None:
+                    assert measured and d["compute_seconds"] > 0 and d["step_seconds"] > 0, (ref, measured)
+                else:
+                    assert d["compute_seconds"] is None and d["step_seconds"] is None, ref
+                    # The estimate names the accelerator field it lacks (the peak, or the HBM bandwidth the
+                    # memory-bound kernels run at), never a guessed time.
+                    assert any(f"{ref}:accelerator." in m and "is unknown" in m for m in d["missing"]), ref
             continue
         with_peak += 1
         for d in results:
