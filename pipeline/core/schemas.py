@@ -150,24 +150,10 @@ def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
                     ) from None
 
 
-# Parsed documents by their exact text: one process (a CLI run, the test suite) loads the same files again and
-# again. The text is the whole input, so a hit is exactly what parsing would give; the plain data is rebuilt for
-# every caller (callers may change it) and the document is only read (for line numbers). Errors are never
-# cached. Bounded: the least recently used document goes first.
-_PARSED: dict[str, Any] = {}
-_PARSED_MAX = 512
-
-
 def load_yaml(path: Path) -> tuple[Any, Any]:
     """Returns (plain data, ruamel document for line lookups: pass it to `_line_of`). Malformed YAML names file and
     line."""
-    text = _read_text(path, "YAML")
-    doc = _PARSED.pop(text, None)
-    if doc is None:
-        doc = _parse_yaml(text, path)
-        if len(_PARSED) >= _PARSED_MAX:
-            del _PARSED[next(iter(_PARSED))]
-    _PARSED[text] = doc
+    doc = _parse_yaml(_read_text(path, "YAML"), path)
     data = to_plain(doc)
     if path.name == PARAMS_FILE:
         # params.yaml has no schema of its own (each reader takes its block), so its numbers and text get the
@@ -320,13 +306,6 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
     return None
 
 
-# Values that passed validation, by schema and exact value: jsonschema's pure-Python walk is most of the cost of
-# loading sources and writing claims, and one process (a CLI run, the test suite) validates the same values
-# again and again. Only successes are kept (a failure is re-validated, with its messages); oldest first out.
-_VALID: dict[tuple[str, str], None] = {}
-_VALID_MAX = 16384
-
-
 def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> None:
     """Validate against the format behind schemas/<schema_name>; every error gives file[:line], JSON path and
     expectation, and a failed union names the alternative the value was meant to be and why it failed."""
@@ -335,19 +314,11 @@ def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None
         line = _line_of(doc, list(bad[0])) if doc is not None else None
         loc = f"{where}:{line}" if line else f"{where}"
         raise ValidationError(f"{loc}: at {json_path(bad[0])}: {bad[1]}")
-    # A value already found valid against the same schema is valid again: the schemas are generated from the
-    # code, fixed for the process. repr tells apart what validation tells apart (list / tuple, 1 / 1.0 / True).
-    key = (schema_name, repr(instance))
-    if key in _VALID:
-        return
     root = schema(schema_name)
     found: list[tuple[list[Any], str]] = []
     for error in _validator(schema_name).iter_errors(instance):
         found.extend(_explained(error, root, ""))
     if not found:
-        if len(_VALID) >= _VALID_MAX:
-            del _VALID[next(iter(_VALID))]
-        _VALID[key] = None
         return
     found.sort(key=lambda item: list(map(str, item[0])))
     _raise(found, where, doc)
