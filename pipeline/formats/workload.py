@@ -188,10 +188,13 @@ class _WorkloadBase(KeyAccess):
         default=None,
         description="Where ranks sit; when unstated, the target cluster's default placement (fill-domains).",
     )
-    teaching: Literal["does not fit"] | None = Field(
+    teaching: str | None = Field(
         default=None,
-        description="A teaching example that is not a runnable job: 'does not fit' says the layout is shown for its "
-        "traffic although its memory exceeds the accelerator's (every output repeats it).",
+        pattern=r"^(does not fit|not a planner's choice)(: .{10,300})?$",
+        description="A teaching example, not a layout a planner would run: 'does not fit' says the layout is shown "
+        "for its traffic although its memory exceeds the accelerator's; 'not a planner's choice' that it fits but "
+        "`fabricref plan train` does not put it in its top 10 by step time on its targets. After a colon, why it "
+        "is kept (every output repeats it).",
     )
 
 

@@ -73,6 +73,17 @@ class Layout(NamedTuple):
         )
 
 
+def workload_layout(t: Any) -> Layout:
+    """The point of the space a workload's `training` block states (CP 1: the format has no context parallelism),
+    its unstated choices read as the step model reads them: ZeRO-3 when sharded else 0, selective recompute."""
+    zero = t.zero if t.zero is not None else (3 if t.sharded else 0)
+    recompute = t.recompute or "selective"
+    return Layout(
+        t.tp * t.pp * t.dp, t.tp, t.pp, t.dp, 1, t.ep, t.micro_batch, t.microbatches, zero, recompute, t.schedule,
+        t.virtual_stages,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """The model a search is for, and the defaults its workload file states (sequence, global batch, GPUs)."""

@@ -139,6 +139,7 @@ def workload_on(w: Workload, target: str, views: Views) -> tuple[dict[str, list[
             json.dumps(st["missing"]),
             json.dumps([*st["assumptions"], *(f"calibration: {c}" for c in st["calibration"])]),
             CAVEAT,
+            w.teaching,
         )
     )
     for f in r.failures:

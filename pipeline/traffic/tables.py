@@ -82,6 +82,7 @@ WORKLOAD_COLUMNS = [
     ("step_missing", "VARCHAR"),
     ("step_assumptions", "VARCHAR"),
     ("caveat", "VARCHAR"),
+    ("teaching", "VARCHAR"),  # a teaching example's label (its workload file's `teaching`), else null
 ]
 FAILURE_COLUMNS = [
     ("topology_id", "VARCHAR"),

@@ -12,6 +12,7 @@ import pytest
 from fabricref.core.paths import Layout
 from fabricref.errors import UsageError
 
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = "illustrative-h100-64"  # 8 DGX H100: 8 scale-up domains of 8 GPUs, 80 GB each
 MODEL_70B = "llama70b-train-tp8-pp4-dp32"  # its model: 70e9 params, 80 layers, hidden 8192, 64 heads of 128
 GB = 1e9
@@ -307,3 +308,43 @@ def test_an_unreadable_plan_file_stops_only_queries_of_plans(built_copy: Layout,
     assert r.code == 0, r.err
     r = cli("query", "SELECT count(*) FROM plans", root=root)
     assert r.code != 0 and "plans/ holds a file DuckDB cannot read" in r.err
+
+
+def _shipped_training() -> list[tuple[str, str]]:
+    """Every shipped training workload × target, read from models/workloads/ (a new one is checked too)."""
+    import yaml
+
+    pairs = []
+    for path in sorted((ROOT / "models" / "workloads").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if data.get("kind") == "training":
+            pairs += [(path.stem, target) for target in data["targets"]]
+    return pairs
+
+
+@pytest.mark.parametrize(("workload_id", "target"), _shipped_training())
+def test_a_shipped_training_workload_is_a_planner_choice_or_says_teaching(
+    built_registry: Layout, workload_id: str, target: str
+) -> None:
+    """The planner, run at the workload's GPU count, global batch and sequence on the target, puts the workload's
+    own layout (its knobs from params.yaml) in its top 10 by step time; or the workload file labels it a teaching
+    example and says why it is kept."""
+    from fabricref import api
+    from fabricref.estimate.workloads import find_workload
+    from fabricref.plan import space
+
+    w = find_workload(built_registry, workload_id)
+    if w.teaching is not None:
+        kind, _, why = w.teaching.partition(": ")
+        assert kind in ("does not fit", "not a planner's choice") and len(why) >= 10, w.teaching
+        return
+    r = api.plan_train(workload_id, target, root=built_registry.root, objective="step", top=10, route_top=0)
+    own = space.workload_layout(w.training)
+    assert r.request["gpus"] == [own.gpus]
+    ranked = {x["layout_id"]: x["rank"] for x in r.rows if x["rank"] is not None}
+    top = [x["layout_id"] for x in r.top]
+    assert own.id in top, (
+        f"{workload_id} ({own.id}) is rank {ranked.get(own.id, 'unranked (pruned or not fitting)')} of "
+        f"{len(ranked):,} on {target}; the planner's best: {top[:3]}. Re-tune its knobs in params.yaml, or label it "
+        "`teaching:` in its workload file with why"
+    )
