@@ -32,6 +32,7 @@ from .. import api
 from ..errors import FabricrefError, UnknownIdError
 from ..formats import explore as fmt
 from .layout import lay_out
+from .plan import search as plan_search
 
 log = logging.getLogger("fabricref.explore")
 
@@ -211,6 +212,11 @@ def create_app(
     async def sizing_json(request: fmt.SizingRequest) -> Any:
         return await run(explorer.sizing, request)
 
+    @app.post("/api/plan", response_model=fmt.PlanPage)
+    async def plan_json(request: fmt.PlanRequest) -> Any:
+        """`fabricref plan train` in memory: the ranked layouts and the Pareto front (nothing is written)."""
+        return await run(plan_search, explorer, request)
+
     # -- pages -----------------------------------------------------------------------------------------------
 
     def page(name: str, **context: Any) -> HTMLResponse:
@@ -244,6 +250,10 @@ def create_app(
     @app.get("/sizing", response_class=HTMLResponse)
     async def sizing_page() -> Any:
         return page("sizing.j2", defaults=fmt.SizingRequest(), title="Sizing")
+
+    @app.get("/plan", response_class=HTMLResponse)
+    async def plan_page() -> Any:
+        return page("plan.j2", index=await run(explorer.index), title="Plan")
 
     @app.get("/static/{name}")
     async def static_file(name: Annotated[str, PathParam(pattern=r"^[a-z0-9][a-z0-9._-]{0,80}$")]) -> Response:

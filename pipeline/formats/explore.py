@@ -448,3 +448,61 @@ class SizingRow(Response):
 
 class Sizing(Response):
     sections: dict[str, list[SizingRow]]
+
+
+# --- the planner (a search run in memory: `fabricref plan train` without its Parquet file) -------------------------
+
+
+class PlanRequest(Strict):
+    """A training search of a workload's model on a cluster; unset: the workload's own GPUs, batch and sequence."""
+
+    model: Slug = Field(description="A training workload id (its model).")
+    cluster: Slug = Field(description="A cluster or reference id.")
+    gpus: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    global_batch: int | None = Field(default=None, ge=1, le=1_048_576, description="Sequences per step.")
+    seq: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="Tokens per sequence.")
+    objective: Literal["step", "tokens-per-second", "gpu-hours"] = "step"
+    top: int = Field(default=20, ge=1, le=100, description="Layouts ranked in the table.")
+    max_layouts: int = Field(default=100_000, ge=1, le=100_000, description="Refuse a larger search.")
+
+
+class PlanLayout(Response):
+    """One ranked layout: its degrees and choices, what the step model says of it, and how to open it."""
+
+    rank: int
+    layout_id: str
+    describe: str
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    micro_batch: int
+    microbatches: int
+    zero: int
+    recompute: str
+    schedule: str
+    step_seconds: float
+    routed_step_seconds: float | None
+    exposed_communication_seconds: float | None
+    memory_per_rank_bytes: float
+    headroom_bytes: float
+    fits: bool | None
+    dominant: str | None
+    must_talk: int
+    confidence: str | None
+    costing: str | None
+    pareto: bool
+    open_url: str | None = Field(description="The model view with this layout's knobs; none when it has CP > 1.")
+    open_note: str
+    shown: Shown
+
+
+class PlanPage(Response):
+    plan_id: str
+    request: dict[str, Any]
+    counts: dict[str, int]
+    layouts: list[PlanLayout]
+    pareto: list[PlanLayout]
+    rejections: list[str]
+    notes: list[str]
