@@ -11,7 +11,9 @@ import pytest
 from explore_server import client, serve
 from fabricref.core.paths import Layout
 
-MODEL, CLUSTER = "llama8b-fsdp-dp64", "illustrative-h100-64"  # 64 GPUs of 64: a search of seconds
+MODEL, CLUSTER = "llama8b-fsdp-dp64", "illustrative-h100-64"
+# The 8B model on 8 of the 64 GPUs, 8 sequences a step: ~2,400 layouts, a search of seconds.
+SMALL = {"model": MODEL, "cluster": CLUSTER, "gpus": 8, "global_batch": 8, "top": 5}
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +34,21 @@ def _files(root: Path) -> dict[str, int]:
 
 def test_the_plan_endpoint_is_the_planners_search_and_writes_nothing(http, built_registry: Layout) -> None:
     from fabricref import api
+    from fabricref.core.format import format_quantity
 
     root = built_registry.root
     before = _files(root)
-    r = http.post("/api/plan", json={"model": MODEL, "cluster": CLUSTER, "top": 5})
+    r = http.post("/api/plan", json=SMALL)
     assert r.status_code == 200, r.text
     page = r.json()
     assert _files(root) == before  # no plans/ file, no workload saved
-    cli = api.plan_train(MODEL, CLUSTER, root=root, top=5, route_top=3)
+    cli = api.plan_train(MODEL, CLUSTER, root=root, gpus=(8,), global_batch=8, top=5, route_top=3)
     assert page["plan_id"] == cli.plan_id and page["counts"] == cli.counts
     assert [x["layout_id"] for x in page["layouts"]] == [x["layout_id"] for x in cli.top]
     assert [x["layout_id"] for x in page["pareto"]] == [x["layout_id"] for x in cli.pareto]
     first = page["layouts"][0]
     assert first["rank"] == 1 and first["step_seconds"] == cli.top[0]["step_seconds"]
-    assert first["shown"]["fit"] == "fits" and first["shown"]["step"].endswith(" s")
+    assert first["shown"]["fit"] == "fits" and first["shown"]["step"] == format_quantity(first["step_seconds"], "s")
     assert first["dominant"] and first["confidence"] and first["exposed_communication_seconds"] is not None
     assert [x["costing"] for x in page["layouts"]][:3] == ["routed per link"] * 3
     assert {x["costing"] for x in page["layouts"][3:]} <= {"analytical per-tier"}
@@ -53,7 +56,7 @@ def test_the_plan_endpoint_is_the_planners_search_and_writes_nothing(http, built
 
 
 def test_open_this_layout_carries_its_knobs_to_the_model_view(http) -> None:
-    page = http.post("/api/plan", json={"model": MODEL, "cluster": CLUSTER, "top": 5}).json()
+    page = http.post("/api/plan", json=SMALL).json()
     for x in page["layouts"]:
         if x["cp"] > 1:
             assert x["open_url"] is None and "context parallelism" in x["open_note"]
