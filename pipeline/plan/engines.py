@@ -73,7 +73,8 @@ class RayEngine:
 
     def __init__(self, address: str | None = None, workers: int = 2) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-        if not address:
+        loopback = not address or _is_loopback(address)
+        if loopback:
             # Ray turns a node address of 127.0.0.1 into the host's outward-facing one (services.
             # resolve_ip_for_localhost) unless "clusters" are off, as they are on macOS and Windows: then every
             # process of the instance (GCS, raylet, workers) listens on loopback only. Read when ray is imported.
@@ -89,7 +90,16 @@ class RayEngine:
         if not ray.is_initialized():
             if address:
                 _check_address(address)
-                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+                extra: dict[str, Any] = {}
+                if loopback:
+                    # A cluster on this machine's loopback (its head started with
+                    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, so its raylet is at 127.0.0.1): the driver must say
+                    # 127.0.0.1 too, or it waits for a raylet at the outward-facing address that never comes.
+                    from ray._private import ray_constants
+
+                    ray_constants.ENABLE_RAY_CLUSTER = False
+                    extra["_node_ip_address"] = "127.0.0.1"
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False, **extra)
             else:
                 from ray._private import ray_constants
 
@@ -130,6 +140,11 @@ class RayEngine:
         self._evaluators.clear()
         if self._started:
             self._ray.shutdown()
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.removeprefix("ray://").rpartition(":")[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
 
 
 def _check_address(address: str) -> None:

@@ -3,9 +3,11 @@ one, and what the CLI writes (plans/ as a query table, --save as a workload the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -262,6 +264,84 @@ def test_ray_gives_the_same_table_as_the_local_engine(built_registry: Layout) ->
     assert remote.rows == local.rows
 
 
+@pytest.mark.slow
+def test_ray_on_an_existing_cluster_gives_the_same_table_as_the_local_engine(built_registry: Layout) -> None:
+    """`--engine ray --address HOST:PORT`: a Ray cluster started beforehand (`ray start --head` on 127.0.0.1, no
+    dashboard, no usage statistics, a capped object store) runs the evaluations; the rows are the in-process ones.
+    The cluster is stopped afterwards by the ids of the processes this test started."""
+    pytest.importorskip("ray")
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    import psutil
+    from fabricref import api
+    from fabricref.plan import engines
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="/tmp/rt")  # short: Ray's socket paths live under it
+    # Loopback only (clusters "off", as the local engine starts its own); token authentication off, so this test
+    # cluster neither reads nor makes a token on the machine.
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "RAY_AUTH_MODE": "disabled"}  # fmt: skip
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+         "--include-dashboard=false", "--disable-usage-stats", "--num-cpus=2", "--object-store-memory=100000000",
+         f"--temp-dir={temp}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    started: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert head.poll() is None, head.stderr.read().decode()[-2000:] if head.stderr else "ray start exited"
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the Ray head did not listen within 120 s"
+            time.sleep(0.5)
+        started = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+        opts = {"gpus": (64,), "global_batch": 64, "seq": 4096, "top": 5, "route_top": 1}
+        local = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, **opts)
+        with pytest.raises(UsageError, match="expected HOST:PORT"):
+            engines.engine("ray", address="127.0.0.1")
+        ray_engine = engines.engine("ray", address=f"127.0.0.1:{port}")
+        try:
+            import ray
+
+            assert ray.get_runtime_context().gcs_address == f"127.0.0.1:{port}"  # joined, not started its own
+            assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+            assert ray_engine.workers == 2
+            head_side = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+            assert _listening(head_side) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+            remote = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, engine=ray_engine, **opts)
+        finally:
+            ray_engine.close()
+        assert remote.counts == local.counts
+        assert remote.rows == local.rows
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            started += [c for c in psutil.Process(head.pid).children(recursive=True) if c not in started]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops what it started
+        try:
+            head.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
+        _, alive = psutil.wait_procs(started, timeout=30)
+        for p in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
 def _listening_addresses(ray: object) -> set[str]:
     """The addresses every process of the local instance (GCS, raylet, their children) listens on."""
     import psutil
@@ -269,9 +349,20 @@ def _listening_addresses(ray: object) -> set[str]:
     node = ray._private.worker._global_node  # type: ignore[attr-defined]
     procs = [psutil.Process(info.process.pid) for infos in node.all_processes.values() for info in infos]
     procs += [c for p in list(procs) for c in p.children(recursive=True)]
+    return _listening(procs)
+
+
+def _listening(procs: list[object]) -> set[str]:
+    """The addresses these processes listen on (none found fails: the check would pass vacuously)."""
+    import psutil
+
     found = set()
     for p in procs:
-        for c in p.net_connections(kind="inet"):
+        try:
+            connections = p.net_connections(kind="inet")  # type: ignore[attr-defined]
+        except psutil.NoSuchProcess:
+            continue
+        for c in connections:
             if c.status == psutil.CONN_LISTEN:
                 found.add(c.laddr.ip)
     assert found, "no listening socket found: the check would pass vacuously"
