@@ -178,8 +178,10 @@ def search_training(
                 points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, layouts[i].id))
         front.add(points)
         done += len(wave)
-        if points and (best_point is None or min(points) < best_point):
-            best_point = min(points)
+        # The best so far as the ranking orders ties (more headroom, then the id).
+        wave_best = min(points, key=_order) if points else None
+        if wave_best and (best_point is None or _order(wave_best) < _order(best_point)):
+            best_point = wave_best
             best = f"{best_point[3]} ({best_point[1]:.3f} s)"
         if progress:
             progress("evaluating", done, n, best)
@@ -192,6 +194,11 @@ def search_training(
         "evaluated": len(results),
     }
     return rows, counts
+
+
+def _order(point: tuple[float, float, float, str]) -> tuple[float, float, str]:
+    objective, _, headroom, layout_id = point
+    return objective, -headroom, layout_id
 
 
 def _row(

@@ -439,3 +439,24 @@ def test_a_shipped_training_workload_is_a_planner_choice_or_says_teaching(
         f"{len(ranked):,} on {target}; the planner's best: {top[:3]}. Re-tune its knobs in params.yaml, or label it "
         "`teaching:` in its workload file with why"
     )
+
+
+def test_a_search_reports_its_progress_layouts_done_and_the_best_so_far(built_registry: Layout) -> None:
+    """What the CLI's progress bar shows (layouts bounded, then done, the best so far): every layout counted once,
+    the count never going back, and the best at the end the search's winner."""
+    from fabricref import api
+
+    calls: list[tuple[str, int, int, str]] = []
+    r = api.plan_train(
+        MODEL_70B, SMALL, root=built_registry.root, gpus=(64,), global_batch=64, seq=4096, tp=(8,), top=3,
+        route_top=0, progress=lambda *a: calls.append(a),
+    )  # fmt: skip
+    n = r.counts["legal"]
+    assert n > 100 and {c[2] for c in calls} == {n}
+    bounding = [c for c in calls if c[0] == "bounding"]
+    evaluating = [c for c in calls if c[0] == "evaluating"]
+    assert bounding and evaluating and calls.index(evaluating[0]) > calls.index(bounding[-1])
+    for part in (bounding, evaluating):
+        done = [c[1] for c in part]
+        assert done == sorted(done) and done[-1] == n
+    assert evaluating[-1][3].startswith(f"{r.top[0]['layout_id']} (")
