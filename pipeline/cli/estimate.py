@@ -381,7 +381,7 @@ def estimate_step(
     if data.get("what_if"):
         out.print(f"WHAT-IF: {data['what_if']}")
     if data.get("teaching"):
-        out.print(f"teaching: {data['teaching']} (a teaching layout, not a runnable job)")
+        out.print(f"teaching example: {data['teaching']}")
 
 
 @estimate_app.command("kv")
