@@ -229,6 +229,9 @@ def training(
     ep_exposed_pass = max(0.0, ep_pass - moe_gemm) if t.get("ep_overlap") else ep_pass
     send = pp_phase.seconds if pp_phase is not None else 0.0
     pp_overlap = bool(t.get("pp_overlap"))
+    # A fully sharded run gathers, frees and reduce-scatters every layer's parameters each micro-batch; the
+    # framework's own time for that (beyond the kernels and the transfers) sits on the critical path.
+    sharded_layer = rates.sharded_layer_overhead_s if zero == 3 and dp > 1 else 0.0
     stage_times = []
     compute_by_stage = []
     for r, n in enumerate(layers):
@@ -236,7 +239,7 @@ def training(
         comm = n * passes * tp_exposed_pass + n * moe_share * 2 * ep_exposed_pass
         sends = 0.0 if pp == 1 or pp_overlap else 2 * v * send
         compute_by_stage.append(c)
-        stage_times.append(c + comm + sends)
+        stage_times.append(c + comm + sends + n * sharded_layer)
     pipe = schedule.step_time(stage_times, mbs, v)
     slow = pipe.slowest_stage
     compute_s = compute_by_stage[slow] * mbs
@@ -336,6 +339,7 @@ def training(
                 "bubble_fraction": pipe.bubble_fraction,
                 "pipeline": pipe.formula,
                 "optimizer_seconds": optimizer_s,
+                "sharded_overhead_seconds": mbs * layers[slow] * sharded_layer,
                 "dp_seconds": dp_total,
                 "dp_exposed_seconds": dp_exposed,
                 "dp_hidden_seconds": dp_total - dp_exposed,

@@ -52,6 +52,7 @@ class Rates:
     memory_fixed_s: float
     decode_step_overhead_s: float
     optimizer_bytes_per_param: float
+    sharded_layer_overhead_s: float
     used: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     what_if: str = ""  # set when a user's --mfu replaced the calibrated GEMM and attention rates
@@ -104,8 +105,15 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         memory_fixed_s=k.memory_fixed_us.value * 1e-6,
         decode_step_overhead_s=k.decode_step_overhead_us.value * 1e-6,
         optimizer_bytes_per_param=k.optimizer_bytes_per_param.value,
+        sharded_layer_overhead_s=k.sharded_layer_overhead_us.value * 1e-6,
     )
-    for name in ("gemm_fixed_us", "memory_fixed_us", "decode_step_overhead_us", "optimizer_bytes_per_param"):
+    for name in (
+        "gemm_fixed_us",
+        "memory_fixed_us",
+        "decode_step_overhead_us",
+        "optimizer_bytes_per_param",
+        "sharded_layer_overhead_us",
+    ):
         n = getattr(k, name)
         out.used.append({"number": f"kernels.{name}", "value": f"{n.value:g}", "status": n.status, "why": _why(n, cal)})
     if entry is None:
