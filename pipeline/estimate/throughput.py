@@ -57,9 +57,15 @@ class Rates:
     missing: list[str] = field(default_factory=list)
     what_if: str = ""  # set when a user's --mfu replaced the calibrated GEMM and attention rates
 
-    def label(self) -> list[str]:
-        """Each calibration number used, with its status: the line every step, TTFT and TPOT carries."""
-        return [f"{u['number']} = {u['value']} [{u['status']}] {u['why']}".rstrip() for u in self.used]
+    def label(self, unused: tuple[str, ...] = ()) -> list[str]:
+        """Each calibration number used, with its status: the line every step, TTFT and TPOT carries. `unused`
+        names the kernel numbers the estimate did not need (a training step has no decode step; a replicated run
+        gathers no layer's parameters)."""
+        return [
+            f"{u['number']} = {u['value']} [{u['status']}] {u['why']}".rstrip()
+            for u in self.used
+            if u["number"] not in unused
+        ]
 
     def time(self, op: Op) -> float:
         """Seconds for one operation (all its `count` kernels)."""

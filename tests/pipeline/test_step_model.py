@@ -215,3 +215,92 @@ def test_every_published_result_is_estimated_and_its_misses_are_named(built_regi
     assert {(r.file, r.result, round(r.ratio, 3)) for r in rows if not r.within} == set()
     mpt = {r.result: r for r in rows if r.file == "mosaicml-llm-foundry-mpt-benchmarks"}
     assert {"h100-7b-4096", "h100-3b-4096"} <= {k for k, r in mpt.items() if r.use == "held-out"}
+
+
+# --- Context parallelism: CP splits each sequence; its K/V ring is a phase of the one decomposition -------------
+
+SMALL = {"params": 50.3e6, "layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 8, "head_dim": 128,
+         "ffn_hidden": 4096, "mlp": "plain", "dtype": "bf16"}  # fmt: skip
+
+
+def _cp_workload(**training):
+    from fabricref.estimate.workloads import Workload
+    from fabricref.formats.workload import ModelShape, Training
+
+    t = {"tp": 1, "pp": 1, "dp": 2, "cp": 2, "micro_batch": 1, "microbatches": 1, "seq_len": 8192,
+         "recompute": "selective", "sequence_parallel": False, **training}  # fmt: skip
+    return Workload(
+        id="cp-test", title="cp", kind="training", model=ModelShape(**SMALL), training=Training(**t),
+        inference=None, targets=("nvidia-dgx-h100",), shares_with=None, path=None,
+    )  # fmt: skip
+
+
+def test_context_parallel_groups_and_kv_ring_in_the_one_decomposition():
+    """Ranks are t + TP·(c + CP·(d + DP·p)): with DP 2 × CP 2 the CP rings are (0, 1) and (2, 3), gradients reduce
+    over all four (DP × CP hold the same weights). The ring moves the whole sequence's K and V per layer (nccl-tests'
+    S = 2 · 8 heads · 128 · 2 B · 8,192 tokens = 32 MiB), three times per layer and micro-batch."""
+    from fabricref.estimate import decompose
+
+    w = _cp_workload()
+    assert w.accelerators == 4
+    comms = {c.phase: c for c in decompose.decompose(w).communications}
+    ring = comms["cp-kv-exchange"]
+    assert ring.parts[0].groups == ((0, 1), (2, 3)) and ring.collective == "all-gather"
+    assert ring.bytes_per_rank == 2 * 8 * 128 * 2 * 8192 == 32 * 2**20
+    assert ring.count == 3 * 4 and ring.overlaps == ""
+    assert comms["dp-all-reduce"].parts[0].groups == ((0, 1, 2, 3),)
+    assert comms["dp-all-reduce"].overlaps == decompose.BACKWARD
+    tp = {c.phase: c for c in decompose.decompose(_cp_workload(tp=2, dp=1)).communications}["tp-all-reduce"]
+    assert tp.parts[0].groups == ((0, 1), (2, 3)) and tp.bytes_per_rank == 4096 * 1024 * 2  # seq/CP tokens
+
+
+class _Phase:
+    def __init__(self, phase: str, total: float, count: int, overlaps: str = "", size: float = 0.0):
+        self.phase, self.total_seconds, self.count, self.overlaps = phase, total, count, overlaps
+        self.seconds, self.bytes_per_rank = total / count, size
+        self.latency_s, self.bandwidth_s, self.queueing_s = 0.0, total / count, 0.0
+
+
+def test_context_parallel_step_and_memory_against_hand_computed_numbers():
+    """A rank holds 4,096 of a sequence's 8,192 tokens: every activation is that of 4,096 tokens (flash attention:
+    134,348,800 B per layer, tensor by tensor below), its queries attend over the whole sequence (causal,
+    load-balanced: 4 · 8 heads · 4,096 · 8,192 · 128 · ½ FLOPs forward), and the K/V ring (1 ms a pass) sits on
+    the critical path: 3 passes × 4 layers = 12 ms exposed, 16 ms with full recompute; overlapped, each pass hides
+    behind its attention kernel."""
+    acc = _acc(80, 3.35e12, 989.4e12)
+    rates = step.rates_for(acc, "bf16", ROOT)
+    shape = flops.from_workload(_cp_workload().model)
+    attn = next(o for o in flops.layer(shape, 1, 4096, cp=2).forward if o.kind == "attention")
+    assert attn.flops == 4 * 8 * 4096 * 8192 * 128 * 0.5
+    tok, h = 4096, 1024
+    per_layer = (
+        2 * 2 * tok * h + 2 * tok * h + 2 * 3 * tok * h + 2 * tok * h + 4 * 8 * tok + 2 * tok * h + 2 * tok * 4096 * 2
+    )
+    assert per_layer == 134_348_800
+
+    phases = [_Phase("cp-kv-exchange", 12e-3, 12), _Phase("dp-all-reduce", 1e-4, 1, "compute", 1e8)]
+    st = step.estimate(_cp_workload(), phases, acc, rates)
+    assert st["memory"]["activations"]["bytes"] == pytest.approx(4 * per_layer)
+    assert st["tokens_per_step"] == 2 * 8192 and st["context_parallel"] == 2
+    assert st["communication_by_phase"]["cp-kv-exchange"]["exposed_seconds"] == pytest.approx(12e-3)
+    assert st["exposed_communication_seconds"] == pytest.approx(12e-3 + st["dp_exposed_seconds"])
+    assert st["tflops_per_accelerator"] == pytest.approx(st["flops_per_step"] / 4 / st["step_seconds"] / 1e12)
+    full = step.estimate(_cp_workload(recompute="full"), phases, acc, rates)
+    assert full["communication_by_phase"]["cp-kv-exchange"]["exposed_seconds"] == pytest.approx(16e-3)
+    hidden = step.estimate(_cp_workload(cp_overlap=True), phases, acc, rates)
+    attention_s = rates.time(attn)
+    assert attention_s == pytest.approx(attn.flops / rates.attention_flops_per_s + rates.gemm_fixed_s)
+    exposed = hidden["communication_by_phase"]["cp-kv-exchange"]["exposed_seconds"]
+    assert exposed == pytest.approx(12 * (1e-3 - attention_s))
+    # The same job without CP holds twice the tokens per rank: twice the activations (flash: linear in tokens).
+    plain = step.estimate(_cp_workload(cp=1, dp=4), [], acc, rates)
+    assert plain["memory"]["activations"]["bytes"] == pytest.approx(2 * 4 * per_layer, rel=1e-3)
+
+
+def test_context_parallel_must_divide_the_sequence():
+    from fabricref.errors import UsageError
+    from fabricref.formats.workload import check_degrees
+
+    w = _cp_workload(cp=3, seq_len=8192)
+    with pytest.raises(UsageError, match=r"at \$\.training\.cp: 3 must divide training\.seq_len = 8192"):
+        check_degrees(w.model, w.training, "workload cp-test")
