@@ -304,3 +304,23 @@ def test_context_parallel_must_divide_the_sequence():
     w = _cp_workload(cp=3, seq_len=8192)
     with pytest.raises(UsageError, match=r"at \$\.training\.cp: 3 must divide training\.seq_len = 8192"):
         check_degrees(w.model, w.training, "workload cp-test")
+
+
+def test_the_cp_ring_is_placed_on_scale_up_or_scale_out_as_its_ranks_lie(built_registry):
+    """On eight DGX H100 (illustrative-h100-64): with TP 8 a CP ring's ranks are 8 apart, one per server, and the
+    ring crosses the NICs; with TP 1 the eight CP ranks of a ring fill one server and stay on NVLink. The step
+    carries the ring's time either way."""
+    from dataclasses import replace
+
+    from fabricref.estimate.traffic import estimate, step_of
+    from fabricref.estimate.view import view_for
+
+    for tp, cp, network in ((8, 2, "scale_out"), (1, 8, "scale_up")):
+        w = replace(_cp_workload(tp=tp, cp=cp, dp=1, seq_len=16384), targets=("illustrative-h100-64",))
+        view = view_for(built_registry, "illustrative-h100-64")
+        r = estimate(built_registry, "illustrative-h100-64", w, 0, view)
+        ring = next(p for p in r.phases if p.phase == "cp-kv-exchange")
+        assert ring.network == network, (tp, cp, ring.network)
+        assert ring.group_size == cp and ring.total_seconds > 0
+        st = step_of(built_registry, view, w, r)
+        assert st["communication_by_phase"]["cp-kv-exchange"]["exposed_seconds"] == pytest.approx(ring.total_seconds)
