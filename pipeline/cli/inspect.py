@@ -11,7 +11,7 @@ import typer
 from rich.tree import Tree
 
 from ..core.citing import READ_VIA_A_COPY, check_text, conflict_text
-from ..core.format import format_field
+from ..core.format import MISSING, format_field
 from ..errors import FabricrefError, UnknownIdError, UsageError
 from .app import app
 from .output import (
@@ -236,7 +236,8 @@ def diff(
     for r in results:
         rows = []
         for c in r["changes"]:
-            st = c["old_status"] if c["old_status"] == c["new_status"] else f"{c['old_status']} → {c['new_status']}"
+            old_status, new_status = (c[k] or MISSING for k in ("old_status", "new_status"))
+            st = old_status if old_status == new_status else f"{old_status} → {new_status}"
             rows.append([c["field"], c["rule"], c["change"], c["old"], c["new"], st])
         title = (
             f"{r['source_id']}: revision {r['from']['revision']} ({r['from']['sha256'][:12]}) → "
