@@ -181,6 +181,23 @@ def unit_of_key(key: str) -> str | None:
     return None
 
 
+# Fields of a network: their byte rates get the bit rate beside them, the family the links are stated in.
+NETWORK_FIELDS = ("scale_up.", "scale_out.", "frontend.", "host")
+
+
+def in_bits(row: dict[str, Any]) -> str | None:
+    """A network field stated as a byte rate (NVLink's 1.8 TB/s), converted to the bit rates its neighbours are
+    stated in ('14.4 Tb/s'), at the digits of its record; None for any other field (the document's own figure
+    stays as it is, beside this)."""
+    unit, number = row.get("unit") or "", row.get("value_number")
+    if number is None or not unit.endswith("B/s") or unit.endswith("iB/s"):
+        return None
+    if not str(row.get("field", "")).startswith(NETWORK_FIELDS):
+        return None
+    digits = max(int(row.get("digits") or 0), 3)  # × 8 is exact: at least the formatter's own three digits
+    return format_quantity(number * 8, unit.removesuffix("B/s") + "b/s", row.get("direction"), digits)
+
+
 def readable(value: Any, key: str = "", direction: str | None = None) -> Any:
     """A result's value for a table: numbers with the unit their key names (`unit_of_key`; a rate `direction`
     as given), `—` for none, yes / no for a flag; dicts and lists keep their shape (sub-tables, `cell`) with every

@@ -295,3 +295,18 @@ def test_json_keeps_the_column_order_of_the_table(built_registry, cli, monkeypat
     keys = list(json.loads(cli(*step, "--json", root=root).out))
     shown = _table_keys(cli(*step, root=root).out)
     assert [k for k in keys if k in shown] == shown
+
+
+def test_a_reference_field_keeps_its_documents_unit_with_the_bit_rate_beside_it(built_registry, cli, monkeypatch):
+    """Seen: TB/s beside Tb/s in one table. A document's figure stays as it states it (NVLink's 1.8 TB/s); a
+    network's byte rate gets the bit rate its neighbours are stated in beside it; memory bandwidth stays bytes."""
+    monkeypatch.setenv("COLUMNS", "400")
+    r = cli("show", "nvidia-gb200-nvl72", root=built_registry.root)
+    assert r.code == 0, r.err
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in r.out.splitlines() if "│" in line}
+    assert rows["scale_up.bandwidth_per_accelerator"] == "1.8 TB/s bidirectional (= 14.4 Tb/s bidirectional)"
+    assert rows["scale_out.nic.speed"] == "400 Gb/s per direction"
+    assert rows["accelerator.memory_bandwidth_total"] == "576 TB/s"
+    data = json.loads(cli("show", "nvidia-gb200-nvl72", "--json", root=built_registry.root).out)
+    (field,) = [f for f in data if f["field"] == "scale_up.bandwidth_per_accelerator"]
+    assert (field["value"], field["unit"]) == (1800.0, "GB/s")  # JSON: the exact number, in the registry's unit
