@@ -310,3 +310,25 @@ def test_a_reference_field_keeps_its_documents_unit_with_the_bit_rate_beside_it(
     data = json.loads(cli("show", "nvidia-gb200-nvl72", "--json", root=built_registry.root).out)
     (field,) = [f for f in data if f["field"] == "scale_up.bandwidth_per_accelerator"]
     assert (field["value"], field["unit"]) == (1800.0, "GB/s")  # JSON: the exact number, in the registry's unit
+
+
+def test_tier_names_are_ascii_identifiers():
+    """Seen: tier names used en dashes, so `WHERE tier = 'NIC-leaf'` silently matched nothing."""
+    from fabricref.estimate.routing import tier_name
+    from fabricref.report.heat import TIER_LABELS, TIER_ORDER
+
+    kinds = ["accelerator", "scale_up_switch", "nic", "leaf", "spine", "core", "cpu", "frontend_switch"]
+    assert all(tier_name(a, b).isascii() for a in kinds for b in kinds)
+    assert (tier_name("leaf", "nic"), tier_name("spine", "core")) == ("NIC-leaf", "spine-core")
+    assert set(TIER_ORDER) == set(TIER_LABELS) and all(t.isascii() for t in TIER_ORDER)  # display names may not be
+
+
+def test_the_shipped_traffic_tables_hold_ascii_tiers_a_user_can_type(cli):
+    root = ROOT  # the checkout's registry as `dvc repro` left it (the traffic tables)
+    sql = "SELECT count(*) AS n FROM traffic_links WHERE tier = 'NIC-leaf'"
+    assert json.loads(cli("query", "--format", "json", sql, root=root).out)[0]["n"] > 0
+    sql = (
+        "SELECT DISTINCT tier FROM (SELECT tier FROM traffic_links UNION ALL SELECT tier FROM traffic) "
+        "WHERE NOT regexp_matches(tier, '^[ -~]*$')"
+    )
+    assert json.loads(cli("query", "--format", "json", sql, root=root).out) == []
