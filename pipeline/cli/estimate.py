@@ -431,10 +431,10 @@ def estimate_workload(
         [
             p["phase"],
             p["collective"],
-            str(p["group_size"]),
+            format_quantity(p["group_size"]),
             f"{p['network']} / {p['tier']}",
             format_quantity(p["bytes_per_rank"], "B"),
-            format_quantity(p["effective_gbps"], "Gb/s") if p["effective_gbps"] else "?",
+            format_quantity(p["effective_gbps"] or None, "Gb/s"),
             format_quantity(p["latency_seconds"], "s"),
             format_quantity(p["bandwidth_seconds"], "s"),
             format_quantity(p["queueing_seconds"], "s"),
@@ -449,9 +449,10 @@ def estimate_workload(
     out.print(data["memory_fit"]["verdict"])
     rv = data["revealing"]
     out.print(
-        f"To make progress on {rv['for']}: {rv['accelerators_per_progress']} accelerators must communicate; "
+        f"To make progress on {rv['for']}: {format_quantity(rv['accelerators_per_progress'])} accelerators must "
+        "communicate; "
         f"{'fits' if rv['fits_in_one_domain'] else 'does not fit'} in one scale-up domain of "
-        f"{rv['scale_up_domain_size']}."
+        f"{format_quantity(rv['scale_up_domain_size'])}."
     )
     for f in data["failures"]:
         out.print(f"failure: {f['failure']}: route {'survives' if f['route_survives'] else 'lost'}; {f['explanation']}")

@@ -297,7 +297,9 @@ def _report(lay: Any, result: Any, path: Path, saved: dict[str, Any] | None, as_
     winner = result.top[0] if result.top else None
     if winner and winner.get("hot_links"):
         links = json.loads(winner["hot_links"])
-        rows = [[x["phase"], f"{x['source']} – {x['target']}", x["tier"], f"{x['utilization']:.2f}"] for x in links]
+        rows = [
+            [x["phase"], f"{x['source']} – {x['target']}", x["tier"], format_quantity(x["utilization"])] for x in links
+        ]
         out.print(make_table("phase", "link", "tier", "utilization", title=f"hot links of {winner['layout_id']}",
                              rows=rows))  # fmt: skip
     for note in result.notes:

@@ -56,7 +56,8 @@ def retrieve(
     policy = FetchPolicy.from_env(max_bytes=max_bytes, proxy=proxy)
     out.print(
         f"refreshing {len(sources)} source(s), {policy.concurrency} at a time, "
-        f"deadline {policy.deadline:g}s per document and {policy.refresh_deadline:g}s overall"
+        f"deadline {format_quantity(policy.deadline, 's')} per document and "
+        f"{format_quantity(policy.refresh_deadline, 's')} overall"
     )
 
     def progress(o: stage.RefreshOutcome, done: int, total: int) -> None:
