@@ -11,13 +11,11 @@ from pathlib import Path
 import duckdb
 import networkx as nx
 import pytest
-from conftest import ROOT
 from fabricref.core.graphs import load_topology
 from fabricref.core.paths import Layout
 
 FORMATS = ["graphml", "node-link"]
 WORKLOAD = "llama8b-fsdp-dp64"  # laid by the traffic stage on illustrative-h100-4096 and meta-style-h100-24576
-SHIPPED = Layout(ROOT)  # the checkout's registry as `dvc repro` (or `dvc pull`) left it: it has the traffic tables
 
 
 def _read(path: Path, fmt: str) -> nx.Graph:
@@ -58,9 +56,9 @@ def test_a_shortest_path_over_compute_links_never_crosses_the_frontend(built_reg
     assert any(back.nodes[n]["kind"] == "frontend_switch" for n in naive)  # what the flag prevents
 
 
-def _traffic_bytes(tid: str, workload: str) -> float:
+def _traffic_bytes(shipped: Layout, tid: str, workload: str) -> float:
     """Σ over the workload's phases of each link's bytes both ways × the phase's count, from the tables."""
-    traffic = SHIPPED.registry_dir / "traffic"
+    traffic = shipped.registry_dir / "traffic"
     con = duckdb.connect()
     (total,) = con.execute(
         f"SELECT sum((l.bytes_forward + l.bytes_reverse) * t.count) FROM '{traffic / 'traffic_links.parquet'}' l "
@@ -72,9 +70,10 @@ def _traffic_bytes(tid: str, workload: str) -> float:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_workloads_bytes_and_time_share_are_edge_attributes(cli, tmp_path, fmt):
+def test_a_workloads_bytes_and_time_share_are_edge_attributes(built_pipeline, cli, tmp_path, fmt):
+    shipped = Layout(built_pipeline)  # a clone run through `dvc repro`: it has the traffic tables
     tid = "illustrative-h100-4096"
-    back = _export(cli, tmp_path, SHIPPED.root, tid, fmt, "--workload", WORKLOAD)
+    back = _export(cli, tmp_path, shipped.root, tid, fmt, "--workload", WORKLOAD)
     assert back.graph["workload"] == WORKLOAD and back.graph["workload_seconds"] > 0
     edges = list(back.edges(data=True))
     assert all(
@@ -82,20 +81,21 @@ def test_a_workloads_bytes_and_time_share_are_edge_attributes(cli, tmp_path, fmt
         and 0 <= d["workload_time_share"] <= 1
         for _a, _b, d in edges
     )
-    assert sum(d["workload_bytes"] for *_, d in edges) == pytest.approx(_traffic_bytes(tid, WORKLOAD))
+    assert sum(d["workload_bytes"] for *_, d in edges) == pytest.approx(_traffic_bytes(shipped, tid, WORKLOAD))
     busy = [d for *_, d in edges if d["workload_bytes"] > 0]
     assert busy and all(d["workload_time_share"] > 0 and d["compute_path"] for d in busy)
     assert not any(d["workload_bytes"] for *_, d in edges if d["network"] == "frontend")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_large_cluster_exports_aggregated_tier_by_pod(cli, tmp_path, fmt):
+def test_a_large_cluster_exports_aggregated_tier_by_pod(built_pipeline, cli, tmp_path, fmt):
+    shipped = Layout(built_pipeline)
     """Seen: the 24,576-GPU GraphML was 143 MB and took 50 s to read; aggregated it is a few dozen nodes that
     keep every part, every link and every byte."""
     tid = "meta-style-h100-24576"
-    back = _export(cli, tmp_path, SHIPPED.root, tid, fmt, "--workload", WORKLOAD, "--aggregate")
+    back = _export(cli, tmp_path, shipped.root, tid, fmt, "--workload", WORKLOAD, "--aggregate")
     assert (tmp_path / f"{tid}.{fmt}").stat().st_size < 1_000_000
-    full = load_topology(SHIPPED, tid).graph
+    full = load_topology(shipped, tid).graph
     assert back.number_of_nodes() < 500
     assert sum(d["parts"] for _n, d in back.nodes(data=True)) == full.number_of_nodes()
     for key, of in (("links", "links"), ("weight", "bandwidth_gbps")):  # (None where the registry has none)
@@ -103,7 +103,9 @@ def test_a_large_cluster_exports_aggregated_tier_by_pod(cli, tmp_path, fmt):
             sum(d[of] or 0 for *_, d in full.edges(data=True))
         )
     assert sum(d["edges"] for *_, d in back.edges(data=True)) == full.number_of_edges()
-    assert sum(d["workload_bytes"] for *_, d in back.edges(data=True)) == pytest.approx(_traffic_bytes(tid, WORKLOAD))
+    assert sum(d["workload_bytes"] for *_, d in back.edges(data=True)) == pytest.approx(
+        _traffic_bytes(shipped, tid, WORKLOAD)
+    )
     pods = {d["pod"] for _n, d in back.nodes(data=True) if "pod" in d}
     assert len(pods) == len({d["pod"] for _n, d in full.nodes(data=True) if "pod" in d}) > 1
     assert back.has_edge("pod0/leaf", "pod0/spine") and back.has_edge("pod0/nic-scale_out", "pod0/leaf")
@@ -111,8 +113,9 @@ def test_a_large_cluster_exports_aggregated_tier_by_pod(cli, tmp_path, fmt):
     assert frontend and not any(d["compute_path"] for d in frontend)
 
 
-def test_a_workload_the_traffic_stage_did_not_lay_there_is_bad_usage_naming_those_it_did(cli):
-    r = cli("export", "graph", "nvidia-dgx-h100", "--workload", WORKLOAD, root=SHIPPED.root)
+def test_a_workload_the_traffic_stage_did_not_lay_there_is_bad_usage_naming_those_it_did(built_pipeline, cli):
+    shipped = Layout(built_pipeline)
+    r = cli("export", "graph", "nvidia-dgx-h100", "--workload", WORKLOAD, root=shipped.root)
     assert r.code == 2 and "llama70b-serve-aggregated" in r.err and WORKLOAD in r.err, r.err
     assert r.out == ""
 

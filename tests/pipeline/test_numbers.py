@@ -323,8 +323,8 @@ def test_tier_names_are_ascii_identifiers():
     assert set(TIER_ORDER) == set(TIER_LABELS) and all(t.isascii() for t in TIER_ORDER)  # display names may not be
 
 
-def test_the_shipped_traffic_tables_hold_ascii_tiers_a_user_can_type(cli):
-    root = ROOT  # the checkout's registry as `dvc repro` left it (the traffic tables)
+def test_the_shipped_traffic_tables_hold_ascii_tiers_a_user_can_type(built_pipeline, cli):
+    root = built_pipeline  # a clone run through `dvc repro`: it has the traffic tables
     sql = "SELECT count(*) AS n FROM traffic_links WHERE tier = 'NIC-leaf'"
     assert json.loads(cli("query", "--format", "json", sql, root=root).out)[0]["n"] > 0
     sql = (
