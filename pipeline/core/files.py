@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FabricrefError, UsageError
+from .deadline import critical
 
 _UMASK_LOCK = threading.Lock()
 
@@ -218,11 +219,12 @@ class Transaction:
         try:
             for _staged, target in self.staged:
                 target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(self.root / JOURNAL, canonical_json({"rename": rel}))
         except OSError as exc:
             raise FabricrefError(f"cannot write {self.root / JOURNAL}: {exc.strerror}") from exc
-        self.staged = []
-        _finish(self.root, rel)
+        with critical():  # the commit point and the renames after it: a time limit waits for them
+            atomic_write_bytes(self.root / JOURNAL, canonical_json({"rename": rel}))
+            self.staged = []
+            _finish(self.root, rel)
 
     def abort(self) -> None:
         self.staged = []
@@ -274,7 +276,8 @@ def recover(root: Path) -> None:
                 f"{journal}: an interrupted write left a journal that cannot be read ({exc}); compare the files it "
                 "names with git and remove it"
             ) from exc
-        _finish(root, entries)
+        with critical():
+            _finish(root, entries)
     staging = root / STAGING
     if staging.is_dir():
         for leftover in staging.iterdir():
