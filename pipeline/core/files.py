@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import FabricrefError, UsageError
 from .deadline import critical
+from .paths import contained
 
 _UMASK_LOCK = threading.Lock()
 
@@ -44,6 +45,7 @@ def new_file_mode() -> int:
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write via a temporary file in the same directory and rename it over the target. The file gets `mode`
     if given (the snapshot store passes read-only modes), else the mode the user's umask gives new files."""
+    contained(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -107,6 +109,7 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
     a FIFO (would block), a device (`/dev/zero` never ends), a directory, or a file the kernel makes up as it
     is read (`/proc/self/environ` says 0 bytes and holds the environment) is refused, naming the file and `what`
     was expected. The content is never put into a message."""
+    contained(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:

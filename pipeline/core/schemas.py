@@ -116,6 +116,9 @@ def _read_text(path: Path, what: str) -> str:
     import os
     import stat
 
+    from .paths import contained
+
+    contained(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
