@@ -17,7 +17,7 @@ from . import step as step_model
 from .calibration import load_calibration
 from .choices import StepChoices, load_step_choices
 from .cost import Phase, phases
-from .decompose import decompose
+from .decompose import BACKWARD, decompose
 from .loads import RoutedPhase
 from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
@@ -57,7 +57,7 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
     result_phases, routed = phases(view, workload, view.calibration or load_calibration(lay.root), offset)
     failures: list[dict[str, Any]] = []
     # The failure scenarios follow the data-parallel group (the traffic that crosses the fabric).
-    dp = next((c for c in decompose(workload).communications if c.phase.startswith("dp-")), None)
+    dp = next((c for c in decompose(workload).communications if c.overlaps == BACKWARD), None)
     if view.summary["nodes_by_kind"].get("leaf") and dp is not None:
         accs = rank_accelerators(view.g, workload, offset)
         peers = [accs[r] for r in dp.group]
@@ -84,12 +84,14 @@ def step_estimate(
     return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
 
 
-def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
+def step_of(
+    lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None, views: Views | None = None
+) -> dict[str, Any]:
     """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
     choice of params.yaml (`step.memory_headroom`) and the throughput calibration; an `mfu` given here is a
-    labelled what-if replacing the calibrated GEMM rates."""
-    acc = step_model.accelerator(load_facts(lay, view.reference))
-    choices = load_step_choices(lay.root)
+    labelled what-if replacing the calibrated GEMM rates. `views`: the facts and choices its run has read."""
+    acc = views.accelerator(view.reference) if views else step_model.accelerator(load_facts(lay, view.reference))
+    choices = views.choices if views else load_step_choices(lay.root)
     rates = step_model.rates_for(acc, workload.model.dtype, lay.root, mfu)
     return step_model.estimate(workload, result.phases, acc, rates, choices.memory_headroom)
 
