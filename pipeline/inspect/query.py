@@ -102,8 +102,9 @@ def stream(
 
     The statement runs in a forked child whose address space is limited to what it had plus the memory limit
     (and some slack): an allocation DuckDB's memory_limit does not count fails there, not in this process. The
-    time limit covers the fetching too: the child is killed when it passes. A result over the row cap raises
-    QueryError before the batch that crosses it is handed out."""
+    time limit covers the query, fetching included, and not the caller's handling of the batches (a slow disk or
+    terminal): it counts the time spent waiting for the child, which is killed when it passes. A result over the
+    row cap raises QueryError before the batch that crosses it is handed out."""
     limits = (limits or Limits()).checked()
     child = _Child(lay, sql, limits, batch_rows)
     try:
@@ -128,7 +129,7 @@ class _Child:
 
     def __init__(self, lay: Layout, sql: str, limits: Limits, batch_rows: int) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.timeout
+        self.left = limits.timeout  # the time limit counts only the waits for the child, never the reader's writing
         self.read_fd, write_fd = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -151,8 +152,9 @@ class _Child:
 
     def _read(self, size: int) -> bytes:
         while len(self.buffer) < size:
-            left = self.deadline - time.monotonic()
-            ready = select.select([self.read_fd], [], [], max(0.0, left))[0] if left > 0 else []
+            started = time.monotonic()
+            ready = select.select([self.read_fd], [], [], self.left)[0] if self.left > 0 else []
+            self.left -= time.monotonic() - started
             if not ready:
                 self.close()
                 raise QueryError(
