@@ -1,4 +1,5 @@
-"""`fabricref query` output: a table shows the first rows and says how many more; csv and json print all."""
+"""`fabricref query` output: a table shows the first rows and says how many more; csv and json stream every row
+(or --limit's first), whole to --output or ending with an error record on stdout."""
 
 from __future__ import annotations
 
