@@ -114,14 +114,14 @@ def test_the_time_limit_counts_the_query_not_a_slow_reader(built_registry):
 
     from fabricref.inspect import query as querying
 
-    sql = "SELECT i FROM range(100000) t(i) ORDER BY i"
+    sql = "SELECT i FROM range(60000) t(i) ORDER BY i"
     got = []
     # Batches larger than a pipe's buffer, so the query waits for the reader between them.
-    with querying.stream(built_registry, sql, querying.Limits(timeout=1.0), batch_rows=20_000) as (_, batches):
+    with querying.stream(built_registry, sql, querying.Limits(timeout=4.0), batch_rows=20_000) as (_, batches):
         for batch in batches:
-            time.sleep(0.4)  # 2 s of writing in all, past the 1 s limit
+            time.sleep(2.0)  # 6 s of writing in all, past the 4 s limit (the query itself takes well under it)
             got += [r[0] for r in batch]
-    assert got == list(range(100000))
+    assert got == list(range(60000))
 
 
 BIG = "SELECT i FROM range(25000) t(i) ORDER BY i"  # three batches: the cap below is crossed by the second
