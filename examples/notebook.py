@@ -5,7 +5,7 @@ Run it from a checkout whose registry is built (`dvc repro` or `dvc pull`), or s
 
 import fabricref
 
-# 1. The registry: a read-only DuckDB connection (`.df()` gives pandas, `.pl()` polars, if installed).
+# 1. The registry: a read-only DuckDB connection (`con.sql(query).df()` gives pandas, `.pl()` polars, if installed).
 with fabricref.registry() as con:
     rows = con.execute(
         "SELECT reference_id, value_number, unit, direction, status FROM fields "

@@ -4,6 +4,7 @@ run a stage."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,6 +27,7 @@ from .output import (
     print_json_rows,
     strict,
     write_csv_batches,
+    written_whole,
 )
 
 # Rows `fabricref query` shows as a table unless --limit says otherwise.
@@ -140,18 +142,27 @@ def query(
     threads: Annotated[int, typer.Option("--threads", help="DuckDB worker threads.")] = 2,
     max_rows: Annotated[int, typer.Option("--max-rows", help="Refuse results with more rows than this.")] = 1_000_000,
     limit: Annotated[
-        int, typer.Option("--limit", help="Rows shown by --format table (csv and json print every row).")
-    ] = TABLE_ROWS,
+        int | None,
+        typer.Option("--limit", help=f"At most this many rows (default: {TABLE_ROWS} in a table, all in csv/json)."),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Write to this file, whole or not at all (a failed query leaves no file)."),
+    ] = None,
     root: RootOpt = None,
 ) -> None:
-    """Query the registry with SQL, read-only: one SELECT, under a time, memory and row limit."""
+    """Query the registry with SQL, read-only: one SELECT, under a time, memory and row limit.
+
+    csv and json stream every row (or --limit's first); a query that fails midway ends stdout with an error record
+    (`{"error": ..., "complete": false}`, or a `# error:` line), and --output writes a temporary file renamed into
+    place only when the result is complete."""
     from ..inspect import query as querying
 
     limits = querying.Limits(timeout=timeout, memory_limit=memory_limit, threads=threads, max_rows=max_rows).checked()
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"--format {fmt!r}: expected table, csv or json")
-    if limit < 1:
+    if limit is not None and limit < 1:
         raise UsageError(f"--limit {limit}: expected at least 1")
     if (sql is None) == (file is None):
         raise UsageError("give either SQL or --file, not both or neither")
@@ -159,23 +170,46 @@ def query(
     if file is not None:
         sql = querying.saved_query(file if file.is_absolute() or file.exists() else lay.root / file)
     assert sql is not None
-    with querying.quiet_errors(file), querying.stream(lay, sql, limits) as (columns, batches):
-        if fmt == "csv":
-            write_csv_batches(columns, batches)
-        elif fmt == "json":
-            print_json_rows(columns, batches)
-        else:
-            # A terminal table of 270,000 rows takes minutes to lay out and nobody reads it: show the first rows
-            # and say how many more there are (on stderr, so stdout stays the table). The rest is only counted.
-            shown: list[tuple[Any, ...]] = []
-            more = 0
-            for batch in batches:
-                room = limit - len(shown)
-                shown += batch[:room]
-                more += max(0, len(batch) - room)
-            emit(columns, shown, as_json=False)
+    with (
+        querying.quiet_errors(file),
+        querying.stream(lay, sql, limits) as (columns, batches),
+        written_whole(output),
+    ):
+        if fmt != "table":
+            more: list[bool] = []
+            first = _first_rows(batches, limit, more)
+            (write_csv_batches if fmt == "csv" else print_json_rows)(columns, first)
             if more:
-                print(f"{more:,} more rows; use --limit or --format csv/json", file=sys.stderr)
+                print(f"stopped at --limit {limit} rows: the query returns more", file=sys.stderr)
+            return
+        # A terminal table of 270,000 rows takes minutes to lay out and nobody reads it: show the first rows
+        # and say how many more there are (on stderr, so stdout stays the table). The rest is only counted.
+        shown: list[tuple[Any, ...]] = []
+        rest = 0
+        for batch in batches:
+            room = (limit or TABLE_ROWS) - len(shown)
+            shown += batch[:room]
+            rest += max(0, len(batch) - room)
+        emit(columns, shown, as_json=False)
+        if rest:
+            print(f"{rest:,} more rows; use --limit or --format csv/json", file=sys.stderr)
+
+
+def _first_rows(
+    batches: Iterator[list[tuple[Any, ...]]], limit: int | None, more: list[bool]
+) -> Iterator[list[tuple[Any, ...]]]:
+    """The batches up to `limit` rows (all of them when None); `more` gets True when rows were left out. The rest
+    is never fetched."""
+    left = limit
+    for batch in batches:
+        if left is not None and len(batch) > left:
+            if left:
+                yield batch[:left]
+            more.append(True)
+            return
+        if left is not None:
+            left -= len(batch)
+        yield batch
 
 
 @app.command()

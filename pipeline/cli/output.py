@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
+import os
 import sys
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..core.files import new_file_mode
 from ..core.format import MISSING, format_quantity
 from ..core.paths import Layout, layout, settle
 from ..core.text import json_ascii, json_safe, visible
@@ -291,11 +295,16 @@ def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    for batch in batches:
-        writer.writerows([csv_cell(v) for v in row] for row in batch)
+    try:
+        for batch in batches:
+            writer.writerows([csv_cell(v) for v in row] for row in batch)
+            sys.stdout.write(buf.getvalue())
+            buf.seek(0)
+            buf.truncate()
+    except FabricrefError as exc:  # rows written cannot be taken back: the last line says they are not all
+        writer.writerow([f"# error: incomplete result: {exc}"])
         sys.stdout.write(buf.getvalue())
-        buf.seek(0)
-        buf.truncate()
+        raise
     sys.stdout.write(buf.getvalue())
 
 
@@ -322,11 +331,43 @@ def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]
     whole list (NaN / infinity as null, as `strict` makes them)."""
     first = True
     ascii_only = not encodes_unicode(sys.stdout)
-    for batch in batches:
-        parts = []
-        for row in batch:
-            parts.append(("[\n" if first else ",\n") + _json_row(strict(dict(zip(columns, row, strict=True)))))
-            first = False
-        text = json_safe("".join(parts))
+    try:
+        for batch in batches:
+            parts = []
+            for row in batch:
+                parts.append(("[\n" if first else ",\n") + _json_row(strict(dict(zip(columns, row, strict=True)))))
+                first = False
+            text = json_safe("".join(parts))
+            sys.stdout.write(json_ascii(text) if ascii_only else text)
+    except FabricrefError as exc:  # still valid JSON: its last record says the rows are not all
+        record = f'  {{"error": {_FLAT.encode(f"incomplete result: {exc}")}, "complete": false}}'
+        text = json_safe(("[\n" if first else ",\n") + record + "\n]\n")
         sys.stdout.write(json_ascii(text) if ascii_only else text)
+        raise
     sys.stdout.write("[]\n" if first else "\n]\n")
+
+
+@contextlib.contextmanager
+def written_whole(path: Path | None) -> Iterator[None]:
+    """stdout as it is (None), or stdout sent to a temporary file beside `path` that replaces `path` once the
+    block completes: an error midway leaves no half file, and whatever was at `path` as it was."""
+    if path is None:
+        yield
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise FabricrefError(f"--output {path}: cannot write there ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            os.fchmod(fd, new_file_mode())
+            with contextlib.redirect_stdout(handle):
+                yield
+            handle.flush()
+            os.fsync(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise FabricrefError(f"--output {path}: cannot write there ({exc.strerror})") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

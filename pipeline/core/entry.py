@@ -7,6 +7,7 @@ same library functions; they are for people, DVC runs these.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -29,7 +30,7 @@ def run_stage(work: Callable[..., str]) -> NoReturn:
             with checkout_lock(lay.root):
                 message = work(lay)
     except FabricrefError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {exc}\n{_under_dvc()}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -42,3 +43,15 @@ def run_stage(work: Callable[..., str]) -> NoReturn:
         sys.exit(1)
     sys.stdout.write(message + "\n")
     sys.exit(0)
+
+
+def _under_dvc() -> str:
+    """What to run after a stage DVC ran has failed: DVC removed the stage's outputs before running it (files git
+    tracks are outputs of stages that did not run), and `dvc exp run -S` left its value in params.yaml."""
+    stage = os.environ.get("DVC_STAGE")
+    if not stage:
+        return ""
+    return (
+        f"the workspace is as it was but for what DVC removed before running {stage}: fix the cause and rerun, or "
+        "put it all back with `git checkout -- params.yaml && dvc checkout` (undoing a `dvc exp run -S`)\n"
+    )

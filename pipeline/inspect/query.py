@@ -12,17 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import multiprocessing
 import os
-import pickle
 import re
 import resource
-import select
 import signal
-import struct
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,8 +100,9 @@ def stream(
 
     The statement runs in a forked child whose address space is limited to what it had plus the memory limit
     (and some slack): an allocation DuckDB's memory_limit does not count fails there, not in this process. The
-    time limit covers the fetching too: the child is killed when it passes. A result over the row cap raises
-    QueryError before the batch that crosses it is handed out."""
+    time limit covers the query, fetching included, and not the caller's handling of the batches (a slow disk or
+    terminal): it counts the time spent waiting for the child, which is killed when it passes. A result over the
+    row cap raises QueryError before the batch that crosses it is handed out."""
     limits = (limits or Limits()).checked()
     child = _Child(lay, sql, limits, batch_rows)
     try:
@@ -124,51 +123,43 @@ def stream(
 
 
 class _Child:
-    """The forked process running one query, and the pipe its messages come back on."""
+    """The forked process running one query, and the pipe its messages (pickled (kind, payload)) come back on."""
 
     def __init__(self, lay: Layout, sql: str, limits: Limits, batch_rows: int) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.timeout
-        self.read_fd, write_fd = os.pipe()
+        self.left = limits.timeout  # the time limit counts only the waits for the child, never the reader's writing
+        self.conn, sender = multiprocessing.Pipe(duplex=False)
         sys.stdout.flush()
         sys.stderr.flush()
         try:
             self.pid = os.fork()
         except OSError as exc:
-            os.close(self.read_fd)
-            os.close(write_fd)
+            self.conn.close()
+            sender.close()
             raise FabricrefError(f"cannot start the query process: {exc.strerror}") from None
         if self.pid == 0:
             code = 1
             try:
-                os.close(self.read_fd)
-                _serve(lay, sql, limits, batch_rows, write_fd)
+                self.conn.close()
+                _serve(lay, sql, limits, batch_rows, sender.send)
                 code = 0
             finally:
                 os._exit(code)
-        os.close(write_fd)
-        self.buffer = bytearray()
-
-    def _read(self, size: int) -> bytes:
-        while len(self.buffer) < size:
-            left = self.deadline - time.monotonic()
-            ready = select.select([self.read_fd], [], [], max(0.0, left))[0] if left > 0 else []
-            if not ready:
-                self.close()
-                raise QueryError(
-                    f"query stopped after {self.limits.timeout:g} s (the time limit); raise it with --timeout SECONDS"
-                )
-            chunk = os.read(self.read_fd, max(65536, size - len(self.buffer)))
-            if not chunk:
-                raise self._died()
-            self.buffer += chunk
-        out = bytes(self.buffer[:size])
-        del self.buffer[:size]
-        return out
+        sender.close()
 
     def receive(self) -> tuple[str, Any]:
-        (size,) = _LENGTH.unpack(self._read(_LENGTH.size))
-        kind, payload = pickle.loads(self._read(size))  # our own child's bytes, over our own pipe
+        started = time.monotonic()
+        if not (self.left > 0 and self.conn.poll(self.left)):
+            self.close()
+            raise QueryError(
+                f"query stopped after {self.limits.timeout:g} s (the time limit); raise it with --timeout SECONDS"
+            )
+        try:
+            kind, payload = self.conn.recv()  # our own child's pickles, over our own pipe
+        except EOFError:
+            raise self._died() from None
+        finally:
+            self.left -= time.monotonic() - started
         if kind == "error":
             exc_type, message = payload
             raise {"usage": UsageError, "query": QueryError}.get(exc_type, FabricrefError)(message)
@@ -183,37 +174,20 @@ class _Child:
         )
 
     def _died(self) -> FabricrefError:
-        status = self._wait()
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGABRT, signal.SIGSEGV, signal.SIGKILL):
             # Out of address space, C++ aborts (std::bad_alloc uncaught) or the kernel kills: the memory limit.
             return self._memory_error()
         return QueryError(f"the query process ended without an answer (wait status {status})")
 
-    def _wait(self) -> int:
-        if not self.pid:
-            return 0
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
-        return status
-
     def close(self) -> None:
         if self.pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-            self._wait()
-        if self.read_fd >= 0:
-            os.close(self.read_fd)
-            self.read_fd = -1
-
-
-_LENGTH = struct.Struct("<Q")
-
-
-def _send(fd: int, kind: str, payload: Any = None) -> None:
-    data = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
-    data = _LENGTH.pack(len(data)) + data
-    while data:
-        data = data[os.write(fd, data) :]
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+        self.conn.close()
 
 
 def _vm_size() -> int:
@@ -228,7 +202,7 @@ def _vm_size() -> int:
     return 0
 
 
-def _serve(lay: Layout, sql: str, limits: Limits, batch_rows: int, fd: int) -> None:
+def _serve(lay: Layout, sql: str, limits: Limits, batch_rows: int, send: Callable[[Any], None]) -> None:
     """The child: limit the address space, check and run the statement, send the columns, batches, the end."""
     try:
         base = _vm_size()
@@ -241,7 +215,7 @@ def _serve(lay: Layout, sql: str, limits: Limits, batch_rows: int, fd: int) -> N
             statement = _statement(con, tables, sql, limits, lay)
             with _reported():
                 cursor = con.execute(statement)
-            _send(fd, "columns", [d[0] for d in cursor.description] if cursor.description else [])
+            send(("columns", [d[0] for d in cursor.description] if cursor.description else []))
             seen = 0
             while True:
                 with _reported():
@@ -253,20 +227,18 @@ def _serve(lay: Layout, sql: str, limits: Limits, batch_rows: int, fd: int) -> N
                     raise QueryError(
                         f"the query returns more than {limits.max_rows:,} rows; add a LIMIT or raise --max-rows"
                     )
-                _send(fd, "rows", batch)
-            _send(fd, "end")
+                send(("rows", batch))
+            send(("end", None))
         finally:
             con.close()
-    except _OutOfMemory:
-        _send(fd, "oom")
-    except MemoryError:
-        _send(fd, "oom")
+    except (_OutOfMemory, MemoryError):
+        send(("oom", None))
     except UsageError as exc:
-        _send(fd, "error", ("usage", str(exc)))
+        send(("error", ("usage", str(exc))))
     except FabricrefError as exc:
-        _send(fd, "error", ("query", str(exc)))
+        send(("error", ("query", str(exc))))
     except BaseException:
-        _send(fd, "error", ("other", f"the query process failed:\n{traceback.format_exc()}"))
+        send(("error", ("other", f"the query process failed:\n{traceback.format_exc()}")))
 
 
 class _OutOfMemory(Exception):

@@ -16,7 +16,7 @@ from ..estimate import step as step_model
 from ..estimate.traffic import Views, estimate, sharing
 from ..estimate.workloads import Workload, find_workload
 from . import comparison, plots
-from .tables import LINK_KEYS, WORKLOAD_TABLES, run_combine, traffic_dir, write_sharing, write_workload
+from .tables import LINK_KEYS, WORKLOAD_TABLES, run_combine, traffic_dir, workload_dir, write_sharing, write_workload
 
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
 
@@ -32,10 +32,10 @@ def _number(value: Any) -> float | int | None:
 
 
 # The metrics DVC shows (`dvc metrics show` prints one row per file, one column per key): one small file per
-# workload and target, metrics/<workload>/<target>.json, with short keys that carry their unit (s: seconds, gb:
-# 1e9 bytes; util: a fraction of capacity), so the table stays narrow (the memory per rank is a column of
-# traffic_workloads; free_gb carries the fit). The full-precision figures and the words are
-# columns of traffic_workloads.
+# workload and target, metrics/<workload>/<target>.json (the `traffic` stage writes them from the parts), with short
+# keys that carry their unit (s: seconds, gb: 1e9 bytes; util: a fraction of capacity), so the table stays narrow
+# (the memory per rank is a column of traffic_workloads; free_gb carries the fit). The full-precision figures and
+# the words are columns of traffic_workloads.
 METRICS = {
     "step_s": "step_seconds",  # a training step; for inference, one request (TTFT + output × TPOT)
     "ttft_s": "ttft_seconds",
@@ -192,7 +192,7 @@ def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> s
     written as its part of the tables and its metrics."""
     tables, metrics = workload_result(lay, workload_id, views)
     write_workload(lay, workload_id, tables, metrics)
-    return f"estimated {workload_id} on {len(metrics)} target(s) into {lay.relative(traffic_dir(lay))}/ and metrics/"
+    return f"estimated {workload_id} on {len(metrics)} target(s) into {lay.relative(workload_dir(lay, workload_id))}/"
 
 
 def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> str:

@@ -1,12 +1,14 @@
 """The traffic stage's tables: their columns and sort order, where each stage of the traffic work writes its part,
 and the combine step that joins the parts into the tables every reader knows (registry/traffic/<table>.parquet).
 
-Each workload's stage writes its rows of WORKLOAD_TABLES under registry/traffic/workloads/<id>/, each sharing pair's
-stage its rows of traffic_sharing as registry/traffic/sharing/<id>.parquet; `combine` writes each table from its
-parts, sorted on the table's key (one row per key), so the bytes do not depend on which part was written when."""
+Each workload's stage writes its rows of WORKLOAD_TABLES and its metrics under registry/traffic/workloads/<id>/,
+each sharing pair's stage its rows of traffic_sharing as registry/traffic/sharing/<id>.parquet; `combine` writes
+each table from its parts, sorted on the table's key (one row per key), so the bytes do not depend on which part was
+written when, and metrics/ from the workloads' metrics."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..core.files import atomic_write_bytes, canonical_json
@@ -132,24 +134,48 @@ def sharing_path(lay: Layout, workload_id: str) -> Path:
     return traffic_dir(lay) / "sharing" / f"{workload_id}.parquet"
 
 
-def metrics_dir(lay: Layout, workload_id: str) -> Path:
-    return lay.root / "metrics" / workload_id
+# A workload's metrics in its part ({target: numbers}): the `traffic` stage writes them out as metrics/. The git-tracked
+# metrics files are that stage's output, not the workload stage's, because DVC removes a stage's outputs before it
+# runs it: a workload stage that fails (a knob set to a value it refuses, `dvc exp run -S`) then removes only its
+# part, which `dvc checkout` restores, and the combining stage, which runs only when every part is written, never
+# starts.
+PART_METRICS = "metrics.json"
+
+
+def metrics_dir(lay: Layout) -> Path:
+    return lay.root / "metrics"
 
 
 def write_workload(
     lay: Layout, workload_id: str, tables: dict[str, list[tuple]], metrics: dict[str, dict[str, float | int]]
 ) -> None:
-    """A workload's part (one Parquet file per table) and metrics/<workload>/<target>.json, what was there before
-    removed first (a target the workload no longer names must not linger)."""
+    """A workload's part: one Parquet file per table and its metrics per target, what was there before removed
+    first (a target the workload no longer names must not linger)."""
     out = workload_dir(lay, workload_id)
-    for directory in (out, metrics_dir(lay, workload_id)):
-        for stale in sorted(directory.glob("*")) if directory.is_dir() else []:
-            stale.unlink()
+    for stale in sorted(out.glob("*")) if out.is_dir() else []:
+        stale.unlink()
     with table_writer(out, {name: TABLES[name] for name in WORKLOAD_TABLES}) as add:
         for name in WORKLOAD_TABLES:
             add(name, tables[name])
-    for target, numbers in sorted(metrics.items()):
-        atomic_write_bytes(metrics_dir(lay, workload_id) / f"{target}.json", canonical_json(numbers))
+    atomic_write_bytes(out / PART_METRICS, canonical_json(dict(sorted(metrics.items()))))
+
+
+def write_metrics(lay: Layout, workload_ids: list[str]) -> int:
+    """metrics/<workload>/<target>.json from the workloads' parts (`dvc metrics show` prints one row per file, one
+    column per key); any other file there is removed. Returns how many files it wrote."""
+    root = metrics_dir(lay)
+    wanted: dict[Path, bytes] = {}
+    for wid in workload_ids:
+        numbers = json.loads((workload_dir(lay, wid) / PART_METRICS).read_text(encoding="utf-8"))
+        wanted |= {root / wid / f"{target}.json": canonical_json(n) for target, n in sorted(numbers.items())}
+    for stale in sorted(root.rglob("*"), reverse=True) if root.is_dir() else []:
+        if stale.is_file() and stale not in wanted:
+            stale.unlink()
+        elif stale.is_dir() and not any(stale.iterdir()):
+            stale.rmdir()
+    for path, data in wanted.items():
+        atomic_write_bytes(path, data)
+    return len(wanted)
 
 
 def write_sharing(lay: Layout, workload_id: str, rows: list[tuple]) -> Path:
@@ -167,11 +193,12 @@ def _shares_with(path: Path) -> str | None:
 def parts(lay: Layout) -> dict[str, list[Path]]:
     """Every table's parts, for the shipped workloads (models/workloads/) in id order: a workload no longer there is
     left out, a missing part is an error naming what writes it."""
-    found: dict[str, list[Path]] = {name: [] for name in TABLES}
+    found: dict[str, list[Path]] = {name: [] for name in [*TABLES, PART_METRICS]}
     for path in workload_paths(lay):
         wid = path.stem
         for name in WORKLOAD_TABLES:
             found[name].append(workload_dir(lay, wid) / f"{name}.parquet")
+        found[PART_METRICS].append(workload_dir(lay, wid) / PART_METRICS)
         if _shares_with(path):
             found["traffic_sharing"].append(sharing_path(lay, wid))
     missing = sorted(lay.relative(p) for ps in found.values() for p in ps if not p.is_file())
@@ -188,10 +215,12 @@ def combine(lay: Layout) -> dict[str, int]:
     by a changed number), the caveats and the plot data of the phases and links. Returns the rows per table."""
     out = traffic_dir(lay)
     counts = {}
-    for name, paths in parts(lay).items():
+    found = parts(lay)
+    for name in TABLES:
         columns, order = TABLES[name]
-        counts[name] = concat_tables(out, name, columns, order, paths)
+        counts[name] = concat_tables(out, name, columns, order, found[name])
     remove_stale(out, TABLES)
+    write_metrics(lay, [p.parent.name for p in found[PART_METRICS]])
     write_schema(out)
     from . import plots
 
@@ -213,4 +242,7 @@ def caveats(tables: Tables) -> list[str]:
 def run_combine(lay: Layout) -> str:
     """`python -m fabricref.traffic combine` (the DVC stage `traffic`): the tables every reader knows."""
     counts = combine(lay)
-    return f"combined {counts['traffic_workloads']} workload × topology pairs into {lay.relative(traffic_dir(lay))}/"
+    return (
+        f"combined {counts['traffic_workloads']} workload × topology pairs into {lay.relative(traffic_dir(lay))}/ "
+        "and metrics/"
+    )

@@ -130,3 +130,25 @@ def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collec
     diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
     assert list(diff["params.yaml"]) == [key]
     assert (diff["params.yaml"][key]["old"], diff["params.yaml"][key]["new"]) == (0.94, 0.8)
+
+
+@pytest.mark.slow
+def test_a_failed_dvc_exp_run_leaves_the_workspace_as_it_was_and_says_what_to_run(pipeline_copy: Path):
+    """A knob set to a value the stages refuse (`-S`): the run fails naming the knob, every file git tracks but
+    the params.yaml `-S` edited is as it was (the metrics and dvc.lock included), and the message names the
+    commands that put the rest back; after them nothing is left to reproduce."""
+    root = pipeline_copy  # a copy of its own (conftest): nothing to put back
+    tracked = {p: (root / p).read_bytes() for p in _sh(["git", "ls-files"], root).splitlines() if (root / p).is_file()}
+    for knob in ("step.memory_headroom=1.5", "workloads.llama70b-train-tp8-dp512.dp=0"):
+        done = subprocess.run(
+            ["dvc", "exp", "run", "-S", knob], cwd=root, env=env_with_venv(), capture_output=True, text=True
+        )
+        said = done.stdout + done.stderr
+        assert done.returncode != 0, said
+        assert knob.split("=")[0].rsplit(".", 1)[-1] in said, said
+        assert "git checkout -- params.yaml" in said and "dvc checkout" in said, said
+        now = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in tracked}
+        changed = sorted(p for p, data in tracked.items() if now[p] != data)
+        assert changed == ["params.yaml"], knob
+        _sh(["bash", "-ec", "git checkout -- params.yaml && dvc checkout"], root)
+        assert "up to date" in _sh(["dvc", "status"], root)

@@ -101,3 +101,27 @@ def test_notebook_example_runs_from_the_checkout(topology_built: Layout) -> None
     assert any(re.fullmatch(r"nvidia-gb200-nvl72 \d+ nodes \d+ edges", line) for line in lines)
     assert any(line.startswith("kv-transfer: ") for line in lines)
     assert lines[-1].startswith("1800.0 GB/s published [True")
+
+
+def test_every_reader_method_the_example_names_exists_with_the_pinned_duckdb() -> None:
+    """The example's comments name DuckDB methods for pandas and polars: each exists where the comment says (a
+    `.name()` after `con.sql(...)` on the relation it returns, otherwise on the connection `registry()` gives;
+    the connection has no `.pl()`)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        missing = []
+        for line in EXAMPLE.read_text().splitlines():
+            if not line.lstrip().startswith("#"):
+                continue
+            on = con
+            for chain in re.findall(r"`((?:con\.sql\(\w+\))?(?:\.\w+\(\))+)`", line):
+                if chain.startswith("con.sql("):
+                    on = con.sql("SELECT 1")
+                for name in re.findall(r"\.(\w+)\(\)", chain.split(")", 1)[1] if chain.startswith("con.") else chain):
+                    if not hasattr(on, name):
+                        missing.append(f"{name} on {type(on).__name__}")
+        assert missing == []
+    finally:
+        con.close()

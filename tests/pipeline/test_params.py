@@ -136,8 +136,9 @@ def test_one_traffic_stage_per_workload_declares_its_knobs_its_file_and_the_choi
     assert do["params"] == ["workloads.${key}", "step", "calibration"]
     assert "models/workloads/${key}.yaml" in do["deps"] and "params.yaml" not in do["deps"]
     assert do["outs"] == ["registry/traffic/workloads/${key}"]
-    # One metrics file per target, under the workload's own metrics directory.
-    assert do["metrics"] == [{"metrics/${key}": {"cache": False}}]
+    # The metrics (one file per workload and target) are the combining stage's, so a workload stage that fails
+    # leaves them as they were (DVC removes a stage's outputs before running it).
+    assert "metrics" not in do and stages["traffic"]["metrics"] == [{"metrics": {"cache": False}}]
 
 
 def test_every_sharing_pair_the_workload_files_declare_has_its_stage():
@@ -187,16 +188,24 @@ def test_shipped_metrics_are_flat_numbers_one_file_per_workload_and_target():
 
 @pytest.mark.slow  # one workload on its targets: ~2 CPU s
 def test_the_workload_stage_writes_numeric_metrics_beside_its_part_of_the_tables(built_copy: Layout):
+    """The workload's stage keeps its metrics in its part; the combining stage writes them out as metrics/ (and
+    removes what no workload names), never the workload's stage."""
     from fabricref.traffic import stage, tables
 
     wid = "llama70b-serve-aggregated"
     stale = built_copy.root / "metrics" / wid / "nvidia-dgx-b300.json"  # a target the workload no longer names
-    stale.parent.mkdir(parents=True, exist_ok=True)
-    stale.write_text("{}")
+    gone = built_copy.root / "metrics" / "retired-workload" / "nvidia-dgx-h100.json"  # a workload no longer there
+    for path in (stale, gone):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    before = _metric_files(built_copy.root, wid)
     stage.run_workload(built_copy, wid)
+    assert _metric_files(built_copy.root, wid) == {**before, "nvidia-dgx-b300": {}}  # untouched
+    tables.write_metrics(built_copy, [wid])  # what the combining stage does for every workload
     on_disk = _metric_files(built_copy.root, wid)
     w = find_workload(built_copy, wid)
-    assert sorted(on_disk) == sorted(w.targets) and not stale.exists()
+    assert sorted(on_disk) == sorted(w.targets) and not stale.exists() and not gone.parent.exists()
+    assert sorted(p.name for p in (built_copy.root / "metrics").iterdir()) == [wid]
     # The words and the full figures are in the table beside the numbers.
     import duckdb
 

@@ -1,4 +1,5 @@
-"""`fabricref query` output: a table shows the first rows and says how many more; csv and json print all."""
+"""`fabricref query` output: a table shows the first rows and says how many more; csv and json stream every row
+(or --limit's first), whole to --output or ending with an error record on stdout."""
 
 from __future__ import annotations
 
@@ -104,3 +105,72 @@ def test_a_big_result_streams_in_bounded_memory(built_registry, fmt, tmp_path):
             assert sum(1 for _ in f) == count + 1
         else:
             assert sum(1 for line in f if line == "  {\n") == count  # each row object opens on its own line
+
+
+def test_the_time_limit_counts_the_query_not_a_slow_reader(built_registry):
+    """A reader slower than the time limit (a pipe to a slow disk, a terminal) still gets every row: the limit
+    covers the time the query takes, not the time spent writing what it returned."""
+    import time
+
+    from fabricref.inspect import query as querying
+
+    sql = "SELECT i FROM range(60000) t(i) ORDER BY i"
+    got = []
+    # Batches larger than a pipe's buffer, so the query waits for the reader between them.
+    with querying.stream(built_registry, sql, querying.Limits(timeout=4.0), batch_rows=20_000) as (_, batches):
+        for batch in batches:
+            time.sleep(2.0)  # 6 s of writing in all, past the 4 s limit (the query itself takes well under it)
+            got += [r[0] for r in batch]
+    assert got == list(range(60000))
+
+
+BIG = "SELECT i FROM range(25000) t(i) ORDER BY i"  # three batches: the cap below is crossed by the second
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "table"])
+def test_a_failure_midway_leaves_no_half_file(built_registry, cli, tmp_path, fmt):
+    """`--output PATH` writes a temporary file beside PATH and renames it when the result is complete: a query
+    that fails after some rows were written leaves no file (and an existing one as it was), and no leftovers."""
+    target = tmp_path / f"out.{fmt}"
+    r = cli("query", BIG, "--format", fmt, "--max-rows", "15000", "--output", str(target), root=built_registry.root)
+    assert r.code == 1 and "more than 15,000 rows" in r.err and r.out == ""
+    assert list(tmp_path.iterdir()) == []
+    target.write_text("last week's export\n")
+    r = cli("query", BIG, "--format", fmt, "--max-rows", "15000", "--output", str(target), root=built_registry.root)
+    assert r.code == 1 and target.read_text() == "last week's export\n" and list(tmp_path.iterdir()) == [target]
+    r = cli("query", BIG, "--format", fmt, "--output", str(target), "--limit", "30000", root=built_registry.root)
+    assert r.code == 0 and r.out == "", r.err
+    text = target.read_text()
+    if fmt == "csv":
+        assert text.splitlines()[-1] == "24999" and len(text.splitlines()) == 25001
+    elif fmt == "json":
+        assert json.loads(text)[-1] == {"i": 24999}
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_a_failure_midway_on_stdout_ends_with_an_error_record(built_registry, cli):
+    """Streamed to stdout, rows already written cannot be taken back: the output still parses, and its last
+    record says the result is incomplete and why (with exit code 1 and the message on stderr)."""
+    r = cli("query", BIG, "--format", "json", "--max-rows", "15000", root=built_registry.root)
+    assert r.code == 1 and "more than 15,000 rows" in r.err
+    data = json.loads(r.out)
+    assert len(data) == 10_001 and data[:2] == [{"i": 0}, {"i": 1}]
+    assert data[-1]["complete"] is False and "more than 15,000 rows" in data[-1]["error"]
+    r = cli("query", BIG, "--format", "csv", "--max-rows", "15000", root=built_registry.root)
+    assert r.code == 1
+    rows = list(csv.reader(io.StringIO(r.out)))
+    assert rows[0] == ["i"] and len(rows) == 10_002
+    assert rows[-1][0].startswith("# error: incomplete result:") and "more than 15,000 rows" in rows[-1][0]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_limit_caps_every_format_and_says_so(built_registry, cli, fmt):
+    """`--limit N` makes a large export deliberate in every format: N rows, complete and valid, and stderr says
+    that more rows exist."""
+    r = cli("query", SQL, "--format", fmt, "--limit", "10", root=built_registry.root)
+    assert r.code == 0, r.err
+    rows = list(csv.reader(io.StringIO(r.out)))[1:] if fmt == "csv" else json.loads(r.out)
+    assert len(rows) == 10
+    assert "stopped at --limit 10 rows: the query returns more" in r.err
+    r = cli("query", SQL, "--format", fmt, "--limit", "250", root=built_registry.root)
+    assert r.code == 0 and "more" not in r.err
