@@ -31,7 +31,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from .. import api
 from ..errors import FabricrefError, UnknownIdError
 from ..formats import explore as fmt
-from .layout import lay_out
+from ..views.layout import lay_out
 
 log = logging.getLogger("fabricref.explore")
 
