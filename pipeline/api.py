@@ -539,6 +539,10 @@ class Explorer:
         key = ("estimate", request.model_dump_json())
         return self._cached(key, lambda s: s.estimate(request))
 
+    def validation(self) -> Any:
+        """The registry's validation table (`fabricref validate`), each row as both views show it."""
+        return self._cached(("validation",), lambda s: s.validation())
+
     def sizing(self, request: Any) -> Any:
         """Memory of weights and training state, KV cache per token and per request, fleet size."""
         return _sizing(request)
@@ -828,6 +832,14 @@ class _ExplorerState:
 
     def drawing(self, topology_id: str, open: str | None) -> Any:
         return self.groups(topology_id).drawing(open)
+
+    def validation(self) -> list[Any]:
+        from .formats.explore import ValidationRow
+        from .views import validation
+
+        if "validation" not in self.tables.paths:
+            return []
+        return [ValidationRow(**r) for r in validation.shown(self.rows(validation.SQL))]
 
     # -- a workload on the model -----------------------------------------------------------------------------
 
@@ -1305,46 +1317,15 @@ def _progress(result: Any) -> Any:
 
 
 def _link_loads(result: Any, edge_map: dict[tuple[str, str], tuple[str, bool]], drawing: Any, heat: str) -> list[Any]:
-    """Load per drawn link over one step or request: bytes both ways and the time the link is busy at its line
-    rate (the busier direction), and its share of the busiest drawn link by the chosen basis. Not utilisation: a
-    max-min fair share saturates every bottleneck by construction, so utilisation says nothing here."""
-    from .formats.explore import LinkLoad
+    """Load per drawn link over one step or request (views/loads.py, as the report draws it)."""
+    from .views.loads import link_loads
 
-    totals: dict[str, list[float]] = {}
-    for p in result.phases:
-        for row in p.links:
-            found = edge_map.get((row["source"], row["target"]))
-            if found is None:
-                continue
-            link, against = found
-            t = totals.setdefault(link, [0.0, 0.0])
-            fwd, rev = row["bytes_forward"] * p.count, row["bytes_reverse"] * p.count
-            if against:
-                fwd, rev = rev, fwd
-            t[0] += fwd
-            t[1] += rev
-    gbps = {x.id: x.gbps for x in drawing.links}
-    comm = result.known_communication_seconds or 0.0
-    rows = []
-    for link, (fwd, rev) in totals.items():
-        cap = gbps.get(link)
-        busy = max(fwd, rev) * 8 / (cap * 1e9) if cap else 0.0
-        rows.append((link, fwd + rev, busy))
-    top = max((r[2] if heat == "time" else r[1] for r in rows), default=0.0) or 1.0
-    return [
-        LinkLoad(
-            id=link,
-            bytes=nbytes,
-            busy_seconds=busy,
-            share=min(1.0, (busy if heat == "time" else nbytes) / top),
-            shown={
-                "bytes": _shown_quantity(nbytes, "B"),
-                "busy": _shown_quantity(busy, "s"),
-                "of_communication": f"{busy / comm:.0%}" if comm > 0 else "—",
-            },
-        )
-        for link, nbytes, busy in sorted(rows)
-    ]
+    rows = (
+        (row["source"], row["target"], row["bytes_forward"] * p.count, row["bytes_reverse"] * p.count)
+        for p in result.phases
+        for row in p.links
+    )
+    return link_loads(rows, edge_map, drawing, heat, result.known_communication_seconds)
 
 
 def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, list[str], list[str]]:
