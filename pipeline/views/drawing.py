@@ -38,6 +38,8 @@ _PART_ROWS = {"scale_up_switch": 0, "accelerator": 1, "cpu": 2, "nic": 3, "front
 _PART_ROWS |= {"frontend_switch": 7, "core": 7}
 _FABRIC_ROWS = {"core": 0, "spine": 1, "leaf": 2, "domain": 3, "frontend_switch": 4, "frontend_core": 5}
 _CONTAINERS = ("system", "tray")
+# Parts whose every link stays inside their scale-up domain (GPU–switch, GPU–GPU, GPU–CPU, CPU–NIC from the NIC).
+_INSIDE_DOMAINS = ("accelerator", "cpu", "scale_up_switch", "system", "tray")
 _PLURAL = {"leaf": "leaves", "spine": "spines"}
 FAILABLE_KINDS = ("nic", "scale_up_switch", "leaf", "spine", "core", "frontend_switch")
 
@@ -187,7 +189,9 @@ class Groups:
                     role = "core" if g.nodes[n].get("role") == "core" else "access"
                     assign[n] = f"frontend-{role}"
                     counts[(f"fe-{role}", None)] = counts.get((f"fe-{role}", None), 0) + 1
-            scan = list(g.nodes)
+            # Only the links that leave a scale-up domain are drawn here, and each has a NIC or a fabric switch
+            # at one end: accelerators, CPUs and scale-up switches (most of a cluster's links) need no look.
+            scan = [n for n in g.nodes if kind[n] not in _INSIDE_DOMAINS]
             if counts.get(("core", None)):
                 aggregate("cores", "core", f"{counts[('core', None)]:,} core switches", counts[("core", None)], 0)
             for p in pods:

@@ -200,7 +200,15 @@ document.addEventListener("DOMContentLoaded", () => {
     busy("Drawing…");
     const q = S.open ? `?open=${encodeURIComponent(S.open)}` : "";
     try {
-      const d = await FR.request(`/api/model/${encodeURIComponent(S.topology)}${q}`);
+      // A drawing past the server's time limit (503) goes on being computed there and is kept: ask again.
+      let d = null;
+      for (let tries = 0; d === null; tries++) {
+        try {
+          d = await FR.request(`/api/model/${encodeURIComponent(S.topology)}${q}`);
+        } catch (err) {
+          if (err.status !== 503 || tries >= 5 || seq !== drawSeq) throw err;
+        }
+      }
       if (seq !== drawSeq) return;
       drawing = d;
       render();
