@@ -84,12 +84,14 @@ def step_estimate(
     return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
 
 
-def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
+def step_of(
+    lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None, views: Views | None = None
+) -> dict[str, Any]:
     """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
     choice of params.yaml (`step.memory_headroom`) and the throughput calibration; an `mfu` given here is a
-    labelled what-if replacing the calibrated GEMM rates."""
-    acc = step_model.accelerator(load_facts(lay, view.reference))
-    choices = load_step_choices(lay.root)
+    labelled what-if replacing the calibrated GEMM rates. `views`: the facts and choices its run has read."""
+    acc = views.accelerator(view.reference) if views else step_model.accelerator(load_facts(lay, view.reference))
+    choices = views.choices if views else load_step_choices(lay.root)
     rates = step_model.rates_for(acc, workload.model.dtype, lay.root, mfu)
     return step_model.estimate(workload, result.phases, acc, rates, choices.memory_headroom)
 
