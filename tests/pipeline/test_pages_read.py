@@ -88,7 +88,7 @@ def test_the_validation_page_shows_the_registry_s_table_model_published_ratio_to
 
 
 @pytest.mark.parametrize(
-    ("topology", "accelerators", "switches"), [("nvidia-dgx-h100", 8, 4), ("nvidia-gb200-nvl72", 72, 9)]
+    ("topology", "accelerators", "switches"), [("nvidia-dgx-h100", 8, 4), ("nvidia-gb200-nvl72", 72, 18)]
 )
 def test_the_report_draws_a_system_as_the_explorer_does(http, validated, topology, accelerators, switches):
     """The same SVG from the report's drawer and from the explorer's /drawing/ID.svg: every accelerator and
@@ -104,4 +104,4 @@ def test_the_report_draws_a_system_as_the_explorer_does(http, validated, topolog
     assert report.count('class="node kind-accelerator"') == accelerators
     assert report.count('class="node kind-scale_up_switch"') == switches
     nvlink = report.count('class="link net-scale_up')
-    assert 0 < nvlink <= 18 * 9  # at most one bundle per compute tray and switch tray
+    assert 0 < nvlink <= 18 * 18  # at most one bundle per compute tray and switch chip (not 648 GPU links)
