@@ -4,13 +4,15 @@ verb loads only that stage's code (the DVC deps of a stage equal its import clos
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from ..core.files import checkout_lock
+from ..core.format import format_quantity
 from ..errors import FabricrefError, UsageError
 from .app import app
-from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
+from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json, readable
 
 
 @app.command()
@@ -47,15 +49,17 @@ def retrieve(
     if not refresh:
         if mirror or proxy:
             raise UsageError(f"{'--mirror' if mirror else '--proxy'} only applies with --refresh")
-        entries = stage.verify(lay, sources)
-        if source is None:
-            stage.write_manifest(lay, entries)
+        with checkout_lock(lay.root):
+            entries = stage.verify(lay, sources)
+            if source is None:
+                stage.write_manifest(lay, entries)
         out.print(f"verified {len(entries)} pinned snapshot(s) against their SHA-256")
         return
     policy = FetchPolicy.from_env(max_bytes=max_bytes, proxy=proxy)
     out.print(
         f"refreshing {len(sources)} source(s), {policy.concurrency} at a time, "
-        f"deadline {policy.deadline:g}s per document and {policy.refresh_deadline:g}s overall"
+        f"deadline {format_quantity(policy.deadline, 's')} per document and "
+        f"{format_quantity(policy.refresh_deadline, 's')} overall"
     )
 
     def progress(o: stage.RefreshOutcome, done: int, total: int) -> None:
@@ -101,7 +105,8 @@ def extract(root: RootOpt = None) -> None:
     from ..extract import stage
 
     lay = lay_of(root)
-    stats = stage.run(lay, load_sources(lay))
+    with checkout_lock(lay.root):
+        stats = stage.run(lay, load_sources(lay))
     out.print(f"extracted {len(stats.parsed)} source(s)")
 
 
@@ -110,8 +115,10 @@ def compile_(root: RootOpt = None) -> None:
     """Resolve reference models into field records; write the registry (Parquet + DuckDB)."""
     from ..compile import stage
 
-    refs = stage.run(lay_of(root))
-    out.print(f"compiled {len(refs)} reference(s) into {lay_of(root).relative(lay_of(root).registry_dir)}/")
+    lay = lay_of(root)
+    with checkout_lock(lay.root):
+        refs = stage.run(lay)
+    out.print(f"compiled {len(refs)} reference(s) into {lay.relative(lay.registry_dir)}/")
 
 
 @app.command(name="topology")
@@ -125,38 +132,64 @@ def topology_(
 ) -> None:
     """Summarize a reference's or cluster's topology: parts, links by network, domains, oversubscription, hops."""
     from ..topology import stage
-    from ..topology.summary import summarize
+    from ..topology.summary import nodes_by_kind_and_role, summarize
 
     lay = lay_of(root)
     if build_all:
-        summaries = stage.run(lay)
+        with checkout_lock(lay.root):
+            summaries = stage.run(lay)
         out.print(f"built {len(summaries)} topologies into {lay.relative(stage.topology_dir(lay))}/")
         return
     if topology_id is None:
         raise UsageError("give a reference or cluster id, or --all")
-    summary = summarize(stage.build(lay, topology_id))
-    if as_json:
-        print_json(summary)
+    g = stage.build(lay, topology_id)
+    summary = summarize(g)
+    by_role = nodes_by_kind_and_role(g)
+    shown = _topology_rows(summary, by_role)
+    if as_json:  # the table's rows first, in its order (with the per-role counts it shows), then the rest
+        data: dict[str, Any] = {"topology_id": summary["topology_id"], "title": summary["title"]}
+        for key, _ in shown:
+            data[key] = summary[key]
+            if key == "nodes_by_kind":
+                data["nodes_by_kind_and_role"] = by_role
+        print_json({**data, **{k: v for k, v in summary.items() if k not in data}})
         return
-    rows = []
-    for key in (
-        "kind",
-        "accelerators",
-        "scale_up_domains",
-        "scale_up_domain_size",
-        "nodes_by_kind",
-        "edges_by_network",
-        "per_accelerator",
-        "oversubscription",
-        "bisection_bandwidth_gbps",
-        "hops",
-        "scale_out_protocol",
-        "scale_out_in_network_reduction",
-    ):
-        if summary.get(key) is not None:
-            rows.append([key, summary[key]])
+    rows = [[key, cell] for key, cell in _readable_rows(shown)]
     out.print(make_table("property", "value", title=f"{summary['topology_id']} — {summary['title']}", rows=rows))
     out.print(summary["caveat"])
+
+
+TOPOLOGY_ROWS = (
+    "kind",
+    "accelerators",
+    "scale_up_domains",
+    "scale_up_domain_size",
+    "nodes_by_kind",
+    "edges_by_network",
+    "per_accelerator",
+    "oversubscription",
+    "bisection_bandwidth_gbps",
+    "hops",
+    "scale_out_protocol",
+    "scale_out_in_network_reduction",
+)
+
+
+def _topology_rows(summary: dict[str, Any], by_role: dict[str, int]) -> list[tuple[str, Any]]:
+    """The summary's rows the table shows, in its order (parts counted per role where a kind has several)."""
+    rows = [(key, by_role if key == "nodes_by_kind" else summary[key]) for key in TOPOLOGY_ROWS]
+    return [(key, value) for key, value in rows if value is not None]
+
+
+def _readable_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Counts with separators, bandwidths per direction in bits (Gb/s, Tb/s: the family the links are stated in),
+    oversubscription as a ratio."""
+    shown = []
+    for key, value in rows:
+        if key == "oversubscription":
+            value = {tier: f"{format_quantity(x)}:1" for tier, x in value.items()}
+        shown.append((key, readable(value, key, "per_direction")))
+    return shown
 
 
 @app.command()
@@ -164,7 +197,10 @@ def traffic(root: RootOpt = None) -> None:
     """Lay every shipped workload onto its targets; write registry/traffic/ (tables), metrics/ and the comparison."""
     from ..traffic import stage
 
-    for line in stage.run_all(lay_of(root)):
+    lay = lay_of(root)
+    with checkout_lock(lay.root):
+        lines = list(stage.run_all(lay))
+    for line in lines:
         out.print(line)
 
 
@@ -174,5 +210,6 @@ def report(root: RootOpt = None) -> None:
     from ..report import stage
 
     lay = lay_of(root)
-    path = stage.run(lay)
+    with checkout_lock(lay.root):
+        path = stage.run(lay)
     out.print(f"report written to {lay.relative(path / 'index.html')}")
