@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.paths import Layout, layout
-from .errors import FabricrefError, UsageError
+from .errors import FabricrefError, InputError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
     import networkx as nx
+
+    from .views.drawing import Groups
 
 __all__ = ["audit", "checkout", "estimate_workload", "graph", "plan_record", "plan_serve", "plan_train", "registry"]
 Knobs = dict[str, Any] | None  # a workload's knobs set otherwise: `{"prefill_tp": 4, "decode_tp": 4}`
@@ -369,16 +371,10 @@ def validate(root: str | Path | None = None, only: str | None = None) -> list[di
 # what is costly to load (graphs, views, results) in the process, keyed by the registry's content.
 # ---------------------------------------------------------------------------------------------------------------
 
-# Topologies with more accelerators than this are drawn tier × pod first, then one pod or one domain at a time.
-DRAW_FULL_MAX_ACCELERATORS = 256
 # Routed results and failed copies of a graph kept per process (a failed copy of the largest cluster is a few
 # hundred MB).
 LAID_ENTRIES = 16
 FAILED_VIEWS = 2
-# A rack's GPU–switch links beyond this many are drawn as tray–switch bundles.
-BUNDLE_SCALE_UP_ABOVE = 256
-# A domain's NIC–leaf links beyond this many are drawn as tray–leaf bundles.
-BUNDLE_SCALE_OUT_ABOVE = 96
 # Results kept per process (each a few hundred kB at most): repeated requests are answered from here.
 EXPLORER_CACHE_ENTRIES = 256
 # How often the registry's content is looked at again (a rebuilt registry is picked up within this time).
@@ -396,13 +392,7 @@ _PHASE_KINDS = (
 )
 
 
-class ExplorerInputError(UsageError):
-    """A request the library refuses, with where in the request it went wrong (`loc`, as FastAPI's 422 names
-    fields), so the page can show the message next to the control that caused it."""
-
-    def __init__(self, message: str, loc: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.loc = loc
+ExplorerInputError = InputError  # a refused request, with the field it names (errors.py)
 
 
 def failure_statement() -> str:
@@ -549,6 +539,10 @@ class Explorer:
         key = ("estimate", request.model_dump_json())
         return self._cached(key, lambda s: s.estimate(request))
 
+    def validation(self) -> Any:
+        """The registry's validation table (`fabricref validate`), each row as both views show it."""
+        return self._cached(("validation",), lambda s: s.validation())
+
     def sizing(self, request: Any) -> Any:
         """Memory of weights and training state, KV cache per token and per request, fleet size."""
         return _sizing(request)
@@ -589,7 +583,7 @@ class _ExplorerState:
         self._locks: dict[Any, threading.RLock] = {}
         self._locks_lock = threading.Lock()
         self._loaded: dict[str, Any] = {}
-        self._groups: dict[str, _Groups] = {}
+        self._groups: dict[str, Groups] = {}
 
     def close(self) -> None:
         with self.db_lock:
@@ -666,6 +660,7 @@ class _ExplorerState:
         import json
 
         from .formats.explore import TopologySummary
+        from .views import drawing
 
         summaries = {r["topology_id"]: json.loads(r["summary"]) for r in self.rows("SELECT * FROM topology_summaries")}
         out = []
@@ -682,7 +677,7 @@ class _ExplorerState:
                     accelerators=s["accelerators"],
                     domain_size=size if isinstance(size, int) else min(size),
                     domains=s["scale_up_domains"],
-                    aggregated=s["accelerators"] > DRAW_FULL_MAX_ACCELERATORS,
+                    aggregated=s["accelerators"] > drawing.DRAW_FULL_MAX_ACCELERATORS,
                 )
             )
         return out
@@ -823,18 +818,28 @@ class _ExplorerState:
 
     # -- the model drawn -------------------------------------------------------------------------------------
 
-    def groups(self, topology_id: str) -> _Groups:
+    def groups(self, topology_id: str) -> Groups:
         found = self._groups.get(topology_id)
         if found is not None:
             return found
         view = self.view(topology_id)
         with self.lock_for(topology_id):
             if topology_id not in self._groups:
-                self._groups[topology_id] = _Groups(view)
+                from .views.drawing import Groups
+
+                self._groups[topology_id] = Groups(view)
             return self._groups[topology_id]
 
     def drawing(self, topology_id: str, open: str | None) -> Any:
         return self.groups(topology_id).drawing(open)
+
+    def validation(self) -> list[Any]:
+        from .formats.explore import ValidationRow
+        from .views import validation
+
+        if "validation" not in self.tables.paths:
+            return []
+        return [ValidationRow(**r) for r in validation.shown(self.rows(validation.SQL))]
 
     # -- a workload on the model -----------------------------------------------------------------------------
 
@@ -962,381 +967,6 @@ def _shown_value(
     if unit and unit not in ("count", "1") and re.fullmatch(r"[\d.,\s]+", shown):  # bare digits: say the unit
         shown += f" {unit}"
     return shown
-
-
-# Rows of a drawing, top first: scale-up switches above the accelerators, the scale-out fabric below the NICs.
-_PART_ROWS = {"scale_up_switch": 0, "accelerator": 1, "cpu": 2, "nic": 3, "frontend_nic": 4, "leaf": 5, "spine": 6}
-_PART_ROWS |= {"frontend_switch": 7, "core": 7}
-_FABRIC_ROWS = {"core": 0, "spine": 1, "leaf": 2, "domain": 3, "frontend_switch": 4, "frontend_core": 5}
-_CONTAINERS = ("system", "tray")
-_PLURAL = {"leaf": "leaves", "spine": "spines"}
-_FAILABLE_KINDS = ("nic", "scale_up_switch", "leaf", "spine", "core", "frontend_switch")
-
-
-class _Groups:
-    """How one topology is drawn at each level, and which drawn link each graph edge belongs to (for the heat map
-    of a workload's load and for failing what is clicked). Built once per topology and level, then kept."""
-
-    def __init__(self, view: Any) -> None:
-        g = view.g
-        self.view, self.g = view, g
-        self.topology_id: str = g.graph["topology_id"]
-        self.kind: dict[str, str] = view.kind
-        self.aggregated = len(view.accelerators) > DRAW_FULL_MAX_ACCELERATORS
-        # Each part of a scale-up domain (GPUs, switches, CPUs, NICs, trays) by its domain; each domain by its pod.
-        block_domain = {g.nodes[a].get("block"): g.nodes[a]["domain"] for a in view.accelerators}
-        self.domain_of: dict[str, str] = {}
-        for n, d in g.nodes(data=True):
-            if "domain" in d:
-                self.domain_of[n] = d["domain"]
-            elif d.get("block") is not None and d["block"] in block_domain:
-                self.domain_of[n] = block_domain[d["block"]]
-        self.pod_of: dict[str, int] = {}
-        for n, dom in self.domain_of.items():
-            if self.kind[n] == "nic" and dom not in self.pod_of:
-                for m in g[n]:
-                    if self.kind[m] == "leaf":
-                        self.pod_of[dom] = int(g.nodes[m].get("pod") or 0)
-                        break
-        self.domains_by_pod: dict[int, list[str]] = {}
-        for dom in dict.fromkeys(g.nodes[a]["domain"] for a in view.accelerators):
-            self.domains_by_pod.setdefault(self.pod_of.get(dom, 0), []).append(dom)
-        self._levels: dict[str, tuple[Any, dict[tuple[str, str], tuple[str, bool]]]] = {}
-
-    # -- levels ----------------------------------------------------------------------------------------------
-
-    def default_level(self) -> str:
-        return "aggregate" if self.aggregated else "full"
-
-    def check_level(self, open: str | None) -> str:
-        level = open or self.default_level()
-        if level in ("full", "aggregate"):
-            if level != self.default_level():
-                raise ExplorerInputError(
-                    f"topology {self.topology_id} is drawn {self.default_level()}; open a pod or a domain instead",
-                    ("query", "open"),
-                )
-            return level
-        what, _, name = level.partition(":")
-        if not self.aggregated:
-            raise ExplorerInputError(
-                f"topology {self.topology_id} is drawn part by part: it has no {what} to open", ("query", "open")
-            )
-        if what == "pod" and int(name) not in self.domains_by_pod:
-            raise ExplorerInputError(
-                f"topology {self.topology_id} has no pod {name} (pods: 0–{max(self.domains_by_pod)})",
-                ("query", "open"),
-            )
-        if what == "domain" and name not in self.pod_of and name not in self.domains_by_pod.get(0, []):
-            raise ExplorerInputError(
-                f"topology {self.topology_id} has no scale-up domain {name!r} (e.g. "
-                f"{self.domains_by_pod[min(self.domains_by_pod)][0]})",
-                ("query", "open"),
-            )
-        return level
-
-    def level(self, open: str | None) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
-        level = self.check_level(open)
-        if level not in self._levels:
-            self._levels[level] = self._build(level)
-        return self._levels[level]
-
-    def drawing(self, open: str | None) -> Any:
-        return self.level(open)[0]
-
-    def _row_of_part(self, n: str) -> int:
-        kind = self.kind[n]
-        if kind == "nic" and self.g.nodes[n].get("role") == "frontend":
-            return _PART_ROWS["frontend_nic"]
-        return _PART_ROWS.get(kind, 7)
-
-    def _build(self, level: str) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
-        from .formats.explore import Drawing, DrawNode
-
-        g, kind = self.g, self.kind
-        nodes: dict[str, DrawNode] = {}
-        assign: dict[str, str] = {}  # graph node → drawn node
-        scan: list[str] = []  # graph nodes whose edges are looked at
-
-        def part(n: str, container: str | None = None, failable: bool | None = None) -> None:
-            d = g.nodes[n]
-            nodes[n] = DrawNode(
-                id=n,
-                kind=kind[n],
-                role=d.get("role"),
-                label=str(d.get("label") or n),
-                container=container if container is not None else _container(g, n),
-                row=self._row_of_part(n),
-                order=len(nodes),
-                failable=kind[n] in _FAILABLE_KINDS if failable is None else failable,
-            )
-            assign[n] = n
-            scan.append(n)
-
-        def box(n: str) -> None:
-            d = g.nodes[n]
-            within = d.get("within")
-            nodes[n] = DrawNode(
-                id=n,
-                kind=kind[n],
-                role=d.get("role"),
-                label=str(d.get("label") or n),
-                container=within if within and kind.get(within) in _CONTAINERS else None,
-                row=-1,
-                order=len(nodes),
-            )
-
-        def aggregate(key: str, k: str, label: str, count: int, row: int, opens: str | None = None, **kw: Any) -> None:
-            nodes[key] = DrawNode(
-                id=key, kind=k, label=label, count=count, aggregate=True, row=row, order=len(nodes), opens=opens, **kw
-            )
-
-        pods = sorted(self.domains_by_pod)
-        if level == "full":
-            for n in g.nodes:
-                if kind[n] in _CONTAINERS:
-                    box(n)
-            for n in g.nodes:
-                if kind[n] not in _CONTAINERS:
-                    part(n)
-        elif level == "aggregate":
-            size = self.view.domain_size
-            counts: dict[tuple[str, int | None], int] = {}
-            for n in g.nodes:
-                k = kind[n]
-                if n in self.domain_of:
-                    assign[n] = f"pod{self.pod_of.get(self.domain_of[n], 0)}/domains"
-                elif k in ("leaf", "spine"):
-                    p = int(g.nodes[n].get("pod") or 0)
-                    assign[n] = f"pod{p}/{_PLURAL[k]}"
-                    counts[(k, p)] = counts.get((k, p), 0) + 1
-                elif k == "core":
-                    assign[n] = "cores"
-                    counts[("core", None)] = counts.get(("core", None), 0) + 1
-                elif k == "frontend_switch":
-                    role = "core" if g.nodes[n].get("role") == "core" else "access"
-                    assign[n] = f"frontend-{role}"
-                    counts[(f"fe-{role}", None)] = counts.get((f"fe-{role}", None), 0) + 1
-            scan = list(g.nodes)
-            if counts.get(("core", None)):
-                aggregate("cores", "core", f"{counts[('core', None)]:,} core switches", counts[("core", None)], 0)
-            for p in pods:
-                doms = len(self.domains_by_pod[p])
-                aggregate(f"pod{p}", "pod", f"pod {p}", doms, -1, opens=f"pod:{p}")
-                for k, row in (("spine", 1), ("leaf", 2)):
-                    if counts.get((k, p)):
-                        n_k = counts[(k, p)]
-                        aggregate(
-                            f"pod{p}/{_PLURAL[k]}",
-                            k,
-                            f"{n_k:,} {_PLURAL[k]}",
-                            n_k,
-                            row,
-                            opens=f"pod:{p}",
-                            container=f"pod{p}",
-                        )
-                aggregate(
-                    f"pod{p}/domains",
-                    "domain",
-                    f"{doms:,} domains ({doms * size:,} acc.)",
-                    doms,
-                    3,
-                    opens=f"pod:{p}",
-                    container=f"pod{p}",
-                )
-            for role, row in (("access", 4), ("core", 5)):
-                c = counts.get((f"fe-{role}", None))
-                if c:
-                    aggregate(f"frontend-{role}", "frontend_switch", f"frontend {role} ({c:,})", c, row)
-        elif level.startswith("pod:"):
-            p = int(level.partition(":")[2])
-            size = self.view.domain_size
-            cores = sum(1 for n in g.nodes if kind[n] == "core")
-            if cores:
-                aggregate("cores", "core", f"{cores:,} core switches", cores, 0)
-            fe = 0
-            for n in g.nodes:
-                k = kind[n]
-                if k in ("leaf", "spine") and int(g.nodes[n].get("pod") or 0) == p:
-                    nodes[n] = DrawNode(
-                        id=n,
-                        kind=k,
-                        label=str(g.nodes[n].get("label") or n),
-                        row=_FABRIC_ROWS[k],
-                        order=len(nodes),
-                        failable=True,
-                    )
-                    assign[n] = n
-                    scan.append(n)
-                elif k == "core":
-                    assign[n] = "cores"
-                elif k == "frontend_switch":
-                    assign[n] = "frontend"
-                    fe += 1
-            if fe:
-                aggregate("frontend", "frontend_switch", f"frontend ({fe:,} switches)", fe, 4)
-            # The pod's domains as one node wired to each leaf (a pod of 64 domains on 16 leaves is 512 NIC
-            # links, a solid block if drawn one by one), and each domain once more below as a box to open.
-            mine = set(self.domains_by_pod[p])
-            doms = len(mine)
-            aggregate(f"pod{p}/domains", "domain", f"{doms:,} domains ({doms * size:,} acc.)", doms, 3)
-            for dom in self.domains_by_pod[p]:
-                aggregate(f"domain:{dom}", "domain", dom, 1, 5, opens=f"domain:{dom}")
-            for n, dom in self.domain_of.items():
-                if dom in mine:
-                    assign[n] = f"pod{p}/domains"
-                    if kind[n] == "nic":
-                        scan.append(n)
-        else:  # domain:ID
-            dom = level.partition(":")[2]
-            inside = [n for n, d in self.domain_of.items() if d == dom]
-            for n in inside:
-                if kind[n] in _CONTAINERS:
-                    box(n)
-            for n in inside:
-                if kind[n] not in _CONTAINERS:
-                    part(n)
-            reached: dict[str, None] = {}
-            for n in inside:
-                for m in g[n]:
-                    if m not in assign and kind[m] in ("leaf", "frontend_switch"):
-                        reached[m] = None
-            spines = 0
-            for m in reached:
-                part(m, container="", failable=True)
-                for s in g[m]:
-                    if kind[s] == "spine":
-                        assign[s] = "spines"
-                        spines += 1
-            if spines:
-                count = len({s for s, a in assign.items() if a == "spines"})
-                aggregate("spines", "spine", f"{count:,} spines", count, _PART_ROWS["spine"])
-        for key, n in list(nodes.items()):
-            if n.container is not None and n.container not in nodes:
-                nodes[key] = n.model_copy(update={"container": None})
-        bundle: dict[str, dict[str, str]] = {}
-        if level == "full" or level.startswith("domain:"):
-            bundle = self._bundles(nodes, scan)
-        links, edge_map = self._links(assign, scan, nodes, bundle)
-        levels = [self.default_level()]
-        if self.aggregated:
-            levels += [f"pod:{p}" for p in pods]
-        drawing = Drawing(
-            topology_id=self.topology_id,
-            reference=str(self.view.reference),
-            title=str(g.graph.get("title") or self.topology_id),
-            level=level,
-            levels=levels,
-            nodes=list(nodes.values()),
-            links=links,
-            counts=dict(sorted(self.view.summary["nodes_by_kind"].items())),
-            caveat=str(g.graph.get("caveat") or ""),
-        )
-        return drawing, edge_map
-
-    def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, dict[str, str]]:
-        """Per network, a part → the tray it is drawn from, for links too dense to draw one by one: an NVL72's 648
-        GPU–switch links become 162 tray–switch bundles, a Helios rack's 216 NIC–leaf links one bundle per tray
-        and leaf. Empty for a network whose links are few enough to draw each."""
-        g = self.g
-        out: dict[str, dict[str, str]] = {}
-        for network, kind, above in (
-            ("scale_up", "accelerator", BUNDLE_SCALE_UP_ABOVE),
-            ("scale_out", "nic", BUNDLE_SCALE_OUT_ABOVE),
-        ):
-            parts = [u for u in scan if self.kind[u] == kind and nodes[u].container in nodes]
-            links = sum(1 for u in parts for d in g[u].values() if d["network"] == network)
-            if links > above:
-                out[network] = {u: nodes[u].container for u in parts}
-        return out
-
-    def _links(
-        self,
-        assign: dict[str, str],
-        scan: list[str],
-        nodes: dict[str, Any],
-        bundle: dict[str, dict[str, str]] | None = None,
-    ) -> tuple[list[Any], dict[tuple[str, str], tuple[str, bool]]]:
-        """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts.
-        `bundle`: per network, drawn nodes whose links are drawn from another (an accelerator's from its tray)."""
-        from .core import confidence
-        from .formats.explore import DrawLink
-
-        g = self.g
-        seen: set[tuple[str, str]] = set()
-        acc: dict[tuple[str, str, str], dict[str, Any]] = {}
-        edge_map: dict[tuple[str, str], tuple[str, bool]] = {}
-        for u in scan:
-            au = assign.get(u)
-            if au is None:
-                continue
-            for v, d in g[u].items():
-                bv = assign.get(v)
-                if bv is None or au == bv:
-                    continue
-                e = (u, v) if u <= v else (v, u)
-                if e in seen:
-                    continue
-                seen.add(e)
-                a, b = au, bv
-                trays = bundle.get(d["network"]) if bundle else None
-                if trays:
-                    a, b = trays.get(u, a), trays.get(v, b)
-                x, y = (a, b) if a <= b else (b, a)
-                key = (x, y, d["network"])
-                row = acc.get(key)
-                if row is None:
-                    row = acc[key] = {"gbps": 0.0, "unknown": False, "links": 0, "members": 0, "fields": {}, "conf": []}
-                if d.get("bandwidth_gbps") is None:
-                    row["unknown"] = True
-                else:
-                    row["gbps"] += d["bandwidth_gbps"]
-                row["links"] += int(d.get("links") or 1)
-                row["members"] += 1
-                row["fields"][(d.get("field"), d.get("status"))] = None
-                row["conf"].append(d.get("confidence") or "unknown")
-                # The drawn link and whether the edge runs against it (its first end on the link's second end).
-                first = a if e[0] == u else b
-                edge_map[e] = (f"{x}|{y}|{d['network']}", first != x)
-        out = []
-        for (x, y, network), row in acc.items():
-            fields = list(row["fields"])
-            field, status = fields[0] if len(fields) == 1 else ("several fields", "mixed")
-            gbps = None if row["unknown"] else row["gbps"]
-            single = row["members"] == 1
-            rate = _shown_quantity(gbps, "Gb/s", "per_direction") if gbps is not None else "unknown"
-            out.append(
-                DrawLink(
-                    id=f"{x}|{y}|{network}",
-                    source=x,
-                    target=y,
-                    network=network,
-                    technology=self.view.scale_up_technology if network == "scale_up" else None,
-                    gbps=gbps,
-                    links=row["links"],
-                    members=row["members"],
-                    field=field,
-                    status=status,
-                    confidence=confidence.weakest(row["conf"]),
-                    failable=single and x in nodes and y in nodes and nodes[x].count == 1 and nodes[y].count == 1,
-                    shown={
-                        "rate": rate,
-                        "links": f"{row['links']:,} link{'s' if row['links'] != 1 else ''}"
-                        + ("" if single else f" in {row['members']:,} connections"),
-                        "network": network.replace("_", "-"),
-                        "field": str(field),
-                        "status": str(status),
-                    },
-                )
-            )
-        return out, edge_map
-
-
-def _container(g: Any, n: str) -> str | None:
-    within = g.nodes[n].get("within")
-    if within is not None and g.nodes.get(within, {}).get("kind") in _CONTAINERS:
-        return str(within)
-    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1687,46 +1317,15 @@ def _progress(result: Any) -> Any:
 
 
 def _link_loads(result: Any, edge_map: dict[tuple[str, str], tuple[str, bool]], drawing: Any, heat: str) -> list[Any]:
-    """Load per drawn link over one step or request: bytes both ways and the time the link is busy at its line
-    rate (the busier direction), and its share of the busiest drawn link by the chosen basis. Not utilisation: a
-    max-min fair share saturates every bottleneck by construction, so utilisation says nothing here."""
-    from .formats.explore import LinkLoad
+    """Load per drawn link over one step or request (views/loads.py, as the report draws it)."""
+    from .views.loads import link_loads
 
-    totals: dict[str, list[float]] = {}
-    for p in result.phases:
-        for row in p.links:
-            found = edge_map.get((row["source"], row["target"]))
-            if found is None:
-                continue
-            link, against = found
-            t = totals.setdefault(link, [0.0, 0.0])
-            fwd, rev = row["bytes_forward"] * p.count, row["bytes_reverse"] * p.count
-            if against:
-                fwd, rev = rev, fwd
-            t[0] += fwd
-            t[1] += rev
-    gbps = {x.id: x.gbps for x in drawing.links}
-    comm = result.known_communication_seconds or 0.0
-    rows = []
-    for link, (fwd, rev) in totals.items():
-        cap = gbps.get(link)
-        busy = max(fwd, rev) * 8 / (cap * 1e9) if cap else 0.0
-        rows.append((link, fwd + rev, busy))
-    top = max((r[2] if heat == "time" else r[1] for r in rows), default=0.0) or 1.0
-    return [
-        LinkLoad(
-            id=link,
-            bytes=nbytes,
-            busy_seconds=busy,
-            share=min(1.0, (busy if heat == "time" else nbytes) / top),
-            shown={
-                "bytes": _shown_quantity(nbytes, "B"),
-                "busy": _shown_quantity(busy, "s"),
-                "of_communication": f"{busy / comm:.0%}" if comm > 0 else "—",
-            },
-        )
-        for link, nbytes, busy in sorted(rows)
-    ]
+    rows = (
+        (row["source"], row["target"], row["bytes_forward"] * p.count, row["bytes_reverse"] * p.count)
+        for p in result.phases
+        for row in p.links
+    )
+    return link_loads(rows, edge_map, drawing, heat, result.known_communication_seconds)
 
 
 def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, list[str], list[str]]:
@@ -1734,6 +1333,7 @@ def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, l
     was failed, and the capacity each failure takes away."""
 
     from .estimate.view import View
+    from .views.drawing import FAILABLE_KINDS
 
     g = view.g
     names, lost, edges, nodes = [], [], [], []
@@ -1743,7 +1343,7 @@ def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, l
             if f.source not in g:
                 raise ExplorerInputError(f"no part {f.source!r} in topology {request.topology}", where)
             kind = view.kind[f.source]
-            if kind not in _FAILABLE_KINDS:
+            if kind not in FAILABLE_KINDS:
                 raise ExplorerInputError(
                     f"{f.source} is a {kind.replace('_', ' ')}: fail a NIC, a switch or a link", where
                 )

@@ -15,6 +15,15 @@ class UsageError(FabricrefError):
     exit_code = 2
 
 
+class InputError(UsageError):
+    """A request refused with where in the request it went wrong (`loc`, as FastAPI's 422 names fields), so a page
+    can show the message next to the control that caused it."""
+
+    def __init__(self, message: str, loc: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 class ValidationError(FabricrefError):
     """A declarative file or a record does not match its schema or its rules."""
 

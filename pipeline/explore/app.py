@@ -26,12 +26,13 @@ from fastapi import FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment
 
 from .. import api
 from ..errors import FabricrefError, UnknownIdError
 from ..formats import explore as fmt
-from .layout import lay_out
+from ..views import render, validation
+from ..views.layout import lay_out
 from .plan import search as plan_search
 
 log = logging.getLogger("fabricref.explore")
@@ -77,12 +78,7 @@ def create_app(
     explorer.fingerprint()  # fails early on a checkout without a registry
     pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fabricref-explore")
     static = _Static()
-    templates = Environment(
-        loader=PackageLoader("fabricref.explore", "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    templates = render.environment("fabricref.explore")
 
     stop = threading.Event()
 
@@ -204,6 +200,11 @@ def create_app(
     ) -> Any:
         return await run(_drawing, explorer, topology_id, open)
 
+    @app.get("/api/validation", response_model=list[fmt.ValidationRow])
+    async def validation_json() -> Any:
+        """`fabricref validate`'s table as the registry holds it: model vs published, ratio, tolerance, in/out."""
+        return await run(explorer.validation)
+
     @app.post("/api/estimate", response_model=fmt.Estimate)
     async def estimate_json(request: fmt.EstimateRequest) -> Any:
         return await run(explorer.estimate, request)
@@ -246,6 +247,20 @@ def create_app(
         return page(
             "model.j2", index=await run(explorer.index), statement=api.failure_statement(), title="Model and workload"
         )
+
+    @app.get("/validation", response_class=HTMLResponse)
+    async def validation_page() -> Any:
+        rows = [r.model_dump() for r in await run(explorer.validation)]
+        return page("validation.j2", rows=rows, summary=validation.summary(rows), title="Validation")
+
+    @app.get("/drawing/{topology_id}.svg")
+    async def drawing_svg(
+        topology_id: REFERENCE, open: Annotated[str | None, Query(pattern=fmt.OPEN_PARAM, max_length=90)] = None
+    ) -> Response:
+        """The drawing as a standalone SVG file: the same template the report draws its drawings with."""
+        drawn = await run(_drawing, explorer, topology_id, open)
+        body = templates.get_template("drawing.svg.j2").render(s=render.svg(drawn))
+        return Response(body, media_type="image/svg+xml; charset=utf-8")
 
     @app.get("/sizing", response_class=HTMLResponse)
     async def sizing_page() -> Any:

@@ -438,6 +438,26 @@ class SizingRequest(Strict):
     headroom: float = Field(default=0.0, ge=0, le=10)
 
 
+class ValidationRow(Response):
+    """One published result beside the model (registry/validation/, `fabricref validate`), as shown."""
+
+    case: str = Field(description="file#result in models/validation/.")
+    label: str
+    target: str
+    quantity: str
+    source: str
+    url: str
+    model: str
+    published: str
+    ratio: str
+    tolerance: str
+    verdict: Literal["in", "out", "unknown"]
+    role: str
+    note: str
+    values: dict[str, float | None] = Field(description="model, published, ratio and tolerance as numbers.")
+    unit: str
+
+
 class SizingRow(Response):
     quantity: str
     value: float

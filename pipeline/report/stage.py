@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment
 
 from ..core.citing import check_of, check_text, conflict_text
 from ..core.files import atomic_write_bytes
@@ -21,41 +21,39 @@ from ..core.format import format_field
 from ..core.paths import Layout, contained
 from ..core.registry import Tables, table_paths
 from ..errors import FabricrefError
-from . import LAYOUT_CAVEAT, drawings, heat, measured
-from .cells import Cell
+from ..views import render, validation
+from . import LAYOUT_CAVEAT, drawings, measured
+from .drawn import HEAT_BASIS, Drawer
 
 STATUSES = (
     "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
     "(computed, with formula and inputs), unknown (nobody states it: the value stays empty). Assumed figures "
     "are labelled."
 )
+# One line on every page; the caveats themselves on the caveats page it links to.
+CAVEAT_LINE = (
+    "Figures teach relationships (alpha-beta costs on the installed wiring); they are not an exact NCCL/RCCL schedule "
+    "and do not predict measured throughput."
+)
 # Two parts, one DVC stage each: the reference and cluster pages with their drawings (`models`), which take no
 # traffic number, so a changed workload does not rerun them, and the workload pages with their link-load heat maps,
-# the plots, the model-vs-measured page and the index (`workloads`).
-MODEL_READS = (
-    "reference_models",
-    "fields",
-    "field_citations",
-    "assumptions",
-    "topology_summaries",
-    "topology_nodes",
-    "topology_edges",
-)
+# the plots, the model-vs-measured page, the validation page, the caveats page and the index (`workloads`).
+# The topologies' graphs are read by core.graphs.Topologies (registry/topology/'s four tables), not here.
+MODEL_READS = ("reference_models", "fields", "field_citations", "assumptions", "topology_summaries")
 PAGE_READS = (
     "reference_models",
     "fields",
     "topology_summaries",
-    "topology_nodes",
-    "topology_edges",
     "traffic",
     "traffic_workloads",
     "traffic_failures",
     "traffic_sharing",
     "traffic_links",
+    "validation",
 )
 READS = tuple(dict.fromkeys(MODEL_READS + PAGE_READS))
 MODEL_PARTS = ("reference", "cluster", "drawings")
-PAGE_PARTS = ("workload", "load", "plots", "measured.html", "index.html")
+PAGE_PARTS = ("workload", "load", "plots", "measured.html", "validation.html", "caveats.html", "index.html")
 
 
 def _caveats(lay: Layout, con: Tables) -> list[str]:
@@ -89,14 +87,11 @@ def report_dir(lay: Layout) -> Path:
 
 
 def _env() -> Environment:
-    return Environment(
-        loader=FileSystemLoader(Path(__file__).parent / "templates"),
-        autoescape=select_autoescape(["html", "j2"]),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    """The report's templates and the ones it shares with the explorer (views/templates/), numbers printed by the
+    one formatter."""
+    env = render.environment("fabricref.report", strict=True)
+    env.globals["caveat_line"] = CAVEAT_LINE
+    return env
 
 
 def _clear(out: Path, parts: tuple[str, ...]) -> None:
@@ -110,7 +105,7 @@ def _clear(out: Path, parts: tuple[str, ...]) -> None:
 
 
 def _open(lay: Layout, reads: tuple[str, ...]) -> Tables:
-    paths = table_paths(lay, "tables", "topology", *(("traffic",) if "traffic" in reads else ()))
+    paths = table_paths(lay, "tables", "topology", *(("traffic", "validation") if "traffic" in reads else ()))
     return Tables({name: paths[name] for name in reads})
 
 
@@ -151,21 +146,15 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, A
     return groups
 
 
-def _per_topology(con: Tables, sql: str) -> dict[str, int]:
-    """`sql` returns (topology_id, n) rows: a count per topology in one query, not one query per topology."""
-    return {tid: n for tid, n in con.tuples(sql)[1]}
-
-
-def _cluster_pods(con: Tables) -> dict[str, int]:
-    """The number of pods of every topology with leaves: its leaves' distinct pods."""
-    return _per_topology(
-        con, "SELECT topology_id, count(DISTINCT pod) FROM topology_nodes WHERE kind = 'leaf' GROUP BY ALL"
-    )
-
-
 Drawings = list[tuple[Path, Callable[..., bytes], tuple[Any, ...]]]  # (file in the report, drawing, arguments)
 Render = Callable[[], None]  # writes a part's pages
 PARTS = ("models", "workloads")
+
+
+def _technology(con: Tables) -> dict[str, str]:
+    """Each reference's scale-up technology (its `scale_up.technology` field), for the drawings' link labels."""
+    rows = con.rows("SELECT reference_id, value_text FROM fields WHERE field = 'scale_up.technology'")
+    return {r["reference_id"]: r["value_text"] for r in rows if r["value_text"]}
 
 
 def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
@@ -179,65 +168,30 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
             "workloads": (PAGE_READS, PAGE_PARTS, _pages),
         }[part]
         _clear(out, outputs)
-        with _open(lay, reads) as con:
-            found, render = make(lay, out, env, con, _begin(lay, con))
-        render()
-        for path, draw, args in found:
-            atomic_write_bytes(path, draw(*args))
+        with _open(lay, reads) as con, Drawer(lay, _technology(con)) as drawer:
+            found, render_pages = make(lay, out, env, con, _begin(lay, con), drawer)
+            render_pages()
+            for path, draw, args in found:
+                atomic_write_bytes(path, draw(*args))
     return out
 
 
-def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> tuple[Drawings, Render]:
+def _models(
+    lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer
+) -> tuple[Drawings, Render]:
     """The reference and cluster pages with their drawings (no traffic number: MODEL_READS only). Each table is
-    read once (grouped per reference here), not once per reference."""
+    read once (grouped per reference here), not once per reference. Every topology is drawn as the explorer
+    draws it (views/)."""
     caveats, refs, summaries, clusters = common
-    cluster_ids = {s["topology_id"] for s in clusters}
-    # Parts are drawn for the references that are not clusters: only their nodes and edges are read.
-    drawn = sorted({r["reference_id"] for r in refs} - cluster_ids)
-    in_drawn = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
     fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
     cites_of = _grouped(
         con.rows("SELECT * FROM field_citations ORDER BY reference_id, field, source_id"), "reference_id"
     )
     assumptions_of = _grouped(con.rows("SELECT * FROM assumptions ORDER BY reference_id, field"), "reference_id")
-    nodes_of = _grouped(
-        con.rows(f"SELECT * FROM topology_nodes WHERE {in_drawn} ORDER BY topology_id, node", drawn),
-        "topology_id",
-    )
-    edges_of = _grouped(
-        con.rows(f"SELECT * FROM topology_edges WHERE {in_drawn} ORDER BY topology_id, source, target", drawn),
-        "topology_id",
-    )
-    with_nodes = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
-    pods_of = _cluster_pods(con)
-    rails_of = _per_topology(
-        con,
-        "SELECT topology_id, count(DISTINCT rail) FROM topology_nodes WHERE kind = 'nic' AND role = 'scale_out' "
-        "GROUP BY ALL",
-    )
-    found: Drawings = []
-    for ref in refs:
-        rid = ref["reference_id"]
-        if rid not in cluster_ids and nodes_of.get(rid):
-            found.append(
-                (
-                    out / "drawings" / f"{rid}.svg",
-                    drawings.draw_reference,
-                    (ref["title"], nodes_of[rid], edges_of.get(rid, [])),
-                )
-            )
-    for s in clusters:
-        tid = s["topology_id"]
-        # No leaf or no scale-out NIC: 0, as count(DISTINCT ...) over no rows said.
-        found.append(
-            (
-                out / "drawings" / f"{tid}.svg",
-                drawings.draw_cluster,
-                (s["title"], s, pods_of.get(tid, 0), rails_of.get(tid, 0)),
-            )
-        )
+    drawn = set(drawer.ids)
+    found: Drawings = [(out / "drawings" / f"{tid}.svg", drawer.svg, (tid,)) for tid in drawer.ids]
 
-    def render() -> None:
+    def render_pages() -> None:
         for ref in refs:
             rid = ref["reference_id"]
             fields = fields_of.get(rid, [])
@@ -246,56 +200,68 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
                 f["value"] = _value(f)
                 f["citations"] = cites.get(f["field"], [])
                 _evidence(f)
-            # A cluster-level reference is drawn by tier (as a cluster, above), not part by part: its tens of
-            # thousands of parts would only be overwritten in the same file.
-            has_drawing = rid in with_nodes if rid in cluster_ids else bool(nodes_of.get(rid))
-            summary = summaries.get(rid)
             page = env.get_template("reference.html.j2").render(
                 title=ref["title"],
                 root="../",
                 caveats=caveats,
                 ref=ref,
                 fields=fields,
-                drawing=has_drawing,
+                drawn=drawer.drawing(rid) if rid in drawn else None,
                 assumptions=assumptions_of.get(rid, []),
-                summary=json.dumps(summary, indent=1, sort_keys=True) if summary else None,
+                summary=summaries.get(rid),
             )
             atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
         for s in clusters:
             tid = s["topology_id"]
-            page = env.get_template("cluster.html.j2").render(title=s["title"], root="../", caveats=caveats, s=s)
+            page = env.get_template("cluster.html.j2").render(
+                title=s["title"],
+                root="../",
+                caveats=caveats,
+                s=s,
+                drawn=drawer.drawing(tid) if tid in drawn else None,
+            )
             atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
 
-    return found, render
+    return found, render_pages
 
 
-def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> tuple[Drawings, Render]:
-    """The workload pages with their heat maps, the plots, the model-vs-measured page and the index (the part a
-    changed workload moves)."""
-    caveats, refs, summaries, clusters = common
-    pods_of = _cluster_pods(con)
-    cluster_pods = {s["topology_id"]: pods_of.get(s["topology_id"], 0) for s in clusters}
-    drawn = {r["topology_id"] for r in con.rows("SELECT DISTINCT topology_id FROM topology_nodes")}
+def _pages(
+    lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer
+) -> tuple[Drawings, Render]:
+    """The workload pages with their heat maps, the plots, the model-vs-measured page, the validation page, the
+    caveats page and the index (the part a changed workload moves)."""
+    caveats, refs, _summaries, clusters = common
+    drawn = set(drawer.ids)
     workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
-    cells = {(tid, wid): c for tid in sorted(cluster_pods) for wid, c in _cluster_cells(con, tid).items()}
-    link_loads, parts = _reference_loads(con, sorted(cluster_pods))
     traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
     failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
     sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
-    heat_maps, found = _heat_maps(summaries, cells, cluster_pods, link_loads, parts)
-    plots = _plots(found, traffic, lay)
+    checks = validation.shown(con.rows(validation.SQL))
+    found: Drawings = []
+    heat_maps: dict[tuple[str, str], dict[str, Any]] = {}
+    for w in workloads:
+        tid, wid = w["topology_id"], w["workload_id"]
+        if tid not in drawn:
+            continue
+        loads = drawer.loads(tid, _edge_bytes(con, tid, wid), w["communication_seconds"])
+        if not loads:
+            continue
+        path = f"load/{tid}/{wid}.svg"
+        found.append((out / path, drawer.svg, (tid, loads)))
+        heat_maps[(tid, wid)] = {"src": path, "drawing": drawer.drawing(tid), "basis": HEAT_BASIS}
+    plots = _plots(found, out, traffic, lay)
     logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
-    found += [(log["plot"], measured.plot, (log,)) for log in logs]
+    found += [(out / log["plot"], measured.plot, (log,)) for log in logs]
 
-    def render() -> None:
-        # The drawings of the other part: every reference with parts, then every cluster (the index links them).
+    def render_pages() -> None:
+        # The pages of the other part that carry a drawing: every reference with a topology, then every cluster.
+        cluster_ids = {c["topology_id"] for c in clusters}
         drawing_links = [
-            {"src": f"drawings/{rid}.svg", "page": f"reference/{rid}.html", "alt": f"parts and links of {rid}"}
-            for rid in (r["reference_id"] for r in refs)
-            if rid in drawn
+            {"page": f"reference/{rid}.html", "title": r["title"], "id": rid}
+            for r in refs
+            if (rid := r["reference_id"]) in drawn and rid not in cluster_ids
         ] + [
-            {"src": f"drawings/{tid}.svg", "page": f"cluster/{tid}.html", "alt": f"structure of cluster {tid}"}
-            for tid in (c["topology_id"] for c in clusters)
+            {"page": f"cluster/{c['topology_id']}.html", "title": c["title"], "id": c["topology_id"]} for c in clusters
         ]
         by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for w in workloads:
@@ -317,6 +283,12 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
             )
             atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
         compared = measured.write_page(out, env, caveats, logs)
+        page = env.get_template("validation.html.j2").render(
+            title="Validation: model vs published", root="", rows=checks, summary=validation.summary(checks)
+        )
+        atomic_write_bytes(out / "validation.html", page.encode())
+        page = env.get_template("caveats.html.j2").render(title="Caveats", root="", caveats=caveats)
+        atomic_write_bytes(out / "caveats.html", page.encode())
         index = env.get_template("index.html.j2").render(
             title="fabricref report",
             root="",
@@ -327,109 +299,29 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
             drawings=drawing_links,
             plots=plots,
             measured=compared,
+            validation=validation.summary(checks),
         )
         atomic_write_bytes(out / "index.html", index.encode())
 
-    return [(out / path, draw, args) for path, draw, args in found], render
+    return found, render_pages
 
 
-IN_LIST = "topology_id IN (SELECT unnest(?::VARCHAR[]))"
-
-
-def _cluster_cells(con: Tables, tid: str) -> dict[str, list[Cell]]:
-    """A cluster's loaded links grouped per workload, tier and pod, in one query: a link's pod is that of its first
-    end with one (source, then target: a switch's own pod), else the pod of its first end's building block that has
-    one. A block's pod is that of the leaf its NICs reach over the scale-out network (the lowest, if a block's
-    rails reach leaves of two pods). A link's load is its busiest phase. One topology per query: joined on the
-    node name alone, DuckDB plans hash joins (with the topology in the join key it paired every NIC with every
-    leaf first)."""
+def _edge_bytes(con: Tables, tid: str, wid: str) -> list[tuple[str, str, float, float]]:
+    """A workload's bytes on each graph edge over one step or request: each phase's bytes times its count."""
     _, rows = con.tuples(
         """
-        WITH n AS (SELECT node, kind, block, pod FROM topology_nodes WHERE topology_id = ?),
-        e AS (SELECT source, target FROM topology_edges WHERE topology_id = ? AND network = 'scale_out'),
-        ends AS (SELECT source AS a, target AS b FROM e UNION ALL SELECT target, source FROM e),
-        block_pod AS (
-            SELECT nic.block, min(leaf.pod) AS pod
-            FROM ends JOIN n nic ON nic.node = ends.a JOIN n leaf ON leaf.node = ends.b
-            WHERE nic.kind = 'nic' AND leaf.kind = 'leaf' AND nic.block IS NOT NULL
-            GROUP BY ALL
-        ),
-        l AS (
-            SELECT workload_id, source, target, tier, max(utilization) AS u
-            FROM traffic_links WHERE topology_id = ? GROUP BY ALL
-        )
-        SELECT l.workload_id, l.tier, coalesce(na.pod, nb.pod, pa.pod, pb.pod) AS pod, max(l.u), count(*)
-        FROM l
-        LEFT JOIN n na ON na.node = l.source
-        LEFT JOIN n nb ON nb.node = l.target
-        LEFT JOIN block_pod pa ON pa.block = na.block
-        LEFT JOIN block_pod pb ON pb.block = nb.block
-        GROUP BY ALL
+        SELECT l.source, l.target, sum(l.bytes_forward * t.count), sum(l.bytes_reverse * t.count)
+        FROM traffic_links l JOIN traffic t USING (topology_id, workload_id, phase)
+        WHERE l.topology_id = ? AND l.workload_id = ?
+        GROUP BY ALL ORDER BY 1, 2
         """,
         tid,
-        tid,
-        tid,
+        wid,
     )
-    found: dict[str, list[Cell]] = defaultdict(list)
-    for wid, tier, pod, peak, links in sorted(rows, key=lambda r: (r[0], r[1], r[2] or 0, r[2] is not None)):
-        found[wid].append(Cell(tier, pod, peak, links))
-    return found
+    return [(a, b, f, r) for a, b, f, r in rows]
 
 
-def _reference_loads(
-    con: Tables, clusters: list[str]
-) -> tuple[
-    dict[tuple[str, str], dict[tuple[str, str], float]],
-    dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
-]:
-    """Every non-cluster topology × workload's link loads ((source, target) → utilisation in its busiest phase),
-    and the nodes and edges of those topologies (their parts drawing's layout), each table read once."""
-    _, rows = con.tuples(
-        f"SELECT topology_id, workload_id, source, target, max(utilization) FROM traffic_links "
-        f"WHERE NOT {IN_LIST} GROUP BY ALL ORDER BY 1, 2, 3, 4",
-        clusters,
-    )
-    loads: dict[tuple[str, str], dict[tuple[str, str], float]] = defaultdict(dict)
-    for tid, wid, a, b, u in rows:
-        loads[(tid, wid)][(a, b)] = u
-    tids = sorted({tid for tid, _ in loads})
-    nodes = _grouped(
-        con.rows(f"SELECT * FROM topology_nodes WHERE {IN_LIST} ORDER BY topology_id, node", tids), "topology_id"
-    )
-    edges = _grouped(
-        con.rows(f"SELECT * FROM topology_edges WHERE {IN_LIST} ORDER BY topology_id, source, target", tids),
-        "topology_id",
-    )
-    return loads, {tid: (nodes.get(tid, []), edges.get(tid, [])) for tid in tids}
-
-
-PageDrawings = list[tuple[str, Callable[..., bytes], tuple[Any, ...]]]  # (path in the report, drawing, arguments)
-
-
-def _heat_maps(
-    summaries: dict[str, dict[str, Any]],
-    cells: dict[tuple[str, str], list[Cell]],
-    cluster_pods: dict[str, int],
-    loads: dict[tuple[str, str], dict[tuple[str, str], float]],
-    parts: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]],
-) -> tuple[dict[tuple[str, str], str], PageDrawings]:
-    """One link-load heat map per topology × workload in `traffic_links`: link by link on a reference's parts
-    drawing, per tier and pod on a cluster. Returns (topology, workload) → the SVG's path in the report, and the
-    drawings to make."""
-    found: dict[tuple[str, str], str] = {}
-    made: PageDrawings = []
-    for tid, wid in sorted({*cells, *loads}):
-        title = f"{wid} on {summaries.get(tid, {}).get('title') or tid}"
-        path = f"load/{tid}/{wid}.svg"
-        if tid in cluster_pods:
-            made.append((path, heat.draw_tier_pod_load, (title, cells[(tid, wid)], cluster_pods[tid])))
-        else:
-            made.append((path, heat.draw_link_load, (title, *parts[tid], loads[(tid, wid)])))
-        found[(tid, wid)] = path
-    return found, made
-
-
-def _plots(made: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+def _plots(made: Drawings, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
     """The index's plots (their drawings appended to `made`)."""
     cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for p in traffic:
@@ -439,7 +331,7 @@ def _plots(made: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -> li
     labels = sorted(cases)
     series = {name: [cases[k][i] for k in labels] for i, name in enumerate(("overhead", "bandwidth", "queueing"))}
     title = "Communication time per step / request: overhead, bandwidth, queueing"
-    made.append(("plots/phase-times.svg", drawings.bar_chart, (title, labels, series, "seconds")))
+    made.append((out / "plots/phase-times.svg", drawings.bar_chart, (title, labels, series, "seconds")))
     kv_csv = lay.registry_dir / "traffic" / "plots" / "kv_transfer.csv"
     result = [{"src": "plots/phase-times.svg", "alt": "time per workload split into overhead, bandwidth, queueing"}]
     if kv_csv.exists():
@@ -451,6 +343,8 @@ def _plots(made: PageDrawings, traffic: list[dict[str, Any]], lay: Layout) -> li
                 "local (NVL72 scale-up)": [float(r[1]) for r in lines],
                 "cross-domain (400G fabric)": [float(r[2]) for r in lines],
             }
-            made.append(("plots/kv-transfer.svg", drawings.line_chart, (title, x, series, "prompt tokens", "seconds")))
+            made.append(
+                (out / "plots/kv-transfer.svg", drawings.line_chart, (title, x, series, "prompt tokens", "seconds"))
+            )
             result.append({"src": "plots/kv-transfer.svg", "alt": "KV transfer time local vs cross-domain"})
     return result

@@ -160,10 +160,22 @@ def test_compare_marks_the_fields_that_differ(http) -> None:
 # -- the model drawn --------------------------------------------------------------------------------------------
 
 
+def first_drawing(http, topology: str) -> dict:
+    """The drawing as the page asks for it: a first drawing of the largest cluster (a graph of a million links
+    loaded) may pass the server's time limit on a busy machine; the server goes on and keeps it, the page asks
+    again on a 503."""
+    for _ in range(6):
+        r = http.get(f"/api/model/{topology}")
+        if r.status_code != 503:
+            break
+    assert r.status_code == 200, r.text[:300]
+    return r.json()
+
+
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_every_topology_is_drawn_with_parts_and_networks_told_apart(http, topology: str, built_graph) -> None:
     g = built_graph(topology)
-    d = http.get(f"/api/model/{topology}").json()
+    d = first_drawing(http, topology)
     kinds = {n["kind"] for n in d["nodes"]}
     networks = {link["network"] for link in d["links"]}
     accelerators = sum(1 for _, k in g.nodes(data="kind") if k == "accelerator")

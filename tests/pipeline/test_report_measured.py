@@ -14,7 +14,7 @@ from fabricref.cli import main
 from fabricref.core.paths import Layout
 from fabricref.report import measured as page
 from fabricref.traffic import comparison
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 RING = FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log"
@@ -23,14 +23,10 @@ TEMPLATES = Path(page.__file__).parent / "templates"
 
 
 def _env() -> Environment:
-    return Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=select_autoescape(["html", "j2"]),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    """The environment the report stage renders with (its templates, the shared ones, the formatter's filters)."""
+    from fabricref.report.stage import _env as stage_env
+
+    return stage_env()
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,7 @@ def test_the_report_reference_page_names_the_publisher_kind_a_copy_and_a_conflic
             caveats=[],
             ref={**ref, "published": 0, "preliminary": 0, "derived": 0, "unknown": 0},
             fields=fields,
-            drawing=False,
+            drawn=None,
             assumptions=[],
             summary=None,
         )

@@ -18,6 +18,8 @@ FLOORS: list[tuple[str, ...]] = [
     ("formats",),
     ("core",),
     ("estimate",),
+    # What the explorer and the report both show (drawings, templates): below every stage, above the library.
+    ("views",),
     (*STAGES, "plan", "inspect"),
     ("api",),
     # The web application sits just under the CLI: `fabricref explore` starts it, and it never imports the CLI.

@@ -168,22 +168,56 @@ document.addEventListener("DOMContentLoaded", () => {
 
   // -- the drawing ------------------------------------------------------------------------------------------------
 
+  // -- progress -------------------------------------------------------------------------------------------------
+
+  /** What is being computed, with the seconds it has taken so far once it passes half a second (the first
+   * drawing or estimate on the largest clusters loads a graph of a million links and takes seconds). */
+  let busyTimer = null;
+  function busy(text) {
+    const started = performance.now();
+    const status = $("status");
+    clearInterval(busyTimer);
+    status.textContent = text;
+    status.dataset.busy = "yes";
+    const bigger = topologySel.selectedOptions[0] && Number(topologySel.selectedOptions[0].dataset.accelerators) > 50000;
+    busyTimer = setInterval(() => {
+      const s = (performance.now() - started) / 1000;
+      if (s < 0.5) return;
+      const note = bigger ? " — a cluster this large takes a few seconds the first time its graph is loaded" : "";
+      status.textContent = `${text} ${s.toFixed(1)} s${note}`;
+    }, 250);
+  }
+  function idle(text) {
+    clearInterval(busyTimer);
+    busyTimer = null;
+    $("status").dataset.busy = "no";
+    $("status").textContent = text;
+  }
+
   async function loadDrawing() {
     const seq = ++drawSeq;
     $("drawing").dataset.ready = "no";
-    $("status").textContent = "Drawing…";
+    busy("Drawing…");
     const q = S.open ? `?open=${encodeURIComponent(S.open)}` : "";
     try {
-      const d = await FR.request(`/api/model/${encodeURIComponent(S.topology)}${q}`);
+      // A drawing past the server's time limit (503) goes on being computed there and is kept: ask again.
+      let d = null;
+      for (let tries = 0; d === null; tries++) {
+        try {
+          d = await FR.request(`/api/model/${encodeURIComponent(S.topology)}${q}`);
+        } catch (err) {
+          if (err.status !== 503 || tries >= 5 || seq !== drawSeq) throw err;
+        }
+      }
       if (seq !== drawSeq) return;
       drawing = d;
       render();
       $("drawing").dataset.ready = "yes";
-      $("status").textContent = "";
+      idle("");
     } catch (err) {
       if (seq !== drawSeq) return;
       if (S.open) { S.open = null; writeState(); loadDrawing(); return; }
-      $("status").textContent = err.message;
+      idle(err.message);
     }
   }
 
@@ -473,7 +507,7 @@ document.addEventListener("DOMContentLoaded", () => {
       ready("yes");
       return;
     }
-    $("status").textContent = `Laying ${S.workload} onto ${S.topology}…`;
+    busy(`Laying ${S.workload} onto ${S.topology}…`);
     const body = { topology: S.topology, workload: S.workload, knobs: knobValues(), heat: S.heat,
       fail: S.fail.map((f) => { const [source, target] = f.split("~"); return target ? { source, target } : { source }; }) };
     if (drawing && drawing.level !== "full" && drawing.level !== "aggregate") body.open = drawing.level;
@@ -483,7 +517,7 @@ document.addEventListener("DOMContentLoaded", () => {
       if (seq !== estSeq) return;
       estimate = data;
       showKnobError({ detail: [] });
-      $("status").textContent = `${data.workload} on ${data.topology}: ${data.shown.accelerators} accelerators · answered in ${Math.round(performance.now() - started)} ms`;
+      idle(`${data.workload} on ${data.topology}: ${data.shown.accelerators} accelerators · answered in ${Math.round(performance.now() - started)} ms`);
       renderResults();
       renderLegend();
       paint();
@@ -493,7 +527,7 @@ document.addEventListener("DOMContentLoaded", () => {
       estimate = null;
       $("results").hidden = true;
       $("whatif").hidden = true;
-      $("status").textContent = "";
+      idle("");
       showKnobError(err);
       renderLegend();
       paint();

@@ -1,0 +1,413 @@
+"""How a topology is drawn, for the explorer and the static report alike: every part and link of a system (NVLink
+and Infinity-Fabric links bundled per tray where they are too many to draw one by one), or a large cluster's tiers
+× pods that open into one pod or one scale-up domain; and which drawn link each graph edge belongs to (for a
+workload's load per link and for failing what is clicked). Positions come from `layout.lay_out`, the SVG from the
+`drawing.svg.j2` template: both views draw the same picture from the same graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.format import format_quantity
+from ..errors import InputError
+
+# Topologies with more accelerators than this are drawn tier × pod first, then one pod or one domain at a time.
+DRAW_FULL_MAX_ACCELERATORS = 256
+# A rack's GPU–switch links beyond this many are drawn as tray–switch bundles.
+BUNDLE_SCALE_UP_ABOVE = 256
+# A domain's NIC–leaf links beyond this many are drawn as tray–leaf bundles.
+BUNDLE_SCALE_OUT_ABOVE = 96
+
+
+class Wired:
+    """What a drawing reads of a topology, for a caller without the traffic library's view (the report stage):
+    the graph, the topology stage's summary of it and the reference's scale-up technology."""
+
+    def __init__(self, g: Any, summary: dict[str, Any], technology: str | None = None) -> None:
+        self.g, self.summary, self.scale_up_technology = g, summary, technology
+        self.reference = g.graph.get("reference")
+        self.kind: dict[str, str] = {n: d.get("kind") for n, d in g.nodes(data=True)}
+        self.accelerators = [n for n, k in self.kind.items() if k == "accelerator"]
+        size = summary["scale_up_domain_size"]
+        self.domain_size: int = size if isinstance(size, int) else min(size)
+
+
+# Rows of a drawing, top first: scale-up switches above the accelerators, the scale-out fabric below the NICs.
+_PART_ROWS = {"scale_up_switch": 0, "accelerator": 1, "cpu": 2, "nic": 3, "frontend_nic": 4, "leaf": 5, "spine": 6}
+_PART_ROWS |= {"frontend_switch": 7, "core": 7}
+_FABRIC_ROWS = {"core": 0, "spine": 1, "leaf": 2, "domain": 3, "frontend_switch": 4, "frontend_core": 5}
+_CONTAINERS = ("system", "tray")
+# Parts whose every link stays inside their scale-up domain (GPU–switch, GPU–GPU, GPU–CPU, CPU–NIC from the NIC).
+_INSIDE_DOMAINS = ("accelerator", "cpu", "scale_up_switch", "system", "tray")
+_PLURAL = {"leaf": "leaves", "spine": "spines"}
+FAILABLE_KINDS = ("nic", "scale_up_switch", "leaf", "spine", "core", "frontend_switch")
+
+
+class Groups:
+    """How one topology is drawn at each level, and which drawn link each graph edge belongs to (for the heat map
+    of a workload's load and for failing what is clicked). Built once per topology and level, then kept."""
+
+    def __init__(self, view: Any) -> None:
+        """`view`: the traffic library's view of the topology, or a `Wired` (the same attributes)."""
+        g = view.g
+        self.view, self.g = view, g
+        self.topology_id: str = g.graph["topology_id"]
+        self.kind: dict[str, str] = view.kind
+        self.aggregated = len(view.accelerators) > DRAW_FULL_MAX_ACCELERATORS
+        # Each part of a scale-up domain (GPUs, switches, CPUs, NICs, trays) by its domain; each domain by its pod.
+        block_domain = {g.nodes[a].get("block"): g.nodes[a]["domain"] for a in view.accelerators}
+        self.domain_of: dict[str, str] = {}
+        for n, d in g.nodes(data=True):
+            if "domain" in d:
+                self.domain_of[n] = d["domain"]
+            elif d.get("block") is not None and d["block"] in block_domain:
+                self.domain_of[n] = block_domain[d["block"]]
+        self.pod_of: dict[str, int] = {}
+        for n, dom in self.domain_of.items():
+            if self.kind[n] == "nic" and dom not in self.pod_of:
+                for m in g[n]:
+                    if self.kind[m] == "leaf":
+                        self.pod_of[dom] = int(g.nodes[m].get("pod") or 0)
+                        break
+        self.domains_by_pod: dict[int, list[str]] = {}
+        for dom in dict.fromkeys(g.nodes[a]["domain"] for a in view.accelerators):
+            self.domains_by_pod.setdefault(self.pod_of.get(dom, 0), []).append(dom)
+        self._levels: dict[str, tuple[Any, dict[tuple[str, str], tuple[str, bool]]]] = {}
+
+    # -- levels ----------------------------------------------------------------------------------------------
+
+    def default_level(self) -> str:
+        return "aggregate" if self.aggregated else "full"
+
+    def check_level(self, open: str | None) -> str:
+        level = open or self.default_level()
+        if level in ("full", "aggregate"):
+            if level != self.default_level():
+                raise InputError(
+                    f"topology {self.topology_id} is drawn {self.default_level()}; open a pod or a domain instead",
+                    ("query", "open"),
+                )
+            return level
+        what, _, name = level.partition(":")
+        if not self.aggregated:
+            raise InputError(
+                f"topology {self.topology_id} is drawn part by part: it has no {what} to open", ("query", "open")
+            )
+        if what == "pod" and int(name) not in self.domains_by_pod:
+            raise InputError(
+                f"topology {self.topology_id} has no pod {name} (pods: 0–{max(self.domains_by_pod)})",
+                ("query", "open"),
+            )
+        if what == "domain" and name not in self.pod_of and name not in self.domains_by_pod.get(0, []):
+            raise InputError(
+                f"topology {self.topology_id} has no scale-up domain {name!r} (e.g. "
+                f"{self.domains_by_pod[min(self.domains_by_pod)][0]})",
+                ("query", "open"),
+            )
+        return level
+
+    def level(self, open: str | None) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
+        level = self.check_level(open)
+        if level not in self._levels:
+            self._levels[level] = self._build(level)
+        return self._levels[level]
+
+    def drawing(self, open: str | None) -> Any:
+        return self.level(open)[0]
+
+    def _row_of_part(self, n: str) -> int:
+        kind = self.kind[n]
+        if kind == "nic" and self.g.nodes[n].get("role") == "frontend":
+            return _PART_ROWS["frontend_nic"]
+        return _PART_ROWS.get(kind, 7)
+
+    def _build(self, level: str) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
+        from ..formats.explore import Drawing, DrawNode
+
+        g, kind = self.g, self.kind
+        nodes: dict[str, DrawNode] = {}
+        assign: dict[str, str] = {}  # graph node → drawn node
+        scan: list[str] = []  # graph nodes whose edges are looked at
+
+        def part(n: str, container: str | None = None, failable: bool | None = None) -> None:
+            d = g.nodes[n]
+            nodes[n] = DrawNode(
+                id=n,
+                kind=kind[n],
+                role=d.get("role"),
+                label=str(d.get("label") or n),
+                container=container if container is not None else _container(g, n),
+                row=self._row_of_part(n),
+                order=len(nodes),
+                failable=kind[n] in FAILABLE_KINDS if failable is None else failable,
+            )
+            assign[n] = n
+            scan.append(n)
+
+        def box(n: str) -> None:
+            d = g.nodes[n]
+            within = d.get("within")
+            nodes[n] = DrawNode(
+                id=n,
+                kind=kind[n],
+                role=d.get("role"),
+                label=str(d.get("label") or n),
+                container=within if within and kind.get(within) in _CONTAINERS else None,
+                row=-1,
+                order=len(nodes),
+            )
+
+        def aggregate(key: str, k: str, label: str, count: int, row: int, opens: str | None = None, **kw: Any) -> None:
+            nodes[key] = DrawNode(
+                id=key, kind=k, label=label, count=count, aggregate=True, row=row, order=len(nodes), opens=opens, **kw
+            )
+
+        pods = sorted(self.domains_by_pod)
+        if level == "full":
+            for n in g.nodes:
+                if kind[n] in _CONTAINERS:
+                    box(n)
+            for n in g.nodes:
+                if kind[n] not in _CONTAINERS:
+                    part(n)
+        elif level == "aggregate":
+            size = self.view.domain_size
+            counts: dict[tuple[str, int | None], int] = {}
+            for n in g.nodes:
+                k = kind[n]
+                if n in self.domain_of:
+                    assign[n] = f"pod{self.pod_of.get(self.domain_of[n], 0)}/domains"
+                elif k in ("leaf", "spine"):
+                    p = int(g.nodes[n].get("pod") or 0)
+                    assign[n] = f"pod{p}/{_PLURAL[k]}"
+                    counts[(k, p)] = counts.get((k, p), 0) + 1
+                elif k == "core":
+                    assign[n] = "cores"
+                    counts[("core", None)] = counts.get(("core", None), 0) + 1
+                elif k == "frontend_switch":
+                    role = "core" if g.nodes[n].get("role") == "core" else "access"
+                    assign[n] = f"frontend-{role}"
+                    counts[(f"fe-{role}", None)] = counts.get((f"fe-{role}", None), 0) + 1
+            # Only the links that leave a scale-up domain are drawn here, and each has a NIC or a fabric switch
+            # at one end: accelerators, CPUs and scale-up switches (most of a cluster's links) need no look.
+            scan = [n for n in g.nodes if kind[n] not in _INSIDE_DOMAINS]
+            if counts.get(("core", None)):
+                aggregate("cores", "core", f"{counts[('core', None)]:,} core switches", counts[("core", None)], 0)
+            for p in pods:
+                doms = len(self.domains_by_pod[p])
+                aggregate(f"pod{p}", "pod", f"pod {p}", doms, -1, opens=f"pod:{p}")
+                for k, row in (("spine", 1), ("leaf", 2)):
+                    if counts.get((k, p)):
+                        n_k = counts[(k, p)]
+                        aggregate(
+                            f"pod{p}/{_PLURAL[k]}",
+                            k,
+                            f"{n_k:,} {_PLURAL[k]}",
+                            n_k,
+                            row,
+                            opens=f"pod:{p}",
+                            container=f"pod{p}",
+                        )
+                aggregate(
+                    f"pod{p}/domains",
+                    "domain",
+                    f"{doms:,} domains ({doms * size:,} acc.)",
+                    doms,
+                    3,
+                    opens=f"pod:{p}",
+                    container=f"pod{p}",
+                )
+            for role, row in (("access", 4), ("core", 5)):
+                c = counts.get((f"fe-{role}", None))
+                if c:
+                    aggregate(f"frontend-{role}", "frontend_switch", f"frontend {role} ({c:,})", c, row)
+        elif level.startswith("pod:"):
+            p = int(level.partition(":")[2])
+            size = self.view.domain_size
+            cores = sum(1 for n in g.nodes if kind[n] == "core")
+            if cores:
+                aggregate("cores", "core", f"{cores:,} core switches", cores, 0)
+            fe = 0
+            for n in g.nodes:
+                k = kind[n]
+                if k in ("leaf", "spine") and int(g.nodes[n].get("pod") or 0) == p:
+                    nodes[n] = DrawNode(
+                        id=n,
+                        kind=k,
+                        label=str(g.nodes[n].get("label") or n),
+                        row=_FABRIC_ROWS[k],
+                        order=len(nodes),
+                        failable=True,
+                    )
+                    assign[n] = n
+                    scan.append(n)
+                elif k == "core":
+                    assign[n] = "cores"
+                elif k == "frontend_switch":
+                    assign[n] = "frontend"
+                    fe += 1
+            if fe:
+                aggregate("frontend", "frontend_switch", f"frontend ({fe:,} switches)", fe, 4)
+            # The pod's domains as one node wired to each leaf (a pod of 64 domains on 16 leaves is 512 NIC
+            # links, a solid block if drawn one by one), and each domain once more below as a box to open.
+            mine = set(self.domains_by_pod[p])
+            doms = len(mine)
+            aggregate(f"pod{p}/domains", "domain", f"{doms:,} domains ({doms * size:,} acc.)", doms, 3)
+            for dom in self.domains_by_pod[p]:
+                aggregate(f"domain:{dom}", "domain", dom, 1, 5, opens=f"domain:{dom}")
+            for n, dom in self.domain_of.items():
+                if dom in mine:
+                    assign[n] = f"pod{p}/domains"
+                    if kind[n] == "nic":
+                        scan.append(n)
+        else:  # domain:ID
+            dom = level.partition(":")[2]
+            inside = [n for n, d in self.domain_of.items() if d == dom]
+            for n in inside:
+                if kind[n] in _CONTAINERS:
+                    box(n)
+            for n in inside:
+                if kind[n] not in _CONTAINERS:
+                    part(n)
+            reached: dict[str, None] = {}
+            for n in inside:
+                for m in g[n]:
+                    if m not in assign and kind[m] in ("leaf", "frontend_switch"):
+                        reached[m] = None
+            spines = 0
+            for m in reached:
+                part(m, container="", failable=True)
+                for s in g[m]:
+                    if kind[s] == "spine":
+                        assign[s] = "spines"
+                        spines += 1
+            if spines:
+                count = len({s for s, a in assign.items() if a == "spines"})
+                aggregate("spines", "spine", f"{count:,} spines", count, _PART_ROWS["spine"])
+        for key, n in list(nodes.items()):
+            if n.container is not None and n.container not in nodes:
+                nodes[key] = n.model_copy(update={"container": None})
+        bundle: dict[str, dict[str, str]] = {}
+        if level == "full" or level.startswith("domain:"):
+            bundle = self._bundles(nodes, scan)
+        links, edge_map = self._links(assign, scan, nodes, bundle)
+        levels = [self.default_level()]
+        if self.aggregated:
+            levels += [f"pod:{p}" for p in pods]
+        drawing = Drawing(
+            topology_id=self.topology_id,
+            reference=str(self.view.reference),
+            title=str(g.graph.get("title") or self.topology_id),
+            level=level,
+            levels=levels,
+            nodes=list(nodes.values()),
+            links=links,
+            counts=dict(sorted(self.view.summary["nodes_by_kind"].items())),
+            caveat=str(g.graph.get("caveat") or ""),
+        )
+        return drawing, edge_map
+
+    def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, dict[str, str]]:
+        """Per network, a part → the tray it is drawn from, for links too dense to draw one by one: an NVL72's 648
+        GPU–switch links become 162 tray–switch bundles, a Helios rack's 216 NIC–leaf links one bundle per tray
+        and leaf. Empty for a network whose links are few enough to draw each."""
+        g = self.g
+        out: dict[str, dict[str, str]] = {}
+        for network, kind, above in (
+            ("scale_up", "accelerator", BUNDLE_SCALE_UP_ABOVE),
+            ("scale_out", "nic", BUNDLE_SCALE_OUT_ABOVE),
+        ):
+            parts = [u for u in scan if self.kind[u] == kind and nodes[u].container in nodes]
+            links = sum(1 for u in parts for d in g[u].values() if d["network"] == network)
+            if links > above:
+                out[network] = {u: nodes[u].container for u in parts}
+        return out
+
+    def _links(
+        self,
+        assign: dict[str, str],
+        scan: list[str],
+        nodes: dict[str, Any],
+        bundle: dict[str, dict[str, str]] | None = None,
+    ) -> tuple[list[Any], dict[tuple[str, str], tuple[str, bool]]]:
+        """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts.
+        `bundle`: per network, drawn nodes whose links are drawn from another (an accelerator's from its tray)."""
+        from ..core import confidence
+        from ..formats.explore import DrawLink
+
+        g = self.g
+        seen: set[tuple[str, str]] = set()
+        acc: dict[tuple[str, str, str], dict[str, Any]] = {}
+        edge_map: dict[tuple[str, str], tuple[str, bool]] = {}
+        for u in scan:
+            au = assign.get(u)
+            if au is None:
+                continue
+            for v, d in g[u].items():
+                bv = assign.get(v)
+                if bv is None or au == bv:
+                    continue
+                e = (u, v) if u <= v else (v, u)
+                if e in seen:
+                    continue
+                seen.add(e)
+                a, b = au, bv
+                trays = bundle.get(d["network"]) if bundle else None
+                if trays:
+                    a, b = trays.get(u, a), trays.get(v, b)
+                x, y = (a, b) if a <= b else (b, a)
+                key = (x, y, d["network"])
+                row = acc.get(key)
+                if row is None:
+                    row = acc[key] = {"gbps": 0.0, "unknown": False, "links": 0, "members": 0, "fields": {}, "conf": []}
+                if d.get("bandwidth_gbps") is None:
+                    row["unknown"] = True
+                else:
+                    row["gbps"] += d["bandwidth_gbps"]
+                row["links"] += int(d.get("links") or 1)
+                row["members"] += 1
+                row["fields"][(d.get("field"), d.get("status"))] = None
+                row["conf"].append(d.get("confidence") or "unknown")
+                # The drawn link and whether the edge runs against it (its first end on the link's second end).
+                first = a if e[0] == u else b
+                edge_map[e] = (f"{x}|{y}|{d['network']}", first != x)
+        out = []
+        for (x, y, network), row in acc.items():
+            fields = list(row["fields"])
+            field, status = fields[0] if len(fields) == 1 else ("several fields", "mixed")
+            gbps = None if row["unknown"] else row["gbps"]
+            single = row["members"] == 1
+            rate = format_quantity(gbps, "Gb/s", "per_direction") if gbps is not None else "unknown"
+            out.append(
+                DrawLink(
+                    id=f"{x}|{y}|{network}",
+                    source=x,
+                    target=y,
+                    network=network,
+                    technology=self.view.scale_up_technology if network == "scale_up" else None,
+                    gbps=gbps,
+                    links=row["links"],
+                    members=row["members"],
+                    field=field,
+                    status=status,
+                    confidence=confidence.weakest(row["conf"]),
+                    failable=single and x in nodes and y in nodes and nodes[x].count == 1 and nodes[y].count == 1,
+                    shown={
+                        "rate": rate,
+                        "links": f"{row['links']:,} link{'s' if row['links'] != 1 else ''}"
+                        + ("" if single else f" in {row['members']:,} connections"),
+                        "network": network.replace("_", "-"),
+                        "field": str(field),
+                        "status": str(status),
+                    },
+                )
+            )
+        return out, edge_map
+
+
+def _container(g: Any, n: str) -> str | None:
+    within = g.nodes[n].get("within")
+    if within is not None and g.nodes.get(within, {}).get("kind") in _CONTAINERS:
+        return str(within)
+    return None

@@ -1,0 +1,54 @@
+"""The validation table as both views show it (`fabricref validate`'s rows, from registry/validation/): model vs
+published, their ratio, the tolerance and whether the model is within it, and what the result is used for
+(calibration: it set a number; check: an acceptance check; held-out: it set nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.format import MISSING, format_quantity
+
+SQL = "SELECT * FROM validation ORDER BY file, result"
+ROLES = {
+    "calibration": "set a calibration number",
+    "check": "acceptance check",
+    "held-out": "held out (sets nothing)",
+}
+
+
+def shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each validation row with its numbers printed by the one formatter at four digits (a ratio of 1.04 must not
+    read as 1), and the exact numbers under `values`."""
+    out = []
+    for r in rows:
+        unit = r.get("unit") or None
+        within = r.get("within")
+        out.append(
+            {
+                "case": f"{r['file']}#{r['result']}",
+                "label": r.get("label") or "",
+                "target": r.get("target") or "",
+                "quantity": str(r["quantity"]).replace("_", " "),
+                "source": r["file"],
+                "url": r.get("url") or "",
+                "model": format_quantity(r.get("model"), unit, digits=4),
+                "published": format_quantity(r.get("published"), unit, digits=4),
+                "ratio": MISSING if r.get("ratio") is None else f"{r['ratio']:.3f}",
+                "tolerance": MISSING if r.get("tolerance") is None else f"±{r['tolerance']:.0%}",
+                "verdict": "unknown" if within is None else ("in" if within else "out"),
+                "role": ROLES.get(str(r.get("use")), str(r.get("use") or "")),
+                "note": r.get("note") or "",
+                "values": {k: r.get(k) for k in ("model", "published", "ratio", "tolerance")},
+                "unit": unit or "",
+            }
+        )
+    return out
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """'25 of 27 within tolerance; 2 outside'."""
+    inside = sum(r["verdict"] == "in" for r in rows)
+    outside = sum(r["verdict"] == "out" for r in rows)
+    unknown = len(rows) - inside - outside
+    text = f"{inside} of {len(rows)} within tolerance; {outside} outside"
+    return text + (f"; {unknown} without a model figure" if unknown else "")
