@@ -35,6 +35,7 @@ def _sh(cmd: list[str], cwd: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_dvc_metrics_show_is_a_narrow_table_of_numbers():
     """The workloads' metrics (`dvc metrics show metrics`): one row per workload × target, columns the short keys,
     at most ~160 characters wide (the path is most of it), under 140 for one workload, every cell a number or

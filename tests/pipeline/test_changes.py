@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fabricref.core import model_revisions
 from fabricref.core.sources import load_sources
 from fabricref.inspect.changes import diff
@@ -61,6 +62,7 @@ def test_diff_reports_status_value_added_and_removed(repo, tmp_path):
     assert second["nic-model"]["change"] == "removed" and "matched nothing" in second["nic-model"]["detail"]
 
 
+@pytest.mark.slow
 def test_status_guards_ci(built_copy, cli):
     repo = built_copy  # retrieve, extract and compile already run on the shipped data
     ok = cli("status", "--json", root=repo.root)
@@ -76,6 +78,7 @@ def test_status_guards_ci(built_copy, cli):
     assert bad.code == 1 and "nvlink-bandwidth-per-gpu" in bad.out
 
 
+@pytest.mark.slow
 def test_model_revisions_are_kept_and_an_unpinned_change_needs_attention(built_copy, cli):
     repo = built_copy  # retrieve and extract already run; the model change below needs compile only
     model = "references/nvidia-dgx-h100"

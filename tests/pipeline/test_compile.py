@@ -39,6 +39,7 @@ def edit_model(lay, ref_id, old, new):
     return path
 
 
+@pytest.mark.slow
 def test_disagreeing_documents_fail_when_the_rule_cannot_decide_and_no_take_is_named(extracted):
     # 288 GB (The Register, 2025-06-12) vs 288 GiB (ROCm's table, undated): both state the MI355X itself, and an
     # undated document cannot be ordered by date, so the declared rule cannot decide.
@@ -73,6 +74,7 @@ def _edit_source(lay, source_id, old, new):
     path.write_text(text.replace(old, new))
 
 
+@pytest.mark.slow
 def test_the_conflict_rule_takes_the_most_specific_product_then_the_latest(extracted):
     records = _records(extracted, "amd-helios")
     per_gpu, rack = records["accelerator.memory_bandwidth"], records["accelerator.memory_bandwidth_total"]
@@ -100,6 +102,7 @@ def test_the_conflict_rule_takes_the_most_specific_product_then_the_latest(extra
         _records(extracted, "amd-helios")
 
 
+@pytest.mark.slow
 def test_a_take_against_the_declared_rule_is_refused(extracted):
     edit_model(
         extracted,
@@ -113,6 +116,7 @@ def test_a_take_against_the_declared_rule_is_refused(extracted):
         _records(extracted, "amd-helios")
 
 
+@pytest.mark.slow
 def test_documents_agreeing_within_their_digits_are_no_conflict(extracted):
     # DGX B200: the user guide's 1,440 GB and the BasePOD page's 1.4 TB (1.35-1.45 TB) agree; the more precise
     # figure gives the value, with no take needed.
@@ -134,12 +138,14 @@ def test_documents_agreeing_within_their_digits_are_no_conflict(extracted):
     assert all(c["agrees"] for c in record["claims"])
 
 
+@pytest.mark.slow
 def test_citing_a_missing_source_or_rule_is_an_error(extracted):
     edit_model(extracted, "nvidia-dgx-h100", "nvidia-hgx-h100-blog#hgx-h100-nvlink-bandwidth]", "no-such-doc#x]")
     with pytest.raises(CompileError, match="'no-such-doc#x' does not exist \\(no source 'no-such-doc'\\)"):
         stage.run(extracted)
 
 
+@pytest.mark.slow
 def test_a_left_out_key_must_be_declared(extracted):
     edit_model(
         extracted,
@@ -152,6 +158,7 @@ def test_a_left_out_key_must_be_declared(extracted):
         stage.run(extracted)
 
 
+@pytest.mark.slow
 def test_cycles_among_derived_fields_are_named(extracted):
     edit_model(
         extracted,
@@ -172,6 +179,7 @@ def test_cycles_among_derived_fields_are_named(extracted):
         stage.run(extracted)
 
 
+@pytest.mark.slow
 def test_unit_mismatch_in_a_formula(extracted):
     edit_model(
         extracted,
@@ -183,6 +191,7 @@ def test_unit_mismatch_in_a_formula(extracted):
         stage.run(extracted)
 
 
+@pytest.mark.slow
 def test_a_formula_result_never_gains_or_loses_a_bandwidth_direction(extracted):
     """8 NICs x 400 Gb/s per direction is not a memory bandwidth: the direction would be silently dropped."""
     path = edit_model(
@@ -199,6 +208,7 @@ def test_a_formula_result_never_gains_or_loses_a_bandwidth_direction(extracted):
     )
 
 
+@pytest.mark.slow
 def test_a_claim_read_under_a_key_of_another_dimension_names_reference_field_source_and_units(extracted):
     path = edit_model(
         extracted,
@@ -221,6 +231,7 @@ def test_a_claim_read_under_a_key_of_another_dimension_names_reference_field_sou
     )
 
 
+@pytest.mark.slow
 def test_formula_outside_the_language_is_refused(extracted):
     edit_model(
         extracted,
@@ -232,6 +243,7 @@ def test_formula_outside_the_language_is_refused(extracted):
         stage.run(extracted)
 
 
+@pytest.mark.slow
 def test_deriving_from_an_unknown_is_refused(extracted):
     edit_model(
         extracted,

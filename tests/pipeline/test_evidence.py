@@ -27,6 +27,7 @@ def test_every_shipped_source_names_a_publisher_kind_its_status_respects(repo):
     assert press and all(s.publisher_kind == "press" for s in sources if s.id in press)
 
 
+@pytest.mark.slow
 def test_a_press_source_set_to_published_is_a_compile_error_naming_file_and_path(repo, cli):
     path = repo.root / "sources" / f"{HELIOS}.yaml"
     path.write_text(path.read_text().replace("\nstatus: preliminary\n", "\nstatus: published\n"))
@@ -103,6 +104,7 @@ def test_a_design_statement_selects_and_is_never_published(built_registry, cli):
     assert {(r["status"], r["publisher_kind"]) for r in rows} == {("preliminary", "design-statement")}
 
 
+@pytest.mark.slow
 def test_a_design_statement_set_to_published_or_mislabelled_is_refused(repo):
     path = repo.root / "sources" / f"{DESIGN}.yaml"
     original = path.read_text()

@@ -172,6 +172,7 @@ def first_drawing(http, topology: str) -> dict:
     return r.json()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_every_topology_is_drawn_with_parts_and_networks_told_apart(http, topology: str, built_graph) -> None:
     g = built_graph(topology)
@@ -226,6 +227,7 @@ def estimate(http, topology: str, workload: str, knobs: dict | None = None, **ex
     return http.post("/api/estimate", json={"topology": topology, "workload": workload, "knobs": knobs or {}, **extra})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_every_workload_on_its_first_target_matches_the_library(http, built_registry, workload: str) -> None:
     import fabricref
@@ -426,6 +428,7 @@ def test_every_reference_page_renders_its_fields(http, reference: str) -> None:
     assert r.text.count('<tr class="field"') == len(fields)
 
 
+@pytest.mark.slow
 def test_the_cli_verb_serves_on_loopback_and_prints_its_url(built_registry: Layout) -> None:
     import subprocess
     import sys

@@ -98,6 +98,7 @@ def test_scripts_are_never_run_and_markup_stays_text():
     assert "document.write" not in doc.get_text()
 
 
+@pytest.mark.slow
 def test_a_failing_rule_fails_the_stage_with_a_per_field_report_and_writes_nothing(repo):
     from fabricref.core.sources import load_sources
 

@@ -50,6 +50,7 @@ def test_a_rewrite_gets_the_umask_mode_too(tmp_path, umask):
     assert [p.name for p in tmp_path.iterdir()] == ["f"]  # no temporary file left behind
 
 
+@pytest.mark.slow
 def test_compile_outputs_are_readable_by_others_under_umask_022(repo, cli, umask):
     """Issue case 7: every file `extract` and `compile` write under registry/ is 0644 with umask 022."""
     os.umask(0o022)

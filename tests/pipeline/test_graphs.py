@@ -17,6 +17,7 @@ def _clean(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
 
 
+@pytest.mark.slow
 def test_every_exported_topology_comes_back_identical(built_registry, built_graph):
     """Same nodes in the same order with the same attributes, same edges, every node's neighbours in the same
     order (networkx iteration order decides tie-breaks in routing), same graph attributes and summary."""

@@ -124,6 +124,7 @@ def test_a_cluster_of_50_million_building_blocks_is_refused_before_building(repo
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.slow
 def test_a_negative_derived_bandwidth_is_refused(repo):
     extract(repo, load_sources(repo))
     edit_model(
@@ -251,6 +252,7 @@ def test_non_utf8_and_100000_deep_json_are_clear_errors(tmp_path):
         load_json(folder)
 
 
+@pytest.mark.slow
 def test_the_shipped_files_stay_within_the_limits():
     lay = Layout(ROOT)
     for path in sorted((ROOT / "models").rglob("*.yaml")) + sorted(lay.sources_dir.glob("*.yaml")):

@@ -79,6 +79,7 @@ def test_a_damaged_duckdb_file_is_rebuilt_not_opened(built_copy):
     assert sidecar.read_text().split()[0] == hashlib.sha256(built_copy.duckdb_path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_measured_log_edited_in_the_store_is_found_by_status_and_retrieve(built_copy, cli):
     log = FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log"
     assert cli("measured", "import", str(log), "--topology", "nvidia-dgx-h100", root=built_copy.root).code == 0

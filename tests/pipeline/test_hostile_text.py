@@ -117,6 +117,7 @@ def test_an_error_message_has_its_control_characters_made_visible(built_registry
     assert result.code == 2 and "\x1b" not in result.err
 
 
+@pytest.mark.slow
 def test_output_in_an_encoding_without_every_character_is_escaped_not_a_traceback(built_registry):
     """LC_ALL=en_US.ISO-8859-1 `fabricref show nvidia-gb300-nvl72` failed with UnicodeEncodeError."""
     env = {**env_with_venv(), "PYTHONIOENCODING": "iso-8859-1", "LC_ALL": "C"}

@@ -115,6 +115,7 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["staging", "commit"])
 def test_a_killed_import_is_undone_or_finished_by_the_next_writer(built_copy, cli, where):
     before = state(built_copy.root)
@@ -159,6 +160,7 @@ def test_a_full_disk_during_new_reference_writes_none_of_its_files_and_the_retry
     assert (repo.root / "models" / "revisions" / "references" / "acme-full.json").is_file()
 
 
+@pytest.mark.slow
 def test_eight_parallel_new_references_all_survive(repo):
     """Each run reads models/identities.json, adds its id and writes it back: without the lock four of eight
     were lost."""

@@ -131,6 +131,7 @@ def test_no_header_no_rows_no_devices_are_refused():
         parse_text(no_devices, "x.log")
 
 
+@pytest.mark.slow
 def test_import_pins_bytes_and_tables_rows_with_the_hash(measured_repo, cli, tmp_path):
     lay = measured_repo
     path = FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log"
@@ -173,6 +174,7 @@ def test_a_malformed_log_writes_nothing(measured_repo, cli, tmp_path):
     assert not (lay.store_dir / "sha256" / sha[:2] / sha).exists()
 
 
+@pytest.mark.slow
 def test_compare_draws_model_against_measured(measured_repo, cli, tmp_path):
     svg = tmp_path / "compare.svg"
     r = cli("measured", "compare", "--topology", "nvidia-dgx-h100", "--plot", str(svg), root=measured_repo.root)
@@ -201,6 +203,7 @@ def test_model_agrees_with_the_fixtures(measured_repo, cli):
     assert len(seen) == len(RUNS)
 
 
+@pytest.mark.slow
 def test_estimate_collective_in_topology_mode_reproduces_the_fixture_comparisons(measured_repo, cli):
     """What a user types (`estimate collective --topology`) gives the numbers `measured compare` holds against each
     fixture: same algorithm, protocol and busbw, so the ±15 % / 2× agreement above is the calculator's own."""

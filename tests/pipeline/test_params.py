@@ -257,6 +257,7 @@ def test_a_bad_step_choice_names_params_yaml_line_and_path(repo: Layout, old: st
         load_step_choices(repo.root)
 
 
+@pytest.mark.slow
 def test_memory_headroom_moves_the_metrics_by_the_hand_computed_amount(built_copy: Layout):
     """Keeping 10 % of memory free lowers the fit headroom by 10 % of the accelerator memory (8.0 GB on an 80 GB
     H100) and nothing else: compute and communication do not move.

@@ -158,6 +158,7 @@ def test_bad_options_name_the_option(built_registry: Layout, cli) -> None:
     assert r.code == 2 and "--tpot" in r.err
 
 
+@pytest.mark.slow
 def test_pruning_keeps_the_top_and_the_pareto_front(built_registry: Layout) -> None:
     """A pruned layout is one that could reach neither: the search without pruning finds the same top K and front."""
     from fabricref import api
@@ -194,6 +195,7 @@ def test_the_bound_is_the_evaluation_without_communication(built_registry: Layou
     views.close()
 
 
+@pytest.mark.slow
 def test_plan_rows_are_the_plans_table_and_save_makes_a_workload(built_copy: Layout, cli) -> None:
     root = built_copy.root
     r = cli("plan", "train", "--model", MODEL_70B, "--cluster", SMALL, "--gpus", "64", "--global-batch", "32",

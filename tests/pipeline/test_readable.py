@@ -68,6 +68,7 @@ def test_nested_values_are_sub_tables_never_dicts_or_json():
     assert ["nested", "a", "1"] in lines and ["2"] in lines
 
 
+@pytest.mark.slow
 def test_topology_and_status_print_no_raw_dicts(built_registry, cli):
     r = cli("topology", "nvidia-dgx-h100", root=built_registry.root)
     assert r.code == 0, r.err

@@ -7,6 +7,7 @@ import re
 import shlex
 from collections.abc import Callable
 
+import pytest
 from conftest import ROOT
 from fabricref.core.paths import Layout
 
@@ -32,6 +33,7 @@ def _steps(recipe: str) -> list[tuple[str, str]]:
     return steps
 
 
+@pytest.mark.slow
 def test_add_a_reference_works_as_written(repo: Layout, cli: Callable[..., object]) -> None:
     """Every file of the recipe written, every command run (`dvc repro` as its stages, in-process), and the
     outcome the recipe promises: five published fields, one unknown, an audit to a verified hash, a clean status."""

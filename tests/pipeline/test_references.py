@@ -180,6 +180,7 @@ def test_key_figures(built_registry, key, expected):
     assert (row["value_number"], row["unit"], row["direction"], row["status"]) == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_every_published_or_preliminary_field_audits_to_a_verified_hash(built_registry):
     cited = rows(built_registry, "SELECT reference_id, field FROM fields WHERE status IN ('published', 'preliminary')")
     assert len(cited) > 80
@@ -253,6 +254,7 @@ def extracted(repo):
     return repo
 
 
+@pytest.mark.slow
 def test_compile_refuses_relabelling_the_illustrative_model_as_a_vendor_reference(extracted):
     path = extracted.references_dir / "illustrative-h100-4096.yaml"
     path.write_text(path.read_text().replace("kind: illustrative", "kind: vendor"))
@@ -260,6 +262,7 @@ def test_compile_refuses_relabelling_the_illustrative_model_as_a_vendor_referenc
         stage.run(extracted)
 
 
+@pytest.mark.slow
 def test_compile_refuses_a_changed_title_or_an_unregistered_id(extracted):
     path = extracted.references_dir / "illustrative-h100-4096.yaml"
     original = path.read_text()

@@ -265,6 +265,7 @@ rules:
     assert not base.exists()
 
 
+@pytest.mark.slow
 def test_non_whole_derived_count_and_infinite_assumption_are_refused(repo):
     extract(repo, load_sources(repo))
     path = repo.references_dir / "nvidia-dgx-h100.yaml"
@@ -291,6 +292,7 @@ def test_a_status_that_contradicts_its_provenance_is_invalid():
         validate(derived, "field.schema.json", "record")
 
 
+@pytest.mark.slow
 def test_a_failed_compile_leaves_the_registry_as_it_was(built_registry, repo):
     for verb in (stage.verify,):
         verb(repo, load_sources(repo))

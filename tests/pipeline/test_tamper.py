@@ -93,6 +93,7 @@ def test_audit_at_a_revision_reports_a_tampered_snapshot(tampered, cli) -> None:
     assert leaf["source_id"] == source_id and leaf["verified"] is False and leaf["problem"]
 
 
+@pytest.mark.slow
 def test_status_names_the_tampered_source_and_exits_non_zero(tampered, cli) -> None:
     lay, source_id, how = tampered
     result = cli("status", "--json", root=lay.root)
@@ -110,6 +111,7 @@ def test_status_names_the_tampered_source_and_exits_non_zero(tampered, cli) -> N
     assert table.code == 1 and f"needs attention: source {source_id} revision 1: " in table.out
 
 
+@pytest.mark.slow
 def test_an_untouched_copy_is_verified_and_needs_no_attention(built_copy: Layout, cli) -> None:
     """The control: the same checks pass before anything is tampered with."""
     for reference_field in (STATED, DERIVED):

@@ -201,6 +201,7 @@ def test_unstated_wiring_is_labelled_as_an_assumption(graphs):
     assert gpu_nic and all(d["status"] == "assumed" and "pairing" in d["note"] for d in gpu_nic)
 
 
+@pytest.mark.slow
 def test_a_needed_unknown_without_an_assumption_is_a_clear_error(repo, cli):
     path = repo.references_dir / "amd-mi300x-pollara400.yaml"
     text = path.read_text()

@@ -134,6 +134,7 @@ def meta_dp512(built_registry):
     return estimate(built_registry, "meta-style-h100-24576", find_workload(built_registry, "llama70b-train-tp8-dp512"))
 
 
+@pytest.mark.slow
 def test_oversubscription_queues_only_where_links_are_oversubscribed(built_registry, meta_dp512):
     """Meta-style: only 2 of each DP ring's 512 edges cross pods (16 flows against ~175 Tb/s of pod uplinks),
     so the 1:7 tier adds no queueing; the phase runs at the NIC's 400 Gb/s (at the calibrated 400G efficiency)

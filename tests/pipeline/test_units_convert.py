@@ -50,6 +50,7 @@ def extracted(_extracted_once: Layout, tmp_path: Path) -> Layout:
     return Layout(shutil.copytree(_extracted_once.root, tmp_path / "repo"))
 
 
+@pytest.mark.slow
 def test_a_vocabulary_unit_change_converts_the_value_and_never_relabels_it(repo):
     extract_stage.run(repo, load_sources(repo))
     before = records(repo)[SPEED]
@@ -65,6 +66,7 @@ def test_a_vocabulary_unit_change_converts_the_value_and_never_relabels_it(repo)
     assert (per_gpu["value_number"], per_gpu["unit"], per_gpu["status"]) == (400.0, "Gb/s", "derived")
 
 
+@pytest.mark.slow
 def test_compile_converts_a_claim_stated_in_another_unit_even_from_stale_claims(extracted):
     """Claims written under the old vocabulary (400 Gb/s) read with the new one (GB/s): converted, not relabelled."""
     repo = extracted  # extract already run (the module's copy)
@@ -73,6 +75,7 @@ def test_compile_converts_a_claim_stated_in_another_unit_even_from_stale_claims(
     assert (record["value_number"], record["unit"], record["direction"]) == (50.0, "GB/s", "per_direction")
 
 
+@pytest.mark.slow
 def test_a_claim_of_another_dimension_is_a_compile_error_naming_everything(extracted):
     repo = extracted  # extract already run (the module's copy)
     set_unit(repo, SPEED, "GB")

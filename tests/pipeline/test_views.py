@@ -142,6 +142,7 @@ def extracted(_extracted_once: Layout, tmp_path: Path) -> Layout:
     return Layout(shutil.copytree(_extracted_once.root, tmp_path / "repo"))
 
 
+@pytest.mark.slow
 def test_a_check_that_disagrees_is_shown_in_every_view(extracted, cli):
     path = extracted.references_dir / "nvidia-gb300-nvl72.yaml"
     text = path.read_text()
@@ -169,6 +170,7 @@ def test_a_check_that_disagrees_is_shown_in_every_view(extracted, cli):
     assert "check disagrees (information): nvidia-gb300-nvl72 scale_up.bandwidth_per_accelerator" in status.out
 
 
+@pytest.mark.slow
 def test_a_conflict_keeps_both_values_and_dates_and_status_lists_it_with_exit_0(built_registry, cli):
     bandwidth = field_of(show_json(cli, built_registry, "amd-helios"), "accelerator.memory_bandwidth")
     assert bandwidth["conflict"] is True and bandwidth["resolved_by"] == "rule" and bandwidth["value"] == 23.3

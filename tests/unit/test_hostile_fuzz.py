@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from fabricref.compile.references import load_reference
 from fabricref.core import pins
 from fabricref.core.paths import Layout
@@ -69,6 +70,7 @@ def _only_fabricref_errors(action) -> None:
         assert str(exc)  # a message the user can act on
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     kind=st.sampled_from(sorted(YAML_SEEDS)),
@@ -187,6 +189,7 @@ PARAMS_TEXT = (ROOT / "params.yaml").read_text()
 NUMBERS = st.sampled_from(["1000000000", "5e-324", "-1", "0", "1e308", "0x10", "1_000", "nan", ".inf", "7", "2**53"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(edits=st.lists(EDIT, min_size=1, max_size=4), number=NUMBERS, which=st.integers(0, 1000))
 def test_mutated_params_yaml_gives_a_result_or_a_clear_error_in_every_reader(edits, number, which):
