@@ -263,22 +263,11 @@ def memory(
 ) -> dict[str, Any]:
     """Bytes of model state per rank (`bytes`) for a training layout (split over TP × PP, experts over EP,
     partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP)."""
-    from .errors import UsageError
     from .estimate import memory as mem
-    from .estimate import sizing
 
-    mem.check_number(params, "--params", strict=True)
-    mem.check_number(expert_params, "--expert-params")
-    if layout_name in mem.TRAINING_LAYOUTS:
-        return mem.training_state(
-            params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, expert_params=expert_params, ep=ep
-        )
-    if zero or expert_params or dp != 1 or ep != 1:
-        raise UsageError(f"--layout {layout_name}: weights only; --dp, --zero, --ep, --expert-params do not apply")
-    for name, value in (("--tp", tp), ("--pp", pp)):
-        mem.check_degree(value, name)
-    data = sizing.memory(params, layout_name)
-    return {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
+    return mem.state_per_rank(
+        params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, ep=ep, expert_params=expert_params, names=mem.flag
+    )
 
 
 def activations(
