@@ -53,7 +53,6 @@ PAGE_READS = (
     "traffic_sharing",
     "traffic_links",
 )
-READS = tuple(dict.fromkeys(MODEL_READS + PAGE_READS))
 MODEL_PARTS = ("reference", "cluster", "drawings")
 PAGE_PARTS = ("workload", "load", "plots", "measured.html", "index.html")
 
