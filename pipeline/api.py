@@ -76,38 +76,39 @@ def caveat() -> str:
 def phase_records(result: Any) -> list[dict[str, Any]]:
     """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
     seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""
-    return [
-        {
-            "phase": p.phase,
-            "collective": p.collective,
-            "algorithm": p.algorithm,
-            "group_size": p.group_size,
-            "concurrent_groups": p.concurrent_groups,
-            "count": p.count,
-            "bytes_per_rank": p.bytes_per_rank,
-            "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
-            "network": p.network,
-            "tier": p.tier,
-            "hops": p.hops,
-            "bottleneck_gbps": p.bottleneck_gbps,
-            "effective_gbps": p.effective_gbps,
-            "latency_seconds": p.term("latency_s"),
-            "bandwidth_seconds": p.term("bandwidth_s"),
-            "queueing_seconds": p.term("queueing_s"),
-            "seconds": p.seconds,
-            "total_seconds": p.total_seconds,
-            "dominant": p.dominant,
-            "confidence": p.confidence,
-            "lineage": p.lineage_records(),
-            "description": p.description,
-            "notes": p.notes,
-            "unknown_reason": p.unknown or None,
-            "max_link_utilization": p.max_link_utilization,
-            "hot_links": list(p.hot_links),
-            "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
-        }
-        for p in result.phases
-    ]
+    return [_phase_record(p) for p in result.phases]
+
+
+def _phase_record(p: Any) -> dict[str, Any]:
+    return {
+        "phase": p.phase,
+        "collective": p.collective,
+        "algorithm": p.algorithm,
+        "group_size": p.group_size,
+        "concurrent_groups": p.concurrent_groups,
+        "count": p.count,
+        "bytes_per_rank": p.bytes_per_rank,
+        "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
+        "network": p.network,
+        "tier": p.tier,
+        "hops": p.hops,
+        "bottleneck_gbps": p.bottleneck_gbps,
+        "effective_gbps": p.effective_gbps,
+        "latency_seconds": p.term("latency_s"),
+        "bandwidth_seconds": p.term("bandwidth_s"),
+        "queueing_seconds": p.term("queueing_s"),
+        "seconds": p.seconds,
+        "total_seconds": p.total_seconds,
+        "dominant": p.dominant,
+        "confidence": p.confidence,
+        "lineage": p.lineage_records(),
+        "description": p.description,
+        "notes": p.notes,
+        "unknown_reason": p.unknown or None,
+        "max_link_utilization": p.max_link_utilization,
+        "hot_links": list(p.hot_links),
+        "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
+    }
 
 
 def _workload(lay: Layout, workload_id: str, knobs: Knobs) -> Any:
@@ -684,13 +685,7 @@ class _ExplorerState:
         out = []
         for path in workload_paths(self.lay):
             w = load_workload(path)
-            block = w.training if w.training is not None else w.inference
-            assert block is not None
             names = [*KNOBS[w.kind], *(("mode",) if w.kind == "inference" else ()), "placement"]
-            knobs = {k: getattr(block, k) for k in KNOBS[w.kind]}
-            if w.inference is not None:
-                knobs["mode"] = w.inference.mode
-            knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
             out.append(
                 WorkloadSummary(
                     workload_id=w.id,
@@ -700,7 +695,7 @@ class _ExplorerState:
                     accelerators=w.accelerators,
                     targets=list(w.targets),
                     fits_on=[t.topology_id for t in topologies if t.accelerators >= w.accelerators],
-                    knobs=knobs,
+                    knobs=_knobs_of(w),
                     knob_names=names,
                     teaching=getattr(w, "teaching", None),
                 )
@@ -1346,7 +1341,6 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     """The workload with the request's knobs on `view` (the installed wiring, or a copy with parts failed), by the
     pipeline's estimate and step model; a refusal names the knob it is about."""
     from .errors import UnknownIdError
-    from .estimate import step as step_model
     from .estimate.traffic import estimate
 
     try:
@@ -1361,13 +1355,8 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     try:
         with state.lock_for(request.topology):
             result = estimate(state.lay, request.topology, w, 0, view)
-        # As the traffic stage computes a step (pipeline/traffic/stage.py), with the accelerator's fields and
-        # params.yaml's choices read once per process rather than once per request.
         with state.load_lock:
-            acc = state.views.accelerator(view.reference)
-            choices = state.views.choices
-        rates = step_model.rates_for(acc, w.model.dtype, state.lay.root)
-        st = step_model.estimate(w, result.phases, acc, rates, choices.memory_headroom)
+            st = state.views.step(view, w, result)
     except UsageError as exc:
         if isinstance(exc, ExplorerInputError):
             raise
@@ -1398,17 +1387,12 @@ def _estimate(state: _ExplorerState, request: Any) -> Any:
     _, edge_map = groups.level(level)
     drawing = groups.drawing(level)
     comm = result.communication_seconds
-    block = w.training if w.training is not None else w.inference
-    knobs = {k: getattr(block, k) for k in type(block).model_fields if k in _KNOB_NAMES}
-    if w.inference is not None:
-        knobs["mode"] = w.inference.mode
-    knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
     return Estimate(
         topology=request.topology,
         workload=w.id,
         title=w.title,
         kind=w.kind,
-        knobs=knobs,
+        knobs=_knobs_of(w),
         accelerators=w.accelerators,
         phases=phases,
         communication_seconds=comm,
@@ -1429,9 +1413,16 @@ def _estimate(state: _ExplorerState, request: Any) -> Any:
     )
 
 
-_KNOB_NAMES = frozenset(
-    ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len", "prefill_tp", "decode_tp", "batch")
-) | {"prompt_tokens", "output_tokens", "requests_per_second"}
+def _knobs_of(w: Any) -> dict[str, Any]:
+    """A workload's knobs as set (estimate/workloads.py `KNOBS`), its serving mode and its placement."""
+    from .estimate.workloads import KNOBS
+
+    block = w.training if w.training is not None else w.inference
+    knobs = {k: getattr(block, k) for k in KNOBS[w.kind]}
+    if w.inference is not None:
+        knobs["mode"] = w.inference.mode
+    knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
+    return knobs
 
 
 def _field_values(state: _ExplorerState, reference_id: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -1484,7 +1475,7 @@ def _lineage_row(x: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]
 def _phase_row(p: Any, fields: dict[tuple[str, str], dict[str, Any]], state: _ExplorerState) -> Any:
     from .formats.explore import HotLink, PhaseRow
 
-    r = phase_records(type("R", (), {"phases": [p]})())[0]
+    r = _phase_record(p)
 
     def s(x: float | None) -> str:
         return "unknown" if x is None else _shown_quantity(x, "s")
