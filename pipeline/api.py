@@ -783,25 +783,14 @@ class _ExplorerState:
     def calibration_node(self, field: str) -> Any:
         from .estimate.calibration import load_calibration
         from .formats.explore import Provenance
+        from .inspect.audit import calibration_node
 
-        cal = load_calibration(self.lay.root)
-        n = cal.number(field)
+        n = load_calibration(self.lay.root).number(field)
         if n is None:
             raise ExplorerInputError(f"no calibration number {field!r} in models/calibration/collectives.yaml", ())
-        source = cal.sources.get(n.source) if n.source else None
-        why = "a calibration number in models/calibration/collectives.yaml"
-        if source is not None:
-            why += f", stated at {source.url}: {source.statement}"
-        if n.note:
-            why += f" ({n.note})"
+        node = calibration_node(self.lay, {"field": field, "status": n.status, "confidence": _confidence_of(n.status)})
         return Provenance(
-            reference_id="calibration",
-            field=field,
-            value=n.value,
-            status=n.status,
-            confidence=_confidence_of(n.status),
-            why=why,
-            source_url=source.url if source else None,
+            **{k: node[k] for k in ("reference_id", "field", "value", "status", "confidence", "why", "source_url")},
             shown={"value": _shown_quantity(n.value)},
         )
 
