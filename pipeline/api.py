@@ -691,7 +691,7 @@ class _ExplorerState:
                     workload_id=w.id,
                     title=w.title,
                     kind=w.kind,  # type: ignore[arg-type]
-                    summary=_workload_summary(path),
+                    summary=w.summary,
                     accelerators=w.accelerators,
                     targets=list(w.targets),
                     fits_on=[t.topology_id for t in topologies if t.accelerators >= w.accelerators],
@@ -843,13 +843,6 @@ def _confidence_of(status: str) -> str:
         return confidence.of_status(status)
     except (KeyError, ValueError):
         return status
-
-
-def _workload_summary(path: Path) -> str:
-    from .core.schemas import load_yaml
-
-    data = load_yaml(path)[0]
-    return str(data.get("summary", "")) if isinstance(data, dict) else ""
 
 
 def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any:
