@@ -488,16 +488,7 @@ class Explorer:
 
     def _cached(self, key: tuple[Any, ...], compute: Any) -> Any:
         state = self._current()
-        with state.cache_lock:
-            if key in state.cache:
-                state.cache.move_to_end(key)
-                return state.cache[key]
-        value = compute(state)
-        with state.cache_lock:
-            state.cache[key] = value
-            while len(state.cache) > EXPLORER_CACHE_ENTRIES:
-                state.cache.popitem(last=False)
-        return value
+        return state.kept(state.cache, key, EXPLORER_CACHE_ENTRIES, lambda: compute(state))
 
     # -- references ------------------------------------------------------------------------------------------
 
