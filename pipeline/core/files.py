@@ -279,15 +279,17 @@ def recover(root: Path) -> None:
     if staging.is_dir():
         for leftover in staging.iterdir():
             pid = leftover.name.split(".", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 shutil.rmtree(leftover, ignore_errors=True)
         with contextlib.suppress(OSError):
             staging.rmdir()  # only when empty
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether another process `pid` runs: this process counts as not alive, since what it left behind from an
+    earlier, failed call (a staging or build directory) is not being written now."""
     if pid == os.getpid():
-        return False  # this process holds the lock: nothing of its own is being staged now
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
