@@ -266,7 +266,7 @@ def memory(
     partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP)."""
     from .estimate import memory as mem
 
-    return mem.state_per_rank(
+    return mem.training_state(
         params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, ep=ep, expert_params=expert_params, names=mem.flag
     )
 

@@ -110,14 +110,24 @@ def training_state(
     """Model state per rank. Dense weights split over TP × PP; expert weights over EP × PP (whole experts per
     rank, not split again by TP), each partitioned by ZeRO over its own data-parallel degree: DP for dense
     weights, TP × DP / EP (the replicas of one expert) for expert weights. Embeddings are counted with the
-    dense weights and split like them (an approximation). `names`: what an error calls an argument (`flag`
-    for the CLI's options)."""
-    if layout not in TRAINING_LAYOUTS:
-        raise UsageError(f"unknown training layout {layout!r}: expected one of {', '.join(TRAINING_LAYOUTS)}")
+    dense weights and split like them (an approximation). A weights-only layout (`sizing.LAYOUTS`, for
+    inference) holds the weights split over TP × PP; DP, ZeRO and experts do not apply to it. `names`: what an
+    error calls an argument (`flag` for the CLI's options)."""
+    from . import sizing
+
+    if layout not in TRAINING_LAYOUTS and layout not in sizing.LAYOUTS:
+        known = ", ".join(dict.fromkeys([*TRAINING_LAYOUTS, *sizing.LAYOUTS]))
+        raise UsageError(f"unknown layout {layout!r}: expected one of {known}")
     check_number(params, names("params"), strict=True)
     check_number(expert_params, names("expert_params"))
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
         check_degree(value, names(name))
+    if layout not in TRAINING_LAYOUTS:
+        if zero or expert_params or dp != 1 or ep != 1:
+            unused = ", ".join(names(k) for k in ("dp", "zero", "ep", "expert_params"))
+            raise UsageError(f"{names('layout')} {layout}: weights only; {unused} do not apply")
+        data = sizing.memory(params, layout)
+        return {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
     if zero not in ZERO_STAGES:
         raise UsageError(f"zero stage must be 0, 1, 2 or 3 (FSDP = 3), got {zero!r}")
     if expert_params > params:
@@ -147,37 +157,6 @@ def training_state(
         "optimizer_bytes": per_rank.optimizer,
         "bytes": per_rank.total,
     }
-
-
-def state_per_rank(
-    params: float,
-    layout: str = "mixed-adam",
-    *,
-    dp: int = 1,
-    zero: int = 0,
-    tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    expert_params: float = 0.0,
-    names: Callable[[str], str] = plain,
-) -> dict[str, Any]:
-    """`training_state` for a training layout; for a weights-only layout (`sizing.LAYOUTS`) the weights split
-    over TP × PP, where DP, ZeRO and experts do not apply."""
-    from . import sizing
-
-    if layout in TRAINING_LAYOUTS:
-        return training_state(
-            params, layout, dp=dp, zero=zero, tp=tp, pp=pp, expert_params=expert_params, ep=ep, names=names
-        )
-    check_number(params, names("params"), strict=True)
-    check_number(expert_params, names("expert_params"))
-    if zero or expert_params or dp != 1 or ep != 1:
-        unused = ", ".join(names(k) for k in ("dp", "zero", "ep", "expert_params"))
-        raise UsageError(f"{names('layout')} {layout}: weights only; {unused} do not apply")
-    for name, value in (("tp", tp), ("pp", pp)):
-        check_degree(value, names(name))
-    data = sizing.memory(params, layout)
-    return {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
 
 
 def activations_per_layer(
