@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.tree import Tree
 
-from ..core.citing import READ_VIA_A_COPY, check_text, conflict_text
+from ..core.citing import READ_VIA_A_COPY, address, check_text, conflict_text
 from ..core.format import format_field
 from ..errors import FabricrefError, UnknownIdError, UsageError
 from .app import app
@@ -107,7 +107,7 @@ def _audit_tree(tree: Tree, node: dict[str, Any]) -> None:
             leaf.add(f"{READ_VIA_A_COPY}: {p['read_via']}")
         if p.get("value_text") is not None and node.get("conflict"):
             leaf.add(f"states: {format_field(p)} ({'agrees' if p.get('agrees') else 'disagrees'})")
-        leaf.add(f"url: {p['url']}")
+        leaf.add(f"url: {address(p['url'])}")
         leaf.add(f"retrieved_at: {p['retrieved_at']}")
         leaf.add(f"sha256: {p['sha256']}")
         leaf.add(f"the hash proves: {_HASH_PROVES.get(p['origin'], 'the pinned bytes are unchanged')}")

@@ -15,6 +15,15 @@ from typing import Any
 from .format import format_field
 
 READ_VIA_A_COPY = "read via a copy"
+# A design statement never published at an address has none; it is its id and its pinned transcription's hash.
+NO_URL = "no URL: a design statement, identified by its id and the SHA-256 of its pinned transcription"
+
+
+def address(url: str | None) -> str:
+    """Where a cited document lives: its canonical URL, or why it has none."""
+    return url if url is not None else NO_URL
+
+
 CONFLICTING = "conflicting sources"
 RESOLVED_BY = {
     "rule": "by the declared rule (the most specific product's document; among those, the latest)",

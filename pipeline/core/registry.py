@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 
 from ..errors import FabricrefError, IntegrityError
 from .files import atomic_write_json, new_file_mode, process_alive
@@ -184,7 +185,11 @@ def verify_file(path: Path, rebuild: str | None = None) -> None:
     _VERIFIED[key] = None
 
 
-INSERT_ROWS = 20_000
+def _column(values: Sequence[Any]) -> np.ndarray:
+    """One column as a NumPy object array (assigned, not constructed: a list-valued cell stays one cell)."""
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    return column
 
 
 @contextlib.contextmanager
@@ -201,12 +206,17 @@ def table_writer(
 
         def add(name: str, rows: Iterable[Sequence[Any]]) -> None:
             data = list(rows)
-            select = ", ".join(f"unnest(?::{t}[])" for _, t in tables[name][0])
-            # Column-wise, one list per column unnested inside DuckDB (executemany is row by row: far slower), in
-            # slices: DuckDB holds each parameter list whole while it converts it.
-            for start in range(0, len(data), INSERT_ROWS):
-                series = [list(col) for col in zip(*data[start : start + INSERT_ROWS], strict=True)]
-                con.execute(f"INSERT INTO {_quote(name)} SELECT {select}", series)
+            if not data:
+                return
+            columns = tables[name][0]
+            # Column-wise through DuckDB's scan of a dict of NumPy arrays (a C loop per column; parameter lists
+            # and executemany convert value by value), each cast to its declared type.
+            con.register("_batch", {c: _column(v) for (c, _), v in zip(columns, zip(*data, strict=True), strict=True)})
+            try:
+                select = ", ".join(f"CAST({_quote(c)} AS {t})" for c, t in columns)
+                con.execute(f"INSERT INTO {_quote(name)} SELECT {select} FROM _batch")
+            finally:
+                con.unregister("_batch")
 
         yield add
         directory.mkdir(parents=True, exist_ok=True)

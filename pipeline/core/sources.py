@@ -46,7 +46,7 @@ def load_source(path: Path, lay: Layout | None = None) -> Source:
     source = load_model(SourceFile, data, "source.schema.json", path, doc)
     if source.id != path.stem:
         raise ValidationError(f"{path}: at $.id: {source.id!r} must equal the file name {path.stem!r}")
-    problem = url_problem(source.url)
+    problem = url_problem(source.url) if source.url is not None else None
     if problem:
         raise ValidationError(f"{path}: at $.url: {source.url!r} {problem}")
     vocab = vocabulary(lay or _checkout_of(path))

@@ -23,10 +23,8 @@ pair of leaves, vectorised per destination leaf. No Python loop walks every flow
 
 from __future__ import annotations
 
-import gc
 import hashlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -71,20 +69,6 @@ def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
     return (z % candidates.astype(np.uint64)).astype(np.int64)
-
-
-@contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while routing: a large topology holds millions of live objects, and
-    every automatic collection would walk them all again. Nothing is
-    skipped: the collector resumes afterwards and takes whatever cycles were left."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class CannotRoute(UsageError):
@@ -155,10 +139,6 @@ class Wiring:
     never indexes the other domains); link ids are stable for the life of the object."""
 
     def __init__(self, g: nx.Graph, *, pxn: bool = False) -> None:
-        with no_cyclic_gc():
-            self._build(g, pxn)
-
-    def _build(self, g: nx.Graph, pxn: bool) -> None:
         self.g = g
         self.pxn = pxn
         self.ecmp = g.graph.get("ecmp_mode") or "uniform"

@@ -84,11 +84,13 @@ def step_estimate(
     return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
 
 
-def step_of(lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
+def step_of(
+    lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None, views: Views | None = None
+) -> dict[str, Any]:
     """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
     choice of params.yaml (`step.memory_headroom`) and the throughput calibration; an `mfu` given here is a
-    labelled what-if replacing the calibrated GEMM rates."""
-    return Views(lay).step(view, workload, result, mfu)
+    labelled what-if replacing the calibrated GEMM rates. `views`: the facts and choices its run has read."""
+    return (views or Views(lay)).step(view, workload, result, mfu)
 
 
 def sharing(

@@ -124,7 +124,7 @@ def _row(lay: Layout, views: Any, f: ValidationFile, r: Result, estimate: Any, s
     note = r.note
     try:
         view = views(r.target)
-        st = step_of(lay, view, w, estimate(lay, r.target, w, 0, view))
+        st = step_of(lay, view, w, estimate(lay, r.target, w, 0, view), views=views)
         value = model_value(r, st)
         calibration = "\n".join(st.get("calibration", []))
         if value is None:

@@ -125,7 +125,7 @@ class ReferenceDetail(Response):
 class Citation(Response):
     source_id: str
     title: str | None
-    url: str
+    url: str | None = Field(description="The canonical URL; null for a design statement that has none.")
     publisher: str | None
     publisher_kind: str | None
     read_via: str | None = Field(description="How the document was read from a copy, when it was (no address).")

@@ -18,8 +18,8 @@ class Revision(Strict):
     sha256: Sha256
     size: int = Field(ge=0)
     media_type: str
-    url: str
-    final_url: str
+    url: str | None = Field(description="The source's canonical URL; null for a design statement that has none.")
+    final_url: str | None = Field(description="Where the bytes came from after redirects; null when `url` is.")
     etag: str | None = None
     last_modified: str | None = None
     origin: Origin

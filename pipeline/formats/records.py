@@ -22,7 +22,7 @@ class Provenance(Strict):
     revision: int = Field(ge=1)
     sha256: Sha256
     retrieved_at: str = Field(min_length=10)
-    url: str = Field(min_length=8)
+    url: str | None = Field(min_length=8, description="The canonical URL; null for a design statement with none.")
     snapshot_path: NonEmpty
     locator: NonEmpty
     excerpt: NonEmpty

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from .common import FieldKey, FieldType, Slug, Strict, Title
 
@@ -115,9 +115,12 @@ class SourceFile(Strict):
     """A declared source document and the rules that read facts from it."""
 
     id: Slug
-    url: str = Field(
+    url: str | None = Field(
+        default=None,
         pattern=r"^https?://[^\s/$.?#][^\s]*$(?!\n)",
-        description="The publisher's canonical URL of the document (never a mirror's, a private or a personal host).",
+        description="The publisher's canonical URL of the document (never a mirror's, a private or a personal host). "
+        "Required, except for a design statement that was never published at an address: it has none, and is "
+        "identified by its id and its pinned transcription's SHA-256.",
     )
     publisher: str = Field(
         min_length=2, description="Who published it (the vendor, or the press outlet that relayed an announcement)."
@@ -153,6 +156,18 @@ class SourceFile(Strict):
     )
     notes: str | None = None
     rules: list[Rule] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _url_unless_unpublished_design_statement(self) -> SourceFile:
+        # An address is never invented: a statement with no public address says so by having none.
+        if self.url is None and self.publisher_kind != "design-statement":
+            raise ValueError(
+                "url: required: the publisher's canonical URL of the document (only a design statement, "
+                "publisher_kind design-statement, may have none)"
+            )
+        if self.url is None and self.read_via is not None:
+            raise ValueError("read_via: a source with no url has no copy to have been read through")
+        return self
 
     @field_validator("read_via")
     @classmethod

@@ -124,7 +124,20 @@ def refresh(
         histories = {s.id: pins.load(lay, s.id) for s in sources}
         currents = {sid: h.current if h else None for sid, h in histories.items()}
         with ThreadPoolExecutor(max_workers=max(1, min(policy.concurrency, len(sources) or 1))) as pool:
-            futures = {pool.submit(_fetch_one, s, currents[s.id], mirror, policy, end): s for s in sources}
+            fetched = [s for s in sources if s.url is not None]
+            for source in (s for s in sources if s.url is None):
+                # A design statement with no address: its pinned transcription is the statement itself.
+                current = currents[source.id]
+                outcome = RefreshOutcome(
+                    source.id,
+                    "unchanged",
+                    "no URL to fetch (a design statement): its pinned transcription is the statement",
+                    current.revision if current else None,
+                )
+                outcomes[source.id] = outcome
+                if progress is not None:
+                    progress(outcome, len(outcomes), len(sources))
+            futures = {pool.submit(_fetch_one, s, currents[s.id], mirror, policy, end): s for s in fetched}
             for future in as_completed(futures):
                 source = futures[future]
                 try:

@@ -69,12 +69,13 @@ def edge_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
     """The `EDGE_COLUMNS` of every edge: its source the end that comes first in node order (as `g.edges()` gives
     it), `position` its rank in `insertion_order`."""
     tid = g.graph.get("topology_id")
-    _check_attrs(tid, {k for _, _, d in g.edges(data=True) for k in d}, EDGE_ATTRS, "edge")
+    edges = insertion_order(g)
+    _check_attrs(tid, {k for _, _, d in edges for k in d}, EDGE_ATTRS, "edge")
     rank = {n: i for i, n in enumerate(g)}
     rows = []
-    for position, (u, v, d) in enumerate(insertion_order(g)):
+    for position, (u, v, d) in enumerate(edges):
         a, b = (u, v) if rank[u] <= rank[v] else (v, u)
-        rows.append((tid, a, b, position, *(d.get(k) for k in _EDGE_VALUES)))
+        rows.append((tid, a, b, position, *map(d.get, _EDGE_VALUES)))
     return rows
 
 
@@ -83,7 +84,8 @@ def insertion_order(g: nx.Graph) -> list[tuple[Any, Any, dict[str, Any]]]:
     same order as in `g` (networkx iterates neighbours in insertion order, and the traffic stage's tie-breaks
     follow it). Kahn's algorithm over the per-node neighbour lists: an edge is emitted once it is next in the
     lists of both its ends; the order the graph was built in proves such an order exists."""
-    adj = {u: list(nbrs) for u, nbrs in g.adj.items()}
+    raw = dict(g.adjacency())  # the neighbour dicts themselves (g.adj[u][v] goes through two views per edge)
+    adj = {u: list(nbrs) for u, nbrs in raw.items()}
     head = dict.fromkeys(adj, 0)
     out: list[tuple[Any, Any, dict[str, Any]]] = []
     stack = list(reversed(adj))
@@ -99,7 +101,7 @@ def insertion_order(g: nx.Graph) -> list[tuple[Any, Any, dict[str, Any]]]:
                     break  # (u, v) waits for v's earlier neighbours; v's own turn re-examines it
                 head[v] += 1
                 stack.append(v)
-            out.append((u, v, g.adj[u][v]))
+            out.append((u, v, raw[u][v]))
             i += 1
         head[u] = i
     if len(out) != g.number_of_edges():

@@ -112,3 +112,41 @@ def test_a_design_statement_set_to_published_or_mislabelled_is_refused(repo):
     path.write_text(original.replace("document_type: design-statement\n", "document_type: announcement\n"))
     with pytest.raises(CompileError, match="a design statement is publisher_kind design-statement"):
         check_evidence(repo, load_sources(repo), {})
+
+
+def test_a_design_statement_has_no_url_and_every_view_says_what_identifies_it(built_registry, cli):
+    import json
+
+    (row,) = json.loads(
+        cli(
+            "query",
+            "--format",
+            "json",
+            f"SELECT url FROM sources WHERE source_id = '{DESIGN}'",
+            root=built_registry.root,
+        ).out
+    )
+    assert row["url"] is None
+    (snap,) = json.loads(
+        cli(
+            "query",
+            "--format",
+            "json",
+            f"SELECT url, final_url, sha256 FROM snapshots WHERE source_id = '{DESIGN}' AND is_current",
+            root=built_registry.root,
+        ).out
+    )
+    assert snap["url"] is None and snap["final_url"] is None
+    audit = cli("audit", "amd-helios", "scale_out.logical_design", root=built_registry.root)
+    assert audit.code == 0
+    flat = "".join(c for c in audit.out if c not in "│ \n")  # the tree wraps long lines at the terminal's width
+    assert "url:noURL:adesignstatement,identifiedbyitsidandtheSHA-256ofitspinnedtranscription" in flat
+    assert snap["sha256"] in flat
+
+
+def test_a_refresh_has_nothing_to_fetch_for_a_design_statement(repo):
+    from fabricref.retrieve.stage import refresh
+
+    (source,) = load_sources(repo, only=DESIGN)
+    (outcome,) = refresh(repo, [source])
+    assert outcome.action == "unchanged" and "no URL to fetch" in outcome.detail and outcome.revision == 2

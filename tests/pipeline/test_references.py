@@ -81,7 +81,6 @@ KEY_FIGURES = {
     ("nvidia-gb300-nvl72", "scale_out.nic.count"): (72, "count", None, "derived"),
     ("nvidia-gb300-nvl72", "scale_out.bandwidth_per_accelerator"): (800, "Gb/s", "per_direction", "derived"),
     ("nvidia-gb300-nvl72", "frontend.nic.speed"): (400, "Gb/s", "per_direction", "published"),
-    ("nvidia-gb300-nvl72", "accelerator.memory"): (288, "GB", None, "preliminary"),
     ("nvidia-gb300-nvl72", "accelerator.memory_total"): (20736, "GB", None, "derived"),
     # DGX B300: "eight GPU configuration"; NIM notes "288GB HBM3e memory per GPU" -> 2,304 GB (not the page's 1,440);
     # SuperPOD Spectrum-X design "2x 400GbE" per GPU; NVLink page 1.8 TB/s x 8 = 14.4 TB/s.
@@ -139,6 +138,14 @@ KEY_FIGURES = {
     ("meta-genai-24k-ib", "cluster.accelerators"): (24576, "count", None, "published"),
     ("meta-genai-24k-ib", "cluster.endpoint_speed"): (400, "Gb/s", "per_direction", "published"),
     ("meta-genai-24k-ib", "fabric.tiers"): (None, "count", None, "unknown"),
+    # DGX SuperPOD GB200 network fabrics: "Each B200 GPU features 18 NVL5 links and has one dedicated NVL5 link
+    # connectivity to each one of the 18 switch chips" (9 switch trays of 2 NVLink switch chips).
+    ("nvidia-gb200-nvl72", "scale_up.switch.count"): (18, "count", None, "published"),
+    ("nvidia-gb200-nvl72", "scale_up.links_per_accelerator"): (18, "count", None, "published"),
+    # MSA Search NIM support matrix: "NVIDIA GB300 | 288" in its GPU Memory (GB) column.
+    ("nvidia-gb300-nvl72", "accelerator.memory"): (288, "GB", None, "published"),
+    # HGX B300 reference design: "9 NICs at 800 Gb/s bandwidth per GPU"; the DGX B300 SuperPOD: "2x 400GbE" per GPU.
+    ("nvidia-dgx-b300", "scale_out.bandwidth_per_accelerator"): (800, "Gb/s", "per_direction", "published"),
     ("illustrative-h100-4096", "cluster.accelerators"): (4096, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.leaf.count"): (128, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.spine.count"): (128, "count", None, "derived"),
@@ -203,7 +210,8 @@ def test_announced_products_are_preliminary_and_shipping_ones_published(built_re
         "AND reference_id IN ('nvidia-gb300-nvl72', 'nvidia-dgx-b300')",
     )
     assert all(r["publisher_kind"] in ("press", "reseller") for r in relayed), relayed
-    assert ("nvidia-gb300-nvl72", "accelerator.memory") in {(r["reference_id"], r["field"]) for r in relayed}
+    # GB300 memory per GPU was press-only until NVIDIA's support matrix stated it: the NVIDIA document publishes it.
+    assert ("nvidia-gb300-nvl72", "accelerator.memory") not in {(r["reference_id"], r["field"]) for r in relayed}
 
 
 def test_illustrative_fields_rest_on_named_design_choices(built_registry):
@@ -273,3 +281,34 @@ def test_helios_memory_bandwidth_announced_twice_is_kept_twice_dated(built_regis
         "servethehome-amd-mi400-hot-chips-2026",
     }
     assert rack["chosen"].startswith("servethehome-") and rack["value"] == 1700
+
+
+def test_connectx8_host_interface_keeps_both_cards_from_their_own_manuals(built_registry):
+    (row,) = db_rows(
+        built_registry,
+        "SELECT value_text, status, conflict, resolved_by FROM fields "
+        "WHERE reference_id = 'nvidia-connectx-8' AND field = 'nic.host_interface'",
+    )
+    assert row == {
+        "value_text": "PCIe Gen6 through x16 edge connector",
+        "status": "published",
+        "conflict": True,
+        "resolved_by": "take",
+    }
+    claims = db_rows(
+        built_registry,
+        "SELECT source_id, value_text FROM field_citations "
+        "WHERE reference_id = 'nvidia-connectx-8' AND field = 'nic.host_interface' ORDER BY source_id",
+    )
+    assert [(c["source_id"], c["value_text"]) for c in claims] == [
+        ("nvidia-connectx8-ocp3-supported-interfaces", "PCIe Gen 5.0 through x16 edge connector"),
+        ("nvidia-connectx8-supernic-supported-interfaces", "PCIe Gen6 through x16 edge connector"),
+    ]
+
+
+def test_dgx_b300_keeps_the_port_rate_and_the_per_gpu_rate_apart_each_with_its_source(built_registry):
+    port = audit(built_registry, "nvidia-dgx-b300", "scale_out.nic.speed")
+    per_gpu = audit(built_registry, "nvidia-dgx-b300", "scale_out.bandwidth_per_accelerator")
+    assert (port["value"], per_gpu["value"]) == (400, 800)
+    assert port["chosen"].startswith("nvidia-dgx-superpod-b300-network-fabrics")
+    assert {p["source_id"] for p in per_gpu["provenance"]} == {"nvidia-hgx-b300-enterprise-ra-abstract"}

@@ -4,6 +4,7 @@ link-local or tailnet host."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import ROOT
@@ -93,11 +94,57 @@ def test_shipped_sources_and_current_pins_record_canonical_urls_only():
     bad = []
     for path in sources:
         data, _ = load_yaml(path)
-        if problem := url_problem(data["url"]):
-            bad.append(f"{path.name}: url {problem}")
         pin = ROOT / "sources" / "pins" / f"{path.stem}.json"
         current = json.loads(pin.read_text())["revisions"][-1]
+        if "url" not in data:  # only a design statement may have none, and then its pin records none either
+            if data["publisher_kind"] != "design-statement" or current["url"] or current["final_url"]:
+                bad.append(f"{path.name}: no url, but not a design statement pinned without one")
+            continue
+        if problem := url_problem(data["url"]):
+            bad.append(f"{path.name}: url {problem}")
         for key in ("url", "final_url"):
             if problem := url_problem(current[key]):
                 bad.append(f"{pin.name}: current revision {key} {problem}")
     assert bad == []
+
+
+def test_no_shipped_source_invents_an_address():
+    # A reserved or made-up host (.invalid, .example, .test) is a fake address: a source without one has no url.
+    fake = [
+        p.name
+        for p in sorted((ROOT / "sources").glob("*.yaml"))
+        if re.search(r"url:\s*\S+\.(invalid|example|test|localhost)(/|\s)", p.read_text())
+    ]
+    assert fake == []
+
+
+DESIGN = """\
+id: demo-statement
+publisher: Demo project
+publisher_kind: {kind}
+title: Demo design statement
+document_type: {doc}
+media_type: text/html
+status: preliminary
+rules:
+  - id: design
+    field: scale_out.logical_design
+    subject: Demo
+    select: {{css: "#statement"}}
+    parse: {{type: text}}
+"""
+
+
+def test_a_design_statement_has_no_url_and_is_its_id_and_hash(tmp_path):
+    path = tmp_path / "demo-statement.yaml"
+    path.write_text(DESIGN.format(kind="design-statement", doc="design-statement"))
+    assert load_source(path).url is None
+
+
+def test_only_a_design_statement_may_have_no_url_and_the_error_says_so(tmp_path):
+    path = tmp_path / "demo-statement.yaml"
+    path.write_text(
+        DESIGN.format(kind="vendor-document", doc="datasheet").replace("status: preliminary", "status: published")
+    )
+    with pytest.raises(ValidationError, match=r"demo-statement\.yaml.*url: required.*only a design statement"):
+        load_source(path)

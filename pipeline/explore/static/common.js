@@ -159,8 +159,8 @@ const FR = (() => {
     if (node.source_url) box.append(el("p", {}, "source: ", el("a", { href: node.source_url, rel: "noopener noreferrer" }, node.source_url)));
     for (const c of node.citations || []) {
       box.append(el("dl", { class: "citation" },
-        el("dt", {}, "source"), el("dd", {}, el("a", { href: c.url, rel: "noopener noreferrer" }, c.title || c.source_id)),
-        el("dt", {}, "canonical URL"), el("dd", { class: "url" }, c.url),
+        el("dt", {}, "source"), el("dd", {}, c.url ? el("a", { href: c.url, rel: "noopener noreferrer" }, c.title || c.source_id) : (c.title || c.source_id)),
+        el("dt", {}, "canonical URL"), el("dd", { class: "url" }, c.url || "none: a design statement, identified by its id and the SHA-256 of its pinned transcription"),
         el("dt", {}, "publisher"), el("dd", {}, `${c.publisher || "?"} (${c.publisher_kind || "kind not stated"})`),
         c.published_on ? [el("dt", {}, "published"), el("dd", {}, c.published_on)] : null,
         el("dt", {}, "retrieved"), el("dd", {}, c.retrieved_at.slice(0, 10)),
