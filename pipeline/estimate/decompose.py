@@ -2,14 +2,15 @@
 topology, no cost. Placement lays the ranks on accelerators, routing turns every group into flows over the wiring,
 costing times the communication with the collective registry; all three read this one list.
 
-Ranks are numbered with tensor parallelism innermost, then data parallel, then pipeline stages
-(rank = tp + TP·(dp + DP·pp)); an inference service numbers its prefill pool first and its decode pool from
-`decode_pool_start`. Every group of every phase is listed (routing loads them all at once); the first group is
-the representative one the collective is costed on.
+Ranks are numbered with tensor parallelism innermost, then context parallel, then data parallel, then pipeline
+stages (rank = tp + TP·(cp + CP·(dp + DP·pp)), Megatron-LM's order); an inference service numbers its prefill
+pool first and its decode pool from `decode_pool_start`. Every group of every phase is listed (routing loads them
+all at once); the first group is the representative one the collective is costed on.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..formats.workload import ModelShape, Training, check_degrees  # noqa: F401  (the planner's name for it)
@@ -74,29 +75,33 @@ class Groups:
 
     tp: tuple[tuple[int, ...], ...] = ()
     pp: tuple[tuple[int, ...], ...] = ()
-    dp: tuple[tuple[int, ...], ...] = ()
+    dp: tuple[tuple[int, ...], ...] = ()  # the gradient groups: DP × CP ranks holding the same weights
     ep: tuple[tuple[int, ...], ...] = ()
     expert: tuple[tuple[int, ...], ...] = ()
+    cp: tuple[tuple[int, ...], ...] = ()
 
 
-def training_groups(tp: int, pp: int, dp: int, ep: int = 1) -> Groups:
-    """All groups of a TP × PP × DP (× EP over the TP·DP plane of each stage) layout."""
+def training_groups(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1) -> Groups:
+    """All groups of a TP × CP × DP × PP (× EP over the TP·CP·DP plane of each stage) layout. The
+    ranks of one CP group hold the same weights, so gradients reduce over DP × CP (Megatron-LM's dp-cp group)."""
 
-    def rank(t: int, d: int, p: int) -> int:
-        return t + tp * (d + dp * p)
+    def rank(t: int, d: int, p: int, c: int = 0) -> int:
+        return t + tp * (c + cp * (d + dp * p))
 
-    tps = tuple(tuple(rank(t, d, p) for t in range(tp)) for p in range(pp) for d in range(dp))
-    pps = tuple(tuple(rank(t, d, p) for p in range(pp)) for d in range(dp) for t in range(tp))
-    dps = tuple(tuple(rank(t, d, p) for d in range(dp)) for p in range(pp) for t in range(tp))
+    cs = range(cp)
+    tps = tuple(tuple(rank(t, d, p, c) for t in range(tp)) for p in range(pp) for d in range(dp) for c in cs)
+    pps = tuple(tuple(rank(t, d, p, c) for p in range(pp)) for d in range(dp) for c in cs for t in range(tp))
+    dps = tuple(tuple(rank(t, d, p, c) for d in range(dp) for c in cs) for p in range(pp) for t in range(tp))
+    cps = tuple(tuple(rank(t, d, p, c) for c in cs) for p in range(pp) for d in range(dp) for t in range(tp))
     eps: tuple[tuple[int, ...], ...] = ()
     experts: tuple[tuple[int, ...], ...] = ()
     if ep > 1:
-        plane = tp * dp
-        # The EP group walks the TP·DP plane in rank order: flat index i = t + TP·d.
-        flat = [[rank(i % tp, i // tp, p) for i in range(plane)] for p in range(pp)]
+        plane = tp * cp * dp
+        # The EP group walks the TP·CP·DP plane of a stage in rank order: flat index i = t + TP·(c + CP·d).
+        flat = [[p * plane + i for i in range(plane)] for p in range(pp)]
         eps = tuple(tuple(f[k : k + ep]) for f in flat for k in range(0, plane, ep))
         experts = tuple(tuple(f[k + e] for k in range(0, plane, ep)) for f in flat for e in range(ep))
-    return Groups(tps, pps, dps, eps, experts)
+    return Groups(tps, pps, dps, eps, experts, cps if cp > 1 else ())
 
 
 def attention_params(m: ModelShape) -> float:
@@ -150,9 +155,10 @@ def decode_pool_start(w: Workload) -> int:
 def training(w: Workload) -> Decomposition:
     t, m = w.training, w.model
     assert t is not None
-    tp, pp, dp, ep = t.tp, t.pp, t.dp, t.ep
-    grp = training_groups(tp, pp, dp, ep)
-    act = t.micro_batch * t.seq_len * m.hidden * _act_bytes(w)
+    tp, pp, dp, ep, cp = t.tp, t.pp, t.dp, t.ep, t.cp
+    grp = training_groups(tp, pp, dp, ep, cp)
+    tokens_per_rank = t.micro_batch * t.seq_len // cp  # CP splits each sequence
+    act = tokens_per_rank * m.hidden * _act_bytes(w)
     layers_per_stage = m.layers / pp
     out: list[Communication] = []
     if tp > 1:
@@ -182,11 +188,27 @@ def training(w: Workload) -> Decomposition:
                 concurrency=len(pairs),
             )
         )
+    if cp > 1:
+        # Ring attention: each rank's K and V blocks travel once around the CP ring per layer forward, and twice
+        # backward (the blocks again, and their gradients back); nccl-tests' S is the whole sequence's K and V.
+        kv = 2.0 * math.ceil(m.kv_heads / tp) * m.head_dim * _act_bytes(w)
+        out.append(
+            Communication(
+                phase="cp-kv-exchange",
+                description="context parallel: K and V of every layer around the CP ring (forward once, backward "
+                "twice per layer per micro-batch)",
+                collective="all-gather",
+                parts=(Part(grp.cp, kv * t.micro_batch * t.seq_len),),
+                bytes_per_rank=kv * t.micro_batch * t.seq_len,
+                count=int(3 * layers_per_stage * t.microbatches),
+                concurrency=len(grp.cp),
+            )
+        )
     shards = gradient_shards(m, t)
     gb = sizing.dtype_bytes(t.grad_dtype)
     dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
     parts = []
-    if dp > 1:
+    if dp * cp > 1:
         parts.append(Part(grp.dp, dense))
     if expert and len(grp.expert[0]) > 1:
         parts.append(Part(grp.expert, expert))
@@ -213,7 +235,7 @@ def training(w: Workload) -> Decomposition:
     if ep > 1:
         e = m.experts
         assert e is not None  # the format refuses ep > 1 without experts
-        tokens = t.micro_batch * t.seq_len * e.top_k * m.hidden * _act_bytes(w)
+        tokens = tokens_per_rank * e.top_k * m.hidden * _act_bytes(w)
         out.append(
             Communication(
                 phase="ep-all-to-all",

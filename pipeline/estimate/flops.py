@@ -146,15 +146,17 @@ def from_workload(model: Any) -> Shape:
     )
 
 
-def _attention_core(s: Shape, b: int, seq: int, t: int, context: int | None = None) -> list[Op]:
+def _attention_core(s: Shape, b: int, seq: int, t: int, context: int | None = None, cp: int = 1) -> list[Op]:
     """Scores, softmax (and dropout), and the weighted sum over V, for `b` sequences of `seq` query tokens
-    attending to `context` keys (default: the sequence itself)."""
-    ctx = seq if context is None else context
+    attending to `context` keys (default: the sequence itself). With context parallelism (`cp` > 1) the `seq`
+    queries are a rank's 1/cp of the sequence attending over all of it; the sequence is split load-balanced
+    (each rank two mirrored chunks), so a fused causal kernel still skips half of the scores."""
+    ctx = seq * cp if context is None else context
     heads = max(1, s.heads // t)
     kv = max(1, s.kv_heads // t)
     by = s.dtype_bytes
     if s.attention == "flash":
-        frac = 0.5 if s.causal and ctx == seq else 1.0
+        frac = 0.5 if s.causal and (ctx == seq or cp > 1) else 1.0
         flops = 4.0 * b * heads * seq * ctx * s.head_dim * frac
         streamed = by * b * s.head_dim * (2 * heads * seq + 2 * kv * ctx)  # Q and O once, K and V once
         return [Op("attention (fused)", "attention", flops, streamed, 1)]
@@ -188,17 +190,26 @@ def _mlp(s: Shape, tokens: int, t: int, width: int, name: str, share: float = 1.
 
 
 def layer_forward(
-    s: Shape, b: int, seq: int, *, tp: int = 1, sp: bool = False, moe: bool = False, context: int | None = None
+    s: Shape,
+    b: int,
+    seq: int,
+    *,
+    tp: int = 1,
+    sp: bool = False,
+    moe: bool = False,
+    context: int | None = None,
+    cp: int = 1,
 ) -> list[Op]:
     """The forward kernels of one layer for `b` sequences of `seq` tokens on one of `tp` ranks. With sequence
     parallelism the norms, dropouts and residual adds run on 1/tp of the tokens; without it every rank repeats
-    them on all of them (Korthikanti et al., section 4.2.2)."""
+    them on all of them (Korthikanti et al., section 4.2.2). With context parallelism `seq` is the rank's 1/cp of
+    each sequence: everything runs on those tokens but attention, whose queries see the whole sequence."""
     by, h, t = s.dtype_bytes, s.hidden, tp
     tokens = b * seq
     local = tokens / t if sp else tokens  # the elementwise region outside the TP-split products
     qkv = (s.heads + 2 * s.kv_heads) * s.head_dim // t
     ops = [_mem("input norm", 2 * by * local * h), _gemm("QKV projection", tokens, qkv, h, by)]
-    ops += _attention_core(s, b, seq, t, context)
+    ops += _attention_core(s, b, seq, t, context, cp)
     ops.append(_gemm("attention output projection", tokens, h, s.heads * s.head_dim // t, by))
     ops.append(
         _mem("bias-dropout-add" if s.dropout else "residual add", (3 * by + (1 if s.dropout else 0)) * local * h)
@@ -247,9 +258,17 @@ def recompute_of(ops: list[Op], mode: str) -> list[Op]:
 
 
 def layer(
-    s: Shape, b: int, seq: int, *, tp: int = 1, sp: bool = False, recompute: str = "none", moe: bool = False
+    s: Shape,
+    b: int,
+    seq: int,
+    *,
+    tp: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    moe: bool = False,
+    cp: int = 1,
 ) -> LayerWork:
-    fwd = layer_forward(s, b, seq, tp=tp, sp=sp, moe=moe)
+    fwd = layer_forward(s, b, seq, tp=tp, sp=sp, moe=moe, cp=cp)
     return LayerWork(fwd, backward_of(fwd), recompute_of(fwd, recompute))
 
 

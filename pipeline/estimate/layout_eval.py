@@ -7,23 +7,15 @@ Two pieces live here rather than in the planner, because they are step-model ari
   domains, tier, the fabric seen there) was placed once on the installed wiring (`calculator.place`) — the
   library's time `cost.library` gives a phase before it is routed, computed from the placed shape alone so that
   layouts sharing a shape share one placement (symmetry) and a Ray worker needs no graph;
-* `training`: `step.training` for a layout (schedule, uneven stages, recompute, ZeRO and overlap are the step
-  model's), plus context parallelism (CP), which the step model does not express yet.
-
-Context parallelism is costed as the layout the step model knows — TP × PP × (DP·CP) ranks over sequences of
-seq/CP (every TP, PP and activation figure of a CP rank is that of a rank holding seq/CP tokens, and Megatron
-reduces gradients over DP × CP) — corrected for what that stand-in gets wrong: each rank's queries attend over the
-whole sequence (the attention kernels' extra work, at the calibrated attention rate), and the K/V blocks travel
-around the CP ring once per layer forward and twice backward (a phase of its own, passed in by the caller, on the
-critical path: no overlap with attention is modelled). Both are added to every pipeline stage's time, through the
-schedule's own step formula. When the step model gains CP itself, `training` delegates to it.
+* `training`: `step.training` for a layout (schedule, uneven stages, recompute, ZeRO, context parallelism and
+  overlap are the step model's), with the step model's pure functions memoized while a search evaluates.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from . import collectives, flops, memory
@@ -31,13 +23,6 @@ from . import step as step_model
 from .collectives import Shape
 from .cost import Cost, bytes_by_network, timed, unrouted_terms
 from .view import TIER_NAMES
-
-CP_SOURCE = (
-    "context parallel CP: costed as TP × PP × (DP·CP) ranks over sequences of seq/CP (gradients reduced over "
-    "DP·CP, as Megatron-LM does), each rank's queries attending over the whole sequence (the attention kernels' "
-    "extra work at the calibrated attention rate) and its K/V blocks passed around the CP ring once per layer "
-    "forward and twice backward (assumed exposed: no overlap with attention modelled)"
-)
 
 
 @dataclass(frozen=True)
@@ -90,70 +75,13 @@ def group_cost(calibration: Any, placed: GroupShape, op: str, size: float, concu
     )
 
 
-def _cp_attention_seconds(shape: Any, rates: Any, b: int, sub: int, seq: int, tp: int) -> tuple[float, float]:
-    """Extra (forward, backward) seconds per layer and micro-batch when `sub` query tokens attend over the whole
-    `seq` (CP) instead of over `sub` (the stand-in): the scores a balanced CP rank computes are (seq/sub) times the
-    stand-in's."""
-    own = flops._attention_core(shape, b, sub, tp)
-    extra = [replace(o, flops=o.flops * (seq / sub - 1), bytes=o.bytes * (seq / sub - 1)) for o in own]
-    return rates.seconds(extra), rates.seconds(flops.backward_of(extra))
-
-
 def training(
-    w: Any,
-    phases: list[Any],
-    acc: step_model.Accelerator,
-    rates: Any,
-    memory_headroom: float = 0.0,
-    *,
-    cp: int = 1,
-    seq: int | None = None,
+    w: Any, phases: list[Any], acc: step_model.Accelerator, rates: Any, memory_headroom: float = 0.0
 ) -> dict[str, Any]:
-    """`step.training` of `w` (for CP > 1 the stand-in above: `w` holds seq/CP and DP·CP; `seq` is the full
-    sequence), with the CP corrections added to every stage's time and to the step."""
+    """`step.training` of `w` (its context parallelism included), the step model's pure functions answered from
+    the search caches."""
     with _memoized():
-        st = step_model.training(w, phases, acc, rates, memory_headroom)
-    if cp == 1:
-        return st
-    t = w.training
-    seq = seq or t.seq_len * cp
-    shape = flops_shape(w.model)
-    layers = st["stage_layers"]
-    mbs, v = t.microbatches, t.virtual_stages
-    fwd, bwd = _cp_attention_seconds(shape, rates, t.micro_batch, t.seq_len, seq, t.tp)
-    recompute = st["recompute"]
-    # Full recompute repeats the forward; selective repeats the attention core unless a fused kernel already
-    # recomputes it inside its backward (flops.recompute_of).
-    again = recompute == "full" or (recompute == "selective" and shape.attention != "flash")
-    attention = fwd + bwd + (fwd if again else 0.0)
-    if shape.attention == "unfused" and recompute == "none":
-        # The stand-in keeps (seq/CP)² scores per head; a CP rank keeps (seq/CP) × seq.
-        scores = shape.dtype_bytes * t.micro_batch * shape.heads / t.tp * t.seq_len * (seq - t.seq_len)
-        scores *= (2 + 1 / shape.dtype_bytes) if shape.dropout else 1.0
-        a = st["memory"]["activations"]
-        added_bytes = scores * a["layers_on_rank"] * a["microbatches_in_flight"]
-        a["bytes"] += added_bytes
-        st["memory_per_rank_bytes"] += added_bytes
-        usable = st["memory"]["usable_memory_bytes"]
-        if usable is not None:
-            st["fits"], st["headroom_bytes"] = (
-                st["memory_per_rank_bytes"] <= usable,
-                usable - st["memory_per_rank_bytes"],
-            )
-    if st["step_seconds"] is None:
-        return st
-    ring = sum(p.total_seconds or 0.0 for p in phases if p.phase.startswith("cp-"))
-    mean = sum(layers) / len(layers)
-    per_layer = attention + (ring / (mbs * mean) if ring else 0.0)  # per micro-batch and layer
-    extra = [n * per_layer for n in layers]
-    slow = max(range(len(layers)), key=lambda r: layers[r])
-    added = mbs * extra[slow] + (sum(extra) - extra[slow]) / v
-    st["compute_seconds"] += mbs * layers[slow] * attention
-    st["exposed_communication_seconds"] += ring / mean * layers[slow] if ring else 0.0
-    st["step_seconds"] += added
-    st["bubble_seconds"] += (sum(extra) - extra[slow]) / v
-    st["assumptions"].append(CP_SOURCE)
-    return st
+        return step_model.training(w, phases, acc, rates, memory_headroom)
 
 
 def flops_shape(model: Any) -> Any:

@@ -288,12 +288,14 @@ def layer_activation_bytes(
     sequence_parallel: bool = False,
     recompute: str = "none",
     moe: bool = False,
+    cp: int = 1,
 ) -> dict[str, Any]:
     """Activation bytes one layer keeps for its backward pass, tensor by tensor (Korthikanti et al., section 4,
     generalised to grouped-query attention, a gated MLP, fused attention and no dropout). For a GPT shape
     (MLP 4h, dropout, unfused attention) it is their sbh(34 + 5as/h) without TP, sbh(10 + 24/t + 5as/(ht)) with
     TP and sbh/t·(34 + 5as/h) with TP and sequence parallelism. Selective recompute keeps no s² tensor; full
-    recompute keeps only the layer's input (their 2sbh)."""
+    recompute keeps only the layer's input (their 2sbh). With context parallelism `seq` is the rank's 1/cp of the
+    sequence: every tensor shrinks with it, but unfused scores, which span the whole sequence (seq × cp keys)."""
     from .flops import Shape
 
     s: Shape = shape
@@ -316,7 +318,7 @@ def layer_activation_bytes(
     if s.dropout:
         parts["hidden dropout masks"] = 2 * rep  # one byte per element, after attention and after the MLP
     if s.attention == "unfused" and recompute != "selective":
-        scores = float(b) * s.heads / t * seq * seq
+        scores = float(b) * s.heads / t * seq * seq * cp
         parts["softmax output"] = by * scores
         if s.dropout:
             parts["attention dropout mask and output"] = (1 + by) * scores

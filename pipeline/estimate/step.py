@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from ..core import confidence as rule
 from ..core.units import convert
 from ..errors import UsageError
-from . import compute, flops, memory, schedule, sizing, throughput
+from . import compute, decompose, flops, memory, schedule, sizing, throughput
 
 # Registry fields the estimate reads, and the unit it wants each in.
 ACCELERATOR_FIELDS = {
@@ -149,8 +149,10 @@ def training(
 ) -> dict[str, Any]:
     m, t = w.model, w.training
     missing, assumptions, shape = _start(m, rates)
-    tp, pp, dp, ep = t["tp"], t["pp"], t["dp"], t.get("ep", 1)
+    tp, pp, dp, ep, cp = t["tp"], t["pp"], t["dp"], t.get("ep", 1), t.get("cp", 1)
     b, mbs, seq = t["micro_batch"], t["microbatches"], t["seq_len"]
+    sub = seq // cp  # each rank's tokens of a sequence (context parallel splits it)
+    replicas = dp * cp  # ranks holding the same weights: gradients reduce, and ZeRO shards, over DP × CP
     v = t.get("virtual_stages", 1)
     zero = t.get("zero", 3 if t.get("sharded") else 0)
     sp = t.get("sequence_parallel")
@@ -173,18 +175,20 @@ def training(
         first, last = r == 0, r == pp - 1
         dense, expert = _stage_params(shape, n, moe_share, first, last)
         state = memory.training_state(
-            (dense + expert) or 1.0, t.get("optimizer_layout", "mixed-adam"), dp=dp, zero=zero, tp=tp, pp=1,
+            (dense + expert) or 1.0, t.get("optimizer_layout", "mixed-adam"), dp=replicas, zero=zero, tp=tp, pp=1,
             expert_params=expert, ep=ep,
         )  # fmt: skip
         flight = schedule.in_flight(pp, mbs, v, r)
-        dense_act = memory.layer_activation_bytes(shape, b, seq, tp=tp, sequence_parallel=sp, recompute=recompute)
+        dense_act = memory.layer_activation_bytes(
+            shape, b, sub, tp=tp, sequence_parallel=sp, recompute=recompute, cp=cp
+        )
         moe_act = memory.layer_activation_bytes(
-            shape, b, seq, tp=tp, sequence_parallel=sp, recompute=recompute, moe=True
+            shape, b, sub, tp=tp, sequence_parallel=sp, recompute=recompute, moe=True, cp=cp
         )
         per_layer = (1 - moe_share) * dense_act["bytes_per_layer"] + moe_share * moe_act["bytes_per_layer"]
         act = per_layer * n * flight
         if last and shape.vocab:
-            act += 4.0 * b * seq * shape.vocab / tp  # fp32 logits kept for the loss's backward
+            act += 4.0 * b * sub * shape.vocab / tp  # fp32 logits kept for the loss's backward
         ranks.append({"rank": r, "layers": n, "state": state, "activations": act, "in_flight": flight,
                       "per_layer": dense_act, "bytes": state["bytes"] + act})  # fmt: skip
     fullest = max(ranks, key=lambda x: x["bytes"])
@@ -194,13 +198,14 @@ def training(
     fits, headroom = _fits(per_rank, usable)
 
     # --- compute per layer and micro-batch on one rank
-    dense_work = flops.layer(shape, b, seq, tp=tp, sp=sp, recompute=recompute)
-    moe_work = flops.layer(shape, b, seq, tp=tp, sp=sp, recompute=recompute, moe=True) if shape.experts else None
+    dense_work = flops.layer(shape, b, sub, tp=tp, sp=sp, recompute=recompute, cp=cp)
+    moe_work = flops.layer(shape, b, sub, tp=tp, sp=sp, recompute=recompute, moe=True, cp=cp) if shape.experts else None
 
-    def pass_times(work: flops.LayerWork) -> tuple[float, float, float, float]:
+    def pass_times(work: flops.LayerWork) -> tuple[float, float, float, float, float]:
         fwd, bwd, rec = (rates.seconds(x) for x in (work.forward, work.backward, work.recompute))
         gemm = rates.seconds([o for o in work.forward if o.kind == "gemm"])
-        return fwd, bwd, rec, gemm
+        attention = rates.seconds([o for o in work.forward if o.kind == "attention"])
+        return fwd, bwd, rec, gemm, attention
 
     dense_t = pass_times(dense_work)
     moe_t = pass_times(moe_work) if moe_work else dense_t
@@ -208,8 +213,9 @@ def training(
     layer_bwd = (1 - moe_share) * dense_t[1] + moe_share * moe_t[1]
     layer_rec = (1 - moe_share) * dense_t[2] + moe_share * moe_t[2]
     layer_gemm_fwd = (1 - moe_share) * dense_t[3] + moe_share * moe_t[3]
-    emb = rates.seconds(flops.embedding_forward(shape, b, seq, tp)) * 3
-    head = rates.seconds(flops.head_forward(shape, b, seq, tp))
+    layer_attention_fwd = (1 - moe_share) * dense_t[4] + moe_share * moe_t[4]
+    emb = rates.seconds(flops.embedding_forward(shape, b, sub, tp)) * 3
+    head = rates.seconds(flops.head_forward(shape, b, sub, tp))
     head = head + 2 * head  # forward and backward (twice the work)
 
     # --- communication per phase, from the routed phases: exposed vs hidden by the overlap model
@@ -218,25 +224,36 @@ def training(
     tp_total = _phase_seconds(phases, "tp-")
     ep_total = _phase_seconds(phases, "ep-")
     pp_phase = next((p for p in phases if p.phase.startswith("pp-") and p.total_seconds is not None), None)
-    dp_total = _phase_seconds(phases, "dp-")
+    cp_total = _phase_seconds(phases, "cp-")
+    # Data-parallel traffic is what decompose marks as hiding behind the step's compute (its `overlaps`).
+    dp_phases = [p for p in phases if p.overlaps == decompose.BACKWARD and p.total_seconds is not None]
+    dp_total = sum(p.total_seconds for p in dp_phases)
     # One pass (forward or backward) of one layer for one micro-batch: the demand counts both passes.
     tp_pass = tp_total / (2 * mean_layers * mbs) if tp_total else 0.0
     moe_layers_stage = shape.moe_layers / pp if shape.experts else 0.0
     ep_pass = ep_total / (2 * moe_layers_stage * mbs) if ep_total and moe_layers_stage else 0.0
     passes = 3 if recompute == "full" else 2  # a full recompute repeats the forward's TP collectives
+    # The CP ring runs once per forward and twice per backward (decompose counts 3 per layer and micro-batch); a
+    # full recompute runs the forward's again. Overlapped, a pass hides behind that pass's attention kernel.
+    cp_passes = 4 if recompute == "full" else 3
+    cp_pass = cp_total / (3 * mean_layers * mbs) if cp_total else 0.0
+    cp_exposed_pass = max(0.0, cp_pass - layer_attention_fwd) if t.get("cp_overlap") else cp_pass
     tp_exposed_pass = max(0.0, tp_pass - layer_gemm_fwd) if t.get("tp_overlap") else tp_pass
     moe_gemm = moe_t[3] if moe_work else 0.0
     ep_exposed_pass = max(0.0, ep_pass - moe_gemm) if t.get("ep_overlap") else ep_pass
     send = pp_phase.seconds if pp_phase is not None else 0.0
     pp_overlap = bool(t.get("pp_overlap"))
+    # A fully sharded run gathers, frees and reduce-scatters every layer's parameters each micro-batch; the
+    # framework's own time for that (beyond the kernels and the transfers) sits on the critical path.
+    sharded_layer = rates.sharded_layer_overhead_s if zero == 3 and replicas > 1 else 0.0
     stage_times = []
     compute_by_stage = []
     for r, n in enumerate(layers):
         c = n * (layer_fwd + layer_bwd + layer_rec) + (emb if r == 0 else 0.0) + (head if r == pp - 1 else 0.0)
-        comm = n * passes * tp_exposed_pass + n * moe_share * 2 * ep_exposed_pass
+        comm = n * passes * tp_exposed_pass + n * moe_share * 2 * ep_exposed_pass + n * cp_passes * cp_exposed_pass
         sends = 0.0 if pp == 1 or pp_overlap else 2 * v * send
         compute_by_stage.append(c)
-        stage_times.append(c + comm + sends)
+        stage_times.append(c + comm + sends + n * sharded_layer)
     pipe = schedule.step_time(stage_times, mbs, v)
     slow = pipe.slowest_stage
     compute_s = compute_by_stage[slow] * mbs
@@ -251,8 +268,8 @@ def training(
     if not t.get("dp_overlap", True):
         window = 0.0
     last_bucket = 0.0
-    for p in phases:
-        if p.phase.startswith("dp-") and p.total_seconds is not None and p.bytes_per_rank:
+    for p in dp_phases:
+        if p.bytes_per_rank:
             share = min(1.0, compute.DP_BUCKET_BYTES / p.bytes_per_rank)
             last_bucket = max(last_bucket, p.latency_s + (p.bandwidth_s + p.queueing_s) * share)
     dp_exposed = 0.0 if not dp_total else max(min(last_bucket, dp_total), dp_total - window)
@@ -261,13 +278,14 @@ def training(
 
     # Optimizer step: each rank updates its shard (ZeRO ≥ 1) or every parameter it holds.
     state = fullest["state"]
-    held = (state["weights_bytes"] / memory.TRAINING_LAYOUTS[state["layout"]][0]) * (dp if zero >= 3 else 1)
-    shard = held / (dp if zero >= 1 else 1)
+    held = (state["weights_bytes"] / memory.TRAINING_LAYOUTS[state["layout"]][0]) * (replicas if zero >= 3 else 1)
+    shard = held / (replicas if zero >= 1 else 1)
     hbm = rates.hbm_bytes_per_s
     optimizer_s = shard * rates.optimizer_bytes_per_param / hbm if hbm else float("nan")
 
     tp_exposed = mbs * n_slow * passes * tp_exposed_pass
     ep_exposed = mbs * n_slow * moe_share * 2 * ep_exposed_pass
+    cp_exposed = mbs * n_slow * cp_passes * cp_exposed_pass
     pp_exposed = (mbs * 2 * v * send if pp > 1 and not pp_overlap else 0.0) + pp_fill
     by_phase = {}
     for p in phases:
@@ -282,7 +300,10 @@ def training(
         elif p.phase.startswith("pp-"):
             run, exposed = (mbs * 2 * v * send + (pp_fill if pp_overlap else 0.0)) if pp > 1 else total, pp_exposed
             run = max(run, exposed)
-        elif p.phase.startswith("dp-"):
+        elif p.phase.startswith("cp-"):
+            run = total * cp_passes / 3
+            exposed = cp_exposed * (total / cp_total) if cp_total else 0.0
+        elif p.overlaps == decompose.BACKWARD:
             run, exposed = total, dp_exposed * (total / dp_total) if dp_total else 0.0
         else:
             run, exposed = total, total
@@ -290,7 +311,7 @@ def training(
 
     tokens = b * mbs * seq * dp
     model_flops = flops.model_flops_per_token(shape, seq) * tokens
-    exposed_total = tp_exposed + ep_exposed + pp_exposed + dp_exposed
+    exposed_total = tp_exposed + ep_exposed + pp_exposed + cp_exposed + dp_exposed
     out: dict[str, Any] = {
         "kind": "training",
         "memory_per_rank_bytes": per_rank,
@@ -316,14 +337,19 @@ def training(
         "stage_layers": layers,
         "recompute": recompute,
         "sequence_parallel": sp,
+        "context_parallel": cp,
         "communication_seconds": None if unknown else sum(p.total_seconds for p in phases),
-        "exposed_communication_at_least_seconds": None if unknown else tp_exposed + ep_exposed + pp_exposed,
+        "exposed_communication_at_least_seconds": None
+        if unknown
+        else tp_exposed + ep_exposed + pp_exposed + cp_exposed,
         "compute_seconds": None,
         "bubble_seconds": None,
         "exposed_communication_seconds": None,
         "step_seconds": None,
         "communication_by_phase": by_phase,
-        "calibration": rates.label(),
+        "calibration": rates.label(
+            ("kernels.decode_step_overhead_us",) + (() if sharded_layer else ("kernels.sharded_layer_overhead_us",))
+        ),
     }
     if rates.what_if:
         out["what_if"] = rates.what_if
@@ -336,17 +362,18 @@ def training(
                 "bubble_fraction": pipe.bubble_fraction,
                 "pipeline": pipe.formula,
                 "optimizer_seconds": optimizer_s,
+                "sharded_overhead_seconds": mbs * layers[slow] * sharded_layer,
                 "dp_seconds": dp_total,
                 "dp_exposed_seconds": dp_exposed,
                 "dp_hidden_seconds": dp_total - dp_exposed,
                 "exposed_communication_seconds": exposed_total,
                 "step_seconds": step_s,
-                "tflops_per_accelerator": model_flops / (tp * pp * dp) / step_s / 1e12,
+                "tflops_per_accelerator": model_flops / (tp * pp * replicas) / step_s / 1e12,
             }
         )
         peak = acc.fields.get(PEAK_FIELD.get("bf16" if m["dtype"] == "fp16" else m["dtype"], ""))
         if peak is not None and peak.value:
-            out["mfu"] = model_flops / (tp * pp * dp * peak.value * step_s)
+            out["mfu"] = model_flops / (tp * pp * replicas * peak.value * step_s)
             out["mfu_note"] = (
                 "model FLOPs utilisation, an output: 6 × weights + 12·L·H·Q·T per token (the PaLM / Llama 3 count) "
                 "over the registry's peak; not an input"
@@ -434,7 +461,7 @@ def inference(
         "tpot_memory_floor_seconds": None,
         "tpot_seconds": None,
         "step_seconds": None,
-        "calibration": rates.label(),
+        "calibration": rates.label(("kernels.optimizer_bytes_per_param", "kernels.sharded_layer_overhead_us")),
     }
     if rates.what_if:
         out["what_if"] = rates.what_if

@@ -52,13 +52,20 @@ class Rates:
     memory_fixed_s: float
     decode_step_overhead_s: float
     optimizer_bytes_per_param: float
+    sharded_layer_overhead_s: float
     used: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     what_if: str = ""  # set when a user's --mfu replaced the calibrated GEMM and attention rates
 
-    def label(self) -> list[str]:
-        """Each calibration number used, with its status: the line every step, TTFT and TPOT carries."""
-        return [f"{u['number']} = {u['value']} [{u['status']}] {u['why']}".rstrip() for u in self.used]
+    def label(self, unused: tuple[str, ...] = ()) -> list[str]:
+        """Each calibration number used, with its status: the line every step, TTFT and TPOT carries. `unused`
+        names the kernel numbers the estimate did not need (a training step has no decode step; a replicated run
+        gathers no layer's parameters)."""
+        return [
+            f"{u['number']} = {u['value']} [{u['status']}] {u['why']}".rstrip()
+            for u in self.used
+            if u["number"] not in unused
+        ]
 
     def time(self, op: Op) -> float:
         """Seconds for one operation (all its `count` kernels)."""
@@ -104,8 +111,15 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         memory_fixed_s=k.memory_fixed_us.value * 1e-6,
         decode_step_overhead_s=k.decode_step_overhead_us.value * 1e-6,
         optimizer_bytes_per_param=k.optimizer_bytes_per_param.value,
+        sharded_layer_overhead_s=k.sharded_layer_overhead_us.value * 1e-6,
     )
-    for name in ("gemm_fixed_us", "memory_fixed_us", "decode_step_overhead_us", "optimizer_bytes_per_param"):
+    for name in (
+        "gemm_fixed_us",
+        "memory_fixed_us",
+        "decode_step_overhead_us",
+        "optimizer_bytes_per_param",
+        "sharded_layer_overhead_us",
+    ):
         n = getattr(k, name)
         out.used.append({"number": f"kernels.{name}", "value": f"{n.value:g}", "status": n.status, "why": _why(n, cal)})
     if entry is None:

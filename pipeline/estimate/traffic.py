@@ -17,7 +17,7 @@ from . import step as step_model
 from .calibration import load_calibration
 from .choices import StepChoices, load_step_choices
 from .cost import Phase, phases
-from .decompose import decompose
+from .decompose import BACKWARD, decompose
 from .loads import RoutedPhase
 from .placement import rank_accelerators
 from .summaries import revealing, sizing_summary
@@ -57,7 +57,7 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
     result_phases, routed = phases(view, workload, view.calibration or load_calibration(lay.root), offset)
     failures: list[dict[str, Any]] = []
     # The failure scenarios follow the data-parallel group (the traffic that crosses the fabric).
-    dp = next((c for c in decompose(workload).communications if c.phase.startswith("dp-")), None)
+    dp = next((c for c in decompose(workload).communications if c.overlaps == BACKWARD), None)
     if view.summary["nodes_by_kind"].get("leaf") and dp is not None:
         accs = rank_accelerators(view.g, workload, offset)
         peers = [accs[r] for r in dp.group]

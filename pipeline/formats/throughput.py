@@ -79,6 +79,11 @@ class Kernels(Strict):
     memory_fixed_us: Value
     decode_step_overhead_us: Value
     optimizer_bytes_per_param: Value
+    sharded_layer_overhead_us: Value = Field(
+        description="Per layer and micro-batch of a fully sharded (ZeRO-3 / FSDP) run: the time a rank waits on "
+        "the framework's gathering, freeing and reduce-scattering of that layer's parameters, beyond the kernels "
+        "and the communication."
+    )
 
 
 class Throughput(Strict):

@@ -64,6 +64,11 @@ class Training(KeyAccess):
     pp: Positive
     dp: Positive
     ep: Positive = 1
+    cp: Positive = Field(
+        default=1,
+        description="Context parallel degree: each sequence split over cp ranks, their K and V passed around the CP "
+        "ring every layer; gradients reduced over DP × CP.",
+    )
     sharded: bool = Field(default=False, description="FSDP / ZeRO-3: reduce-scatter gradients, all-gather parameters.")
     micro_batch: Positive
     microbatches: Positive
@@ -100,6 +105,9 @@ class Training(KeyAccess):
     ep_overlap: bool = Field(
         default=False, description="Expert all-to-all overlapped with computation of another micro-batch."
     )
+    cp_overlap: bool = Field(
+        default=False, description="Context-parallel K/V ring passes overlapped with the attention kernel they feed."
+    )
 
     @model_validator(mode="after")
     def _schedule(self) -> Training:
@@ -112,8 +120,8 @@ class Training(KeyAccess):
     @property
     def ranks(self) -> int:
         """Ranks the layout spans: every degree that splits the job multiplies (expert parallelism reuses the
-        TP·DP plane of each stage)."""
-        return self.tp * self.pp * self.dp
+        TP·CP·DP plane of each stage)."""
+        return self.tp * self.pp * self.dp * self.cp
 
 
 class Inference(KeyAccess):
@@ -223,7 +231,10 @@ def check_degrees(m: ModelShape, t: Training, what: str) -> None:
         checks.append((t.tp, "training.tp", m.kv_heads, "model.kv_heads"))
     if t.ep > 1 and m.experts is not None:
         checks.append((t.ep, "training.ep", m.experts.count, "model.experts.count"))
-        checks.append((t.ep, "training.ep", t.tp * t.dp, "training.tp × training.dp"))
+        plane = "training.tp × training.dp" + (" × training.cp" if t.cp > 1 else "")
+        checks.append((t.ep, "training.ep", t.tp * t.dp * t.cp, plane))
+    if t.cp > 1:
+        checks.append((t.cp, "training.cp", t.seq_len, "training.seq_len"))
     for degree, key, value, of in checks:
         if value % degree:
             raise UsageError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")

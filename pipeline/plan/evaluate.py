@@ -5,20 +5,19 @@ Everything here goes through the traffic library: the layout becomes a workload 
 `estimate/decompose.decompose` says what it communicates, each collective is costed on its placed group shape
 (`estimate/layout_eval.group_cost`, cached per operation, shape and size: one cost per distinct group shape and
 tier), and `estimate/layout_eval.training` (the step model, `estimate/step.py`, with the schedule, uneven-stage,
-recompute and CP corrections) gives memory and time. A `bound` is the same evaluation with no communication: the
+recompute and context-parallel terms) gives memory and time. A `bound` is the same evaluation with no communication: the
 memory and fit exactly, and a step time no communication can lower — what the search prunes on.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from ..core import confidence as rule
 from ..estimate import layout_eval
 from ..estimate.cost import Phase
-from ..estimate.decompose import Communication, Part, decompose
+from ..estimate.decompose import Communication, decompose
 from ..estimate.workloads import Workload
 from ..formats.workload import Inference, Training
 from .cluster import ClusterSummary, GroupKey, group_key
@@ -118,18 +117,19 @@ class TrainEvaluator:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_costs": {}, "_phases": {}}
 
-    # The layout as the step model knows it (CP as DP·CP ranks over seq/CP: estimate/layout_eval.py).
+    # The layout as the step model knows it.
     def workload(self, layout: Layout) -> Workload:
-        tp, cp = layout.tp, layout.cp
+        tp = layout.tp
         training = Training.model_construct(
             tp=tp,
             pp=layout.pp,
-            dp=layout.dp * cp,
+            dp=layout.dp,
+            cp=layout.cp,
             ep=layout.ep,
             sharded=layout.zero == 3,
             micro_batch=layout.micro_batch,
             microbatches=layout.microbatches,
-            seq_len=self.seq // cp,
+            seq_len=self.seq,
             grad_dtype=self.spec.grad_dtype,
             optimizer_layout=self.spec.optimizer_layout,
             zero=layout.zero,
@@ -141,25 +141,8 @@ class TrainEvaluator:
         return candidate_workload(self.spec, layout.id, self.cluster.id, training=training)
 
     def communications(self, layout: Layout, w: Workload) -> list[Communication]:
-        """The demand's communications, and the CP ring's K/V exchange the demand does not know yet."""
-        comms = list(decompose(w).communications)
-        if layout.cp > 1:
-            m = self.spec.shape
-            kv = 2.0 * math.ceil(m.kv_heads / layout.tp) * m.head_dim * _dtype_bytes(m.dtype)
-            size = kv * self.seq * layout.micro_batch
-            comms.append(
-                Communication(
-                    phase="cp-kv-exchange",
-                    description="context parallel: K and V of every layer around the CP ring (forward once, "
-                    "backward twice)",
-                    collective="all-gather",
-                    parts=(Part(groups=(tuple(layout.tp * c for c in range(layout.cp)),), bytes_per_rank=size),),
-                    bytes_per_rank=size,
-                    count=int(3 * m.layers / layout.pp * layout.microbatches),
-                    concurrency=layout.tp * layout.dp * layout.pp,
-                )
-            )
-        return comms
+        """The layout's communications: the one decomposition's."""
+        return list(decompose(w).communications)
 
     def group_keys(self, layout: Layout) -> tuple[set[GroupKey], set[GroupKey]]:
         """(collective groups, send pairs) this layout needs placed."""
@@ -180,7 +163,7 @@ class TrainEvaluator:
 
     def _step(self, layout: Layout, w: Workload, phases: list[Any]) -> dict[str, Any]:
         c = self.cluster
-        return layout_eval.training(w, phases, c.accelerator, c.rates, c.memory_headroom, cp=layout.cp, seq=self.seq)
+        return layout_eval.training(w, phases, c.accelerator, c.rates, c.memory_headroom)
 
     def bound(self, layout: Layout) -> Bound:
         st = self._step(layout, self.workload(layout), [])
@@ -273,27 +256,14 @@ class TrainEvaluator:
         )
 
 
-def _dtype_bytes(dtype: str) -> float:
-    from ..estimate.sizing import dtype_bytes
-
-    return dtype_bytes(dtype)
-
-
 def _dominant(st: dict[str, Any], phases: list[Any]) -> str:
     """The biggest term of the step: compute, the pipeline bubble, or the phase whose exposed time is largest."""
     terms: dict[str, float] = {}
     if st.get("compute_seconds") is not None:
         terms["compute"] = st["compute_seconds"]
         terms["pipeline bubble"] = st["bubble_seconds"] or 0.0
-    dp_exposed = st.get("dp_exposed_seconds") or 0.0
-    dp_total = st.get("dp_seconds") or 0.0
-    for p in phases:
-        t = p.total_seconds
-        if t is None:
-            continue
-        if p.phase.startswith("dp-"):
-            t = dp_exposed * (t / dp_total) if dp_total else 0.0
-        terms[f"exposed {p.phase}"] = t
+    for name, phase in (st.get("communication_by_phase") or {}).items():
+        terms[f"exposed {name}"] = phase["exposed_seconds"]
     if not terms:
         return "unknown"
     return max(terms, key=lambda k: terms[k])

@@ -151,12 +151,20 @@ def test_bad_options_are_refused() -> None:
 
 class _Phase:
     """A routed phase as the step reads it (estimate/cost.py's Phase): `count` occurrences of `seconds` each,
-    `total_seconds` in all; the cost terms are per occurrence."""
+    `total_seconds` in all; the cost terms are per occurrence; `overlaps` what decompose says it may hide behind."""
 
     def __init__(
-        self, phase: str, total: float, size: float = 0.0, latency: float = 0.0, bandwidth: float = 0.0, count: int = 1
+        self,
+        phase: str,
+        total: float,
+        size: float = 0.0,
+        latency: float = 0.0,
+        bandwidth: float = 0.0,
+        count: int = 1,
+        overlaps: str = "",
     ):
         self.phase, self.total_seconds, self.bytes_per_rank, self.count = phase, total, size, count
+        self.overlaps = overlaps
         self.seconds = total / count
         self.latency_s, self.bandwidth_s, self.queueing_s = latency, bandwidth, 0.0
 
@@ -200,7 +208,11 @@ def test_step_training_pp4_fits_and_times() -> None:
     w = _Workload("training", LLAMA70B, training=t)
     # The demand's pp-send: one send each way per micro-batch (2 × 8), 0.05 s in all.
     pp_send = _Phase("pp-send", 0.05, count=16)
-    phases = [_Phase("tp-all-reduce", 0.2), pp_send, _Phase("dp-all-reduce", 0.9, 2.1875e9, 1e-3, 0.9)]
+    phases = [
+        _Phase("tp-all-reduce", 0.2),
+        pp_send,
+        _Phase("dp-all-reduce", 0.9, 2.1875e9, 1e-3, 0.9, overlaps="compute"),
+    ]
     acc = _acc(80, 3e12, 1e15, "nvidia-dgx-h100")
     s = step.estimate(w, phases, acc, _rates(acc))
     assert s["fits"] is True and s["missing"] == []
@@ -213,6 +225,27 @@ def test_step_training_pp4_fits_and_times() -> None:
     assert s["communication_by_phase"]["tp-all-reduce"]["hidden_seconds"] == 0.0
     assert s["exposed_communication_at_least_seconds"] <= s["exposed_communication_seconds"]
     assert any("[published]" in c for c in s["calibration"])
+
+
+def test_what_hides_behind_compute_is_decomposes_overlap_field_not_the_phase_name() -> None:
+    """The step hides what decompose marks `overlaps: compute` and nothing else: the same 0.9 s under another
+    name still hides; under the data-parallel name but on the critical path it is all exposed."""
+    from fabricref.estimate import decompose
+
+    t = {"tp": 8, "pp": 4, "dp": 32, "micro_batch": 1, "microbatches": 8, "seq_len": 4096}
+    w = _Workload("training", LLAMA70B, training=t)
+    acc = _acc(80, 3e12, 1e15, "nvidia-dgx-h100")
+
+    def run(name: str, overlaps: str) -> dict:
+        return step.estimate(w, [_Phase(name, 0.9, 2.1875e9, 1e-3, 0.9, overlaps=overlaps)], acc, _rates(acc))
+
+    dp = run("dp-all-reduce", decompose.BACKWARD)
+    renamed = run("gradient-sync", decompose.BACKWARD)
+    critical = run("dp-all-reduce", "")
+    assert dp["dp_seconds"] == renamed["dp_seconds"] == 0.9 and dp["dp_hidden_seconds"] > 0
+    assert renamed["communication_by_phase"]["gradient-sync"] == dp["communication_by_phase"]["dp-all-reduce"]
+    assert critical["dp_seconds"] == 0.0
+    assert critical["communication_by_phase"]["dp-all-reduce"]["exposed_seconds"] == 0.9
 
 
 def test_step_names_the_field_it_lacked() -> None:
@@ -350,3 +383,42 @@ def test_workload_memory_options_are_checked(tmp_path) -> None:
     good = tmp_path / "ok" / "llama8b-fsdp-dp64.yaml"
     good.write_text(fsdp.replace("  sharded: true\n", "  sharded: true\n  zero: 3\n  recompute: full\n"))
     assert load_workload(good).training.recompute == "full"
+
+
+def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(cli, built_registry) -> None:
+    """CLI (text and JSON) and API: a training step lists the GEMM rate, the fitted fraction and the optimizer's
+    bytes, never the decode step's overhead; only a fully sharded run lists the per-layer sharded overhead; a
+    service's TTFT / TPOT list the decode step's overhead and not the optimizer's."""
+    from fabricref import api
+
+    def numbers(lines: list[str]) -> dict[str, str]:
+        out = {}
+        for line in lines:
+            name, rest = line.split(" = ", 1)
+            out[name] = rest[rest.index("[") + 1 : rest.index("]")]
+        return out
+
+    root = built_registry.root
+    cases = {
+        "llama70b-train-tp8-dp512": ("training", False),
+        "llama8b-fsdp-dp64": ("training", True),
+        "llama70b-serve-aggregated": ("inference", False),
+    }
+    for workload, (kind, sharded) in cases.items():
+        got = cli("estimate", "step", "illustrative-h100-4096", workload, "--json", root=root)
+        assert got.code == 0, got.err
+        data = json.loads(got.out)
+        used = numbers(data["calibration"])
+        assert used["nvidia-h100-sxm.gemm.bf16"] == "assumed" and used["kernels.gemm_sustained_fraction"] == "fitted"
+        assert all(status in ("published", "fitted", "assumed") for status in used.values())
+        if kind == "training":
+            assert data["step_seconds"] is not None and "kernels.optimizer_bytes_per_param" in used
+            assert "kernels.decode_step_overhead_us" not in used
+            assert ("kernels.sharded_layer_overhead_us" in used) is sharded
+        else:
+            assert data["ttft_seconds"] is not None and data["tpot_seconds"] is not None
+            assert used["kernels.decode_step_overhead_us"] == "assumed"
+            assert "kernels.optimizer_bytes_per_param" not in used
+        text = cli("estimate", "step", "illustrative-h100-4096", workload, root=root)
+        assert text.out.count("calibration: ") == len(data["calibration"]), text.out
+        assert api.step("illustrative-h100-4096", workload, root=root)["calibration"] == data["calibration"]

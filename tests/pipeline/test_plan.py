@@ -46,8 +46,10 @@ def test_a_70b_model_on_64_h100_has_the_best_layout_worked_out_by_hand(built_reg
     micro-batches, so the slowest rank always runs m·80/p = 640 layer passes of the same micro-batch work: the
     same compute and the same TP all-reduces for every candidate. The schedule adds (p − 1)/v of one stage's time
     (T = m·t + (p − 1)·t/v): nothing at PP 1, at least (p − 1)/(v·m) of the compute otherwise. ZeRO-3 hides the
-    data-parallel traffic behind the compute except its last 25 MB bucket when it is shorter than the compute. So
-    PP 1 wins if every other candidate's bubble exceeds the winner's exposed last bucket — asserted below.
+    data-parallel traffic behind the compute except its last 25 MB bucket when it is shorter than the compute, but
+    over DP > 1 it gathers every layer's parameters each micro-batch: 640 × kernels.sharded_layer_overhead_us
+    (5.64 ms: 3.61 s) on the critical path. At PP 8 × DP 1 there is nothing to gather, so it wins as long as its
+    bubble stays below that — asserted below.
     """
     from fabricref import api
     from fabricref.plan import evaluate, space
@@ -56,8 +58,11 @@ def test_a_70b_model_on_64_h100_has_the_best_layout_worked_out_by_hand(built_reg
         MODEL_70B, SMALL, root=built_registry.root, gpus=(64,), global_batch=64, seq=4096, tp=(8,), zero=(3,),
         recompute=("selective",), cp=(1,), micro_batch=(1,), memory_headroom=0.0, top=3,
     )  # fmt: skip
+    from fabricref.estimate import throughput
+
     best = r.top[0]
-    assert best["layout_id"] == "tp8-pp1-dp8-cp1-ep1-mb1x8-zero3-selective-1f1b"
+    assert best["layout_id"] == "tp8-pp8-dp1-cp1-ep1-mb1x64-zero3-selective-interleaved4"
+    pp1 = next(x for x in r.rows if x["layout_id"] == "tp8-pp1-dp8-cp1-ep1-mb1x8-zero3-selective-1f1b")
     params, f = _counted_params()
     state = 18 * params / 64
     s, h, t = 4096, 8192, 8
@@ -66,27 +71,29 @@ def test_a_70b_model_on_64_h100_has_the_best_layout_worked_out_by_hand(built_reg
         + 2 * s * h / t + 2 * s * f / t * 3
     )  # fmt: skip
     assert per_layer == 143_057_920
-    assert best["memory_per_rank_bytes"] == state + per_layer * 80 * 1 == 31_131_668_480
-    assert best["fits"] and best["bubble_seconds"] == 0
+    assert pp1["memory_per_rank_bytes"] == state + per_layer * 80 * 1 == 31_131_668_480
+    assert pp1["fits"] and pp1["bubble_seconds"] == 0
 
     evaluated = [x for x in r.rows if x["status"] == "evaluated"]
     assert {(x["pp"], x["dp"]) for x in evaluated} == {(1, 8), (2, 4), (4, 2), (8, 1)}
-    compute = best["compute_seconds"]
-    # The winner's exposed data-parallel traffic: its last bucket only (the rest hides behind the compute).
+    compute = pp1["compute_seconds"]
+    # PP 1's exposed data-parallel traffic: its last bucket only (the rest hides behind the compute).
     ev = evaluate.TrainEvaluator(r.spec, 4096, 64, _summary(built_registry))
     winner = space.Layout(64, 8, 1, 8, 1, 1, 1, 8, 3, "selective", "1f1b", 1)
     _place(built_registry, ev, winner)
     st = ev.step_model(winner)
     assert st["dp_seconds"] < st["compute_seconds"] and st["dp_exposed_seconds"] < 1e-3
+    overhead = throughput.load_throughput(built_registry.root).kernels.sharded_layer_overhead_us.value * 1e-6
+    assert st["sharded_overhead_seconds"] == pytest.approx(640 * overhead)
     for x in evaluated:
-        if x is best:
-            continue
         p, v, m = x["pp"], x["virtual_stages"], x["microbatches"]
         assert m * 80 // p == 640
         assert x["compute_seconds"] == pytest.approx(compute, rel=1e-12)
-        assert x["bubble_seconds"] >= (p - 1) / (v * m) * compute * (1 - 1e-12)
-        assert x["bubble_seconds"] > st["dp_exposed_seconds"]
-        assert x["step_seconds"] > best["step_seconds"]
+        if x is not pp1:
+            assert x["bubble_seconds"] >= (p - 1) / (v * m) * compute * (1 - 1e-12)
+        if x is not best:
+            assert x["step_seconds"] > best["step_seconds"]
+    assert best["bubble_seconds"] < 640 * overhead
     # The winner, routed over the installed wiring, shows its busiest links; the rows below K stay analytical.
     assert best["costing"] == "routed per link" and json.loads(best["hot_links"])
     assert {x["costing"] for x in evaluated if x["rank"] > 3} == {"analytical per-tier"}
