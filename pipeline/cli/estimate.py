@@ -10,10 +10,11 @@ from rich.table import Table
 
 from .. import api
 from ..core.format import format_quantity
-from ..core.units import DATA, RATE, TIME, parse_quantity, unit_info
+from ..core.units import parse_amount
 from ..errors import FabricrefError, UsageError
 from .app import app
-from .output import JsonOpt, RootOpt, cell, lay_of, make_table, out, print_json
+from .options import amount
+from .output import JsonOpt, RootOpt, cell, lay_of, make_table, out, print_json, readable, unit_of_key
 
 estimate_app = typer.Typer(
     no_args_is_help=True, help="Calculators: collectives, transfers, memory, KV cache, capacity, workloads."
@@ -34,19 +35,11 @@ COST_KEYS = (
 
 
 def _qty(text: str, kind: str, option: str) -> float:
-    """'1.5GiB' → bytes, '400Gb/s' → bytes/s, '5us' → seconds; a missing or wrong unit is bad usage."""
-    target = {"bytes": ("B", DATA), "rate": ("B/s", RATE), "time": ("s", TIME)}[kind]
+    """'1.5GiB' → bytes, '400Gb/s' → bytes/s, '5us' → seconds (core/units.parse_amount); bad text is bad usage."""
     try:
-        q = parse_quantity(text.replace(" ", ""))
-        if unit_info(q.unit)[1] != target[1]:
-            raise UsageError(
-                f"{option} {text!r}: expected a {kind} with its unit, e.g. "
-                + {"bytes": "1.5GiB", "rate": "400Gb/s or 900GB/s", "time": "5us"}[kind]
-            )
-        factor = unit_info(q.unit)[0]
+        return parse_amount(text, kind)
     except FabricrefError as exc:
-        raise UsageError(f"{option} {text!r}: {exc}") from None
-    return q.value * factor
+        raise UsageError(f"{option} {exc}") from None
 
 
 def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:
@@ -54,30 +47,19 @@ def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:
     if as_json:
         print_json(data)
         return
+    out.print(_estimate_table(data, title))
+
+
+def _estimate_table(data: dict[str, Any], title: str) -> Table:
+    """A calculator's result as `quantity | value` rows, in the JSON's order: every number with its unit
+    (core/format), rates in one unit family (bytes per second when the result mixes bits and bytes)."""
+    rates = {u for u in map(unit_of_key, data) if u in ("Gb/s", "GB/s")}
     table = Table("quantity", "value", title=title)
     for key, value in data.items():
-        table.add_row(key, _cell(key, value))
-    out.print(table)
-
-
-def _unit_of_key(key: str) -> str | None:
-    """The unit a calculator result carries by its key's name (the JSON keeps exact numbers under these names);
-    None for counts, fractions and labels."""
-    if key == "seconds" or key.endswith("_seconds"):
-        return "s"
-    if key.endswith("_gb_per_s"):
-        return "GB/s"
-    if key.endswith("_gbps"):
-        return "Gb/s"
-    if key == "bytes" or key.startswith("bytes_") or key.endswith("_bytes"):
-        return "B"
-    return None
-
-
-def _cell(key: str, value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return cell(value)
-    return format_quantity(value, _unit_of_key(key))
+        mixed = unit_of_key(key) == "Gb/s" and len(rates) > 1 and isinstance(value, float | int)
+        shown = format_quantity(value / 8, "GB/s") if mixed and not isinstance(value, bool) else readable(value, key)
+        table.add_row(key, cell(shown))
+    return table
 
 
 @estimate_app.command("collective")
@@ -277,7 +259,7 @@ def estimate_transfer(
 
 @estimate_app.command("memory")
 def estimate_memory(
-    params: Annotated[float, typer.Option("--params", help="Parameter count, e.g. 70e9.")],
+    params: Annotated[float, typer.Option("--params", parser=amount("--params"), help="Parameter count, e.g. 70B.")],
     layout_name: Annotated[
         str,
         typer.Option(
@@ -291,7 +273,8 @@ def estimate_memory(
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
     ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (splits --expert-params).")] = 1,
     expert_params: Annotated[
-        float, typer.Option("--expert-params", help="Parameters held in experts (mixture of experts).")
+        float,
+        typer.Option("--expert-params", parser=amount("--expert-params"), help="Parameters held in experts, e.g. 64B."),
     ] = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
@@ -303,7 +286,9 @@ def estimate_memory(
 
 @estimate_app.command("activations")
 def estimate_activations(
-    seq: Annotated[int, typer.Option("--seq", help="Sequence length s.")],
+    seq: Annotated[
+        int, typer.Option("--seq", parser=amount("--seq", "count", whole=True), help="Sequence length s, e.g. 8k.")
+    ],
     batch: Annotated[int, typer.Option("--batch", help="Micro-batch size b.")],
     hidden: Annotated[int, typer.Option("--hidden", help="Hidden size h.")],
     heads: Annotated[int, typer.Option("--heads", help="Attention (query) heads a.")],
@@ -322,11 +307,16 @@ def estimate_activations(
 
 @estimate_app.command("inference-memory")
 def estimate_inference_memory(
-    params: Annotated[float, typer.Option("--params", help="Parameter count, e.g. 70e9.")],
+    params: Annotated[float, typer.Option("--params", parser=amount("--params"), help="Parameter count, e.g. 70B.")],
     layers: Annotated[int, typer.Option("--layers")],
     kv_heads: Annotated[int, typer.Option("--kv-heads", help="KV heads (grouped-query attention), not query heads.")],
     head_dim: Annotated[int, typer.Option("--head-dim")],
-    context: Annotated[int, typer.Option("--context", help="Tokens per sequence (prompt + output).")],
+    context: Annotated[
+        int,
+        typer.Option(
+            "--context", parser=amount("--context", "count", whole=True), help="Tokens per sequence, e.g. 128k."
+        ),
+    ],
     dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp8, fp16, fp32 (weights and KV).")] = "bf16",
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree of one serving group.")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences held at once.")] = 1,
@@ -366,12 +356,8 @@ def estimate_step(
         return
     data.pop("caveat")
     out.print(api.fit_verdict(data))
-    table = Table("quantity", "value", title=f"{workload_id} on {topology_id}: memory and step time")
-    for key, value in data.items():
-        if isinstance(value, (dict, list)) or key in ("mfu_note", "what_if"):
-            continue
-        table.add_row(key, f"{value:.6g}" if isinstance(value, float) else ("unknown" if value is None else str(value)))
-    out.print(table)
+    shown = {k: v for k, v in data.items() if not isinstance(v, dict | list) and k not in ("mfu_note", "what_if")}
+    out.print(_estimate_table(shown, f"{workload_id} on {topology_id}: memory and step time"))
     for m in data["missing"]:
         out.print(f"missing: {m}")
     for a in data["assumptions"]:
@@ -390,7 +376,7 @@ def estimate_kv(
     kv_heads: Annotated[int, typer.Option("--kv-heads", help="KV heads (grouped-query attention), not query heads.")],
     head_dim: Annotated[int, typer.Option("--head-dim")],
     dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp8, fp16, fp32")],
-    tokens: Annotated[int, typer.Option("--tokens")],
+    tokens: Annotated[int, typer.Option("--tokens", parser=amount("--tokens", "count", whole=True), help="e.g. 128k.")],
     as_json: JsonOpt = False,
 ) -> None:
     """KV-cache bytes per token and for T tokens: 2 × layers × KV heads × head dim × bytes."""
@@ -400,8 +386,10 @@ def estimate_kv(
 @estimate_app.command("capacity")
 def estimate_capacity(
     rps: Annotated[float, typer.Option("--requests-per-second")],
-    output_tokens: Annotated[float, typer.Option("--output-tokens")],
-    group_tps: Annotated[float, typer.Option("--group-tokens-per-second")],
+    output_tokens: Annotated[float, typer.Option("--output-tokens", parser=amount("--output-tokens", "count"))],
+    group_tps: Annotated[
+        float, typer.Option("--group-tokens-per-second", parser=amount("--group-tokens-per-second", "count"))
+    ],
     group_size: Annotated[int, typer.Option("--group-size")],
     headroom: Annotated[float, typer.Option("--headroom", help="Spare fraction, e.g. 0.2.")] = 0.0,
     as_json: JsonOpt = False,
@@ -443,10 +431,10 @@ def estimate_workload(
         [
             p["phase"],
             p["collective"],
-            str(p["group_size"]),
+            format_quantity(p["group_size"]),
             f"{p['network']} / {p['tier']}",
             format_quantity(p["bytes_per_rank"], "B"),
-            format_quantity(p["effective_gbps"], "Gb/s") if p["effective_gbps"] else "?",
+            format_quantity(p["effective_gbps"] or None, "Gb/s"),
             format_quantity(p["latency_seconds"], "s"),
             format_quantity(p["bandwidth_seconds"], "s"),
             format_quantity(p["queueing_seconds"], "s"),
@@ -461,9 +449,10 @@ def estimate_workload(
     out.print(data["memory_fit"]["verdict"])
     rv = data["revealing"]
     out.print(
-        f"To make progress on {rv['for']}: {rv['accelerators_per_progress']} accelerators must communicate; "
+        f"To make progress on {rv['for']}: {format_quantity(rv['accelerators_per_progress'])} accelerators must "
+        "communicate; "
         f"{'fits' if rv['fits_in_one_domain'] else 'does not fit'} in one scale-up domain of "
-        f"{rv['scale_up_domain_size']}."
+        f"{format_quantity(rv['scale_up_domain_size'])}."
     )
     for f in data["failures"]:
         out.print(f"failure: {f['failure']}: route {'survives' if f['route_survives'] else 'lost'}; {f['explanation']}")

@@ -11,13 +11,14 @@ import typer
 from rich.tree import Tree
 
 from ..core.citing import READ_VIA_A_COPY, address, check_text, conflict_text
-from ..core.format import format_field
+from ..core.format import MISSING, format_field
 from ..errors import FabricrefError, UnknownIdError, UsageError
 from .app import app
 from .output import (
     JsonOpt,
     RootOpt,
     emit,
+    in_bits,
     lay_of,
     make_table,
     out,
@@ -204,8 +205,19 @@ def show(
     if as_json:  # exact values for machines
         print_json(strict([field_view.json_record(f) for f in rows]))
         return
-    shown = [(f["field"], field_view.value_cell(f), f["status"], field_view.source_cell(f)) for f in rows]
+    shown = [
+        (f["field"], _with_bits(f, field_view.value_cell(f)), f["status"], field_view.source_cell(f)) for f in rows
+    ]
     emit(["field", "value", "status", "source"], shown, False, title=reference)
+
+
+def _with_bits(f: dict[str, Any], text: str) -> str:
+    """The value cell, with a network byte rate's bit rate beside the document's figure (`in_bits`)."""
+    bits = in_bits(f)
+    if bits is None:
+        return text
+    first, sep, rest = text.partition("\n")
+    return f"{first} (= {bits}){sep}{rest}"
 
 
 @app.command()
@@ -236,7 +248,8 @@ def diff(
     for r in results:
         rows = []
         for c in r["changes"]:
-            st = c["old_status"] if c["old_status"] == c["new_status"] else f"{c['old_status']} → {c['new_status']}"
+            old_status, new_status = (c[k] or MISSING for k in ("old_status", "new_status"))
+            st = old_status if old_status == new_status else f"{old_status} → {new_status}"
             rows.append([c["field"], c["rule"], c["change"], c["old"], c["new"], st])
         title = (
             f"{r['source_id']}: revision {r['from']['revision']} ({r['from']['sha256'][:12]}) → "
@@ -349,16 +362,25 @@ def export_graph(
         str, typer.Option("--format", metavar="graphml|node-link", help="GraphML (default) or node-link JSON.")
     ] = "graphml",
     output: Annotated[Path | None, typer.Option("--output", help="File to write (default: standard output).")] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option("--workload", help="Add this workload's per-link bytes and time share (registry/traffic/)."),
+    ] = None,
+    aggregate: Annotated[
+        bool, typer.Option("--aggregate", help="One node per tier (kind) and pod, links between them summed.")
+    ] = False,
     root: RootOpt = None,
 ) -> None:
     """A topology's graph as GraphML (Gephi, yEd, networkx.read_graphml) or node-link JSON (networkx.node_link_graph),
-    from registry/topology/."""
+    from registry/topology/. Every edge has `weight` (its rate per direction, Gb/s) and `compute_path` (false for
+    frontend and management links); --workload adds that workload's bytes and time share per link; --aggregate
+    writes a large cluster as tier × pod."""
     from ..core.files import atomic_write_bytes
     from ..inspect.export import FORMATS, graph_bytes
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
-    data = graph_bytes(lay_of(root), topology_id, fmt)
+    data = graph_bytes(lay_of(root), topology_id, fmt, workload, aggregate)
     if output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

@@ -13,7 +13,8 @@ from typing import Any
 
 import typer
 
-from ..errors import UsageError
+from ..core.units import parse_amount
+from ..errors import UsageError, ValidationError
 
 # No calculator input is anywhere near these (parameters ~1e12, bytes ~1e15); beyond them results overflow.
 MAX_FLOAT = 1e18
@@ -70,3 +71,28 @@ def check_float_options(group: typer.Typer) -> None:
         if command.callback is not None and not getattr(command.callback, "_floats_checked", False):
             command.callback = _guarded(command.callback)
             command.callback._floats_checked = True  # type: ignore[attr-defined]
+
+
+def amount(flag: str, kind: str = "count", whole: bool = False) -> Callable[[Any], Any]:
+    """The typer `parser` of an option `flag` that takes an amount as people write it (core/units.parse_amount:
+    '70B' parameters, '128k' tokens, '80GB'); `whole`: a whole number (tokens, sequences). A plain number ('7e9',
+    'nan', '-1') is read as a float and left to the group's one check (`check_value`); any other bad text is bad
+    usage (exit 2) naming the option and what was expected."""
+
+    def parse(value: Any) -> Any:
+        if not isinstance(value, str):  # a default, already a number
+            return value
+        try:
+            number = float(value)
+        except ValueError:
+            try:
+                number = parse_amount(value, kind)
+            except ValidationError as exc:
+                raise UsageError(f"{flag} {exc}") from None
+        if whole and math.isfinite(number):
+            if not number.is_integer():
+                raise UsageError(f"{flag} {value!r}: expected a whole number, e.g. 128k or 4096")
+            return int(number)
+        return number
+
+    return parse

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..core.format import MISSING, format_quantity
 from ..core.paths import Layout, layout, settle
 from ..core.text import json_ascii, json_safe, visible
 from ..errors import FabricrefError
@@ -122,10 +123,19 @@ class _KeyedTable:
 
 
 def cell(value: Any) -> Any:
-    """A table cell: None empty, a dict a two-column sub-table (key, value), a list of dicts a sub-table with their
-    keys as columns, a list of scalars one item per line; everything else its text. Never raw dicts or JSON."""
+    """A table cell: None `—`, a number through the one formatter (core/format: three significant digits, never
+    a float's repr or exponent notation; whole numbers of five digits or more with separators, shorter ones such
+    as a year or a revision as they are), a dict a two-column sub-table (key, value), a list of dicts a sub-table
+    with their keys as columns, a list of scalars one item per line; everything else its text. Never raw dicts or
+    JSON."""
     if value is None:
-        return ""
+        return MISSING
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10_000 else format_quantity(value)
+    if isinstance(value, float | Decimal):
+        return format_quantity(float(value))
     if isinstance(value, dict):
         if not value:
             return ""
@@ -148,8 +158,62 @@ def cell(value: Any) -> Any:
             for v in value:
                 sub.add_row(cell(v))
             return sub
-        return "\n".join(str(v) for v in value)
+        return "\n".join(str(cell(v)) for v in value)
     return str(value)  # made visible as it is printed (_TextConsole)
+
+
+def unit_of_key(key: str) -> str | None:
+    """The unit a result carries by its key's name (JSON keeps exact numbers under these names): `*_seconds` s,
+    `*_gbps` Gb/s, `*_gb_per_s` GB/s, `*bytes*` B, `tflops*` TFLOP/s, `flops*` FLOP; None for counts, fractions
+    and labels."""
+    if key == "seconds" or key.endswith("_seconds"):
+        return "s"
+    if key.endswith("_gb_per_s"):
+        return "GB/s"
+    if key.endswith("_gbps"):
+        return "Gb/s"
+    if key == "bytes" or key.startswith("bytes_") or key.endswith("_bytes"):
+        return "B"
+    if key.startswith("tflops"):
+        return "TFLOP/s"
+    if key.startswith("flops"):
+        return "FLOP"
+    return None
+
+
+# Fields of a network: their byte rates get the bit rate beside them, the family the links are stated in.
+NETWORK_FIELDS = ("scale_up.", "scale_out.", "frontend.", "host")
+
+
+def in_bits(row: dict[str, Any]) -> str | None:
+    """A network field stated as a byte rate (NVLink's 1.8 TB/s), converted to the bit rates its neighbours are
+    stated in ('14.4 Tb/s'), at the digits of its record; None for any other field (the document's own figure
+    stays as it is, beside this)."""
+    unit, number = row.get("unit") or "", row.get("value_number")
+    if number is None or not unit.endswith("B/s") or unit.endswith("iB/s"):
+        return None
+    if not str(row.get("field", "")).startswith(NETWORK_FIELDS):
+        return None
+    digits = max(int(row.get("digits") or 0), 3)  # × 8 is exact: at least the formatter's own three digits
+    return format_quantity(number * 8, unit.removesuffix("B/s") + "b/s", row.get("direction"), digits)
+
+
+def readable(value: Any, key: str = "", direction: str | None = None) -> Any:
+    """A result's value for a table: numbers with the unit their key names (`unit_of_key`; a rate `direction`
+    as given), `—` for none, yes / no for a flag; dicts and lists keep their shape (sub-tables, `cell`) with every
+    number inside made readable the same way."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return {k: readable(v, str(k), direction) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [readable(v, key, direction) for v in value]
+    if isinstance(value, int | float):
+        unit = unit_of_key(key)
+        return format_quantity(value, unit, direction if unit and unit.endswith("/s") else None)
+    return value
 
 
 RootOpt = Annotated[Path | None, typer.Option("--root", help="Checkout root (default: found from the cwd).")]
@@ -181,9 +245,10 @@ def strict(data: Any) -> Any:
 
 
 def print_json(data: Any) -> None:
-    """Sorted keys and a trailing newline, so JSON output is stable and diffable."""
+    """Keys in the order the result (and its table) has them, and a trailing newline: JSON output is stable and
+    diffable, and reads in the order of the table it stands for."""
     try:
-        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str, allow_nan=False)
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False)
     except ValueError:
         # NaN / Infinity are not JSON: an input was out of range; say so rather than print invalid JSON.
         raise FabricrefError("the result holds a NaN or infinite number (an input is out of range)") from None
@@ -237,15 +302,15 @@ def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]
 # Row writers for streamed JSON: the C encoder for keys and scalar values (the indenting encoder is pure Python,
 # several times slower), the indenting one only for nested values. Together they give `print_json`'s text.
 _FLAT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-_NESTED = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+_NESTED = json.JSONEncoder(indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def _json_row(row: dict[str, Any]) -> str:
-    """One row object as `json.dumps([row], indent=2, sort_keys=True)` lays it out inside the list."""
+    """One row object as `json.dumps([row], indent=2)` lays it out inside the list (columns in the query's order)."""
     if not row:
         return "  {}"
     items = []
-    for k in sorted(row):
+    for k in row:
         v = row[k]
         text = _NESTED.encode(v).replace("\n", "\n    ") if isinstance(v, dict | list) and v else _FLAT.encode(v)
         items.append(f"    {_FLAT.encode(k)}: {text}")

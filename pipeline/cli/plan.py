@@ -14,6 +14,7 @@ import typer
 from ..core.format import format_quantity
 from ..errors import UsageError
 from .app import app
+from .options import amount
 from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
 
 plan_app = typer.Typer(
@@ -129,7 +130,12 @@ def plan_train(
     global_batch: Annotated[
         int | None, typer.Option("--global-batch", help="Sequences per step (default: the workload's).")
     ] = None,
-    seq: Annotated[int | None, typer.Option("--seq", help="Tokens per sequence (default: the workload's).")] = None,
+    seq: Annotated[
+        int | None,
+        typer.Option(
+            "--seq", parser=amount("--seq", whole=True), help="Tokens per sequence (default: the workload's), e.g. 8k."
+        ),
+    ] = None,
     objective: Annotated[
         str, typer.Option("--objective", help="step, tokens-per-second or gpu-hours (accelerator-hours, no prices).")
     ] = "step",
@@ -209,8 +215,14 @@ def plan_serve(
     requests_per_second: Annotated[
         float | None, typer.Option("--requests-per-second", help="Demand (default: the workload's).")
     ] = None,
-    prompt: Annotated[int | None, typer.Option("--prompt", help="Prompt tokens per request.")] = None,
-    output: Annotated[int | None, typer.Option("--output", help="Output tokens per request.")] = None,
+    prompt: Annotated[
+        int | None,
+        typer.Option("--prompt", parser=amount("--prompt", whole=True), help="Prompt tokens per request, e.g. 8k."),
+    ] = None,
+    output: Annotated[
+        int | None,
+        typer.Option("--output", parser=amount("--output", whole=True), help="Output tokens per request, e.g. 8k."),
+    ] = None,
     ttft_p50: Annotated[
         str | None, typer.Option("--ttft-p50", help="Time-to-first-token target, e.g. 2s or 500ms.")
     ] = None,
@@ -285,7 +297,9 @@ def _report(lay: Any, result: Any, path: Path, saved: dict[str, Any] | None, as_
     winner = result.top[0] if result.top else None
     if winner and winner.get("hot_links"):
         links = json.loads(winner["hot_links"])
-        rows = [[x["phase"], f"{x['source']} – {x['target']}", x["tier"], f"{x['utilization']:.2f}"] for x in links]
+        rows = [
+            [x["phase"], f"{x['source']} – {x['target']}", x["tier"], format_quantity(x["utilization"])] for x in links
+        ]
         out.print(make_table("phase", "link", "tier", "utilization", title=f"hot links of {winner['layout_id']}",
                              rows=rows))  # fmt: skip
     for note in result.notes:

@@ -4,13 +4,14 @@ verb loads only that stage's code (the DVC deps of a stage equal its import clos
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from ..core.format import format_quantity
 from ..errors import FabricrefError, UsageError
 from .app import app
-from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
+from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json, readable
 
 
 @app.command()
@@ -55,7 +56,8 @@ def retrieve(
     policy = FetchPolicy.from_env(max_bytes=max_bytes, proxy=proxy)
     out.print(
         f"refreshing {len(sources)} source(s), {policy.concurrency} at a time, "
-        f"deadline {policy.deadline:g}s per document and {policy.refresh_deadline:g}s overall"
+        f"deadline {format_quantity(policy.deadline, 's')} per document and "
+        f"{format_quantity(policy.refresh_deadline, 's')} overall"
     )
 
     def progress(o: stage.RefreshOutcome, done: int, total: int) -> None:
@@ -125,7 +127,7 @@ def topology_(
 ) -> None:
     """Summarize a reference's or cluster's topology: parts, links by network, domains, oversubscription, hops."""
     from ..topology import stage
-    from ..topology.summary import summarize
+    from ..topology.summary import nodes_by_kind_and_role, summarize
 
     lay = lay_of(root)
     if build_all:
@@ -134,29 +136,54 @@ def topology_(
         return
     if topology_id is None:
         raise UsageError("give a reference or cluster id, or --all")
-    summary = summarize(stage.build(lay, topology_id))
-    if as_json:
-        print_json(summary)
+    g = stage.build(lay, topology_id)
+    summary = summarize(g)
+    by_role = nodes_by_kind_and_role(g)
+    shown = _topology_rows(summary, by_role)
+    if as_json:  # the table's rows first, in its order (with the per-role counts it shows), then the rest
+        data: dict[str, Any] = {"topology_id": summary["topology_id"], "title": summary["title"]}
+        for key, _ in shown:
+            data[key] = summary[key]
+            if key == "nodes_by_kind":
+                data["nodes_by_kind_and_role"] = by_role
+        print_json({**data, **{k: v for k, v in summary.items() if k not in data}})
         return
-    rows = []
-    for key in (
-        "kind",
-        "accelerators",
-        "scale_up_domains",
-        "scale_up_domain_size",
-        "nodes_by_kind",
-        "edges_by_network",
-        "per_accelerator",
-        "oversubscription",
-        "bisection_bandwidth_gbps",
-        "hops",
-        "scale_out_protocol",
-        "scale_out_in_network_reduction",
-    ):
-        if summary.get(key) is not None:
-            rows.append([key, summary[key]])
+    rows = [[key, cell] for key, cell in _readable_rows(shown)]
     out.print(make_table("property", "value", title=f"{summary['topology_id']} — {summary['title']}", rows=rows))
     out.print(summary["caveat"])
+
+
+TOPOLOGY_ROWS = (
+    "kind",
+    "accelerators",
+    "scale_up_domains",
+    "scale_up_domain_size",
+    "nodes_by_kind",
+    "edges_by_network",
+    "per_accelerator",
+    "oversubscription",
+    "bisection_bandwidth_gbps",
+    "hops",
+    "scale_out_protocol",
+    "scale_out_in_network_reduction",
+)
+
+
+def _topology_rows(summary: dict[str, Any], by_role: dict[str, int]) -> list[tuple[str, Any]]:
+    """The summary's rows the table shows, in its order (parts counted per role where a kind has several)."""
+    rows = [(key, by_role if key == "nodes_by_kind" else summary[key]) for key in TOPOLOGY_ROWS]
+    return [(key, value) for key, value in rows if value is not None]
+
+
+def _readable_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Counts with separators, bandwidths per direction in bits (Gb/s, Tb/s: the family the links are stated in),
+    oversubscription as a ratio."""
+    shown = []
+    for key, value in rows:
+        if key == "oversubscription":
+            value = {tier: f"{format_quantity(x)}:1" for tier, x in value.items()}
+        shown.append((key, readable(value, key, "per_direction")))
+    return shown
 
 
 @app.command()

@@ -6,18 +6,16 @@ from typing import Annotated
 
 import typer
 
+from ..core.format import format_quantity
 from .app import app
 from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
 
 
 def _num(value: float | None, quantity: str) -> str:
-    if value is None:
-        return "unknown"
-    if quantity in ("ttft_seconds", "tpot_seconds"):
-        return f"{value * 1e3:.4g} ms"
-    if quantity == "step_seconds":
-        return f"{value:.4g} s"
-    return f"{value:.4g} TFLOP/s"
+    """A published or modelled figure with its unit, four significant digits (the results state three or four)."""
+    if quantity in ("ttft_seconds", "tpot_seconds", "step_seconds"):
+        return format_quantity(value, "s", digits=4)
+    return format_quantity(value, "TFLOP/s", digits=4)
 
 
 @app.command()

@@ -22,12 +22,22 @@ MISSING = "—"
 DEFAULT_DIGITS = 3
 MAX_DIGITS = 15  # a double holds about 15-17 significant decimal digits: more would print noise
 
-_SI = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+_SI = (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
 _IEC = (("Pi", 2.0**50), ("Ti", 2.0**40), ("Gi", 2.0**30), ("Mi", 2.0**20), ("Ki", 2.0**10), ("", 1.0))
 _TIME = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 # Spelling variants of one base unit, written back in the project's spelling.
-_BASES = {"B": "B", "b": "b", "B/s": "B/s", "b/s": "b/s", "bps": "b/s", "bit/s": "b/s", "Bps": "B/s", "W": "W"}
+_BASES = {
+    "B": "B",
+    "b": "b",
+    "B/s": "B/s",
+    "b/s": "b/s",
+    "bps": "b/s",
+    "bit/s": "b/s",
+    "Bps": "B/s",
+    "W": "W",
+    "FLOP": "FLOP",  # a count of operations (a step's work); rates as a document states them (TFLOP/s) are kept
+}
 _DIRECTIONS = {"per_direction": "per direction", "bidirectional": "bidirectional"}
 _COUNTS = {None, "", "count", "1"}
 
@@ -45,17 +55,19 @@ def _split(unit: str) -> tuple[str, float, bool, str] | None:
 
 
 def _number(x: float, digits: int) -> str:
-    """`digits` significant digits, trailing zeros dropped; from 10**digits up, a whole number with separators.
-    A whole part of four digits or more always has separators ('1,307.4', not '1307.4'), at any precision."""
+    """`digits` significant digits, trailing zeros dropped, never in exponent notation ('0.00018', not '1.8e-04');
+    from 10**digits up, a whole number with separators. A whole part of four digits or more always has separators
+    ('1,307.4', not '1307.4'), at any precision."""
     if x == 0:
         return "0"
-    if abs(x) >= 10**digits:
+    if abs(x) < 1000 and abs(r := _round(x, digits)) < 1000:
+        decimals = max(0, digits - 1 - math.floor(math.log10(abs(r))))
+    elif abs(x) >= 10**digits:
         return f"{round(x):,}"
-    if abs(x) >= 1000:
+    else:
         decimals = max(0, digits - (math.floor(math.log10(abs(x))) + 1))
-        text = f"{x:,.{decimals}f}"
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    return f"{x:.{digits}g}"  # exponent notation only below 1e-4 of the smallest prefix (e.g. 0.00001 ns)
+    text = f"{x:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _round(x: float, digits: int) -> float:

@@ -172,3 +172,45 @@ def parse_quantity(text: str, direction: str | None = None) -> Quantity:
     if is_rate(unit) and direction is not None and direction not in DIRECTIONS:
         raise ValidationError(f"direction {direction!r}: expected one of {', '.join(DIRECTIONS)}")
     return Quantity(value, unit, direction if is_rate(unit) else None)
+
+
+# Suffixes of a count as people write parameters and tokens: 70B parameters, 1.2T tokens, 128k context.
+COUNT_SUFFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+_COUNT_RE = re.compile(
+    r"^(?P<num>(?:\d{1,3}(?:,\d{3})+|[\d_]+)(?:\.\d+)?(?:[eE][+-]?\d+)?|\.\d+)(?P<suffix>[a-zA-Z]?)$"
+)
+AMOUNT_EXAMPLES = {"count": "70B, 1.2T, 128k or 70e9", "bytes": "1.5GiB or 80GB", "rate": "400Gb/s or 900GB/s",
+                   "time": "5us"}  # fmt: skip
+_AMOUNT_DIMS = {"bytes": DATA, "rate": RATE, "time": TIME}
+
+
+def parse_amount(text: str, kind: str) -> float:
+    """The one parser of every amount a calculator takes: `kind` 'count' (parameters, tokens: '70B' → 7e10,
+    '1.2T', '128k', '70e9', '70,000,000,000'; B is a billion, as model sizes are written), 'bytes' ('1.5GiB' →
+    bytes), 'rate' ('400Gb/s' → bytes per second) or 'time' ('5us' → seconds). A missing or wrong unit, a
+    negative or non-finite number is an error naming what was expected."""
+    cleaned = text.strip().replace(" ", "")
+    what = {
+        "count": "a number",
+        "bytes": "a size with its unit",
+        "rate": "a rate with its unit",
+        "time": "a time with its unit",
+    }
+    expected = f"expected {what[kind]}, e.g. {AMOUNT_EXAMPLES[kind]}"
+    if kind == "count":
+        match = _COUNT_RE.match(cleaned)
+        if match is None or match["suffix"] not in COUNT_SUFFIXES:
+            raise ValidationError(f"{text!r}: {expected}")
+        value = float(match["num"].replace(",", "").replace("_", "")) * COUNT_SUFFIXES[match["suffix"]]
+    else:
+        try:
+            q = parse_quantity(cleaned)
+        except ValidationError as exc:
+            raise ValidationError(f"{text!r}: {exc}; {expected}") from None
+        factor, dims = unit_info(q.unit)
+        if dims != _AMOUNT_DIMS[kind]:
+            raise ValidationError(f"{text!r}: {expected}")
+        value = q.value * factor
+    if not math.isfinite(value) or value < 0:
+        raise ValidationError(f"{text!r}: {expected} (finite, not negative)")
+    return value

@@ -40,7 +40,7 @@ ROUTED_NOTE = (
     "every group of the phase routed at once over the installed links (shortest paths, ECMP split uniformly); "
     "each flow gets its max-min fair share; queueing only where a link's offered load exceeds its capacity"
 )
-TIER_ORDER = {"spine–core": 3, "leaf–spine": 2, "NIC–leaf": 1}
+TIER_ORDER = {"spine-core": 3, "leaf-spine": 2, "NIC-leaf": 1}
 LOCAL = "local: both ends in one scale-up domain"
 ACROSS = "crosses the scale-out fabric: the ends sit in different scale-up domains"
 

@@ -76,16 +76,18 @@ class CannotRoute(UsageError):
 
 
 def tier_name(kind_a: str, kind_b: str) -> str:
-    """Name a link by what it joins, never by a class average ("leaf uplinks" on a 1:1 ToR was misleading)."""
+    """Name a link by what it joins, never by a class average ("leaf uplinks" on a 1:1 ToR was misleading).
+    Plain ASCII (a hyphen, never an en dash): the name is an identifier in machine output (traffic_links.tier),
+    one a user types in SQL as `'NIC-leaf'`; views may print it with typography (report/heat.TIER_LABELS)."""
     pair = tuple(sorted((kind_a, kind_b)))
     return {
-        ("accelerator", "scale_up_switch"): "accelerator–scale-up switch",
-        ("accelerator", "accelerator"): "accelerator–accelerator (direct)",
-        ("accelerator", "nic"): "accelerator–NIC (host)",
-        ("leaf", "nic"): "NIC–leaf",
-        ("leaf", "spine"): "leaf–spine",
-        ("core", "spine"): "spine–core",
-    }.get(pair, f"{pair[0]}–{pair[1]}")
+        ("accelerator", "scale_up_switch"): "accelerator-scale-up switch",
+        ("accelerator", "accelerator"): "accelerator-accelerator (direct)",
+        ("accelerator", "nic"): "accelerator-NIC (host)",
+        ("leaf", "nic"): "NIC-leaf",
+        ("leaf", "spine"): "leaf-spine",
+        ("core", "spine"): "spine-core",
+    }.get(pair, f"{pair[0]}-{pair[1]}")
 
 
 @dataclass

@@ -32,15 +32,24 @@ SCOPE = "utilisation = offered load ÷ capacity, per direction: the busier direc
 # The collections whose members follow the data, in drawing order (coolest first): tests read them by id.
 LINKS_GID = "link-load"
 CELLS_GID = "tier-pod-load"
-# Link tiers bottom-up, as the traffic stage names them (traffic_links.tier); an unknown tier goes on top.
+# Link tiers bottom-up, as the traffic stage names them (traffic_links.tier: ASCII identifiers); an unknown tier
+# goes on top. Drawn with their display names (typography is for reading).
 TIER_ORDER = (
-    "accelerator–accelerator (direct)",
-    "accelerator–scale-up switch",
-    "accelerator–NIC (host)",
-    "NIC–leaf",
-    "leaf–spine",
-    "spine–core",
+    "accelerator-accelerator (direct)",
+    "accelerator-scale-up switch",
+    "accelerator-NIC (host)",
+    "NIC-leaf",
+    "leaf-spine",
+    "spine-core",
 )
+TIER_LABELS = {
+    "accelerator-accelerator (direct)": "accelerator–accelerator (direct)",
+    "accelerator-scale-up switch": "accelerator–scale-up switch",
+    "accelerator-NIC (host)": "accelerator–NIC (host)",
+    "NIC-leaf": "NIC–leaf",
+    "leaf-spine": "leaf–spine",
+    "spine-core": "spine–core",
+}
 MAX_PODS = 32  # columns drawn; more pods are summarised in one last column
 
 
@@ -194,7 +203,7 @@ def draw_tier_pod_load(title: str, cells: list[Cell], pods: int) -> bytes:
     grid.set_gid(CELLS_GID)
     ax.add_collection(grid)
     for y, t in enumerate(tiers):  # plain text, not axis ticks (tick layout is most of a small figure's cost)
-        ax.text(-0.55, y, t, ha="right", va="center", fontsize=7)
+        ax.text(-0.55, y, TIER_LABELS.get(t, t), ha="right", va="center", fontsize=7)
     labels = [f"pod {p}" for p in range(columns)]
     if pods > columns:
         labels[-1] = f"pods {columns - 1}–{pods - 1}"

@@ -177,3 +177,16 @@ def _hops(g: nx.Graph, kind: dict[str, str], accelerators: list[str], domains: C
         except nx.NetworkXNoPath:
             out["across_fabric"] = None
     return out
+
+
+def nodes_by_kind_and_role(g: nx.Graph) -> dict[str, int]:
+    """`nodes_by_kind`, with a kind whose nodes play several roles counted per role: 'system (rack)' and
+    'system (server)', 'nic (scale_out)' and 'nic (frontend)', never one count of racks and servers together."""
+    pairs = Counter((d["kind"], d.get("role")) for d in g._node.values() if "kind" in d)
+    roles: dict[str, set[Any]] = defaultdict(set)
+    for kind, role in pairs:
+        roles[kind].add(role)
+    counts: Counter[str] = Counter()
+    for (kind, role), n in pairs.items():
+        counts[kind if len(roles[kind]) == 1 or role is None else f"{kind} ({role})"] += n
+    return dict(sorted(counts.items()))

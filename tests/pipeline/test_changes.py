@@ -107,3 +107,19 @@ def test_model_revisions_are_kept_and_an_unpinned_change_needs_attention(built_c
         (n + 1, True, True),
     ]
     assert cli("status", root=repo.root).code == 0
+
+
+def test_diff_table_prints_a_dash_for_what_one_revision_lacks(repo, tmp_path, cli, monkeypatch):
+    """Seen: `diff` printed `None → published` for a field the older revision did not have."""
+    monkeypatch.setenv("COLUMNS", "400")  # one row per line
+    (repo.sources_dir / "announce-doc.yaml").write_text(SOURCE)
+    (source,) = load_sources(repo, "announce-doc")
+    for i, body in enumerate([page("800 Gb/s", None), page("800 Gb/s")], 1):
+        f = tmp_path / f"r{i}.html"
+        f.write_bytes(body)
+        pin_file(repo, source, f, f"2026-11-2{i}T00:00:00Z")
+    r = cli("diff", "announce-doc", "--from", "1", "--to", "2", root=repo.root)
+    assert r.code == 0, r.err
+    (row,) = [line for line in r.out.splitlines() if "nic-model" in line]
+    assert "None" not in r.out
+    assert [c.strip() for c in row.strip("│").split("│")][2:] == ["added", "—", "X1", "— → published"]

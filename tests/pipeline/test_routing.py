@@ -161,10 +161,10 @@ def test_oversubscribed_all_to_all_across_the_1_to_7_tier_matches_fluid_queueing
     assert load.bandwidth_s == pytest.approx(alone)
     assert load.queueing_s == pytest.approx(fair - alone)  # 2.24 s − 0.48 s = 1.76 s
     rows = loads.link_rows(wiring, load)
-    trunks = [r for r in rows if r["tier"] == "spine–core"]
+    trunks = [r for r in rows if r["tier"] == "spine-core"]
     assert len(trunks) == 32 and all(r["utilization"] == pytest.approx(16 * (400 / 24) / (400 / 7)) for r in trunks)
     # Queueing only where offered load exceeds capacity: NIC and leaf–spine links stay at or below 1.
-    assert all(r["utilization"] <= 1 + 1e-9 for r in rows if r["tier"] != "spine–core")
+    assert all(r["utilization"] <= 1 + 1e-9 for r in rows if r["tier"] != "spine-core")
 
 
 def test_sharing_on_disjoint_links_adds_nothing(built_registry):
@@ -275,7 +275,7 @@ def test_estimate_json_gains_link_utilization_hot_links_and_bytes_per_network(cl
     assert decode["bytes_on_wire_per_rank_by_network"] == {"scale_up": pytest.approx(7 * 16384)}
     assert decode["max_link_utilization"] == pytest.approx(1.0)
     assert len(decode["hot_links"]) == 5
-    assert {h["tier"] for h in decode["hot_links"]} == {"accelerator–scale-up switch"}
+    assert {h["tier"] for h in decode["hot_links"]} == {"accelerator-scale-up switch"}
     assert phases["frontend-request"]["hot_links"] == []
 
 

@@ -74,7 +74,7 @@ def test_default_fill_domains_keeps_the_dp_ring_under_one_leaf(built_registry, t
     dp = _dp(view, w)
     # 8 flows each way (one per rail), each alone on its 400 Gb/s NIC: S / 50 GB/s = 0.35 s, nothing shared.
     assert dp.load.bandwidth_s == pytest.approx(S / (400 * GBPS)) and dp.load.queueing_s == 0
-    assert _tiers(wiring, dp.load) == {"accelerator–NIC (host)", "NIC–leaf"}
+    assert _tiers(wiring, dp.load) == {"accelerator-NIC (host)", "NIC-leaf"}
 
 
 def test_declared_spread_puts_the_dp_ring_across_pods_and_queues_at_the_1_to_7_tier(built_registry, tmp_path):
@@ -90,7 +90,7 @@ def test_declared_spread_puts_the_dp_ring_across_pods_and_queues_at_the_1_to_7_t
     assert dp.load.bandwidth_s == pytest.approx(alone)  # 0.35 s
     assert dp.load.queueing_s == pytest.approx(fair - alone)  # 1.225 − 0.35 = 0.875 s
     rows = loads.link_rows(wiring, dp.load)
-    trunks = [r for r in rows if r["tier"] == "spine–core"]
+    trunks = [r for r in rows if r["tier"] == "spine-core"]
     assert len(trunks) == 32 and all(r["utilization"] == pytest.approx(3.5) for r in trunks)
     # Each trunk carries 8 flows × S/16 each way (pod 0 → pod 1 up one end, pod 1 → pod 0 down the other).
     assert all(r["bytes_forward"] == r["bytes_reverse"] == pytest.approx(S * 8 / 16) for r in trunks)
@@ -181,7 +181,7 @@ def test_ecmp_hash_puts_each_flow_on_one_path_and_collisions_make_hot_links(buil
     n = max(max(forward.count(j) for j in forward), max(back.count(j) for j in back))
     assert n >= 2  # these seeds collide (8 flows on 16 spines)
     assert dp.load.bandwidth_s + dp.load.queueing_s == pytest.approx(S / (400 / 7 / n * GBPS))
-    rows = [r for r in loads.link_rows(wiring, dp.load) if r["tier"] == "spine–core"]
+    rows = [r for r in loads.link_rows(wiring, dp.load) if r["tier"] == "spine-core"]
     # Alone, a flow is held to its trunk's 400/7 Gb/s (the bandwidth term); n of them offer n× that trunk.
     assert dp.load.bandwidth_s == pytest.approx(S / (400 / 7 * GBPS))
     assert max(r["utilization"] for r in rows) == pytest.approx(n)
@@ -248,12 +248,12 @@ def test_tree_flows_follow_tree_edges_not_ring_neighbours(built_registry):
         ("1", "3"): half, ("3", "1"): half,
     }  # fmt: skip
     tree = loads.cost_phase(wiring, alg, stages, 0.0)
-    up = [r for r in loads.link_rows(wiring, tree) if r["tier"] == "spine–core" and r["source"].startswith("core")]
+    up = [r for r in loads.link_rows(wiring, tree) if r["tier"] == "spine-core" and r["source"].startswith("core")]
     # spine000-j (pod 0) sorts after core: bytes_reverse is spine → core, the pod 0 → pod 1 direction.
     pod0_up = sum(r["bytes_reverse"] for r in up if r["target"].startswith("spine000"))
     assert pod0_up == pytest.approx(4 * half)
     nic = [
-        r for r in loads.link_rows(wiring, tree) if r["tier"] == "accelerator–NIC (host)" and "b1/gpu0" in r["source"]
+        r for r in loads.link_rows(wiring, tree) if r["tier"] == "accelerator-NIC (host)" and "b1/gpu0" in r["source"]
     ]
     assert sum(r["bytes_forward"] if r["source"] == "b1/gpu0" else r["bytes_reverse"] for r in nic) == 4 * half
     ring_alg, ring = loads.collective_stages("all-reduce", [ranks], size, dom, "ring")
@@ -261,7 +261,7 @@ def test_tree_flows_follow_tree_edges_not_ring_neighbours(built_registry):
     ring_load = loads.cost_phase(wiring, ring_alg, ring, 0.0)
     rows = loads.link_rows(wiring, ring_load)
     pod0_up_ring = sum(
-        r["bytes_reverse"] for r in rows if r["tier"] == "spine–core" and r["target"].startswith("spine000")
+        r["bytes_reverse"] for r in rows if r["tier"] == "spine-core" and r["target"].startswith("spine000")
     )
     assert pod0_up_ring == pytest.approx(1.5 * size)
 

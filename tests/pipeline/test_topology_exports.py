@@ -14,7 +14,7 @@ import networkx as nx
 import pytest
 from conftest import CLUSTERS, SYSTEM_REFERENCES
 from fabricref.core.graphs import load_topology
-from fabricref.inspect.export import graph_bytes
+from fabricref.inspect.export import graph_bytes, tool_attrs
 from fabricref.topology import tables
 
 REFERENCES = SYSTEM_REFERENCES
@@ -48,7 +48,8 @@ def _assert_same(built: nx.Graph, back: nx.Graph, what: str) -> None:
     for n, d in built.nodes(data=True):
         assert _typed(back.nodes[n]) == _expected(d, tables.NODE_COLUMNS), (what, n)
     for a, b, d in built.edges(data=True):
-        assert _typed(back.edges[a, b]) == _expected(d, tables.EDGE_COLUMNS), (what, a, b)
+        tools = _typed({k: v for k, v in tool_attrs(d).items() if v is not None})  # derived for graph tools
+        assert _typed(back.edges[a, b]) == {**_expected(d, tables.EDGE_COLUMNS), **tools}, (what, a, b)
 
 
 @pytest.mark.parametrize(("tid", "fmt"), TOPOLOGIES)

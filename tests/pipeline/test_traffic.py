@@ -151,7 +151,7 @@ def test_oversubscription_queues_only_where_links_are_oversubscribed(built_regis
     assert meta.tier == "spine-core (across pods)" and meta.max_link_utilization == pytest.approx(1.0)
     # By hand: per direction, the 8 rails' flows leave one leaf split over 16 spines (400 × 8 / 16 = 200 Gb/s per
     # spine) onto spine–core trunks of 400 × 192 / 7 Gb/s.
-    uplinks = [x for x in meta.links if x["tier"] == "spine–core"]
+    uplinks = [x for x in meta.links if x["tier"] == "spine-core"]
     assert max(x["utilization"] for x in uplinks) == pytest.approx(200 / (400 * 192 / 7))
 
 

@@ -18,7 +18,7 @@ NODES += [_part(f"gpu{t}{i}", "accelerator", f"t{t}") for t in (1, 2) for i in r
 NODES += [_part(f"nic{t}", "nic", f"t{t}", "scale_out") for t in (1, 2)] + [_part("sw", "scale_up_switch", "t1")]
 EDGES = [{"source": f"gpu{t}{i}", "target": "sw", "network": "scale_up"} for t in (1, 2) for i in range(4)]
 EDGES += [{"source": f"gpu{t}0", "target": f"nic{t}", "network": "host"} for t in (1, 2)]
-CELLS = [Cell("NIC–leaf", 0, 0.4, 16), Cell("leaf–spine", 1, 0.9, 4), Cell("spine–core", None, 1.3, 2)]
+CELLS = [Cell("NIC-leaf", 0, 0.4, 16), Cell("leaf-spine", 1, 0.9, 4), Cell("spine-core", None, 1.3, 2)]
 SUMMARY = {
     "nodes_by_kind": {"core": 16, "spine": 80, "leaf": 80, "frontend_switch": 4},
     "oversubscription": {"leaf": 1, "spine": 2},

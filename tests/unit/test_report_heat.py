@@ -35,9 +35,9 @@ def test_link_by_link_hottest_link_in_the_top_colour_idle_links_grey():
 
 def test_tier_pod_grid_cell_colour_is_its_busiest_link():
     cells = [
-        heat.Cell("NIC–leaf", 0, 0.4, 16),
-        heat.Cell("NIC–leaf", 1, 0.9, 16),
-        heat.Cell("leaf–spine", 1, 0.2, 4),
+        heat.Cell("NIC-leaf", 0, 0.4, 16),
+        heat.Cell("NIC-leaf", 1, 0.9, 16),
+        heat.Cell("leaf-spine", 1, 0.2, 4),
     ]
     svg = heat.draw_tier_pod_load("c", cells, pods=3).decode()
     assert _members(svg, heat.CELLS_GID, "fill") == [heat.colour(u, 1.0) for u in (0.2, 0.4, 0.9)]
