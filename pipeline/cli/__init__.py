@@ -19,6 +19,7 @@ from functools import cache
 import click
 import typer.main
 
+from ..core.deadline import bounded
 from ..core.paths import command
 from ..core.text import visible
 from ..errors import FabricrefError, os_error_message
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     set_width()
     safe_streams()
     try:
-        with command():
+        with bounded(), command():
             _command()(args=argv, prog_name="fabricref")
     except SystemExit as exc:
         code = exc.code

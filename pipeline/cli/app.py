@@ -47,5 +47,17 @@ def _options(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the installed version and exit."),
     ] = False,
+    time_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--time-limit",
+            metavar="SECONDS",
+            help="Stop the command after this many seconds from its start (default 3600; also FABRICREF_TIME_LIMIT).",
+        ),
+    ] = None,
 ) -> None:
     """fabricref: GPU-cluster network reference data, every fact traceable to the document it came from."""
+    if time_limit is not None:
+        from ..core import deadline
+
+        deadline.set_limit(deadline.parse_limit(time_limit, "--time-limit"), f"--time-limit {time_limit}")

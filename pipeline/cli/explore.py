@@ -28,6 +28,7 @@ def explore(
 
     import uvicorn
 
+    from ..core import deadline
     from ..explore.app import create_app
 
     lay = lay_of(root)
@@ -54,5 +55,6 @@ def explore(
     out.print(f"fabricref explorer at {url} (Ctrl-C stops it)")
     if open_browser:
         webbrowser.open(url)
+    deadline.unbounded()  # serves until stopped: the command time limit bounds only its start
     config = uvicorn.Config(application, log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..core.files import checkout_lock
 from ..core.format import format_quantity
 from ..errors import FabricrefError, UsageError
 from .app import app
@@ -48,9 +49,10 @@ def retrieve(
     if not refresh:
         if mirror or proxy:
             raise UsageError(f"{'--mirror' if mirror else '--proxy'} only applies with --refresh")
-        entries = stage.verify(lay, sources)
-        if source is None:
-            stage.write_manifest(lay, entries)
+        with checkout_lock(lay.root):
+            entries = stage.verify(lay, sources)
+            if source is None:
+                stage.write_manifest(lay, entries)
         out.print(f"verified {len(entries)} pinned snapshot(s) against their SHA-256")
         return
     policy = FetchPolicy.from_env(max_bytes=max_bytes, proxy=proxy)
@@ -103,7 +105,8 @@ def extract(root: RootOpt = None) -> None:
     from ..extract import stage
 
     lay = lay_of(root)
-    stats = stage.run(lay, load_sources(lay))
+    with checkout_lock(lay.root):
+        stats = stage.run(lay, load_sources(lay))
     out.print(f"extracted {len(stats.parsed)} source(s)")
 
 
@@ -112,8 +115,10 @@ def compile_(root: RootOpt = None) -> None:
     """Resolve reference models into field records; write the registry (Parquet + DuckDB)."""
     from ..compile import stage
 
-    refs = stage.run(lay_of(root))
-    out.print(f"compiled {len(refs)} reference(s) into {lay_of(root).relative(lay_of(root).registry_dir)}/")
+    lay = lay_of(root)
+    with checkout_lock(lay.root):
+        refs = stage.run(lay)
+    out.print(f"compiled {len(refs)} reference(s) into {lay.relative(lay.registry_dir)}/")
 
 
 @app.command(name="topology")
@@ -131,7 +136,8 @@ def topology_(
 
     lay = lay_of(root)
     if build_all:
-        summaries = stage.run(lay)
+        with checkout_lock(lay.root):
+            summaries = stage.run(lay)
         out.print(f"built {len(summaries)} topologies into {lay.relative(stage.topology_dir(lay))}/")
         return
     if topology_id is None:
@@ -191,7 +197,10 @@ def traffic(root: RootOpt = None) -> None:
     """Lay every shipped workload onto its targets; write registry/traffic/ (tables), metrics/ and the comparison."""
     from ..traffic import stage
 
-    for line in stage.run_all(lay_of(root)):
+    lay = lay_of(root)
+    with checkout_lock(lay.root):
+        lines = list(stage.run_all(lay))
+    for line in lines:
         out.print(line)
 
 
@@ -201,5 +210,6 @@ def report(root: RootOpt = None) -> None:
     from ..report import stage
 
     lay = lay_of(root)
-    path = stage.run(lay)
+    with checkout_lock(lay.root):
+        path = stage.run(lay)
     out.print(f"report written to {lay.relative(path / 'index.html')}")

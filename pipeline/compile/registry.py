@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from ..core.deadline import critical
 from ..core.files import current_umask
 from ..core.paths import Layout
 from ..core.registry import remove_leftovers as _remove_leftovers
@@ -209,7 +210,8 @@ def write_tables(lay: Layout, rows: dict[str, Iterable[Sequence[Any]]]) -> None:
         os.chmod(staging, 0o777 & ~current_umask())
         for name, (columns, order) in TABLES.items():
             write_table(staging, name, columns, order, rows.get(name, []))
-        _switch_directories(staging, final)
+        with critical():
+            _switch_directories(staging, final)
     except OSError as exc:
         raise FabricrefError(f"cannot write {lay.relative(final)}: {exc.strerror or exc}") from exc
     except duckdb.Error as exc:

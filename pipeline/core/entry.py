@@ -12,16 +12,22 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from ..errors import FabricrefError, os_error_message
+from .deadline import bounded
+from .files import checkout_lock
 from .paths import command, layout, settle
 
 
 def run_stage(work: Callable[..., str]) -> NoReturn:
     """Run `work(layout)` in the checkout found from the working directory; print its one-line summary.
 
-    Exit codes as the CLI: 0 done, 1 a check failed, 2 bad usage."""
+    Exit codes as the CLI: 0 done, 1 a check failed, 2 bad usage. The stage holds the checkout's writer lock
+    (the one `fabricref compile`, `measured import`, `new`, `pin` and `retrieve --refresh` take), so no two
+    writers interleave, and runs within the command time limit (pipeline/core/deadline.py)."""
     try:
-        with command():
-            message = work(settle(layout()))
+        with bounded(), command():
+            lay = settle(layout())
+            with checkout_lock(lay.root):
+                message = work(lay)
     except FabricrefError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(exc.exit_code)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FabricrefError, UsageError
+from .deadline import critical
+from .paths import contained
 
 _UMASK_LOCK = threading.Lock()
 
@@ -43,6 +45,7 @@ def new_file_mode() -> int:
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write via a temporary file in the same directory and rename it over the target. The file gets `mode`
     if given (the snapshot store passes read-only modes), else the mode the user's umask gives new files."""
+    contained(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -106,6 +109,7 @@ def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] 
     a FIFO (would block), a device (`/dev/zero` never ends), a directory, or a file the kernel makes up as it
     is read (`/proc/self/environ` says 0 bytes and holds the environment) is refused with `error`, naming the
     file and `what` was expected. The content is never put into a message."""
+    contained(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -218,11 +222,12 @@ class Transaction:
         try:
             for _staged, target in self.staged:
                 target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(self.root / JOURNAL, canonical_json({"rename": rel}))
         except OSError as exc:
             raise FabricrefError(f"cannot write {self.root / JOURNAL}: {exc.strerror}") from exc
-        self.staged = []
-        _finish(self.root, rel)
+        with critical():  # the commit point and the renames after it: a time limit waits for them
+            atomic_write_bytes(self.root / JOURNAL, canonical_json({"rename": rel}))
+            self.staged = []
+            _finish(self.root, rel)
 
     def abort(self) -> None:
         self.staged = []
@@ -274,7 +279,8 @@ def recover(root: Path) -> None:
                 f"{journal}: an interrupted write left a journal that cannot be read ({exc}); compare the files it "
                 "names with git and remove it"
             ) from exc
-        _finish(root, entries)
+        with critical():
+            _finish(root, entries)
     staging = root / STAGING
     if staging.is_dir():
         for leftover in staging.iterdir():

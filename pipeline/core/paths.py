@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -178,6 +179,57 @@ def settle(lay: Layout) -> Layout:
     """The running command works on `lay`: until its `command()` block ends, `find_root` answers `lay.root`."""
     _IN_USE.append(lay.root)
     return lay
+
+
+def contained(path: Path, root: Path | None = None, *, strict: bool = False) -> Path:
+    """`path`, once it is known to stay inside the checkout with every symbolic link resolved: a file of the
+    checkout (`models/references/x.yaml`, `registry/report`) that is a link to /etc or another checkout is
+    refused, naming where it leads, before anything is read or written through it.
+
+    The checkout is `root`, else the one the running command settled on (none: no command, nothing to check).
+    A path that does not start inside the checkout is a file the user named (`measured import /tmp/run.log`) and
+    is left alone, unless `strict` (a path a document holds, such as a citation's `snapshot_path`, which must be
+    inside: `..` that climbs out is refused the same way)."""
+    base = root if root is not None else (_IN_USE[-1] if _IN_USE else None)
+    if base is None:
+        return path
+    base = base.resolve()
+    target = path if path.is_absolute() else base / path
+    lexical = Path(os.path.normpath(target))
+    if not strict and not (lexical.is_relative_to(base) or target.is_relative_to(base)):
+        return path
+    try:
+        resolved = target.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise ValidationError(
+            f"{path}: cannot be resolved ({exc}); expected a file inside the checkout {base}"
+        ) from None
+    if not resolved.is_relative_to(base) and not any(resolved.is_relative_to(c) for c in dvc_caches(base)):
+        how = "climbs out of" if not lexical.is_relative_to(base) else "is a symbolic link out of"
+        raise ValidationError(
+            f"{path}: {how} the checkout {base} (it leads to {resolved}); every file a command reads or writes "
+            "stays inside its checkout"
+        )
+    return path
+
+
+@functools.cache
+def dvc_caches(root: Path) -> tuple[Path, ...]:
+    """The checkout's DVC cache directories (`.dvc/cache`, or `[cache] dir` of .dvc/config and config.local):
+    with `cache.type = symlink` DVC links the outputs there, which is still the checkout's own data."""
+    import configparser
+
+    found = [root / ".dvc" / "cache"]
+    for name in ("config", "config.local"):
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
+        try:
+            parser.read(root / ".dvc" / name, encoding="utf-8")
+            value = parser.get("cache", "dir", fallback=None)
+        except (configparser.Error, UnicodeDecodeError):
+            continue
+        if value:
+            found.append((root / ".dvc" / value.strip()) if not Path(value.strip()).is_absolute() else Path(value))
+    return tuple(c.resolve() for c in found)
 
 
 def layout(root: Path | None = None) -> Layout:

@@ -49,7 +49,7 @@ import numpy as np
 
 from ..errors import FabricrefError, IntegrityError
 from .files import atomic_write_json, new_file_mode, process_alive
-from .paths import Layout
+from .paths import Layout, contained
 from .store import sha256_file
 
 # The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written
@@ -161,6 +161,7 @@ _VERIFIED: dict[tuple[str, int, int, int, int], None] = {}
 def verify_file(path: Path, rebuild: str | None = None) -> None:
     """IntegrityError unless `path` hashes to the SHA-256 recorded beside it; a file unchanged on disk since it
     was verified in this process is not hashed again."""
+    contained(path)
     sidecar = hash_path(path)
     how = rebuild or _REBUILD.get(path.parent.name, "`dvc checkout` or `dvc repro --force` of the stage writing it")
     try:
@@ -199,6 +200,7 @@ def table_writer(
     """Tables (name → (columns with DuckDB types, sort key)) filled in batches: `add(name, rows)` as often as
     needed; on leaving without an error each is written as `directory/<name>.parquet`, sorted and single-threaded,
     so the same rows always give the same bytes, whatever the batches."""
+    contained(directory)
     con = _writer_connection()
     try:
         for name, (columns, _) in tables.items():
@@ -263,6 +265,7 @@ def remove_stale(directory: Path, keep: Iterable[str]) -> None:
     """Delete Parquet tables of `directory` that the stage no longer writes (a dropped table must not linger),
     with their recorded hashes."""
     names = set(keep)
+    contained(directory)
     for stale in directory.glob("*.parquet"):
         if stale.stem not in names:
             stale.unlink()
@@ -405,7 +408,7 @@ def build_database(lay: Layout) -> Path:
 
     Leftovers of a killed build are removed first; a read-only checkout or a full disk is a clear error."""
     views = _views(lay)
-    target = lay.duckdb_path
+    target = contained(lay.duckdb_path, lay.root)
     remove_leftovers(target.parent, ".registry.")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -82,6 +82,30 @@ MAX_NESTING = 64
 # Numbers beyond this magnitude are no quantity of this registry (2**53: floats stay exact below it) and only
 # overflow later (a 401-digit integer turned into a float).
 MAX_MAGNITUDE = 2**53
+# Nor are numbers this close to 0 but not 0 (every declared number is in its stated unit: the smallest shipped is
+# ~0.02): 1e-300, or a subnormal (5e-324), divides to infinity, or to a figure of 1e299 seconds, naming nothing.
+MIN_MAGNITUDE = 1e-12
+ACCEPTED = f"0, or a magnitude from {MIN_MAGNITUDE:g} to 2**53 ({MAX_MAGNITUDE})"
+
+
+def number_problem(value: Any) -> str | None:
+    """What is wrong with a number any knob or declared value may take, in one rule (every validated document,
+    params.yaml included, and every numeric option of the calculators): None if it is finite and either 0 or of
+    a magnitude within [MIN_MAGNITUDE, MAX_MAGNITUDE]; else the reason, naming the accepted range. Booleans and
+    non-numbers are not numbers here."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"NaN or infinite number; expected a finite number: {ACCEPTED}"
+    if abs(value) > MAX_MAGNITUDE:
+        text = str(value) if isinstance(value, int) else f"{value:g}"
+        shown = text if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
+        return f"{shown} is too large; expected {ACCEPTED}"
+    if value != 0 and abs(value) < MIN_MAGNITUDE:
+        kind = " (a subnormal number)" if abs(value) < sys.float_info.min else ""
+        return f"{value!r}{kind} is too close to 0: dividing by it overflows; expected {ACCEPTED}"
+    return None
+
 
 _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt ].*)?")
 
@@ -92,6 +116,9 @@ def _read_text(path: Path, what: str) -> str:
     import os
     import stat
 
+    from .paths import contained
+
+    contained(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -281,15 +308,9 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
     if isinstance(value, str):
         problem = control_problem(value)
         return None if problem is None else (parts, f"{_short(value)} {problem}")
-    if isinstance(value, float) and not math.isfinite(value):
-        return parts, "NaN or infinite number; expected a finite number"
-    if isinstance(value, float) and value != 0 and abs(value) < sys.float_info.min:
-        # A subnormal (5e-324) divides to infinity: an estimate that rests on it is infinite, naming nothing.
-        return parts, f"{value!r} is below the smallest normal number; expected 0 or at least {sys.float_info.min:g}"
-    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE:
-        text = str(value)
-        shown = text if len(text) <= 24 else f"a {len(text.lstrip('-'))}-digit number"
-        return parts, f"{shown} is too large; expected a magnitude of at most 2**53 ({MAX_MAGNITUDE})"
+    problem = number_problem(value)
+    if problem is not None:
+        return parts, problem
     if isinstance(value, dict):
         for key, item in value.items():
             problem = control_problem(key) if isinstance(key, str) else None
@@ -324,6 +345,16 @@ def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None
     _raise(found, where, doc)
 
 
+def at_params(e: ValidationError, path: Path, where: dict[str, str]) -> ValidationError:
+    """A document's error re-pointed at params.yaml when the JSON path it names holds a value params.yaml set and
+    the loader merged in (`where`: `$.<path>` in the document → `params.yaml:LINE: at $.<path there>`): the
+    message names the file and line where the value is written, not the file it was merged into."""
+    m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$[\w.\[\]-]+): (.*)$", str(e), re.S)
+    if m is None or m.group(1) not in where:
+        return e
+    return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (merged into {path} as {m.group(1)})")
+
+
 def load_model(model: Any, instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:
     """Validate (messages from the generated JSON Schema) and return the typed object the model builds.
     `model` is a pydantic model class or a union type of pipeline/formats."""
@@ -338,7 +369,7 @@ def load_model(model: Any, instance: Any, schema_name: str, where: Path | str, d
     except PydanticError as exc:
         # The schema is generated from the model, so only a check made in code (a validator) gets here;
         # it is reported the same way.
-        found = [([p for p in err["loc"] if p not in _TAGS], err["msg"]) for err in exc.errors()]
+        found = [(_document_path(instance, err["loc"]), err["msg"]) for err in exc.errors()]
         _raise(found, where, doc)
 
 
@@ -350,6 +381,23 @@ def _adapter(model: Any) -> Any:
 
 
 _TAGS = {"cite", "formula", "unknown", "css", "row", "training", "inference", "function-after"}
+
+
+def _document_path(instance: Any, loc: tuple[Any, ...]) -> list[Any]:
+    """Pydantic's error location as a path into the document: a union's tag (`inference`) is left out, but not a
+    key of the document that has the tag's name (`$.inference.tp` of an inference workload)."""
+    path: list[Any] = []
+    node = instance
+    for part in loc:
+        inside = isinstance(node, dict) and part in node
+        if inside or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+            node = node[part]
+        elif part in _TAGS:
+            continue
+        else:
+            node = None
+        path.append(part)
+    return path
 
 
 def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import IntegrityError
 from .files import atomic_write_bytes
+from .paths import contained
 
 SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 # A snapshot is a document, not a data set: reading more than this without a pinned size is refused.
@@ -22,6 +23,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str:
+    contained(path)
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -66,7 +68,7 @@ class SnapshotStore:
     def read(self, sha256: str, size: int | None = None) -> bytes:
         """The stored bytes, re-hashed now. The entry must be a regular file (no FIFO, device or symbolic link)
         of the pinned size, and is read with a bound: a missing, altered or odd entry is an error naming it."""
-        path = self.path_for(sha256)
+        path = contained(self.path_for(sha256))
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:

@@ -16,9 +16,10 @@ costed and the fastest is chosen, as NCCL's tuner picks by its own cost model; `
   time = base latency(algorithm, protocol) + Σ steps × step latency(link class, protocol)
          + bytes per rank per direction ÷ (line rate × link efficiency × protocol factor)
 
-Hierarchical collectives (several ranks in each of several domains) run their intra- and inter-domain legs
-overlapped in chunks: the bandwidth term is the slowest leg plus one chunk through every other (the pipeline
-fill), never the sum of the legs.
+Collectives over several ranks in each of several domains run their intra- and inter-domain legs overlapped in
+chunks: the bandwidth term is the slowest leg plus one chunk through every other (the pipeline fill), never the sum
+of the legs. A ring there is NCCL's flat ring (each rank's NIC carries 1/local of what every rank sends), so the
+per-NIC bandwidth it reaches never exceeds the NIC's.
 """
 
 from __future__ import annotations
@@ -352,7 +353,8 @@ def _estimate(
 
 
 def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
-    """Ring inside one domain or across domains; hierarchical and pipelined when both hold several ranks."""
+    """Ring inside one domain or across domains; when both hold several ranks, NCCL's flat ring with its scale-up
+    and scale-out legs pipelined."""
     n, local, outer = f.ranks, f.local, f.domains
     base = ctx.base_s("ring", p)
     if op == "send":
@@ -369,19 +371,19 @@ def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
         return _estimate(op, "ring", p, f, size, base + steps * ctx.step_s(tier, "ring", p), [st], steps, ctx, [])
     assert f.up is not None and f.out is not None
     up_rate, out_rate = ctx.rate(f.up, "ring", p), ctx.rate(f.out, "ring", p)
-    if op == "all-reduce":
-        up_b = 2 * (local - 1) / local * size
-        out_b = 2 * (outer - 1) / outer * size / local
-        steps_up, steps_out = 2 * (local - 1), 2 * (outer - 1)
+    if op in ("all-reduce", "reduce-scatter", "all-gather"):
+        # NCCL's flat ring: every rank sends wire_factor(n)·S per direction over all channels; in each channel one
+        # of a domain's `local` ranks sends across domains, so each rank's NIC carries 1/local of it and its
+        # scale-up links the rest. Steps as NCCL's tuning model counts them (nsteps, nInterSteps).
+        wire = wire_factor(op, n) * size
+        up_b, out_b = wire * (local - 1) / local, wire / local
+        steps = ring_steps(op, n)
+        steps_out = 2 * outer if op == "all-reduce" else outer - 1
+        steps_up = steps - steps_out
         what = (
-            f"reduce-scatter and all-gather inside each {local}-rank domain (sharing the scale-up links), "
-            f"all-reduce of S/{local} across {outer} domains on every rank's own NIC"
+            f"a flat ring over all {n} ranks: {wire_factor(op, n):.3g}·S per rank, 1/{local} of it on each rank's "
+            f"NIC across {outer} domains"
         )
-    elif op in ("reduce-scatter", "all-gather"):
-        up_b = (local - 1) / local * size
-        out_b = (outer - 1) / outer * size / local
-        steps_up, steps_out = local - 1, outer - 1
-        what = f"{op} inside each {local}-rank domain and of S/{local} across {outer} domains"
     elif op == "all-to-all":
         up_b = (local - 1) / n * size
         out_b = (n - local) / n * size
@@ -395,7 +397,7 @@ def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
         Leg("intra-domain", "scale_up", up_b, up_b / up_rate),
         Leg("inter-domain", "scale_out", out_b, out_b / out_rate),
     ]
-    note = f"hierarchical, pipelined: {what}; the stages overlap in chunks (slowest stage + pipeline fill)"
+    note = f"across domains, pipelined: {what}; the legs overlap in chunks (slowest leg + pipeline fill)"
     chunk = ctx.chunk()
     latency = base + steps_up * ctx.step_s(f.up, "ring", p) + steps_out * ctx.step_s(f.out, "ring", p)
     return _estimate(
@@ -440,7 +442,10 @@ def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
     if f.domains > 1:
         assert f.out is not None
         out_rate, out_lat = ctx.in_network(f.out, "nvls")
-        out_b = 2 * (f.domains - 1) / f.domains * size / f.local
+        # Each rank's NIC sends and receives its S/local share once at two domains (the double binary trees are
+        # one exchange); above two, interior nodes forward to a parent and two children: NCCL's tuning model halves
+        # the NVLS-tree network bandwidth there (bwInter / 2 for nNodes > 2).
+        out_b = size / f.local * (1 if f.domains <= 2 else 2)
         stages.append(Leg("tree across domains (NVLS tree)", "scale_out", out_b, out_b / out_rate))
         depth = math.ceil(math.log2(f.domains))
         latency += 2 * depth * out_lat

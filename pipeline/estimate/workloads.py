@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.paths import Layout, check_slug, checkout_params, workload_paths
-from ..core.schemas import _line_of, load_model, load_yaml
+from ..core.schemas import _line_of, at_params, load_model, load_yaml
 from ..errors import UnknownIdError, UsageError, ValidationError, did_you_mean
 from ..formats.workload import (
     Inference,
@@ -170,17 +170,7 @@ def load_workload(path: Path) -> Workload:
     try:
         return _checked(data, doc, path)
     except ValidationError as e:
-        raise _at_params(e, path, where) from None
-
-
-def _at_params(e: ValidationError, path: Path, where: dict[str, str]) -> ValidationError:
-    """The error re-pointed at params.yaml when the JSON path it names is a knob that params.yaml set."""
-    import re
-
-    m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$\.\w+\.\w+): (.*)$", str(e), re.S)
-    if m is None or m.group(1) not in where:
-        return e
-    return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (merged into {path} as {m.group(1)})")
+        raise at_params(e, path, where) from None
 
 
 def _checked(data: Any, doc: Any, path: Path) -> Workload:

@@ -7,10 +7,10 @@ from typing import Any
 
 from ..core import confidence, pins
 from ..core.citing import check_of
-from ..core.paths import Layout
+from ..core.paths import Layout, contained
 from ..core.registry import Tables, open_tables
 from ..core.store import sha256_file
-from ..errors import IntegrityError, UnknownIdError, UsageError
+from ..errors import IntegrityError, UnknownIdError, UsageError, ValidationError
 
 
 def _rows(con: Tables, sql: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -27,7 +27,10 @@ def _problem(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> st
     """What breaks the promise of a citation's hash, or None."""
     path = lay.root / snapshot_path
     try:
+        contained(path, lay.root, strict=True)  # a table's `snapshot_path` of `../..` must not read /etc
         actual = sha256_file(Path(path))
+    except ValidationError as exc:
+        return str(exc)
     except FileNotFoundError:
         return f"{snapshot_path}: the pinned snapshot is missing from the store"
     if actual != sha256:

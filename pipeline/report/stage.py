@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from ..core.citing import check_of, check_text, conflict_text
 from ..core.files import atomic_write_bytes
 from ..core.format import format_field
-from ..core.paths import Layout
+from ..core.paths import Layout, contained
 from ..core.registry import Tables, table_paths
 from ..errors import FabricrefError
 from . import LAYOUT_CAVEAT, drawings, heat, measured
@@ -101,7 +101,7 @@ def _env() -> Environment:
 def _clear(out: Path, parts: tuple[str, ...]) -> None:
     """Remove what this part of the report wrote last time (a dropped page must not linger)."""
     for name in parts:
-        path = out / name
+        path = contained(out / name)  # never remove what a link out of the checkout leads to
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():

@@ -11,7 +11,7 @@ from typing import Any
 from ..core.facts import FACT_TABLES, Fact, Facts, load_facts  # noqa: F401  (where the topology code finds them)
 from ..core.paths import PARAMS_FILE, Layout, checkout_params
 from ..core.registry import Tables, table_paths
-from ..core.schemas import _line_of, load_yaml, validate
+from ..core.schemas import _line_of, at_params, load_yaml, validate
 from ..errors import ValidationError
 
 
@@ -32,16 +32,18 @@ KNOBS = {
 }
 
 
-def merge_params(data: Any, doc: Any, path: Path) -> None:
+def merge_params(data: Any, doc: Any, path: Path) -> dict[str, str]:
     """Put params.yaml's `topology` values into the defaults document (<root>/models/topology/defaults.yaml);
-    refuse a value set in both places, a key that is not a default, and a value that is not a number."""
+    refuse a value set in both places, a key that is not a default, and a value that is not a number. Returns
+    where each merged value is written (for `at_params`)."""
+    merged: dict[str, str] = {}
     params = checkout_params(path, "topology")
     if params is None or not isinstance(data, dict):
-        return
+        return merged
     pdata, pdoc = load_yaml(params)
     block = pdata.get(PARAMS_KEY) if isinstance(pdata, dict) else None
     if block is None:
-        return
+        return merged
     if not isinstance(block, dict):
         raise ValidationError(f"{params}:{_line_of(pdoc, [PARAMS_KEY])}: at $.{PARAMS_KEY}: expected a mapping")
     for group, values in block.items():
@@ -66,6 +68,8 @@ def merge_params(data: Any, doc: Any, path: Path) -> None:
                     f"({PARAMS_KEY}.{group}.{key}); a value lives in one place: remove it from {path.name}"
                 )
             target[key] = value
+            merged[f"$.{group}.{key}"] = where
+    return merged
 
 
 @cache
@@ -73,8 +77,11 @@ def _defaults(path: Path, params_mtime_ns: int) -> Defaults:
     from ..core.units import Quantity
 
     data, doc = load_yaml(path)
-    merge_params(data, doc, path)
-    validate(data, "topology-defaults.schema.json", path, doc)
+    merged = merge_params(data, doc, path)
+    try:
+        validate(data, "topology-defaults.schema.json", path, doc)
+    except ValidationError as e:
+        raise at_params(e, path, merged) from None
     host = data["host_link"]
     gbps = Quantity(host["bandwidth"], host["unit"], "per_direction").to("Gb/s", "per_direction").value
     return Defaults(data["latency_ns"], gbps, host["why"])

@@ -1,5 +1,5 @@
 """Collective algorithms, protocols and the calibration behind them: hand-computed costs, the choice per size,
-hierarchical pipelining, provenance checks on the calibration file, and the topology-mode calculator."""
+the ring and NVLS tree across domains, provenance checks on the calibration file, and the topology-mode calculator."""
 
 from __future__ import annotations
 
@@ -101,25 +101,41 @@ def test_small_messages_choose_a_low_latency_algorithm_and_protocol():
     assert [x["seconds"] for x in c.candidates] == sorted(x["seconds"] for x in c.candidates)
 
 
-def test_hierarchical_stages_overlap_slowest_stage_plus_fill_not_the_sum():
+def test_a_ring_across_domains_is_nccl_s_flat_ring_with_its_legs_overlapped():
     c = estimate(CAL, "all-reduce", TWO_DGX, GIB, "ring", "Simple")
-    up = 2 * 7 / 8 * GIB / (450e9 * 0.822)
-    out = 2 * 1 / 2 * GIB / 8 / (50e9 * 0.94)
+    # A flat ring of 16: every rank sends 2(n-1)/n S; each rank's NIC carries 1/8 of it, its NVLink the rest.
+    wire = 2 * 15 / 16 * GIB
+    up = wire * 7 / 8 / (450e9 * 0.822)
+    out = wire / 8 / (50e9 * 0.94)
     chunks = GIB // 524288
     assert [s.network for s in c.stages] == ["scale_up", "scale_out"]
     assert c.bandwidth_seconds == pytest.approx(max(up, out) + min(up, out) / chunks)
     assert c.bandwidth_seconds < up + out
-    assert c.latency_seconds == pytest.approx(8.4e-6 + 14 * 3.4e-6 + 2 * 14e-6)
+    # NCCL's step count: 2(n-1) steps, 2 x nodes of them across the network.
+    assert c.latency_seconds == pytest.approx(8.4e-6 + 26 * 3.4e-6 + 4 * 14e-6)
+    # The NIC bounds it: busbw / 8 NICs is within 15 % of nccl-tests issue 290's 46-48 GB/s per NIC, never above.
+    assert 0.85 * 46 <= c.busbw_gb_per_s / 8 <= 50 * 0.94
     # A message no larger than one chunk cannot overlap: the stages add up.
     small = estimate(CAL, "all-reduce", TWO_DGX, 262144, "ring", "Simple")
     assert small.bandwidth_seconds == pytest.approx(sum(s.bandwidth_seconds for s in small.stages))
 
 
+def test_nvls_tree_halves_its_network_bandwidth_above_two_nodes():
+    # NCCL's tuning model: NVLS tree's network bandwidth is bwInter at <= 2 nodes, bwInter / 2 above.
+    for domains, per_nic in ((2, GIB / 8), (4, 2 * GIB / 8), (8, 2 * GIB / 8)):
+        f = Shape(8 * domains, 8, domains, NVLINK4, IB400, nvls=True, one_shot=True)
+        c = estimate(CAL, "all-reduce", f, GIB, "nvls")
+        assert [s.bytes_per_rank for s in c.stages if s.network == "scale_out"] == [pytest.approx(per_nic)]
+
+
 def test_small_messages_across_domains_take_the_library_s_choices():
     c = estimate(CAL, "all-reduce", TWO_DGX, 16384)
-    # NCCL's own tuning model: ring LL, 6.6 us + 14 NVLink steps x 0.6 us + 2 network steps x 2.7 us.
-    assert (c.algorithm, c.protocol) == ("ring", "LL")
-    assert c.latency_seconds == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 2 * 2.7e-6)
+    # NCCL's own tuning model: tree LL, 6.8 us + 2 x (7 NVLink steps x 0.6 us + 1 network level x 5.0 us), ahead of
+    # the flat ring LL (6.6 us + 26 NVLink steps x 0.6 us + 4 network steps x 2.7 us).
+    assert (c.algorithm, c.protocol) == ("tree", "LL")
+    assert c.latency_seconds == pytest.approx(6.8e-6 + 2 * (7 * 0.6e-6 + 5.0e-6))
+    ring = estimate(CAL, "all-reduce", TWO_DGX, 16384, "ring", "LL")
+    assert ring.latency_seconds == pytest.approx(6.6e-6 + 26 * 0.6e-6 + 4 * 2.7e-6)
     assert "recursive-doubling" not in {x["algorithm"] for x in c.candidates}
     forced = estimate(CAL, "all-reduce", TWO_DGX, 16384, "recursive-doubling")
     assert forced.latency_seconds < c.latency_seconds  # available when asked for, never chosen by itself

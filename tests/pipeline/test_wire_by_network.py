@@ -12,11 +12,14 @@ from fabricref.core.paths import Layout
 # of it per rank on 8 GPUs = 150,994,944 B (the ring's 2 (n − 1) / n = 234,881,024 B is not what runs);
 # decode one-shot all-reduce: 8,192 hidden × 2 B = 16,384 B, each rank reads the 7 others' = 114,688 B;
 # KV transfer on GB200 NVL72: one send of 1,342,177,280 B per sending rank (not halved over both ends).
-# FSDP reduce-scatter of llama8b (16e9 B of bf16 gradients) over DP 64 = 8 servers × 8 GPUs, hierarchical: the
-# reduce-scatter inside each server puts 7/8 × 16e9 = 14e9 B on NVLink, the one of S/8 across the 8 servers
-# 7/8 × 2e9 = 1.75e9 B on the NICs; together the 15.75e9 B on the wire (not the flat ring's split).
+# FSDP reduce-scatter of llama8b (16e9 B of bf16 gradients) over DP 64 = 8 servers × 8 GPUs, NCCL's flat ring: every
+# rank sends 63/64 × 16e9 = 15.75e9 B; in each channel one of a server's 8 ranks sends across servers, so 1/8 of it
+# (1.96875e9 B) is on each rank's NIC and 7/8 (13.78125e9 B) on NVLink.
 HIERARCHICAL = {
-    ("illustrative-h100-4096", "llama8b-fsdp-dp64", "dp-reduce-scatter"): {"scale_up": 14e9, "scale_out": 1.75e9},
+    ("illustrative-h100-4096", "llama8b-fsdp-dp64", "dp-reduce-scatter"): {
+        "scale_up": 13.78125e9,
+        "scale_out": 1.96875e9,
+    },
 }
 CASES = [
     ("nvidia-dgx-h100", "llama70b-serve-aggregated", "prefill-tp-all-reduce", 150_994_944.0),

@@ -45,6 +45,23 @@ def test_every_float_option_of_every_estimate_command_refuses_nan(command, name,
         command.callback(**{name: float("nan")})
 
 
+def _plan_float_params():
+    from fabricref.cli import plan
+
+    for command in plan.plan_app.registered_commands:
+        for name, flag in _float_options(command.callback.__wrapped__).items():
+            yield pytest.param(command, name, flag, id=f"plan-{command.name}{flag}")
+
+
+@pytest.mark.parametrize("value", [1e-300, 5e-324, 2.2e-308, 9.9e-13])
+@pytest.mark.parametrize("command, name, flag", [*_float_params(), *_plan_float_params()])
+def test_every_float_option_refuses_a_number_too_close_to_zero(command, name, flag, value):
+    """`--mfu 1e-300` gave a step of 1.6e299 seconds; `--group-tokens-per-second 1e-300` overflowed: the rule
+    of the declared documents (0, or from 1e-12) holds for every calculator and plan option too."""
+    with pytest.raises(UsageError, match=rf"^{flag} {value!r}: too close to 0 .*expected 0 or from 1e-12 to 1e\+18$"):
+        command.callback(**{name: value})
+
+
 def test_magnitudes_that_would_overflow_are_refused_not_printed_as_infinity(cli):
     huge = cli("estimate", "memory", "--params", "1e308", "--json")
     assert huge.code == 2 and "--params 1e+308: expected at most 1e+18" in huge.err and huge.out == ""
@@ -53,7 +70,8 @@ def test_magnitudes_that_would_overflow_are_refused_not_printed_as_infinity(cli)
     assert ranks.code == 2 and "--ranks 999" in ranks.err and "magnitude at most 2**53" in ranks.err
     overflow = cli("estimate", "capacity", "--requests-per-second", "1e17", "--output-tokens", "1e17",
                    "--group-tokens-per-second", "1e-300", "--group-size", "8", "--json")  # fmt: skip
-    assert overflow.code == 2 and "a result overflows" in overflow.err and "Traceback" not in overflow.err
+    assert overflow.code == 2 and "--group-tokens-per-second 1e-300: too close to 0" in overflow.err
+    assert "Traceback" not in overflow.err and overflow.out == ""
 
 
 def test_json_output_never_holds_nan_or_infinity(capsys):

@@ -199,6 +199,104 @@ def test_mutated_params_yaml_gives_a_result_or_a_clear_error_in_every_reader(edi
         _read_params_everywhere(_params_checkout(tmp, _mutate(text, edits)))
 
 
+# Every numeric knob of params.yaml set to any number (tiny but normal, subnormal, huge, negative, NaN, whole
+# numbers beyond 2**53): the reader of that knob takes it only within the accepted range, so nothing that
+# divides by it overflows; anything else is refused naming params.yaml, its line and the knob.
+def _knobs(text: str) -> list[tuple[int, str, int, int]]:
+    """(line, the knob's JSON path, start and end of its number in `text`) for every numeric knob."""
+    import re
+
+    found, stack, offset = [], [], 0
+    for number, line in enumerate(text.splitlines(keepends=True), 1):
+        key = re.match(r"^(\s*)([\w-]+):", line)
+        if key:
+            indent = len(key.group(1))
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            stack.append((indent, key.group(2)))
+            value = re.match(r"^\s*[\w-]+: ([0-9.e+-]+)\b", line)
+            if value:
+                path = "$." + ".".join(k for _i, k in stack)
+                found.append((number, path, offset + value.start(1), offset + value.end(1)))
+        offset += len(line)
+    return found
+
+
+KNOBS = _knobs(PARAMS_TEXT)
+
+
+def _yaml_number(value: float | int) -> str:
+    if isinstance(value, float) and value != value:
+        return ".nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    return repr(value)
+
+
+KNOB_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
+    st.sampled_from([1e-300, 5e-324, 2.2e-308, 1e300, 1e-12, 9.99e-13, 1e-9, 1e15, 2.0**53, 0.5, 0.0, -0.0]),
+    st.integers(-(2**60), 2**60),
+)
+
+
+_SKELETON: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _skeleton_with(text: str) -> Path:
+    """One skeleton checkout for the whole run (made on first use), its params.yaml replaced by `text` with a
+    new modification time (the readers cache by it)."""
+    if not _SKELETON:
+        _SKELETON.append(tempfile.TemporaryDirectory())
+        _params_checkout(_SKELETON[0].name, PARAMS_TEXT)
+    root = Path(_SKELETON[0].name) / "repo"
+    params = root / "params.yaml"
+    params.write_text(text, encoding="utf-8")
+    stamp = params.stat().st_mtime_ns + len(_SKELETON) * 1000
+    _SKELETON.append(_SKELETON[0])  # a counter, so every write gets its own time
+    os.utime(params, ns=(stamp, stamp))
+    return root
+
+
+def _reader_of(root: Path, path: str):
+    """The reader of the knob at `path` (`$.workloads.<id>.<knob>`, `$.calibration.…`, `$.step.…`,
+    `$.topology.…`)."""
+    from fabricref.estimate.calibration import load_calibration
+    from fabricref.estimate.choices import load_step_choices
+    from fabricref.topology.facts import defaults
+
+    section = path.split(".")[1]
+    if section == "workloads":
+        return lambda: load_workload(root / "models" / "workloads" / f"{path.split('.')[2]}.yaml")
+    return {
+        "calibration": lambda: load_calibration(root),
+        "step": lambda: load_step_choices(root),
+        "topology": lambda: defaults(Layout(root)),
+    }[section]
+
+
+@SETTINGS
+@given(which=st.integers(0, len(KNOBS) - 1), value=KNOB_VALUES)
+def test_every_params_yaml_knob_is_taken_only_in_its_range_or_refused_naming_it(which, value):
+    import re
+
+    from fabricref.core.schemas import number_problem
+
+    line, path, start, end = KNOBS[which]
+    root = _skeleton_with(PARAMS_TEXT[:start] + _yaml_number(value) + PARAMS_TEXT[end:])
+    try:
+        _reader_of(root, path)()
+    except FabricrefError as exc:
+        # The knob at its line; or, for a rule between a workload's knobs (ep must divide dp × tp), another
+        # knob of the same workload at its line.
+        sibling = path.rsplit(".", 1)[0] if path.startswith("$.workloads.") else path
+        assert f"params.yaml:{line}: at {path}" in str(exc) or re.search(
+            rf"params\.yaml:\d+: at {re.escape(sibling)}\.\w+: ", str(exc)
+        ), (path, value, str(exc))
+        return
+    assert number_problem(value) is None, f"{path}: {value!r} was taken"
+
+
 # `fabricref new reference`: random ids, titles, form factors and kinds give a reference that loads and compiles
 # as written, or bad usage; never another exception, never a half-written checkout.
 TITLE_TEXT = st.text(

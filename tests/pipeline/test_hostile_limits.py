@@ -1,0 +1,145 @@
+"""Hostile input, round 3: every command is bounded in time from the moment it starts, and every writer (the
+stages too, run by DVC or by hand) takes the one per-checkout lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import env_with_venv
+from fabricref.core import files
+
+BIG = "huge-legal"
+
+
+def tree(root: Path, top: str) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted((root / top).rglob("*")) if p.is_file()}
+
+
+def big_cluster(root: Path) -> str:
+    """A cluster inside every cap (1,024 Helios racks: under 500,000 nodes) that takes seconds to build."""
+    src = root / "models" / "clusters" / "amd-helios-vulcano800-2tier-1152.yaml"
+    text = src.read_text().replace("building_blocks: 16", "building_blocks: 1024")
+    (root / "models" / "clusters" / f"{BIG}.yaml").write_text(
+        text.replace("id: amd-helios-vulcano800-2tier-1152", f"id: {BIG}")
+    )
+    return BIG
+
+
+def run(args: list[str], root: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**env_with_venv(), **env}
+    environment.pop("FABRICREF_ROOT", None)
+    return subprocess.run(args, cwd=root, env=environment, capture_output=True, text=True, timeout=120)
+
+
+def test_a_slow_command_stops_at_its_time_limit_naming_it(built_copy):
+    """A legal but big cluster took as long as it took: the command stops at the limit, says which limit and how
+    to raise it."""
+    cluster = big_cluster(built_copy.root)
+    started = time.monotonic()
+    done = run(["fabricref", "topology", cluster], built_copy.root, FABRICREF_TIME_LIMIT="0.5")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "stopped at the time limit of 0.5 s (FABRICREF_TIME_LIMIT)" in done.stderr
+    assert "FABRICREF_TIME_LIMIT=SECONDS" in done.stderr and "--time-limit SECONDS" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - started < 15
+    # The option, for one command, is the same limit.
+    done = run(["fabricref", "--time-limit", "0.5", "topology", cluster], built_copy.root)
+    assert done.returncode == 1 and "time limit of 0.5 s (--time-limit 0.5)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["fabricref", "topology", "--all"], [sys.executable, "-m", "fabricref.topology"]],
+    ids=["by-hand", "as-dvc-runs-it"],
+)
+def test_a_writer_stopped_at_its_time_limit_leaves_its_outputs_as_they_were(built_copy, args):
+    big_cluster(built_copy.root)
+    before = tree(built_copy.root, "registry")
+    done = run(args, built_copy.root, FABRICREF_TIME_LIMIT="1", DVC_STAGE="topology")
+    assert done.returncode == 1 and "stopped at the time limit of 1 s" in done.stderr, done.stderr
+    assert tree(built_copy.root, "registry") == before
+    assert not (built_copy.root / files.STAGING).exists() and not (built_copy.root / files.JOURNAL).exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "0", "-5", "soon", "1e9", "inf"])
+def test_a_time_limit_that_is_no_number_of_seconds_is_bad_usage(repo, cli, monkeypatch, value):
+    monkeypatch.setenv("FABRICREF_TIME_LIMIT", value)
+    result = cli("references", root=repo.root)
+    assert result.code == 2 and f"FABRICREF_TIME_LIMIT={value}: expected a number of seconds" in result.err
+    monkeypatch.delenv("FABRICREF_TIME_LIMIT")
+    result = cli("--time-limit", value, "references", root=repo.root)
+    assert result.code == 2 and f"--time-limit={value}: expected a number of seconds" in result.err
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from fabricref.core import files
+    with files.checkout_lock(Path(sys.argv[1])):
+        print("held", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def waiting_on(lock: Path, pid: int) -> bool:
+    """Whether process `pid` waits for the flock on `lock` (a blocked request: `->` in /proc/locks)."""
+    inode = f":{lock.stat().st_ino} "
+    return any(
+        "->" in line and line.split()[-4] == str(pid) and inode in line
+        for line in Path("/proc/locks").read_text().splitlines()
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "stage"),
+    [
+        ([sys.executable, "-m", "fabricref.compile"], "compile"),
+        ([sys.executable, "-m", "fabricref.database"], "database"),
+        (["fabricref", "compile"], ""),
+        (["fabricref", "extract"], ""),
+    ],
+    ids=["compile-as-dvc-runs-it", "database-as-dvc-runs-it", "compile-by-hand", "extract-by-hand"],
+)
+def test_a_stage_waits_for_the_checkout_lock_another_writer_holds(built_copy, args, stage):
+    """`measured import`, `pin`, `new` and `retrieve --refresh` hold the checkout lock while they write; a
+    stage (compile, every DVC stage) ran beside them unlocked, so the two could interleave. Two real
+    processes: one holds the lock; the stage must wait for it (seen in /proc/locks), then run."""
+    env = env_with_venv()
+    env.pop("FABRICREF_ROOT", None)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(built_copy.root)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    assert holder.stdout.readline().strip() == "held"
+    writer = subprocess.Popen(
+        args,
+        cwd=built_copy.root,
+        env={**env, "DVC_STAGE": stage} if stage else env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lock = built_copy.root / files.LOCK
+    try:
+        deadline = time.monotonic() + 90
+        while not waiting_on(lock, writer.pid):
+            assert writer.poll() is None, f"the stage ran while another writer held the lock: {writer.communicate()}"
+            assert time.monotonic() < deadline, "the stage never asked for the checkout lock"
+            time.sleep(0.05)
+    finally:
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=30) == 0
+    _out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
