@@ -78,38 +78,39 @@ def caveat() -> str:
 def phase_records(result: Any) -> list[dict[str, Any]]:
     """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
     seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""
-    return [
-        {
-            "phase": p.phase,
-            "collective": p.collective,
-            "algorithm": p.algorithm,
-            "group_size": p.group_size,
-            "concurrent_groups": p.concurrent_groups,
-            "count": p.count,
-            "bytes_per_rank": p.bytes_per_rank,
-            "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
-            "network": p.network,
-            "tier": p.tier,
-            "hops": p.hops,
-            "bottleneck_gbps": p.bottleneck_gbps,
-            "effective_gbps": p.effective_gbps,
-            "latency_seconds": p.term("latency_s"),
-            "bandwidth_seconds": p.term("bandwidth_s"),
-            "queueing_seconds": p.term("queueing_s"),
-            "seconds": p.seconds,
-            "total_seconds": p.total_seconds,
-            "dominant": p.dominant,
-            "confidence": p.confidence,
-            "lineage": p.lineage_records(),
-            "description": p.description,
-            "notes": p.notes,
-            "unknown_reason": p.unknown or None,
-            "max_link_utilization": p.max_link_utilization,
-            "hot_links": list(p.hot_links),
-            "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
-        }
-        for p in result.phases
-    ]
+    return [_phase_record(p) for p in result.phases]
+
+
+def _phase_record(p: Any) -> dict[str, Any]:
+    return {
+        "phase": p.phase,
+        "collective": p.collective,
+        "algorithm": p.algorithm,
+        "group_size": p.group_size,
+        "concurrent_groups": p.concurrent_groups,
+        "count": p.count,
+        "bytes_per_rank": p.bytes_per_rank,
+        "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
+        "network": p.network,
+        "tier": p.tier,
+        "hops": p.hops,
+        "bottleneck_gbps": p.bottleneck_gbps,
+        "effective_gbps": p.effective_gbps,
+        "latency_seconds": p.term("latency_s"),
+        "bandwidth_seconds": p.term("bandwidth_s"),
+        "queueing_seconds": p.term("queueing_s"),
+        "seconds": p.seconds,
+        "total_seconds": p.total_seconds,
+        "dominant": p.dominant,
+        "confidence": p.confidence,
+        "lineage": p.lineage_records(),
+        "description": p.description,
+        "notes": p.notes,
+        "unknown_reason": p.unknown or None,
+        "max_link_utilization": p.max_link_utilization,
+        "hot_links": list(p.hot_links),
+        "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
+    }
 
 
 def _workload(lay: Layout, workload_id: str, knobs: Knobs) -> Any:
@@ -265,22 +266,11 @@ def memory(
 ) -> dict[str, Any]:
     """Bytes of model state per rank (`bytes`) for a training layout (split over TP × PP, experts over EP,
     partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP)."""
-    from .errors import UsageError
     from .estimate import memory as mem
-    from .estimate import sizing
 
-    mem.check_number(params, "--params", strict=True)
-    mem.check_number(expert_params, "--expert-params")
-    if layout_name in mem.TRAINING_LAYOUTS:
-        return mem.training_state(
-            params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, expert_params=expert_params, ep=ep
-        )
-    if zero or expert_params or dp != 1 or ep != 1:
-        raise UsageError(f"--layout {layout_name}: weights only; --dp, --zero, --ep, --expert-params do not apply")
-    for name, value in (("--tp", tp), ("--pp", pp)):
-        mem.check_degree(value, name)
-    data = sizing.memory(params, layout_name)
-    return {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
+    return mem.training_state(
+        params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, ep=ep, expert_params=expert_params, names=mem.flag
+    )
 
 
 def activations(
@@ -488,16 +478,7 @@ class Explorer:
 
     def _cached(self, key: tuple[Any, ...], compute: Any) -> Any:
         state = self._current()
-        with state.cache_lock:
-            if key in state.cache:
-                state.cache.move_to_end(key)
-                return state.cache[key]
-        value = compute(state)
-        with state.cache_lock:
-            state.cache[key] = value
-            while len(state.cache) > EXPLORER_CACHE_ENTRIES:
-                state.cache.popitem(last=False)
-        return value
+        return state.kept(state.cache, key, EXPLORER_CACHE_ENTRIES, lambda: compute(state))
 
     # -- references ------------------------------------------------------------------------------------------
 
@@ -690,23 +671,17 @@ class _ExplorerState:
         out = []
         for path in workload_paths(self.lay):
             w = load_workload(path)
-            block = w.training if w.training is not None else w.inference
-            assert block is not None
             names = [*KNOBS[w.kind], *(("mode",) if w.kind == "inference" else ()), "placement"]
-            knobs = {k: getattr(block, k) for k in KNOBS[w.kind]}
-            if w.inference is not None:
-                knobs["mode"] = w.inference.mode
-            knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
             out.append(
                 WorkloadSummary(
                     workload_id=w.id,
                     title=w.title,
                     kind=w.kind,  # type: ignore[arg-type]
-                    summary=_workload_summary(path),
+                    summary=w.summary,
                     accelerators=w.accelerators,
                     targets=list(w.targets),
                     fits_on=[t.topology_id for t in topologies if t.accelerators >= w.accelerators],
-                    knobs=knobs,
+                    knobs=_knobs_of(w),
                     knob_names=names,
                     teaching=getattr(w, "teaching", None),
                 )
@@ -794,25 +769,14 @@ class _ExplorerState:
     def calibration_node(self, field: str) -> Any:
         from .estimate.calibration import load_calibration
         from .formats.explore import Provenance
+        from .inspect.audit import calibration_node
 
-        cal = load_calibration(self.lay.root)
-        n = cal.number(field)
+        n = load_calibration(self.lay.root).number(field)
         if n is None:
             raise ExplorerInputError(f"no calibration number {field!r} in models/calibration/collectives.yaml", ())
-        source = cal.sources.get(n.source) if n.source else None
-        why = "a calibration number in models/calibration/collectives.yaml"
-        if source is not None:
-            why += f", stated at {source.url}: {source.statement}"
-        if n.note:
-            why += f" ({n.note})"
+        node = calibration_node(self.lay, {"field": field, "status": n.status, "confidence": _confidence_of(n.status)})
         return Provenance(
-            reference_id="calibration",
-            field=field,
-            value=n.value,
-            status=n.status,
-            confidence=_confidence_of(n.status),
-            why=why,
-            source_url=source.url if source else None,
+            **{k: node[k] for k in ("reference_id", "field", "value", "status", "confidence", "why", "source_url")},
             shown={"value": _shown_quantity(n.value)},
         )
 
@@ -875,13 +839,6 @@ def _confidence_of(status: str) -> str:
         return confidence.of_status(status)
     except (KeyError, ValueError):
         return status
-
-
-def _workload_summary(path: Path) -> str:
-    from .core.schemas import load_yaml
-
-    data = load_yaml(path)[0]
-    return str(data.get("summary", "")) if isinstance(data, dict) else ""
 
 
 def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any:
@@ -987,7 +944,6 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     """The workload with the request's knobs on `view` (the installed wiring, or a copy with parts failed), by the
     pipeline's estimate and step model; a refusal names the knob it is about."""
     from .errors import UnknownIdError
-    from .estimate import step as step_model
     from .estimate.traffic import estimate
 
     try:
@@ -1002,13 +958,8 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
     try:
         with state.lock_for(request.topology):
             result = estimate(state.lay, request.topology, w, 0, view)
-        # As the traffic stage computes a step (pipeline/traffic/stage.py), with the accelerator's fields and
-        # params.yaml's choices read once per process rather than once per request.
         with state.load_lock:
-            acc = state.views.accelerator(view.reference)
-            choices = state.views.choices
-        rates = step_model.rates_for(acc, w.model.dtype, state.lay.root)
-        st = step_model.estimate(w, result.phases, acc, rates, choices.memory_headroom)
+            st = state.views.step(view, w, result)
     except UsageError as exc:
         if isinstance(exc, ExplorerInputError):
             raise
@@ -1039,17 +990,12 @@ def _estimate(state: _ExplorerState, request: Any) -> Any:
     _, edge_map = groups.level(level)
     drawing = groups.drawing(level)
     comm = result.communication_seconds
-    block = w.training if w.training is not None else w.inference
-    knobs = {k: getattr(block, k) for k in type(block).model_fields if k in _KNOB_NAMES}
-    if w.inference is not None:
-        knobs["mode"] = w.inference.mode
-    knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
     return Estimate(
         topology=request.topology,
         workload=w.id,
         title=w.title,
         kind=w.kind,
-        knobs=knobs,
+        knobs=_knobs_of(w),
         accelerators=w.accelerators,
         phases=phases,
         communication_seconds=comm,
@@ -1070,9 +1016,16 @@ def _estimate(state: _ExplorerState, request: Any) -> Any:
     )
 
 
-_KNOB_NAMES = frozenset(
-    ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len", "prefill_tp", "decode_tp", "batch")
-) | {"prompt_tokens", "output_tokens", "requests_per_second"}
+def _knobs_of(w: Any) -> dict[str, Any]:
+    """A workload's knobs as set (estimate/workloads.py `KNOBS`), its serving mode and its placement."""
+    from .estimate.workloads import KNOBS
+
+    block = w.training if w.training is not None else w.inference
+    knobs = {k: getattr(block, k) for k in KNOBS[w.kind]}
+    if w.inference is not None:
+        knobs["mode"] = w.inference.mode
+    knobs["placement"] = w.placement.strategy if w.placement is not None else "fill-domains"
+    return knobs
 
 
 def _field_values(state: _ExplorerState, reference_id: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -1125,7 +1078,7 @@ def _lineage_row(x: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]
 def _phase_row(p: Any, fields: dict[tuple[str, str], dict[str, Any]], state: _ExplorerState) -> Any:
     from .formats.explore import HotLink, PhaseRow
 
-    r = phase_records(type("R", (), {"phases": [p]})())[0]
+    r = _phase_record(p)
 
     def s(x: float | None) -> str:
         return "unknown" if x is None else _shown_quantity(x, "s")

@@ -168,6 +168,20 @@ def document_paths(value: Any, parts: tuple[Any, ...] = ()) -> list[tuple[Any, .
     return out
 
 
+def db_rows(lay: Layout, sql: str, *params: Any) -> list[dict[str, Any]]:
+    """The rows of `sql` over the registry's database (read-only), as dicts by column name."""
+    import duckdb
+    from fabricref.core.registry import ensure_database
+
+    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
+    try:
+        cur = con.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    finally:
+        con.close()
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Layout:
     """A private copy of the checkout's data (sources, pins, snapshots, models, params; not the code: CODE_DIRS):

@@ -104,20 +104,20 @@ def exclusive_lock(lock_path: Path, wait: bool = True) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def read_bounded(path: Path, limit: int, what: str) -> bytes:
+def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] = UsageError) -> bytes:
     """The bytes of `path`, which must be a regular file of at most `limit` bytes whose size is what it reads:
     a FIFO (would block), a device (`/dev/zero` never ends), a directory, or a file the kernel makes up as it
-    is read (`/proc/self/environ` says 0 bytes and holds the environment) is refused, naming the file and `what`
-    was expected. The content is never put into a message."""
+    is read (`/proc/self/environ` says 0 bytes and holds the environment) is refused with `error`, naming the
+    file and `what` was expected. The content is never put into a message."""
     contained(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise UsageError(f"{path}: file not found; expected {what}") from None
+        raise error(f"{path}: file not found; expected {what}") from None
     except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory; expected {what}") from None
+        raise error(f"{path}: is a directory; expected {what}") from None
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
+        raise error(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
     info = os.fstat(fd)
     problem = None
     if stat.S_ISDIR(info.st_mode):
@@ -128,16 +128,16 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
         problem = f"{info.st_size:,} bytes; {what} is at most {limit:,} bytes"
     if problem:
         os.close(fd)
-        raise UsageError(f"{path}: {problem}")
+        raise error(f"{path}: {problem}")
     with os.fdopen(fd, "rb") as handle:
         try:
             data = handle.read(limit + 1)
         except OSError as exc:
-            raise UsageError(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
+            raise error(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
     if len(data) > limit:
-        raise UsageError(f"{path}: more than {limit:,} bytes; {what} is at most {limit:,} bytes")
+        raise error(f"{path}: more than {limit:,} bytes; {what} is at most {limit:,} bytes")
     if len(data) != info.st_size:
-        raise UsageError(
+        raise error(
             f"{path}: read {len(data):,} bytes from a file whose size is {info.st_size:,} (a file the kernel makes "
             f"up as it is read, or one being written); expected {what}"
         )
@@ -285,15 +285,17 @@ def recover(root: Path) -> None:
     if staging.is_dir():
         for leftover in staging.iterdir():
             pid = leftover.name.split(".", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 shutil.rmtree(leftover, ignore_errors=True)
         with contextlib.suppress(OSError):
             staging.rmdir()  # only when empty
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether another process `pid` runs: this process counts as not alive, since what it left behind from an
+    earlier, failed call (a staging or build directory) is not being written now."""
     if pid == os.getpid():
-        return False  # this process holds the lock: nothing of its own is being staged now
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -48,7 +48,7 @@ import duckdb
 import numpy as np
 
 from ..errors import FabricrefError, IntegrityError
-from .files import atomic_write_json, new_file_mode
+from .files import atomic_write_json, new_file_mode, process_alive
 from .paths import Layout, contained
 from .store import sha256_file
 
@@ -434,7 +434,7 @@ def build_database(lay: Layout) -> Path:
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, new_file_mode())
         record_hash(target, sha256_file(Path(tmp)))
         os.replace(tmp, target)
         # The stage's DVC output, written last: deterministic where the DuckDB file is not, and missing on a fresh
@@ -503,31 +503,13 @@ def remove_leftovers(directory: Path, prefix: str) -> None:
         return
     for entry in entries:
         pid_text = entry.name[len(prefix) :].split(".", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or process_alive(int(pid_text)):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
             with contextlib.suppress(OSError):
                 entry.unlink()
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # ours from an earlier, failed call in this process: nothing of ours is building now
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def ensure_database(lay: Layout) -> Path:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from functools import cached_property
 from pathlib import Path
 
 from pydantic import Field
@@ -25,12 +22,6 @@ class Source(SourceFile):
     """A declared source as loaded: its format (pipeline/formats/source.py) plus the file it came from."""
 
     path: SkipJsonSchema[Path | None] = Field(default=None, exclude=True)
-
-    @cached_property
-    def rules_hash(self) -> str:
-        """Changes when any rule changes, so extraction results can be reused by (snapshot, rules)."""
-        payload = json.dumps([r.model_dump(mode="json") for r in self.rules], sort_keys=True)
-        return hashlib.sha256(payload.encode()).hexdigest()
 
     def rule(self, rule_id: str) -> Rule:
         for rule in self.rules:

@@ -12,18 +12,6 @@ from typing import Any
 from ..errors import UsageError
 from .memory import check_degree, check_number
 
-
-def mfu_source(mfu: float, where: str = "params.yaml step.mfu") -> str:
-    """The label on every output that used an MFU: the fraction of peak dense throughput reached while computing
-    is an assumption, not a measurement; its value lives in params.yaml (`step.mfu`) or on the command line."""
-    return (
-        f"assumed ({where}): {mfu * 100:g} % of the accelerator's peak dense throughput while computing (not "
-        "measured). For scale, Narayanan et al. (SC21, Megatron-LM) report 52 % of A100 peak end to end for a "
-        "1T-parameter GPT, and Meta's Llama 3 report (2024) 38-43 % BF16 MFU on H100; those end-to-end figures "
-        "already include pipeline bubbles and exposed communication, which this estimate adds separately"
-    )
-
-
 # PyTorch DistributedDataParallel's default gradient bucket (bucket_cap_mb = 25): the last bucket's all-reduce
 # starts only when the backward pass ends, so it can never hide behind compute.
 DP_BUCKET_BYTES = 25e6

@@ -308,13 +308,3 @@ def model_flops_per_token(s: Shape, seq: int) -> float:
     if s.vocab:
         weights += h * s.vocab
     return 6.0 * weights + 12.0 * s.layers * s.heads * d * seq
-
-
-def megatron_flops_per_step(s: Shape, batch: int, seq: int, recompute: str) -> float:
-    """Narayanan et al.'s count per iteration (their equation 3, which includes one recomputed forward):
-    96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); without recompute the forward is not repeated: 72·B·s·l·h²·(1 +
-    s/(6h) + V/(12·l·h)). Valid for GPT shapes (MLP 4h, as many KV heads as query heads)."""
-    h, layers, vocab = s.hidden, s.layers, s.vocab or 0
-    if recompute == "full":
-        return 96.0 * batch * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (16 * layers * h))
-    return 72.0 * batch * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (12 * layers * h))

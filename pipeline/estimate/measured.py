@@ -212,10 +212,6 @@ def _write_rows(directory: Path, rows: list[tuple[Any, ...]]) -> Path:
     return write_table(directory, TABLE, COLUMNS, ORDER, rows)
 
 
-def write_measurements(lay: Layout) -> Path:
-    return _write_rows(table_dir(lay), _rows(lay))
-
-
 def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The model beside each measured row (same order): the same op, ranks and forced algorithm on the topology
     the log ran on; its time, busbw, model / measured busbw ratio, chosen algorithm and protocol, confidence."""

@@ -11,6 +11,7 @@ Pure arithmetic with the formulas' sources named, so a planner can check each fi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,6 +57,16 @@ def check_number(value: float, what: str, *, minimum: float = 0.0, strict: bool 
     return float(value)
 
 
+def plain(name: str) -> str:
+    """An argument as a library message names it: `expert_params` → 'expert params'."""
+    return name.replace("_", " ")
+
+
+def flag(name: str) -> str:
+    """An argument as the CLI's option: `expert_params` → '--expert-params'."""
+    return "--" + name.replace("_", "-")
+
+
 def check_degree(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(f"{what} must be a whole number ≥ 1, got {value!r}")
@@ -94,17 +105,29 @@ def training_state(
     pp: int = 1,
     expert_params: float = 0.0,
     ep: int = 1,
+    names: Callable[[str], str] = plain,
 ) -> dict[str, Any]:
     """Model state per rank. Dense weights split over TP × PP; expert weights over EP × PP (whole experts per
     rank, not split again by TP), each partitioned by ZeRO over its own data-parallel degree: DP for dense
     weights, TP × DP / EP (the replicas of one expert) for expert weights. Embeddings are counted with the
-    dense weights and split like them (an approximation)."""
-    if layout not in TRAINING_LAYOUTS:
-        raise UsageError(f"unknown training layout {layout!r}: expected one of {', '.join(TRAINING_LAYOUTS)}")
-    check_number(params, "params", strict=True)
-    check_number(expert_params, "expert params")
+    dense weights and split like them (an approximation). A weights-only layout (`sizing.LAYOUTS`, for
+    inference) holds the weights split over TP × PP; DP, ZeRO and experts do not apply to it. `names`: what an
+    error calls an argument (`flag` for the CLI's options)."""
+    from . import sizing
+
+    if layout not in TRAINING_LAYOUTS and layout not in sizing.LAYOUTS:
+        known = ", ".join(dict.fromkeys([*TRAINING_LAYOUTS, *sizing.LAYOUTS]))
+        raise UsageError(f"unknown layout {layout!r}: expected one of {known}")
+    check_number(params, names("params"), strict=True)
+    check_number(expert_params, names("expert_params"))
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
-        check_degree(value, name)
+        check_degree(value, names(name))
+    if layout not in TRAINING_LAYOUTS:
+        if zero or expert_params or dp != 1 or ep != 1:
+            unused = ", ".join(names(k) for k in ("dp", "zero", "ep", "expert_params"))
+            raise UsageError(f"{names('layout')} {layout}: weights only; {unused} do not apply")
+        data = sizing.memory(params, layout)
+        return {**data, "tp": tp, "pp": pp, "total_bytes": data["bytes"], "bytes": data["bytes"] / (tp * pp)}
     if zero not in ZERO_STAGES:
         raise UsageError(f"zero stage must be 0, 1, 2 or 3 (FSDP = 3), got {zero!r}")
     if expert_params > params:

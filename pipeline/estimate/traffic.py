@@ -90,10 +90,7 @@ def step_of(
     """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
     choice of params.yaml (`step.memory_headroom`) and the throughput calibration; an `mfu` given here is a
     labelled what-if replacing the calibrated GEMM rates. `views`: the facts and choices its run has read."""
-    acc = views.accelerator(view.reference) if views else step_model.accelerator(load_facts(lay, view.reference))
-    choices = views.choices if views else load_step_choices(lay.root)
-    rates = step_model.rates_for(acc, workload.model.dtype, lay.root, mfu)
-    return step_model.estimate(workload, result.phases, acc, rates, choices.memory_headroom)
+    return (views or Views(lay)).step(view, workload, result, mfu)
 
 
 def sharing(
@@ -169,6 +166,12 @@ class Views:
         if reference not in self._accelerators:
             self._accelerators[reference] = step_model.accelerator(self.facts(reference))
         return self._accelerators[reference]
+
+    def step(self, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
+        """`step_of`, with the accelerator's fields and params.yaml's choices read once per process."""
+        acc = self.accelerator(view.reference)
+        rates = step_model.rates_for(acc, workload.model.dtype, self.lay.root, mfu)
+        return step_model.estimate(workload, result.phases, acc, rates, self.choices.memory_headroom)
 
     def close(self) -> None:
         if self._topologies is not None:

@@ -37,6 +37,7 @@ class Workload:
     path: Path | None
     placement: Placement | None = None  # declared placement; None: the target cluster's default
     teaching: str | None = None  # "does not fit": shown for its traffic, not a runnable job
+    summary: str = ""
 
     @property
     def accelerators(self) -> int:
@@ -225,6 +226,7 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
         path=path,
         placement=model.placement,
         teaching=model.teaching,
+        summary=model.summary,
     )
     _check_ranges(w, path)
     return w

@@ -18,7 +18,6 @@ class ParamRef(Strict):
 
 
 Count = Annotated[int, Field(ge=1)] | ParamRef
-Count0 = Annotated[int, Field(ge=0)] | ParamRef
 
 
 class Ecmp(KeyAccess):

@@ -20,7 +20,6 @@ Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=80)]
 NODE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,159}$(?!\n)"
 NodeId = Annotated[str, Field(pattern=NODE_PATTERN, max_length=160)]
 FIELD_PATTERN = r"^(param\.)?[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$(?!\n)"
-FieldName = Annotated[str, Field(pattern=FIELD_PATTERN, max_length=120)]
 # What part of a large cluster a drawing opens: one pod (`pod:3`) or one scale-up domain (`domain:b012`).
 OPEN_PATTERN = r"^(pod:[0-9]{1,4}|domain:[A-Za-z0-9][A-Za-z0-9_.\-/]{0,79})$(?!\n)"
 Open = Annotated[str, Field(pattern=OPEN_PATTERN, max_length=90)]

@@ -180,7 +180,7 @@ def unverified(node: dict[str, Any]) -> list[str]:
 TRAFFIC_PREFIX = "traffic:"
 
 
-def _calibration_node(lay: Layout, entry: dict[str, Any]) -> dict[str, Any]:
+def calibration_node(lay: Layout, entry: dict[str, Any]) -> dict[str, Any]:
     """A calibration number (models/calibration/collectives.yaml) with the statement or log it rests on."""
     from ..estimate.calibration import CALIBRATION_PATH, load_calibration
 
@@ -242,7 +242,7 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
             node = (
                 _audit(con, lay, reference_id, field, seen=())
                 if found
-                else _calibration_node(lay, entry)
+                else calibration_node(lay, entry)
                 if reference_id == "calibration"
                 else {
                     "reference_id": reference_id,

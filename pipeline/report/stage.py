@@ -51,7 +51,6 @@ PAGE_READS = (
     "traffic_links",
     "validation",
 )
-READS = tuple(dict.fromkeys(MODEL_READS + PAGE_READS))
 MODEL_PARTS = ("reference", "cluster", "drawings")
 PAGE_PARTS = ("workload", "load", "plots", "measured.html", "validation.html", "caveats.html", "index.html")
 

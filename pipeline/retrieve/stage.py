@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import stat
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -13,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import pins
-from ..core.files import atomic_write_json, checkout_lock, transaction
+from ..core.files import atomic_write_json, checkout_lock, read_bounded, transaction
 from ..core.paths import Layout
 from ..core.sources import Source
 from ..core.store import MAX_UNPINNED_BYTES, SnapshotStore, sha256_bytes
@@ -201,31 +199,6 @@ def _pin_with_bytes(lay: Layout, source_id: str, revision: pins.Revision, data: 
         tx.write_json(lay.pins_file(source_id), record)
 
 
-def _read_document(path: Path, source_id: str) -> bytes:
-    """A transcription to pin: a readable regular file (a FIFO would block, a directory is a usage slip)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise ValidationError(f"{path}: no transcription file to pin for source {source_id}") from None
-    except IsADirectoryError:
-        raise ValidationError(f"{path}: is a directory; expected the transcription file to pin") from None
-    except OSError as exc:
-        raise ValidationError(f"{path}: cannot read: {exc.strerror}; expected a readable file") from None
-    info = os.fstat(fd)
-    problem = None
-    if stat.S_ISDIR(info.st_mode):
-        problem = "is a directory; expected the transcription file to pin"
-    elif not stat.S_ISREG(info.st_mode):
-        problem = "not a regular file; expected the transcription file to pin"
-    elif info.st_size > MAX_UNPINNED_BYTES:
-        problem = f"{info.st_size} bytes; a transcription is at most {MAX_UNPINNED_BYTES}"
-    if problem:
-        os.close(fd)
-        raise ValidationError(f"{path}: {problem}")
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
-
-
 def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at: str | None = None) -> RefreshOutcome:
     """Pin a project-written transcription of a document (origin: transcription) as the next revision."""
     path = file or lay.transcription_file(source.id)
@@ -237,7 +210,7 @@ def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at
         )
     pins.check_timestamp(when, f"{path}: retrieved_at")  # before anything is written: no orphan snapshot
     pins.check_not_future(when, f"{path}: retrieved_at")
-    data = _read_document(path, source.id)
+    data = read_bounded(path, MAX_UNPINNED_BYTES, f"the transcription of source {source.id} to pin", ValidationError)
     with checkout_lock(lay.root):
         history = pins.load(lay, source.id)
         current = history.current if history else None

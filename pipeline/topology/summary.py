@@ -14,7 +14,6 @@ from typing import Any
 import networkx as nx
 
 TIER_OF = {"leaf": 1, "spine": 2, "core": 3}
-NO_FABRIC = "no scale-out fabric in this topology (a single building block)"
 
 
 def _round(x: float | None) -> float | None:

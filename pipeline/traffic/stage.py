@@ -12,7 +12,6 @@ from ..core.files import atomic_write_bytes
 from ..core.paths import Layout, workload_paths
 from ..errors import FabricrefError
 from ..estimate import CAVEAT
-from ..estimate import step as step_model
 from ..estimate.traffic import Views, estimate, sharing
 from ..estimate.workloads import Workload, find_workload
 from . import comparison, plots
@@ -109,10 +108,7 @@ def workload_on(w: Workload, target: str, views: Views) -> tuple[dict[str, list[
                 (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
             )
     top = max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds)
-    choices = views.choices
-    acc = views.accelerator(view.reference)
-    rates = step_model.rates_for(acc, w.model.dtype, views.lay.root)
-    st = step_model.estimate(w, r.phases, acc, rates, choices.memory_headroom)
+    st = views.step(view, w, r)
     fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
     exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])
     out["traffic_workloads"].append(

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import get_args
 
-import duckdb
 import networkx as nx
 import pytest
+from conftest import db_rows
 from fabricref.core import confidence
-from fabricref.core.registry import ensure_database
 from fabricref.estimate import calculator
 from fabricref.estimate.calibration import Number
 from fabricref.estimate.collectives import Estimate, Shape
@@ -73,21 +72,11 @@ def test_confidence_follows_from_status(status, inputs, expected):
     assert confidence.of_status(status, inputs) == expected
 
 
-def _rows(lay, sql: str) -> list[dict]:
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
-    try:
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-    finally:
-        con.close()
-
-
 def test_every_compiled_field_follows_the_rule(built_registry):
     """Each field's stored confidence: its status's, or for a derived field the weakest of its inputs'."""
-    fields = {(r["reference_id"], r["field"]): r for r in _rows(built_registry, "SELECT * FROM fields")}
+    fields = {(r["reference_id"], r["field"]): r for r in db_rows(built_registry, "SELECT * FROM fields")}
     inputs: dict[tuple[str, str], list[str]] = {}
-    for r in _rows(built_registry, "SELECT * FROM field_inputs ORDER BY reference_id, field, position"):
+    for r in db_rows(built_registry, "SELECT * FROM field_inputs ORDER BY reference_id, field, position"):
         inputs.setdefault((r["reference_id"], r["field"]), []).append(r["input"])
     seen = set()
     for key, row in fields.items():

@@ -69,21 +69,28 @@ def test_a_knob_stated_in_both_places_is_refused(repo: Layout):
         load_workload(path)
 
 
-def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(repo: Layout):
+def edit_params(repo: Layout, old: str, new: str, marker: str) -> int:
+    """params.yaml with `old` replaced by `new` (once), and the line number of `marker` in it."""
     params = repo.root / "params.yaml"
-    text = params.read_text().replace("  llama8b-fsdp-dp64:\n", "  llama8b-fsdp-dp64:\n    dpp: 4\n", 1)
+    text = params.read_text().replace(old, new, 1)
     params.write_text(text)
-    line = text.splitlines().index("    dpp: 4") + 1
+    return text.splitlines().index(marker) + 1
+
+
+def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(repo: Layout):
+    line = edit_params(repo, "  llama8b-fsdp-dp64:\n", "  llama8b-fsdp-dp64:\n    dpp: 4\n", "    dpp: 4")
     with pytest.raises(ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.llama8b-fsdp-dp64\.dpp: not a"):
         find_workload(repo, "llama8b-fsdp-dp64")
 
 
 def test_a_workload_params_yaml_misnames_is_refused_with_the_known_ids(repo: Layout):
     """A typo in a workload id (e.g. from `dvc exp run -S workloads.<typo>.dp=256`) must not vary nothing silently."""
-    params = repo.root / "params.yaml"
-    text = params.read_text().replace("\nworkloads:\n", "\nworkloads:\n  llama70b-train-tp8-dp521:\n    dp: 256\n", 1)
-    params.write_text(text)
-    line = text.splitlines().index("  llama70b-train-tp8-dp521:") + 1
+    line = edit_params(
+        repo,
+        "\nworkloads:\n",
+        "\nworkloads:\n  llama70b-train-tp8-dp521:\n    dp: 256\n",
+        "  llama70b-train-tp8-dp521:",
+    )
     with pytest.raises(
         ValidationError,
         match=rf"params.yaml:{line}: at \$\.workloads\.llama70b-train-tp8-dp521: no workload file "
@@ -95,10 +102,7 @@ def test_a_workload_params_yaml_misnames_is_refused_with_the_known_ids(repo: Lay
 @pytest.mark.parametrize(("value", "why"), [("256.5", "integer"), ("0", "minimum of 1"), ("-256", "minimum of 1")])
 def test_a_bad_knob_value_is_reported_where_it_is_written(repo: Layout, value: str, why: str):
     """The value lives in params.yaml: the error names that file, its line and JSON path, not the workload file."""
-    params = repo.root / "params.yaml"
-    text = params.read_text().replace("    dp: 512\n", f"    dp: {value}\n", 1)
-    params.write_text(text)
-    line = text.splitlines().index(f"    dp: {value}") + 1
+    line = edit_params(repo, "    dp: 512\n", f"    dp: {value}\n", f"    dp: {value}")
     with pytest.raises(
         ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.llama70b-train-tp8-dp512\.dp: .*{why}"
     ):
@@ -107,10 +111,7 @@ def test_a_bad_knob_value_is_reported_where_it_is_written(repo: Layout, value: s
 
 def test_a_knob_check_across_knobs_names_params_yaml(repo: Layout):
     """ep must divide dp × tp: when both come from params.yaml, the error says so (not the workload file alone)."""
-    params = repo.root / "params.yaml"
-    text = params.read_text().replace("    ep: 16\n", "    ep: 3\n", 1)
-    params.write_text(text)
-    line = text.splitlines().index("    ep: 3") + 1
+    line = edit_params(repo, "    ep: 16\n", "    ep: 3\n", "    ep: 3")
     with pytest.raises(ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.moe-train-ep16\.ep: ep 3 must"):
         find_workload(repo, "moe-train-ep16")
 

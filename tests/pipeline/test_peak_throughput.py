@@ -7,10 +7,10 @@ import json
 import re
 from pathlib import Path
 
-import duckdb
 import pytest
 import yaml
-from fabricref.core.registry import ensure_database, open_tables
+from conftest import db_rows
+from fabricref.core.registry import open_tables
 from fabricref.inspect.audit import all_verified, audit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,16 +43,6 @@ KEY_FIGURES = {
 }
 
 
-def _rows(lay, sql: str, *params) -> list[dict]:
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
-    try:
-        cur = con.execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-    finally:
-        con.close()
-
-
 _FIELDS: dict[Path, dict[tuple[str, str], list[dict]]] = {}
 
 
@@ -61,7 +51,7 @@ def _field(lay, ref: str, key: str) -> dict:
     connection per field): every test here reads the session's built registry and none writes it."""
     if lay.root not in _FIELDS:
         rows: dict[tuple[str, str], list[dict]] = {}
-        for row in _rows(lay, "SELECT reference_id, field, value_number, unit, status, reason FROM fields"):
+        for row in db_rows(lay, "SELECT reference_id, field, value_number, unit, status, reason FROM fields"):
             rows.setdefault((row.pop("reference_id"), row.pop("field")), []).append(row)
         _FIELDS[lay.root] = rows
     (row,) = _FIELDS[lay.root].get((ref, key), [])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
 import yaml
+from conftest import db_rows
 from fabricref.compile import stage
-from fabricref.core.registry import ensure_database, open_tables
+from fabricref.core.registry import open_tables
 from fabricref.core.sources import load_sources
 from fabricref.errors import CompileError
 from fabricref.extract.stage import run as extract
@@ -155,24 +155,14 @@ KEY_FIGURES = {
 }
 
 
-def rows(lay, sql):
-    con = duckdb.connect(str(ensure_database(lay)), read_only=True)
-    try:
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-    finally:
-        con.close()
-
-
 def test_every_reference_compiles_with_its_kind(built_registry):
-    found = {r["reference_id"]: r["kind"] for r in rows(built_registry, "SELECT * FROM reference_models")}
+    found = {r["reference_id"]: r["kind"] for r in db_rows(built_registry, "SELECT * FROM reference_models")}
     assert found == REFERENCES
 
 
 @pytest.mark.parametrize(("key", "expected"), sorted(KEY_FIGURES.items()))
 def test_key_figures(built_registry, key, expected):
-    (row,) = rows(
+    (row,) = db_rows(
         built_registry,
         f"SELECT value_number, unit, direction, status FROM fields "
         f"WHERE reference_id = '{key[0]}' AND field = '{key[1]}'",
@@ -182,7 +172,9 @@ def test_key_figures(built_registry, key, expected):
 
 @pytest.mark.slow
 def test_every_published_or_preliminary_field_audits_to_a_verified_hash(built_registry):
-    cited = rows(built_registry, "SELECT reference_id, field FROM fields WHERE status IN ('published', 'preliminary')")
+    cited = db_rows(
+        built_registry, "SELECT reference_id, field FROM fields WHERE status IN ('published', 'preliminary')"
+    )
     assert len(cited) > 80
     with open_tables(built_registry) as tables:  # opened once for all of them, as a notebook auditing many would
         for row in cited:
@@ -192,7 +184,7 @@ def test_every_published_or_preliminary_field_audits_to_a_verified_hash(built_re
 
 
 def test_announced_products_are_preliminary_and_shipping_ones_published(built_registry):
-    statuses = rows(
+    statuses = db_rows(
         built_registry,
         "SELECT reference_id, form_factor, status, count(*) AS n FROM fields JOIN reference_models "
         "USING (reference_id) GROUP BY ALL",
@@ -213,7 +205,7 @@ def test_announced_products_are_preliminary_and_shipping_ones_published(built_re
     assert "published" not in rubin and "preliminary" in rubin
     # The Blackwell Ultra systems ship: a field of theirs is preliminary only where a press or reseller relay is its
     # sole source (README, Evidence policy), never because an NVIDIA document was downgraded.
-    relayed = rows(
+    relayed = db_rows(
         built_registry,
         "SELECT reference_id, field, publisher_kind FROM field_provenance WHERE status = 'preliminary' "
         "AND reference_id IN ('nvidia-gb300-nvl72', 'nvidia-dgx-b300')",
@@ -234,7 +226,7 @@ def test_illustrative_fields_rest_on_named_design_choices(built_registry):
 
 
 def test_the_gib_label_is_kept_apart_from_decimal_gb(built_registry):
-    (claim,) = rows(built_registry, "SELECT value_number, unit FROM claims WHERE rule_id = 'mi355x-vram'")
+    (claim,) = db_rows(built_registry, "SELECT value_number, unit FROM claims WHERE rule_id = 'mi355x-vram'")
     assert claim["value_number"] == pytest.approx(288 * 2**30 / 1e9)  # 309.24 GB: what "288 GiB" means
     result = audit(built_registry, "amd-mi355x-pollara400", "accelerator.memory")
     assert result["value"] == 288 and result["chosen"].startswith("theregister-")
@@ -295,7 +287,7 @@ def test_helios_memory_bandwidth_announced_twice_is_kept_twice_dated(built_regis
 
 
 def test_connectx8_host_interface_keeps_both_cards_from_their_own_manuals(built_registry):
-    (row,) = rows(
+    (row,) = db_rows(
         built_registry,
         "SELECT value_text, status, conflict, resolved_by FROM fields "
         "WHERE reference_id = 'nvidia-connectx-8' AND field = 'nic.host_interface'",
@@ -306,7 +298,7 @@ def test_connectx8_host_interface_keeps_both_cards_from_their_own_manuals(built_
         "conflict": True,
         "resolved_by": "take",
     }
-    claims = rows(
+    claims = db_rows(
         built_registry,
         "SELECT source_id, value_text FROM field_citations "
         "WHERE reference_id = 'nvidia-connectx-8' AND field = 'nic.host_interface' ORDER BY source_id",
