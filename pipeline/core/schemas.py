@@ -195,6 +195,21 @@ def load_yaml(path: Path) -> tuple[Any, Any]:
 PARAMS_FILE = "params.yaml"
 
 
+def dump_yaml(data: Any) -> str:
+    """`data` as block YAML, keys in their order, written as `load_yaml` reads it back (YAML 1.2: a title such as
+    `1e1` or `.inf` is quoted, where a YAML 1.1 writer would leave it to be read back as a number)."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.width = 120
+    yaml.allow_unicode = True
+    buf = io.StringIO()
+    yaml.dump(data, buf)
+    return buf.getvalue()
+
+
 def _parse_yaml(text: str, path: Path) -> Any:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError

@@ -8,12 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..core import model_revisions
 from ..core.files import checkout_lock, transaction
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_json, load_model
+from ..core.schemas import dump_yaml, load_json, load_model
 from ..core.vocabulary import vocabulary
 from ..errors import FabricrefError, UsageError
 from ..formats.identities import Identities
@@ -74,7 +72,7 @@ def new_reference(lay: Layout, ref_id: str, form_factor: str, title: str, kind: 
         raise UsageError(f"cannot create reference {ref_id!r}: {exc}") from None
     model_path = lay.references_dir / f"{ref_id}.yaml"
     ids_path = identities_file(lay)
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False).encode()
+    text = dump_yaml(data).encode()
     model = f"references/{ref_id}"
     with checkout_lock(lay.root):
         identities = load_json(ids_path)

@@ -129,9 +129,9 @@ def _refuse_existing(lay: Checkout, workload_id: str) -> Path:
 
 
 def _yaml_text(data: dict[str, Any]) -> str:
-    import yaml
+    from ..core.schemas import dump_yaml
 
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+    return dump_yaml(data)
 
 
 def _params_with(params: Path, workload_id: str, knobs: dict[str, Any]) -> bytes:

@@ -52,3 +52,14 @@ def test_an_id_in_use_or_a_bad_argument_is_refused_and_nothing_is_written(repo, 
         assert result.code == 2, (ref_id, result.err)
         assert message in result.err
     assert {p: p.read_bytes() for p in models.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("title", ["1e1", ".inf", "0o17", "1_000", "null", "yes", "2026-01-02"])
+def test_a_title_that_reads_like_a_number_is_written_as_the_text_it_is(repo, cli, title):
+    """Seen: the title `1e1` was written unquoted (a YAML 1.1 writer), then read back (YAML 1.2) as the number 10."""
+    from fabricref.core.schemas import load_yaml
+
+    made = cli("new", "reference", "acme-x1", "--form-factor", "server", "--title", title, root=repo.root)
+    assert made.code == 0, made.err
+    data, _ = load_yaml(repo.references_dir / "acme-x1.yaml")
+    assert data["title"] == title
