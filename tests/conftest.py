@@ -56,6 +56,18 @@ def references_of(*form_factors: str) -> list[str]:
 # model and tested as clusters; switch and NIC references are network products with no system topology.
 SYSTEM_REFERENCES = references_of("server", "rack")
 CLUSTERS = sorted(p.stem for p in (ROOT / "models" / "clusters").glob("*.yaml"))
+# Clusters of more than 4,096 building blocks (the 131,072-GPU one): a test over every cluster runs them in the
+# whole suite, not the fast tier (`in_fast_tier`).
+HUGE_CLUSTERS = sorted(
+    p.stem
+    for p in (ROOT / "models" / "clusters").glob("*.yaml")
+    if (m := re.search(r"^building_blocks: (\d+)$", p.read_text(encoding="utf-8"), re.M)) and int(m.group(1)) > 4096
+)
+
+
+def in_fast_tier(*ids: str) -> list[Any]:
+    """`ids` as parameters, each huge cluster's marked slow."""
+    return [pytest.param(i, marks=pytest.mark.slow) if i in HUGE_CLUSTERS else i for i in ids]
 
 
 def working_tree_files(root: Path = ROOT) -> list[str]:

@@ -214,11 +214,9 @@ def table_writer(
             # Column-wise through DuckDB's scan of a dict of NumPy arrays (a C loop per column; parameter lists
             # and executemany convert value by value), each cast to its declared type.
             con.register("_batch", {c: _column(v) for (c, _), v in zip(columns, zip(*data, strict=True), strict=True)})
-            try:
-                select = ", ".join(f"CAST({_quote(c)} AS {t})" for c, t in columns)
-                con.execute(f"INSERT INTO {_quote(name)} SELECT {select} FROM _batch")
-            finally:
-                con.unregister("_batch")
+            select = ", ".join(f"CAST({_quote(c)} AS {t})" for c, t in columns)
+            con.execute(f"INSERT INTO {_quote(name)} SELECT {select} FROM _batch")
+            con.unregister("_batch")  # (after a failure the connection is closed below, with what it holds)
 
         yield add
         directory.mkdir(parents=True, exist_ok=True)

@@ -69,6 +69,7 @@ def _traffic_bytes(shipped: Layout, tid: str, workload: str) -> float:
     return total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_workloads_bytes_and_time_share_are_edge_attributes(built_pipeline, cli, tmp_path, fmt):
     shipped = Layout(built_pipeline)  # a clone run through `dvc repro`: it has the traffic tables
@@ -87,6 +88,7 @@ def test_a_workloads_bytes_and_time_share_are_edge_attributes(built_pipeline, cl
     assert not any(d["workload_bytes"] for *_, d in edges if d["network"] == "frontend")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_large_cluster_exports_aggregated_tier_by_pod(built_pipeline, cli, tmp_path, fmt):
     shipped = Layout(built_pipeline)
@@ -113,6 +115,7 @@ def test_a_large_cluster_exports_aggregated_tier_by_pod(built_pipeline, cli, tmp
     assert frontend and not any(d["compute_path"] for d in frontend)
 
 
+@pytest.mark.slow
 def test_a_workload_the_traffic_stage_did_not_lay_there_is_bad_usage_naming_those_it_did(built_pipeline, cli):
     shipped = Layout(built_pipeline)
     r = cli("export", "graph", "nvidia-dgx-h100", "--workload", WORKLOAD, root=shipped.root)

@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from conftest import CLUSTERS, ROOT
+from conftest import CLUSTERS, HUGE_CLUSTERS, ROOT
 
 # A float's repr or %g output, as a word of its own (not inside a hash): exponent notation, or six and more
 # digits after a point.
@@ -30,7 +30,8 @@ TABLE_COMMANDS = [
     (("show", "amd-mi355x-pollara400"), False),
     (("audit", "nvidia-gb200-nvl72", "scale_up.bandwidth_per_accelerator"), False),
     (("query", "SELECT reference_id, field, value_number, digits, unit FROM fields LIMIT 40"), False),
-    *((("topology", t), True) for t in ["nvidia-dgx-h100", "nvidia-gb200-nvl72", *CLUSTERS]),
+    *((("topology", t), True) for t in ["nvidia-dgx-h100", "nvidia-gb200-nvl72", *CLUSTERS] if t not in HUGE_CLUSTERS),
+    *(pytest.param(("topology", t), True, marks=pytest.mark.slow) for t in HUGE_CLUSTERS),
     (
         (
             "estimate",
@@ -321,6 +322,7 @@ def test_tier_names_are_ascii_identifiers():
     assert (tier_name("leaf", "nic"), tier_name("spine", "core")) == ("NIC-leaf", "spine-core")
 
 
+@pytest.mark.slow
 def test_the_shipped_traffic_tables_hold_ascii_tiers_a_user_can_type(built_pipeline, cli):
     root = built_pipeline  # a clone run through `dvc repro`: it has the traffic tables
     sql = "SELECT count(*) AS n FROM traffic_links WHERE tier = 'NIC-leaf'"

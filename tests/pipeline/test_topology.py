@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import networkx as nx
 import pytest
-from conftest import CLUSTERS, SYSTEM_REFERENCES
+from conftest import CLUSTERS, SYSTEM_REFERENCES, in_fast_tier
 from fabricref.core.graphs import TOPOLOGY_TABLES
 from fabricref.inspect.export import export_bytes, graph_bytes
 from fabricref.topology.facts import load_facts
@@ -71,7 +71,7 @@ def test_known_shapes(graphs):
     assert sum(1 for *_, d in mi300.edges(data=True) if d["network"] == "scale_up") == 28  # full mesh of 8
 
 
-@pytest.mark.parametrize("tid", REFERENCES + CLUSTERS)
+@pytest.mark.parametrize("tid", in_fast_tier(*REFERENCES, *CLUSTERS))
 def test_domains_and_networks_stay_apart(graphs, tid):
     g = graphs[tid]
     gpus = kinds(g, "accelerator")
@@ -220,7 +220,9 @@ def test_cli_topology_json_keys(built_registry, graphs, smallest_cluster, cli):
     tid = smallest_cluster
     result = cli("topology", tid, "--json", root=built_registry.root)
     data = json.loads(result.out)
+    by_role = data.pop("nodes_by_kind_and_role")  # the CLI's count by kind and role, beside the summary's by kind
     assert data == json.loads(json.dumps(summarize(graphs[tid])))
+    assert sum(by_role.values()) == sum(data["nodes_by_kind"].values())
     assert {
         "nodes_by_kind",
         "edges_by_network",
