@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 # The CLI, networkx and DuckDB are imported where a fixture needs them, not here: pytest's controlling process
 # (under xdist) loads this file only for its hooks and runs no test, and it starts the workers only once it has.
 
+# The browser tests' fixtures (base, browser, page, viewport), available to every module that asks for them.
+pytest_plugins = ["browser_fixtures"]
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
 

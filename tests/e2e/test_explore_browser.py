@@ -8,74 +8,20 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import re
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import ROOT
-from explore_server import serve
 from fabricref.core.paths import Layout
 
 pytestmark = pytest.mark.slow
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = ROOT / "test-artifacts"
 # The DP phase's "ranks" cell (the fourth) once the page shows the new degree.
 DP_RANKS_START = (
     "(prefix) => { const c = document.querySelector(\"tr[data-phase='dp-all-reduce'] td:nth-child(4)\");"
     " return c !== null && new RegExp('^' + prefix + '( |$)').test(c.textContent); }"
 )
-
-
-@pytest.fixture(scope="module")
-def base(built_registry: Layout) -> str:
-    with serve(built_registry.root) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed: the README test command installs Debian's chromium")
-        pytest.skip("chromium not installed on this machine")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser, base: str):
-    """A fresh page that fails the test on any script error or console error (a CSP violation is one)."""
-    context = browser.new_context(viewport={"width": 1300, "height": 900}, base_url=base)
-    p = context.new_page()
-    problems: list[str] = []
-    p.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    p.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-
-    # Nothing leaves the machine: every request goes to the explorer's own origin.
-    def outside(route) -> None:
-        problems.append(f"request outside the explorer: {route.request.url}")
-        route.abort()
-
-    p.route(re.compile(r"^(?!" + re.escape(base) + r").*"), outside)
-    yield p
-    context.close()
-    assert problems == []
 
 
 def shot(page, name: str) -> Path:

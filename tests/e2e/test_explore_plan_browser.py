@@ -5,58 +5,18 @@ knobs."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from explore_server import serve
-from fabricref.core.paths import Layout
 
 pytestmark = pytest.mark.slow
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 MODEL, CLUSTER = "llama8b-fsdp-dp64", "illustrative-h100-64"
 
 
-@pytest.fixture(scope="module")
-def base(built_registry: Layout) -> str:
-    with serve(built_registry.root) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed: the README test command installs Debian's chromium")
-        pytest.skip("chromium not installed on this machine")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
-def page(browser, base: str):
-    """A fresh page that fails the test on any script or console error, and on any request off the explorer."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=base)
-    p = context.new_page()
-    problems: list[str] = []
-    p.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    p.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-
-    def outside(route) -> None:
-        problems.append(f"request outside the explorer: {route.request.url}")
-        route.abort()
-
-    p.route(re.compile(r"^(?!" + re.escape(base) + r").*"), outside)
-    yield p
-    context.close()
-    assert problems == []
+def viewport() -> dict[str, int]:
+    return {"width": 1400, "height": 900}  # the layouts table is wide
 
 
 def _column(page, table: str, heading: str) -> list[str]:
