@@ -7,6 +7,7 @@ from typing import Any
 
 import networkx as nx
 
+from ..core.format import format_count, format_quantity
 from .view import View
 
 NOT_ESTABLISHED = (
@@ -68,8 +69,9 @@ def scenarios(view: View, a: str, b: str) -> list[dict[str, Any]]:
                 "bandwidth_before_gbps": up_total,
                 "bandwidth_after_gbps": up_total - lost,
                 "explanation": (
-                    f"the leaf's uplink capacity falls from {up_total:g} to {up_total - lost:g} Gb/s: "
-                    f"oversubscription {down_total / up_total:g}:1 becomes {down_total / (up_total - lost):g}:1 "
+                    f"the leaf's uplink capacity falls from {format_quantity(up_total, 'Gb/s')} to "
+                    f"{format_quantity(up_total - lost, 'Gb/s')}: oversubscription "
+                    f"{format_count(down_total / up_total)}:1 becomes {format_count(down_total / (up_total - lost))}:1 "
                     "for traffic leaving the leaf"
                 ),
             }
@@ -82,7 +84,10 @@ def scenarios(view: View, a: str, b: str) -> list[dict[str, Any]]:
                 "route_survives": _route(g, a, b, {spine}, set()),
                 "bandwidth_before_gbps": up_total,
                 "bandwidth_after_gbps": up_total - lost,
-                "explanation": f"every leaf of pod {g.nodes[spine].get('pod')} loses one uplink trunk ({lost:g} Gb/s)",
+                "explanation": (
+                    f"every leaf of pod {g.nodes[spine].get('pod')} loses one uplink trunk "
+                    f"({format_quantity(lost, 'Gb/s')})"
+                ),
             }
         )
     for row in out:
