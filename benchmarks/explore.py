@@ -3,7 +3,11 @@
 Run from the repository root after `dvc repro` (or retrieve → extract → compile → topology --all):
 
     python benchmarks/explore.py            # starts the explorer on a free loopback port, measures, stops it
-    python benchmarks/explore.py --url http://127.0.0.1:8765   # measures one already running
+    python benchmarks/explore.py --url http://127.0.0.1:8765   # measures one already running (with BIG built)
+
+The illustrative 131,072-GPU cluster is the benchmark's own (benchmarks/models/: it is not shipped, so no
+pipeline run or test pays for a graph of 1.2 million links): the benchmark copies the checkout's models, sources,
+params and registry into a scratch directory, adds it there, builds every topology and serves that copy.
 
 Server time is the server's own `Server-Timing: app;dur=…` (the request inside the application, not the client or
 the network). Each case reports p95 over its requests: a reference page, a provenance panel (its snapshot bytes
@@ -23,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -56,10 +61,28 @@ def server_ms(response: httpx.Response) -> float:
     return float(m.group(1))
 
 
-def start(port: int = 0) -> tuple[subprocess.Popen[str], str]:
+def scratch_checkout(dest: Path) -> Path:
+    """The checkout's declarative inputs and registry in `dest`, with the benchmark's cluster added and every
+    topology built (the registry's other tables are the checkout's own)."""
+    keep = ("models", "sources", "schemas", "registry", "params.yaml", "dvc.yaml", "pyproject.toml")
+    for name in keep:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, symlinks=False)
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+    bench = ROOT / "benchmarks" / "models"
+    shutil.copy2(bench / "clusters" / f"{BIG}.yaml", dest / "models" / "clusters" / f"{BIG}.yaml")
+    shutil.copy2(bench / "revisions" / "clusters" / f"{BIG}.json", dest / "models" / "revisions" / "clusters")
+    exe = Path(sys.executable).with_name("fabricref")
+    subprocess.run([str(exe), "topology", "--all", "--root", str(dest)], check=True, stdout=subprocess.DEVNULL)
+    return dest
+
+
+def start(root: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
     exe = Path(sys.executable).with_name("fabricref")
     proc = subprocess.Popen(
-        [str(exe), "explore", "--port", str(port), "--root", str(ROOT)],
+        [str(exe), "explore", "--port", str(port), "--root", str(root)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -152,8 +175,9 @@ def main() -> int:
     args = parser.parse_args()
     proc = None
     base = args.url
+    scratch = tempfile.TemporaryDirectory(prefix="fabricref-explore-bench-")
     if base is None:
-        proc, base = start()
+        proc, base = start(scratch_checkout(Path(scratch.name)))
     try:
         with httpx.Client(base_url=base, timeout=300, trust_env=False) as http:
             warm = wait_warm(http)
@@ -163,6 +187,7 @@ def main() -> int:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=30)
+        scratch.cleanup()
     report: dict[str, Any] = {"warm_up_seconds": round(warm, 2), "cases": {}, "first_paint_ms": paint}
     ok = True
     for name, parts in figures.items():

@@ -201,16 +201,3 @@ def test_fail_a_leaf_uplink_see_the_survival_statement_and_reload_the_same_view(
     wait_results(page)
     page.wait_for_selector("#whatif .survival")
     assert view() == shown
-
-
-def test_the_131072_gpu_cluster_is_drawn_tier_by_pod_with_the_seconds_shown_while_it_loads(page) -> None:
-    """The largest shipped cluster: its first drawing loads a graph of 1.2 million links (seconds, on a server
-    that has not warmed it), the status line counts the seconds meanwhile, and the drawing is its 32 pods."""
-    page.goto("/model?topology=illustrative-h100-131072")
-    page.wait_for_function(
-        "() => /Drawing… \\d+\\.\\d s/.test(document.getElementById('status').textContent)", timeout=60_000
-    )
-    page.wait_for_selector("#drawing[data-ready='yes']", timeout=180_000)
-    assert page.locator("#drawing g.node.kind-domain").count() == 32
-    assert page.locator("#status").get_attribute("data-busy") == "no"
-    shot(page, "model-131072")
