@@ -19,6 +19,7 @@ import fabricref
 import pytest
 from closure import covered, dvc_stages, entry_argv, entry_module, import_closure, params_files
 from conftest import env_with_venv, stage_audit_dir, stage_audit_env
+from fabricref.core.files import LOCK
 
 PACKAGE = os.path.dirname(os.path.realpath(fabricref.__file__))
 
@@ -75,6 +76,8 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(bui
             rel = os.path.relpath(path, root)
             if not was_file or "__pycache__" in rel:
                 continue
+            if rel == LOCK:
+                continue  # the checkout's writer lock every stage holds (git-ignored coordination, not data)
             if (
                 stage == "database"
                 and rel.startswith("registry/")
