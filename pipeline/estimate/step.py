@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core import confidence as rule
+from ..core.format import format_count, format_quantity
 from ..core.units import convert
 from ..errors import UsageError
 from . import compute, decompose, flops, memory, schedule, sizing, throughput
@@ -510,18 +511,19 @@ def fit_verdict(st: dict[str, Any]) -> str:
     for a layout that cannot run as declared (a workload that does not fit is never costed silently)."""
     per_rank, capacity = st.get("memory_per_rank_bytes"), st.get("memory", {}).get("accelerator_memory_bytes")
     ref = st.get("accelerator_reference", "?")
-    need = "unknown" if per_rank is None else f"{per_rank / 1e9:.1f} GB"
-    have = "an unknown amount" if capacity is None else f"{capacity / 1e9:.1f} GB"
+    need = "unknown" if per_rank is None else format_quantity(per_rank, "B")
+    have = "an unknown amount" if capacity is None else format_quantity(capacity, "B")
     usable = st.get("memory", {}).get("usable_memory_bytes")
     if usable is not None and capacity is not None and usable < capacity:
-        have = f"{usable / 1e9:.1f} GB usable ({1 - usable / capacity:.0%} of {capacity / 1e9:.1f} GB kept free)"
+        kept = format_count(100 * (1 - usable / capacity))
+        have = f"{format_quantity(usable, 'B')} usable ({kept} % of {format_quantity(capacity, 'B')} kept free)"
     head = f"Memory per rank {need} against {have} of accelerator memory ({ref} accelerator.memory): "
     if st.get("fits") is True:
-        return head + f"fits, {st['headroom_bytes'] / 1e9:.1f} GB of headroom."
+        return head + f"fits, {format_quantity(st['headroom_bytes'], 'B')} of headroom."
     if st.get("fits") is False:
         return head + (
-            f"DOES NOT FIT ({-st['headroom_bytes'] / 1e9:.1f} GB short); the times are for a layout that cannot "
-            "run as declared."
+            f"DOES NOT FIT ({format_quantity(-st['headroom_bytes'], 'B')} short); the times are for a layout that "
+            "cannot run as declared."
         )
     missing = "; ".join(m for m in st.get("missing", []) if "memory" in m) or "an input is unknown"
     return head + f"fit unknown ({missing})."
