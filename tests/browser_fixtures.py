@@ -1,6 +1,6 @@
-"""Fixtures for the explorer in a real headless Chromium (a plugin of tests/conftest.py): Debian's `chromium`
-driven by Playwright's bundled driver through `executable_path` (no browser is downloaded), one explorer per test
-module on the session's built registry."""
+"""Fixtures for the explorer (a plugin of tests/conftest.py): one explorer per test module on the session's built
+registry (`base`), an HTTP client of it (`http`), and a real headless Chromium (Debian's `chromium` driven by
+Playwright's bundled driver through `executable_path`; no browser is downloaded)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from explore_server import serve
+from explore_server import client, serve
 from fabricref.core.paths import Layout
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -31,6 +31,12 @@ ARGS = [
 def base(built_registry: Layout) -> Iterator[str]:
     with serve(built_registry.root) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def http(base: str) -> Iterator[Any]:
+    with client(base) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

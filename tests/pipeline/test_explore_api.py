@@ -20,18 +20,6 @@ WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"
 TOPOLOGIES = sorted(set(SYSTEM_REFERENCES) | set(CLUSTERS))
 
 
-@pytest.fixture(scope="module")
-def base(built_registry: Layout) -> str:
-    with serve(built_registry.root) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def http(base: str):
-    with client(base) as c:
-        yield c
-
-
 def detail(response) -> list[dict]:
     assert response.headers["content-type"].startswith("application/json"), response.text[:200]
     return response.json()["detail"]

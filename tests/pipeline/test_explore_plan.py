@@ -8,24 +8,11 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from explore_server import client, serve
 from fabricref.core.paths import Layout
 
 MODEL, CLUSTER = "llama8b-fsdp-dp64", "illustrative-h100-64"
 # The 8B model on 8 of the 64 GPUs, 8 sequences a step: ~2,400 layouts, a search of seconds.
 SMALL = {"model": MODEL, "cluster": CLUSTER, "gpus": 8, "global_batch": 8, "top": 5}
-
-
-@pytest.fixture(scope="module")
-def base(built_registry: Layout) -> str:
-    with serve(built_registry.root) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def http(base: str):
-    with client(base) as c:
-        yield c
 
 
 def _files(root: Path) -> dict[str, int]:
