@@ -57,8 +57,6 @@ def safe_streams() -> None:
 def set_width() -> None:
     """The table width for this command: COLUMNS when set (as a terminal or a CI job declares it), the terminal's
     own width, or 200 when printing to a pipe or file (so redirected output is not wrapped at 80)."""
-    import os
-
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         out.width = int(columns)
@@ -291,17 +289,9 @@ def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: 
     out.print(make_table(*columns, title=title, rows=[list(r) for r in rows], exact=True))
 
 
-def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """Rows as CSV with a header line (None written as an empty cell, nested values as JSON)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([csv_cell(v) for v in row] for row in rows)
-    sys.stdout.write(buf.getvalue())
-
-
 def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
-    """`write_csv`, written batch by batch as the rows arrive (same text; one batch in memory at a time)."""
+    """Rows as CSV with a header line (None written as an empty cell, nested values as JSON), written batch by
+    batch as the rows arrive (the same text whatever the batches; one batch in memory at a time)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from conftest import env_with_venv
-from fabricref.cli.output import emit, print_json_rows, write_csv, write_csv_batches
+from fabricref.cli.output import emit, print_json_rows, write_csv_batches
 
 SQL = "SELECT i, i * 2 AS twice FROM range(250) t(i) ORDER BY i"
 
@@ -66,7 +66,7 @@ def test_streamed_csv_and_json_are_the_text_of_the_whole_result(capsys):
     rows += [(6, {"b": {"z": 1.5, "a": []}, "a": [{"y": None, "x": True}]}), (7, [])]
     batches = [rows[:2], rows[2:3], rows[3:]]
     for write_all, write_batches in (
-        (lambda: write_csv(columns, rows), lambda: write_csv_batches(columns, batches)),
+        (lambda: write_csv_batches(columns, [rows]), lambda: write_csv_batches(columns, batches)),
         (lambda: emit(columns, rows, as_json=True), lambda: print_json_rows(columns, batches)),
         (lambda: emit(columns, [], as_json=True), lambda: print_json_rows(columns, [])),
     ):
