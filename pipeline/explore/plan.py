@@ -9,18 +9,19 @@ from urllib.parse import urlencode
 from .. import api
 from ..core.format import format_quantity
 from ..formats import explore as fmt
+from .explorer import Explorer
 
 # Routed per physical link in the explorer (the rest analytical, labelled so): a search answers within the
 # explorer's time limit on the largest cluster.
 ROUTED = 3
 
 
-def search(explorer: api.Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
+def search(explorer: Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
     """The search of `request`, once per content of the registry (the explorer's cache)."""
     return explorer.memo(("plan", request.model_dump_json()), lambda: _search(explorer, request))
 
 
-def _search(explorer: api.Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
+def _search(explorer: Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
     q = request
     result = api.plan_train(
         q.model, q.cluster, root=explorer.lay.root, gpus=(q.gpus,) if q.gpus else None, global_batch=q.global_batch,
