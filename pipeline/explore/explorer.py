@@ -981,7 +981,7 @@ def _failed_view(state: _ExplorerState, view: Any, request: Any) -> tuple[Any, l
                 f"{f.source} – {f.target}: {_shown_quantity(d.get('bandwidth_gbps'), 'Gb/s', 'per_direction')} "
                 f"({d['network'].replace('_', '-')})"
             )
-            lost += _uplink_note(view, f.source, f.target)
+            lost += _uplink_note(g, view.kind, f.source, f.target)
     key = (request.topology, tuple(sorted(nodes)), tuple(sorted(tuple(sorted(e)) for e in edges)))
 
     def copy() -> Any:
@@ -1011,10 +1011,12 @@ def _wiring_copy(g: Any) -> Any:
     return copy
 
 
-def _uplink_note(view: Any, a: str, b: str) -> list[str]:
-    """For a leaf's uplink: the leaf's uplink capacity and oversubscription before and after (as estimate/ha.py
-    reports its built-in scenario)."""
-    g, kind = view.g, view.kind
+def _uplink_note(g: Any, kind: dict[str, str], a: str, b: str) -> list[str]:
+    """For a leaf's uplink (`g` a topology's graph, `kind` each part's kind): the leaf's uplink capacity and
+    oversubscription before and after (as estimate/ha.py reports its built-in scenario), through the one
+    formatter."""
+    from ..views.render import ratio
+
     leaf = a if kind[a] == "leaf" else b if kind[b] == "leaf" else None
     other = b if leaf == a else a
     if leaf is None or kind[other] not in ("spine", "core"):
@@ -1026,7 +1028,7 @@ def _uplink_note(view: Any, a: str, b: str) -> list[str]:
         return [f"{leaf} loses its last uplink"]
     return [
         f"{leaf}'s uplink capacity falls from {_shown_quantity(up, 'Gb/s')} to {_shown_quantity(up - gone, 'Gb/s')}"
-        f" per direction: oversubscription {down / up:.3g}:1 becomes {down / (up - gone):.3g}:1 for traffic "
+        f" per direction: oversubscription {ratio(down / up)} becomes {ratio(down / (up - gone))} for traffic "
         "leaving the leaf"
     ]
 
