@@ -250,23 +250,13 @@ def sweep_svg(title: str, rows: list[dict[str, Any]]) -> bytes:
     return draw(title, rows)
 
 
-def memory(
-    params: float,
-    layout_name: str = "mixed-adam",
-    dp: int = 1,
-    zero: int = 0,
-    tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    expert_params: float = 0.0,
-) -> dict[str, Any]:
+def memory(params: float, layout_name: str = "mixed-adam", **degrees: Any) -> dict[str, Any]:
     """Bytes of model state per rank (`bytes`) for a training layout (split over TP × PP, experts over EP,
-    partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP)."""
+    partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP). `degrees`: dp, zero, tp, pp, ep
+    and expert_params, as estimate/memory.py `training_state` takes them (1, ZeRO-0 and no experts if left out)."""
     from .estimate import memory as mem
 
-    return mem.training_state(
-        params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, ep=ep, expert_params=expert_params, names=mem.flag
-    )
+    return mem.training_state(params, layout_name, names=mem.flag, **degrees)
 
 
 def activations(
