@@ -259,22 +259,12 @@ def memory(params: float, layout_name: str = "mixed-adam", **degrees: Any) -> di
     return mem.training_state(params, layout_name, names=mem.flag, **degrees)
 
 
-def activations(
-    seq: int,
-    batch: int,
-    hidden: int,
-    heads: int,
-    tp: int = 1,
-    sequence_parallel: bool = False,
-    recompute: str = "none",
-    layers: int = 1,
-) -> dict[str, Any]:
-    """Activation bytes per transformer layer (Korthikanti et al.), and for `layers` layers (`bytes`)."""
+def activations(seq: int, batch: int, hidden: int, heads: int, layers: int = 1, **options: Any) -> dict[str, Any]:
+    """Activation bytes per transformer layer (Korthikanti et al.), and for `layers` layers (`bytes`). `options`:
+    tp, sequence_parallel and recompute, as estimate/memory.py `activations_per_layer` takes them."""
     from .estimate import memory as mem
 
-    data = mem.activations_per_layer(
-        seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
-    )
+    data = mem.activations_per_layer(seq, batch, hidden, heads, **options)
     mem.check_degree(layers, "--layers")
     return {**data, "layers": layers, "bytes": data["bytes_per_layer"] * layers}
 

@@ -301,7 +301,9 @@ def estimate_activations(
     as_json: JsonOpt = False,
 ) -> None:
     """Activation bytes per transformer layer (`bytes_per_layer`) after Korthikanti et al.: sbh(34 + 5as/h)."""
-    data = api.activations(seq, batch, hidden, heads, tp, sequence_parallel, recompute, layers)
+    data = api.activations(
+        seq, batch, hidden, heads, layers, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    )
     _emit_estimate(data, as_json, "activations")
 
 
