@@ -743,36 +743,14 @@ def _phase_row(r: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]],
         return "unknown" if x is None else _shown_quantity(x, "s")
 
     groups = r["concurrent_groups"]
+    # The record's figures as they are; what the explorer links (lineage, hot links) or prints (shown) is its own.
+    figures = {k: r[k] for k in PhaseRow.model_fields if k not in ("lineage", "hot_links", "shown")}
     return PhaseRow(
-        phase=r["phase"],
-        description=r["description"],
-        collective=r["collective"],
-        algorithm=r["algorithm"],
-        group_size=r["group_size"],
-        concurrent_groups=groups,
-        count=r["count"],
-        bytes_per_rank=r["bytes_per_rank"],
-        bytes_on_wire_per_rank=r["bytes_on_wire_per_rank"],
-        network=r["network"],
-        tier=r["tier"],
-        effective_gbps=r["effective_gbps"],
-        bottleneck_gbps=r["bottleneck_gbps"],
-        latency_seconds=r["latency_seconds"],
-        bandwidth_seconds=r["bandwidth_seconds"],
-        queueing_seconds=r["queueing_seconds"],
-        seconds=r["seconds"],
-        total_seconds=r["total_seconds"],
-        dominant=r["dominant"],
-        confidence=r["confidence"],
+        **figures,
         lineage=[_lineage_row(x, fields, state) for x in r["lineage"]],
         hot_links=[
             HotLink(
-                source=h["source"],
-                target=h["target"],
-                network=h["network"],
-                tier=h["tier"],
-                bytes_forward=h["bytes_forward"],
-                bytes_reverse=h["bytes_reverse"],
+                **{k: h[k] for k in HotLink.model_fields if k != "shown"},
                 shown={
                     "link": f"{h['source']} – {h['target']}",
                     "tier": h["tier"],
@@ -782,8 +760,6 @@ def _phase_row(r: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]],
             )
             for h in r["hot_links"]
         ],
-        notes=r["notes"],
-        unknown_reason=r["unknown_reason"],
         shown={
             "phase": r["phase"],
             "collective": r["collective"],
