@@ -179,6 +179,21 @@ def test_key_figures(built_registry, key, expected):
     assert (row["value_number"], row["unit"], row["direction"], row["status"]) == pytest.approx(expected)
 
 
+def test_a_derived_fields_text_is_a_plain_number_that_reads_back_as_its_value(built_registry):
+    """`value_text` is what SQL users and every view read: a derived 1,080,000 TFLOP/s is '1080000', never
+    '1.08e+06' (exponent notation), and it reads back as the stored number to six significant digits."""
+    rows = db_rows(
+        built_registry, "SELECT reference_id, field, value_text, value_number FROM fields WHERE status = 'derived'"
+    )
+    assert rows
+    bad = [
+        r
+        for r in rows
+        if "e" in r["value_text"].lower() or float(r["value_text"]) != pytest.approx(r["value_number"], rel=1e-5)
+    ]
+    assert not bad, bad[:5]
+
+
 @pytest.mark.slow
 def test_every_published_or_preliminary_field_audits_to_a_verified_hash(built_registry):
     cited = db_rows(
