@@ -16,12 +16,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import UsageError
+from .sizing import dtype_bytes
 
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION_KERNELS = ("flash", "unfused")
 # FlashAttention's backward computes five products to the forward's two (it recomputes the scores): Dao,
 # "FlashAttention-2" (arXiv 2307.08691), section 3.1.
 FLASH_BACKWARD_FACTOR = 2.5
+
+
+def check_recompute(mode: str) -> None:
+    if mode not in RECOMPUTE:
+        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {mode!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,8 +130,6 @@ def from_workload(model: Any) -> Shape:
     vocab = model.get("vocab")
     if not vocab:
         said.append("no vocabulary size stated (model.vocab): the embedding and the logits are not counted")
-    from .sizing import dtype_bytes
-
     return Shape(
         hidden=h,
         layers=layers,
@@ -247,8 +251,7 @@ def recompute_of(ops: list[Op], mode: str) -> list[Op]:
     """What the backward pass recomputes: full — the layer's whole forward; selective — the attention core
     (scores, softmax, dropout, weighted sum: Korthikanti et al., section 5), which a fused attention kernel
     recomputes inside its own backward already (nothing more); none — nothing."""
-    if mode not in RECOMPUTE:
-        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {mode!r}")
+    check_recompute(mode)
     if mode == "none":
         return []
     if mode == "full":
