@@ -203,37 +203,16 @@ class Wiring:
             self._arrays = new
         return self._arrays[name]
 
-    @property
-    def capacity(self) -> np.ndarray:
-        return self._array("capacity")
-
-    @property
-    def latency(self) -> np.ndarray:
-        return self._array("latency")
-
-    @property
-    def network(self) -> np.ndarray:
-        return self._array("network")
-
-    @property
-    def eu(self) -> np.ndarray:
-        return self._array("eu")
-
-    @property
-    def ev(self) -> np.ndarray:
-        return self._array("ev")
-
-    @property
-    def tail(self) -> np.ndarray:
-        return self._array("tail")
-
-    @property
-    def head(self) -> np.ndarray:
-        return self._array("head")
-
-    @property
-    def access(self) -> np.ndarray:
-        return self._array("access")
+    # The per-link arrays (see `_array`): capacity in bytes/s per direction, latency in ns, the edge's network and
+    # its end nodes (eu, ev), each directed link's tail and head, and whether it is an access link.
+    capacity = property(lambda self: self._array("capacity"))
+    latency = property(lambda self: self._array("latency"))
+    network = property(lambda self: self._array("network"))
+    eu = property(lambda self: self._array("eu"))
+    ev = property(lambda self: self._array("ev"))
+    tail = property(lambda self: self._array("tail"))
+    head = property(lambda self: self._array("head"))
+    access = property(lambda self: self._array("access"))
 
     # ---- structure -------------------------------------------------------------------------------
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
