@@ -42,13 +42,21 @@ class Communication:
     description: str
     collective: str  # an operation of the collective registry (all-reduce, reduce-scatter, ..., send)
     parts: tuple[Part, ...]
-    bytes_per_rank: float  # buffer size S in nccl-tests' convention (collectives.py) of the representative group
     count: int
-    concurrency: int  # groups (a send: pairs) doing this at once
+    # The buffer size S in nccl-tests' convention (collectives.py) of the representative group, and how many groups
+    # (a send: pairs) do this at once; when not given, the first part's (filled in on creation).
+    bytes_per_rank: float | None = None
+    concurrency: int | None = None
     network: str = "backend"
     one_domain: str | None = None  # set for tensor parallelism: its groups must each lie in one scale-up domain
     peer: str | None = None  # an endpoint outside the ranks (the client of a request)
     overlaps: str = ""  # what it may hide behind ("" when it sits on the critical path)
+
+    def __post_init__(self) -> None:
+        if self.bytes_per_rank is None:
+            object.__setattr__(self, "bytes_per_rank", self.parts[0].bytes_per_rank)
+        if self.concurrency is None:
+            object.__setattr__(self, "concurrency", len(self.parts[0].groups))
 
     @property
     def group(self) -> tuple[int, ...]:
@@ -145,13 +153,6 @@ def _act_bytes(w: Workload) -> float:
     return sizing.dtype_bytes(w.model.dtype)
 
 
-def decode_pool_start(w: Workload) -> int:
-    """The rank where a disaggregated service's decode pool starts (default: right after the prefill pool)."""
-    i = w.inference
-    assert i is not None
-    return i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
-
-
 def training(w: Workload) -> Decomposition:
     t, m = w.training, w.model
     assert t is not None
@@ -168,9 +169,7 @@ def training(w: Workload) -> Decomposition:
                 description="tensor-parallel activation all-reduce (2 forward + 2 backward per layer per micro-batch)",
                 collective="all-reduce",
                 parts=(Part(grp.tp, act),),
-                bytes_per_rank=act,
                 count=int(4 * layers_per_stage * t.microbatches),
-                concurrency=len(grp.tp),
                 one_domain=f"workload {w.id}",
             )
         )
@@ -183,9 +182,7 @@ def training(w: Workload) -> Decomposition:
                 "neighbouring stages (per TP rank, scatter-gather of 1/TP)",
                 collective="send",
                 parts=(Part(pairs, act / tp),),
-                bytes_per_rank=act / tp,
                 count=2 * t.microbatches,
-                concurrency=len(pairs),
             )
         )
     if cp > 1:
@@ -199,9 +196,7 @@ def training(w: Workload) -> Decomposition:
                 "twice per layer per micro-batch)",
                 collective="all-gather",
                 parts=(Part(grp.cp, kv * t.micro_batch * t.seq_len),),
-                bytes_per_rank=kv * t.micro_batch * t.seq_len,
                 count=int(3 * layers_per_stage * t.microbatches),
-                concurrency=len(grp.cp),
             )
         )
     shards = gradient_shards(m, t)
@@ -228,7 +223,6 @@ def training(w: Workload) -> Decomposition:
                     parts=tuple(parts),
                     bytes_per_rank=dense + expert,
                     count=count,
-                    concurrency=len(parts[0].groups),
                     overlaps=BACKWARD,
                 )
             )
@@ -243,9 +237,7 @@ def training(w: Workload) -> Decomposition:
                 "(forward and backward per MoE layer per micro-batch)",
                 collective="all-to-all",
                 parts=(Part(grp.ep, tokens),),
-                bytes_per_rank=tokens,
                 count=int(4 * e.moe_layers / pp * t.microbatches),
-                concurrency=len(grp.ep),
             )
         )
     return Decomposition(workload_id=w.id, ranks=w.accelerators, communications=tuple(out))
@@ -266,9 +258,7 @@ def _tp_all_reduce(w: Workload, stage: str, group: tuple[int, ...], pool: bool) 
         description=f"{where}: 2 TP all-reduces per layer{tail}",
         collective="all-reduce",
         parts=(Part((group,), size),),
-        bytes_per_rank=size,
         count=2 * m.layers * (1 if prefill else i.output_tokens),
-        concurrency=1,
         one_domain=f"workload {w.id} {where}" if pool else f"workload {w.id}",
     )
 
@@ -285,7 +275,7 @@ def inference(w: Workload) -> Decomposition:
             out += [_tp_all_reduce(w, "prefill", group, False), _tp_all_reduce(w, "decode", group, False)]
     else:
         ptp, dtp = i.prefill_tp, i.decode_tp
-        start = decode_pool_start(w)
+        start = w.decode_start
         ranks = max(ranks, start + dtp)
         prefill = tuple(range(ptp))
         decode = tuple(range(start, start + dtp))
@@ -320,9 +310,7 @@ def inference(w: Workload) -> Decomposition:
             "service network (separate from the backend fabric)",
             collective="send",
             parts=(Part(((0,),), (i.prompt_tokens + i.output_tokens) * i.bytes_per_token_on_frontend * batch),),
-            bytes_per_rank=(i.prompt_tokens + i.output_tokens) * i.bytes_per_token_on_frontend * batch,
             count=1,
-            concurrency=1,
             network="frontend",
             peer="client",
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
+from itertools import groupby
 from types import MappingProxyType
 from typing import Any
 
@@ -135,12 +136,7 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
 def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -> list[str]:
     """Every k-th scale-up domain (k = domains available ÷ domains needed), each filled by accelerator index."""
     tid = g.graph.get("topology_id", "?")
-    domains: list[list[str]] = []
-    for a in order:
-        d = g.nodes[a].get("domain") or a
-        if not domains or (g.nodes[domains[-1][0]].get("domain") or domains[-1][0]) != d:
-            domains.append([])
-        domains[-1].append(a)
+    domains = [list(members) for _, members in groupby(order, key=accelerator_domains(g).__getitem__)]
     sizes = {len(d) for d in domains}
     if len(sizes) != 1:
         raise PlacementError(f"{where}: spread needs scale-up domains of one size; topology {tid} has {sorted(sizes)}")
