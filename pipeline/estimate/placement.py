@@ -25,7 +25,7 @@ from typing import Any
 import networkx as nx
 
 from ..errors import UsageError
-from .decompose import Communication, Decomposition, check_degrees
+from .decompose import Decomposition, check_degrees
 from .view import View
 from .workloads import Workload
 
@@ -173,7 +173,12 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
     accelerators = rank_accelerators(view.g, w, offset)
     tied = [c for c in d.communications if c.one_domain is not None]
     for comm in tied:
-        check_one_domain(view, comm, [accelerators[r] for r in comm.group])
+        if len(comm.group) > view.domain_size:
+            raise UsageError(
+                f"{comm.one_domain}: tensor parallel degree {len(comm.group)} exceeds the scale-up domain of "
+                f"{view.reference} ({view.domain_size} accelerators); tensor parallelism must stay inside one "
+                "scale-up domain"
+            )
     if w.training is not None:
         check_degrees(w.model, w.training, f"workload {w.id}")
     domain = accelerator_domains(view.g)
@@ -190,18 +195,3 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
                     "inside one scale-up domain: choose a TP degree that divides the domain size"
                 )
     return accelerators
-
-
-def check_one_domain(view: View, comm: Communication, group: list[str]) -> None:
-    """Tensor parallelism must stay inside one scale-up domain."""
-    tp, what, reference = len(group), comm.one_domain, view.reference
-    if tp > view.domain_size:
-        raise UsageError(
-            f"{what}: tensor parallel degree {tp} exceeds the scale-up domain of {reference} "
-            f"({view.domain_size} accelerators); tensor parallelism must stay inside one scale-up domain"
-        )
-    if len({view.domain(a) for a in group}) > 1:
-        raise UsageError(
-            f"{what}: the tensor-parallel group would straddle two scale-up domains of {reference}; "
-            f"choose a degree that divides the domain size {view.domain_size}"
-        )

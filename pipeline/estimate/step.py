@@ -12,13 +12,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..core import confidence as rule
 from ..core.format import format_count, format_quantity
 from ..core.units import convert
 from ..errors import UsageError
 from . import compute, decompose, flops, memory, schedule, sizing, throughput
+
+if TYPE_CHECKING:
+    from ..core.facts import Facts
 
 # Registry fields the estimate reads, and the unit it wants each in.
 ACCELERATOR_FIELDS = {
@@ -28,20 +31,6 @@ ACCELERATOR_FIELDS = {
     "accelerator.peak_dense_fp8": "FLOP/s",
 }
 PEAK_FIELD = {"bf16": "accelerator.peak_dense_bf16", "fp8": "accelerator.peak_dense_fp8"}
-
-
-class _FactLike(Protocol):
-    value: float | None
-    unit: str | None
-    status: str
-    note: str
-    confidence: str
-
-
-class _FactsLike(Protocol):
-    reference_id: str
-
-    def get(self, key: str, required: bool = True) -> _FactLike: ...
 
 
 @dataclass(frozen=True)
@@ -78,7 +67,7 @@ class Accelerator:
         ]
 
 
-def accelerator(facts: _FactsLike) -> Accelerator:
+def accelerator(facts: Facts) -> Accelerator:
     """The accelerator fields of a reference, converted to base units; unknown ones kept with their reason."""
     out = {}
     for key, unit in ACCELERATOR_FIELDS.items():
