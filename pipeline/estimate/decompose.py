@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..formats.workload import ModelShape, Training, check_degrees  # noqa: F401  (the planner's name for it)
 from . import sizing
 from .workloads import Workload
@@ -93,22 +95,21 @@ def training_groups(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1) -> Grou
     """All groups of a TP × CP × DP × PP (× EP over the TP·CP·DP plane of each stage) layout. The
     ranks of one CP group hold the same weights, so gradients reduce over DP × CP (Megatron-LM's dp-cp group)."""
 
-    def rank(t: int, d: int, p: int, c: int = 0) -> int:
-        return t + tp * (c + cp * (d + dp * p))
+    # rank[p, d, c, t] = t + TP·(c + CP·(d + DP·p)); each kind's groups are the rows of one reshape.
+    rank = np.arange(tp * cp * dp * pp).reshape(pp, dp, cp, tp)
 
-    cs = range(cp)
-    tps = tuple(tuple(rank(t, d, p, c) for t in range(tp)) for p in range(pp) for d in range(dp) for c in cs)
-    pps = tuple(tuple(rank(t, d, p, c) for p in range(pp)) for d in range(dp) for c in cs for t in range(tp))
-    dps = tuple(tuple(rank(t, d, p, c) for d in range(dp) for c in cs) for p in range(pp) for t in range(tp))
-    cps = tuple(tuple(rank(t, d, p, c) for c in cs) for p in range(pp) for d in range(dp) for t in range(tp))
+    def rows(a: np.ndarray, size: int) -> tuple[tuple[int, ...], ...]:
+        return tuple(map(tuple, a.reshape(-1, size).tolist()))
+
+    tps, pps = rows(rank, tp), rows(rank.transpose(1, 2, 3, 0), pp)
+    dps, cps = rows(rank.transpose(0, 3, 1, 2), dp * cp), rows(rank.transpose(0, 1, 3, 2), cp)
     eps: tuple[tuple[int, ...], ...] = ()
     experts: tuple[tuple[int, ...], ...] = ()
     if ep > 1:
-        plane = tp * cp * dp
-        # The EP group walks the TP·CP·DP plane of a stage in rank order: flat index i = t + TP·(c + CP·d).
-        flat = [[p * plane + i for i in range(plane)] for p in range(pp)]
-        eps = tuple(tuple(f[k : k + ep]) for f in flat for k in range(0, plane, ep))
-        experts = tuple(tuple(f[k + e] for k in range(0, plane, ep)) for f in flat for e in range(ep))
+        # The EP group walks the TP·CP·DP plane of a stage in rank order (ep divides it: check_degrees); the
+        # holders of one expert are the ranks at the same place in every EP group of the stage.
+        groups = rank.reshape(pp, -1, ep)
+        eps, experts = rows(groups, ep), rows(groups.transpose(0, 2, 1), groups.shape[1])
     return Groups(tps, pps, dps, eps, experts, cps if cp > 1 else ())
 
 

@@ -166,10 +166,6 @@ class Wiring:
         self._local_cache: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
 
     # ---- links -----------------------------------------------------------------------------------
-    def link(self, a: str, b: str) -> int:
-        """Directed link id a → b (2·edge when a is the edge's first endpoint by name, else 2·edge + 1)."""
-        return int(self.links([(a, b)])[0])
-
     @property
     def n_links(self) -> int:
         return 2 * len(self.edges)
@@ -227,7 +223,6 @@ class Wiring:
         self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
         n = len(acc)
         number = {name: i for i, name in enumerate(dict.fromkeys(dom_of))}
-        self.domain_names = list(number)
         self.acc_domain = np.fromiter((number[x] for x in dom_of), dtype=np.int64, count=n)
         index = np.array(idx, dtype=np.int64)
         order = np.lexsort((index, self.acc_domain))  # domain by domain, each by accelerator index
