@@ -21,8 +21,7 @@ import scipy.sparse as sp
 from ..errors import UsageError
 from . import collectives
 from .decompose import Communication
-from .placement import accelerator_domains
-from .routing import Routes, Wiring, tier_name
+from .routing import Routes, Wiring, accelerator_domains, tier_name
 
 EPS = 1e-9
 

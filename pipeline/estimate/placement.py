@@ -16,56 +16,20 @@ it spans.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Mapping
 from itertools import groupby
-from types import MappingProxyType
 from typing import Any
 
 import networkx as nx
 
 from ..errors import UsageError
 from .decompose import Decomposition, check_degrees
+from .routing import accelerator_domains, ordered_accelerators
 from .view import View
 from .workloads import Workload
 
 
 class PlacementError(UsageError):
     """A workload cannot be laid onto the topology as declared (exit code 2: the request is wrong)."""
-
-
-# The accelerators of a graph (in order, and their domains) per graph object: every placement, the sharing check and
-# the failure scenarios ask, and each answer walks every node of the graph. The traffic code never mutates a built
-# graph; the node count is checked as a guard.
-_ACCELERATORS: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...], Mapping[str, str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _accelerators(g: nx.Graph) -> tuple[int, tuple[str, ...], Mapping[str, str]]:
-    """(node count, `ordered_accelerators`, `accelerator_domains`) of `g`, from one walk over its nodes."""
-    seen = _ACCELERATORS.get(g)
-    if seen is not None and seen[0] == g.number_of_nodes():
-        return seen
-    by_domain: dict[str, list[tuple[int, str]]] = {}
-    domain: dict[str, str] = {}
-    for n, d in g._node.items():  # networkx's own dict: no view object per node
-        if d.get("kind") == "accelerator":
-            dom = domain[n] = d.get("domain") or n
-            by_domain.setdefault(dom, []).append((int(d.get("index", 0)), n))
-    order = tuple(n for members in by_domain.values() for _, n in sorted(members))
-    seen = _ACCELERATORS[g] = (g.number_of_nodes(), order, MappingProxyType(domain))
-    return seen
-
-
-def ordered_accelerators(g: nx.Graph) -> list[str]:
-    """Accelerators domain by domain (domains in topology order), each domain by accelerator index."""
-    return list(_accelerators(g)[1])
-
-
-def accelerator_domains(g: nx.Graph) -> Mapping[str, str]:
-    """Each accelerator's scale-up domain (itself when it names none), read-only: every placement shares it."""
-    return _accelerators(g)[2]
 
 
 STRATEGIES = ("fill-domains", "spread", "explicit")
