@@ -349,7 +349,6 @@ def validated_registry(built_registry: Layout, tmp_path_factory: pytest.TempPath
     written there so that readers never rewrite it. Only read."""
 
     def build(target: Path) -> None:
-        from fabricref.core.registry import ensure_database
         from fabricref.validate.stage import run
 
         root = target / "repo"
