@@ -72,7 +72,7 @@ def _setup(lay: Any, model: str, views: Any, **options: Any) -> tuple[Any, Any, 
 
 def evaluation(lay: Any, views: Any) -> None:
     from fabricref import api
-    from fabricref.estimate.layout_eval import forget
+    from fabricref.plan.layout_eval import forget
 
     _, ev, layouts = _setup(lay, MODEL_70B, views, gpus=(1024,))
     forget()

@@ -17,9 +17,9 @@ from ..core import confidence as rule
 from ..errors import UsageError
 from ..estimate import step as step_model
 from ..estimate.calculator import place
-from ..estimate.layout_eval import GroupShape, group_cost
 from ..estimate.placement import rank_accelerators
 from ..estimate.view import View
+from .layout_eval import GroupShape, group_cost
 
 # (first rank, stride, ranks, GPUs of the job): the GPUs matter only where the placement spreads a job over the
 # cluster (the `spread` strategy), but are always part of the key so a shape is never reused under the wrong one.

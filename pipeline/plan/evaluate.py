@@ -3,8 +3,8 @@ cost, exposed communication, the accelerators that must talk, confidence.
 
 Everything here goes through the traffic library: the layout becomes a workload (`estimate/workloads.Workload`),
 `estimate/decompose.decompose` says what it communicates, each collective is costed on its placed group shape
-(`estimate/layout_eval.group_cost`, cached per operation, shape and size: one cost per distinct group shape and
-tier), and `estimate/layout_eval.training` (the step model, `estimate/step.py`, with the schedule, uneven-stage,
+(`layout_eval.group_cost`, cached per operation, shape and size: one cost per distinct group shape and
+tier), and `layout_eval.training` (the step model, `estimate/step.py`, with the schedule, uneven-stage,
 recompute and context-parallel terms) gives memory and time. A `bound` is the same evaluation with no communication: the
 memory and fit exactly, and a step time no communication can lower — what the search prunes on.
 """
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import confidence as rule
-from ..estimate import layout_eval
 from ..estimate.cost import Phase
 from ..estimate.decompose import Communication, decompose
 from ..estimate.workloads import Workload
 from ..formats.workload import Inference, Training
+from . import layout_eval
 from .cluster import ClusterSummary, GroupKey, group_key
 from .space import Layout, ModelSpec
 

@@ -24,11 +24,11 @@ from typing import Any
 
 from ..core.paths import Layout as Checkout
 from ..errors import UsageError, ValidationError
+from ..estimate.flops import RECOMPUTE
 from ..formats.plan import Layout
 from ..formats.workload import ModelShape
 
 OBJECTIVES = ("step", "tokens-per-second", "gpu-hours")
-RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
 ZERO = (0, 1, 2, 3)
 CP_DEGREES = (1, 2, 4, 8, 16, 32)

@@ -1,7 +1,5 @@
-"""One parallel layout evaluated from a cluster summary, without the graph: what the planner (pipeline/plan/) asks
-of the traffic library for each of the tens of thousands of layouts it searches.
-
-Two pieces live here rather than in the planner, because they are step-model arithmetic and belong beside it:
+"""One parallel layout evaluated from a cluster summary, without the graph: what the planner asks of the traffic
+library (`estimate/`) for each of the tens of thousands of layouts it searches. Only the planner uses it.
 
 * `group_cost`: the analytical per-tier cost of one collective over a group whose shape (ranks per domain,
   domains, tier, the fabric seen there) was placed once on the installed wiring (`calculator.place`) — the
@@ -18,11 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import collectives, flops, memory
-from . import step as step_model
-from .collectives import Shape
-from .cost import Cost, bytes_by_network, timed, unrouted_terms
-from .view import TIER_NAMES
+from ..estimate import collectives, flops, memory
+from ..estimate import step as step_model
+from ..estimate.collectives import Shape
+from ..estimate.cost import Cost, bytes_by_network, timed, unrouted_terms
+from ..estimate.view import TIER_NAMES
 
 
 @dataclass(frozen=True)
