@@ -183,10 +183,31 @@ def document_paths(value: Any, parts: tuple[Any, ...] = ()) -> list[tuple[Any, .
     return out
 
 
+def ensure_database(lay: Layout) -> Path:
+    """registry.duckdb, rewritten first if it is missing, damaged or its views do not match the Parquet tables
+    present (a copied checkout's names the original's files); the tests' way to open it as a person would."""
+    import duckdb
+    from fabricref.core.registry import BUILD_TABLE, _views, build_database, verify_file
+    from fabricref.errors import IntegrityError
+
+    path = lay.duckdb_path
+    try:
+        verify_file(path)
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            built = con.execute(f"SELECT view, parquet_path FROM {BUILD_TABLE} ORDER BY view").fetchall()
+        finally:
+            con.close()
+        if [tuple(r) for r in built] == sorted(_views(lay)):
+            return path
+    except (IntegrityError, duckdb.Error):
+        pass
+    return build_database(lay)
+
+
 def db_rows(lay: Layout, sql: str, *params: Any) -> list[dict[str, Any]]:
     """The rows of `sql` over the registry's database (read-only), as dicts by column name."""
     import duckdb
-    from fabricref.core.registry import ensure_database
 
     con = duckdb.connect(str(ensure_database(lay)), read_only=True)
     try:
@@ -248,7 +269,6 @@ def build_once(base: Path, name: str, build: Callable[[Path], None]) -> Path:
 
 def _build_registry(target: Path) -> None:
     from fabricref.cli import main
-    from fabricref.core.registry import ensure_database
 
     lay = Layout(copy_checkout(target / "repo"))
     for verb in (["retrieve"], ["extract"], ["compile"], ["topology", "--all"]):
@@ -299,6 +319,45 @@ def built_graph(built_registry: Layout) -> Callable[[str], nx.Graph]:
         return graphs[topology_id]
 
     return get
+
+
+def _build_extracted(target: Path) -> None:
+    from fabricref.core.sources import load_sources
+    from fabricref.extract.stage import run as extract
+
+    lay = Layout(copy_checkout(target / "repo"))
+    extract(lay, load_sources(lay))
+
+
+@pytest.fixture(scope="session")
+def extracted_checkout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """The checkout's data copied and run through extract once per run (every xdist worker shares it): its claims
+    as a first `extract` of the shipped data leaves them. Only read; a test that changes it uses `extracted`."""
+    return Layout(build_once(shared_base(tmp_path_factory), "extracted", _build_extracted) / "repo")
+
+
+@pytest.fixture
+def extracted(extracted_checkout: Layout, tmp_path: Path) -> Layout:
+    """A private copy of the extracted checkout, for a test that edits models or claims and runs compile."""
+    return Layout(shutil.copytree(extracted_checkout.root, tmp_path / "repo"))
+
+
+@pytest.fixture(scope="session")
+def validated_registry(built_registry: Layout, tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """A copy of the session's built registry with the validate stage run on it (registry/validation/: every
+    published result estimated, the suite's costliest read), once per run for every xdist worker, its database
+    written there so that readers never rewrite it. Only read."""
+
+    def build(target: Path) -> None:
+        from fabricref.validate.stage import run
+
+        root = target / "repo"
+        shutil.copytree(built_registry.root, root, ignore=shutil.ignore_patterns(".venv", ".git"))
+        lay = Layout(root)
+        run(lay)
+        ensure_database(lay)
+
+    return Layout(build_once(shared_base(tmp_path_factory), "validated", build) / "repo")
 
 
 @pytest.fixture
