@@ -146,6 +146,15 @@ KEY_FIGURES = {
     ("nvidia-gb300-nvl72", "accelerator.memory"): (288, "GB", None, "published"),
     # HGX B300 reference design: "9 NICs at 800 Gb/s bandwidth per GPU"; the DGX B300 SuperPOD: "2x 400GbE" per GPU.
     ("nvidia-dgx-b300", "scale_out.bandwidth_per_accelerator"): (800, "Gb/s", "per_direction", "published"),
+    # HGX B300 reference design: "two 400 GbE ports" north/south per node; the SuperNICs per server are not counted.
+    ("nvidia-dgx-b300", "frontend.nic.speed"): (400, "Gb/s", "per_direction", "published"),
+    ("nvidia-dgx-b300", "scale_out.nic.count"): (None, "count", None, "unknown"),
+    # Vera Rubin NVL72 reference architecture: "two 400 Gb/s ports" north/south per node (announced: preliminary);
+    # the ConnectX-9 port rate is not stated there.
+    ("nvidia-vera-rubin-nvl144", "frontend.nic.speed"): (400, "Gb/s", "per_direction", "preliminary"),
+    ("nvidia-vera-rubin-nvl144", "scale_out.nic.speed"): (None, "Gb/s", "per_direction", "unknown"),
+    # DGX B200 page: "64TB/s HBM3e bandwidth" for eight GPUs -> 8 TB/s each (a maintainer's 7.672 does not displace it).
+    ("nvidia-dgx-b200", "accelerator.memory_bandwidth"): (8, "TB/s", None, "derived"),
     ("illustrative-h100-4096", "cluster.accelerators"): (4096, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.leaf.count"): (128, "count", None, "derived"),
     ("illustrative-h100-4096", "fabric.spine.count"): (128, "count", None, "derived"),
@@ -315,3 +324,55 @@ def test_dgx_b300_keeps_the_port_rate_and_the_per_gpu_rate_apart_each_with_its_s
     assert (port["value"], per_gpu["value"]) == (400, 800)
     assert port["chosen"].startswith("nvidia-dgx-superpod-b300-network-fabrics")
     assert {p["source_id"] for p in per_gpu["provenance"]} == {"nvidia-hgx-b300-enterprise-ra-abstract"}
+
+
+@pytest.mark.parametrize(
+    ("ref", "model", "source", "status"),
+    [
+        ("nvidia-dgx-b300", "ConnectX-8 SuperNIC", "nvidia-hgx-b300-enterprise-ra-physical-topologies", "published"),
+        (
+            "nvidia-vera-rubin-nvl144",
+            "ConnectX-9 SuperNIC",
+            "nvidia-vera-rubin-nvl72-ra-physical-topologies",
+            "preliminary",
+        ),
+    ],
+)
+def test_scale_out_supernics_are_named_by_nvidias_reference_designs(built_registry, ref, model, source, status):
+    # "the GPUs are connected ... through their respective NVIDIA ConnectX-8 SuperNICs" (HGX B300 design) and
+    # "... their respective ConnectX-9 SuperNICs" (Vera Rubin NVL72 design, an announced platform: preliminary).
+    found = audit(built_registry, ref, "scale_out.nic.model")
+    assert (found["value"], found["status"]) == (model, status)
+    assert {p["source_id"] for p in found["provenance"]} == {source}
+    (row,) = db_rows(built_registry, f"SELECT publisher_kind, url FROM sources WHERE source_id = '{source}'")
+    assert row["publisher_kind"] == "vendor-document" and row["url"].startswith("https://docs.nvidia.com/")
+
+
+def test_a_maintainers_b200_memory_bandwidth_is_a_claim_of_its_own_kind_that_sets_no_vendor_field(built_registry):
+    source = "pytorch-ao-pr-4002-b200-memory-bandwidth"
+    (src,) = db_rows(
+        built_registry, f"SELECT publisher_kind, status, published_on, url FROM sources WHERE source_id = '{source}'"
+    )
+    assert src == {
+        "publisher_kind": "maintainer-statement",
+        "status": "preliminary",
+        "published_on": "2026-03-05",
+        "url": "https://github.com/pytorch/ao/pull/4002",
+    }
+    (claim,) = db_rows(
+        built_registry, f"SELECT field, value_number, unit, status FROM claims WHERE source_id = '{source}'"
+    )
+    assert claim == {
+        "field": "accelerator.memory_bandwidth",
+        "value_number": 7.672,
+        "unit": "TB/s",
+        "status": "preliminary",
+    }
+    # No reference cites it: NVIDIA's stated 64 TB/s over eight GPUs stays the B200's figure, with no conflict claimed.
+    assert not db_rows(built_registry, f"SELECT * FROM field_citations WHERE source_id = '{source}'")
+    (field,) = db_rows(
+        built_registry,
+        "SELECT value_number, status, conflict FROM fields "
+        "WHERE reference_id = 'nvidia-dgx-b200' AND field = 'accelerator.memory_bandwidth'",
+    )
+    assert field["value_number"] == 8 and field["status"] == "derived" and not field["conflict"]

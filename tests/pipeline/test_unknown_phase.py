@@ -1,8 +1,8 @@
 """A phase whose bandwidth no source states is reported as unknown, the other phases are still costed, and a
 total that would add the unknown phase is unknown (null, with the reason), never the sum of the others.
 
-The shipped case: no source states the DGX B300's frontend NIC speed (`frontend.nic.speed`), so its client
-request / response phase has no time.
+Every shipped system states its frontend NIC speed (`frontend.nic.speed`), so the end-to-end case is a DGX B300
+whose model leaves it unknown, rebuilt in a private copy: its client request / response phase has no time.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ import dataclasses
 import json
 
 import pytest
+import yaml
+from fabricref.compile import stage as compile_stage
 from fabricref.core.paths import Layout
 from fabricref.estimate.traffic import Views, estimate, step_of
 from fabricref.estimate.view import view_for
 from fabricref.estimate.workloads import find_workload
+from fabricref.topology import stage as topology_stage
 from fabricref.traffic.stage import workload_tables
 
 WID = "llama70b-serve-aggregated"
@@ -27,7 +30,21 @@ def _phases(result):
     return {p.phase: p for p in result.phases}
 
 
-def test_the_shipped_b300_frontend_phase_is_unknown_and_the_others_are_costed(cli, built_registry: Layout):
+def _without_frontend_speed(lay: Layout, reference: str) -> None:
+    """The reference's model with `frontend.nic.speed` declared unknown, compiled and its topologies rebuilt."""
+    path = lay.references_dir / f"{reference}.yaml"
+    model = yaml.safe_load(path.read_text())
+    model["fields"]["frontend.nic.speed"] = {"unknown": "Left unknown here to cost a phase no source states."}
+    model.get("assumptions", {}).pop("frontend.nic.speed", None)
+    path.write_text(yaml.safe_dump(model, sort_keys=False))
+    compile_stage.run(lay)
+    topology_stage.run(lay)
+
+
+@pytest.mark.slow
+def test_an_unknown_frontend_phase_is_unknown_end_to_end_and_the_others_are_costed(cli, built_copy: Layout):
+    _without_frontend_speed(built_copy, "nvidia-dgx-b300")
+    built_registry = built_copy
     r = cli("estimate", "workload", "nvidia-dgx-b300", WID, "--json", root=built_registry.root)
     assert r.code == 0, r.err
     data = json.loads(r.out)
