@@ -183,10 +183,31 @@ def document_paths(value: Any, parts: tuple[Any, ...] = ()) -> list[tuple[Any, .
     return out
 
 
+def ensure_database(lay: Layout) -> Path:
+    """registry.duckdb, rewritten first if it is missing, damaged or its views do not match the Parquet tables
+    present (a copied checkout's names the original's files); the tests' way to open it as a person would."""
+    import duckdb
+    from fabricref.core.registry import BUILD_TABLE, _views, build_database, verify_file
+    from fabricref.errors import IntegrityError
+
+    path = lay.duckdb_path
+    try:
+        verify_file(path)
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            built = con.execute(f"SELECT view, parquet_path FROM {BUILD_TABLE} ORDER BY view").fetchall()
+        finally:
+            con.close()
+        if [tuple(r) for r in built] == sorted(_views(lay)):
+            return path
+    except (IntegrityError, duckdb.Error):
+        pass
+    return build_database(lay)
+
+
 def db_rows(lay: Layout, sql: str, *params: Any) -> list[dict[str, Any]]:
     """The rows of `sql` over the registry's database (read-only), as dicts by column name."""
     import duckdb
-    from fabricref.core.registry import ensure_database
 
     con = duckdb.connect(str(ensure_database(lay)), read_only=True)
     try:
@@ -248,7 +269,6 @@ def build_once(base: Path, name: str, build: Callable[[Path], None]) -> Path:
 
 def _build_registry(target: Path) -> None:
     from fabricref.cli import main
-    from fabricref.core.registry import ensure_database
 
     lay = Layout(copy_checkout(target / "repo"))
     for verb in (["retrieve"], ["extract"], ["compile"], ["topology", "--all"]):

@@ -280,7 +280,7 @@ def estimate_memory(
 ) -> None:
     """Bytes of model state per rank (`bytes`): 18 B/param for mixed-precision Adam, 16 B/param in the ZeRO
     paper's layout, split over TP × PP (experts over EP) and partitioned by ZeRO stage over DP."""
-    data = api.memory(params, layout_name, dp, zero, tp, pp, ep, expert_params)
+    data = api.memory(params, layout_name, dp=dp, zero=zero, tp=tp, pp=pp, ep=ep, expert_params=expert_params)
     _emit_estimate(data, as_json, "memory per rank")
 
 
@@ -301,7 +301,9 @@ def estimate_activations(
     as_json: JsonOpt = False,
 ) -> None:
     """Activation bytes per transformer layer (`bytes_per_layer`) after Korthikanti et al.: sbh(34 + 5as/h)."""
-    data = api.activations(seq, batch, hidden, heads, tp, sequence_parallel, recompute, layers)
+    data = api.activations(
+        seq, batch, hidden, heads, layers, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    )
     _emit_estimate(data, as_json, "activations")
 
 

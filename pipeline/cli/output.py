@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.files import new_file_mode
-from ..core.format import MISSING, format_quantity
+from ..core.format import MISSING, format_exact, format_quantity
 from ..core.paths import Layout, layout, settle
 from ..core.text import json_ascii, json_safe, visible
 from ..errors import FabricrefError
@@ -57,8 +57,6 @@ def safe_streams() -> None:
 def set_width() -> None:
     """The table width for this command: COLUMNS when set (as a terminal or a CI job declares it), the terminal's
     own width, or 200 when printing to a pipe or file (so redirected output is not wrapped at 80)."""
-    import os
-
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         out.width = int(columns)
@@ -68,14 +66,17 @@ def set_width() -> None:
         out.width = 200
 
 
-def make_table(*columns: str, keys: int = 1, title: str | None = None, rows: list[list[Any]] | None = None) -> Any:
+def make_table(
+    *columns: str, keys: int = 1, title: str | None = None, rows: list[list[Any]] | None = None, exact: bool = False
+) -> Any:
     """Rows as a table whose first `keys` columns are identifiers, never cut to an ellipsis: kept whole on one
     line when they fit beside the other columns, else wrapped (folded); other columns wrap too. When even the
     narrowest layout is wider than the terminal, each row is printed as its own block of `column  value` lines
     (keys first), so nothing is cut at any width. Nested cells (dicts, lists) become sub-tables (`cell`).
     The layout is chosen when the table is printed, for the width of the console it is printed on (a
-    table laid out for one width and printed at another would cut its ids)."""
-    return _KeyedTable(columns, keys, title, rows or [])
+    table laid out for one width and printed at another would cut its ids). `exact` shows records' numbers with
+    every stored digit instead of an estimate's three."""
+    return _KeyedTable(columns, keys, title, [[exact_cell(v) for v in r] for r in rows or []] if exact else rows or [])
 
 
 class _KeyedTable:
@@ -164,6 +165,13 @@ def cell(value: Any) -> Any:
             return sub
         return "\n".join(str(cell(v)) for v in value)
     return str(value)  # made visible as it is printed (_TextConsole)
+
+
+def exact_cell(value: Any) -> Any:
+    """A record's cell: a float with every digit it stores (`format_exact`); anything else as `cell` shows it."""
+    if isinstance(value, float | Decimal) and not isinstance(value, bool):
+        return format_exact(float(value))
+    return value
 
 
 def unit_of_key(key: str) -> str | None:
@@ -278,20 +286,12 @@ def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: 
         # a computed result, where they mean an input out of range.
         print_json(strict([dict(zip(columns, row, strict=True)) for row in rows]))
         return
-    out.print(make_table(*columns, title=title, rows=[list(r) for r in rows]))
-
-
-def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """Rows as CSV with a header line (None written as an empty cell, nested values as JSON)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([csv_cell(v) for v in row] for row in rows)
-    sys.stdout.write(buf.getvalue())
+    out.print(make_table(*columns, title=title, rows=[list(r) for r in rows], exact=True))
 
 
 def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
-    """`write_csv`, written batch by batch as the rows arrive (same text; one batch in memory at a time)."""
+    """Rows as CSV with a header line (None written as an empty cell, nested values as JSON), written batch by
+    batch as the rows arrive (the same text whatever the batches; one batch in memory at a time)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)

@@ -38,6 +38,11 @@ HeadroomOpt = Annotated[
 ]
 
 
+def _tokens(flag: str, help: str) -> Any:
+    """An option taking a whole number of tokens as people write it (8k, 4096; cli/options.py `amount`)."""
+    return typer.Option(flag, parser=amount(flag, whole=True), help=help)
+
+
 def _ints(text: str | None, option: str) -> tuple[int, ...] | None:
     """'8' or '4,8' → (4, 8); anything else is bad usage naming the option."""
     if text is None:
@@ -130,12 +135,7 @@ def plan_train(
     global_batch: Annotated[
         int | None, typer.Option("--global-batch", help="Sequences per step (default: the workload's).")
     ] = None,
-    seq: Annotated[
-        int | None,
-        typer.Option(
-            "--seq", parser=amount("--seq", whole=True), help="Tokens per sequence (default: the workload's), e.g. 8k."
-        ),
-    ] = None,
+    seq: Annotated[int | None, _tokens("--seq", "Tokens per sequence (default: the workload's), e.g. 8k.")] = None,
     objective: Annotated[
         str, typer.Option("--objective", help="step, tokens-per-second or gpu-hours (accelerator-hours, no prices).")
     ] = "step",
@@ -197,15 +197,9 @@ def plan_train(
             )  # fmt: skip
     finally:
         eng.close()
-    from ..plan import store
     from ..plan.train import save_training
 
-    path = store.write(lay, result)
-    saved = None
-    if save:
-        row, files = save_training(lay, result, save)
-        saved = {"workload": save, "layout_id": row["layout_id"], "rank": row["rank"], "files": _rel(lay, files)}
-    _report(lay, result, path, saved, as_json, engine)
+    _keep(lay, result, save, save_training, as_json, engine)
 
 
 @plan_app.command("serve")
@@ -215,14 +209,8 @@ def plan_serve(
     requests_per_second: Annotated[
         float | None, typer.Option("--requests-per-second", help="Demand (default: the workload's).")
     ] = None,
-    prompt: Annotated[
-        int | None,
-        typer.Option("--prompt", parser=amount("--prompt", whole=True), help="Prompt tokens per request, e.g. 8k."),
-    ] = None,
-    output: Annotated[
-        int | None,
-        typer.Option("--output", parser=amount("--output", whole=True), help="Output tokens per request, e.g. 8k."),
-    ] = None,
+    prompt: Annotated[int | None, _tokens("--prompt", "Prompt tokens per request, e.g. 8k.")] = None,
+    output: Annotated[int | None, _tokens("--output", "Output tokens per request, e.g. 8k.")] = None,
     ttft_p50: Annotated[
         str | None, typer.Option("--ttft-p50", help="Time-to-first-token target, e.g. 2s or 500ms.")
     ] = None,
@@ -254,19 +242,22 @@ def plan_serve(
         top=top,
         memory_headroom=memory_headroom,
     )
-    from ..plan import store
     from ..plan.serve import save_serving
+
+    _keep(lay, result, save, save_serving, as_json, "local")
+
+
+def _keep(lay: Any, result: Any, save: str | None, saver: Any, as_json: bool, engine: str) -> None:
+    """Write the plan's rows to plans/, save its best layout as workload `save` if asked (`saver`), and report."""
+    from ..plan import store
 
     path = store.write(lay, result)
     saved = None
     if save:
-        row, files = save_serving(lay, result, save)
-        saved = {"workload": save, "layout_id": row["layout_id"], "rank": row["rank"], "files": _rel(lay, files)}
-    _report(lay, result, path, saved, as_json, "local")
-
-
-def _rel(lay: Any, files: list[Path]) -> list[str]:
-    return [lay.relative(f) for f in files]
+        row, files = saver(lay, result, save)
+        files = [lay.relative(f) for f in files]
+        saved = {"workload": save, "layout_id": row["layout_id"], "rank": row["rank"], "files": files}
+    _report(lay, result, path, saved, as_json, engine)
 
 
 def _report(lay: Any, result: Any, path: Path, saved: dict[str, Any] | None, as_json: bool, engine: str) -> None:

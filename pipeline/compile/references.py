@@ -17,6 +17,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -520,7 +521,8 @@ def _derive(
     record.update(
         {
             "value_number": number,
-            "value_text": f"{number:g}",
+            # Six significant digits, as `g` gives, but never in exponent notation: SQL and every view read it.
+            "value_text": format(Decimal(f"{number:.6g}"), "f"),
             "status": "derived",
             "confidence": confidence.of_status("derived", confidences),
             "formula": formula,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 MISSING = "—"
@@ -91,6 +92,16 @@ def format_count(value: float, digits: int = 3) -> str:
     if float(value).is_integer():
         return f"{int(value):,}"
     return _number(_round(value, digits), digits)
+
+
+def format_exact(value: float) -> str:
+    """A stored number with every digit it holds (the shortest text that reads back as the same float), thousands
+    separators and never exponent notation: '2,614.9', '0.000000125'. For records shown as they are (query
+    results); estimates go through `format_quantity`."""
+    if not math.isfinite(value):
+        return str(value)
+    text = format(Decimal(repr(float(value))), ",f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def format_quantity(

@@ -21,22 +21,24 @@ from ..errors import UnknownIdError, UsageError
 from .paths import Layout
 from .registry import Tables, table_paths
 
-# Attribute names the exports carry (pipeline/topology/tables.py refuses a graph with any other).
-NODE_ATTRS = (
-    "kind",
-    "role",
-    "label",
-    "within",
-    "domain",
-    "block",
-    "rail",
-    "tier",
-    "pod",
-    "assumed",
-    "index",
-    "plane",
-    "aggregate",
-)
+# Attribute names the exports carry (pipeline/topology/tables.py refuses a graph with any other), nodes' with the
+# type of their column in topology_nodes.
+NODE_TYPES = {
+    "kind": "VARCHAR",
+    "role": "VARCHAR",
+    "label": "VARCHAR",
+    "within": "VARCHAR",
+    "domain": "VARCHAR",
+    "block": "INTEGER",
+    "rail": "INTEGER",
+    "tier": "INTEGER",
+    "pod": "INTEGER",
+    "assumed": "BOOLEAN",
+    "index": "INTEGER",
+    "plane": "INTEGER",
+    "aggregate": "BOOLEAN",
+}
+NODE_ATTRS = tuple(NODE_TYPES)
 EDGE_ATTRS = (
     "network",
     "bandwidth_gbps",

@@ -7,7 +7,7 @@ One module for every reader and writer, so no stage imports another stage to rea
 - `open_tables(lay, "tables", "topology")` gives an in-memory DuckDB whose views read exactly the Parquet
   files of the named output directories, as they are on disk now; `Tables.rows(sql, *params)` runs one
   statement with bound parameters. A stage opens only the directories its DVC stage declares as deps.
-- `build_database` / `ensure_database` keep `registry/registry.duckdb` for people who open it directly.
+- `build_database` keeps `registry/registry.duckdb` for people who open it directly.
 
 Why `registry/registry.duckdb` holds views and not tables: a DuckDB file is not
 byte-identical from build to build, so it cannot be a DVC output without breaking the byte-identical
@@ -15,7 +15,7 @@ byte-identical from build to build, so it cannot be a DVC output without breakin
 (a notebook read last week's numbers). A file holding only *views* over the Parquet files holds no numbers at
 all: every query reads the Parquet files as they are now, so a direct reader sees the current numbers or a
 DuckDB error naming what is missing. `_registry_build` records which Parquet files (by path) the views were made
-for; `ensure_database` rewrites the file when that list no longer matches.
+for.
 
 What the views file depends on is the tables' names and columns (name and type), not their contents: DuckDB binds
 a view's columns when it is created (and lists those in `duckdb_columns()` / `information_schema` until a query
@@ -376,12 +376,6 @@ def open_tables(lay: Layout, *dirs: str) -> Tables:
     return Tables(table_paths(lay, *dirs))
 
 
-@contextlib.contextmanager
-def reading(lay: Layout, *dirs: str) -> Iterator[Tables]:
-    with open_tables(lay, *dirs) as tables:
-        yield tables
-
-
 def _views(lay: Layout) -> list[tuple[str, str]]:
     """(view name, absolute Parquet path) for every table present now."""
     return [(name, path.resolve().as_posix()) for name, path in table_paths(lay).items()]
@@ -508,27 +502,3 @@ def remove_leftovers(directory: Path, prefix: str) -> None:
         else:
             with contextlib.suppress(OSError):
                 entry.unlink()
-
-
-def ensure_database(lay: Layout) -> Path:
-    """registry.duckdb, rewritten first if it is missing or its views do not match the Parquet tables present.
-
-    Rewriting it can never change a number (it holds views only), so any reader may do it."""
-    expected = _views(lay)
-    path = lay.duckdb_path
-    if path.exists():
-        try:
-            verify_file(path)  # a damaged file is rebuilt (it holds views only), never opened
-        except IntegrityError:
-            return build_database(lay)
-        try:
-            con = duckdb.connect(str(path), read_only=True)
-            try:
-                built = con.execute(f"SELECT view, parquet_path FROM {BUILD_TABLE} ORDER BY view").fetchall()
-            finally:
-                con.close()
-            if [tuple(r) for r in built] == sorted(expected):
-                return path
-        except duckdb.Error:
-            pass
-    return build_database(lay)

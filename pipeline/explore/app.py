@@ -28,11 +28,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment
 
-from .. import api
 from ..errors import FabricrefError, UnknownIdError
 from ..formats import explore as fmt
 from ..views import render, validation
 from ..views.layout import lay_out
+from .explorer import Explorer, ExplorerInputError, failure_statement, knob_of
 from .plan import search as plan_search
 
 log = logging.getLogger("fabricref.explore")
@@ -74,7 +74,7 @@ def create_app(
     site that resolves its name to 127.0.0.1 cannot read this one: DNS rebinding). `warm`: load every topology's
     graph, routing arrays and first drawing in the background as the server starts, smallest first, so the
     first request for each finds them loaded."""
-    explorer = api.Explorer(root)
+    explorer = Explorer(root)
     explorer.fingerprint()  # fails early on a checkout without a registry
     pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fabricref-explore")
     static = _Static()
@@ -145,9 +145,9 @@ def create_app(
     async def library(request: Request, exc: FabricrefError) -> Response:
         if isinstance(exc, UnknownIdError):
             return _error(request, templates, 404, str(exc), ["path"])
-        if isinstance(exc, api.ExplorerInputError):
+        if isinstance(exc, ExplorerInputError):
             return _error(request, templates, 422, str(exc), list(exc.loc))
-        knob = api.knob_of(str(exc))
+        knob = knob_of(str(exc))
         return _error(request, templates, 422, str(exc), ["body", "knobs", knob] if knob else [])
 
     @app.exception_handler(Exception)
@@ -245,7 +245,7 @@ def create_app(
     @app.get("/model", response_class=HTMLResponse)
     async def model_page() -> Any:
         return page(
-            "model.j2", index=await run(explorer.index), statement=api.failure_statement(), title="Model and workload"
+            "model.j2", index=await run(explorer.index), statement=failure_statement(), title="Model and workload"
         )
 
     @app.get("/validation", response_class=HTMLResponse)
@@ -297,7 +297,7 @@ class _Refused(Exception):
         self.status, self.message, self.loc = status, message, loc
 
 
-def _warm(explorer: api.Explorer, stop: threading.Event) -> None:
+def _warm(explorer: Explorer, stop: threading.Event) -> None:
     """Every topology loaded, its routing arrays built and its first drawing laid out, smallest first."""
     try:
         topologies = sorted(explorer.index().topologies, key=lambda t: t.accelerators)
@@ -310,7 +310,7 @@ def _warm(explorer: api.Explorer, stop: threading.Event) -> None:
         log.exception("warming the explorer's cache failed")
 
 
-def _drawing(explorer: api.Explorer, topology_id: str, open: str | None) -> Any:
+def _drawing(explorer: Explorer, topology_id: str, open: str | None) -> Any:
     """The drawing with its layout (computed once per topology and level, then cached with it)."""
     return explorer.memo(("layout", topology_id, open), lambda: lay_out(explorer.drawing(topology_id, open)))
 

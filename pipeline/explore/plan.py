@@ -9,18 +9,20 @@ from urllib.parse import urlencode
 from .. import api
 from ..core.format import format_quantity
 from ..formats import explore as fmt
+from ..formats.plan import Layout
+from .explorer import Explorer
 
 # Routed per physical link in the explorer (the rest analytical, labelled so): a search answers within the
 # explorer's time limit on the largest cluster.
 ROUTED = 3
 
 
-def search(explorer: api.Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
+def search(explorer: Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
     """The search of `request`, once per content of the registry (the explorer's cache)."""
     return explorer.memo(("plan", request.model_dump_json()), lambda: _search(explorer, request))
 
 
-def _search(explorer: api.Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
+def _search(explorer: Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
     q = request
     result = api.plan_train(
         q.model, q.cluster, root=explorer.lay.root, gpus=(q.gpus,) if q.gpus else None, global_batch=q.global_batch,
@@ -38,12 +40,9 @@ def _search(explorer: api.Explorer, request: fmt.PlanRequest) -> fmt.PlanPage:
 
 
 def _layout(r: dict[str, Any], q: fmt.PlanRequest) -> fmt.PlanLayout:
-    from ..plan.space import Layout
-
-    x = Layout(
-        r["gpus"], r["tp"], r["pp"], r["dp"], r["cp"], r["ep"], r["micro_batch"], r["microbatches"], r["zero"],
-        r["recompute"], r["schedule"], r["virtual_stages"],
-    )  # fmt: skip
+    x = Layout.of_row(r)
+    choices = {name: r[name] for name in fmt.LayoutChoices.model_fields}
+    choices["schedule"] = x.schedule if x.schedule == "1f1b" else f"interleaved (v = {x.v})"
     if r["cp"] > 1:
         url, note = None, "context parallelism is not a knob of the model view"
     else:
@@ -66,16 +65,7 @@ def _layout(r: dict[str, Any], q: fmt.PlanRequest) -> fmt.PlanLayout:
         rank=r["rank"],
         layout_id=r["layout_id"],
         describe=x.describe(),
-        tp=r["tp"],
-        pp=r["pp"],
-        dp=r["dp"],
-        cp=r["cp"],
-        ep=r["ep"],
-        micro_batch=r["micro_batch"],
-        microbatches=r["microbatches"],
-        zero=r["zero"],
-        recompute=r["recompute"],
-        schedule=r["schedule"] if r["schedule"] == "1f1b" else f"interleaved (v = {r['virtual_stages']})",
+        **choices,
         step_seconds=step,
         routed_step_seconds=routed,
         exposed_communication_seconds=r["exposed_communication_seconds"],

@@ -9,11 +9,12 @@ ask for work beyond what the largest shipped cluster needs. Responses carry exac
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .common import SLUG_PATTERN, Dtype, Strict
+from .plan import Layout
 
 Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=80)]
 # A node of a topology graph as the topology stage names it ('b000/gpu0', 'leaf00012', 'nvidia-dgx-h100/sus3').
@@ -486,22 +487,22 @@ class PlanRequest(Strict):
     max_layouts: int = Field(default=100_000, ge=1, le=100_000, description="Refuse a larger search.")
 
 
-class PlanLayout(Response):
-    """One ranked layout: its degrees and choices, what the step model says of it, and how to open it."""
+# A ranked layout's degrees and choices: those of formats/plan.py `Layout` but its GPUs (the request's) and v (shown
+# in `schedule`: 'interleaved (v = 2)').
+LayoutChoices = create_model(
+    "LayoutChoices",
+    __base__=Response,
+    **{name: (kind, ...) for name, kind in get_type_hints(Layout).items() if name not in ("gpus", "v")},
+)
+
+
+class PlanLayout(LayoutChoices):
+    """One ranked layout: its degrees and choices (`LayoutChoices`), what the step model says of it, and how to
+    open it."""
 
     rank: int
     layout_id: str
     describe: str
-    tp: int
-    pp: int
-    dp: int
-    cp: int
-    ep: int
-    micro_batch: int
-    microbatches: int
-    zero: int
-    recompute: str
-    schedule: str
     step_seconds: float
     routed_step_seconds: float | None
     exposed_communication_seconds: float | None

@@ -13,18 +13,10 @@ from ..core.store import sha256_file
 from ..errors import IntegrityError, UnknownIdError, UsageError, ValidationError
 
 
-def _rows(con: Tables, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    return con.rows(sql, *params)
-
-
-def _verify(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> bool:
-    """True when the cited bytes are what was pinned: the stored snapshot re-hashes to its SHA-256 and, for a
-    transcription, the file a reader opens under sources/transcriptions/ is still the one pinned."""
-    return _problem(lay, source_id, snapshot_path, sha256) is None
-
-
 def _problem(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> str | None:
-    """What breaks the promise of a citation's hash, or None."""
+    """What breaks the promise of a citation's hash, or None when the cited bytes are what was pinned: the stored
+    snapshot re-hashes to its SHA-256 and, for a transcription, the file a reader opens under
+    sources/transcriptions/ is still the one pinned."""
     path = lay.root / snapshot_path
     try:
         contained(path, lay.root, strict=True)  # a table's `snapshot_path` of `../..` must not read /etc
@@ -41,8 +33,8 @@ def _problem(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> st
 
 def _checked(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> dict[str, Any]:
     """`verified` and, when it is false, `problem`: why the hash no longer proves what it did."""
-    verified = _verify(lay, source_id, snapshot_path, sha256)
-    return {"verified": verified, "problem": None if verified else _problem(lay, source_id, snapshot_path, sha256)}
+    problem = _problem(lay, source_id, snapshot_path, sha256)
+    return {"verified": problem is None, "problem": problem}
 
 
 def audit(lay: Layout, reference_id: str, field: str, tables: Tables | None = None) -> dict[str, Any]:
@@ -59,10 +51,8 @@ def audit(lay: Layout, reference_id: str, field: str, tables: Tables | None = No
 
 def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[str, ...]) -> dict[str, Any]:
     if field.startswith("param."):
-        params = _rows(
-            con,
-            "SELECT * FROM parameters WHERE reference_id = ? AND name = ?",
-            [reference_id, field.removeprefix("param.")],
+        params = con.rows(
+            "SELECT * FROM parameters WHERE reference_id = ? AND name = ?", reference_id, field.removeprefix("param.")
         )
         if not params:
             raise UsageError(f"reference {reference_id} has no parameter {field!r}")
@@ -78,12 +68,12 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
             "provenance": [],
             "why": p["why"],
         }
-    found = _rows(con, "SELECT * FROM fields WHERE reference_id = ? AND field = ?", [reference_id, field])
+    found = con.rows("SELECT * FROM fields WHERE reference_id = ? AND field = ?", reference_id, field)
     if not found:
-        refs = [r["reference_id"] for r in _rows(con, "SELECT reference_id FROM reference_models ORDER BY 1", [])]
+        refs = [r["reference_id"] for r in con.rows("SELECT reference_id FROM reference_models ORDER BY 1")]
         if reference_id not in refs:
             raise UnknownIdError("reference", reference_id, refs)
-        fields = [r["field"] for r in _rows(con, "SELECT field FROM fields WHERE reference_id = ?", [reference_id])]
+        fields = [r["field"] for r in con.rows("SELECT field FROM fields WHERE reference_id = ?", reference_id)]
         raise UnknownIdError("field", field, fields, f"`fabricref show {reference_id}` lists them", reference_id)
     f = found[0]
     result: dict[str, Any] = {
@@ -108,10 +98,10 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
     if f["chosen"]:
         result["chosen"] = f["chosen"]
         result["choice_reason"] = f["choice_reason"]
-    citations = _rows(
-        con,
+    citations = con.rows(
         "SELECT * FROM field_citations WHERE reference_id = ? AND field = ? ORDER BY source_id, rule_id",
-        [reference_id, field],
+        reference_id,
+        field,
     )
     for c in citations:
         result["provenance"].append(
@@ -147,10 +137,10 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
     if f["status"] == "derived":
         inputs = [
             r["input"]
-            for r in _rows(
-                con,
+            for r in con.rows(
                 "SELECT input FROM field_inputs WHERE reference_id = ? AND field = ? ORDER BY position",
-                [reference_id, field],
+                reference_id,
+                field,
             )
         ]
         result["formula"] = f["formula"]
@@ -159,10 +149,6 @@ def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[
         result["reason"] = f["reason"]
         result["evidence_needed"] = f["evidence_needed"]
     return result
-
-
-def all_verified(node: dict[str, Any]) -> bool:
-    return all(p["verified"] for p in node["provenance"]) and all(all_verified(i) for i in node.get("inputs", []))
 
 
 def unverified(node: dict[str, Any]) -> list[str]:
@@ -215,16 +201,17 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
     topology_id, workload_id = parts
     con = open_tables(lay)
     try:
-        rows = _rows(
-            con,
+        rows = con.rows(
             "SELECT * FROM traffic WHERE topology_id = ? AND workload_id = ? AND phase = ?",
-            [topology_id, workload_id, phase],
+            topology_id,
+            workload_id,
+            phase,
         )
         if not rows:
-            known = _rows(
-                con,
+            known = con.rows(
                 "SELECT phase FROM traffic WHERE topology_id = ? AND workload_id = ? ORDER BY 1",
-                [topology_id, workload_id],
+                topology_id,
+                workload_id,
             )
             raise UsageError(
                 f"no traffic phase {phase!r} for {workload_id} on {topology_id}"
@@ -238,7 +225,7 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
         lineage = []
         for entry in row["lineage"]:
             reference_id, field = entry["reference_id"], entry["field"]
-            found = _rows(con, "SELECT 1 FROM fields WHERE reference_id = ? AND field = ?", [reference_id, field])
+            found = con.rows("SELECT 1 FROM fields WHERE reference_id = ? AND field = ?", reference_id, field)
             node = (
                 _audit(con, lay, reference_id, field, seen=())
                 if found

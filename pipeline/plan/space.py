@@ -20,10 +20,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..core.paths import Layout as Checkout
 from ..errors import UsageError, ValidationError
+from ..formats.plan import Layout
 from ..formats.workload import ModelShape
 
 OBJECTIVES = ("step", "tokens-per-second", "gpu-hours")
@@ -35,42 +36,6 @@ VIRTUAL_STAGES = (2, 3, 4, 5, 6, 7, 8)
 MAX_MICRO_BATCH = 16
 # A search this large asks for --max-layouts: ~100 s of evaluation on one core before pruning.
 DEFAULT_MAX_LAYOUTS = 200_000
-
-
-class Layout(NamedTuple):
-    """One point of the space (a tuple: cheap to build, hash, sort and send to a worker by the hundred thousand)."""
-
-    gpus: int
-    tp: int
-    pp: int
-    dp: int
-    cp: int
-    ep: int
-    micro_batch: int
-    microbatches: int
-    zero: int
-    recompute: str
-    schedule: str
-    v: int
-
-    @property
-    def id(self) -> str:
-        """A stable name: the same layout gets the same id in every run (the key of a plan's rows)."""
-        sched = "1f1b" if self.schedule == "1f1b" else f"interleaved{self.v}"
-        return (
-            f"tp{self.tp}-pp{self.pp}-dp{self.dp}-cp{self.cp}-ep{self.ep}-mb{self.micro_batch}x{self.microbatches}"
-            f"-zero{self.zero}-{self.recompute}-{sched}"
-        )
-
-    def describe(self) -> str:
-        parts = [f"TP {self.tp}", f"PP {self.pp}", f"DP {self.dp}"]
-        parts += [f"CP {self.cp}"] if self.cp > 1 else []
-        parts += [f"EP {self.ep}"] if self.ep > 1 else []
-        sched = "1F1B" if self.schedule == "1f1b" else f"interleaved 1F1B (v = {self.v})"
-        return (
-            f"{' × '.join(parts)}, micro-batch {self.micro_batch} × {self.microbatches}, ZeRO-{self.zero}, "
-            f"{self.recompute} recompute, {sched}"
-        )
 
 
 def workload_layout(t: Any) -> Layout:

@@ -205,7 +205,7 @@ def save_training(lay: Checkout, result: PlanResult, workload_id: str) -> tuple[
             "title": f"{spec.id} as planned on {result.request['cluster']}: rank {r['rank']} by "
             f"{result.request['objective']} ({r['gpus']:,} GPUs)",
             "kind": "training",
-            "summary": f"Saved by `fabricref plan train` (plan {result.plan_id}): {_describe(r)}. "
+            "summary": f"Saved by `fabricref plan train` (plan {result.plan_id}): {space.Layout.of_row(r).describe()}. "
             + (f"Higher-ranked layouts not saved: {'; '.join(skipped)}." if skipped else ""),
             "model": spec.shape.model_dump(exclude_none=True),
             "training": training,
@@ -213,11 +213,3 @@ def save_training(lay: Checkout, result: PlanResult, workload_id: str) -> tuple[
         }
         return r, save_workload(lay, workload_id, "training", data, knobs)
     raise UsageError(f"--save {workload_id}: no ranked layout can be saved as a workload: " + "; ".join(skipped[:5]))
-
-
-def _describe(r: dict[str, Any]) -> str:
-    x = space.Layout(
-        r["gpus"], r["tp"], r["pp"], r["dp"], r["cp"], r["ep"], r["micro_batch"], r["microbatches"], r["zero"],
-        r["recompute"], r["schedule"], r["virtual_stages"],
-    )  # fmt: skip
-    return x.describe()

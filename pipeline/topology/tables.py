@@ -8,29 +8,12 @@ from typing import Any
 
 import networkx as nx
 
-from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS
+from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS, NODE_TYPES
 
 # The tables carry every attribute of the graph, so the traffic stage rebuilds the very same networkx graph from
 # them (pipeline/core/graphs.py) instead of importing this stage. `position` keeps networkx's iteration order:
 # node order, and an edge order under which every node's neighbours come back in the order they were added.
-NODE_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("node", "VARCHAR"),
-    ("position", "INTEGER"),
-    ("kind", "VARCHAR"),
-    ("role", "VARCHAR"),
-    ("label", "VARCHAR"),
-    ("within", "VARCHAR"),
-    ("domain", "VARCHAR"),
-    ("block", "INTEGER"),
-    ("rail", "INTEGER"),
-    ("tier", "INTEGER"),
-    ("pod", "INTEGER"),
-    ("assumed", "BOOLEAN"),
-    ("index", "INTEGER"),
-    ("plane", "INTEGER"),
-    ("aggregate", "BOOLEAN"),
-]
+NODE_COLUMNS = [("topology_id", "VARCHAR"), ("node", "VARCHAR"), ("position", "INTEGER"), *NODE_TYPES.items()]
 EDGE_COLUMNS = [
     ("topology_id", "VARCHAR"),
     ("source", "VARCHAR"),
@@ -47,7 +30,6 @@ EDGE_COLUMNS = [
     ("confidence", "VARCHAR"),
     ("note", "VARCHAR"),
 ]
-_NODE_VALUES = [c for c, _ in NODE_COLUMNS[3:]]
 _EDGE_VALUES = [c for c, _ in EDGE_COLUMNS[4:]]
 
 
@@ -59,8 +41,8 @@ def node_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
     for position, (n, d) in enumerate(g.nodes(data=True)):
         if d.get("kind") is None:
             raise ValueError(f"topology {tid}: node {n} has no kind")
-        values = [d.get(k) for k in _NODE_VALUES]
-        values[_NODE_VALUES.index("assumed")] = bool(d.get("assumed"))
+        values = [d.get(k) for k in NODE_ATTRS]
+        values[NODE_ATTRS.index("assumed")] = bool(d.get("assumed"))
         rows.append((tid, n, position, *values))
     return rows
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from ..core.format import format_quantity
 
-HEAT_BASES = ("time", "bytes")
 LEGEND = {
     "time": "time a link is busy per step or request at its line rate, as a share of the busiest drawn link "
     "(not utilisation: fair sharing saturates every bottleneck by construction)",

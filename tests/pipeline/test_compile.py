@@ -7,10 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import copy_checkout
+from conftest import copy_checkout, ensure_database
 from fabricref.compile import stage
 from fabricref.core.paths import Layout
-from fabricref.core.registry import ensure_database
 from fabricref.core.sources import load_sources
 from fabricref.errors import CompileError, FabricrefError
 from fabricref.extract.stage import run as extract

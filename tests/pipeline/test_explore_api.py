@@ -571,7 +571,7 @@ def test_a_computation_past_the_time_limit_is_a_503(built_registry: Layout, monk
 
 
 def test_results_are_cached_by_the_registrys_content(built_registry: Layout) -> None:
-    from fabricref.api import Explorer
+    from fabricref.explore.explorer import Explorer
     from fabricref.formats.explore import EstimateRequest
 
     ex = Explorer(built_registry.root)

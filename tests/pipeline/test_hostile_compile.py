@@ -108,7 +108,7 @@ def test_a_compile_killed_between_tables_leaves_the_old_registry_whole(tables):
     assert list(tables.registry_dir.glob(".tables.*")) == []
     after = _snapshot(tables)
     assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in before)
-    con = duckdb.connect(str(views.ensure_database(tables)), read_only=True)
+    con = duckdb.connect(str(views.build_database(tables)), read_only=True)
     try:
         assert con.execute("SELECT count(*) FROM fields").fetchone() == (0,)
     finally:
@@ -119,7 +119,7 @@ def test_a_killed_duckdb_build_leaves_no_temp_files(tables):
     proc = _child("duckdb", tables)
     _kill_when(proc, lambda: any(tables.registry_dir.glob(".registry.*.duckdb")))
     assert list(tables.registry_dir.glob(".registry.*"))  # what SIGKILL left behind
-    path = views.ensure_database(tables)
+    path = views.build_database(tables)
     assert [p.name for p in tables.registry_dir.iterdir() if p.name.startswith(".")] == []
     con = duckdb.connect(str(path), read_only=True)
     try:

@@ -92,12 +92,12 @@ def test_document_text_has_its_control_characters_made_visible_at_extraction():
 def test_what_reaches_the_terminal_has_no_control_characters(cli, monkeypatch, capsys):
     """`show` of a value holding ESC (a registry built before the rule, or a query's own text): the table, CSV
     and JSON carry no raw control character; JSON keeps the data exact as escapes."""
-    from fabricref.cli.output import emit, out, write_csv
+    from fabricref.cli.output import emit, out, write_csv_batches
 
     cell = "NVLink\x1b[2J\x9b1m\u202eevil"
     emit(["field", "value"], [("a", cell)], as_json=False)
     out.print(f"message {cell}")
-    write_csv(["v"], [(cell,)])
+    write_csv_batches(["v"], [[(cell,)]])
     table = capsys.readouterr().out
     assert not any(c in table for c in "\x1b\x9b\u202e") and "NVLink␛[2J" in table
     emit(["v"], [(cell,)], as_json=True)

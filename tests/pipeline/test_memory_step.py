@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fabricref.core.registry import ensure_database
+from conftest import ensure_database
 from fabricref.errors import UsageError
 from fabricref.estimate import compute, memory, sizing, step
 

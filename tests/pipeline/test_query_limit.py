@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from conftest import env_with_venv
-from fabricref.cli.output import emit, print_json_rows, write_csv, write_csv_batches
+from fabricref.cli.output import emit, print_json_rows, write_csv_batches
 
 SQL = "SELECT i, i * 2 AS twice FROM range(250) t(i) ORDER BY i"
 
@@ -66,7 +66,7 @@ def test_streamed_csv_and_json_are_the_text_of_the_whole_result(capsys):
     rows += [(6, {"b": {"z": 1.5, "a": []}, "a": [{"y": None, "x": True}]}), (7, [])]
     batches = [rows[:2], rows[2:3], rows[3:]]
     for write_all, write_batches in (
-        (lambda: write_csv(columns, rows), lambda: write_csv_batches(columns, batches)),
+        (lambda: write_csv_batches(columns, [rows]), lambda: write_csv_batches(columns, batches)),
         (lambda: emit(columns, rows, as_json=True), lambda: print_json_rows(columns, batches)),
         (lambda: emit(columns, [], as_json=True), lambda: print_json_rows(columns, [])),
     ):
@@ -174,3 +174,24 @@ def test_limit_caps_every_format_and_says_so(built_registry, cli, fmt):
     assert "stopped at --limit 10 rows: the query returns more" in r.err
     r = cli("query", SQL, "--format", fmt, "--limit", "250", root=built_registry.root)
     assert r.code == 0 and "more" not in r.err
+
+
+def test_a_table_of_records_shows_every_stored_digit(built_registry, cli):
+    """A query is a view of the records: a stated 2,614.9 TFLOP/s is not shown as 2,610 (the three-digit formatter
+    is for estimates), and no number turns into exponent notation."""
+    r = cli(
+        "query",
+        "SELECT value_number FROM fields WHERE reference_id = 'amd-mi300x-pollara400'"
+        " AND field = 'accelerator.peak_dense_fp8'",
+        root=built_registry.root,
+    )
+    assert r.code == 0, r.err
+    assert "2,614.9" in r.out and "2,610" not in r.out
+    r = cli(
+        "query",
+        "SELECT 1307.4::DOUBLE AS a, 0.000000125::DOUBLE AS b, 123456789.5::DOUBLE AS c",
+        root=built_registry.root,
+    )
+    assert r.code == 0, r.err
+    assert "1,307.4" in r.out and "0.000000125" in r.out and "123,456,789.5" in r.out
+    assert "e-" not in r.out and "e+" not in r.out

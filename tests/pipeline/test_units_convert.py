@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import copy_checkout
+from conftest import copy_checkout, ensure_database
 from fabricref.compile import references
 from fabricref.compile.stage import load_claims
 from fabricref.core.paths import Layout
-from fabricref.core.registry import ensure_database
 from fabricref.core.sources import load_sources
 from fabricref.errors import CompileError
 from fabricref.extract import stage as extract_stage

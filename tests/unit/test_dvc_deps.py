@@ -103,7 +103,7 @@ def test_a_removed_table_is_an_error_not_old_numbers(small_registry: Layout):
     (small_registry.registry_dir / "traffic" / "traffic_workloads.parquet").unlink()
     with pytest.raises(RuntimeError, match="traffic_workloads.parquet"):
         _direct(small_registry.duckdb_path, small_registry.root)
-    assert registry.ensure_database(small_registry) == small_registry.duckdb_path  # rewritten without the view
+    assert registry.build_database(small_registry) == small_registry.duckdb_path  # rewritten without the view
     with pytest.raises(RuntimeError, match="traffic_workloads"):
         _direct(small_registry.duckdb_path, small_registry.root)
 
@@ -114,7 +114,7 @@ def test_a_copied_checkout_refuses_to_read_the_original(small_registry: Layout, 
     _write(copy, 7.0)
     with pytest.raises(RuntimeError, match="moved or copied"):
         _direct(copy.duckdb_path, copy.root)
-    registry.ensure_database(copy)  # the build record names the original's files: rewritten for the copy
+    registry.build_database(copy)  # the build record names the original's files: rewritten for the copy
     assert _direct(copy.duckdb_path, copy.root) == 7.0
     assert _direct(small_registry.duckdb_path, small_registry.root) == 1.08
 
