@@ -4,6 +4,7 @@ Run from the repository root after `dvc repro` (or retrieve → extract → comp
 
     python benchmarks/explore.py            # starts the explorer on a free loopback port, measures, stops it
     python benchmarks/explore.py --url http://127.0.0.1:8765   # measures one already running (with BIG built)
+    python benchmarks/explore.py --readme   # also writes the figures into benchmarks/README.md ("The explorer")
 
 The illustrative 131,072-GPU cluster is the benchmark's own (benchmarks/models/: it is not shipped, so no
 pipeline run or test pays for a graph of 1.2 million links): the benchmark copies the checkout's models, sources,
@@ -172,6 +173,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="an explorer already running (default: start one on a free loopback port)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--readme", action="store_true", help="also write the figures into benchmarks/README.md (its section alone)"
+    )
     args = parser.parse_args()
     proc = None
     base = args.url
@@ -201,7 +205,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"explorer at {base}; warm-up (every topology loaded and drawn): {warm:.1f} s")
+        lines = [f"explorer at {base}; warm-up (every topology loaded and drawn): {warm:.1f} s"]
         for name, row in report["cases"].items():
             parts = "; ".join(
                 f"{part} p95 {r['p95_ms']:g} ms (max {r['max_ms']:g}, n={r['n']})"
@@ -209,14 +213,18 @@ def main() -> int:
                 if isinstance(r, dict)
             )
             budget = f"budget {row['budget_ms']:>4} ms" if row["budget_ms"] else "no budget     "
-            print(f"  {name:<36} {budget}: {parts}  {'ok' if row['within'] else 'OVER'}")
+            lines.append(f"  {name:<36} {budget}: {parts}  {'ok' if row['within'] else 'OVER'}")
         if paint is None:
-            print("  first paint: chromium not installed, not measured")
+            lines.append("  first paint: chromium not installed, not measured")
         else:
             worst = max(paint.values())
-            print(f"  first paint (worst of {len(paint)} pages)  budget {FIRST_PAINT_MS} ms: {worst:.0f} ms")
-            for path, ms in paint.items():
-                print(f"    {ms:7.0f} ms  {path}")
+            lines.append(f"  first paint (worst of {len(paint)} pages)  budget {FIRST_PAINT_MS} ms: {worst:.0f} ms")
+            lines += [f"    {ms:7.0f} ms  {path}" for path, ms in paint.items()]
+        print("\n".join(lines))
+        if args.readme:
+            from readme import write_figures  # benchmarks/readme.py, beside this script
+
+            write_figures("The explorer", "\n".join(lines))
     return 0 if ok else 1
 
 

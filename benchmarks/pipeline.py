@@ -2,7 +2,7 @@
 
 Run from the repository root with the venv's bin on PATH (dvc and fabricref must resolve):
     PATH=$PWD/.venv/bin:$PATH python benchmarks/pipeline.py [--dvc-alone] [--tests [--suite] [--ci]] [--profile DIR]
-                                                             [--keep]
+                                                             [--keep] [--readme]
 
 Everything runs in a temporary copy of the checkout (tracked files plus new unignored ones, committed to a
 fresh git repository) so the real one is never touched. Each measurement runs its command in a fresh wrapper
@@ -34,6 +34,8 @@ Cases (budgets for a 2-core machine):
   suite too; `.ci/run` (--tests --ci): on a fresh clone of HEAD (≤ 600 s; the browser install is part of it only
   on a machine without chromium, and the row says which).
 --profile DIR also writes DIR/STAGE.prof (cProfile of each stage command, forced) for `python -m pstats`.
+--readme also writes the printed figures into benchmarks/README.md, as the block of its section "The everyday loop"
+(benchmarks/readme.py: every other section, the explorer's included, is left as it is).
 """
 
 from __future__ import annotations
@@ -253,7 +255,8 @@ def stages_run(ran: str, listed: dict[str, tuple[str, list[str]]]) -> str:
     return ("every stage but " + ", ".join(rest)) if len(rest) < len(names) else ran
 
 
-def run_all(work: Path, profile: Path | None, alone: bool) -> list[Measure]:
+def run_all(work: Path, profile: Path | None, alone: bool) -> tuple[list[Measure], list[str]]:
+    """The cases' rows, and the checks on the cold runs' dvc.lock (lines printed above the table)."""
     from ruamel.yaml import YAML
 
     root = copy_checkout(work / "repo")
@@ -311,13 +314,15 @@ def run_all(work: Path, profile: Path | None, alone: bool) -> list[Measure]:
     for row in rows:
         row.ran = stages_run(row.ran, listed)
     same = "yes" if not moved else "NO, stages differing: " + ", ".join(moved)
-    print(f"outputs of the cold run (dvc.lock outs) identical to the checkout's: {same}")
-    print(f"dvc.lock of a second cold run byte-identical to the first's: {'yes' if same_lock else 'NO'}")
+    checks = [
+        f"outputs of the cold run (dvc.lock outs) identical to the checkout's: {same}",
+        f"dvc.lock of a second cold run byte-identical to the first's: {'yes' if same_lock else 'NO'}",
+        lock_size + f" (dvc.yaml: {len(listed)}; DVC re-reads and rewrites the whole lock after every stage)",
+    ]
     stale = sorted(set(locked) - set(listed))  # DVC never drops a removed stage's entry
-    print(lock_size + f" (dvc.yaml: {len(listed)}; DVC re-reads and rewrites the whole lock after every stage)")
     if stale:
-        print(f"dvc.lock entries of stages dvc.yaml no longer has (delete them): {', '.join(stale)}")
-    return rows
+        checks.append(f"dvc.lock entries of stages dvc.yaml no longer has (delete them): {', '.join(stale)}")
+    return rows, checks
 
 
 def run_tests(work: Path, suite: bool, ci: bool) -> list[Measure]:
@@ -365,6 +370,9 @@ def main() -> int:
     parser.add_argument("--tests", action="store_true", help="also time the fast test tier")
     parser.add_argument("--suite", action="store_true", help="with --tests: also the whole suite")
     parser.add_argument("--ci", action="store_true", help="with --tests: also `.ci/run` on a fresh clone of HEAD")
+    parser.add_argument(
+        "--readme", action="store_true", help="also write the figures into benchmarks/README.md (its section alone)"
+    )
     args = parser.parse_args()
     # Python as a user's machine runs it: bytecode written at first import. With PYTHONDONTWRITEBYTECODE set (as
     # in some CI shells) no stage would ever find its modules compiled and every one would recompile them. The copy
@@ -376,11 +384,16 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="fabricref-bench-"))
     try:
         load = os.getloadavg()
-        rows = run_all(work, args.profile, args.dvc_alone)
+        rows, checks = run_all(work, args.profile, args.dvc_alone)
         if args.tests:
             rows += run_tests(work, args.suite, args.ci)
-        print(f"{os.cpu_count()} CPUs, load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
-        print(table(rows))
+        cpus = f"{os.cpu_count()} CPUs, load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}"
+        figures = "\n".join([*checks, cpus, table(rows)])
+        print(figures)
+        if args.readme:
+            from readme import write_figures  # benchmarks/readme.py, beside this script
+
+            write_figures("The everyday loop", figures)
     finally:
         if args.keep:
             print(f"kept {work}")

@@ -321,6 +321,45 @@ def built_graph(built_registry: Layout) -> Callable[[str], nx.Graph]:
     return get
 
 
+def _build_extracted(target: Path) -> None:
+    from fabricref.core.sources import load_sources
+    from fabricref.extract.stage import run as extract
+
+    lay = Layout(copy_checkout(target / "repo"))
+    extract(lay, load_sources(lay))
+
+
+@pytest.fixture(scope="session")
+def extracted_checkout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """The checkout's data copied and run through extract once per run (every xdist worker shares it): its claims
+    as a first `extract` of the shipped data leaves them. Only read; a test that changes it uses `extracted`."""
+    return Layout(build_once(shared_base(tmp_path_factory), "extracted", _build_extracted) / "repo")
+
+
+@pytest.fixture
+def extracted(extracted_checkout: Layout, tmp_path: Path) -> Layout:
+    """A private copy of the extracted checkout, for a test that edits models or claims and runs compile."""
+    return Layout(shutil.copytree(extracted_checkout.root, tmp_path / "repo"))
+
+
+@pytest.fixture(scope="session")
+def validated_registry(built_registry: Layout, tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """A copy of the session's built registry with the validate stage run on it (registry/validation/: every
+    published result estimated, the suite's costliest read), once per run for every xdist worker, its database
+    written there so that readers never rewrite it. Only read."""
+
+    def build(target: Path) -> None:
+        from fabricref.validate.stage import run
+
+        root = target / "repo"
+        shutil.copytree(built_registry.root, root, ignore=shutil.ignore_patterns(".venv", ".git"))
+        lay = Layout(root)
+        run(lay)
+        ensure_database(lay)
+
+    return Layout(build_once(shared_base(tmp_path_factory), "validated", build) / "repo")
+
+
 @pytest.fixture
 def built_copy(built_registry: Layout, tmp_path: Path) -> Layout:
     """A private copy of the session's built registry (retrieve → extract → compile already run), for a test

@@ -42,15 +42,17 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
 
 from ..errors import FabricrefError, IntegrityError
 from .files import atomic_write_json, new_file_mode, process_alive
 from .paths import Layout, contained
 from .store import sha256_file
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written
 # (`validation`: the model against published results), then `measurements` (measured nccl-tests logs, loaded by
@@ -187,7 +189,10 @@ def verify_file(path: Path, rebuild: str | None = None) -> None:
 
 
 def _column(values: Sequence[Any]) -> np.ndarray:
-    """One column as a NumPy object array (assigned, not constructed: a list-valued cell stays one cell)."""
+    """One column as a NumPy object array (assigned, not constructed: a list-valued cell stays one cell). NumPy is
+    imported here, by the writers alone: the stages that only read tables never load it."""
+    import numpy as np
+
     column = np.empty(len(values), dtype=object)
     column[:] = values
     return column

@@ -172,10 +172,16 @@ def on_topology(
     lay: Layout, view: View, op: str, ranks: int, size: float, algorithm: str | None = None
 ) -> tuple[Estimate, Shape]:
     """One collective on the topology's first `ranks` accelerators: the chosen algorithm and protocol."""
+    cal, shape = _first(lay, view, ranks)
+    return collectives.estimate(cal, op, shape, size, algorithm), shape
+
+
+def _first(lay: Layout, view: View, ranks: int) -> tuple[Calibration, Shape]:
+    """The view's calibration (the checkout's when the view carries none) and `ranks` placed on its first
+    accelerators."""
     cal = view.calibration or load_calibration(lay.root)
     tech = view.scale_up_technology if view.scale_up_technology is not None else technology(lay, view.reference)
-    shape = place(view, cal, ranks, technology=tech)
-    return collectives.estimate(cal, op, shape, size, algorithm), shape
+    return cal, place(view, cal, ranks, technology=tech)
 
 
 def result_dict(est: Estimate, shape: Shape) -> dict[str, Any]:
@@ -203,8 +209,7 @@ def sweep(
     """One row per power-of-two size from low to high, like `all_reduce_perf -b low -e high -f 2`."""
     if low < 1 or high < low:
         raise UsageError(f"--sweep {low}:{high}: expected 1 <= MIN <= MAX")
-    cal = load_calibration(lay.root)
-    shape = place(view, cal, ranks, technology=technology(lay, view.reference))
+    cal, shape = _first(lay, view, ranks)
     rows = []
     size = low
     while size <= high:

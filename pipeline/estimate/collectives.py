@@ -27,12 +27,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.confidence import of_status, weakest
 from ..errors import UsageError
-from .calibration import Calibration, LinkClass, Number
-from .view import Lineage
+
+# The calibration's models and the topology view (NetworkX, SciPy) are loaded where they are used, not with the
+# cost functions: the measured comparison reads the operation and algorithm names alone.
+if TYPE_CHECKING:
+    from .calibration import Calibration, LinkClass, Number
+    from .view import Lineage
 
 GBPS_TO_BYTES = 1e9 / 8
 
@@ -190,6 +194,8 @@ class Estimate:
 
     def lineage(self) -> set[Lineage]:
         """The calibration numbers used, as lineage records of the `calibration` reference."""
+        from .view import Lineage
+
         return {
             Lineage(reference_id=CALIBRATION_REFERENCE, field=path, status=n.status, confidence=of_status(n.status))
             for path, n in self.used
@@ -631,7 +637,7 @@ def estimate(
     protocol: str | None = None,
 ) -> Estimate:
     """The fastest (algorithm, protocol) available, or the forced algorithm with its fastest protocol."""
-    numbers = Numbers(ctx) if isinstance(ctx, Calibration) else ctx
+    numbers = ctx if isinstance(ctx, Numbers) else Numbers(ctx)
     operation(op)
     if size < 0 or not math.isfinite(size):
         raise UsageError(f"bytes must be a finite non-negative size, got {size}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..formats.workload import ModelShape, Training, check_degrees  # noqa: F401  (the planner's name for it)
 from . import sizing
 from .workloads import Workload
@@ -42,13 +44,21 @@ class Communication:
     description: str
     collective: str  # an operation of the collective registry (all-reduce, reduce-scatter, ..., send)
     parts: tuple[Part, ...]
-    bytes_per_rank: float  # buffer size S in nccl-tests' convention (collectives.py) of the representative group
     count: int
-    concurrency: int  # groups (a send: pairs) doing this at once
+    # The buffer size S in nccl-tests' convention (collectives.py) of the representative group, and how many groups
+    # (a send: pairs) do this at once; when not given, the first part's (filled in on creation).
+    bytes_per_rank: float | None = None
+    concurrency: int | None = None
     network: str = "backend"
     one_domain: str | None = None  # set for tensor parallelism: its groups must each lie in one scale-up domain
     peer: str | None = None  # an endpoint outside the ranks (the client of a request)
     overlaps: str = ""  # what it may hide behind ("" when it sits on the critical path)
+
+    def __post_init__(self) -> None:
+        if self.bytes_per_rank is None:
+            object.__setattr__(self, "bytes_per_rank", self.parts[0].bytes_per_rank)
+        if self.concurrency is None:
+            object.__setattr__(self, "concurrency", len(self.parts[0].groups))
 
     @property
     def group(self) -> tuple[int, ...]:
@@ -85,22 +95,21 @@ def training_groups(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1) -> Grou
     """All groups of a TP × CP × DP × PP (× EP over the TP·CP·DP plane of each stage) layout. The
     ranks of one CP group hold the same weights, so gradients reduce over DP × CP (Megatron-LM's dp-cp group)."""
 
-    def rank(t: int, d: int, p: int, c: int = 0) -> int:
-        return t + tp * (c + cp * (d + dp * p))
+    # rank[p, d, c, t] = t + TP·(c + CP·(d + DP·p)); each kind's groups are the rows of one reshape.
+    rank = np.arange(tp * cp * dp * pp).reshape(pp, dp, cp, tp)
 
-    cs = range(cp)
-    tps = tuple(tuple(rank(t, d, p, c) for t in range(tp)) for p in range(pp) for d in range(dp) for c in cs)
-    pps = tuple(tuple(rank(t, d, p, c) for p in range(pp)) for d in range(dp) for c in cs for t in range(tp))
-    dps = tuple(tuple(rank(t, d, p, c) for d in range(dp) for c in cs) for p in range(pp) for t in range(tp))
-    cps = tuple(tuple(rank(t, d, p, c) for c in cs) for p in range(pp) for d in range(dp) for t in range(tp))
+    def rows(a: np.ndarray, size: int) -> tuple[tuple[int, ...], ...]:
+        return tuple(map(tuple, a.reshape(-1, size).tolist()))
+
+    tps, pps = rows(rank, tp), rows(rank.transpose(1, 2, 3, 0), pp)
+    dps, cps = rows(rank.transpose(0, 3, 1, 2), dp * cp), rows(rank.transpose(0, 1, 3, 2), cp)
     eps: tuple[tuple[int, ...], ...] = ()
     experts: tuple[tuple[int, ...], ...] = ()
     if ep > 1:
-        plane = tp * cp * dp
-        # The EP group walks the TP·CP·DP plane of a stage in rank order: flat index i = t + TP·(c + CP·d).
-        flat = [[p * plane + i for i in range(plane)] for p in range(pp)]
-        eps = tuple(tuple(f[k : k + ep]) for f in flat for k in range(0, plane, ep))
-        experts = tuple(tuple(f[k + e] for k in range(0, plane, ep)) for f in flat for e in range(ep))
+        # The EP group walks the TP·CP·DP plane of a stage in rank order (ep divides it: check_degrees); the
+        # holders of one expert are the ranks at the same place in every EP group of the stage.
+        groups = rank.reshape(pp, -1, ep)
+        eps, experts = rows(groups, ep), rows(groups.transpose(0, 2, 1), groups.shape[1])
     return Groups(tps, pps, dps, eps, experts, cps if cp > 1 else ())
 
 
@@ -145,13 +154,6 @@ def _act_bytes(w: Workload) -> float:
     return sizing.dtype_bytes(w.model.dtype)
 
 
-def decode_pool_start(w: Workload) -> int:
-    """The rank where a disaggregated service's decode pool starts (default: right after the prefill pool)."""
-    i = w.inference
-    assert i is not None
-    return i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
-
-
 def training(w: Workload) -> Decomposition:
     t, m = w.training, w.model
     assert t is not None
@@ -168,9 +170,7 @@ def training(w: Workload) -> Decomposition:
                 description="tensor-parallel activation all-reduce (2 forward + 2 backward per layer per micro-batch)",
                 collective="all-reduce",
                 parts=(Part(grp.tp, act),),
-                bytes_per_rank=act,
                 count=int(4 * layers_per_stage * t.microbatches),
-                concurrency=len(grp.tp),
                 one_domain=f"workload {w.id}",
             )
         )
@@ -183,9 +183,7 @@ def training(w: Workload) -> Decomposition:
                 "neighbouring stages (per TP rank, scatter-gather of 1/TP)",
                 collective="send",
                 parts=(Part(pairs, act / tp),),
-                bytes_per_rank=act / tp,
                 count=2 * t.microbatches,
-                concurrency=len(pairs),
             )
         )
     if cp > 1:
@@ -199,9 +197,7 @@ def training(w: Workload) -> Decomposition:
                 "twice per layer per micro-batch)",
                 collective="all-gather",
                 parts=(Part(grp.cp, kv * t.micro_batch * t.seq_len),),
-                bytes_per_rank=kv * t.micro_batch * t.seq_len,
                 count=int(3 * layers_per_stage * t.microbatches),
-                concurrency=len(grp.cp),
             )
         )
     shards = gradient_shards(m, t)
@@ -228,7 +224,6 @@ def training(w: Workload) -> Decomposition:
                     parts=tuple(parts),
                     bytes_per_rank=dense + expert,
                     count=count,
-                    concurrency=len(parts[0].groups),
                     overlaps=BACKWARD,
                 )
             )
@@ -243,9 +238,7 @@ def training(w: Workload) -> Decomposition:
                 "(forward and backward per MoE layer per micro-batch)",
                 collective="all-to-all",
                 parts=(Part(grp.ep, tokens),),
-                bytes_per_rank=tokens,
                 count=int(4 * e.moe_layers / pp * t.microbatches),
-                concurrency=len(grp.ep),
             )
         )
     return Decomposition(workload_id=w.id, ranks=w.accelerators, communications=tuple(out))
@@ -266,9 +259,7 @@ def _tp_all_reduce(w: Workload, stage: str, group: tuple[int, ...], pool: bool) 
         description=f"{where}: 2 TP all-reduces per layer{tail}",
         collective="all-reduce",
         parts=(Part((group,), size),),
-        bytes_per_rank=size,
         count=2 * m.layers * (1 if prefill else i.output_tokens),
-        concurrency=1,
         one_domain=f"workload {w.id} {where}" if pool else f"workload {w.id}",
     )
 
@@ -285,7 +276,7 @@ def inference(w: Workload) -> Decomposition:
             out += [_tp_all_reduce(w, "prefill", group, False), _tp_all_reduce(w, "decode", group, False)]
     else:
         ptp, dtp = i.prefill_tp, i.decode_tp
-        start = decode_pool_start(w)
+        start = w.decode_start
         ranks = max(ranks, start + dtp)
         prefill = tuple(range(ptp))
         decode = tuple(range(start, start + dtp))
@@ -320,9 +311,7 @@ def inference(w: Workload) -> Decomposition:
             "service network (separate from the backend fabric)",
             collective="send",
             parts=(Part(((0,),), (i.prompt_tokens + i.output_tokens) * i.bytes_per_token_on_frontend * batch),),
-            bytes_per_rank=(i.prompt_tokens + i.output_tokens) * i.bytes_per_token_on_frontend * batch,
             count=1,
-            concurrency=1,
             network="frontend",
             peer="client",
         )

@@ -16,12 +16,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import UsageError
+from .sizing import dtype_bytes
 
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION_KERNELS = ("flash", "unfused")
 # FlashAttention's backward computes five products to the forward's two (it recomputes the scores): Dao,
 # "FlashAttention-2" (arXiv 2307.08691), section 3.1.
 FLASH_BACKWARD_FACTOR = 2.5
+
+
+def check_recompute(mode: str) -> None:
+    if mode not in RECOMPUTE:
+        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {mode!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +83,12 @@ class LayerWork:
         return sum(o.flops for p in parts for o in getattr(self, p))
 
 
+def attention_weights(hidden: int, heads: int, kv_heads: int, head_dim: int) -> int:
+    """Weights of one layer's attention projections: Q, and K and V over `kv_heads` heads (grouped-query), then
+    the output projection."""
+    return hidden * (heads * head_dim + 2 * kv_heads * head_dim) + heads * head_dim * hidden
+
+
 def _gemm(name: str, m: float, n: float, k: float, dtype: float, batch: int = 1) -> Op:
     """A product m×k·k×n, `batch` of them in one batched kernel (one launch)."""
     m, n, k = int(m), int(n), int(k)
@@ -99,7 +111,7 @@ def from_workload(model: Any) -> Shape:
     f = model.get("ffn_hidden")
     e = model.get("experts")
     kv = int(model["kv_heads"])
-    attn_params = h * (heads * d + 2 * kv * d) + heads * d * h
+    attn_params = attention_weights(h, heads, kv, d)
     mats = 3 if gated else 2
     if not f:
         # Solve the dense parameter count for the MLP width: params ≈ layers·(attention + mats·h·f) + embeddings.
@@ -124,8 +136,6 @@ def from_workload(model: Any) -> Shape:
     vocab = model.get("vocab")
     if not vocab:
         said.append("no vocabulary size stated (model.vocab): the embedding and the logits are not counted")
-    from .sizing import dtype_bytes
-
     return Shape(
         hidden=h,
         layers=layers,
@@ -247,8 +257,7 @@ def recompute_of(ops: list[Op], mode: str) -> list[Op]:
     """What the backward pass recomputes: full — the layer's whole forward; selective — the attention core
     (scores, softmax, dropout, weighted sum: Korthikanti et al., section 5), which a fused attention kernel
     recomputes inside its own backward already (nothing more); none — nothing."""
-    if mode not in RECOMPUTE:
-        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {mode!r}")
+    check_recompute(mode)
     if mode == "none":
         return []
     if mode == "full":
@@ -299,7 +308,7 @@ def model_flops_per_token(s: Shape, seq: int) -> float:
     router of each MoE layer, plus the logits) + 12·L·H·Q·T for attention over the whole sequence (T = seq),
     no recompute."""
     h, d = s.hidden, s.head_dim
-    attn = h * (s.heads * d + 2 * s.kv_heads * d) + s.heads * d * h
+    attn = attention_weights(h, s.heads, s.kv_heads, d)
     mats = 3 if s.gated else 2
     dense_layers = s.layers - (s.moe_layers if s.experts else 0)
     weights = s.layers * attn + dense_layers * mats * h * s.ffn_hidden

@@ -21,8 +21,7 @@ import scipy.sparse as sp
 from ..errors import UsageError
 from . import collectives
 from .decompose import Communication
-from .placement import accelerator_domains
-from .routing import Routes, Wiring, tier_name
+from .routing import Routes, Wiring, accelerator_domains, tier_name
 
 EPS = 1e-9
 
@@ -88,18 +87,22 @@ class Stage:
 
 
 @dataclass
-class StageCost:
+class PhaseLoad:
+    """A phase's (or one of its stages') time terms and what it put on every physical link."""
+
+    algorithm: str
     latency_s: float
     bandwidth_s: float
     queueing_s: float
-    link_bytes: np.ndarray
-    utilization: np.ndarray
+    link_bytes: np.ndarray  # per directed link, summed over stages
+    utilization: np.ndarray  # per directed link, max over stages
     flows_per_link: np.ndarray
-    slowest_links: np.ndarray
+    slowest_links: np.ndarray  # directed links on the slowest flow's path (of the longest stage)
     injected: dict[str, float]
-    notes: list[str]
+    notes: list[str] = field(default_factory=list)
     hops: float = 0.0
     bottleneck_gbps: float | None = None  # the slowest flow's path capacity alone (ECMP splits counted)
+    # Domains that carry exactly what a representative carries (intra-domain stages, exact symmetry).
     replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
@@ -149,7 +152,7 @@ def cost_stage(
     routes: Routes | None = None,
     capacity: np.ndarray | None = None,
     symmetry: bool = True,
-) -> StageCost:
+) -> PhaseLoad:
     """Route (unless given), share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
     replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
     weight = None
@@ -188,7 +191,8 @@ def cost_stage(
     flows = np.diff((inc > 0).astype(np.int8).tocsr().indptr)
     latency = stage.steps * (endpoint_s + float(routes.latency_ns.max(initial=0.0)) * 1e-9)
     slow_links = inc[:, slow].nonzero()[0] if b.size else np.zeros(0, np.int64)
-    return StageCost(
+    return PhaseLoad(
+        "",
         latency,
         bandwidth,
         queueing,
@@ -227,28 +231,19 @@ def injected(wiring: Wiring, inc: sp.csr_matrix, b: np.ndarray) -> dict[str, flo
 # ---- collective patterns ----------------------------------------------------------------------------
 
 
-def _pairs(groups: Sequence[Sequence[str]], per_pair: float) -> tuple[list[str], list[str], np.ndarray]:
-    src: list[str] = []
-    dst: list[str] = []
-    for g in groups:  # every ordered pair of distinct members, source-major (comprehensions: no append per flow)
-        src += [a for a in g for b in g if a != b]
-        dst += [b for a in g for b in g if a != b]
-    return src, dst, np.full(len(src), per_pair)
-
-
 def _pair_stage(groups: Sequence[Sequence[str]], per_pair: float, steps: int, what: str) -> Stage:
-    """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage."""
-    src, dst, size = _pairs(groups, per_pair)
-    return Stage(src, dst, size, steps, what)
+    """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage (source-major;
+    comprehensions: no append per flow)."""
+    src = [a for g in groups for a in g for b in g if a != b]
+    dst = [b for g in groups for a in g for b in g if a != b]
+    return Stage(src, dst, np.full(len(src), per_pair), steps, what)
 
 
-def _ring(groups: Sequence[Sequence[str]], per_flow: float) -> tuple[list[str], list[str], np.ndarray]:
-    src, dst = [], []
-    for g in groups:
-        if len(g) > 1:
-            src += list(g)
-            dst += [*g[1:], g[0]]
-    return src, dst, np.full(len(src), per_flow)
+def _ring_stage(groups: Sequence[Sequence[str]], per_flow: float, steps: int, what: str) -> Stage:
+    """Each member of each group to the next one (the last to the first), `per_flow` bytes each, as one stage."""
+    src = [a for g in groups if len(g) > 1 for a in g]
+    dst = [b for g in groups if len(g) > 1 for b in [*g[1:], g[0]]]
+    return Stage(src, dst, np.full(len(src), per_flow), steps, what)
 
 
 def collective_stages(
@@ -278,8 +273,7 @@ def collective_stages(
         stage = _pair_stage(groups, wire * size / (n - 1), steps, what)
         return "direct inside the scale-up domain (each member to every other)", [stage]
     if all(set(c.values()) == {1} for c in shapes):
-        s, d, b = _ring(groups, wire * size)
-        return "ring across domains (one rank per domain)", [Stage(s, d, b, steps, what)]
+        return "ring across domains (one rank per domain)", [_ring_stage(groups, wire * size, steps, what)]
     locals_ = {v for c in shapes for v in c.values()}
     if len(locals_) == 1 and op in ("all-reduce", "reduce-scatter", "all-gather"):
         local = locals_.pop()
@@ -295,10 +289,8 @@ def collective_stages(
         inner_wire = collectives.wire_factor("reduce-scatter", local) * size / (local - 1)
         rs = _pair_stage(inner_groups, inner_wire, collectives.ring_steps("reduce-scatter", local), what)
         ag = _pair_stage(inner_groups, inner_wire, collectives.ring_steps("all-gather", local), what)
-        across = Stage(
-            *_ring(outer_groups, collectives.wire_factor(op, outer) * size / local),
-            collectives.ring_steps(op, outer),
-            what,
+        across = _ring_stage(
+            outer_groups, collectives.wire_factor(op, outer) * size / local, collectives.ring_steps(op, outer), what
         )
         stages = {"all-reduce": [rs, across, ag], "reduce-scatter": [rs, across], "all-gather": [across, ag]}[op]
         return (
@@ -306,8 +298,7 @@ def collective_stages(
             "rank (each on its own NIC)",
             stages,
         )
-    s, d, b = _ring(groups, wire * size)
-    return "flat ring in rank order (groups span domains unevenly)", [Stage(s, d, b, steps, what)]
+    return "flat ring in rank order (groups span domains unevenly)", [_ring_stage(groups, wire * size, steps, what)]
 
 
 def btree_parents(n: int) -> np.ndarray:
@@ -383,30 +374,6 @@ def tree_stages(
 
 def send_stage(pairs: Sequence[tuple[str, str]], size: float, what: str) -> Stage:
     return Stage([a for a, _ in pairs], [b for _, b in pairs], np.full(len(pairs), float(size)), 1, what)
-
-
-@dataclass
-class PhaseLoad:
-    """A phase's time terms and what it put on every physical link."""
-
-    algorithm: str
-    latency_s: float
-    bandwidth_s: float
-    queueing_s: float
-    link_bytes: np.ndarray  # per directed link, summed over stages
-    utilization: np.ndarray  # per directed link, max over stages
-    flows_per_link: np.ndarray
-    slowest_links: np.ndarray  # directed links on the slowest flow's path (of the longest stage)
-    injected: dict[str, float]
-    notes: list[str] = field(default_factory=list)
-    hops: float = 0.0
-    bottleneck_gbps: float | None = None
-    # Domains that carry exactly what a representative carries (intra-domain stages, exact symmetry).
-    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
-
-    @property
-    def seconds(self) -> float:
-        return self.latency_s + self.bandwidth_s + self.queueing_s
 
 
 def _fit(a: np.ndarray, n: int) -> np.ndarray:

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import UsageError
+from . import sizing
+from .flops import Shape, check_recompute
 
 # Bytes per parameter split the way ZeRO partitions them: (weights, gradients, optimizer states).
 # mixed-adam: the article's 18 B/param — bf16 weights (2), fp32 gradients (4), fp32 master copy + two fp32
@@ -43,7 +45,6 @@ ZERO_STAGES = {
     2: "ZeRO-2: optimizer states and gradients partitioned",
     3: "ZeRO-3 / FSDP: optimizer states, gradients and weights partitioned",
 }
-RECOMPUTE = ("none", "selective", "full")
 
 
 def check_number(value: float, what: str, *, minimum: float = 0.0, strict: bool = False) -> float:
@@ -113,8 +114,6 @@ def training_state(
     dense weights and split like them (an approximation). A weights-only layout (`sizing.LAYOUTS`, for
     inference) holds the weights split over TP × PP; DP, ZeRO and experts do not apply to it. `names`: what an
     error calls an argument (`flag` for the CLI's options)."""
-    from . import sizing
-
     if layout not in TRAINING_LAYOUTS and layout not in sizing.LAYOUTS:
         known = ", ".join(dict.fromkeys([*TRAINING_LAYOUTS, *sizing.LAYOUTS]))
         raise UsageError(f"unknown layout {layout!r}: expected one of {known}")
@@ -176,8 +175,7 @@ def activations_per_layer(
     sequence parallelism keeps less)."""
     for name, value in (("seq", seq), ("batch", batch), ("hidden", hidden), ("heads", heads), ("tp", tp)):
         check_degree(value, name)
-    if recompute not in RECOMPUTE:
-        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    check_recompute(recompute)
     sbh = float(seq) * batch * hidden
     attention = 0.0 if recompute == "selective" else 5.0 * heads * seq / hidden
     if recompute == "full":
@@ -200,41 +198,6 @@ def activations_per_layer(
         "formula": formula,
         "source": "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models (MLSys 2023)",
         "bytes_per_layer": per,
-    }
-
-
-def in_flight_microbatches(pp: int, microbatches: int) -> int:
-    """1F1B: the first stage holds activations of min(p, m) micro-batches; without PP one at a time."""
-    return 1 if pp == 1 else min(pp, microbatches)
-
-
-def activations_per_rank(
-    seq: int,
-    batch: int,
-    hidden: int,
-    heads: int,
-    layers: int,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    microbatches: int = 1,
-    sequence_parallel: bool = False,
-    recompute: str = "none",
-) -> dict[str, Any]:
-    """Per layer × layers per stage × micro-batches in flight (the first pipeline stage, the fullest)."""
-    check_degree(layers, "layers")
-    check_degree(pp, "pp")
-    check_degree(microbatches, "microbatches")
-    per = activations_per_layer(
-        seq, batch, hidden, heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
-    )
-    layers_per_stage = math.ceil(layers / pp)
-    flight = in_flight_microbatches(pp, microbatches)
-    return {
-        **per,
-        "layers_per_stage": layers_per_stage,
-        "microbatches_in_flight": flight,
-        "bytes": per["bytes_per_layer"] * layers_per_stage * flight,
     }
 
 
@@ -280,7 +243,7 @@ def inference_fit(
 
 
 def layer_activation_bytes(
-    shape: Any,
+    shape: Shape,
     b: int,
     seq: int,
     *,
@@ -296,11 +259,8 @@ def layer_activation_bytes(
     TP and sbh/t·(34 + 5as/h) with TP and sequence parallelism. Selective recompute keeps no s² tensor; full
     recompute keeps only the layer's input (their 2sbh). With context parallelism `seq` is the rank's 1/cp of the
     sequence: every tensor shrinks with it, but unfused scores, which span the whole sequence (seq × cp keys)."""
-    from .flops import Shape
-
-    s: Shape = shape
-    if recompute not in RECOMPUTE:
-        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    s = shape
+    check_recompute(recompute)
     t = tp
     by = s.dtype_bytes
     tok = float(b) * seq

@@ -16,55 +16,20 @@ it spans.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Mapping
-from types import MappingProxyType
+from itertools import groupby
 from typing import Any
 
 import networkx as nx
 
 from ..errors import UsageError
-from .decompose import Communication, Decomposition, check_degrees
+from .decompose import Decomposition, check_degrees
+from .routing import accelerator_domains, ordered_accelerators
 from .view import View
 from .workloads import Workload
 
 
 class PlacementError(UsageError):
     """A workload cannot be laid onto the topology as declared (exit code 2: the request is wrong)."""
-
-
-# The accelerators of a graph (in order, and their domains) per graph object: every placement, the sharing check and
-# the failure scenarios ask, and each answer walks every node of the graph. The traffic code never mutates a built
-# graph; the node count is checked as a guard.
-_ACCELERATORS: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...], Mapping[str, str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _accelerators(g: nx.Graph) -> tuple[int, tuple[str, ...], Mapping[str, str]]:
-    """(node count, `ordered_accelerators`, `accelerator_domains`) of `g`, from one walk over its nodes."""
-    seen = _ACCELERATORS.get(g)
-    if seen is not None and seen[0] == g.number_of_nodes():
-        return seen
-    by_domain: dict[str, list[tuple[int, str]]] = {}
-    domain: dict[str, str] = {}
-    for n, d in g._node.items():  # networkx's own dict: no view object per node
-        if d.get("kind") == "accelerator":
-            dom = domain[n] = d.get("domain") or n
-            by_domain.setdefault(dom, []).append((int(d.get("index", 0)), n))
-    order = tuple(n for members in by_domain.values() for _, n in sorted(members))
-    seen = _ACCELERATORS[g] = (g.number_of_nodes(), order, MappingProxyType(domain))
-    return seen
-
-
-def ordered_accelerators(g: nx.Graph) -> list[str]:
-    """Accelerators domain by domain (domains in topology order), each domain by accelerator index."""
-    return list(_accelerators(g)[1])
-
-
-def accelerator_domains(g: nx.Graph) -> Mapping[str, str]:
-    """Each accelerator's scale-up domain (itself when it names none), read-only: every placement shares it."""
-    return _accelerators(g)[2]
 
 
 STRATEGIES = ("fill-domains", "spread", "explicit")
@@ -135,12 +100,7 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
 def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -> list[str]:
     """Every k-th scale-up domain (k = domains available ÷ domains needed), each filled by accelerator index."""
     tid = g.graph.get("topology_id", "?")
-    domains: list[list[str]] = []
-    for a in order:
-        d = g.nodes[a].get("domain") or a
-        if not domains or (g.nodes[domains[-1][0]].get("domain") or domains[-1][0]) != d:
-            domains.append([])
-        domains[-1].append(a)
+    domains = [list(members) for _, members in groupby(order, key=accelerator_domains(g).__getitem__)]
     sizes = {len(d) for d in domains}
     if len(sizes) != 1:
         raise PlacementError(f"{where}: spread needs scale-up domains of one size; topology {tid} has {sorted(sizes)}")
@@ -177,7 +137,12 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
     accelerators = rank_accelerators(view.g, w, offset)
     tied = [c for c in d.communications if c.one_domain is not None]
     for comm in tied:
-        check_one_domain(view, comm, [accelerators[r] for r in comm.group])
+        if len(comm.group) > view.domain_size:
+            raise UsageError(
+                f"{comm.one_domain}: tensor parallel degree {len(comm.group)} exceeds the scale-up domain of "
+                f"{view.reference} ({view.domain_size} accelerators); tensor parallelism must stay inside one "
+                "scale-up domain"
+            )
     if w.training is not None:
         check_degrees(w.model, w.training, f"workload {w.id}")
     domain = accelerator_domains(view.g)
@@ -194,18 +159,3 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
                     "inside one scale-up domain: choose a TP degree that divides the domain size"
                 )
     return accelerators
-
-
-def check_one_domain(view: View, comm: Communication, group: list[str]) -> None:
-    """Tensor parallelism must stay inside one scale-up domain."""
-    tp, what, reference = len(group), comm.one_domain, view.reference
-    if tp > view.domain_size:
-        raise UsageError(
-            f"{what}: tensor parallel degree {tp} exceeds the scale-up domain of {reference} "
-            f"({view.domain_size} accelerators); tensor parallelism must stay inside one scale-up domain"
-        )
-    if len({view.domain(a) for a in group}) > 1:
-        raise UsageError(
-            f"{what}: the tensor-parallel group would straddle two scale-up domains of {reference}; "
-            f"choose a degree that divides the domain size {view.domain_size}"
-        )

@@ -24,9 +24,11 @@ pair of leaves, vectorised per destination leaf. No Python loop walks every flow
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 import networkx as nx
@@ -69,6 +71,40 @@ def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
     return (z % candidates.astype(np.uint64)).astype(np.int64)
+
+
+# The accelerators of a graph (in order, and their domains) per graph object: every placement, the sharing check and
+# the failure scenarios ask, and each answer walks every node of the graph. The traffic code never mutates a built
+# graph; the node count is checked as a guard.
+_ACCELERATORS: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...], Mapping[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _accelerators(g: nx.Graph) -> tuple[int, tuple[str, ...], Mapping[str, str]]:
+    """(node count, `ordered_accelerators`, `accelerator_domains`) of `g`, from one walk over its nodes."""
+    seen = _ACCELERATORS.get(g)
+    if seen is not None and seen[0] == g.number_of_nodes():
+        return seen
+    by_domain: dict[str, list[tuple[int, str]]] = {}
+    domain: dict[str, str] = {}
+    for n, d in g._node.items():  # networkx's own dict: no view object per node
+        if d.get("kind") == "accelerator":
+            dom = domain[n] = d.get("domain") or n
+            by_domain.setdefault(dom, []).append((int(d.get("index", 0)), n))
+    order = tuple(n for members in by_domain.values() for _, n in sorted(members))
+    seen = _ACCELERATORS[g] = (g.number_of_nodes(), order, MappingProxyType(domain))
+    return seen
+
+
+def ordered_accelerators(g: nx.Graph) -> list[str]:
+    """Accelerators domain by domain (domains in topology order), each domain by accelerator index."""
+    return list(_accelerators(g)[1])
+
+
+def accelerator_domains(g: nx.Graph) -> Mapping[str, str]:
+    """Each accelerator's scale-up domain (itself when it names none), read-only: every placement shares it."""
+    return _accelerators(g)[2]
 
 
 class CannotRoute(UsageError):
@@ -166,10 +202,6 @@ class Wiring:
         self._local_cache: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
 
     # ---- links -----------------------------------------------------------------------------------
-    def link(self, a: str, b: str) -> int:
-        """Directed link id a → b (2·edge when a is the edge's first endpoint by name, else 2·edge + 1)."""
-        return int(self.links([(a, b)])[0])
-
     @property
     def n_links(self) -> int:
         return 2 * len(self.edges)
@@ -203,68 +235,36 @@ class Wiring:
             self._arrays = new
         return self._arrays[name]
 
-    @property
-    def capacity(self) -> np.ndarray:
-        return self._array("capacity")
-
-    @property
-    def latency(self) -> np.ndarray:
-        return self._array("latency")
-
-    @property
-    def network(self) -> np.ndarray:
-        return self._array("network")
-
-    @property
-    def eu(self) -> np.ndarray:
-        return self._array("eu")
-
-    @property
-    def ev(self) -> np.ndarray:
-        return self._array("ev")
-
-    @property
-    def tail(self) -> np.ndarray:
-        return self._array("tail")
-
-    @property
-    def head(self) -> np.ndarray:
-        return self._array("head")
-
-    @property
-    def access(self) -> np.ndarray:
-        return self._array("access")
+    # The per-link arrays (see `_array`): capacity in bytes/s per direction, latency in ns, the edge's network and
+    # its end nodes (eu, ev), each directed link's tail and head, and whether it is an access link.
+    capacity = property(lambda self: self._array("capacity"))
+    latency = property(lambda self: self._array("latency"))
+    network = property(lambda self: self._array("network"))
+    eu = property(lambda self: self._array("eu"))
+    ev = property(lambda self: self._array("ev"))
+    tail = property(lambda self: self._array("tail"))
+    head = property(lambda self: self._array("head"))
+    access = property(lambda self: self._array("access"))
 
     # ---- structure -------------------------------------------------------------------------------
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
-        """Accelerators with their domain (domains in order of first appearance) and local index (by `index`),
-        in one pass over the nodes and array operations after it."""
+        """Accelerators with their domain (numbered in order of first appearance) and local index, in the order
+        placement lays ranks (`ordered_accelerators`)."""
         self.acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
-        acc_data = [node_data[i] for i in self.acc_node.tolist()]
-        acc = [n for n, _ in acc_data]
-        dom_of = [d.get("domain") or n for n, d in acc_data]
-        idx = [int(d.get("index", 0)) for _, d in acc_data]
+        acc = [node_data[i][0] for i in self.acc_node.tolist()]
         self.accs = acc
         self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
         n = len(acc)
-        number = {name: i for i, name in enumerate(dict.fromkeys(dom_of))}
-        self.domain_names = list(number)
-        self.acc_domain = np.fromiter((number[x] for x in dom_of), dtype=np.int64, count=n)
-        index = np.array(idx, dtype=np.int64)
-        order = np.lexsort((index, self.acc_domain))  # domain by domain, each by accelerator index
+        domain = accelerator_domains(self.g)
+        number = {name: i for i, name in enumerate(dict.fromkeys(map(domain.__getitem__, acc)))}
+        self.acc_domain = np.fromiter((number[domain[a]] for a in acc), dtype=np.int64, count=n)
+        names = ordered_accelerators(self.g)
+        order = self.positions(names)  # accelerator positions domain by domain, each in local order
         sizes = np.bincount(self.acc_domain, minlength=len(number))
         starts = np.cumsum(sizes) - sizes
         self.acc_local = np.empty(n, dtype=np.int64)
         self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
-        if n and np.unique(self.acc_domain * (index.max() + 1) + index).size != n:
-            # Two accelerators of a domain share an index: order them by name too, as sorted() would.
-            by: dict[int, list[tuple[int, str, int]]] = {}
-            for i in range(n):
-                by.setdefault(int(self.acc_domain[i]), []).append((idx[i], acc[i], i))
-            order = np.array([i for d in range(len(number)) for _, _, i in sorted(by[d])], dtype=np.int64)
-            self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
-        self._acc_order = order  # accelerator positions domain by domain, each in local order
-        names = [acc[i] for i in order]
+        self._acc_order = order
         self.domain_members: list[list[str]] = [names[a : a + b] for a, b in zip(starts, sizes, strict=True)]
         # Filled per domain when a route first touches it (see _ensure).
         self.acc_rail = np.full(n, -1, dtype=np.int64)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..core import confidence as rule
 from ..core.format import format_count, format_quantity
 from ..core.units import convert
 from ..errors import UsageError
 from . import compute, decompose, flops, memory, schedule, sizing, throughput
+
+if TYPE_CHECKING:
+    from ..core.facts import Facts
 
 # Registry fields the estimate reads, and the unit it wants each in.
 ACCELERATOR_FIELDS = {
@@ -28,20 +31,6 @@ ACCELERATOR_FIELDS = {
     "accelerator.peak_dense_fp8": "FLOP/s",
 }
 PEAK_FIELD = {"bf16": "accelerator.peak_dense_bf16", "fp8": "accelerator.peak_dense_fp8"}
-
-
-class _FactLike(Protocol):
-    value: float | None
-    unit: str | None
-    status: str
-    note: str
-    confidence: str
-
-
-class _FactsLike(Protocol):
-    reference_id: str
-
-    def get(self, key: str, required: bool = True) -> _FactLike: ...
 
 
 @dataclass(frozen=True)
@@ -78,7 +67,7 @@ class Accelerator:
         ]
 
 
-def accelerator(facts: _FactsLike) -> Accelerator:
+def accelerator(facts: Facts) -> Accelerator:
     """The accelerator fields of a reference, converted to base units; unknown ones kept with their reason."""
     out = {}
     for key, unit in ACCELERATOR_FIELDS.items():
@@ -127,8 +116,8 @@ def _phase_seconds(phases: list[Any], prefix: str) -> float:
 def _stage_params(shape: flops.Shape, layers: int, moe_share: float, first: bool, last: bool) -> tuple[float, float]:
     """(dense, expert) weights of one pipeline rank before any split by TP or EP: its layers, the embedding on the
     first rank and the output projection on the last (untied)."""
-    h, d = shape.hidden, shape.head_dim
-    attn = h * (shape.heads * d + 2 * shape.kv_heads * d) + shape.heads * d * h
+    h = shape.hidden
+    attn = flops.attention_weights(h, shape.heads, shape.kv_heads, shape.head_dim)
     mats = 3 if shape.gated else 2
     moe_layers = layers * moe_share
     dense = layers * attn + (layers - moe_layers) * mats * h * shape.ffn_hidden + moe_layers * h * shape.experts
@@ -210,11 +199,9 @@ def training(
 
     dense_t = pass_times(dense_work)
     moe_t = pass_times(moe_work) if moe_work else dense_t
-    layer_fwd = (1 - moe_share) * dense_t[0] + moe_share * moe_t[0]
-    layer_bwd = (1 - moe_share) * dense_t[1] + moe_share * moe_t[1]
-    layer_rec = (1 - moe_share) * dense_t[2] + moe_share * moe_t[2]
-    layer_gemm_fwd = (1 - moe_share) * dense_t[3] + moe_share * moe_t[3]
-    layer_attention_fwd = (1 - moe_share) * dense_t[4] + moe_share * moe_t[4]
+    layer_fwd, layer_bwd, layer_rec, layer_gemm_fwd, layer_attention_fwd = (
+        (1 - moe_share) * d + moe_share * e for d, e in zip(dense_t, moe_t, strict=True)
+    )
     emb = rates.seconds(flops.embedding_forward(shape, b, sub, tp)) * 3
     head = rates.seconds(flops.head_forward(shape, b, sub, tp))
     head = head + 2 * head  # forward and backward (twice the work)

@@ -113,6 +113,10 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         optimizer_bytes_per_param=k.optimizer_bytes_per_param.value,
         sharded_layer_overhead_s=k.sharded_layer_overhead_us.value * 1e-6,
     )
+
+    def use(number: str, value: str, n: Any, status: str = "") -> None:
+        out.used.append({"number": number, "value": value, "status": status or n.status, "why": _why(n, cal)})
+
     for name in (
         "gemm_fixed_us",
         "memory_fixed_us",
@@ -120,8 +124,7 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         "optimizer_bytes_per_param",
         "sharded_layer_overhead_us",
     ):
-        n = getattr(k, name)
-        out.used.append({"number": f"kernels.{name}", "value": f"{n.value:g}", "status": n.status, "why": _why(n, cal)})
+        use(f"kernels.{name}", f"{getattr(k, name).value:g}", getattr(k, name))
     if entry is None:
         out.missing.append(
             f"{THROUGHPUT_PATH}: no accelerator entry lists reference {reference!r}: its achieved throughput is unknown"
@@ -136,67 +139,31 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
     elif g.tflops is not None:
         sustained = k.gemm_sustained_fraction
         out.gemm_flops_per_s = g.tflops * 1e12 * sustained.fraction
-        out.used.append(
-            {
-                "number": "kernels.gemm_sustained_fraction",
-                "value": f"{sustained.fraction:g}",
-                "status": sustained.status,
-                "why": _why(sustained, cal),
-            }
-        )
-        out.used.append(
-            {
-                "number": f"{name}.gemm.{dtype}",
-                "value": f"{g.tflops:g} TFLOP/s",
-                "status": g.status,
-                "why": _why(g, cal),
-            }
-        )
+        use("kernels.gemm_sustained_fraction", f"{sustained.fraction:g}", sustained)
+        use(f"{name}.gemm.{dtype}", f"{g.tflops:g} TFLOP/s", g)
     elif peak is None:
         out.missing.append(
             f"{reference}:accelerator.peak_dense_{peak_dtype} is unknown, and {name}.gemm.{dtype} is a fraction of it"
         )
     else:
         out.gemm_flops_per_s = g.fraction * peak
-        out.used.append(
-            {
-                "number": f"{name}.gemm.{dtype}",
-                "value": f"{g.fraction:g} × peak {peak / 1e12:g} TFLOP/s",
-                "status": g.status,
-                "why": _why(g, cal),
-            }
-        )
+        use(f"{name}.gemm.{dtype}", f"{g.fraction:g} × peak {peak / 1e12:g} TFLOP/s", g)
     a = acc.attention
     if peak is None:
         if out.gemm_flops_per_s:
             # No registry peak: the fraction applies to the achieved GEMM rate's implied peak is unknowable;
             # the attention kernel then runs at the GEMM rate scaled by the H100's attention/GEMM ratio.
             out.attention_flops_per_s = out.gemm_flops_per_s * a.fraction / 0.8
-            out.used.append(
-                {
-                    "number": f"{name}.attention",
-                    "value": f"{a.fraction:g} / 0.8 × the achieved GEMM rate (the registry states no peak)",
-                    "status": "assumed",
-                    "why": _why(a, cal),
-                }
-            )
+            why = f"{a.fraction:g} / 0.8 × the achieved GEMM rate (the registry states no peak)"
+            use(f"{name}.attention", why, a, "assumed")
     else:
         out.attention_flops_per_s = a.fraction * peak
-        out.used.append(
-            {"number": f"{name}.attention", "value": f"{a.fraction:g} × peak", "status": a.status, "why": _why(a, cal)}
-        )
+        use(f"{name}.attention", f"{a.fraction:g} × peak", a)
     if hbm is None:
         out.missing.append(f"{reference}:accelerator.memory_bandwidth is unknown")
     else:
         out.hbm_bytes_per_s = acc.hbm.fraction * hbm
-        out.used.append(
-            {
-                "number": f"{name}.hbm",
-                "value": f"{acc.hbm.fraction:g} × {hbm / 1e12:g} TB/s",
-                "status": acc.hbm.status,
-                "why": _why(acc.hbm, cal),
-            }
-        )
+        use(f"{name}.hbm", f"{acc.hbm.fraction:g} × {hbm / 1e12:g} TB/s", acc.hbm)
     return out
 
 

@@ -9,7 +9,7 @@ calibration row is never mistaken for a prediction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +20,6 @@ from ..formats.validation import UNITS, Result, ValidationFile
 from .workloads import Workload
 
 VALIDATION_DIR = Path("models") / "validation"
-COLUMNS = (
-    "file",
-    "result",
-    "label",
-    "use",
-    "target",
-    "quantity",
-    "unit",
-    "published",
-    "model",
-    "ratio",
-    "tolerance",
-    "within",
-    "calibration",
-    "note",
-    "url",
-)
 
 
 @dataclass(frozen=True)
@@ -59,6 +42,10 @@ class Row:
 
     def as_tuple(self) -> tuple:
         return tuple(getattr(self, c) for c in COLUMNS)
+
+
+# The table's columns: the row's fields, in order.
+COLUMNS = tuple(f.name for f in fields(Row))
 
 
 def load_files(root: Path) -> list[ValidationFile]:

@@ -54,8 +54,15 @@ class Workload:
         assert i is not None
         if i.mode == "aggregated":
             return list(range(i.tp))
-        start = i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
+        start = self.decode_start
         return sorted(set(range(i.prefill_tp)) | set(range(start, start + i.decode_tp)))
+
+    @property
+    def decode_start(self) -> int:
+        """The rank where a disaggregated service's decode pool starts (default: right after the prefill pool)."""
+        i = self.inference
+        assert i is not None
+        return i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
 
 
 # The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so `dvc params
@@ -202,8 +209,6 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
             f"{path}: at $.training.stage_layers: the stages hold {sum(t.stage_layers)} layers; the model has "
             f"{model.model.layers}"
         )
-    if t and t.pp > model.model.layers:
-        raise ValidationError(f"{path}: at $.training.pp: {t.pp} stages for {model.model.layers} layers")
     e = model.model.experts
     if e is not None and e.params is not None and e.params > model.model.params:
         raise ValidationError(

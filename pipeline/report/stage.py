@@ -22,7 +22,7 @@ from ..core.paths import Layout, contained
 from ..core.registry import Tables, table_paths
 from ..errors import FabricrefError
 from ..views import render, validation
-from . import LAYOUT_CAVEAT, drawings, measured
+from . import LAYOUT_CAVEAT, measured
 from .drawn import HEAT_BASIS, Drawer
 
 STATUSES = (
@@ -321,7 +321,10 @@ def _edge_bytes(con: Tables, tid: str, wid: str) -> list[tuple[str, str, float, 
 
 
 def _plots(made: Drawings, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
-    """The index's plots (their drawings appended to `made`)."""
+    """The index's plots (their drawings appended to `made`). Matplotlib is loaded here: the models part draws
+    through views/ and never needs it."""
+    from . import drawings
+
     cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for p in traffic:
         key = f"{p['workload_id']} @ {p['topology_id']}"

@@ -14,7 +14,7 @@ from ..errors import FabricrefError
 from ..estimate import CAVEAT
 from ..estimate.traffic import Views, estimate, sharing
 from ..estimate.workloads import Workload, find_workload
-from . import comparison, plots
+from . import plots
 from .tables import LINK_KEYS, WORKLOAD_TABLES, run_combine, traffic_dir, workload_dir, write_sharing, write_workload
 
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
@@ -220,6 +220,8 @@ def run_kv(lay: Layout, views: Views | None = None) -> str:
 def run_all(lay: Layout) -> list[str]:
     """Every traffic stage in one process, in the order `dvc repro` runs them (`fabricref traffic`): each
     topology's view built once for all of them."""
+    from . import comparison  # the measured logs' part: not loaded by the per-workload stages
+
     workloads = [find_workload(lay, path.stem) for path in workload_paths(lay)]
     views = Views(lay)
     try:

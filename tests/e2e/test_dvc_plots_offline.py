@@ -1,5 +1,6 @@
 """`dvc plots show` renders offline: DVC's page template (.dvc/config plots.html_template) carries vega, vega-lite
-and vega-embed inlined from .dvc/plots/vendor/, so no script is fetched from a CDN."""
+and vega-embed inlined from .dvc/plots/vendor/, so no script is fetched from a CDN; the page holds the plots the
+stages' outputs declare."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ def test_dvc_plots_show_draws_a_plot_with_no_network(built_pipeline: Path, tmp_p
     assert done.returncode == 0, done.stderr
     html = (out / "index.html").read_text(encoding="utf-8")
     assert "cdn.jsdelivr" not in html and not re.search(r"<script[^>]+src=\"https?:", html)
+    for title in ("stacked overhead / bandwidth / queueing", "busiest link classes", "KV-cache transfer time"):
+        assert title in html, title
+    # The phase plot is stacked: one bar per phase, coloured by term.
+    assert '"stack": "zero"' in html and '"field": "term"' in html
     # Every host resolves to nothing: a script fetched from the network would fail, and the plot with it.
     dom = chromium(
         [

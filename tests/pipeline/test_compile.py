@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from conftest import copy_checkout, ensure_database
+from conftest import ensure_database
 from fabricref.compile import stage
-from fabricref.core.paths import Layout
 from fabricref.core.sources import load_sources
 from fabricref.errors import CompileError, FabricrefError
-from fabricref.extract.stage import run as extract
-
-
-@pytest.fixture(scope="module")
-def _extracted_once(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    """The checkout copied and run through extract once per module (worker): every test below edits a model and
-    compiles, and extract's output is the same for all of them."""
-    lay = Layout(copy_checkout(tmp_path_factory.mktemp("extracted") / "repo"))
-    extract(lay, load_sources(lay))
-    return lay
-
-
-@pytest.fixture
-def extracted(_extracted_once: Layout, tmp_path: Path) -> Layout:
-    """A private copy of the extracted checkout, for a test that edits models and runs compile."""
-    return Layout(shutil.copytree(_extracted_once.root, tmp_path / "repo"))
 
 
 def edit_model(lay, ref_id, old, new):

@@ -37,17 +37,9 @@ def test_the_check_finds_scientific_notation_and_dicts_and_not_hashes():
 
 
 @pytest.fixture(scope="module")
-def validated(built_registry: Layout, tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    """A copy of the session's registry with the validation stage run on it (registry/validation/)."""
-    import shutil
-
-    from fabricref.validate.stage import run
-
-    root = tmp_path_factory.mktemp("validated") / "repo"
-    shutil.copytree(built_registry.root, root, ignore=shutil.ignore_patterns(".venv", ".git"))
-    lay = Layout(root)
-    run(lay)
-    return lay
+def validated(validated_registry: Layout) -> Layout:
+    """The session's registry with the validation stage run on it (conftest.validated_registry)."""
+    return validated_registry
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,7 @@ import yaml
 from conftest import db_rows
 from fabricref.compile import stage
 from fabricref.core.registry import open_tables
-from fabricref.core.sources import load_sources
 from fabricref.errors import CompileError
-from fabricref.extract.stage import run as extract
 from fabricref.inspect.audit import audit, unverified
 
 # Discovered from models/references: every model compiles with the kind it declares.
@@ -262,12 +260,6 @@ def test_saved_queries_run(built_registry, cli):
         result = cli("query", "--file", str(path), "--format", "json", root=built_registry.root)
         assert result.code == 0, (path, result.err)
         assert json.loads(result.out), path
-
-
-@pytest.fixture
-def extracted(repo):
-    extract(repo, load_sources(repo))
-    return repo
 
 
 @pytest.mark.slow

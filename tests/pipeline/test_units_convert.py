@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
-from conftest import copy_checkout, ensure_database
+from conftest import ensure_database
 from fabricref.compile import references
 from fabricref.compile.stage import load_claims
 from fabricref.core.paths import Layout
@@ -31,22 +29,6 @@ def records(lay: Layout) -> dict[str, dict]:
     claims = load_claims(lay, load_sources(lay))
     (ref,) = [r for r in references.load_references(lay) if r.id == REFERENCE]
     return references.resolve(ref, claims)
-
-
-@pytest.fixture(scope="module")
-def _extracted_once(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    """The checkout copied and run through extract once per module (xdist worker): its claims, as a first
-    `extract` leaves them, for the tests that start from there."""
-    lay = Layout(copy_checkout(tmp_path_factory.mktemp("extracted") / "repo"))
-    extract_stage.run(lay, load_sources(lay))
-    return lay
-
-
-@pytest.fixture
-def extracted(_extracted_once: Layout, tmp_path: Path) -> Layout:
-    """A private copy of the extracted checkout (claims included), for a test that changes it:
-    the state a fresh `extract` of the shipped data leaves, without running it again per test (~0.3 CPU s)."""
-    return Layout(shutil.copytree(_extracted_once.root, tmp_path / "repo"))
 
 
 @pytest.mark.slow

@@ -5,15 +5,10 @@ cited, a stated figure's check, and conflicting sources with every value."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
-from conftest import copy_checkout
 from fabricref.core.paths import Layout
 from fabricref.core.registry import open_tables
-from fabricref.core.sources import load_sources
-from fabricref.extract.stage import run as extract
 from fabricref.inspect.fields import reference_fields
 from fabricref.report import stage as report_stage
 
@@ -128,18 +123,6 @@ def test_a_stated_figure_stays_the_value_and_the_derivation_is_its_check(built_r
     # An agreeing check is not repeated in the show table; it is in the audit (above) and the JSON.
     table = cli("show", "nvidia-gb300-nvl72", root=built_registry.root).out
     assert "check:" not in table
-
-
-@pytest.fixture(scope="module")
-def _extracted_once(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    lay = Layout(copy_checkout(tmp_path_factory.mktemp("views") / "repo"))
-    extract(lay, load_sources(lay))
-    return lay
-
-
-@pytest.fixture
-def extracted(_extracted_once: Layout, tmp_path: Path) -> Layout:
-    return Layout(shutil.copytree(_extracted_once.root, tmp_path / "repo"))
 
 
 @pytest.mark.slow
