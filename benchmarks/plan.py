@@ -20,7 +20,8 @@ beside the wall time):
   its place when pandas is not installed.
 - --ray: a 103,092-layout search (the 70B model at 1,024, 2,048 and 4,096 GPUs, 1,024 sequences of 4,096
   tokens) in-process and on a local Ray instance with 2 workers (started and warmed before the clock starts);
-  the ratio of the rates, ≥ 1.6×. Both must give the same rows.
+  the ratio of the rates, ≥ 1.6×. Both must give the same rows. Beside it, CPU seconds: each worker's
+  evaluation, the driver's whole run, and the driver's share spent sending batches and gathering their results.
 """
 
 from __future__ import annotations
@@ -199,6 +200,7 @@ def ray(lay: Any, views: Any) -> None:
         remote = api.plan_train(MODEL_70B, CLUSTER, root=lay.root, views=views, engine=engine, **opts)
         remote_s, driver_cpu = _since(t)
         spent = sorted(engine.worker_cpu.values(), reverse=True)  # what each worker's tasks took, CPU seconds
+        gathering = engine.driver_cpu  # the driver's CPU seconds sending batches and gathering their results
     finally:
         engine.close()
     n = local.counts["legal"]
@@ -211,7 +213,8 @@ def ray(lay: Any, views: Any) -> None:
         "Ray, 2 workers vs one process",
         f"{n:,} layouts: in-process {local_s:.1f} s (search {local.timings['search']:.1f}; {local_cpu:.1f} CPU s), "
         f"Ray {remote_s:.1f} s (search {remote.timings['search']:.1f}; workers "
-        f"{' + '.join(f'{c:.1f}' for c in spent)} CPU s, driver {driver_cpu:.1f}): {speedup:.2f}× on the search; "
+        f"{' + '.join(f'{c:.1f}' for c in spent)} CPU s, driver {driver_cpu:.1f} of which sending and gathering "
+        f"{gathering:.2f}): {speedup:.2f}× on the search; "
         f"at least {idle:.2f}× on two idle cores (one process's CPU ÷ busiest worker's + driver's); same rows: {same}; "
         f"load average {os.getloadavg()[0]:.1f}",
         "≥ 1.6× on a 100,000-layout search",

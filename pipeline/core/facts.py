@@ -37,6 +37,7 @@ class Fact:
     status: str  # published | preliminary | derived | assumed | unknown
     note: str = ""
     confidence: str = ""
+    evidence_needed: str = ""  # of an unknown field: what the registry says would settle it
 
     def __post_init__(self) -> None:
         if not self.confidence:
@@ -97,7 +98,10 @@ class Facts:
                 "declare a labelled assumption for it under `assumptions:` in "
                 f"models/references/{self.reference_id}.yaml"
             )
-        return Fact(key, None, None, None, "unknown", row["reason"] if row else "")
+        return Fact(
+            key, None, None, None, "unknown", row["reason"] if row else "",
+            evidence_needed=(row.get("evidence_needed") or "") if row else "",
+        )  # fmt: skip
 
     def count(self, key: str) -> int:
         fact = self.get(key)

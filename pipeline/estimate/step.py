@@ -40,6 +40,7 @@ class AccField:
     status: str
     reason: str = ""
     confidence: str = ""  # of the registry field; by the one rule from the status when not given
+    evidence_needed: str = ""  # of an unknown field: what the registry says would settle it
 
     def __post_init__(self) -> None:
         if not self.confidence:
@@ -50,6 +51,7 @@ class AccField:
 class Accelerator:
     reference_id: str
     fields: dict[str, AccField]
+    model: str = ""  # the registry's accelerator.model (e.g. "Instinct MI455X"), when stated
 
     def value(self, key: str, missing: list[str]) -> float | None:
         f = self.fields.get(key)
@@ -73,8 +75,25 @@ def accelerator(facts: Facts) -> Accelerator:
     for key, unit in ACCELERATOR_FIELDS.items():
         f = facts.get(key, required=False)
         value = None if f.value is None else convert(f.value, f.unit or unit, unit)
-        out[key] = AccField(key, value, f.status, "" if f.value is not None else f.note, f.confidence)
-    return Accelerator(facts.reference_id, out)
+        reason, evidence = ("", "") if f.value is not None else (f.note, f.evidence_needed)
+        out[key] = AccField(key, value, f.status, reason, f.confidence, evidence)
+    return Accelerator(facts.reference_id, out, facts.text("accelerator.model"))
+
+
+def missing_inputs(acc: Accelerator, rates: throughput.Rates) -> list[str]:
+    """Every input a step estimate on `acc` at `rates` needs and lacks, one line each: the registry field, why the
+    registry leaves it unknown, what needs it, and the document the registry says would settle it; or the
+    throughput calibration's missing entry. Empty when the step model has all it needs."""
+    needs = {"accelerator.memory": "the memory fit needs it", **rates.unknown_fields}
+    lines = []
+    for key, need in needs.items():
+        f = acc.fields.get(key)
+        if f is not None and f.value is not None:
+            continue
+        why = f" ({f.reason.rstrip('.')})" if f is not None and f.reason else ""
+        settle = f". What would settle it: {f.evidence_needed}" if f is not None and f.evidence_needed else ""
+        lines.append(f"{acc.reference_id}: {key} is unknown{why}; {need}{settle}")
+    return lines + rates.unknown_calibration
 
 
 def _usable(capacity: float | None, memory_headroom: float, assumptions: list[str]) -> float | None:

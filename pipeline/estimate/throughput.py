@@ -55,6 +55,10 @@ class Rates:
     sharded_layer_overhead_s: float
     used: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    # What `missing` lacks, by where it would be stated: the registry fields of `reference` (with what needs each),
+    # and the calibration entries.
+    unknown_fields: dict[str, str] = field(default_factory=dict)
+    unknown_calibration: list[str] = field(default_factory=list)
     what_if: str = ""  # set when a user's --mfu replaced the calibrated GEMM and attention rates
 
     def label(self, unused: tuple[str, ...] = ()) -> list[str]:
@@ -126,16 +130,18 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
     ):
         use(f"kernels.{name}", f"{getattr(k, name).value:g}", getattr(k, name))
     if entry is None:
-        out.missing.append(
+        out.unknown_calibration.append(
             f"{THROUGHPUT_PATH}: no accelerator entry lists reference {reference!r}: its achieved throughput is unknown"
         )
+        out.missing += out.unknown_calibration
         return out
     name, acc = entry
     peak_dtype = "bf16" if dtype == "fp16" else dtype
     peak = peaks.get(peak_dtype)
     g = acc.gemm.get(dtype) or (acc.gemm.get("bf16") if dtype == "fp16" else None)
     if g is None:
-        out.missing.append(f"{THROUGHPUT_PATH}: accelerators.{name}.gemm has no {dtype} entry")
+        out.unknown_calibration.append(f"{THROUGHPUT_PATH}: accelerators.{name}.gemm has no {dtype} entry")
+        out.missing.append(out.unknown_calibration[-1])
     elif g.tflops is not None:
         sustained = k.gemm_sustained_fraction
         out.gemm_flops_per_s = g.tflops * 1e12 * sustained.fraction
@@ -144,6 +150,9 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
     elif peak is None:
         out.missing.append(
             f"{reference}:accelerator.peak_dense_{peak_dtype} is unknown, and {name}.gemm.{dtype} is a fraction of it"
+        )
+        out.unknown_fields[f"accelerator.peak_dense_{peak_dtype}"] = (
+            f"the {dtype} compute rate is a fraction of it ({THROUGHPUT_PATH}: accelerators.{name}.gemm.{dtype})"
         )
     else:
         out.gemm_flops_per_s = g.fraction * peak
@@ -161,6 +170,9 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         use(f"{name}.attention", f"{a.fraction:g} × peak", a)
     if hbm is None:
         out.missing.append(f"{reference}:accelerator.memory_bandwidth is unknown")
+        out.unknown_fields["accelerator.memory_bandwidth"] = (
+            "memory-bound kernels and the optimizer step run at a fraction of it"
+        )
     else:
         out.hbm_bytes_per_s = acc.hbm.fraction * hbm
         use(f"{name}.hbm", f"{acc.hbm.fraction:g} × {hbm / 1e12:g} TB/s", acc.hbm)

@@ -1,9 +1,11 @@
 """Where the evaluations run: in this process (the default: nothing to start), or as Ray tasks.
 
-Both engines take the same batches of layouts and return their results in batch order, so the search, its pruning
-and its table are the same whichever runs them. The evaluator (model, cluster summary, placed group shapes: no
-graph) is put in Ray's object store once; each worker process keeps the copy it fetched, with its cost caches,
-for every later task of the search.
+Both engines take the same batches and return their results in batch order, so the search, its pruning and its
+table are the same whichever runs them. A search's job (the evaluator: model, cluster summary, placed group
+shapes, no graph; and its layouts) is put in Ray's object store once; each worker process keeps the copy it
+fetched, with its cost caches, for every later task of the search. A task names its layouts by index and returns
+its results as columns (`evaluate.columns`: a few NumPy arrays per batch), so the driver's share of a search is
+sending index arrays and concatenating arrays, not pickling layouts and rebuilding result objects one by one.
 
 A local Ray instance binds to 127.0.0.1 only, with the dashboard and usage statistics off and its object store
 capped, so a search (and the tests) send nothing beyond loopback. `--address HOST:PORT` joins an existing cluster
@@ -13,6 +15,7 @@ instead; its workers must have this package installed (the same version) to impo
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -30,39 +33,37 @@ class LocalEngine:
     def warm(self) -> None:
         pass
 
-    def map(self, task: str, ev: Any, batches: list[list[Any]]) -> Iterator[list[Any]]:
+    def map(self, task: str, job: Any, batches: list[Any]) -> Iterator[Any]:
         from .search import TASKS
 
         for batch in batches:
-            yield TASKS[task](ev, batch)
+            yield TASKS[task](job, batch)
 
     def close(self) -> None:
         pass
 
 
-# Evaluators fetched by this worker process, by the token the driver gave them (one search each).
-_WORKER_EVALUATORS: dict[str, Any] = {}
+# The job this worker process fetched, by the token the driver gave it (one search's).
+_WORKER_JOBS: dict[str, Any] = {}
 
 
-def _run(task: str, token: str, holder: list[Any], batch: list[Any]) -> tuple[list[Any], int, float]:
-    """A Ray task: the evaluator of `token` (fetched from the object store the first time this worker sees it)
-    applied to one batch; with the worker's pid and the CPU seconds the batch took (what the driver reports as the
-    workers' share, and what scheduling costs beside it). `holder` wraps the object ref so Ray does not fetch it
-    for every task."""
-    import time
-
+def _run(task: str, token: str, holder: list[Any], batch: Any) -> tuple[Any, int, float]:
+    """A Ray task: the job of `token` (fetched from the object store the first time this worker sees it) applied
+    to one batch of layout indices; with the worker's pid and the CPU seconds the batch took (what the driver
+    reports as the workers' share, and what scheduling costs beside it). `holder` wraps the object ref so Ray does
+    not fetch it for every task."""
     import ray
 
     from .search import TASKS
 
     start = time.process_time()
     if task == "warm":
-        return [], os.getpid(), 0.0
-    ev = _WORKER_EVALUATORS.get(token)
-    if ev is None:
-        _WORKER_EVALUATORS.clear()
-        ev = _WORKER_EVALUATORS[token] = ray.get(holder[0])
-    out = TASKS[task](ev, batch)
+        return None, os.getpid(), 0.0
+    job = _WORKER_JOBS.get(token)
+    if job is None:
+        _WORKER_JOBS.clear()
+        job = _WORKER_JOBS[token] = ray.get(holder[0])
+    out = TASKS[task](job, batch)
     return out, os.getpid(), time.process_time() - start
 
 
@@ -115,29 +116,34 @@ class RayEngine:
             self._started = True
         self.workers = int(ray.cluster_resources().get("CPU", workers))
         self._remote = ray.remote(_run)
-        self._evaluators: dict[int, tuple[str, Any]] = {}
+        self._held: tuple[Any, str, Any] | None = None  # (the job, its token, its object ref): the last search's
         self.worker_cpu: dict[int, float] = {}  # CPU seconds of evaluation per worker process, since started
+        self.driver_cpu = 0.0  # CPU seconds this process spent sending batches and gathering their results
 
     def warm(self) -> None:
         """Start every worker process and import the evaluation in it (what a first search would otherwise pay
         inside its timing: a worker's start and imports take seconds)."""
         self._ray.get([self._remote.remote("warm", "", [None], []) for _ in range(self.workers)])
 
-    def map(self, task: str, ev: Any, batches: list[list[Any]]) -> Iterator[list[Any]]:
+    def map(self, task: str, job: Any, batches: list[Any]) -> Iterator[Any]:
         if not batches:
             return
-        held = self._evaluators.get(id(ev))
-        if held is None:
-            held = self._evaluators[id(ev)] = (uuid.uuid4().hex, self._ray.put(ev))
-        token, ref = held
+        start = time.process_time()
+        if self._held is None or self._held[0] is not job:
+            self._held = None  # the previous search's job leaves the object store
+            self._held = (job, uuid.uuid4().hex, self._ray.put(job))
+        _, token, ref = self._held
         futures = [self._remote.remote(task, token, [ref], b) for b in batches]
+        self.driver_cpu += time.process_time() - start
         for future in futures:
+            start = time.process_time()
             out, pid, cpu = self._ray.get(future)
             self.worker_cpu[pid] = self.worker_cpu.get(pid, 0.0) + cpu
+            self.driver_cpu += time.process_time() - start
             yield out
 
     def close(self) -> None:
-        self._evaluators.clear()
+        self._held = None
         if self._started:
             self._ray.shutdown()
 

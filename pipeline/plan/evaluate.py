@@ -11,8 +11,11 @@ memory and fit exactly, and a step time no communication can lower — what the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import functools
+import itertools
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from ..core import confidence as rule
 from ..estimate import layout_eval
@@ -28,8 +31,7 @@ ROUTED = "routed per link"
 GB = 1e9
 
 
-@dataclass(frozen=True)
-class Bound:
+class Bound(NamedTuple):
     """Memory and fit exactly, and the step time without any communication (a lower bound)."""
 
     memory_per_rank_bytes: float | None
@@ -39,8 +41,7 @@ class Bound:
     step_lower_bound_seconds: float | None
 
 
-@dataclass(frozen=True)
-class Evaluation:
+class Evaluation(NamedTuple):
     """One evaluated layout (the interface the search, the store, the CLI and the explorer read)."""
 
     step_seconds: float | None
@@ -59,6 +60,76 @@ class Evaluation:
     confidence: str
     costing: str
     phases: tuple[dict[str, Any], ...] = ()
+
+
+Columns = dict[str, Any]  # field → one NumPy array over a batch's records (and a string field's vocabulary)
+_NONE = ":none"  # a float field's rows that are None (absent when there are none)
+_WORDS = ":words"  # a string field's distinct values; the field's array holds indices into them
+_FLAGS = np.array([None, False, True], dtype=object)  # a bool | None field, stored as -1, 0, 1
+
+
+def columns(records: list[Any], kind: type[Bound] | type[Evaluation]) -> Columns:
+    """A batch of `kind` records as columns: what an engine's task returns (a few arrays, whatever the batch's
+    size, so gathering a search costs the driver little more than concatenating them). `phases` is left out: the
+    search never fills it."""
+    out: Columns = {}
+    by_field = list(zip(*records, strict=True)) or [()] * len(kind._fields)
+    for name, values in zip(kind._fields, by_field, strict=True):
+        form = _form(kind, name)
+        if form == "float | None":
+            out[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+            if None in values:
+                out[name + _NONE] = np.array([v is None for v in values], dtype=bool)
+        elif form == "bool | None":
+            out[name] = np.array([-1 if v is None else int(v) for v in values], dtype=np.int8)
+        elif form == "int":
+            out[name] = np.array(values, dtype=np.int64)
+        elif form == "str":
+            words = sorted(set(values))
+            index = {w: i for i, w in enumerate(words)}
+            out[name] = np.array([index[v] for v in values], dtype=np.int32)
+            out[name + _WORDS] = words
+        elif name == "phases":
+            if any(values):
+                raise ValueError("columns: phases (kept only for routed layouts) do not travel as columns")
+        else:
+            raise TypeError(f"columns: {kind.__name__}.{name} is {form}, which has no column form")
+    return out
+
+
+def _form(kind: type[Bound] | type[Evaluation], name: str) -> str:
+    """A field's annotation as written ("float | None"; a NamedTuple keeps it as a forward reference)."""
+    form = kind.__annotations__[name]
+    return str(getattr(form, "__forward_arg__", form))
+
+
+def records(parts: list[Columns], kind: type[Bound] | type[Evaluation]) -> list[Any]:
+    """The records of the batches `parts` (in order), rebuilt from their columns exactly: the same floats, ints,
+    strings, None and booleans the evaluator returned."""
+    fields: list[Any] = []
+    n = sum(len(p[kind._fields[0]]) for p in parts)
+    for name in kind._fields:
+        if name == "phases":
+            fields.append(itertools.repeat((), n))
+            continue
+        form = _form(kind, name)
+        if form == "str":
+            values = np.concatenate(
+                [np.array(p[name + _WORDS], dtype=object)[p[name]] for p in parts] or [np.array([], dtype=object)]
+            ).tolist()
+        else:
+            arrays = [p[name] for p in parts]
+            joined = np.concatenate(arrays) if arrays else np.array([])
+            if form == "bool | None":
+                values = _FLAGS[joined.astype(np.int64) + 1].tolist()
+            else:
+                values = joined.tolist()
+                if form == "float | None":
+                    none = [p.get(name + _NONE, np.zeros(len(p[name]), dtype=bool)) for p in parts]
+                    for i in np.flatnonzero(np.concatenate(none)).tolist() if none else []:
+                        values[i] = None
+        fields.append(values)
+    return list(map(functools.partial(tuple.__new__, kind), zip(*fields, strict=True)))  # kind._make
 
 
 def objective_value(objective: str, step: float | None, gpus: int, tokens: float) -> float | None:

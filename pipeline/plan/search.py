@@ -23,14 +23,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import UsageError
 from . import space
-from .evaluate import Bound, Evaluation, TrainEvaluator, gpu_hours_per_million_tokens, objective_value
+from .evaluate import (
+    Bound,
+    Columns,
+    Evaluation,
+    TrainEvaluator,
+    columns,
+    gpu_hours_per_million_tokens,
+    objective_value,
+    records,
+)
 from .space import Layout
 
 WAVE = 4096
-# Layouts per engine task: ~0.1-0.3 s of work each, so a Ray task's few milliseconds of scheduling stay under 10 %.
+# Layouts per engine task: at most BATCH (~0.1-1 s of work), and no fewer than MIN_BATCH when a wave is split
+# over the workers (a bound or an evaluation takes 0.1-1 ms), so a Ray task's few milliseconds of scheduling
+# stay under 10 %.
 BATCH = 1024
+MIN_BATCH = 128
 GB = 1e9
 
 # (what is being done: "bounding" or "evaluating", layouts done, layouts in all, the best so far)
@@ -61,8 +75,24 @@ def plan_id(kind: str, request: dict[str, Any]) -> str:
     return f"{kind}-{request.get('model')}-{request.get('cluster')}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
 
 
-def batches(items: list[Any], size: int = BATCH) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
+@dataclass(frozen=True, eq=False)
+class Job:
+    """What every task of one search reads: the evaluator and the layouts. An engine sends it once (Ray: one
+    object in the store); each task then names its layouts by index."""
+
+    ev: TrainEvaluator
+    layouts: list[Layout]
+
+
+def batches(indices: Any, workers: int = 1) -> list[np.ndarray]:
+    """`indices` (of `Job.layouts`) in equal batches of at most BATCH; split over the workers when each still gets
+    MIN_BATCH."""
+    todo = np.asarray(indices, dtype=np.int64)
+    n = len(todo)
+    if not n:
+        return []
+    count = max(-(-n // BATCH), min(workers, n // MIN_BATCH), 1)
+    return np.array_split(todo, count)
 
 
 class _Front:
@@ -106,15 +136,17 @@ class _Front:
         return None
 
 
-def _bound_task(ev: TrainEvaluator, layouts: list[Layout]) -> list[Bound]:
-    return [ev.bound(x) for x in layouts]
+def _bound_task(job: Job, batch: np.ndarray) -> Columns:
+    ev, layouts = job.ev, job.layouts
+    return columns([ev.bound(layouts[i]) for i in batch.tolist()], Bound)
 
 
-def _evaluate_task(ev: TrainEvaluator, layouts: list[Layout]) -> list[Evaluation]:
-    return [ev.evaluate(x) for x in layouts]
+def _evaluate_task(job: Job, batch: np.ndarray) -> Columns:
+    ev, layouts = job.ev, job.layouts
+    return columns([ev.evaluate(layouts[i]) for i in batch.tolist()], Evaluation)
 
 
-TASKS: dict[str, Callable[[TrainEvaluator, list[Layout]], list[Any]]] = {
+TASKS: dict[str, Callable[[Job, np.ndarray], Columns]] = {
     "bound": _bound_task,
     "evaluate": _evaluate_task,
 }
@@ -134,11 +166,15 @@ def search_training(
     n = len(layouts)
     if not n:
         raise NoLegalLayout(req, rejected, [])
-    bounds: list[Bound] = []
-    for part in engine.map("bound", ev, batches(layouts)):
-        bounds += part
+    job = Job(ev, layouts)
+    parts: list[Columns] = []
+    bounded = 0
+    for part in engine.map("bound", job, batches(range(n), engine.workers)):
+        parts.append(part)
+        bounded += len(part["fits"])
         if progress:
-            progress("bounding", len(bounds), n, "")
+            progress("bounding", bounded, n, "")
+    bounds: list[Bound] = records(parts, Bound)
     objective, tokens = req.objective, ev.tokens
     fitting = [i for i, b in enumerate(bounds) if b.fits is not False and b.step_lower_bound_seconds is not None]
     if not fitting:
@@ -148,7 +184,8 @@ def search_training(
         value = objective_value(objective, bounds[i].step_lower_bound_seconds, layouts[i].gpus, tokens)
         return value if value is not None else float("inf")
 
-    fitting.sort(key=lambda i: (lb_objective(i), -(bounds[i].headroom_bytes or 0.0), layouts[i].id))
+    ids = [x.id for x in layouts]  # each layout's name, built once (the ties of every order below, the rows' key)
+    fitting.sort(key=lambda i: (lb_objective(i), -(bounds[i].headroom_bytes or 0.0), ids[i]))
     front = _Front(req.top)
     results: dict[int, Evaluation] = {}
     pruned: dict[int, str] = {}
@@ -169,13 +206,13 @@ def search_training(
                     pruned[i] = by
                     continue
             todo.append(i)
-        evaluated = [e for part in engine.map("evaluate", ev, batches([layouts[i] for i in todo])) for e in part]
+        evaluated = records(list(engine.map("evaluate", job, batches(todo, engine.workers))), Evaluation)
         points = []
         for i, e in zip(todo, evaluated, strict=True):
             results[i] = e
             obj = objective_value(objective, e.step_seconds, layouts[i].gpus, tokens)
             if obj is not None and e.fits is not False:
-                points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, layouts[i].id))
+                points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, ids[i]))
         front.add(points)
         done += len(wave)
         # The best so far as the ranking orders ties (more headroom, then the id).
@@ -185,7 +222,7 @@ def search_training(
             best = f"{best_point[3]} ({best_point[1]:.3f} s)"
         if progress:
             progress("evaluating", done, n, best)
-    rows = [_row(req, layouts[i], bounds[i], results.get(i), pruned.get(i), tokens) for i in range(n)]
+    rows = [_row(req, layouts[i], ids[i], bounds[i], results.get(i), pruned.get(i), tokens) for i in range(n)]
     _rank(rows, objective)
     counts = {
         "legal": n,
@@ -202,10 +239,16 @@ def _order(point: tuple[float, float, float, str]) -> tuple[float, float, str]:
 
 
 def _row(
-    req: space.TrainRequest, x: Layout, b: Bound, e: Evaluation | None, pruned_by: str | None, tokens: float
+    req: space.TrainRequest,
+    x: Layout,
+    layout_id: str,
+    b: Bound,
+    e: Evaluation | None,
+    pruned_by: str | None,
+    tokens: float,
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
-        "layout_id": x.id,
+        "layout_id": layout_id,
         **x.columns(),
         "seq_len": req.seq,
         "global_batch": req.global_batch,

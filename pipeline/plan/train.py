@@ -27,7 +27,7 @@ def prepare(
     `step.memory_headroom` (replaced by `memory_headroom` when given)."""
     from ..core.paths import check_slug
     from ..errors import ValidationError
-    from ..estimate.step import rates_for
+    from ..estimate.step import missing_inputs, rates_for
 
     try:
         check_slug(cluster_id, "cluster id")
@@ -39,7 +39,15 @@ def prepare(
     if not 0 <= headroom < 1:
         raise UsageError(f"--memory-headroom {headroom}: expected a fraction of accelerator memory in [0, 1)")
     acc = views.accelerator(view.reference)
-    return cluster_mod.summary(view, acc, rates_for(acc, dtype, views.lay.root), headroom)
+    rates = rates_for(acc, dtype, views.lay.root)
+    lacking = missing_inputs(acc, rates)
+    if lacking:
+        what = f"{acc.model} ({view.reference})" if acc.model else view.reference
+        raise UsageError(
+            f"{cluster_id}: the step model cannot time a {dtype} model on its accelerator, {what}; it lacks:\n"
+            + "\n".join(f"  {line}" for line in lacking)
+        )
+    return cluster_mod.summary(view, acc, rates, headroom)
 
 
 def plan_training(

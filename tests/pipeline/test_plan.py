@@ -136,6 +136,59 @@ def test_no_legal_layout_says_why_for_the_closest_candidates(built_registry: Lay
         api.plan_train(MODEL_70B, SMALL, root=built_registry.root, gpus=(64,), tp=(16,))
 
 
+def _targets_lacking_a_step_input(dtype: str) -> list[tuple[str, str, dict[str, str]]]:
+    """Read from models/: (cluster or system reference, the reference holding its accelerator, {field: what would
+    settle it}) for every plan target whose accelerator lacks a figure the step model needs for a `dtype` model:
+    its memory (the fit), its memory bandwidth (memory-bound kernels, the optimizer step), or its dense `dtype`
+    peak when the throughput calibration gives its GEMM rate as a fraction of that peak."""
+    import yaml
+
+    models = ROOT / "models"
+    calibration = yaml.safe_load((models / "calibration" / "throughput.yaml").read_text())["accelerators"]
+    refs = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((models / "references").glob("*.yaml"))}
+    systems = {k: k for k, r in refs.items() if r.get("form_factor") in ("server", "rack")}
+    clusters = {p.stem: yaml.safe_load(p.read_text())["building_block"] for p in (models / "clusters").glob("*.yaml")}
+    found = []
+    for target, ref in sorted({**systems, **clusters}.items()):
+        fields = refs[ref].get("fields") or {}
+        needed = ["accelerator.memory", "accelerator.memory_bandwidth"]
+        entry = next((a for a in calibration.values() if ref in a["references"]), None)
+        if entry is not None and "tflops" not in entry["gemm"].get(dtype, {}):
+            needed.append(f"accelerator.peak_dense_{dtype}")
+        lacking = {k: fields[k].get("evidence_needed", "") for k in needed if "unknown" in (fields.get(k) or {})}
+        if lacking:
+            found.append((target, ref, lacking))
+    return found
+
+
+def test_a_missing_step_input_is_named_with_what_would_settle_it(built_registry: Layout, cli) -> None:
+    """A cluster whose accelerator lacks a figure the step model needs (AMD Helios: the MI455X's BF16 rate is not
+    stated) is not "no legal layout": `plan train` and `plan serve` name each missing field, the accelerator and
+    the document the registry says would settle it, and exit 2 before searching."""
+    from fabricref.core.facts import load_facts
+
+    targets = _targets_lacking_a_step_input("bf16")
+    assert {"amd-helios", "amd-helios-vulcano800-2tier-1152"} <= {t for t, _, _ in targets}
+    assert any(len(lacking) > 1 for _, _, lacking in targets)  # each missing input gets its own line
+    root = built_registry.root
+    for target, ref, lacking in targets:
+        accelerator = load_facts(built_registry, ref).text("accelerator.model")
+        for command in (
+            ["plan", "train", "--model", "llama8b-fsdp-dp64", "--gpus", "8", "--global-batch", "8"],
+            ["plan", "serve", "--model", "llama70b-serve-aggregated", "--requests-per-second", "1", "--prompt",
+             "128", "--output", "16"],
+        ):  # fmt: skip
+            r = cli(*command, "--cluster", target, root=root)
+            assert r.code == 2, (target, r.out, r.err)
+            text = " ".join(r.err.split())
+            assert "no legal layout" not in text and "no serving layout" not in text, (target, text)
+            assert f"{target}" in text and accelerator in text, (target, text)
+            for field, evidence in lacking.items():
+                line = next((x for x in r.err.splitlines() if f"{ref}: {field} is unknown" in x), None)
+                assert line is not None, (target, field, r.err)
+                assert " ".join(evidence.split()) in text, (target, field, text)
+
+
 def test_bad_options_name_the_option(built_registry: Layout, cli) -> None:
     root = built_registry.root
     base = ["plan", "train", "--model", MODEL_70B, "--cluster", SMALL]
