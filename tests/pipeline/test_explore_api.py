@@ -574,6 +574,14 @@ def test_results_are_cached_by_the_registrys_content(built_registry: Layout) -> 
     ex.close()
 
 
+def _texts(data):
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict | list):
+        for x in data.values() if isinstance(data, dict) else data:
+            yield from _texts(x)
+
+
 def test_numbers_the_explorer_shows_come_from_the_one_formatter(built_copy: Layout) -> None:
     """A calibration fraction that Python's `:g` prints in exponent notation (1.5e-05), a sizing throughput of two
     million tokens/s (`:g`: '2e+06') and a training MFU: every view prints them as `core/format.py` does."""
@@ -592,6 +600,8 @@ def test_numbers_the_explorer_shows_come_from_the_one_formatter(built_copy: Layo
         lineage = [x for p in e.json()["phases"] for x in p["lineage"] if x["field"].startswith("link_classes.nvlink4")]
         shown = {x["shown"]["value"] for x in lineage if x["field"].endswith("efficiency")}
         assert shown == {"0.000015"}, lineage
+        texts = list(_texts(e.json()))  # what is printed; the JSON numbers keep their exact value (1.5e-05)
+        assert not [t for t in texts if "e-05" in t]
         for field in ("link_classes.nvlink4.efficiency", "link_classes.nvlink4.nvls.efficiency"):
             assert c.get(f"/api/calibration/{field}").json()["shown"]["value"] == "0.000015"
         body = {"output_tokens": 200, "requests_per_second": 100, "group_tokens_per_second": 2e6, "headroom": 1e-5}
