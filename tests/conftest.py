@@ -144,6 +144,25 @@ def copy_checkout(dest: Path, with_git: bool = False) -> Path:
     return dest
 
 
+def copy_checkout_with_sources(dest: Path, *source_ids: str) -> Path:
+    """`copy_checkout(dest)` holding only the named sources: their declarations, pins, transcriptions and every
+    snapshot their pins name, for a test of a stage's handling of the checkout rather than of the shipped data."""
+    import json
+
+    copy_checkout(dest)
+    lay = Layout(dest)
+    keep: set[str] = set()
+    for pin in sorted(lay.sources_dir.glob("pins/*.json")):
+        if pin.stem in source_ids:
+            keep.update(r["sha256"] for r in json.loads(pin.read_text())["revisions"])
+    for path in sorted(lay.sources_dir.rglob("*")):
+        snapshot = path.is_relative_to(lay.store_dir)
+        if path.is_file() and (path.name not in keep if snapshot else path.name.split(".")[0] not in source_ids):
+            path.unlink()
+    assert sorted(p.stem for p in lay.sources_dir.glob("*.yaml")) == sorted(source_ids)
+    return dest
+
+
 # A valid field record and its provenance, shared by the schema tests (one copy, not one per test module).
 PROVENANCE = {
     "source_id": "demo-doc",
@@ -223,6 +242,17 @@ def repo(tmp_path: Path) -> Layout:
     """A private copy of the checkout's data (sources, pins, snapshots, models, params; not the code: CODE_DIRS):
     tests never touch the real one."""
     return Layout(copy_checkout(tmp_path / "repo"))
+
+
+# Two sources, one fetched and one a design statement (no URL), for `few_sources`.
+FEW_SOURCES = ("amd-pensando-pollara-400", "fabricref-design-statement-amd-scale-out")
+
+
+@pytest.fixture
+def few_sources(tmp_path: Path) -> Layout:
+    """A private copy of the checkout's data holding only FEW_SOURCES (`copy_checkout_with_sources`): a stage run
+    over it as a whole (retrieve, extract) reads two sources rather than every one."""
+    return Layout(copy_checkout_with_sources(tmp_path / "repo", *FEW_SOURCES))
 
 
 @dataclass

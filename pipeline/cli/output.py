@@ -75,7 +75,7 @@ def make_table(
     (keys first), so nothing is cut at any width. Nested cells (dicts, lists) become sub-tables (`cell`).
     The layout is chosen when the table is printed, for the width of the console it is printed on (a
     table laid out for one width and printed at another would cut its ids). `exact` shows records' numbers with
-    every stored digit instead of an estimate's three."""
+    the digits they hold instead of an estimate's three."""
     return _KeyedTable(columns, keys, title, [[exact_cell(v) for v in r] for r in rows or []] if exact else rows or [])
 
 
@@ -168,7 +168,7 @@ def cell(value: Any) -> Any:
 
 
 def exact_cell(value: Any) -> Any:
-    """A record's cell: a float with every digit it stores (`format_exact`); anything else as `cell` shows it."""
+    """A record's cell: a float with the digits its record holds (`format_exact`); anything else as `cell` shows it."""
     if isinstance(value, float | Decimal) and not isinstance(value, bool):
         return format_exact(float(value))
     return value

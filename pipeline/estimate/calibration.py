@@ -52,7 +52,7 @@ __all__ = [
 
 
 # The assumed numbers people vary live in the checkout's params.yaml under `calibration`, at the same
-# path as in the calibration file (`calibration.link_classes.roce-ethernet.efficiency`), so `dvc params diff` shows
+# path as in the calibration file (`calibration.link_classes.nvlink5.efficiency`), so `dvc params diff` shows
 # them and `dvc exp run -S` varies them; the file keeps each one's status and note. Only a number no source states
 # (status assumed) may live there: a published or measured number stays beside its source. Never both places.
 PARAMS_KEY = "calibration"
@@ -104,7 +104,7 @@ def _merge_params(data: Any, doc: Any, path: Path) -> None:
         if not isinstance(node, dict) or "status" not in node:
             raise ValidationError(
                 f"{at}: {CALIBRATION_PATH} holds no number at $.{'.'.join(parts)} (expected the path of an assumed "
-                "number there, e.g. link_classes.roce-ethernet.efficiency)"
+                "number there, e.g. link_classes.nvlink5.efficiency)"
             )
         if node.get("status") != "assumed":
             raise ValidationError(

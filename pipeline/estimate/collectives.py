@@ -443,6 +443,12 @@ def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
     ctx.base_s("nvls", p)
     ctx.factor("nvls", p)
     up_b = size * (f.local + 1) / f.local
+    if f.domains > 1:
+        # Across domains (NVLS tree) the in-switch phase keeps the single-domain NVLS bus bandwidth, not its
+        # algorithm bandwidth: NCCL's tuning model (src/graph/tuning.cc, nccl-tuning-model-nvls) sets one per-channel
+        # NVLS figure whatever the node count and turns it into algbw with the whole communicator's
+        # nRanks / nsteps, so its busbw stays flat from one node to two, as nccl issue 1221 measures (430 GB/s).
+        up_b *= bus_factor(op, f.ranks) / bus_factor(op, f.local)
     stages = [Leg("in-switch reduction (NVLS)", "scale_up", up_b, up_b / rate)]
     latency, steps = lat, 1
     notes = ["NVLink SHARP (NVLS): the scale-up switch reduces in-network"]
@@ -450,8 +456,8 @@ def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
         assert f.out is not None
         out_rate, out_lat = ctx.in_network(f.out, "nvls")
         # Each rank's NIC sends and receives its S/local share once at two domains (the double binary trees are
-        # one exchange); above two, interior nodes forward to a parent and two children: NCCL's tuning model halves
-        # the NVLS-tree network bandwidth there (bwInter / 2 for nNodes > 2).
+        # one exchange); above two, interior nodes forward to a parent and two children: NCCL's tuning model gives
+        # the NVLS tree twice the network bandwidth at two nodes as above two (bwInter x 2 for nNodes <= 2).
         out_b = size / f.local * (1 if f.domains <= 2 else 2)
         stages.append(Leg("tree across domains (NVLS tree)", "scale_out", out_b, out_b / out_rate))
         depth = math.ceil(math.log2(f.domains))

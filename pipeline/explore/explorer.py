@@ -34,6 +34,7 @@ _PHASE_KINDS = (
     ("prefill-tp-", "TP", "every layer of prefill waits for its tensor-parallel all-reduce"),
     ("decode-tp-", "TP", "every decoded token waits for its tensor-parallel all-reduces"),
     ("tp-", "TP", "every layer waits for its tensor-parallel all-reduce before the next can start"),
+    ("cp-", "CP", "every attention layer waits for the K and V blocks of the other context-parallel ranks"),
     ("ep-", "EP", "each MoE layer's tokens go to their experts and back before the layer completes"),
     ("pp-", "PP neighbours", "each micro-batch's activations cross from one stage to the next (two ranks per hop)"),
     ("dp-", "DP / shard group", "the step ends only when every replica's gradients are reduced (or shards gathered)"),

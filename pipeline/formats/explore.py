@@ -244,6 +244,7 @@ class Knobs(Strict):
     pp: int | None = Field(default=None, ge=1, le=1024)
     dp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
     ep: int | None = Field(default=None, ge=1, le=4096)
+    cp: int | None = Field(default=None, ge=1, le=1024, description="Context-parallel degree.")
     micro_batch: int | None = Field(default=None, ge=1, le=65_536)
     microbatches: int | None = Field(default=None, ge=1, le=65_536, description="Micro-batches per replica.")
     seq_len: int | None = Field(default=None, ge=1, le=MAX_TOKENS)

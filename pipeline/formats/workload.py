@@ -58,7 +58,7 @@ class ModelShape(KeyAccess):
 
 class Training(KeyAccess):
     # The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`).
-    KNOBS: ClassVar[tuple[str, ...]] = ("tp", "pp", "dp", "ep", "micro_batch", "microbatches", "seq_len")
+    KNOBS: ClassVar[tuple[str, ...]] = ("tp", "pp", "dp", "ep", "cp", "micro_batch", "microbatches", "seq_len")
 
     tp: Positive
     pp: Positive

@@ -4,13 +4,28 @@ press, resellers, measurements, maintainers' statements and design statements gi
 from __future__ import annotations
 
 import pytest
+from conftest import copy_checkout
 from fabricref.cli import main
 from fabricref.compile.stage import check_evidence
 from fabricref.core.evidence import MAY_STATE
+from fabricref.core.paths import Layout
 from fabricref.core.sources import load_sources
 from fabricref.errors import CompileError
 
 HELIOS = "tomshardware-amd-helios-computex-2026"
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    """A copy of the checkout's data and its sources, loaded once for the module's tests (none changes them)."""
+    lay = Layout(copy_checkout(tmp_path_factory.mktemp("evidence") / "repo"))
+    return lay, load_sources(lay)
+
+
+def with_edited(shipped, repo, source_id):
+    """The shipped sources with `source_id` loaded again from `repo`, where the test has edited it."""
+    (edited,) = load_sources(repo, only=source_id)
+    return [edited if s.id == source_id else s for s in shipped[1]]
 
 
 def test_the_policy_table():
@@ -19,8 +34,8 @@ def test_the_policy_table():
     assert all(allowed == ("preliminary",) for k, allowed in MAY_STATE.items() if k not in vendor)
 
 
-def test_every_shipped_source_names_a_publisher_kind_its_status_respects(repo):
-    sources = load_sources(repo)
+def test_every_shipped_source_names_a_publisher_kind_its_status_respects(shipped):
+    repo, sources = shipped
     assert sources
     check_evidence(repo, sources, {})  # raises on any conflict
     press = [s.id for s in sources if s.document_type == "press-coverage"]
@@ -38,7 +53,7 @@ def test_a_press_source_set_to_published_is_a_compile_error_naming_file_and_path
     assert "publisher_kind 'press' may make a field only preliminary" in result.err
 
 
-def test_a_rule_status_override_is_held_to_the_same_policy(repo):
+def test_a_rule_status_override_is_held_to_the_same_policy(shipped, repo):
     path = repo.root / "sources" / f"{HELIOS}.yaml"
     text = path.read_text().replace(
         "    parse: {type: text, pattern: '(?P<value>Instinct MI455X)'}\n",
@@ -46,20 +61,21 @@ def test_a_rule_status_override_is_held_to_the_same_policy(repo):
     )
     path.write_text(text)
     with pytest.raises(CompileError, match=r"at \$\.rules\[1\]\.status: 'published'"):
-        check_evidence(repo, load_sources(repo), {})
+        check_evidence(repo, with_edited(shipped, repo, HELIOS), {})
 
 
-def test_a_claim_that_outranks_its_source_kind_is_refused(repo):
+def test_a_claim_that_outranks_its_source_kind_is_refused(shipped):
+    repo, sources = shipped
     claim = {"source_id": HELIOS, "rule_id": "helios-gpu-count", "status": "published"}
     with pytest.raises(CompileError, match=rf"registry/claims/{HELIOS}\.json: claim {HELIOS}#helios-gpu-count"):
-        check_evidence(repo, load_sources(repo), {f"{HELIOS}#helios-gpu-count": claim})
+        check_evidence(repo, sources, {f"{HELIOS}#helios-gpu-count": claim})
 
 
-def test_press_coverage_must_say_it_is_press(repo):
+def test_press_coverage_must_say_it_is_press(shipped, repo):
     path = repo.root / "sources" / f"{HELIOS}.yaml"
     path.write_text(path.read_text().replace("publisher_kind: press\n", "publisher_kind: vendor-document\n"))
     with pytest.raises(CompileError, match=r"at \$\.publisher_kind: 'vendor-document'.*press-coverage"):
-        check_evidence(repo, load_sources(repo), {})
+        check_evidence(repo, with_edited(shipped, repo, HELIOS), {})
 
 
 def test_every_published_field_has_a_vendor_citation_in_the_registry(built_registry, cli):
@@ -105,15 +121,15 @@ def test_a_design_statement_selects_and_is_never_published(built_registry, cli):
 
 
 @pytest.mark.slow
-def test_a_design_statement_set_to_published_or_mislabelled_is_refused(repo):
+def test_a_design_statement_set_to_published_or_mislabelled_is_refused(shipped, repo):
     path = repo.root / "sources" / f"{DESIGN}.yaml"
     original = path.read_text()
     path.write_text(original.replace("\nstatus: preliminary\n", "\nstatus: published\n"))
     with pytest.raises(CompileError, match=r"at \$\.status: 'published'.*publisher_kind 'design-statement'"):
-        check_evidence(repo, load_sources(repo), {})
+        check_evidence(repo, with_edited(shipped, repo, DESIGN), {})
     path.write_text(original.replace("document_type: design-statement\n", "document_type: announcement\n"))
     with pytest.raises(CompileError, match="a design statement is publisher_kind design-statement"):
-        check_evidence(repo, load_sources(repo), {})
+        check_evidence(repo, with_edited(shipped, repo, DESIGN), {})
 
 
 def test_a_design_statement_has_no_url_and_every_view_says_what_identifies_it(built_registry, cli):

@@ -235,6 +235,7 @@ def test_every_workload_on_its_first_target_matches_the_library(http, built_regi
     assert e["progress"]["accelerators"] >= max(g["size"] for g in e["progress"]["groups"]) > 0
     assert {g["kind"] for g in e["progress"]["groups"]} <= {
         "TP",
+        "CP",
         "EP",
         "PP neighbours",
         "DP / shard group",
@@ -261,6 +262,20 @@ def test_knobs_change_the_estimate_and_are_reported(http) -> None:
     before, after = (next(p for p in e["phases"] if p["phase"] == "dp-all-reduce") for e in (base, half))
     assert (before["group_size"], after["group_size"]) == (32, 16)
     assert after["bytes_per_rank"] == before["bytes_per_rank"]  # the same gradients per rank
+
+
+def test_context_parallel_is_a_knob_the_explorer_sets_and_its_phase_is_a_cp_group(http) -> None:
+    """cp splits each sequence over cp ranks: the job spans cp times the accelerators, gradients reduce over
+    DP × CP, and the ring-attention exchange shows as a CP group (not "other") in the progress panel."""
+    base = estimate(http, "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32").json()
+    cp = estimate(http, "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", {"cp": 2, "dp": 16}).json()
+    assert base["knobs"]["cp"] == 1 and cp["knobs"]["cp"] == 2
+    assert cp["accelerators"] == base["accelerators"]
+    assert "cp-kv-exchange" in [p["phase"] for p in cp["phases"]]
+    assert "cp-kv-exchange" not in [p["phase"] for p in base["phases"]]
+    (group,) = [g for g in cp["progress"]["groups"] if g["phase"] == "cp-kv-exchange"]
+    assert (group["kind"], group["size"]) == ("CP", 2)
+    assert "context-parallel" in group["why"]
 
 
 def test_the_apis_workload_estimate_takes_knob_overrides(built_registry) -> None:

@@ -190,10 +190,12 @@ def test_an_os_error_escaping_a_command_is_one_line_naming_the_file(cli, monkeyp
 
 
 @pytest.mark.parametrize("what", ["fifo", "dev-zero"])
-def test_a_declarative_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on(repo, what):
+def test_a_declarative_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on(few_sources, what):
     import os
 
     from fabricref.core.sources import load_sources
+
+    repo = few_sources
 
     path = repo.sources_dir / "zz-odd.yaml"
     if what == "fifo":

@@ -3,6 +3,7 @@ stages too, run by DVC or by hand) takes the one per-checkout lock."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -10,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import env_with_venv
+from conftest import FEW_SOURCES, copy_checkout_with_sources, env_with_venv
 from fabricref.core import files
+from fabricref.core.paths import Layout
 
 BIG = "huge-legal"
 
@@ -76,6 +78,32 @@ def test_a_time_limit_that_is_no_number_of_seconds_is_bad_usage(repo, cli, monke
     assert result.code == 2 and f"--time-limit={value}: expected a number of seconds" in result.err
 
 
+# The one shipped reference that cites only FEW_SOURCES.
+SMALL_REFERENCE = "amd-pensando-pollara-400"
+
+
+@pytest.fixture(scope="module")
+def small_checkout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    """A checkout of FEW_SOURCES and the one reference they cite, extracted and compiled once for the module: a
+    stage run over it whole (extract, compile, database) succeeds, on two sources rather than every one. Only
+    copied (`small_built`)."""
+    from fabricref.cli import main
+
+    lay = Layout(copy_checkout_with_sources(tmp_path_factory.mktemp("small") / "repo", *FEW_SOURCES))
+    for path in lay.root.glob("models/references/*.yaml"):
+        if path.stem != SMALL_REFERENCE:
+            path.unlink()
+    for verb in ("extract", "compile"):
+        assert main([verb, "--root", str(lay.root)]) == 0
+    return lay
+
+
+@pytest.fixture
+def small_built(small_checkout: Layout, tmp_path: Path) -> Layout:
+    """A private copy of `small_checkout`, for a test that runs a stage in it."""
+    return Layout(shutil.copytree(small_checkout.root, tmp_path / "repo"))
+
+
 HOLDER = textwrap.dedent(
     """
     import sys
@@ -107,14 +135,14 @@ def waiting_on(lock: Path, pid: int) -> bool:
     ],
     ids=["compile-as-dvc-runs-it", "database-as-dvc-runs-it", "compile-by-hand", "extract-by-hand"],
 )
-def test_a_stage_waits_for_the_checkout_lock_another_writer_holds(built_copy, args, stage):
+def test_a_stage_waits_for_the_checkout_lock_another_writer_holds(small_built, args, stage):
     """`measured import`, `pin`, `new` and `retrieve --refresh` hold the checkout lock while they write; a
     stage (compile, every DVC stage) ran beside them unlocked, so the two could interleave. Two real
     processes: one holds the lock; the stage must wait for it (seen in /proc/locks), then run."""
     env = env_with_venv()
     env.pop("FABRICREF_ROOT", None)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(built_copy.root)],
+        [sys.executable, "-c", HOLDER, str(small_built.root)],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -124,13 +152,13 @@ def test_a_stage_waits_for_the_checkout_lock_another_writer_holds(built_copy, ar
     assert holder.stdout.readline().strip() == "held"
     writer = subprocess.Popen(
         args,
-        cwd=built_copy.root,
+        cwd=small_built.root,
         env={**env, "DVC_STAGE": stage} if stage else env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    lock = built_copy.root / files.LOCK
+    lock = small_built.root / files.LOCK
     try:
         deadline = time.monotonic() + 90
         while not waiting_on(lock, writer.pid):

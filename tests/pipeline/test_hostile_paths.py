@@ -49,8 +49,9 @@ def test_an_output_directory_linked_out_of_the_checkout_is_neither_written_nor_e
     assert tree(outside) == before
 
 
-def test_a_stage_run_by_dvc_refuses_a_store_linked_out_of_the_checkout(repo, tmp_path):
+def test_a_stage_run_by_dvc_refuses_a_store_linked_out_of_the_checkout(few_sources, tmp_path):
     """sources/snapshots → another checkout's store: the retrieve stage hashed and trusted those bytes."""
+    repo = few_sources
     elsewhere = tmp_path / "elsewhere"
     shutil.move(repo.store_dir, elsewhere)
     repo.store_dir.symlink_to(elsewhere, target_is_directory=True)

@@ -53,9 +53,10 @@ def test_a_root_option_that_is_no_checkout_is_bad_usage(tmp_path, cli):
     assert not (tmp_path / "missing").exists()
 
 
-def test_a_stage_run_by_dvc_refuses_a_fabricref_root_naming_another_checkout(repo, tmp_path):
+def test_a_stage_run_by_dvc_refuses_a_fabricref_root_naming_another_checkout(few_sources, tmp_path):
     """DVC runs `python -m fabricref.<stage>` in the checkout with DVC_STAGE set: a FABRICREF_ROOT left in the
     environment must not send its reads and writes to another checkout."""
+    repo = few_sources
     other = Layout(tmp_path / "other")
     (other.root / "sources").mkdir(parents=True)
     (other.root / "schemas").mkdir()

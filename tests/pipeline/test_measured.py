@@ -25,6 +25,9 @@ RUNS = {
     "2x-dgx-h100-all-reduce-ring.log": ("illustrative-h100-4096", "ring"),
 }
 RING = (FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log").read_text()
+# One xdist worker runs the module, so `measured_repo` is built once per run; it is not shared across workers, as
+# its tests write its database and try imports in it.
+pytestmark = pytest.mark.xdist_group("measured")
 
 
 @pytest.fixture(scope="module")

@@ -382,16 +382,16 @@ def test_a_bad_calibration_param_is_refused_where_it_is_written(repo: Layout, ed
         load_calibration(repo.root)
 
 
-@pytest.mark.slow  # the workload on all its targets twice, two estimates on 24,576 GPUs: ~6 CPU s
+@pytest.mark.slow  # the workload on all its targets twice, two estimates of the 72-GPU rack
 def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_copy: Layout):
-    """RoCE efficiency 0.94 → 0.8: the KV transfer of llama70b-serve-disaggregated across Meta's RoCE fabric moves
-    1,342,177,280 B per rank (2 × 80 layers × 8 KV heads × 128 × 2 B × 32,768 tokens ÷ TP 8) over a 400 Gb/s NIC
-    (50 GB/s per direction): its bandwidth term goes from B ÷ (50e9 × 0.94) = 28.557 ms to B ÷ (50e9 × 0.8) =
-    33.554 ms, and TTFT and the communication total by the difference."""
+    """NVLink 5 efficiency 0.822 → 0.7: the KV transfer of llama70b-serve-disaggregated inside the GB200 NVL72 rack
+    moves 1,342,177,280 B per rank (2 × 80 layers × 8 KV heads × 128 × 2 B × 32,768 tokens ÷ TP 8) over NVLink 5
+    (900 GB/s per direction): its bandwidth term goes from B ÷ (900e9 × 0.822) = 1.814 ms to B ÷ (900e9 × 0.7) =
+    2.130 ms, and TTFT and the communication total by at least the difference."""
     from fabricref.estimate import traffic as estimate_traffic
     from fabricref.traffic import stage
 
-    wid, target = "llama70b-serve-disaggregated", "meta-style-h100-24576"
+    wid, target = "llama70b-serve-disaggregated", "nvidia-gb200-nvl72"
     kv = 2 * 80 * 8 * 128 * 2 * 32768 / 8
     assert kv == 1_342_177_280
 
@@ -400,17 +400,17 @@ def test_a_calibration_param_moves_the_cost_by_the_hand_computed_amount(built_co
         return next(p for p in r.phases if p.phase == "kv-transfer")
 
     before_phase, before = kv_phase(), stage.workload_result(built_copy, wid)[1][target]
-    assert before_phase.bandwidth_s == pytest.approx(kv / (50e9 * 0.94), rel=1e-9)
+    assert before_phase.bandwidth_s == pytest.approx(kv / (900e9 * 0.822), rel=1e-9)
     params = built_copy.root / "params.yaml"
     text = params.read_text()
-    params.write_text(text.replace("      efficiency: 0.94         #", "      efficiency: 0.8          #", 1))
+    params.write_text(text.replace("      efficiency: 0.822        #", "      efficiency: 0.7          #", 1))
     after_phase, after = kv_phase(), stage.workload_result(built_copy, wid)[1][target]
-    assert after_phase.bandwidth_s == pytest.approx(kv / (50e9 * 0.8), rel=1e-9)
-    moved = kv / (50e9 * 0.8) - kv / (50e9 * 0.94)
-    assert moved == pytest.approx(0.0049975, abs=1e-7)
+    assert after_phase.bandwidth_s == pytest.approx(kv / (900e9 * 0.7), rel=1e-9)
+    moved = kv / (900e9 * 0.7) - kv / (900e9 * 0.822)
+    assert moved == pytest.approx(0.0003162, abs=1e-7)
     # (the metrics keep 9 significant digits: seconds of about 2 to the nearest 1e-8)
-    assert after["ttft_s"] - before["ttft_s"] == pytest.approx(moved, abs=3e-8)
-    assert after["comm_s"] - before["comm_s"] == pytest.approx(moved, abs=3e-8)
+    assert after["ttft_s"] - before["ttft_s"] >= moved - 3e-8
+    assert after["comm_s"] - before["comm_s"] >= moved - 3e-8
     assert after_phase.latency_s == before_phase.latency_s
 
 

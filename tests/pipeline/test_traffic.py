@@ -137,17 +137,17 @@ def meta_dp512(built_registry):
 @pytest.mark.slow
 def test_oversubscription_queues_only_where_links_are_oversubscribed(built_registry, meta_dp512):
     """Meta-style: only 2 of each DP ring's 512 edges cross pods (16 flows against ~175 Tb/s of pod uplinks),
-    so the 1:7 tier adds no queueing; the phase runs at the NIC's 400 Gb/s (at the calibrated 400G efficiency)
-    like the non-blocking cluster."""
+    so the 1:7 tier adds no queueing; the phase runs at the NIC's 400 Gb/s at its link class's calibrated
+    efficiency (RoCE there, InfiniBand on the non-blocking cluster), as the non-blocking cluster does."""
     w = find_workload(built_registry, "llama70b-train-tp8-dp512")
     meta = next(p for p in meta_dp512.phases if p.phase == "dp-all-reduce")
     flat = next(p for p in estimate(built_registry, "illustrative-h100-4096", w).phases if p.phase == "dp-all-reduce")
-    ib = CAL.link_classes["infiniband"].efficiency.value
-    for p in (meta, flat):
-        assert p.queueing_s == 0 and p.effective_gbps == pytest.approx(400 * ib) and p.dominant == "bandwidth"
+    for p, link_class in ((meta, "roce-ethernet"), (flat, "infiniband")):
+        eff = CAL.link_classes[link_class].efficiency.value
+        assert p.queueing_s == 0 and p.effective_gbps == pytest.approx(400 * eff) and p.dominant == "bandwidth"
         # DP gradients: 70e9 / TP 8 × 2 bytes per rank, ring all-reduce over 512 ranks at 50 GB/s × efficiency.
         assert p.bytes_per_rank == pytest.approx(70e9 / 8 * 2)
-        assert p.bandwidth_s == pytest.approx(2 * 511 / 512 * 70e9 / 8 * 2 / (50e9 * ib))
+        assert p.bandwidth_s == pytest.approx(2 * 511 / 512 * 70e9 / 8 * 2 / (50e9 * eff))
         assert p.algorithm == "ring / Simple"
     assert meta.tier == "spine-core (across pods)" and meta.max_link_utilization == pytest.approx(1.0)
     # By hand: per direction, the 8 rails' flows leave one leaf split over 16 spines (400 × 8 / 16 = 200 Gb/s per

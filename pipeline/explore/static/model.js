@@ -21,7 +21,7 @@ document.addEventListener("DOMContentLoaded", () => {
     tray: "tray", system: "system",
   };
   const KNOB_LABELS = {
-    tp: "TP", pp: "PP", dp: "DP", ep: "EP", micro_batch: "micro-batch", microbatches: "micro-batches per replica",
+    tp: "TP", pp: "PP", dp: "DP", ep: "EP", cp: "CP", micro_batch: "micro-batch", microbatches: "micro-batches per replica",
     seq_len: "sequence length", prefill_tp: "prefill TP", decode_tp: "decode TP", batch: "batch",
     prompt_tokens: "prompt tokens", output_tokens: "output tokens", requests_per_second: "requests/s",
     mode: "serving", placement: "placement",
