@@ -94,6 +94,15 @@ def format_count(value: float, digits: int = 3) -> str:
     return _number(_round(value, digits), digits)
 
 
+def format_percent(fraction: float | None, digits: int = 2, signed: bool = False) -> str:
+    """A fraction as a percentage: 0.4567 → '46%', 0.004 → '0.4%' (never a '0%' that hides a small share), 1e6 →
+    '100,000,000%'; `signed` marks a change '+12.3%' / '-4%'; None or not finite → '—'."""
+    if fraction is None or not math.isfinite(fraction):
+        return MISSING
+    text = _number(fraction * 100, digits)
+    return f"+{text}%" if signed and fraction > 0 else f"{text}%"
+
+
 def format_exact(value: float, digits: int = 10) -> str:
     """A stored number as a record shows it: up to `digits` significant digits (every digit a document states,
     where the three of `format_quantity` would round a stated 2,614.9 to 2,610), thousands separators, trailing

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.confidence import of_status, weakest
+from ..core.format import format_exact
 from ..errors import UsageError
 
 # The calibration's models and the topology view (NetworkX, SciPy) are loaded where they are used, not with the
@@ -220,7 +221,7 @@ class Estimate:
             "confidence": self.confidence,
             "stages": [vars(s) for s in self.stages],
             "assumptions": self.assumptions,
-            "calibration": sorted({f"{path} = {n.value:g} [{n.status}]" for path, n in self.used}),
+            "calibration": sorted({f"{path} = {format_exact(n.value)} [{n.status}]" for path, n in self.used}),
             "candidates": self.candidates,
         }
 

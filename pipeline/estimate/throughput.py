@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..core.format import format_exact
 from ..core.schemas import load_model
 from ..errors import UsageError
 from ..formats.throughput import THROUGHPUT_PATH, Throughput
@@ -128,7 +129,7 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         "optimizer_bytes_per_param",
         "sharded_layer_overhead_us",
     ):
-        use(f"kernels.{name}", f"{getattr(k, name).value:g}", getattr(k, name))
+        use(f"kernels.{name}", format_exact(getattr(k, name).value), getattr(k, name))
     if entry is None:
         out.unknown_calibration.append(
             f"{THROUGHPUT_PATH}: no accelerator entry lists reference {reference!r}: its achieved throughput is unknown"
@@ -145,8 +146,8 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
     elif g.tflops is not None:
         sustained = k.gemm_sustained_fraction
         out.gemm_flops_per_s = g.tflops * 1e12 * sustained.fraction
-        use("kernels.gemm_sustained_fraction", f"{sustained.fraction:g}", sustained)
-        use(f"{name}.gemm.{dtype}", f"{g.tflops:g} TFLOP/s", g)
+        use("kernels.gemm_sustained_fraction", format_exact(sustained.fraction), sustained)
+        use(f"{name}.gemm.{dtype}", f"{format_exact(g.tflops)} TFLOP/s", g)
     elif peak is None:
         out.missing.append(
             f"{reference}:accelerator.peak_dense_{peak_dtype} is unknown, and {name}.gemm.{dtype} is a fraction of it"
@@ -156,18 +157,18 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         )
     else:
         out.gemm_flops_per_s = g.fraction * peak
-        use(f"{name}.gemm.{dtype}", f"{g.fraction:g} × peak {peak / 1e12:g} TFLOP/s", g)
+        use(f"{name}.gemm.{dtype}", f"{format_exact(g.fraction)} × peak {format_exact(peak / 1e12)} TFLOP/s", g)
     a = acc.attention
     if peak is None:
         if out.gemm_flops_per_s:
             # No registry peak: the fraction applies to the achieved GEMM rate's implied peak is unknowable;
             # the attention kernel then runs at the GEMM rate scaled by the H100's attention/GEMM ratio.
             out.attention_flops_per_s = out.gemm_flops_per_s * a.fraction / 0.8
-            why = f"{a.fraction:g} / 0.8 × the achieved GEMM rate (the registry states no peak)"
+            why = f"{format_exact(a.fraction)} / 0.8 × the achieved GEMM rate (the registry states no peak)"
             use(f"{name}.attention", why, a, "assumed")
     else:
         out.attention_flops_per_s = a.fraction * peak
-        use(f"{name}.attention", f"{a.fraction:g} × peak", a)
+        use(f"{name}.attention", f"{format_exact(a.fraction)} × peak", a)
     if hbm is None:
         out.missing.append(f"{reference}:accelerator.memory_bandwidth is unknown")
         out.unknown_fields["accelerator.memory_bandwidth"] = (
@@ -175,7 +176,7 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         )
     else:
         out.hbm_bytes_per_s = acc.hbm.fraction * hbm
-        use(f"{name}.hbm", f"{acc.hbm.fraction:g} × {hbm / 1e12:g} TB/s", acc.hbm)
+        use(f"{name}.hbm", f"{format_exact(acc.hbm.fraction)} × {format_exact(hbm / 1e12)} TB/s", acc.hbm)
     return out
 
 

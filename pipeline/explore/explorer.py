@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import api
+from ..core.format import format_count, format_percent
 from ..core.paths import Layout, layout
 from ..errors import FabricrefError, InputError, UsageError
 
@@ -74,6 +75,16 @@ def _shown_quantity(value: Any, unit: str | None = None, direction: str | None =
     from ..core.format import format_quantity
 
     return format_quantity(value, unit, direction)
+
+
+def _calibration_shown(field: str, value: float) -> str:
+    """A calibration number as every explorer view prints it: the file names a number's unit in its key
+    (…latency_us…), the rest are fractions and factors, printed with the digits the file states ('0.6875')."""
+    import re
+
+    from ..core.format import format_exact
+
+    return _shown_quantity(value, "µs") if re.search(r"_us(\.|$)", field) else format_exact(value)
 
 
 class Explorer:
@@ -437,7 +448,7 @@ class _ExplorerState:
         node = calibration_node(self.lay, {"field": field, "status": n.status, "confidence": _confidence_of(n.status)})
         return Provenance(
             **{k: node[k] for k in ("reference_id", "field", "value", "status", "confidence", "why", "source_url")},
-            shown={"value": _shown_quantity(n.value)},
+            shown={"value": _calibration_shown(field, n.value)},
         )
 
     # -- the model drawn -------------------------------------------------------------------------------------
@@ -713,9 +724,8 @@ def _lineage_row(x: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]
             value, note = n.value, n.note
             src = cal.sources.get(n.source) if n.source else None
             source = src.url if src is not None else None
-            # The calibration file names each number's unit in its key (…latency_us…); the rest are fractions.
             unit = "µs" if re.search(r"_us(\.|$)", x["field"]) else None
-            shown_value = _shown_quantity(value, unit) if unit else f"{value:g}"
+            shown_value = _calibration_shown(x["field"], value)
     elif (x["reference_id"], x["field"]) in fields:
         f = fields[(x["reference_id"], x["field"])]
         value = f["value_text"] if f["value_text"] is not None else f["value_number"]
@@ -841,7 +851,7 @@ def _step_figures(st: dict[str, Any], fields: dict[tuple[str, str], dict[str, An
         if value is None:
             shown = "unknown"
         elif unit == "%":
-            shown = f"{value:.0%}"
+            shown = format_percent(value)
         else:
             shown = _shown_quantity(value, unit)
         if key == "tpot_seconds" and st.get("tpot_bound"):
@@ -1062,7 +1072,7 @@ def _change(before: float | None, after: float | None) -> str:
     if before is None or after is None or before == 0:
         return "—"
     ratio = after / before - 1
-    return "unchanged" if abs(ratio) < 5e-4 else f"{ratio:+.1%}"
+    return "unchanged" if abs(ratio) < 5e-4 else format_percent(ratio, digits=3, signed=True)
 
 
 def _sizing(request: Any) -> Any:
@@ -1103,7 +1113,7 @@ def _sizing(request: Any) -> Any:
             per_token,
             "B",
             f"2 × layers × KV heads × head dim × bytes = 2 × {r.layers} × {r.kv_heads} × {r.head_dim} × "
-            f"{sizing.dtype_bytes(r.kv_dtype):g} B ({r.kv_dtype})",
+            f"{format_count(sizing.dtype_bytes(r.kv_dtype))} B ({r.kv_dtype})",
         ),
         row(
             "KV cache per request",
@@ -1120,8 +1130,8 @@ def _sizing(request: Any) -> Any:
             "serving groups",
             cap.groups,
             "count",
-            f"⌈demand × (1 + headroom {r.headroom:g}) ÷ throughput of one group ({r.group_tokens_per_second:g} "
-            "tokens/s)⌉",
+            f"⌈demand × (1 + headroom {format_count(r.headroom)}) ÷ throughput of one group "
+            f"({format_count(r.group_tokens_per_second)} tokens/s)⌉",
         ),
         row("accelerators", cap.accelerators, "count", f"groups × group size ({r.group_size})"),
     ]

@@ -94,10 +94,7 @@ def plot(log: dict[str, Any]) -> bytes:
 
 def _binary_size(value: float) -> str:
     """A buffer size on the log2 axis: 512 B, 4 KiB, 1 GiB."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= scale:
-            return f"{value / scale:g} {unit}"
-    return f"{value:g} B"
+    return format_quantity(value / 2**10, "KiB")
 
 
 def read(lay: Layout) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.format import format_quantity
+from ..core.format import format_percent, format_quantity
 
 LEGEND = {
     "time": "time a link is busy per step or request at its line rate, as a share of the busiest drawn link "
@@ -71,7 +71,7 @@ def link_loads(
             shown={
                 "bytes": format_quantity(nbytes, "B"),
                 "busy": format_quantity(busy, "s"),
-                "of_communication": f"{busy / comm:.0%}" if comm > 0 else "—",
+                "of_communication": format_percent(busy / comm) if comm > 0 else "—",
             },
         )
         for link, nbytes, busy in sorted(found_rows)

@@ -17,7 +17,7 @@ from typing import Any
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from ..core.format import MISSING, format_count, format_quantity
+from ..core.format import MISSING, format_count, format_percent, format_quantity
 from . import loads as heat
 
 NETWORK_COLOUR = {"scale_up": "#6a3d9a", "scale_out": "#1f78b4", "frontend": "#33a02c", "host": "#8c8c8c"}
@@ -82,7 +82,7 @@ def ratio(value: Any) -> str:
 
 
 def share(value: Any) -> str:
-    return MISSING if value is None or not math.isfinite(value) else f"{value:.0%}"
+    return format_percent(value)
 
 
 def _link_width(links: int, network: str) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.format import MISSING, format_quantity
+from ..core.format import MISSING, format_percent, format_quantity
 
 SQL = "SELECT * FROM validation ORDER BY file, result"
 ROLES = {
@@ -34,7 +34,7 @@ def shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "model": format_quantity(r.get("model"), unit, digits=4),
                 "published": format_quantity(r.get("published"), unit, digits=4),
                 "ratio": MISSING if r.get("ratio") is None else f"{r['ratio']:.3f}",
-                "tolerance": MISSING if r.get("tolerance") is None else f"±{r['tolerance']:.0%}",
+                "tolerance": MISSING if r.get("tolerance") is None else f"±{format_percent(r['tolerance'])}",
                 "verdict": "unknown" if within is None else ("in" if within else "out"),
                 "role": ROLES.get(str(r.get("use")), str(r.get("use") or "")),
                 "note": r.get("note") or "",

@@ -587,3 +587,43 @@ def test_results_are_cached_by_the_registrys_content(built_registry: Layout) -> 
     finally:
         os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     ex.close()
+
+
+def _texts(data):
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict | list):
+        for x in data.values() if isinstance(data, dict) else data:
+            yield from _texts(x)
+
+
+def test_numbers_the_explorer_shows_come_from_the_one_formatter(built_copy: Layout) -> None:
+    """A calibration fraction that Python's `:g` prints in exponent notation (1.5e-05), a sizing throughput of two
+    million tokens/s (`:g`: '2e+06') and a training MFU: every view prints them as `core/format.py` does."""
+    from fabricref.core.format import format_percent
+    from fabricref.explore.app import create_app
+
+    path = built_copy.root / "models" / "calibration" / "collectives.yaml"
+    text = path.read_text()
+    for stated in ("      value: 0.822\n", "        value: 0.6875\n"):  # NVLink 4's ring and NVLS efficiencies
+        assert stated in text
+        text = text.replace(stated, stated.replace(stated.split()[-1], "0.000015"), 1)
+    path.write_text(text)
+    with serve(app=create_app(built_copy.root, warm=False)) as url, client(url) as c:
+        e = c.post("/api/estimate", json={"topology": "nvidia-dgx-h100", "workload": "llama70b-serve-aggregated"})
+        assert e.status_code == 200, e.text[:300]
+        lineage = [x for p in e.json()["phases"] for x in p["lineage"] if x["field"].startswith("link_classes.nvlink4")]
+        shown = {x["shown"]["value"] for x in lineage if x["field"].endswith("efficiency")}
+        assert shown == {"0.000015"}, lineage
+        texts = list(_texts(e.json()))  # what is printed; the JSON numbers keep their exact value (1.5e-05)
+        assert not [t for t in texts if "e-05" in t]
+        for field in ("link_classes.nvlink4.efficiency", "link_classes.nvlink4.nvls.efficiency"):
+            assert c.get(f"/api/calibration/{field}").json()["shown"]["value"] == "0.000015"
+        body = {"output_tokens": 200, "requests_per_second": 100, "group_tokens_per_second": 2e6, "headroom": 1e-5}
+        fleet = {r["quantity"]: r for r in c.post("/api/sizing", json=body).json()["sections"]["fleet"]}
+        formula = fleet["serving groups"]["formula"]
+        assert "headroom 0.00001" in formula and "(2,000,000 tokens/s)" in formula, formula
+        train = {"topology": "illustrative-h100-4096", "workload": "llama70b-train-tp8-pp4-dp32"}
+        step = c.post("/api/estimate", json=train).json()["step"]
+    (mfu,) = [r for r in step["rows"] if r["quantity"].startswith("MFU")]
+    assert mfu["value"] == format_percent(step["values"]["mfu"]) and mfu["value"].endswith("%")

@@ -132,7 +132,7 @@ def test_a_fully_sharded_run_pays_its_per_layer_overhead_each_micro_batch_and_a_
     gap = sharded["step_seconds"] - plain["step_seconds"]
     optimizer = sharded["optimizer_seconds"] - plain["optimizer_seconds"]
     assert gap - optimizer == pytest.approx(40 * 3 * per_layer, rel=1e-9)
-    assert any(c.startswith("kernels.sharded_layer_overhead_us = 5640 [fitted]") for c in sharded["calibration"])
+    assert any(c.startswith("kernels.sharded_layer_overhead_us = 5,640 [fitted]") for c in sharded["calibration"])
 
 
 def test_a_removed_step_mfu_is_refused_naming_its_replacement(tmp_path: Path):

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from fabricref.core.format import format_count, format_distinct, format_field, format_quantity, significant_digits
+from fabricref.core.format import (
+    format_count,
+    format_distinct,
+    format_field,
+    format_percent,
+    format_quantity,
+    significant_digits,
+)
 
 
 @pytest.mark.parametrize(
@@ -112,3 +119,23 @@ def test_a_field_without_a_number_prints_its_text_or_a_dash():
 def test_a_diff_starts_at_the_digits_the_documents_state():
     assert format_distinct(1307.4, 1307.4, "TFLOP/s", digits=5) == ("1,307.4 TFLOP/s",) * 2
     assert format_distinct(1307.4, 2614.9, "TFLOP/s", digits=5) == ("1,307.4 TFLOP/s", "2,614.9 TFLOP/s")
+
+
+@pytest.mark.parametrize(
+    ("fraction", "digits", "signed", "expected"),
+    [
+        (0.4567, 2, False, "46%"),
+        (0.004, 2, False, "0.4%"),  # `:.0%` prints '0%' and hides the share
+        (1.5e-05, 2, False, "0.0015%"),
+        (0.15, 2, False, "15%"),
+        (1.234, 2, False, "123%"),  # whole from 100% up, never rounded to '120%'
+        (1e6, 2, False, "100,000,000%"),  # separators, never '1e+08%'
+        (0.123456, 3, True, "+12.3%"),
+        (-0.04, 3, True, "-4%"),
+        (0, 3, True, "0%"),
+        (None, 2, False, "—"),
+        (float("nan"), 2, False, "—"),
+    ],
+)
+def test_percent(fraction, digits: int, signed: bool, expected: str) -> None:
+    assert format_percent(fraction, digits, signed) == expected
