@@ -57,6 +57,7 @@ class _Clock:
         self.watchdog: threading.Timer | None = None
         self.previous_handler: object = None
         self.armed = False
+        self.fired = False  # the limit was reached and its stop raised
 
 
 _CLOCK = _Clock()
@@ -75,6 +76,7 @@ def _on_alarm(_signum: int, _frame: object) -> None:
     if _CLOCK.depth:
         _CLOCK.pending = True
         return
+    _CLOCK.fired = True
     raise TimeLimitError(_message())
 
 
@@ -120,10 +122,18 @@ def bounded() -> Iterator[None]:
     _CLOCK.started, _CLOCK.limit, _CLOCK.how = time.monotonic(), limit, ENV if text else "the default"
     _CLOCK.pending, _CLOCK.depth = False, 0
     _CLOCK.previous_handler = signal.signal(signal.SIGALRM, _on_alarm)
-    _CLOCK.armed = True
+    _CLOCK.armed, _CLOCK.fired = True, False
     try:
         _arm(limit)
         yield
+    except TimeLimitError:
+        raise
+    except Exception as exc:
+        # The stop raised inside a C extension that checks for signals (DuckDB scanning Python objects) comes
+        # back as that library's own error ("Query interrupted"): it is still the limit that stopped the command.
+        if _CLOCK.fired:
+            raise TimeLimitError(_message()) from exc
+        raise
     finally:
         _disarm()
         _CLOCK.armed = False

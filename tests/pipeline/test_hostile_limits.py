@@ -171,3 +171,25 @@ def test_a_stage_waits_for_the_checkout_lock_another_writer_holds(small_built, a
         assert holder.wait(timeout=30) == 0
     _out, err = writer.communicate(timeout=120)
     assert writer.returncode == 0, err
+
+
+def test_a_limit_reached_inside_duckdb_is_still_the_time_limit(monkeypatch):
+    """The stop is raised while DuckDB runs Python (a scan of Python objects, here a Python function in a query):
+    DuckDB hands it back as its own error ("Query interrupted", "Python exception occurred"), which must still
+    read as the time limit that stopped the command, not a traceback of an internal error."""
+    duckdb = pytest.importorskip("duckdb")
+    from duckdb.sqltypes import BIGINT
+    from fabricref.core import deadline
+
+    def slow(x: int) -> int:
+        time.sleep(0.001)
+        return x
+
+    monkeypatch.setenv("FABRICREF_TIME_LIMIT", "0.2")
+    con = duckdb.connect(config={"threads": 1})  # the function runs on the thread that waits for the query
+    con.create_function("slow", slow, [BIGINT], BIGINT)
+    with pytest.raises(deadline.TimeLimitError, match="stopped at the time limit of 0.2 s"), deadline.bounded():
+        con.execute("SELECT sum(slow(i)) FROM range(100000) r(i)").fetchall()
+    # Without the limit reached, DuckDB's own errors stay what they are.
+    with pytest.raises(duckdb.Error), deadline.bounded():
+        con.execute("SELECT no_such_function(1)")
