@@ -169,7 +169,7 @@ def cell(value: Any) -> Any:
 
 def exact_cell(value: Any) -> Any:
     """A record's cell: a float with the digits its record holds (`format_exact`); anything else as `cell` shows it."""
-    if isinstance(value, float | Decimal) and not isinstance(value, bool):
+    if isinstance(value, float | Decimal):
         return format_exact(float(value))
     return value
 

@@ -17,12 +17,11 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from ..core import confidence, expr
-from ..core.format import significant_digits, stated_number
+from ..core.format import format_exact, significant_digits, stated_number
 from ..core.paths import Layout, check_slug
 from ..core.schemas import load_json, load_model, load_yaml, validate
 from ..core.sources import Source, load_sources
@@ -522,7 +521,7 @@ def _derive(
         {
             "value_number": number,
             # Six significant digits, as `g` gives, but never in exponent notation: SQL and every view read it.
-            "value_text": format(Decimal(f"{number:.6g}"), "f"),
+            "value_text": format_exact(number, 6, separators=False),
             "status": "derived",
             "confidence": confidence.of_status("derived", confidences),
             "formula": formula,

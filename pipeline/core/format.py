@@ -103,14 +103,15 @@ def format_percent(fraction: float | None, digits: int = 2, signed: bool = False
     return f"+{text}%" if signed and fraction > 0 else f"{text}%"
 
 
-def format_exact(value: float, digits: int = 10) -> str:
+def format_exact(value: float, digits: int = 10, separators: bool = True) -> str:
     """A stored number as a record shows it: up to `digits` significant digits (every digit a document states,
     where the three of `format_quantity` would round a stated 2,614.9 to 2,610), thousands separators, trailing
     zeros dropped and never exponent notation: '2,614.9', '0.000000125', '40,277.77778'. For records shown as they
-    are (query results); estimates go through `format_quantity`."""
+    are (query results); estimates go through `format_quantity`. Without `separators`, the plain number a
+    registry text field stores ('1080000')."""
     if not math.isfinite(value):
         return str(value)
-    text = format(Decimal(f"{float(value):.{digits}g}"), ",f")
+    text = format(Decimal(f"{float(value):.{digits}g}"), ",f" if separators else "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
