@@ -29,7 +29,7 @@ from ..core.units import Quantity
 from ..core.vocabulary import FieldSpec, vocabulary
 from ..errors import CompileError, FabricrefError
 from ..formats.identities import Identities
-from ..formats.reference import Assumption, FieldDecl, Parameter, ReferenceFile, Unknown
+from ..formats.reference import Assumption, Cite, FieldDecl, Formula, Parameter, ReferenceFile, Unknown
 
 PARAM_PREFIX = "param."
 
@@ -254,34 +254,34 @@ def _cited(
     ref: Reference,
     key: str,
     spec: FieldSpec,
-    decl: dict[str, Any],
+    decl: Cite,
     claims: dict[str, dict[str, Any]],
     sources: Mapping[str, Source],
 ) -> dict[str, Any]:
     where = f"{ref.path}: at $.fields.{key}"
     cited = []
-    for cite in decl["cite"]:
+    for cite in decl.cite:
         claim = claims.get(cite)
         if claim is None:
             source_id = cite.split("#")[0]
             known = any(k.startswith(source_id + "#") for k in claims)
             what = f"source {source_id} has no rule {cite.split('#')[1]!r}" if known else f"no source {source_id!r}"
             raise CompileError(f"{where}.cite: {cite!r} does not exist ({what})")
-        expected = decl.get("reads", key)
+        expected = decl.reads or key
         if claim["field"] != expected:
             raise CompileError(f"{where}.cite: {cite!r} reads {claim['field']!r}, not {expected!r}")
         if expected != key and ref.vocab[expected].type != spec.type:
             raise CompileError(f"{where}.reads: a {ref.vocab[expected].type} cannot be read as a {spec.type}")
         claim = _in_field_unit(claim, key, spec, f"{where}.cite: {cite!r}")
         cited.append((cite, claim))
-    chosen_id = decl.get("take")
-    if chosen_id and chosen_id not in decl["cite"]:
-        raise CompileError(f"{where}.take: {chosen_id!r} is not among the cited {decl['cite']}")
+    chosen_id = decl.take
+    if chosen_id and chosen_id not in decl.cite:
+        raise CompileError(f"{where}.take: {chosen_id!r} is not among the cited {decl.cite}")
     weighed = [_weighed(cite, claim, sources.get(claim["source_id"])) for cite, claim in cited]
     by_cite = {w["cite"]: w for w in weighed}
     conflict = any(not _agree(a["claim"], b["claim"]) for i, a in enumerate(weighed) for b in weighed[i + 1 :])
     resolved_by = None
-    reason = decl.get("why")
+    reason = decl.why
     if conflict:
         ruled, why = _by_rule(weighed)
         lines = "; ".join(_claim_line(w) for w in weighed)
@@ -300,7 +300,7 @@ def _cited(
         if ruled is not None:
             resolved_by = "rule"
             chosen_id = chosen_id or ruled["cite"]
-            if not decl.get("why"):
+            if not decl.why:
                 reason = f"Conflicting sources; taken by the declared rule ({why}): {lines}."
         else:
             resolved_by = "take"
@@ -399,20 +399,20 @@ def resolve(
         sources = {s.id: s for s in load_sources(lay)} if lay is not None else {}
     vocab = ref.vocab
     records: dict[str, dict[str, Any]] = {}
-    derived: dict[str, dict[str, Any]] = {}
+    derived: dict[str, Formula] = {}
     for key, decl in sorted(ref.fields.items()):
         spec = vocab[key]
-        if "cite" in decl:
+        if isinstance(decl, Cite):
             records[key] = _cited(ref, key, spec, decl, claims, sources)
-        elif "unknown" in decl:
+        elif isinstance(decl, Unknown):
             record = _base_record(ref, key, spec)
             record.update(
                 {
                     "status": "unknown",
                     "confidence": confidence.of_status("unknown"),
                     "provenance": [],
-                    "reason": decl["unknown"],
-                    "evidence_needed": decl.get("evidence_needed"),
+                    "reason": decl.unknown,
+                    "evidence_needed": decl.evidence_needed,
                 }
             )
             records[key] = record
@@ -421,22 +421,22 @@ def resolve(
                 raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {key} is text; only numbers are derived")
             derived[key] = decl
     for key in _derivation_order(ref, derived):
-        records[key] = _derive(ref, key, vocab[key], derived[key]["formula"], records)
+        records[key] = _derive(ref, key, vocab[key], derived[key].formula, records)
     for key, decl in sorted(ref.fields.items()):
-        if "cite" in decl and decl.get("check_formula"):
-            records[key]["check"] = _check(ref, key, vocab[key], decl["check_formula"], records)
+        if isinstance(decl, Cite) and decl.check_formula:
+            records[key]["check"] = _check(ref, key, vocab[key], decl.check_formula, records)
     for key, record in records.items():
         validate(record, "field.schema.json", f"{ref.path} field {key}")
     ref.records = records
     return records
 
 
-def _derivation_order(ref: Reference, derived: dict[str, dict[str, Any]]) -> list[str]:
+def _derivation_order(ref: Reference, derived: dict[str, Formula]) -> list[str]:
     """Topological order of derived fields; a cycle is an error that names it."""
     deps: dict[str, list[str]] = {}
     for key, decl in derived.items():
         try:
-            names = expr.names(decl["formula"])
+            names = expr.names(decl.formula)
         except FabricrefError as exc:
             raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {exc}") from None
         for name in names:
@@ -480,7 +480,7 @@ def _evaluate(
         if name.startswith(PARAM_PREFIX):
             param = ref.parameters[name[len(PARAM_PREFIX) :]]
             confidences.append(confidence.of_status("design-choice"))
-            return expr.Value.of(param["value"], param["unit"], param.get("direction"))
+            return expr.Value.of(param.value, param.unit, param.direction)
         record = records[name]
         if record["status"] == "unknown" or record["value_number"] is None:
             raise CompileError(f"{where}: input {name} is {record['status']} with no number; cannot derive {key}")

@@ -66,13 +66,11 @@ def rows(
             (ref.id, ref.kind, ref.title, ref.form_factor, ref.summary, lay.relative(ref.path), ref.model_sha256)
         )
         for name, p in sorted(ref.parameters.items()):
-            out["parameters"].append((ref.id, name, p["value"], p["unit"], p.get("direction"), p["why"]))
+            out["parameters"].append((ref.id, name, p.value, p.unit, p.direction, p.why))
         for key, a in sorted(ref.assumptions.items()):
             spec = vocab[key]
-            value = Quantity(float(a["value"]), a["unit"], a.get("direction")).to(
-                spec.stored_unit or "count", spec.direction
-            )
-            out["assumptions"].append((ref.id, key, value.value, value.unit, value.direction, a["why"]))
+            value = Quantity(float(a.value), a.unit, a.direction).to(spec.stored_unit or "count", spec.direction)
+            out["assumptions"].append((ref.id, key, value.value, value.unit, value.direction, a.why))
         for key, r in sorted(ref.records.items()):
             out["fields"].append(
                 (

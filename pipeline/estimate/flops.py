@@ -13,10 +13,13 @@ products of attention and the elementwise kernels run far from peak, and recompu
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from .sizing import dtype_bytes
+
+if TYPE_CHECKING:
+    from ..formats.workload import ModelShape
 
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION_KERNELS = ("flash", "unfused")
@@ -99,25 +102,21 @@ def _mem(name: str, nbytes: float, count: int = 1) -> Op:
     return Op(name, "memory", 0.0, nbytes, count)
 
 
-def from_workload(model: Any) -> Shape:
+def from_workload(model: ModelShape) -> Shape:
     """The shape of a workload's `model` block, with what it leaves out filled and said (in `assumptions`)."""
     said: list[str] = []
-    h, layers, d = int(model["hidden"]), int(model["layers"]), int(model["head_dim"])
-    heads = model.get("heads")
+    h, layers, d, e = model.hidden, model.layers, model.head_dim, model.experts
+    heads = model.heads
     if not heads:
         heads = h // d
         said.append("attention heads = hidden / head_dim (the workload does not state them)")
-    gated = model.get("mlp", "gated") == "gated"
-    f = model.get("ffn_hidden")
-    e = model.get("experts")
-    kv = int(model["kv_heads"])
-    attn_params = attention_weights(h, heads, kv, d)
+    gated = model.mlp == "gated"
     mats = 3 if gated else 2
+    f = model.ffn_hidden
     if not f:
         # Solve the dense parameter count for the MLP width: params ≈ layers·(attention + mats·h·f) + embeddings.
-        vocab = model.get("vocab") or 0
-        dense = float(model["params"]) - (float(e["params"]) if e and e.get("params") else 0.0)
-        per_layer = (dense - 2 * vocab * h) / layers - attn_params
+        dense = float(model.params) - (float(e.params) if e and e.params else 0.0)
+        per_layer = (dense - 2 * (model.vocab or 0) * h) / layers - attention_weights(h, heads, model.kv_heads, d)
         f = max(1, int(per_layer / (mats * h))) if not e else 4 * h
         said.append(
             f"MLP width {f} solved from the parameter count (the workload does not state model.ffn_hidden)"
@@ -126,32 +125,31 @@ def from_workload(model: Any) -> Shape:
         )
     experts = top_k = moe_layers = ef = 0
     if e:
-        experts, top_k, moe_layers = int(e["count"]), int(e["top_k"]), int(e["moe_layers"])
-        ef = e.get("ffn_hidden") or 0
-        if not ef and e.get("params"):
-            ef = int(float(e["params"]) / (moe_layers * experts * mats * h))
+        experts, top_k, moe_layers = e.count, e.top_k, e.moe_layers
+        ef = e.ffn_hidden or 0
+        if not ef and e.params:
+            ef = int(float(e.params) / (moe_layers * experts * mats * h))
             said.append(f"expert MLP width {ef} solved from model.experts.params")
         if not ef:
             raise UsageError("model.experts needs ffn_hidden or params to count the experts' FLOPs")
-    vocab = model.get("vocab")
-    if not vocab:
+    if not model.vocab:
         said.append("no vocabulary size stated (model.vocab): the embedding and the logits are not counted")
     return Shape(
         hidden=h,
         layers=layers,
-        heads=int(heads),
-        kv_heads=kv,
+        heads=heads,
+        kv_heads=model.kv_heads,
         head_dim=d,
-        ffn_hidden=int(f),
+        ffn_hidden=f,
         gated=gated,
-        vocab=int(vocab) if vocab else None,
-        dtype_bytes=dtype_bytes(model["dtype"]),
-        attention=model.get("attention", "flash"),
-        dropout=bool(model.get("dropout", False)),
+        vocab=model.vocab or None,
+        dtype_bytes=dtype_bytes(model.dtype),
+        attention=model.attention,
+        dropout=model.dropout,
         experts=experts,
         top_k=top_k,
         moe_layers=moe_layers,
-        expert_ffn_hidden=int(ef),
+        expert_ffn_hidden=ef,
         assumptions=tuple(said),
     )
 

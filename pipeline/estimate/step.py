@@ -146,26 +146,18 @@ def _stage_params(shape: flops.Shape, layers: int, moe_share: float, first: bool
     return dense, expert
 
 
-def _start(m: Any, rates: throughput.Rates) -> tuple[list[str], list[str], flops.Shape]:
-    """What a step estimate starts from: the rates' missing fields, the assumptions of the model's shape, and the
-    shape."""
-    shape = flops.from_workload(m)
-    return list(rates.missing), list(shape.assumptions), shape
-
-
 def training(
     w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
 ) -> dict[str, Any]:
     m, t = w.model, w.training
-    missing, assumptions, shape = _start(m, rates)
-    tp, pp, dp, ep, cp = t["tp"], t["pp"], t["dp"], t.get("ep", 1), t.get("cp", 1)
-    b, mbs, seq = t["micro_batch"], t["microbatches"], t["seq_len"]
+    shape = flops.from_workload(m)
+    missing, assumptions = list(rates.missing), list(shape.assumptions)
+    tp, pp, dp, ep, cp = t.tp, t.pp, t.dp, t.ep, t.cp
+    b, mbs, seq, v = t.micro_batch, t.microbatches, t.seq_len, t.virtual_stages
     sub = seq // cp  # each rank's tokens of a sequence (context parallel splits it)
     replicas = dp * cp  # ranks holding the same weights: gradients reduce, and ZeRO shards, over DP × CP
-    v = t.get("virtual_stages", 1)
-    zero = t.get("zero", 3 if t.get("sharded") else 0)
-    sp = t.get("sequence_parallel")
-    recompute = t.get("recompute")
+    zero = t.zero if t.zero is not None else (3 if t.sharded else 0)
+    sp, recompute = t.sequence_parallel, t.recompute
     if sp is None:
         sp = tp > 1
         if tp > 1:
@@ -175,26 +167,24 @@ def training(
         assumptions.append(
             "selective activation recompute (not declared by the workload; Korthikanti et al.'s recommended setting)"
         )
-    layers = schedule.stage_layers(shape.layers, pp, t.get("stage_layers"))
+    layers = schedule.stage_layers(shape.layers, pp, t.stage_layers)
     moe_share = (shape.moe_layers / shape.layers) if shape.experts else 0.0
 
     # --- memory, rank by rank: the fullest one decides the fit
+    dense_act = memory.layer_activation_bytes(shape, b, sub, tp=tp, sequence_parallel=sp, recompute=recompute, cp=cp)
+    moe_act = memory.layer_activation_bytes(
+        shape, b, sub, tp=tp, sequence_parallel=sp, recompute=recompute, moe=True, cp=cp
+    )
+    per_layer = (1 - moe_share) * dense_act["bytes_per_layer"] + moe_share * moe_act["bytes_per_layer"]
     ranks = []
     for r, n in enumerate(layers):
         first, last = r == 0, r == pp - 1
         dense, expert = _stage_params(shape, n, moe_share, first, last)
         state = memory.training_state(
-            (dense + expert) or 1.0, t.get("optimizer_layout", "mixed-adam"), dp=replicas, zero=zero, tp=tp, pp=1,
-            expert_params=expert, ep=ep,
+            (dense + expert) or 1.0, t.optimizer_layout, dp=replicas, zero=zero, tp=tp, pp=1, expert_params=expert,
+            ep=ep,
         )  # fmt: skip
         flight = schedule.in_flight(pp, mbs, v, r)
-        dense_act = memory.layer_activation_bytes(
-            shape, b, sub, tp=tp, sequence_parallel=sp, recompute=recompute, cp=cp
-        )
-        moe_act = memory.layer_activation_bytes(
-            shape, b, sub, tp=tp, sequence_parallel=sp, recompute=recompute, moe=True, cp=cp
-        )
-        per_layer = (1 - moe_share) * dense_act["bytes_per_layer"] + moe_share * moe_act["bytes_per_layer"]
         act = per_layer * n * flight
         if last and shape.vocab:
             act += 4.0 * b * sub * shape.vocab / tp  # fp32 logits kept for the loss's backward
@@ -244,12 +234,12 @@ def training(
     # full recompute runs the forward's again. Overlapped, a pass hides behind that pass's attention kernel.
     cp_passes = 4 if recompute == "full" else 3
     cp_pass = cp_total / (3 * mean_layers * mbs) if cp_total else 0.0
-    cp_exposed_pass = max(0.0, cp_pass - layer_attention_fwd) if t.get("cp_overlap") else cp_pass
-    tp_exposed_pass = max(0.0, tp_pass - layer_gemm_fwd) if t.get("tp_overlap") else tp_pass
+    cp_exposed_pass = max(0.0, cp_pass - layer_attention_fwd) if t.cp_overlap else cp_pass
+    tp_exposed_pass = max(0.0, tp_pass - layer_gemm_fwd) if t.tp_overlap else tp_pass
     moe_gemm = moe_t[3] if moe_work else 0.0
-    ep_exposed_pass = max(0.0, ep_pass - moe_gemm) if t.get("ep_overlap") else ep_pass
+    ep_exposed_pass = max(0.0, ep_pass - moe_gemm) if t.ep_overlap else ep_pass
     send = pp_phase.seconds if pp_phase is not None else 0.0
-    pp_overlap = bool(t.get("pp_overlap"))
+    pp_overlap = t.pp_overlap
     # A fully sharded run gathers, frees and reduce-scatters every layer's parameters each micro-batch; the
     # framework's own time for that (beyond the kernels and the transfers) sits on the critical path.
     sharded_layer = rates.sharded_layer_overhead_s if zero == 3 and replicas > 1 else 0.0
@@ -269,19 +259,16 @@ def training(
     # Data parallel: buckets reduce while the last micro-batch's backward runs (the window); ZeRO-3 also gathers
     # parameters ahead of each layer, so its traffic can hide behind the whole compute.
     n_slow = layers[slow]
-    window = n_slow * (layer_bwd + layer_rec)
-    if zero == 3:
-        window = compute_s
-    if not t.get("dp_overlap", True):
-        window = 0.0
+    window = compute_s if zero == 3 else n_slow * (layer_bwd + layer_rec)
     last_bucket = 0.0
     for p in dp_phases:
         if p.bytes_per_rank:
             share = min(1.0, compute.DP_BUCKET_BYTES / p.bytes_per_rank)
             last_bucket = max(last_bucket, p.latency_s + (p.bandwidth_s + p.queueing_s) * share)
-    dp_exposed = 0.0 if not dp_total else max(min(last_bucket, dp_total), dp_total - window)
-    if not t.get("dp_overlap", True):
+    if not t.dp_overlap:
         dp_exposed = dp_total
+    else:
+        dp_exposed = 0.0 if not dp_total else max(min(last_bucket, dp_total), dp_total - window)
 
     # Optimizer step: each rank updates its shard (ZeRO ≥ 1) or every parameter it holds.
     state = fullest["state"]
@@ -330,7 +317,7 @@ def training(
                 "layers_on_rank": fullest["layers"],
                 "microbatches_in_flight": fullest["in_flight"],
                 "fullest_rank": fullest["rank"],
-                "schedule": t.get("schedule", "1f1b"),
+                "schedule": t.schedule,
                 "virtual_stages": v,
             },
             "accelerator_memory_bytes": capacity,
@@ -378,7 +365,7 @@ def training(
                 "tflops_per_accelerator": model_flops / (tp * pp * replicas) / step_s / 1e12,
             }
         )
-        peak = acc.fields.get(PEAK_FIELD.get("bf16" if m["dtype"] == "fp16" else m["dtype"], ""))
+        peak = acc.fields.get(PEAK_FIELD.get("bf16" if m.dtype == "fp16" else m.dtype, ""))
         if peak is not None and peak.value:
             out["mfu"] = model_flops / (tp * pp * replicas * peak.value * step_s)
             out["mfu_note"] = (
@@ -394,18 +381,16 @@ def inference(
     w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
 ) -> dict[str, Any]:
     m, i = w.model, w.inference
-    missing, assumptions, shape = _start(m, rates)
-    dtype = sizing.dtype_bytes(m["dtype"])
-    weights = m["params"] * dtype
-    batch, prompt, output = i.get("batch", 1), i["prompt_tokens"], i["output_tokens"]
-    if i["mode"] == "aggregated":
-        ptp = dtp = i.get("tp", 1)
-    else:
-        ptp, dtp = i.get("prefill_tp", 1), i.get("decode_tp", 1)
+    shape = flops.from_workload(m)
+    missing, assumptions = list(rates.missing), list(shape.assumptions)
+    dtype = sizing.dtype_bytes(m.dtype)
+    weights = m.params * dtype
+    batch, prompt, output = i.batch, i.prompt_tokens, i.output_tokens
+    ptp, dtp = (i.tp, i.tp) if i.mode == "aggregated" else (i.prefill_tp, i.decode_tp)
     capacity = acc.value("accelerator.memory", missing)
     usable = _usable(capacity, memory_headroom, assumptions)
-    kv_decode = memory.kv_bytes_per_token_per_rank(m["layers"], m["kv_heads"], m["head_dim"], dtype, dtp)
-    kv_prefill = memory.kv_bytes_per_token_per_rank(m["layers"], m["kv_heads"], m["head_dim"], dtype, ptp)
+    kv_decode = memory.kv_bytes_per_token_per_rank(m.layers, m.kv_heads, m.head_dim, dtype, dtp)
+    kv_prefill = memory.kv_bytes_per_token_per_rank(m.layers, m.kv_heads, m.head_dim, dtype, ptp)
     decode_fit = memory.inference_fit(weights, kv_decode, prompt + output, dtp, usable, batch)
     prefill_fit = memory.inference_fit(weights, kv_prefill, prompt, ptp, usable, batch)
     per_rank = max(decode_fit["bytes"], prefill_fit["bytes"])
@@ -413,12 +398,13 @@ def inference(
 
     unknown = _unknown_phases(phases, missing)
     by_phase = {p.phase: p.total_seconds for p in phases}
-    needed = [by_phase.get(k, 0.0) for k in ("prefill-tp-all-reduce", "kv-transfer", "decode-tp-all-reduce")]
-    if None in needed:
+    prefill_ar, kv, decode_ar = (
+        by_phase.get(k, 0.0) for k in ("prefill-tp-all-reduce", "kv-transfer", "decode-tp-all-reduce")
+    )
+    if None in (prefill_ar, kv, decode_ar):
         prefill_comm = decode_comm = None
     else:
-        prefill_comm = by_phase.get("prefill-tp-all-reduce", 0.0) + by_phase.get("kv-transfer", 0.0)
-        decode_comm = by_phase.get("decode-tp-all-reduce", 0.0) / output
+        prefill_comm, decode_comm = prefill_ar + kv, decode_ar / output
     total_comm = None if unknown else sum(t for t in by_phase.values() if t is not None)
     if unknown and prefill_comm is not None:
         assumptions.append(
@@ -427,26 +413,23 @@ def inference(
         )
     moe = bool(shape.experts)
     moe_share = shape.moe_layers / shape.layers if moe else 0.0
-    # Prefill: the whole prompt through every layer once (compute-bound at the achieved GEMM rate); the logits
-    # only for the last token of each sequence.
-    pre_ops = flops.layer_forward(shape, batch, prompt, tp=ptp)
-    pre_layer = rates.seconds(pre_ops)
-    if moe:
-        pre_layer = (1 - moe_share) * pre_layer + moe_share * rates.seconds(
-            flops.layer_forward(shape, batch, prompt, tp=ptp, moe=True)
-        )
-    prefill_compute = shape.layers * pre_layer + rates.seconds(flops.head_forward(shape, batch, 1, ptp))
+
+    def forward(tokens: int, tp: int, context: int | None = None) -> float:
+        """One forward pass of `tokens` per sequence through every layer, and the logits of its last token. An MoE
+        layer reads every expert's weights once a batch routes to them (all, for any realistic batch)."""
+        layer = rates.seconds(flops.layer_forward(shape, batch, tokens, tp=tp, context=context))
+        if moe:
+            layer = (1 - moe_share) * layer + moe_share * rates.seconds(
+                flops.layer_forward(shape, batch, tokens, tp=tp, moe=True, context=context)
+            )
+        return shape.layers * layer + rates.seconds(flops.head_forward(shape, batch, 1, tp))
+
+    # Prefill: the whole prompt through every layer once (compute-bound at the achieved GEMM rate).
+    prefill_compute = forward(prompt, ptp)
     # Decode attends, on average over the generation, to the prompt and half the output.
     context = prompt + output // 2
     assumptions.append(f"decode reads the KV cache of prompt + output/2 = {context} tokens per sequence (average)")
-    dec_ops = flops.layer_forward(shape, batch, 1, tp=dtp, context=context)
-    dec_layer = rates.seconds(dec_ops)
-    if moe:
-        # Every expert's weights are read once a batch routes to them (all, for any realistic batch).
-        dec_layer = (1 - moe_share) * dec_layer + moe_share * rates.seconds(
-            flops.layer_forward(shape, batch, 1, tp=dtp, moe=True, context=context)
-        )
-    decode_compute = shape.layers * dec_layer + rates.seconds(flops.head_forward(shape, batch, 1, dtp))
+    decode_compute = forward(1, dtp, context)
     hbm = acc.value("accelerator.memory_bandwidth", missing)
     out: dict[str, Any] = {
         "kind": "inference",
@@ -493,14 +476,12 @@ def inference(
 def _unknown_phases(phases: list[Any], missing: list[str]) -> list[str]:
     """The phases whose time is unknown, each named in `missing` with its reason; a total that would add them is
     reported as unknown (None), never as the sum of the others."""
-    out = [p.phase for p in phases if p.total_seconds is None]
-    for p in phases:
-        if p.total_seconds is None:
-            missing.append(
-                f"{p.unknown}; every total that adds phase {p.phase} is unknown (null), never the sum of the "
-                "other phases"
-            )
-    return out
+    out = [p for p in phases if p.total_seconds is None]
+    missing += [
+        f"{p.unknown}; every total that adds phase {p.phase} is unknown (null), never the sum of the other phases"
+        for p in out
+    ]
+    return [p.phase for p in out]
 
 
 def _common(acc: Accelerator, missing: list[str], assumptions: list[str]) -> dict[str, Any]:
@@ -544,6 +525,6 @@ def estimate(
         raise UsageError(f"memory headroom is a fraction of accelerator memory in [0, 1), got {memory_headroom!r}")
     kind = training if w.kind == "training" else inference
     out = kind(w, phases, acc, rates, memory_headroom)
-    if getattr(w, "teaching", None):
+    if w.teaching:
         out["teaching"] = w.teaching
     return out

@@ -17,16 +17,15 @@ def revealing(view: View, w: Workload, offset: int = 0) -> dict[str, Any]:
     The domains counted are those of the accelerators the workload's placement (declared in the workload or the
     cluster: fill-domains, spread, explicit) puts its ranks on, not the first n accelerators of the topology."""
     if w.kind == "training":
-        n = w.accelerators
         what = "one training step (the data-parallel all-reduce joins every replica)"
+    elif w.inference.mode == "aggregated":
+        what = "one request (its TP group)"
     else:
-        i = w.inference or {}
-        n = i.get("tp", 1) if i["mode"] == "aggregated" else i.get("prefill_tp", 1) + i.get("decode_tp", 1)
-        what = "one request (" + ("its TP group" if i["mode"] == "aggregated" else "prefill pool + decode pool") + ")"
+        what = "one request (prefill pool + decode pool)"
     accs = rank_accelerators(view.g, w, offset).values()
     domains = len({view.domain(a) for a in accs})
     return {
-        "accelerators_per_progress": n,
+        "accelerators_per_progress": w.accelerators,
         "for": what,
         "scale_up_domain_size": view.domain_size,
         "domains_spanned": domains,
@@ -40,21 +39,20 @@ def sizing_summary(w: Workload) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if w.training:
         t = w.training
-        mem = sizing.memory(m["params"], t.get("optimizer_layout", "mixed-adam"))
-        shards = t["tp"] * t["pp"] * (t["dp"] if t.get("sharded") else 1)
+        mem = sizing.memory(m.params, t.optimizer_layout)
+        shards = t.tp * t.pp * (t.dp if t.sharded else 1)
         out["training_state_bytes"] = mem["bytes"]
         out["training_state_bytes_per_rank"] = mem["bytes"] / shards
         out["training_state_layout"] = mem["breakdown"]
     else:
-        i = w.inference or {}
-        weights = sizing.memory(m["params"], "bf16-weights" if m["dtype"] == "bf16" else "fp8-weights")
-        kv = sizing.kv_cache(m["layers"], m["kv_heads"], m["head_dim"], m["dtype"], i["prompt_tokens"])
+        i = w.inference
+        weights = sizing.memory(m.params, "bf16-weights" if m.dtype == "bf16" else "fp8-weights")
+        kv = sizing.kv_cache(m.layers, m.kv_heads, m.head_dim, m.dtype, i.prompt_tokens)
         out["weights_bytes"] = weights["bytes"]
         out["kv_bytes_per_token"] = kv["bytes_per_token"]
         out["kv_bytes_per_request"] = kv["bytes"]
-        if i.get("requests_per_second") and i.get("group_tokens_per_second"):
-            group = i.get("tp", 1) if i["mode"] == "aggregated" else i.get("prefill_tp", 1) + i.get("decode_tp", 1)
-            cap = sizing.capacity(i["requests_per_second"], i["output_tokens"], i["group_tokens_per_second"], group)
+        if i.requests_per_second and i.group_tokens_per_second:
+            cap = sizing.capacity(i.requests_per_second, i.output_tokens, i.group_tokens_per_second, i.ranks)
             out["capacity"] = {
                 "demand_tokens_per_second": cap.demand_tokens_per_second,
                 "groups": cap.groups,

@@ -56,21 +56,8 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, regex_engine="python-re")
 
 
-class KeyAccess(Strict):
-    """Strict, plus read access by key (`m["tp"]`, `m.get("ep", 1)`, `"experts" in m`) for code written
-    against the plain dicts these models replaced; new code reads attributes."""
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in type(self).model_fields:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = getattr(self, key, None) if key in type(self).model_fields else None
-        return default if value is None else value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in type(self).model_fields and getattr(self, key) is not None
+# The base some format modules still name: Strict itself (models are read by attribute, never by key).
+KeyAccess = Strict
 
 
 class _Generator(GenerateJsonSchema):

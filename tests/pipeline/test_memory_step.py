@@ -11,6 +11,8 @@ import pytest
 from conftest import ensure_database
 from fabricref.errors import UsageError
 from fabricref.estimate import compute, memory, sizing, step
+from fabricref.estimate.workloads import Workload
+from fabricref.formats.workload import Inference, ModelShape, Training
 
 
 @pytest.mark.parametrize(
@@ -160,10 +162,14 @@ class _Phase:
         self.latency_s, self.bandwidth_s, self.queueing_s = latency, bandwidth, 0.0
 
 
-class _Workload:
-    def __init__(self, kind: str, model: dict, **parts: dict) -> None:
-        self.kind, self.model = kind, model
-        self.training, self.inference = parts.get("training"), parts.get("inference")
+def _workload(kind: str, model: dict, **parts: dict) -> Workload:
+    """A workload as loaded: its model and its training or inference block validated by the format."""
+    blocks = {"training": Training, "inference": Inference}
+    typed = {k: blocks[k].model_validate(parts[k]) if k in parts else None for k in blocks}
+    return Workload(
+        id="test", title=kind, kind=kind, model=ModelShape.model_validate(model), targets=(), shares_with=None,
+        path=None, **typed,
+    )  # fmt: skip
 
 
 LLAMA70B = {"params": 70e9, "layers": 80, "hidden": 8192, "kv_heads": 8, "head_dim": 128, "dtype": "bf16"}
@@ -196,7 +202,7 @@ def test_step_training_pp4_fits_and_times() -> None:
     """The step adds up: the pipeline (m micro-batches of the slowest stage plus the fill and drain), the exposed
     data-parallel traffic and the optimizer; the bubble of 1F1B is (p − 1)/m; TP and PP never hide."""
     t = {"tp": 8, "pp": 4, "dp": 32, "micro_batch": 1, "microbatches": 8, "seq_len": 4096}
-    w = _Workload("training", LLAMA70B, training=t)
+    w = _workload("training", LLAMA70B, training=t)
     # The demand's pp-send: one send each way per micro-batch (2 × 8), 0.05 s in all.
     pp_send = _Phase("pp-send", 0.05, count=16)
     phases = [
@@ -224,7 +230,7 @@ def test_what_hides_behind_compute_is_decomposes_overlap_field_not_the_phase_nam
     from fabricref.estimate import decompose
 
     t = {"tp": 8, "pp": 4, "dp": 32, "micro_batch": 1, "microbatches": 8, "seq_len": 4096}
-    w = _Workload("training", LLAMA70B, training=t)
+    w = _workload("training", LLAMA70B, training=t)
     acc = _acc(80, 3e12, 1e15, "nvidia-dgx-h100")
 
     def run(name: str, overlaps: str) -> dict:
@@ -242,19 +248,19 @@ def test_what_hides_behind_compute_is_decomposes_overlap_field_not_the_phase_nam
 def test_step_names_the_field_it_lacked() -> None:
     t = {"tp": 8, "pp": 1, "dp": 512, "micro_batch": 1, "microbatches": 4, "seq_len": 4096}
     acc = _acc(80, None, None, "nvidia-dgx-h100")
-    s = step.estimate(_Workload("training", LLAMA70B, training=t), [_Phase("tp-all-reduce", 0.1)], acc, _rates(acc))
+    s = step.estimate(_workload("training", LLAMA70B, training=t), [_Phase("tp-all-reduce", 0.1)], acc, _rates(acc))
     assert s["fits"] is False and s["memory_per_rank_bytes"] > 157.5e9
     assert (s["compute_seconds"], s["step_seconds"]) == (None, None)
     assert "nvidia-dgx-h100:accelerator.memory_bandwidth is unknown" in s["missing"]
     none = _acc(None, None, None, "nvidia-dgx-h100")
-    unknown = step.estimate(_Workload("training", LLAMA70B, training=t), [], none, _rates(none))
+    unknown = step.estimate(_workload("training", LLAMA70B, training=t), [], none, _rates(none))
     assert unknown["fits"] == "unknown" and unknown["headroom_bytes"] is None
     assert "nvidia-dgx-h100:accelerator.memory is unknown (no source)" in unknown["missing"]
 
 
 def test_step_inference_ttft_and_tpot() -> None:
     i = {"mode": "aggregated", "tp": 8, "batch": 1, "prompt_tokens": 8192, "output_tokens": 200}
-    w = _Workload("inference", LLAMA70B, inference=i)
+    w = _workload("inference", LLAMA70B, inference=i)
     phases = [_Phase("prefill-tp-all-reduce", 0.05), _Phase("decode-tp-all-reduce", 0.2), _Phase("frontend", 1e-3)]
     acc = _acc(80, 3e12, 1e15, "nvidia-dgx-h100")
     s = step.estimate(w, phases, acc, _rates(acc))
@@ -325,7 +331,7 @@ def test_cli_step_on_shipped_data(cli, built_registry) -> None:
     # verdict beside its (still costed) times says it cannot run as declared.
     t = {"tp": 8, "pp": 1, "dp": 512, "micro_batch": 1, "microbatches": 4, "seq_len": 4096, "zero": 0}
     acc = _acc(80, 3.35e12, 989.4e12, "nvidia-dgx-h100")
-    plain = step.estimate(_Workload("training", LLAMA70B, training=t), [], acc, _rates(acc))
+    plain = step.estimate(_workload("training", LLAMA70B, training=t), [], acc, _rates(acc))
     assert plain["fits"] is False and plain["memory"]["state"]["bytes"] == pytest.approx(157.5e9, rel=1e-3)
     assert plain["step_seconds"] is not None and "DOES NOT FIT" in step.fit_verdict(plain)
     assert "what_if" not in data and any("gemm_sustained_fraction" in c for c in data["calibration"])

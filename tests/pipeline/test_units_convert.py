@@ -68,7 +68,7 @@ def test_a_claim_of_another_dimension_is_a_compile_error_naming_everything(extra
         references.resolve(ref, claims)
     text = str(err.value)
     assert f"{ref.path}: at $.fields.{SPEED}" in text
-    cite = ref.fields[SPEED]["cite"][0]
+    cite = ref.fields[SPEED].cite[0]
     assert f"{cite!r} states Gb/s per_direction" in text
     assert "stored in GB" in text and "cannot convert Gb/s to GB" in text
 
