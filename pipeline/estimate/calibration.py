@@ -12,38 +12,14 @@ from typing import Any
 from ..core.paths import PARAMS_FILE, checkout_params
 from ..core.schemas import _line_of, json_path, load_json, load_model, load_yaml
 from ..errors import ValidationError
-from ..formats.calibration import (
-    CALIBRATION_PATH,
-    PROTOCOLS,
-    SHA_RE,
-    AlgorithmCalibration,
-    Calibration,
-    InNetwork,
-    LinkClass,
-    Number,
-    PerProtocol,
-    Pipeline,
-    Protocol,
-    Source,
-    Status,
-    StepLatency,
-)
+from ..formats.calibration import CALIBRATION_PATH, SHA_RE, Calibration, LinkClass, Number
 
+# The calibration's models are the format's; the traffic library imports them from here with the loaders.
 __all__ = [
     "CALIBRATION_PATH",
-    "PROTOCOLS",
-    "SHA_RE",
-    "AlgorithmCalibration",
     "Calibration",
-    "InNetwork",
     "LinkClass",
     "Number",
-    "PerProtocol",
-    "Pipeline",
-    "Protocol",
-    "Source",
-    "Status",
-    "StepLatency",
     "load_calibration",
     "load_calibration_file",
     "params_numbers",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import UsageError
@@ -74,22 +73,10 @@ def check_degree(value: int, what: str) -> int:
     return value
 
 
-@dataclass(frozen=True)
-class StateMemory:
-    """Weights, gradients and optimizer states one rank holds (bytes)."""
-
-    weights: float
-    gradients: float
-    optimizer: float
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer
-
-
-def _shard(params: float, layout: str, zero: int, dp: int) -> StateMemory:
+def _shard(params: float, layout: str, zero: int, dp: int) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) one rank holds of `params`, ZeRO partitioning over `dp`."""
     w, g, o = TRAINING_LAYOUTS[layout][:3]
-    return StateMemory(
+    return (
         params * w / (dp if zero >= 3 else 1),
         params * g / (dp if zero >= 2 else 1),
         params * o / (dp if zero >= 1 else 1),
@@ -136,7 +123,7 @@ def training_state(
     dense = _shard((params - expert_params) / (tp * pp), layout, zero, dp)
     expert_dp = max(1, tp * dp // ep)
     experts = _shard(expert_params / (ep * pp), layout, zero, expert_dp)
-    per_rank = StateMemory(*(a + b for a, b in zip(asdict(dense).values(), asdict(experts).values(), strict=True)))
+    weights, gradients, optimizer = (a + b for a, b in zip(dense, experts, strict=True))
     w, g, o, why = TRAINING_LAYOUTS[layout]
     return {
         "params": params,
@@ -151,10 +138,10 @@ def training_state(
         "ep": ep,
         "expert_params": expert_params,
         "total_bytes": params * (w + g + o),
-        "weights_bytes": per_rank.weights,
-        "gradients_bytes": per_rank.gradients,
-        "optimizer_bytes": per_rank.optimizer,
-        "bytes": per_rank.total,
+        "weights_bytes": weights,
+        "gradients_bytes": gradients,
+        "optimizer_bytes": optimizer,
+        "bytes": weights + gradients + optimizer,
     }
 
 

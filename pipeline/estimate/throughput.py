@@ -77,15 +77,13 @@ class Rates:
         hbm = self.hbm_bytes_per_s
         if op.kind == "memory":
             return op.bytes / hbm + self.memory_fixed_s * op.count if hbm else float("nan")
-        if op.kind == "attention":
-            rate = self.attention_flops_per_s
-            floor = op.bytes / hbm if hbm else 0.0
-            return max(op.flops / rate, floor) + self.gemm_fixed_s if rate else float("nan")
-        rate = self.gemm_flops_per_s
+        # A product or a fused attention kernel: compute-bound, or bound by the bytes it streams.
+        fused = op.kind == "attention"
+        rate = self.attention_flops_per_s if fused else self.gemm_flops_per_s
         if not rate:
             return float("nan")
         floor = op.bytes / hbm if hbm else 0.0
-        return max(op.flops / rate, floor) + self.gemm_fixed_s * op.count
+        return max(op.flops / rate, floor) + self.gemm_fixed_s * (1 if fused else op.count)
 
     def seconds(self, ops: list[Op]) -> float:
         return sum(self.time(o) for o in ops)
