@@ -125,7 +125,7 @@ def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] 
     elif not stat.S_ISREG(info.st_mode):
         problem = f"not a regular file (a FIFO, socket or device); expected {what}"
     elif info.st_size > limit:
-        problem = f"larger than {limit} bytes ({info.st_size:,}); expected {what}"
+        problem = f"larger than {limit} bytes ({info.st_size:,}); {what} is at most {limit:,} bytes"
     if problem:
         os.close(fd)
         raise error(f"{path}: {problem}")
@@ -135,7 +135,7 @@ def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] 
         except OSError as exc:
             raise error(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
     if len(data) > limit:
-        raise error(f"{path}: larger than {limit} bytes; expected {what}")
+        raise error(f"{path}: larger than {limit} bytes; {what} is at most {limit:,} bytes")
     if len(data) != info.st_size:
         raise error(
             f"{path}: read {len(data):,} bytes from a file whose size is {info.st_size:,} (a file the kernel makes "
