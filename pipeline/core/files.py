@@ -64,8 +64,13 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
         if isinstance(exc, OSError):
             raise FabricrefError(f"cannot write {path}: {exc.strerror}") from exc
         raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the renames into `directory` durable (where the file system can sync a directory)."""
     with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
@@ -254,12 +259,7 @@ def _finish(root: Path, entries: list[list[str]]) -> None:
         if (root / staged).exists():
             os.replace(root / staged, root / target)
     for directory in sorted({(root / target).parent for _staged, target in entries}):
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        _fsync_directory(directory)
     os.unlink(root / JOURNAL)
 
 
