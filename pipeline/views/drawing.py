@@ -123,7 +123,7 @@ class Groups:
         return _PART_ROWS.get(kind, 7)
 
     def _build(self, level: str) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
-        from ..formats.explore import Drawing, DrawNode
+        from ..formats.drawing import Drawing, DrawNode
 
         g, kind = self.g, self.kind
         nodes: dict[str, DrawNode] = {}
@@ -334,7 +334,7 @@ class Groups:
         """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts.
         `bundle`: per network, drawn nodes whose links are drawn from another (an accelerator's from its tray)."""
         from ..core import confidence
-        from ..formats.explore import DrawLink
+        from ..formats.drawing import DrawLink
 
         g = self.g
         seen: set[tuple[str, str]] = set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats.explore import Drawing, DrawNode
+from ..formats.drawing import Drawing, DrawNode
 
 # Sizes in SVG user units (the page scales the drawing to its width).
 SIZES = {
