@@ -460,9 +460,9 @@ class _ExplorerState:
         view = self.view(topology_id)
         with self.lock_for(topology_id):
             if topology_id not in self._groups:
-                from ..views.drawing import Groups
+                from .drawing import Opened
 
-                self._groups[topology_id] = Groups(view)
+                self._groups[topology_id] = Opened(view)
             return self._groups[topology_id]
 
     def drawing(self, topology_id: str, open: str | None) -> Any:
