@@ -586,14 +586,14 @@ def route(
     return RoutedPhase(comm.phase, comm.collective, comm.count, comm.bytes_per_rank, load, stages)
 
 
-def rank_ceiling(wiring: Wiring, src: Sequence[str], dst: Sequence[str]) -> float:
-    """Bytes per second the slowest sending rank of these flows can put on the wire, with the network to them: per
-    rank, over each link leaving it, the link's capacity or what its flows could put there (each flow's path
-    bottleneck times its share on that link), whichever is less, summed over the rank's links. A pair of a mesh
-    gets its one link; a rank of a switched domain every link to the switches; a rank crossing the fabric its
-    path to the NIC and beyond."""
-    s, t = wiring.positions(src), wiring.positions(dst)
-    inc = wiring.route(s, t).incidence
+def rank_ceiling(wiring: Wiring, src: Sequence[str], routes: Routes) -> float:
+    """Bytes per second the slowest sending rank of flows from `src` (routed: `routes`) can put on the wire, with
+    the network to them: per rank, over each link leaving it, the link's capacity or what its flows could put there
+    (each flow's path bottleneck times its share on that link), whichever is less, summed over the rank's links. A
+    pair of a mesh gets its one link; a rank of a switched domain every link to the switches; a rank crossing the
+    fabric its path to the NIC and beyond."""
+    s = wiring.positions(src)
+    inc = routes.incidence
     cap = wiring.capacity
     alone = alone_rates(inc, cap)
     coo = inc.tocoo()
