@@ -11,9 +11,7 @@ bandwidth as capacity. A flow's column holds the fraction of its bytes that cros
   (`scale_out.ecmp`): `uniform` (default) splits every flow evenly at every hop, a fluid average; `hash` sends
   each flow down ONE path, chosen at every hop by `ecmp_choice` (a documented hash of source, destination and
   seed), so flows that collide on a link share it as real switches make them;
-  on a rail-optimized fabric a pair on different rails climbs to the spines, unless PXN is declared
-  (a labelled assumption): the source first hands the data over scale-up to the peer of its domain that
-  sits on the destination's rail.
+  on a rail-optimized fabric a pair on different rails climbs to the spines.
 
 The backend never routes over the frontend network or through CPUs: traffic between accelerators uses
 the scale-up and scale-out networks only, whatever a plain shortest path over the whole graph would say.
@@ -42,10 +40,6 @@ GBPS_TO_BYTES = 1e9 / 8
 
 
 SWITCH_KINDS = ("leaf", "spine", "core")
-PXN_NOTE = (
-    "PXN assumed (declared): a flow to another rail first crosses the scale-up domain to the peer on the "
-    "destination's rail and leaves through that peer's NIC"
-)
 
 
 def flow_hash(src: Sequence[str], dst: Sequence[str], seed: int) -> np.ndarray:
@@ -176,9 +170,8 @@ class Wiring:
     Links are registered as routes touch them (a job on 4,096 accelerators of a 24,576-accelerator cluster
     never indexes the other domains); link ids are stable for the life of the object."""
 
-    def __init__(self, g: nx.Graph, *, pxn: bool = False) -> None:
+    def __init__(self, g: nx.Graph) -> None:
         self.g = g
-        self.pxn = pxn
         self.ecmp = g.graph.get("ecmp_mode") or "uniform"
         self.ecmp_seed = int(g.graph.get("ecmp_seed") or 0)
         if self.ecmp not in ("uniform", "hash"):
@@ -264,10 +257,8 @@ class Wiring:
         starts = np.cumsum(sizes) - sizes
         self.acc_local = np.empty(n, dtype=np.int64)
         self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
-        self._acc_order = order
         self.domain_members: list[list[str]] = [names[a : a + b] for a, b in zip(starts, sizes, strict=True)]
         # Filled per domain when a route first touches it (see _ensure).
-        self.acc_rail = np.full(n, -1, dtype=np.int64)
         self.acc_leaf = np.full(n, -1, dtype=np.int64)  # node index of the paired NIC's leaf
         self.acc_has_nic = np.zeros(n, dtype=bool)
         self.acc_up = np.full(n, -1, dtype=np.int64)  # link acc → NIC
@@ -283,19 +274,6 @@ class Wiring:
         self._sig_ids: dict[Any, int] = {}
         self._sig_arcs: list[list[tuple[int, int]]] = []  # each signature's local arcs (tail, head), in table order
         self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        top_rail = max(self._scale_out_rail.values(), default=0)
-        self.rail_peer = np.full((len(self.domain_members), top_rail + 1), -1)
-
-    @cached_property
-    def rail_optimized(self) -> bool:
-        """Every leaf serves one rail only (so a pair on different rails must climb above the leaves)."""
-        leaf_rails: dict[str, set[int]] = {}
-        adj, leaves = self.g._adj, self._leaves
-        for nic, rail in self._scale_out_rail.items():
-            for m in adj[nic]:
-                if m in leaves:
-                    leaf_rails.setdefault(m, set()).add(rail)
-        return bool(leaf_rails) and all(len(r) == 1 for r in leaf_rails.values())
 
     def links(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Directed link ids for many (a, b) at once, registering the edges not seen yet in order of first use
@@ -364,15 +342,14 @@ class Wiring:
         return out
 
     def _ensure_endpoints(self, positions: np.ndarray) -> None:
-        """Each accelerator's paired scale-out NIC (the lowest rail among its neighbours), its rail and leaf, and
-        the links between them; a reverse link is its forward id xor 1."""
+        """Each accelerator's paired scale-out NIC (the lowest rail among its neighbours), its leaf, and the links
+        between them; a reverse link is its forward id xor 1."""
         todo = np.unique(positions[~self.endpoint_ready[positions]])
         if todo.size == 0:
             return
         adj, leaf_set, accs, rail_of = self.g._adj, self._leaves, self.accs, self._scale_out_rail
         found: list[int] = []
         nics: list[str] = []
-        rails: list[int] = []
         for i in todo.tolist():
             nic, rail = None, None
             for m in adj[accs[i]]:
@@ -382,10 +359,8 @@ class Wiring:
             if nic is not None:
                 found.append(i)
                 nics.append(nic)
-                rails.append(rail)
         if found:
             pos = np.array(found, dtype=np.int64)
-            self.acc_rail[pos] = rails
             self.acc_has_nic[pos] = True
             index = self.index
             nic_at = np.fromiter(map(index.__getitem__, nics), dtype=np.int64, count=len(nics))
@@ -406,13 +381,6 @@ class Wiring:
         todo = np.unique(domains[~self.domain_ready[domains]])
         if todo.size == 0:
             return
-        self._ensure_endpoints(np.flatnonzero(np.isin(self.acc_domain, todo)))
-        # Each domain's first member (by local index) on each rail is its peer on that rail (PXN's proxy).
-        pos = self._acc_order[np.isin(self.acc_domain[self._acc_order], todo)]
-        pos = pos[self.acc_rail[pos] >= 0]
-        dom, rail = self.acc_domain[pos], self.acc_rail[pos]
-        first = np.unique(dom * self.rail_peer.shape[1] + rail, return_index=True)[1]
-        self.rail_peer[dom[first], rail[first]] = pos[first]
         pairs: list[tuple[str, str]] = []
         sizes: list[int] = []
         for d in todo.tolist():
@@ -648,16 +616,6 @@ class Wiring:
         if cross.any():
             cs, ct, ccols = s[cross], t[cross], cols[cross]
             self._ensure_endpoints(np.concatenate([cs, ct]))
-            if self.pxn and self.rail_optimized:
-                self._ensure_domains(self.acc_domain[cs])
-                # Hand over to the peer on the destination's rail first (a labelled assumption).
-                proxy = self.rail_peer[self.acc_domain[cs], np.maximum(self.acc_rail[ct], 0)]
-                proxy = np.where((proxy >= 0) & (self.acc_rail[ct] >= 0), proxy, cs)
-                moved = proxy != cs
-                if moved.any():
-                    parts.append(self._intra(cs[moved], proxy[moved], ccols[moved]))
-                    notes.append(PXN_NOTE)
-                cs = proxy
             missing = ~self.acc_has_nic[cs] | ~self.acc_has_nic[ct]
             if missing.any():
                 i = int(np.flatnonzero(missing)[0])

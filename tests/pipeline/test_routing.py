@@ -184,17 +184,13 @@ def test_sharing_on_disjoint_links_adds_nothing(built_registry):
     assert share == pytest.approx(0.95) and added == pytest.approx(8e9 / 20e9 - 8e9 / 400e9)
 
 
-def test_pxn_is_a_declared_assumption_that_keeps_cross_rail_pairs_off_the_spines(built_graph):
+def test_a_cross_rail_pair_on_a_rail_optimized_fabric_climbs_to_the_spines(built_graph):
     g = built_graph("illustrative-h100-4096")
     src, dst = ["b000/gpu0"], ["b001/gpu1"]
     plain = Wiring(g)
     r = plain.route(src, dst)
     tiers = {plain.kind[plain.tail[i]] + ">" + plain.kind[plain.head[i]] for i in r.incidence[:, 0].nonzero()[0]}
-    assert "leaf>spine" in tiers and not r.notes
-    pxn = Wiring(g, pxn=True)
-    r = pxn.route(src, dst)
-    tiers = {pxn.kind[pxn.tail[i]] + ">" + pxn.kind[pxn.head[i]] for i in r.incidence[:, 0].nonzero()[0]}
-    assert "leaf>spine" not in tiers and "accelerator>scale_up_switch" in tiers and "PXN" in r.notes[0]
+    assert "leaf>spine" in tiers and "accelerator>scale_up_switch" not in tiers and not r.notes
 
 
 def test_max_min_fair_share_by_hand():
