@@ -16,9 +16,6 @@ from .collectives import GBPS_TO_BYTES, Estimate, Shape, Tier
 from .loads import rank_ceiling
 from .view import Lineage, Path, View, technology
 
-# Switches a scale-out path crosses, by tier (same leaf; leaf-spine-leaf; leaf-spine-core-spine-leaf).
-SWITCHES_BY_TIER = {1: 1, 2: 3, 3: 5}
-
 
 def _reach(view: View, src: list[str], path: Path, line_gbps: float, network: str, notes: list[str]) -> float:
     """Bytes/s per direction a rank moves on one network: its line rate there, unless the routed paths to its
@@ -115,9 +112,11 @@ def place(
         proto = view.g.graph.get("scale_out_protocol", "")
         name, lc = cal.link_class("scale_out", proto)
         techs["scale_out"] = f"{proto or 'not stated'} -> {name}"
-        switch_ns = edges[0]["latency_ns"]
-        extra = (SWITCHES_BY_TIER.get(tier, 1) - 1) * switch_ns * 1e-9
         path = view.path([first], [far])
+        # Switches beyond the first on the routed path: one per link besides its two host and two NIC-leaf links.
+        further = max(0, path.hops - 4)
+        switch_ns = edges[0]["latency_ns"]
+        extra = further * switch_ns * 1e-9
         rate = _reach(view, [first], path, sum(d["bandwidth_gbps"] for d in edges), "scale-out", notes)
         # The fluid share per rank when every rank crosses the oversubscribed tiers of this path at once.
         over = view.summary["oversubscription"]
@@ -126,7 +125,7 @@ def place(
         lineage |= path.lineage
         if extra:
             notes.append(
-                f"assumed: NCCL's network step latency covers one switch; the {SWITCHES_BY_TIER[tier] - 1} further "
+                f"assumed: NCCL's network step latency covers one switch; the {further} further "
                 f"switch(es) of this path add {switch_ns:g} ns each (topology defaults)"
             )
         if factor != 1:

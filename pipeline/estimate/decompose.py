@@ -19,9 +19,6 @@ from ..formats.workload import ModelShape, Training, check_degrees  # noqa: F401
 from . import sizing
 from .workloads import Workload
 
-# Where a communication travels: `backend` lets placement decide (scale-up or scale-out), `frontend` is client
-# traffic on the service network, never the backend fabric.
-NETWORKS = ("backend", "frontend")
 # What a communication may hide behind ("" for traffic on the critical path): data-parallel traffic overlaps the
 # compute of the step, all but its last gradient bucket (step.py).
 BACKWARD = "compute"
@@ -49,6 +46,8 @@ class Communication:
     # (a send: pairs) do this at once; when not given, the first part's (filled in on creation).
     bytes_per_rank: float | None = None
     concurrency: int | None = None
+    # `backend` lets placement decide (scale-up or scale-out); `frontend` is client traffic on the service network,
+    # never the backend fabric.
     network: str = "backend"
     one_domain: str | None = None  # set for tensor parallelism: its groups must each lie in one scale-up domain
     peer: str | None = None  # an endpoint outside the ranks (the client of a request)

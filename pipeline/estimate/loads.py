@@ -149,20 +149,19 @@ def cost_stage(
     wiring: Wiring,
     stage: Stage,
     endpoint_s: float,
-    routes: Routes | None = None,
     capacity: np.ndarray | None = None,
     symmetry: bool = True,
 ) -> PhaseLoad:
-    """Route (unless given), share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
+    """Route, share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
     replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
     weight = None
-    if routes is None and capacity is None and symmetry:
+    if capacity is None and symmetry:
         reduced = symmetric(wiring, stage)
         if reduced is not None:
             stage, replicas = reduced
             mult = {rep: 1 + len(others) for rep, others in replicas}
             weight = np.array([mult[int(d)] for d in wiring.acc_domain[stage.positions(wiring)[0]]], dtype=float)
-    routes = routes or wiring.route(*stage.positions(wiring))
+    routes = wiring.route(*stage.positions(wiring))
     inc = routes.incidence
     cap = wiring.capacity if capacity is None else capacity
     unknown = wiring.unknown_capacity(inc)
