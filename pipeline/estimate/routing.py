@@ -371,12 +371,6 @@ class Wiring:
     def _scale_up_switches(self) -> set[str]:
         return {self.nodes[i] for i in np.flatnonzero(self.kind == "scale_up_switch").tolist()}
 
-    def local_arc_names(self, d: int) -> list[tuple[str, str]]:
-        """(tail, head) names of a domain's local arcs, in the order of its signature's table."""
-        self.domain_signature(d)
-        local_nodes, arcs = self._domain_local[d]
-        return [(local_nodes[u], local_nodes[v]) for u, v in arcs]
-
     def _sig_table(self, sig: int) -> tuple[np.ndarray, np.ndarray]:
         """(row of each domain in the table or -1, table of link ids: domains of this signature × local arcs)."""
         if sig not in self._sig_tables:

@@ -235,26 +235,16 @@ def test_meta_style_and_non_blocking_within_1_5x_for_dp512(built_registry, built
     assert 1 / 1.5 < ratio < 1.5
 
 
-def test_symmetry_classes_are_exact(built_graph):
-    """Reducing an intra-domain stage to one domain per class changes no figure and no link row."""
+def test_link_rows_list_every_link_a_phase_uses_once(built_graph):
+    """A TP all-reduce over 16 servers: every accelerator–switch link of the 16, once each."""
     g = built_graph("illustrative-h100-4096")
     accs = ordered_accelerators(g)[: 8 * 16]
     groups = [[accs[r] for r in x] for x in training_groups(8, 1, 16).tp]
     _, stages = collective_stages("all-reduce", groups, 1e8, accelerator_domains(g), "tp")
     fabric = Wiring(g)
-    plain = loads.cost_stage(fabric, stages[0], 0.0, symmetry=False)
-    reduced = loads.cost_stage(fabric, stages[0], 0.0)
-    assert reduced.replicas and len(reduced.replicas[0][1]) == 15
-    assert (reduced.bandwidth_s, reduced.queueing_s) == pytest.approx((plain.bandwidth_s, plain.queueing_s))
-    assert reduced.injected == pytest.approx(plain.injected)
-    whole = cost_phase(Wiring(g), "x", stages, 0.0)
-    assert whole.replicas
-    plain_fabric = Wiring(g)
-    in_full = cost_phase(plain_fabric, "x", stages, 0.0, symmetry=False)
-    assert not in_full.replicas and whole.seconds == pytest.approx(in_full.seconds)
     rows = loads.link_rows(fabric, cost_phase(fabric, "x", stages, 0.0))
-    assert len(rows) == 16 * 8 * 4  # every accelerator–switch link of the 16 servers, once
-    assert rows == loads.link_rows(plain_fabric, in_full)
+    assert len(rows) == 16 * 8 * 4
+    assert len({(r["source"], r["target"]) for r in rows}) == len(rows)
 
 
 def test_estimate_json_gains_link_utilization_hot_links_and_bytes_per_network(cli, built_registry):
