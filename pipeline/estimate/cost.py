@@ -264,7 +264,7 @@ def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: 
         comm,
         cost,
         max_link_utilization=float(np.max(load.utilization, initial=0.0)),
-        hot_links=tuple(hot_links(wiring, load, rows=rows)),
+        hot_links=tuple(hot_links(rows)),
     )
 
 

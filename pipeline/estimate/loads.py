@@ -403,14 +403,9 @@ def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
-def hot_links(
-    wiring: Wiring, load: PhaseLoad, top: int = 5, rows: list[dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
-    """The most utilised links (ties broken by name, so the list is deterministic); `rows`: the phase's
-    `link_rows`, when the caller has them already (on a large cluster they are many)."""
-    rows = sorted(
-        link_rows(wiring, load) if rows is None else rows, key=lambda r: (-r["utilization"], r["source"], r["target"])
-    )
+def hot_links(rows: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
+    """The most utilised of a phase's `link_rows` (ties broken by name, so the list is deterministic)."""
+    rows = sorted(rows, key=lambda r: (-r["utilization"], r["source"], r["target"]))
     return [
         {k: r[k] for k in ("source", "target", "network", "tier", "utilization", "bytes_forward", "bytes_reverse")}
         for r in rows[:top]
