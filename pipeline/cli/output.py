@@ -10,7 +10,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -77,6 +77,12 @@ def make_table(
     table laid out for one width and printed at another would cut its ids). `exact` shows records' numbers with
     the digits they hold instead of an estimate's three."""
     return _KeyedTable(columns, keys, title, [[exact_cell(v) for v in r] for r in rows or []] if exact else rows or [])
+
+
+def records_table(columns: dict[str, Callable[[Any], Any]], records: Iterable[Any], **options: Any) -> Any:
+    """`make_table` of records, each column given as its header and the function that makes its cell from a record
+    (so a header stands beside what it shows)."""
+    return make_table(*columns, rows=[[shown(r) for shown in columns.values()] for r in records], **options)
 
 
 class _KeyedTable:

@@ -54,9 +54,7 @@ def status(lay: Layout) -> dict[str, Any]:
             fields_by_status=dict(sorted(counts.items())),
         )
         sources.append(row)
-    from ..core.pins import measured_problems
-
-    attention += measured_problems(lay)
+    attention += pins.measured_problems(lay)
     model_rows = []
     for model, revision, _sha, changed_on, is_current, pinned in model_revisions.rows(lay):
         if is_current:
