@@ -106,8 +106,8 @@ def extract(root: RootOpt = None) -> None:
 
     lay = lay_of(root)
     with checkout_lock(lay.root):
-        stats = stage.run(lay, load_sources(lay))
-    out.print(f"extracted {len(stats.parsed)} source(s)")
+        written = stage.run(lay, load_sources(lay))
+    out.print(f"extracted {len(written)} source(s)")
 
 
 @app.command(name="compile")
