@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +15,7 @@ from ..core.units import parse_amount
 from ..errors import FabricrefError, UsageError
 from .app import app
 from .options import amount
-from .output import JsonOpt, RootOpt, cell, lay_of, make_table, out, print_json, readable, unit_of_key
+from .output import JsonOpt, RootOpt, cell, lay_of, out, print_json, readable, records_table, unit_of_key
 
 estimate_app = typer.Typer(
     no_args_is_help=True, help="Calculators: collectives, transfers, memory, KV cache, capacity, workloads."
@@ -174,6 +175,17 @@ def _size_arg(text: str, option: str) -> int:
     return int(value)
 
 
+# The table of a sweep, one row per size: each column's header and its cell.
+SWEEP_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "bytes": lambda r: format_quantity(r["bytes"] / 1024, "KiB"),  # powers of two, as nccl-tests sizes
+    "time": lambda r: format_quantity(r["seconds"], "s"),
+    "algbw": lambda r: format_quantity(r["algbw_gb_per_s"], "GB/s"),
+    "busbw": lambda r: format_quantity(r["busbw_gb_per_s"], "GB/s"),
+    "algorithm": lambda r: r["algorithm"],
+    "protocol": lambda r: r["protocol"],
+}
+
+
 def _collective_on_topology(
     topology_id: str,
     op: str,
@@ -202,19 +214,7 @@ def _collective_on_topology(
         if as_json:
             print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": api.caveat()})
             return
-        shown = [
-            [
-                format_quantity(r["bytes"] / 1024, "KiB"),  # powers of two, as nccl-tests sizes
-                format_quantity(r["seconds"], "s"),
-                format_quantity(r["algbw_gb_per_s"], "GB/s"),
-                format_quantity(r["busbw_gb_per_s"], "GB/s"),
-                r["algorithm"],
-                r["protocol"],
-            ]
-            for r in rows
-        ]
-        columns = ("bytes", "time", "algbw", "busbw", "algorithm", "protocol")
-        out.print(make_table(*columns, title=f"{op} on {topology_id}", rows=shown))
+        out.print(records_table(SWEEP_COLUMNS, rows, title=f"{op} on {topology_id}"))
         out.print(api.caveat())
         return
     if plot is not None:
@@ -400,6 +400,24 @@ def estimate_capacity(
     _emit_estimate(api.capacity(rps, output_tokens, group_tps, group_size, headroom), as_json, "capacity")
 
 
+# The per-phase table of `estimate workload`: each column's header and its cell.
+PHASE_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "phase": lambda p: p["phase"],
+    "collective": lambda p: p["collective"],
+    "n": lambda p: format_quantity(p["group_size"]),
+    "network / tier": lambda p: f"{p['network']} / {p['tier']}",
+    "bytes/rank": lambda p: format_quantity(p["bytes_per_rank"], "B"),
+    "eff. bw per direction": lambda p: format_quantity(p["effective_gbps"] or None, "Gb/s"),
+    "latency": lambda p: format_quantity(p["latency_seconds"], "s"),
+    "bandwidth": lambda p: format_quantity(p["bandwidth_seconds"], "s"),
+    "queueing": lambda p: format_quantity(p["queueing_seconds"], "s"),
+    "× count": lambda p: format_quantity(p["count"], "count"),
+    "total": lambda p: format_quantity(p["total_seconds"], "s"),
+    "dominant": lambda p: p["dominant"],
+    "confidence": lambda p: p["confidence"],
+}
+
+
 @estimate_app.command("workload")
 def estimate_workload(
     topology_id: Annotated[str, typer.Argument(help="Reference or cluster id.")],
@@ -413,41 +431,7 @@ def estimate_workload(
     if as_json:
         print_json(data)
         return
-    rows = data["phases"]
-    columns = (
-        "phase",
-        "collective",
-        "n",
-        "network / tier",
-        "bytes/rank",
-        "eff. bw per direction",
-        "latency",
-        "bandwidth",
-        "queueing",
-        "× count",
-        "total",
-        "dominant",
-        "confidence",
-    )
-    shown = [
-        [
-            p["phase"],
-            p["collective"],
-            format_quantity(p["group_size"]),
-            f"{p['network']} / {p['tier']}",
-            format_quantity(p["bytes_per_rank"], "B"),
-            format_quantity(p["effective_gbps"] or None, "Gb/s"),
-            format_quantity(p["latency_seconds"], "s"),
-            format_quantity(p["bandwidth_seconds"], "s"),
-            format_quantity(p["queueing_seconds"], "s"),
-            format_quantity(p["count"], "count"),
-            format_quantity(p["total_seconds"], "s"),
-            p["dominant"],
-            p["confidence"],
-        ]
-        for p in rows
-    ]
-    out.print(make_table(*columns, title=f"{workload_id} on {topology_id}", rows=shown))
+    out.print(records_table(PHASE_COLUMNS, data["phases"], title=f"{workload_id} on {topology_id}"))
     out.print(data["memory_fit"]["verdict"])
     rv = data["revealing"]
     out.print(

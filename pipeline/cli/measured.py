@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ..core.format import format_quantity
 from .app import app
-from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
+from .output import JsonOpt, RootOpt, lay_of, out, print_json, records_table
 
 measured_app = typer.Typer(
     no_args_is_help=True, help="Measured nccl-tests / rccl-tests logs: import (pinned by SHA-256) and compare."
@@ -49,6 +50,17 @@ def measured_import(
     )
 
 
+# The table of `measured compare`, one row per measured size: each column's header and its cell.
+COMPARE_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "measurement": lambda r: r["measurement_id"],
+    "bytes": lambda r: format_quantity(r["bytes"] / 1024, "KiB"),  # powers of two, as nccl-tests sizes
+    "measured busbw": lambda r: format_quantity(r["measured_busbw_gb_per_s"], "GB/s"),
+    "model busbw": lambda r: format_quantity(r["model_busbw_gb_per_s"], "GB/s"),
+    "model / measured": lambda r: "" if r["ratio"] is None else f"{r['ratio']:.3f}",
+    "algorithm / protocol": lambda r: f"{r['algorithm']} / {r['protocol']}",
+}
+
+
 @measured_app.command("compare")
 def measured_compare(
     topology_id: Annotated[str, typer.Option("--topology", help="Reference or cluster id.")],
@@ -76,16 +88,4 @@ def measured_compare(
     if as_json:
         print_json({"topology_id": topology_id, "placement": placement, "rows": rows})
         return
-    shown = [
-        [
-            r["measurement_id"],
-            format_quantity(r["bytes"] / 1024, "KiB"),  # powers of two, as nccl-tests sizes
-            format_quantity(r["measured_busbw_gb_per_s"], "GB/s"),
-            format_quantity(r["model_busbw_gb_per_s"], "GB/s"),
-            "" if r["ratio"] is None else f"{r['ratio']:.3f}",
-            f"{r['algorithm']} / {r['protocol']}",
-        ]
-        for r in rows
-    ]
-    columns = ("measurement", "bytes", "measured busbw", "model busbw", "model / measured", "algorithm / protocol")
-    out.print(make_table(*columns, title=f"model vs measured on {topology_id} ({placement})", rows=shown))
+    out.print(records_table(COMPARE_COLUMNS, rows, title=f"model vs measured on {topology_id} ({placement})"))

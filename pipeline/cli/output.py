@@ -10,7 +10,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -77,6 +77,12 @@ def make_table(
     table laid out for one width and printed at another would cut its ids). `exact` shows records' numbers with
     the digits they hold instead of an estimate's three."""
     return _KeyedTable(columns, keys, title, [[exact_cell(v) for v in r] for r in rows or []] if exact else rows or [])
+
+
+def records_table(columns: dict[str, Callable[[Any], Any]], records: Iterable[Any], **options: Any) -> Any:
+    """`make_table` of records, each column given as its header and the function that makes its cell from a record
+    (so a header stands beside what it shows)."""
+    return make_table(*columns, rows=[[shown(r) for shown in columns.values()] for r in records], **options)
 
 
 class _KeyedTable:
@@ -308,43 +314,29 @@ def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]
     sys.stdout.write(buf.getvalue())
 
 
-# Row writers for streamed JSON: the C encoder for keys and scalar values (the indenting encoder is pure Python,
-# several times slower), the indenting one only for nested values. Together they give `print_json`'s text.
-_FLAT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-_NESTED = json.JSONEncoder(indent=2, ensure_ascii=False, allow_nan=False)
-
-
-def _json_row(row: dict[str, Any]) -> str:
-    """One row object as `json.dumps([row], indent=2)` lays it out inside the list (columns in the query's order)."""
-    if not row:
-        return "  {}"
-    items = []
-    for k in row:
-        v = row[k]
-        text = _NESTED.encode(v).replace("\n", "\n    ") if isinstance(v, dict | list) and v else _FLAT.encode(v)
-        items.append(f"    {_FLAT.encode(k)}: {text}")
-    return "  {\n" + ",\n".join(items) + "\n  }"
-
-
 def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
     """`emit(..., as_json=True)`, written row by row as the batches arrive: the same text as `print_json` of the
     whole list (NaN / infinity as null, as `strict` makes them)."""
-    first = True
     ascii_only = not encodes_unicode(sys.stdout)
+    opening = "[\n"
+
+    def write(text: str) -> None:
+        text = json_safe(text)
+        sys.stdout.write(json_ascii(text) if ascii_only else text)
+
     try:
         for batch in batches:
             parts = []
             for row in batch:
-                parts.append(("[\n" if first else ",\n") + _json_row(strict(dict(zip(columns, row, strict=True)))))
-                first = False
-            text = json_safe("".join(parts))
-            sys.stdout.write(json_ascii(text) if ascii_only else text)
+                record = json.dumps(strict(dict(zip(columns, row, strict=True))), indent=2, ensure_ascii=False)
+                parts.append(f"{opening}  " + record.replace("\n", "\n  "))  # as it stands inside the list
+                opening = ",\n"
+            write("".join(parts))
     except FabricrefError as exc:  # still valid JSON: its last record says the rows are not all
-        record = f'  {{"error": {_FLAT.encode(f"incomplete result: {exc}")}, "complete": false}}'
-        text = json_safe(("[\n" if first else ",\n") + record + "\n]\n")
-        sys.stdout.write(json_ascii(text) if ascii_only else text)
+        error = json.dumps(f"incomplete result: {exc}", ensure_ascii=False)
+        write(f'{opening}  {{"error": {error}, "complete": false}}\n]\n')
         raise
-    sys.stdout.write("[]\n" if first else "\n]\n")
+    sys.stdout.write("[]\n" if opening == "[\n" else "\n]\n")
 
 
 @contextlib.contextmanager

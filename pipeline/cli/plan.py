@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .. import api
 from ..core.format import format_quantity
 from ..errors import UsageError
 from .app import app
@@ -63,20 +64,7 @@ def _words(text: str | None) -> tuple[str, ...] | None:
 
 def _seconds(text: str | None, option: str) -> float | None:
     """'2s', '500ms', '40us' → seconds (a bare number is seconds)."""
-    if text is None:
-        return None
-    from .estimate import _qty
-
-    t = text.strip()
-    return float(t) if _is_number(t) else _qty(t, "time", option)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return None if text is None else amount(option, "time")(text.strip())
 
 
 @contextmanager
@@ -165,8 +153,6 @@ def plan_train(
     """Search the TP × PP × DP × CP (× EP) layouts, micro-batches, ZeRO stages, recompute modes and pipeline
     schedules of a training job; show the best, the Pareto front of step time vs memory headroom, and why
     nothing else. Every evaluated layout is written to plans/ (the `plans` table of `fabricref query`)."""
-    from .. import api
-
     lay = lay_of(root)
     options = {
         "gpus": _ints(gpus, "--gpus"),
@@ -225,8 +211,6 @@ def plan_serve(
 ) -> None:
     """Search the serving layouts (TP per group, aggregated or disaggregated, batch) of a model for a demand and
     latency targets; rank by accelerators, show the Pareto front of accelerators vs request latency."""
-    from .. import api
-
     lay = lay_of(root)
     result = api.plan_serve(
         model,
@@ -263,9 +247,7 @@ def _keep(lay: Any, result: Any, save: str | None, saver: Any, as_json: bool, en
 def _report(lay: Any, result: Any, path: Path, saved: dict[str, Any] | None, as_json: bool, engine: str) -> None:
     where = lay.relative(path)
     if as_json:
-        from ..plan.search import as_dict
-
-        print_json({**as_dict(result), "parquet": where, "saved": saved, "engine": engine})
+        print_json({**api.plan_record(result), "parquet": where, "saved": saved, "engine": engine})
         return
     c = result.counts
     if result.kind == "train":

@@ -106,8 +106,8 @@ def extract(root: RootOpt = None) -> None:
 
     lay = lay_of(root)
     with checkout_lock(lay.root):
-        stats = stage.run(lay, load_sources(lay))
-    out.print(f"extracted {len(stats.parsed)} source(s)")
+        written = stage.run(lay, load_sources(lay))
+    out.print(f"extracted {len(written)} source(s)")
 
 
 @app.command(name="compile")
@@ -154,7 +154,7 @@ def topology_(
                 data["nodes_by_kind_and_role"] = by_role
         print_json({**data, **{k: v for k, v in summary.items() if k not in data}})
         return
-    rows = [[key, cell] for key, cell in _readable_rows(shown)]
+    rows = [[key, _readable(key, value)] for key, value in shown]
     out.print(make_table("property", "value", title=f"{summary['topology_id']} — {summary['title']}", rows=rows))
     out.print(summary["caveat"])
 
@@ -181,15 +181,12 @@ def _topology_rows(summary: dict[str, Any], by_role: dict[str, int]) -> list[tup
     return [(key, value) for key, value in rows if value is not None]
 
 
-def _readable_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+def _readable(key: str, value: Any) -> Any:
     """Counts with separators, bandwidths per direction in bits (Gb/s, Tb/s: the family the links are stated in),
     oversubscription as a ratio."""
-    shown = []
-    for key, value in rows:
-        if key == "oversubscription":
-            value = {tier: f"{format_quantity(x)}:1" for tier, x in value.items()}
-        shown.append((key, readable(value, key, "per_direction")))
-    return shown
+    if key == "oversubscription":
+        value = {tier: f"{format_quantity(x)}:1" for tier, x in value.items()}
+    return readable(value, key, "per_direction")
 
 
 @app.command()

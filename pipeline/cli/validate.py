@@ -31,8 +31,9 @@ def validate(
 
     lay = lay_of(root)
     rows = run(lay.root, only)
+    summary = validation.summary([validation.Row(**r) for r in rows])
     if as_json:
-        print_json({"results": rows, "summary": validation.summary([validation.Row(**r) for r in rows])})
+        print_json({"results": rows, "summary": summary})
         return
     cells = []
     for r in rows:
@@ -48,7 +49,6 @@ def validate(
     used = sorted({c for r in rows for c in r["calibration"].split("\n") if c})
     for c in used:
         out.print(f"calibration: {c}")
-    summary = validation.summary([validation.Row(**r) for r in rows])
     for use, s in summary.items():
         if s["results"]:
             mean = "—" if s["mean_abs_error"] is None else f"{s['mean_abs_error']:.1%}"

@@ -6,7 +6,7 @@ the compile stage's tables here, so neither imports the other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CompileError, UnknownIdError
@@ -58,24 +58,15 @@ class Fact:
         return Quantity(self.value, self.unit or "Gb/s", self.direction).to("Gb/s", "per_direction").value
 
 
+@dataclass(eq=False)  # compared and hashed by identity, as a plain object
 class Facts:
-    def __init__(
-        self,
-        reference_id: str,
-        form_factor: str,
-        kind: str,
-        title: str,
-        fields: dict[str, dict[str, Any]],
-        assumptions: dict[str, dict[str, Any]],
-        parameters: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
-        self.reference_id = reference_id
-        self.form_factor = form_factor
-        self.kind = kind
-        self.title = title
-        self.fields = fields
-        self.assumptions = assumptions
-        self.parameters = parameters or {}
+    reference_id: str
+    form_factor: str
+    kind: str
+    title: str
+    fields: dict[str, dict[str, Any]]
+    assumptions: dict[str, dict[str, Any]]
+    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def get(self, key: str, required: bool = True) -> Fact:
         row = self.fields.get(key)

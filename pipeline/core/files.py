@@ -64,8 +64,13 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
         if isinstance(exc, OSError):
             raise FabricrefError(f"cannot write {path}: {exc.strerror}") from exc
         raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the renames into `directory` durable (where the file system can sync a directory)."""
     with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
@@ -125,7 +130,7 @@ def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] 
     elif not stat.S_ISREG(info.st_mode):
         problem = f"not a regular file (a FIFO, socket or device); expected {what}"
     elif info.st_size > limit:
-        problem = f"{info.st_size:,} bytes; {what} is at most {limit:,} bytes"
+        problem = f"larger than {limit} bytes ({info.st_size:,}); {what} is at most {limit:,} bytes"
     if problem:
         os.close(fd)
         raise error(f"{path}: {problem}")
@@ -135,7 +140,7 @@ def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] 
         except OSError as exc:
             raise error(f"{path}: cannot read: {exc.strerror}; expected {what}") from None
     if len(data) > limit:
-        raise error(f"{path}: more than {limit:,} bytes; {what} is at most {limit:,} bytes")
+        raise error(f"{path}: larger than {limit} bytes; {what} is at most {limit:,} bytes")
     if len(data) != info.st_size:
         raise error(
             f"{path}: read {len(data):,} bytes from a file whose size is {info.st_size:,} (a file the kernel makes "
@@ -254,12 +259,7 @@ def _finish(root: Path, entries: list[list[str]]) -> None:
         if (root / staged).exists():
             os.replace(root / staged, root / target)
     for directory in sorted({(root / target).parent for _staged, target in entries}):
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        _fsync_directory(directory)
     os.unlink(root / JOURNAL)
 
 

@@ -9,10 +9,8 @@ same order, same attributes, every node's neighbours in the same order (tests/pi
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any, NoReturn
 
 import networkx as nx
@@ -159,31 +157,29 @@ class Topologies:
         (graph_row,) = self.tables.rows("SELECT * FROM topology_graphs WHERE topology_id = ?", topology_id)
         endpoint = graph_row.pop("endpoint_latency_ns")
         g = nx.Graph(**{k: v for k, v in graph_row.items() if v is not None})
-        _add_nodes(g, self._nodes(topology_id))
-        protos = self._edge_attrs(topology_id)
+        g.add_nodes_from(self._nodes(topology_id))
+        protos = self._edge_attrs(topology_id) if self.read_only else None
         if protos is None:
             g.add_edges_from(self._edge_rows(topology_id))
         else:
-            _add_edges(g, self._edge_ends(topology_id), protos, self.read_only)
+            _add_edges(g, self._edge_ends(topology_id), protos)
         (summary,) = self.tables.rows("SELECT summary FROM topology_summaries WHERE topology_id = ?", topology_id)
         return Topology(g, json.loads(summary["summary"]), endpoint)
 
-    def _nodes(self, topology_id: str) -> dict[str, Any]:
-        """One topology's nodes as columns (numpy arrays; a column with NULLs is a masked array) in `position`
-        order: 10^5 rows as Python tuples cost more than building the graph from them."""
-        cur = self.tables.con.execute(
+    def _nodes(self, topology_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """One topology's nodes in `position` order, each with its non-NULL attributes."""
+        _, rows = self.tables.tuples(
             f"SELECT node, {', '.join(NODE_ATTRS)} FROM topology_nodes WHERE topology_id = ? ORDER BY position",
-            [topology_id],
+            topology_id,
         )
-        return cur.fetchnumpy()
+        return ((n, {a: v for a, v in zip(NODE_ATTRS, r, strict=True) if v is not None}) for n, *r in rows)
 
-    def _edge_ends(self, topology_id: str) -> dict[str, Any]:
-        """Each edge's ends and the hash of its attributes (`h`, the key of `_edge_attrs`), in `position` order."""
-        cur = self.tables.con.execute(
-            f"SELECT source, target, {_EDGE_HASH} AS h FROM topology_edges WHERE topology_id = ? ORDER BY position",
-            [topology_id],
-        )
-        return cur.fetchnumpy()
+    def _edge_ends(self, topology_id: str) -> list[tuple[str, str, int]]:
+        """Each edge's ends and the hash of its attributes (the key of `_edge_attrs`), in `position` order."""
+        return self.tables.tuples(
+            f"SELECT source, target, {_EDGE_HASH} FROM topology_edges WHERE topology_id = ? ORDER BY position",
+            topology_id,
+        )[1]
 
     def _edge_attrs(self, topology_id: str) -> dict[int, dict[str, Any]] | None:
         """The distinct attribute rows of a topology's edges by their hash (a few per topology, where reading
@@ -196,7 +192,8 @@ class Topologies:
         return protos if len(protos) == len(rows) else None
 
     def _edge_rows(self, topology_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """Every edge's own row (when the distinct rows cannot be told apart by their hash)."""
+        """Every edge's own row (a dict of its own; also when the distinct rows cannot be told apart by their
+        hash)."""
         names, rows = self.tables.tuples(
             f"SELECT source, target, {', '.join(EDGE_ATTRS)} FROM topology_edges WHERE topology_id = ? "
             "ORDER BY position",
@@ -206,59 +203,13 @@ class Topologies:
         return ((r[0], r[1], dict(zip(keys, r[2:], strict=True))) for r in rows)
 
 
-def _add_nodes(g: nx.Graph, cols: dict[str, Any]) -> None:
-    """`g.add_nodes_from((node, {attr: value, ...}))` with the NULL attributes left out, built straight into
-    networkx's node and adjacency dicts: nodes with the same set of non-NULL attributes (a handful of sets per
-    topology) get their dicts from one `zip`, instead of a comprehension per node."""
-    import numpy as np
-
-    names = cols["node"].tolist()
-    if len(set(names)) != len(names) or any(n is None for n in names):
-        # Not what the topology stage writes; networkx's own loop gives whatever networkx would make of it.
-        g.add_nodes_from(
-            (n, {a: v for a, v in zip(NODE_ATTRS, r, strict=True) if v is not None})
-            for n, *r in zip(names, *(cols[a].tolist() for a in NODE_ATTRS), strict=True)
-        )
-        return
-    present = np.zeros(len(names), dtype=np.int64)
-    for i, a in enumerate(NODE_ATTRS):
-        present |= (~np.ma.getmaskarray(cols[a])).astype(np.int64) << i
-    attrs: list[dict[str, Any]] = [{}] * len(names)
-    for mask in np.unique(present).tolist():
-        rows = np.flatnonzero(present == mask)
-        keep = [a for i, a in enumerate(NODE_ATTRS) if mask >> i & 1]
-        values = zip(*(np.asarray(cols[a])[rows].tolist() for a in keep), strict=True) if keep else ((),) * len(rows)
-        for row, d in zip(rows.tolist(), map(dict, map(zip, repeat(keep), values)), strict=True):
-            attrs[row] = d
-    g._node.update(zip(names, attrs, strict=True))
-    g._adj.update((n, {}) for n in names)
-
-
-def _add_edges(g: nx.Graph, ends: dict[str, Any], protos: dict[int, dict[str, Any]], shared: bool) -> None:
-    """`g.add_edges_from((source, target, {attr: value, ...}))` (NULLs kept as None), built straight into the
-    adjacency dicts. An edge's attributes are one of a few distinct rows (the links of one tier share them),
-    made once each (`protos`, by the row's hash). `shared`: the edges with the same row share one read-only
-    `EdgeAttrs`; otherwise every edge gets its own copy. An unknown end or a repeated edge is left to networkx's
-    own loop."""
+def _add_edges(g: nx.Graph, ends: list[tuple[str, str, int]], protos: dict[int, dict[str, Any]]) -> None:
+    """The edges (source, target, hash of their attributes' row), the edges with the same row sharing one
+    read-only `EdgeAttrs`, set straight into the adjacency dicts (`add_edges_from` would give each a copy)."""
+    attrs = {h: EdgeAttrs(d) for h, d in protos.items()}
     adj = g._adj
-    sources, targets = ends["source"].tolist(), ends["target"].tolist()
-    try:
-        if shared:
-            protos = {h: EdgeAttrs(d) for h, d in protos.items()}
-            for u, v, h in zip(sources, targets, ends["h"].tolist(), strict=True):
-                adj[u][v] = adj[v][u] = protos[h]
-        else:
-            for u, v, h in zip(sources, targets, ends["h"].tolist(), strict=True):
-                adj[u][v] = adj[v][u] = protos[h].copy()
-        # Each edge made two entries (one for a self-loop) unless it repeated an earlier one.
-        loops = sum(map(operator.eq, sources, targets))
-        if sum(map(len, adj.values())) == 2 * len(sources) - loops:
-            return
-    except KeyError:
-        pass
-    for n in adj:
-        adj[n] = {}
-    g.add_edges_from((u, v, protos[h].copy()) for u, v, h in zip(sources, targets, ends["h"].tolist(), strict=True))
+    for u, v, h in ends:
+        adj[u][v] = adj[v][u] = attrs[h]
 
 
 def load_topology(lay: Layout, topology_id: str) -> Topology:

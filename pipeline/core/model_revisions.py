@@ -3,7 +3,6 @@ model id's history is kept next to the registry (like the pins of a source)."""
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from ..errors import UsageError, ValidationError
 from .files import Transaction, checkout_lock, transaction
 from .paths import Layout
 from .schemas import load_json, validate
+from .store import sha256_bytes, sha256_file
 
 KINDS = ("references", "clusters")
 
@@ -35,15 +35,11 @@ def history(lay: Layout, model: str) -> list[dict[str, Any]]:
     return data["revisions"]
 
 
-def current_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def revised(lay: Layout, model: str, content: bytes, today: str | None = None) -> dict[str, Any] | None:
     """The model's revisions file with a revision for `content` appended (validated), or None when its last
     revision already pins that content. Nothing is written: the caller writes it with what else changes."""
     revs = history(lay, model)
-    sha = hashlib.sha256(content).hexdigest()
+    sha = sha256_bytes(content)
     if revs and revs[-1]["sha256"] == sha:
         return None
     day = today or datetime.now(UTC).date().isoformat()
@@ -82,7 +78,7 @@ def rows(lay: Layout) -> list[tuple[Any, ...]]:
     out = []
     for model, path in model_files(lay):
         revs = history(lay, model)
-        sha = current_hash(path)
+        sha = sha256_file(path)
         for r in revs:
             out.append((model, r["revision"], r["sha256"], r["changed_on"], r["sha256"] == sha, True))
         if not revs or revs[-1]["sha256"] != sha:

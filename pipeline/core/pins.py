@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import FabricrefError, ValidationError
 from ..formats.pins import Origin, PinHistory, Revision
-from .files import atomic_write_json
+from .files import LOCK
 from .paths import Layout, check_slug
 from .schemas import load_json, load_model, validate
 from .store import SnapshotStore, sha256_file
@@ -16,7 +16,7 @@ __all__ = [
     "Origin",
     "PinHistory",
     "Revision",
-    "append",
+    "appended",
     "edited_transcription",
     "load",
     "load_file",
@@ -89,13 +89,6 @@ def appended(lay: Layout, source_id: str, revision: Revision) -> dict[str, objec
     return data
 
 
-def append(lay: Layout, source_id: str, revision: Revision) -> PinHistory:
-    """Append one revision and write the pins file. Caller holds the checkout lock."""
-    data = appended(lay, source_id, revision)
-    atomic_write_json(lay.pins_file(source_id), data)
-    return PinHistory.model_validate(data)
-
-
 def edited_transcription(lay: Layout, source_id: str, current: Revision) -> str | None:
     """Why a source's transcription no longer matches its current revision, or None when it does (or the current
     revision is not a transcription, or its file is gone). The pinned bytes may still be intact in the store, but
@@ -115,7 +108,7 @@ def edited_transcription(lay: Layout, source_id: str, current: Revision) -> str 
 
 
 def lock_path(lay: Layout) -> Path:
-    return lay.root / ".fabricref.lock"
+    return lay.root / LOCK
 
 
 def measured_problems(lay: Layout) -> list[str]:
@@ -125,7 +118,6 @@ def measured_problems(lay: Layout) -> list[str]:
     if not directory.is_dir():
         return []
     from ..formats.measured import MeasuredPin
-    from .schemas import load_json, load_model
 
     snapshots, problems = SnapshotStore(lay.store_dir), []
     for path in sorted(directory.glob("*.json")):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
+from .paths import PARAMS_FILE
 from .text import control_problem
 
 if TYPE_CHECKING:
@@ -111,34 +113,11 @@ _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt ].*)?")
 
 
 def _read_text(path: Path, what: str) -> str:
-    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES; every failure names the file. Opened without
-    blocking and read only when it is a regular file: a FIFO would wait forever, /dev/zero never end."""
-    import os
-    import stat
+    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES, read only when it is a regular file (a FIFO would
+    wait forever, /dev/zero never end); every failure names the file."""
+    from .files import read_bounded
 
-    from .paths import contained
-
-    contained(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-            os.close(fd)
-            if is_dir:
-                raise IsADirectoryError(21, "Is a directory", str(path))
-            raise ValidationError(f"{path}: not a regular file (a FIFO, socket or device); expected a {what} file")
-        with os.fdopen(fd, "rb") as handle:
-            raw = handle.read(MAX_DECLARATIVE_BYTES + 1)
-    except FileNotFoundError as exc:
-        raise ValidationError(f"{path}: file not found") from exc
-    except IsADirectoryError as exc:
-        raise ValidationError(f"{path}: is a directory; expected a {what} file") from exc
-    except OSError as exc:
-        raise ValidationError(f"{path}: cannot read: {exc.strerror}") from exc
-    if len(raw) > MAX_DECLARATIVE_BYTES:
-        raise ValidationError(
-            f"{path}: larger than {MAX_DECLARATIVE_BYTES} bytes; a declarative {what} file is expected to be small"
-        )
+    raw = read_bounded(path, MAX_DECLARATIVE_BYTES, f"a declarative {what} file", ValidationError)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -192,9 +171,6 @@ def load_yaml(path: Path) -> tuple[Any, Any]:
     return data, doc
 
 
-PARAMS_FILE = "params.yaml"
-
-
 def dump_yaml(data: Any) -> str:
     """`data` as block YAML, keys in their order, written as `load_yaml` reads it back (YAML 1.2: a title such as
     `1e1` or `.inf` is quoted, where a YAML 1.1 writer would leave it to be read back as a number)."""
@@ -237,19 +213,22 @@ def load_json(path: Path) -> Any:
     """A declarative JSON file (pins, identities, vocabulary): UTF-8, bounded size and depth, no NaN, no
     duplicate keys (JSON would silently keep the last one)."""
     text = _read_text(path, "JSON")
-    depth = _json_depth(text)
-    if depth > MAX_NESTING:
-        raise ValidationError(f"{path}: nested deeper than {MAX_NESTING} levels; expected a flat document")
+    deep = ValidationError(f"{path}: nested deeper than {MAX_NESTING} levels; expected a flat document")
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
     except _DuplicateKey as exc:
         line = _line_of_key(text, exc.key)
         loc = f"{path}:{line}" if line else str(path)
         raise ValidationError(f"{loc}: invalid JSON: duplicate key {exc.key!r}; each key may appear once") from exc
-    except (ValueError, RecursionError) as exc:
+    except RecursionError as exc:  # the decoder's own bound on nesting, far below what would exhaust the stack
+        raise deep from exc
+    except ValueError as exc:
         raise ValidationError(f"{path}: invalid JSON: {exc}") from exc
+    if _depth(data) > MAX_NESTING:
+        raise deep
+    return data
 
 
 class _DuplicateKey(ValueError):
@@ -274,27 +253,14 @@ def _line_of_key(text: str, key: str) -> int | None:
     return squeezed[1] if len(squeezed) > 1 else (squeezed[0] if squeezed else None)
 
 
-def _json_depth(text: str) -> int:
-    """Deepest bracket nesting, ignoring brackets inside strings; linear, so 100,000 `[` cost nothing."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
+def _depth(value: Any) -> int:
+    """Deepest nesting of arrays and objects (1 for `[]`), walked without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
             deepest = max(deepest, depth)
-            if deepest > MAX_NESTING:
-                return deepest
-        elif char in "]}":
-            depth -= 1
+            stack.extend((item, depth + 1) for item in (node.values() if isinstance(node, dict) else node))
     return deepest
 
 
@@ -417,7 +383,9 @@ def _document_path(instance: Any, loc: tuple[Any, ...]) -> list[Any]:
 
 def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> None:
     if doc is None and isinstance(where, Path) and where.suffix == ".json":
-        doc = _json_lines(where)
+        # A JSON file read again as YAML (JSON is YAML 1.2) for its line numbers; only on the error path.
+        with contextlib.suppress(ValidationError, OSError, ValueError):
+            doc = load_yaml(where)[1]
     lines = []
     for parts, what in found[:10]:
         line = _line_of(doc, parts) if doc is not None else None
@@ -425,14 +393,6 @@ def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> N
         lines.append(f"{loc}: at {json_path(parts)}: {what}")
     more = f"\n(and {len(found) - 10} more)" if len(found) > 10 else ""
     raise ValidationError("\n".join(lines) + more)
-
-
-def _json_lines(path: Path) -> Any:
-    """A JSON file read as YAML (JSON is YAML 1.2) for its line numbers; only on the error path."""
-    try:
-        return load_yaml(path)[1]
-    except (ValidationError, OSError, ValueError):
-        return None
 
 
 def _resolve(subschema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -41,15 +41,8 @@ class SnapshotStore:
         """Store bytes; a snapshot already present is verified, never overwritten — unless it is corrupt, in
         which case these bytes (which hash to its name) repair it."""
         sha = sha256_bytes(data)
-        path = self.path_for(sha)
-        if path.exists() or path.is_symlink():
-            try:
-                self.read(sha, size=len(data))
-                return sha
-            except IntegrityError:
-                self.repair(sha, data)
-                return sha
-        atomic_write_bytes(path, data, mode=0o444)
+        if not self.holds(sha, len(data)):
+            self.repair(sha, data)
         return sha
 
     def repair(self, sha256: str, data: bytes) -> None:

@@ -9,6 +9,7 @@ decodes to: a page or a template decodes it later."""
 from __future__ import annotations
 
 import html
+import json
 import re
 
 # Tab and newline are layout in text people write (a YAML block scalar, a note): they are kept.
@@ -80,14 +81,7 @@ _NON_ASCII_RE = re.compile("[^\x00-\x7f]")
 
 
 def json_ascii(text: str) -> str:
-    """JSON text with every non-ASCII character as a \\u escape (a surrogate pair beyond U+FFFF): the same data,
-    printable in any encoding. (In JSON such characters stand only inside strings, where the escape is valid.)"""
-
-    def escape(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        if code <= 0xFFFF:
-            return f"\\u{code:04x}"
-        code -= 0x10000
-        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-
-    return _NON_ASCII_RE.sub(escape, text)
+    """JSON text with every non-ASCII character as a \\u escape (a surrogate pair beyond U+FFFF), as json.dumps
+    writes it by default: the same data, printable in any encoding. (In JSON such characters stand only inside
+    strings, where the escape is valid.)"""
+    return _NON_ASCII_RE.sub(lambda m: json.dumps(m.group())[1:-1], text)

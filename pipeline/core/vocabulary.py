@@ -12,13 +12,9 @@ from ..formats.vocabulary import FieldSpec, Vocabulary
 from .paths import Layout, layout
 from .schemas import load_json, load_model
 
-__all__ = ["FieldSpec", "vocabulary", "vocabulary_file"]
+__all__ = ["FieldSpec", "vocabulary"]
 
 _CACHE: dict[tuple[str, str], dict[str, FieldSpec]] = {}
-
-
-def vocabulary_file(lay: Layout) -> Path:
-    return lay.schemas_dir / "vocabulary.json"
 
 
 def vocabulary(lay: Layout | Path | None = None) -> dict[str, FieldSpec]:
@@ -26,7 +22,7 @@ def vocabulary(lay: Layout | Path | None = None) -> dict[str, FieldSpec]:
     without it the checkout is found as the CLI finds it ($FABRICREF_ROOT, else from the cwd)."""
     if not isinstance(lay, Layout):
         lay = layout(lay)
-    path = vocabulary_file(lay)
+    path = lay.schemas_dir / "vocabulary.json"
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:

@@ -14,17 +14,14 @@ from . import collectives
 from .calibration import Calibration, load_calibration
 from .collectives import GBPS_TO_BYTES, Estimate, Shape, Tier
 from .loads import rank_ceiling
-from .view import Lineage, View, technology
-
-# Switches a scale-out path crosses, by tier (same leaf; leaf-spine-leaf; leaf-spine-core-spine-leaf).
-SWITCHES_BY_TIER = {1: 1, 2: 3, 3: 5}
+from .view import Lineage, Path, View, technology
 
 
-def _reach(view: View, src: list[str], dst: list[str], line_gbps: float, network: str, notes: list[str]) -> float:
+def _reach(view: View, src: list[str], path: Path, line_gbps: float, network: str, notes: list[str]) -> float:
     """Bytes/s per direction a rank moves on one network: its line rate there, unless the routed paths to its
     peers hold it to less (a mesh pair has one link of a rank's seven; a rank's NIC sits behind its host link)."""
     line = line_gbps * GBPS_TO_BYTES
-    reach = rank_ceiling(view.wiring, src, dst)
+    reach = rank_ceiling(view.wiring, src, path.routes)
     if reach < line * (1 - 1e-9):
         notes.append(
             f"routed: a rank reaches its peers on {network} with {reach / GBPS_TO_BYTES:g} Gb/s of its "
@@ -76,19 +73,21 @@ def place(
     nvls = one_shot = False
     first = accs[0]
     if local > 1:
-        path = view.scale_up(first)
-        if path.per_rank_gbps is None:
+        bws = [d["bandwidth_gbps"] for d in view.g[first].values() if d["network"] == "scale_up"]
+        if not bws or None in bws:
             raise UsageError(
                 f"the scale-up bandwidth of {view.reference} is unknown: no source or assumption states it"
             )
         tech = technology if technology is not None else view.g.graph.get("scale_up_technology", "")
         name, lc = cal.link_class("scale_up", tech)
         techs["scale_up"] = f"{tech or 'not stated'} -> {name}"
-        # NCCL's NVLink step latency was measured GPU → switch → GPU: only hops beyond those two add.
-        per_hop = (path.latency_s - view.endpoint_s) / path.hops if path.hops else 0.0
         members = by_domain[view.domain(first)]
         pairs = [(a, b) for a in members for b in members if a != b]
-        rate = _reach(view, [a for a, _ in pairs], [b for _, b in pairs], path.per_rank_gbps, "scale-up", notes)
+        src = [a for a, _ in pairs]
+        path = view.path(src, [b for _, b in pairs])
+        # NCCL's NVLink step latency was measured GPU → switch → GPU: only hops beyond those two add.
+        per_hop = (path.latency_s - view.endpoint_s) / path.hops if path.hops else 0.0
+        rate = _reach(view, src, path, sum(bws), "scale-up", notes)
         up = Tier("scale_up", name, lc, rate, max(0, path.hops - 2) * per_hop)
         lineage |= path.lineage
         switched = view.summary["nodes_by_kind"].get("scale_up_switch", 0) > 0
@@ -100,23 +99,33 @@ def place(
         others = [m[0] for m in by_domain.values()]
         far = max(others[1:], key=lambda b: view.tier(first, b))
         tier = view.tier(first, far)
-        path, factor = view.scale_out(first, far, tier)
-        if path.per_rank_gbps is None:
+        if tier == 9:
+            raise UsageError(
+                f"topology {view.g.graph['topology_id']} has no backend fabric between "
+                f"{first} and {far}: build a cluster to cross scale-up domains"
+            )
+        edges = [d for nic in view.nics(first) for m, d in view.g[nic].items() if view.kind[m] == "leaf"]
+        if not edges:
             raise UsageError(
                 f"the scale-out bandwidth of {view.reference} is unknown: no source or assumption states it"
             )
         proto = view.g.graph.get("scale_out_protocol", "")
         name, lc = cal.link_class("scale_out", proto)
         techs["scale_out"] = f"{proto or 'not stated'} -> {name}"
-        edges = [d for nic in view.nics(first) for m, d in view.g[nic].items() if view.kind[m] == "leaf"]
-        switch_ns = edges[0]["latency_ns"] if edges else 0
-        extra = (SWITCHES_BY_TIER.get(tier, 1) - 1) * switch_ns * 1e-9
-        rate = _reach(view, [first], [far], path.per_rank_gbps, "scale-out", notes)
+        path = view.path([first], [far])
+        # Switches beyond the first on the routed path: one per link besides its two host and two NIC-leaf links.
+        further = max(0, path.hops - 4)
+        switch_ns = edges[0]["latency_ns"]
+        extra = further * switch_ns * 1e-9
+        rate = _reach(view, [first], path, sum(d["bandwidth_gbps"] for d in edges), "scale-out", notes)
+        # The fluid share per rank when every rank crosses the oversubscribed tiers of this path at once.
+        over = view.summary["oversubscription"]
+        factor = (over.get("leaf", 1.0) if tier >= 2 else 1.0) * (over.get("spine", 1.0) if tier >= 3 else 1.0)
         out = Tier("scale_out", name, lc, rate, extra, factor)
         lineage |= path.lineage
         if extra:
             notes.append(
-                f"assumed: NCCL's network step latency covers one switch; the {SWITCHES_BY_TIER[tier] - 1} further "
+                f"assumed: NCCL's network step latency covers one switch; the {further} further "
                 f"switch(es) of this path add {switch_ns:g} ns each (topology defaults)"
             )
         if factor != 1:

@@ -264,7 +264,7 @@ def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: 
         comm,
         cost,
         max_link_utilization=float(np.max(load.utilization, initial=0.0)),
-        hot_links=tuple(hot_links(wiring, load, rows=rows)),
+        hot_links=tuple(hot_links(rows)),
     )
 
 
@@ -279,7 +279,7 @@ def send(view: View, what: str, a: str, b: str, size: float, concurrent: int) ->
         algorithm=_label("send", shape, real),
         network="scale_up" if tier == 0 else "scale_out",
         tier=TIER_NAMES[tier],
-        hops=view.scale_up(a).hops if tier == 0 else view.scale_out(a, b, tier, concurrent=concurrent > 1)[0].hops,
+        hops=view.path([a], [b]).hops,
         bottleneck_gbps=None,
         effective_gbps=None,
         notes=LOCAL if tier == 0 else ACROSS,

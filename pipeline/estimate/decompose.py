@@ -19,9 +19,6 @@ from ..formats.workload import ModelShape, Training, check_degrees  # noqa: F401
 from . import sizing
 from .workloads import Workload
 
-# Where a communication travels: `backend` lets placement decide (scale-up or scale-out), `frontend` is client
-# traffic on the service network, never the backend fabric.
-NETWORKS = ("backend", "frontend")
 # What a communication may hide behind ("" for traffic on the critical path): data-parallel traffic overlaps the
 # compute of the step, all but its last gradient bucket (step.py).
 BACKWARD = "compute"
@@ -49,6 +46,8 @@ class Communication:
     # (a send: pairs) do this at once; when not given, the first part's (filled in on creation).
     bytes_per_rank: float | None = None
     concurrency: int | None = None
+    # `backend` lets placement decide (scale-up or scale-out); `frontend` is client traffic on the service network,
+    # never the backend fabric.
     network: str = "backend"
     one_domain: str | None = None  # set for tensor parallelism: its groups must each lie in one scale-up domain
     peer: str | None = None  # an endpoint outside the ranks (the client of a request)
@@ -122,32 +121,15 @@ def attention_params(m: ModelShape) -> float:
     return float(m.layers * (2 * h * h + 2 * h * kv))
 
 
-@dataclass(frozen=True)
-class GradientShards:
-    """Gradient parameters a rank holds: dense ones (split by TP·PP, replicated over DP) and expert ones
-    (split by EP·PP, replicated over the ranks holding the same expert)."""
-
-    dense_params_per_rank: float
-    expert_params_per_rank: float
-    formula: str
-
-    @property
-    def params_per_rank(self) -> float:
-        return self.dense_params_per_rank + self.expert_params_per_rank
-
-
-def gradient_shards(m: ModelShape, t: Training) -> GradientShards:
-    """Count expert weights once per EP shard: an expert lives on one rank of each EP group, not on every rank."""
+def gradient_shards(m: ModelShape, t: Training) -> tuple[float, float]:
+    """Gradient parameters a rank holds: (dense, expert). Dense ones are split by TP·PP and replicated over DP;
+    expert weights are counted once per EP shard (an expert lives on one rank of each EP group, not on every rank):
+    dense / (tp · pp) + (params − dense) / (ep · pp), dense being the attention projections (`attention_params`)."""
     params = float(m.params)
     if t.ep <= 1 or m.experts is None:
-        return GradientShards(params / (t.tp * t.pp), 0.0, "params / (tp · pp)")
+        return params / (t.tp * t.pp), 0.0
     dense = min(params, attention_params(m))
-    return GradientShards(
-        dense / (t.tp * t.pp),
-        (params - dense) / (t.ep * t.pp),
-        "dense / (tp · pp) + (params − dense) / (ep · pp); dense = layers · (2·hidden² + 2·hidden·kv_heads·head_dim) "
-        "(attention projections; embeddings and norms counted with the experts — a labelled derivation)",
-    )
+    return dense / (t.tp * t.pp), (params - dense) / (t.ep * t.pp)
 
 
 def _act_bytes(w: Workload) -> float:
@@ -200,9 +182,9 @@ def training(w: Workload) -> Decomposition:
                 count=int(3 * layers_per_stage * t.microbatches),
             )
         )
-    shards = gradient_shards(m, t)
+    dense_params, expert_params = gradient_shards(m, t)
     gb = sizing.dtype_bytes(t.grad_dtype)
-    dense, expert = shards.dense_params_per_rank * gb, shards.expert_params_per_rank * gb
+    dense, expert = dense_params * gb, expert_params * gb
     parts = []
     if dp * cp > 1:
         parts.append(Part(grp.dp, dense))

@@ -77,13 +77,6 @@ class Stage:
     bytes: np.ndarray
     steps: int
     what: str
-    # Accelerator positions of src and dst on the wiring that first asked (names are looked up once per stage).
-    pos: tuple[Wiring, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-
-    def positions(self, wiring: Wiring) -> tuple[np.ndarray, np.ndarray]:
-        if self.pos is None or self.pos[0] is not wiring:
-            self.pos = (wiring, wiring.positions(self.src), wiring.positions(self.dst))
-        return self.pos[1], self.pos[2]
 
 
 @dataclass
@@ -102,67 +95,20 @@ class PhaseLoad:
     notes: list[str] = field(default_factory=list)
     hops: float = 0.0
     bottleneck_gbps: float | None = None  # the slowest flow's path capacity alone (ECMP splits counted)
-    # Domains that carry exactly what a representative carries (intra-domain stages, exact symmetry).
-    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def seconds(self) -> float:
         return self.latency_s + self.bandwidth_s + self.queueing_s
 
 
-def symmetric(wiring: Wiring, stage: Stage) -> tuple[Stage, tuple[tuple[int, tuple[int, ...]], ...]] | None:
-    """Exact symmetry classes for a stage whose flows all stay inside their own scale-up domains: domains never
-    share a link then, so domains wired alike carrying the same local flows behave identically. Returns the
-    stage reduced to one representative domain per class, and (representative, others) per class."""
-    s, t = stage.positions(wiring)
-    ds = wiring.acc_domain[s]
-    if s.size < 256 or not np.array_equal(ds, wiring.acc_domain[t]):
-        return None
-    ls, lt = wiring.acc_local[s], wiring.acc_local[t]
-    order = np.lexsort((lt, ls, ds))
-    doms, counts = np.unique(ds[order], return_counts=True)
-    if np.unique(counts).size != 1:
-        return None
-    c = int(counts[0])
-    sig = np.array([wiring.domain_signature(int(d)) for d in doms], dtype=float)
-    key = np.column_stack([sig, ls[order].reshape(-1, c), lt[order].reshape(-1, c), stage.bytes[order].reshape(-1, c)])
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    if first.size == doms.size:
-        return None
-    keep = np.concatenate([order[f * c : (f + 1) * c] for f in first])
-    replicas = tuple(
-        (int(doms[f]), tuple(int(d) for d in doms[inverse == u] if d != doms[f])) for u, f in enumerate(first)
-    )
-    reduced = Stage(
-        [stage.src[i] for i in keep],
-        [stage.dst[i] for i in keep],
-        stage.bytes[keep],
-        stage.steps,
-        stage.what,
-        (wiring, s[keep], t[keep]),
-    )
-    return reduced, replicas
-
-
 def cost_stage(
     wiring: Wiring,
     stage: Stage,
     endpoint_s: float,
-    routes: Routes | None = None,
     capacity: np.ndarray | None = None,
-    symmetry: bool = True,
 ) -> PhaseLoad:
-    """Route (unless given), share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
-    replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    weight = None
-    if routes is None and capacity is None and symmetry:
-        reduced = symmetric(wiring, stage)
-        if reduced is not None:
-            stage, replicas = reduced
-            mult = {rep: 1 + len(others) for rep, others in replicas}
-            weight = np.array([mult[int(d)] for d in wiring.acc_domain[stage.positions(wiring)[0]]], dtype=float)
-    routes = routes or wiring.route(*stage.positions(wiring))
+    """Route, share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
+    routes = wiring.route(stage.src, stage.dst)
     inc = routes.incidence
     cap = wiring.capacity if capacity is None else capacity
     unknown = wiring.unknown_capacity(inc)
@@ -200,11 +146,10 @@ def cost_stage(
         util,
         flows,
         slow_links,
-        injected(wiring, inc, b if weight is None else b * weight),
+        injected(wiring, inc, b),
         routes.notes,
         float(routes.hops.max(initial=0.0)),
         float(alone[slow] * 8 / 1e9) if b.size and np.isfinite(alone[slow]) else None,
-        replicas,
     )
 
 
@@ -386,11 +331,8 @@ def cost_phase(
     stages: Sequence[Stage],
     endpoint_s: float,
     capacity: np.ndarray | None = None,
-    symmetry: bool = True,
 ) -> PhaseLoad:
-    costs = [cost_stage(wiring, s, endpoint_s, capacity=capacity, symmetry=symmetry) for s in stages]
-    if len({c.replicas for c in costs if c.replicas}) > 1:  # stages reduced differently: cost them in full
-        costs = [cost_stage(wiring, s, endpoint_s, capacity=capacity, symmetry=False) for s in stages]
+    costs = [cost_stage(wiring, s, endpoint_s, capacity=capacity) for s in stages]
     nl = wiring.n_links
     if not costs:
         z = np.zeros(nl)
@@ -416,29 +358,17 @@ def cost_phase(
         sorted({n for c in costs for n in c.notes}),
         max(c.hops for c in costs),
         longest.bottleneck_gbps,
-        next((c.replicas for c in costs if c.replicas), ()),
     )
 
 
 def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
-    """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation.
-
-    Links of domains that replicate a representative (exact symmetry) get the representative's figures."""
+    """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation."""
     nl = wiring.n_links
     lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
     edges = wiring.edges
     # Plain ints and lists from here on: numpy scalars and the wiring's array properties cost per access.
     used = np.flatnonzero(lb > 0).tolist()
     arcs: list[tuple[str, str, int]] = [(edges[i // 2][i % 2], edges[i // 2][1 - i % 2], i) for i in used]
-    for rep, others in load.replicas:
-        rep_links = wiring.domain_arcs.get(rep)
-        if rep_links is None:
-            continue
-        hot = np.flatnonzero(lb[rep_links] > 0).tolist()
-        links = rep_links.tolist()
-        for d in others:
-            names = wiring.local_arc_names(d)
-            arcs += [(names[k][0], names[k][1], links[k]) for k in hot]
     # Per-arc numbers converted once, as arrays (a numpy scalar per arc and field was most of this function).
     idx = np.fromiter((i for _, _, i in arcs), dtype=np.int64, count=len(arcs))
     arc_bytes, arc_util = lb[idx].tolist(), lu[idx].tolist()
@@ -473,14 +403,9 @@ def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
-def hot_links(
-    wiring: Wiring, load: PhaseLoad, top: int = 5, rows: list[dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
-    """The most utilised links (ties broken by name, so the list is deterministic); `rows`: the phase's
-    `link_rows`, when the caller has them already (on a large cluster they are many)."""
-    rows = sorted(
-        link_rows(wiring, load) if rows is None else rows, key=lambda r: (-r["utilization"], r["source"], r["target"])
-    )
+def hot_links(rows: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
+    """The most utilised of a phase's `link_rows` (ties broken by name, so the list is deterministic)."""
+    rows = sorted(rows, key=lambda r: (-r["utilization"], r["source"], r["target"]))
     return [
         {k: r[k] for k in ("source", "target", "network", "tier", "utilization", "bytes_forward", "bytes_reverse")}
         for r in rows[:top]
@@ -586,14 +511,14 @@ def route(
     return RoutedPhase(comm.phase, comm.collective, comm.count, comm.bytes_per_rank, load, stages)
 
 
-def rank_ceiling(wiring: Wiring, src: Sequence[str], dst: Sequence[str]) -> float:
-    """Bytes per second the slowest sending rank of these flows can put on the wire, with the network to them: per
-    rank, over each link leaving it, the link's capacity or what its flows could put there (each flow's path
-    bottleneck times its share on that link), whichever is less, summed over the rank's links. A pair of a mesh
-    gets its one link; a rank of a switched domain every link to the switches; a rank crossing the fabric its
-    path to the NIC and beyond."""
-    s, t = wiring.positions(src), wiring.positions(dst)
-    inc = wiring.route(s, t).incidence
+def rank_ceiling(wiring: Wiring, src: Sequence[str], routes: Routes) -> float:
+    """Bytes per second the slowest sending rank of flows from `src` (routed: `routes`) can put on the wire, with
+    the network to them: per rank, over each link leaving it, the link's capacity or what its flows could put there
+    (each flow's path bottleneck times its share on that link), whichever is less, summed over the rank's links. A
+    pair of a mesh gets its one link; a rank of a switched domain every link to the switches; a rank crossing the
+    fabric its path to the NIC and beyond."""
+    s = wiring.positions(src)
+    inc = routes.incidence
     cap = wiring.capacity
     alone = alone_rates(inc, cap)
     coo = inc.tocoo()

@@ -35,14 +35,6 @@ class PlacementError(UsageError):
 STRATEGIES = ("fill-domains", "spread", "explicit")
 
 
-def strategy_of(g: nx.Graph, w: Any) -> str:
-    """The workload's declared strategy, else the cluster's default, else fill-domains."""
-    declared = getattr(w, "placement", None)
-    if declared is not None:
-        return declared.strategy
-    return g.graph.get("placement") or "fill-domains"
-
-
 def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
     """The accelerator of every rank `w` uses, by its placement strategy (declared or the cluster's default).
 
@@ -52,9 +44,10 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
     where = f"{w.path}" if getattr(w, "path", None) else f"workload {w.id}"
     ranks = w.used_ranks
     span = max(ranks) + 1
-    strategy = strategy_of(g, w)
     order = ordered_accelerators(g)
     declared = getattr(w, "placement", None)
+    # The workload's declared strategy, else the cluster's default, else fill-domains.
+    strategy = declared.strategy if declared is not None else g.graph.get("placement") or "fill-domains"
     key = "$.placement" if declared is not None else f"topology {tid}'s default placement"
     if strategy == "fill-domains":
         if offset < 0 or offset + span > len(order):

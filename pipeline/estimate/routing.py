@@ -11,9 +11,7 @@ bandwidth as capacity. A flow's column holds the fraction of its bytes that cros
   (`scale_out.ecmp`): `uniform` (default) splits every flow evenly at every hop, a fluid average; `hash` sends
   each flow down ONE path, chosen at every hop by `ecmp_choice` (a documented hash of source, destination and
   seed), so flows that collide on a link share it as real switches make them;
-  on a rail-optimized fabric a pair on different rails climbs to the spines, unless PXN is declared
-  (a labelled assumption): the source first hands the data over scale-up to the peer of its domain that
-  sits on the destination's rail.
+  on a rail-optimized fabric a pair on different rails climbs to the spines.
 
 The backend never routes over the frontend network or through CPUs: traffic between accelerators uses
 the scale-up and scale-out networks only, whatever a plain shortest path over the whole graph would say.
@@ -24,11 +22,9 @@ pair of leaves, vectorised per destination leaf. No Python loop walks every flow
 from __future__ import annotations
 
 import hashlib
-import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any
 
 import networkx as nx
@@ -42,10 +38,6 @@ GBPS_TO_BYTES = 1e9 / 8
 
 
 SWITCH_KINDS = ("leaf", "spine", "core")
-PXN_NOTE = (
-    "PXN assumed (declared): a flow to another rail first crosses the scale-up domain to the peer on the "
-    "destination's rail and leaves through that peer's NIC"
-)
 
 
 def flow_hash(src: Sequence[str], dst: Sequence[str], seed: int) -> np.ndarray:
@@ -73,38 +65,17 @@ def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray
     return (z % candidates.astype(np.uint64)).astype(np.int64)
 
 
-# The accelerators of a graph (in order, and their domains) per graph object: every placement, the sharing check and
-# the failure scenarios ask, and each answer walks every node of the graph. The traffic code never mutates a built
-# graph; the node count is checked as a guard.
-_ACCELERATORS: weakref.WeakKeyDictionary[nx.Graph, tuple[int, tuple[str, ...], Mapping[str, str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _accelerators(g: nx.Graph) -> tuple[int, tuple[str, ...], Mapping[str, str]]:
-    """(node count, `ordered_accelerators`, `accelerator_domains`) of `g`, from one walk over its nodes."""
-    seen = _ACCELERATORS.get(g)
-    if seen is not None and seen[0] == g.number_of_nodes():
-        return seen
-    by_domain: dict[str, list[tuple[int, str]]] = {}
-    domain: dict[str, str] = {}
-    for n, d in g._node.items():  # networkx's own dict: no view object per node
-        if d.get("kind") == "accelerator":
-            dom = domain[n] = d.get("domain") or n
-            by_domain.setdefault(dom, []).append((int(d.get("index", 0)), n))
-    order = tuple(n for members in by_domain.values() for _, n in sorted(members))
-    seen = _ACCELERATORS[g] = (g.number_of_nodes(), order, MappingProxyType(domain))
-    return seen
+def accelerator_domains(g: nx.Graph) -> dict[str, str]:
+    """Each accelerator's scale-up domain (itself when it names none), in topology order."""
+    return {n: d.get("domain") or n for n, d in g.nodes(data=True) if d.get("kind") == "accelerator"}
 
 
 def ordered_accelerators(g: nx.Graph) -> list[str]:
     """Accelerators domain by domain (domains in topology order), each domain by accelerator index."""
-    return list(_accelerators(g)[1])
-
-
-def accelerator_domains(g: nx.Graph) -> Mapping[str, str]:
-    """Each accelerator's scale-up domain (itself when it names none), read-only: every placement shares it."""
-    return _accelerators(g)[2]
+    by_domain: dict[str, list[tuple[int, str]]] = {}
+    for n, dom in accelerator_domains(g).items():
+        by_domain.setdefault(dom, []).append((int(g.nodes[n].get("index", 0)), n))
+    return [n for members in by_domain.values() for _, n in sorted(members)]
 
 
 class CannotRoute(UsageError):
@@ -176,9 +147,8 @@ class Wiring:
     Links are registered as routes touch them (a job on 4,096 accelerators of a 24,576-accelerator cluster
     never indexes the other domains); link ids are stable for the life of the object."""
 
-    def __init__(self, g: nx.Graph, *, pxn: bool = False) -> None:
+    def __init__(self, g: nx.Graph) -> None:
         self.g = g
-        self.pxn = pxn
         self.ecmp = g.graph.get("ecmp_mode") or "uniform"
         self.ecmp_seed = int(g.graph.get("ecmp_seed") or 0)
         if self.ecmp not in ("uniform", "hash"):
@@ -191,9 +161,8 @@ class Wiring:
         self.index = dict(zip(self.nodes, range(len(self.nodes)), strict=True))
         self.kind = np.array([d.get("kind", "") for _, d in node_data], dtype=object)
         self._endpoint = np.isin(self.kind, ("accelerator", "nic"))
-        self._codes = np.zeros(0, dtype=np.int64)  # registered directed links (tail·nodes + head), sorted
-        self._code_ids = np.zeros(0, dtype=np.int64)  # their link ids
-        self._edge_ends: list[tuple[np.ndarray, np.ndarray]] = []  # node indices (u, v) of edges, per registration
+        self._link_ids: dict[tuple[int, int], int] = {}  # (tail, head) node indices → directed link id
+        self._edge_ends: list[tuple[int, int]] = []  # node indices (u, v) of each registered edge
         self.edges: list[tuple[str, str]] = []
         self.edge_data: list[dict[str, Any]] = []
         self._arrays: dict[str, np.ndarray] = {}
@@ -213,8 +182,8 @@ class Wiring:
         if done < len(self.edges):
             data = self.edge_data[done:]
             gbps = np.array([np.nan if d["bandwidth_gbps"] is None else d["bandwidth_gbps"] for d in data], float)
-            eu = np.concatenate([u for u, _ in self._edge_ends])[done:]
-            ev = np.concatenate([v for _, v in self._edge_ends])[done:]
+            eu = np.array([u for u, _ in self._edge_ends[done:]], dtype=np.int64)
+            ev = np.array([v for _, v in self._edge_ends[done:]], dtype=np.int64)
             n = eu.size
             tail, head = np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=np.int64)
             tail[0::2], tail[1::2], head[0::2], head[1::2] = eu, ev, ev, eu
@@ -264,10 +233,8 @@ class Wiring:
         starts = np.cumsum(sizes) - sizes
         self.acc_local = np.empty(n, dtype=np.int64)
         self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
-        self._acc_order = order
         self.domain_members: list[list[str]] = [names[a : a + b] for a, b in zip(starts, sizes, strict=True)]
         # Filled per domain when a route first touches it (see _ensure).
-        self.acc_rail = np.full(n, -1, dtype=np.int64)
         self.acc_leaf = np.full(n, -1, dtype=np.int64)  # node index of the paired NIC's leaf
         self.acc_has_nic = np.zeros(n, dtype=bool)
         self.acc_up = np.full(n, -1, dtype=np.int64)  # link acc → NIC
@@ -283,73 +250,24 @@ class Wiring:
         self._sig_ids: dict[Any, int] = {}
         self._sig_arcs: list[list[tuple[int, int]]] = []  # each signature's local arcs (tail, head), in table order
         self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        top_rail = max(self._scale_out_rail.values(), default=0)
-        self.rail_peer = np.full((len(self.domain_members), top_rail + 1), -1)
 
-    @cached_property
-    def rail_optimized(self) -> bool:
-        """Every leaf serves one rail only (so a pair on different rails must climb above the leaves)."""
-        leaf_rails: dict[str, set[int]] = {}
-        adj, leaves = self.g._adj, self._leaves
-        for nic, rail in self._scale_out_rail.items():
-            for m in adj[nic]:
-                if m in leaves:
-                    leaf_rails.setdefault(m, set()).add(rail)
-        return bool(leaf_rails) and all(len(r) == 1 for r in leaf_rails.values())
-
-    def links(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Directed link ids for many (a, b) at once, registering the edges not seen yet in order of first use
-        (whichever direction names an edge first). Links are looked up by code tail·nodes + head in a sorted
-        array: no Python dict of name pairs, no Python statement per link."""
-        n = len(pairs)
-        if n == 0:
-            return np.zeros(0, dtype=np.int64)
-        index = self.index
-        tails = np.fromiter(map(index.__getitem__, [a for a, _ in pairs]), dtype=np.int64, count=n)
-        heads = np.fromiter(map(index.__getitem__, [b for _, b in pairs]), dtype=np.int64, count=n)
-        return self._links_between(tails, heads)
-
-    def _links_between(self, tails: np.ndarray, heads: np.ndarray) -> np.ndarray:
-        """`links` for node indices (callers that hold indices skip the name look-ups)."""
-        width = len(self.nodes)
-        codes = tails * width + heads
-        out = self._lookup(codes)
-        new = np.flatnonzero(out < 0)
-        if new.size:
-            # An edge is stored (u, v) with u <= v by name: link 2·edge runs u → v, 2·edge + 1 runs v → u.
-            nodes = self.nodes
-            forward = np.fromiter(
-                (nodes[a] <= nodes[b] for a, b in zip(tails[new].tolist(), heads[new].tolist(), strict=True)),
-                dtype=bool,
-                count=new.size,
-            )
-            u = np.where(forward, tails[new], heads[new])
-            v = np.where(forward, heads[new], tails[new])
-            first = np.sort(np.unique(u * width + v, return_index=True)[1])
-            u, v = u[first], v[first]
-            adj = self.g._adj
-            un, vn = [nodes[i] for i in u.tolist()], [nodes[i] for i in v.tolist()]
-            e0 = len(self.edges)
-            self.edges += zip(un, vn, strict=True)
-            self.edge_data += [adj[a][b] for a, b in zip(un, vn, strict=True)]
-            self._edge_ends.append((u, v))
-            ids = 2 * (e0 + np.arange(u.size, dtype=np.int64))
-            keys = np.concatenate([u * width + v, v * width + u])
-            vals = np.concatenate([ids, ids + 1])
-            order = np.argsort(keys)
-            keys, vals = keys[order], vals[order]
-            at = np.searchsorted(self._codes, keys)  # merged into the sorted codes: linear, not a re-sort
-            self._codes, self._code_ids = np.insert(self._codes, at, keys), np.insert(self._code_ids, at, vals)
-            out[new] = self._lookup(codes[new])
+    def _links_between(self, tails: Sequence[int], heads: Sequence[int]) -> np.ndarray:
+        """Directed link ids tails[i] → heads[i] (node indices), registering the edges not seen yet in order of first
+        use. An edge is stored (u, v) with u <= v by name: link 2·edge runs u → v, 2·edge + 1 runs v → u."""
+        ids, nodes, adj = self._link_ids, self.nodes, self.g._adj
+        out = np.empty(len(tails), dtype=np.int64)
+        for k, (a, b) in enumerate(zip(tails, heads, strict=True)):
+            link = ids.get((a, b))
+            if link is None:
+                u, v = (a, b) if nodes[a] <= nodes[b] else (b, a)
+                edge = len(self.edges)
+                self.edges.append((nodes[u], nodes[v]))
+                self.edge_data.append(adj[nodes[u]][nodes[v]])
+                self._edge_ends.append((u, v))
+                ids[(u, v)], ids[(v, u)] = 2 * edge, 2 * edge + 1
+                link = ids[(a, b)]
+            out[k] = link
         return out
-
-    def _lookup(self, codes: np.ndarray) -> np.ndarray:
-        """Link ids of directed link codes, -1 where not registered."""
-        known = self._codes
-        at = np.minimum(np.searchsorted(known, codes), max(known.size - 1, 0))
-        if known.size == 0:
-            return np.full(codes.size, -1, dtype=np.int64)
-        return np.where(known[at] == codes, self._code_ids[at], -1)
 
     @cached_property
     def _scale_out_rail(self) -> dict[str, int]:
@@ -364,15 +282,14 @@ class Wiring:
         return out
 
     def _ensure_endpoints(self, positions: np.ndarray) -> None:
-        """Each accelerator's paired scale-out NIC (the lowest rail among its neighbours), its rail and leaf, and
-        the links between them; a reverse link is its forward id xor 1."""
+        """Each accelerator's paired scale-out NIC (the lowest rail among its neighbours), its leaf, and the links
+        between them; a reverse link is its forward id xor 1."""
         todo = np.unique(positions[~self.endpoint_ready[positions]])
         if todo.size == 0:
             return
         adj, leaf_set, accs, rail_of = self.g._adj, self._leaves, self.accs, self._scale_out_rail
         found: list[int] = []
         nics: list[str] = []
-        rails: list[int] = []
         for i in todo.tolist():
             nic, rail = None, None
             for m in adj[accs[i]]:
@@ -382,14 +299,12 @@ class Wiring:
             if nic is not None:
                 found.append(i)
                 nics.append(nic)
-                rails.append(rail)
         if found:
             pos = np.array(found, dtype=np.int64)
-            self.acc_rail[pos] = rails
             self.acc_has_nic[pos] = True
             index = self.index
             nic_at = np.fromiter(map(index.__getitem__, nics), dtype=np.int64, count=len(nics))
-            up = self._links_between(self.acc_node[pos], nic_at)
+            up = self._links_between(self.acc_node[pos].tolist(), nic_at.tolist())
             self.acc_up[pos], self.acc_down[pos] = up, up ^ 1
             leaves = [next((m for m in adj[nic] if m in leaf_set), None) for nic in nics]
             with_leaf = [k for k, leaf in enumerate(leaves) if leaf is not None]
@@ -397,7 +312,7 @@ class Wiring:
                 lp = pos[with_leaf]
                 leaf_at = np.array([index[leaves[k]] for k in with_leaf], dtype=np.int64)
                 self.acc_leaf[lp] = leaf_at
-                nic_up = self._links_between(nic_at[with_leaf], leaf_at)
+                nic_up = self._links_between(nic_at[with_leaf].tolist(), leaf_at.tolist())
                 self.acc_nic_up[lp], self.acc_nic_down[lp] = nic_up, nic_up ^ 1
         self.endpoint_ready[todo] = True
 
@@ -406,13 +321,6 @@ class Wiring:
         todo = np.unique(domains[~self.domain_ready[domains]])
         if todo.size == 0:
             return
-        self._ensure_endpoints(np.flatnonzero(np.isin(self.acc_domain, todo)))
-        # Each domain's first member (by local index) on each rail is its peer on that rail (PXN's proxy).
-        pos = self._acc_order[np.isin(self.acc_domain[self._acc_order], todo)]
-        pos = pos[self.acc_rail[pos] >= 0]
-        dom, rail = self.acc_domain[pos], self.acc_rail[pos]
-        first = np.unique(dom * self.rail_peer.shape[1] + rail, return_index=True)[1]
-        self.rail_peer[dom[first], rail[first]] = pos[first]
         pairs: list[tuple[str, str]] = []
         sizes: list[int] = []
         for d in todo.tolist():
@@ -422,7 +330,9 @@ class Wiring:
             sizes.append(len(arcs))
             self._sig_tables.pop(sig, None)
         # One registration for every new domain (in domain order, arcs in table order), split per domain.
-        for d, ids in zip(todo.tolist(), np.split(self.links(pairs), np.cumsum(sizes)[:-1]), strict=True):
+        index = self.index
+        links = self._links_between([index[a] for a, _ in pairs], [index[b] for _, b in pairs])
+        for d, ids in zip(todo.tolist(), np.split(links, np.cumsum(sizes)[:-1]), strict=True):
             self.domain_arcs[d] = ids
         self.domain_ready[todo] = True
 
@@ -461,12 +371,6 @@ class Wiring:
     def _scale_up_switches(self) -> set[str]:
         return {self.nodes[i] for i in np.flatnonzero(self.kind == "scale_up_switch").tolist()}
 
-    def local_arc_names(self, d: int) -> list[tuple[str, str]]:
-        """(tail, head) names of a domain's local arcs, in the order of its signature's table."""
-        self.domain_signature(d)
-        local_nodes, arcs = self._domain_local[d]
-        return [(local_nodes[u], local_nodes[v]) for u, v in arcs]
-
     def _sig_table(self, sig: int) -> tuple[np.ndarray, np.ndarray]:
         """(row of each domain in the table or -1, table of link ids: domains of this signature × local arcs)."""
         if sig not in self._sig_tables:
@@ -493,7 +397,9 @@ class Wiring:
                     head.append(j)
         self.arc_tail = np.array(tail, dtype=np.int64)
         self.arc_head = np.array(head, dtype=np.int64)
-        self.arc_link = self._links_between(self.sw_nodes[self.arc_tail], self.sw_nodes[self.arc_head])
+        self.arc_link = self._links_between(
+            self.sw_nodes[self.arc_tail].tolist(), self.sw_nodes[self.arc_head].tolist()
+        )
         k = self.sw_nodes.size
         self.sw_adj = sp.csr_matrix((np.ones(self.arc_tail.size), (self.arc_tail, self.arc_head)), shape=(k, k))
 
@@ -648,16 +554,6 @@ class Wiring:
         if cross.any():
             cs, ct, ccols = s[cross], t[cross], cols[cross]
             self._ensure_endpoints(np.concatenate([cs, ct]))
-            if self.pxn and self.rail_optimized:
-                self._ensure_domains(self.acc_domain[cs])
-                # Hand over to the peer on the destination's rail first (a labelled assumption).
-                proxy = self.rail_peer[self.acc_domain[cs], np.maximum(self.acc_rail[ct], 0)]
-                proxy = np.where((proxy >= 0) & (self.acc_rail[ct] >= 0), proxy, cs)
-                moved = proxy != cs
-                if moved.any():
-                    parts.append(self._intra(cs[moved], proxy[moved], ccols[moved]))
-                    notes.append(PXN_NOTE)
-                cs = proxy
             missing = ~self.acc_has_nic[cs] | ~self.acc_has_nic[ct]
             if missing.any():
                 i = int(np.flatnonzero(missing)[0])

@@ -5,18 +5,18 @@ behind each."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
+import numpy as np
 
 from ..core.graphs import Topologies, load_topology
 from ..core.paths import Layout
 from ..errors import UsageError
 from .calibration import Calibration, load_calibration
-from .routing import Wiring
+from .routing import Routes, Wiring
 
 if TYPE_CHECKING:
     from ..core.facts import Facts
@@ -55,16 +55,15 @@ class Lineage:
         )
 
 
-@dataclass(kw_only=True)
-class Route:
-    """What one rank gets towards another on one network: per-rank bandwidth, latency, hops, and lineage."""
+@dataclass(frozen=True)
+class Path:
+    """What the one router (`Wiring.route`) gives a set of flows: the most hops and the longest latency of any of
+    them (the endpoint included), the record behind every link they cross, and the routes themselves."""
 
-    tier: int
-    network: str
-    per_rank_gbps: float | None
-    latency_s: float
+    routes: Routes
     hops: int
-    lineage: set[Lineage] = field(default_factory=set)
+    latency_s: float
+    lineage: frozenset[Lineage]
 
 
 class View:
@@ -80,7 +79,6 @@ class View:
         self.calibration: Calibration | None = None
         self.scale_up_technology: str | None = None
         self._leaves: dict[str, str | None] = {}
-        self._paths: dict[tuple[str, str], list[str]] = {}
 
     @cached_property
     def wiring(self) -> Wiring:
@@ -131,56 +129,17 @@ class View:
             return 2
         return 3
 
-    def scale_up(self, acc: str) -> Route:
-        edges = [d for _, d in self.g[acc].items() if d["network"] == "scale_up"]
-        bws = [d["bandwidth_gbps"] for d in edges]
-        gbps = None if not bws or None in bws else sum(bws)
-        hops = self.summary["hops"].get("within_domain_max") or 1
-        latency = self.endpoint_s + hops * (edges[0]["latency_ns"] * 1e-9 if edges else 0)
-        return Route(
-            tier=0,
-            network="scale_up",
-            per_rank_gbps=gbps,
-            latency_s=latency,
-            hops=hops,
-            lineage={self._lineage(d) for d in edges},
+    def path(self, src: list[str], dst: list[str]) -> Path:
+        """Flows src[i] → dst[i] routed over the installed wiring: every path the traffic library costs is this one
+        router's (a pair in different domains with no backend fabric between them is refused by it)."""
+        routes = self.wiring.route(src, dst)
+        edges = np.unique(routes.incidence.tocoo().row // 2)
+        return Path(
+            routes=routes,
+            hops=round(float(routes.hops.max(initial=0.0))),
+            latency_s=self.endpoint_s + float(routes.latency_ns.max(initial=0.0)) * 1e-9,
+            lineage=frozenset(self._lineage(self.wiring.edge_data[e]) for e in edges.tolist()),
         )
-
-    def _backend_path(self, a: str, b: str) -> list[str]:
-        """A shortest path over the scale-out and host links (kept per pair: the graph does not change, and the
-        same group ends are asked again by every estimate of a workload's variants)."""
-        if (a, b) not in self._paths:
-            backend = nx.subgraph_view(
-                self.g, filter_edge=lambda u, v: self.g[u][v]["network"] in ("scale_out", "host")
-            )
-            self._paths[(a, b)] = nx.shortest_path(backend, a, b)
-        return self._paths[(a, b)]
-
-    def scale_out(self, a: str, b: str, tier: int, concurrent: bool = True) -> tuple[Route, float]:
-        """Path between accelerators in different domains, and the oversubscription factor a fully busy fabric
-        imposes on it (1 when the path stays under one leaf)."""
-        if tier == 9:
-            raise UsageError(
-                f"topology {self.g.graph['topology_id']} has no backend fabric between "
-                f"{a} and {b}: build a cluster to cross scale-up domains"
-            )
-        nic_edges = [d for nic in self.nics(a) for m, d in self.g[nic].items() if self.kind[m] == "leaf"]
-        host = [d for nic in self.nics(a) for m, d in self.g[nic].items() if m == a]
-        gbps = sum(d["bandwidth_gbps"] for d in nic_edges) if nic_edges else None
-        path = self._backend_path(a, b)
-        pairs = list(pairwise(path))
-        latency = self.endpoint_s + sum(self.g[u][v]["latency_ns"] for u, v in pairs) * 1e-9
-        lineage = {self._lineage(self.g[u][v]) for u, v in pairs} | {self._lineage(d) for d in nic_edges + host}
-        factor = 1.0
-        over = self.summary["oversubscription"]
-        if concurrent and tier >= 2:
-            factor *= over.get("leaf", 1.0)
-        if concurrent and tier >= 3:
-            factor *= over.get("spine", 1.0)
-        route = Route(
-            tier=tier, network="scale_out", per_rank_gbps=gbps, latency_s=latency, hops=len(pairs), lineage=lineage
-        )
-        return route, factor
 
 
 def view_for(

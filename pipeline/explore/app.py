@@ -1,4 +1,4 @@
-"""The web application: JSON endpoints under /api/ that return the formats' models, and the pages that call them.
+"""The web application: JSON endpoints under /api/ that return the models of models.py, and the pages that call them.
 
 Safety, one rule each: every input is validated by a pydantic model or a path pattern before any library code
 sees it (a bad value is a 422 naming the field, never a traceback); nothing the client sends names a file (static
@@ -29,9 +29,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from jinja2 import Environment
 
 from ..errors import FabricrefError, UnknownIdError
-from ..formats import explore as fmt
+from ..formats.drawing import Drawing
 from ..views import render, validation
 from ..views.layout import lay_out
+from . import models as fmt
 from .explorer import Explorer, ExplorerInputError, failure_statement, knob_of
 from .plan import search as plan_search
 
@@ -194,7 +195,7 @@ def create_app(
     async def workloads_json() -> Any:
         return (await run(explorer.index)).workloads
 
-    @app.get("/api/model/{topology_id}", response_model=fmt.Drawing)
+    @app.get("/api/model/{topology_id}", response_model=Drawing)
     async def model_json(
         topology_id: REFERENCE, open: Annotated[str | None, Query(pattern=fmt.OPEN_PARAM, max_length=90)] = None
     ) -> Any:

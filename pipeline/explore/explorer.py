@@ -1,6 +1,6 @@
 """The explorer's library: one checkout's registry as `fabricref explore` reads it (`Explorer`).
 
-Functions take ids and knobs and return the pydantic models of pipeline/formats/explore.py, which the web
+Functions take ids and knobs and return the pydantic models of models.py (and formats/drawing.py), which the web
 application serves as they are. They compute with the same library code as the pipeline (estimate/, inspect/) and
 the Python API (api.py), read the registry's Parquet tables and graphs read-only (never registry.duckdb, which only
 `fabricref query` and readers of the API create), and keep what is costly to load (graphs, views, results) in the
@@ -281,7 +281,7 @@ class _ExplorerState:
     # -- references ------------------------------------------------------------------------------------------
 
     def _summaries(self) -> list[Any]:
-        from ..formats.explore import ReferenceSummary
+        from .models import ReferenceSummary
 
         counts: dict[str, dict[str, int]] = {}
         for r in self.rows("SELECT reference_id, status, count(*) AS n FROM fields GROUP BY ALL ORDER BY ALL"):
@@ -311,8 +311,8 @@ class _ExplorerState:
     def topologies(self) -> list[Any]:
         import json
 
-        from ..formats.explore import TopologySummary
         from ..views import drawing
+        from .models import TopologySummary
 
         summaries = {r["topology_id"]: json.loads(r["summary"]) for r in self.rows("SELECT * FROM topology_summaries")}
         out = []
@@ -337,7 +337,7 @@ class _ExplorerState:
     def workloads(self, topologies: list[Any]) -> list[Any]:
         from ..core.paths import workload_paths
         from ..estimate.workloads import KNOBS, load_workload
-        from ..formats.explore import WorkloadSummary
+        from .models import WorkloadSummary
 
         out = []
         for path in workload_paths(self.lay):
@@ -360,7 +360,7 @@ class _ExplorerState:
         return out
 
     def index(self) -> Any:
-        from ..formats.explore import Index
+        from .models import Index
 
         refs = self._summaries()
         topologies = self.topologies()
@@ -369,7 +369,7 @@ class _ExplorerState:
 
     def _field_row(self, r: dict[str, Any], citations: list[dict[str, Any]] | None = None) -> Any:
         from ..core.citing import check_of, check_text, conflict_text
-        from ..formats.explore import FieldCheck, FieldRow
+        from .models import FieldCheck, FieldRow
 
         shown_value = _shown_value(r["status"], r["value_text"], r["value_number"], r["unit"], r.get("digits"))
         check = check_of(r)
@@ -405,7 +405,7 @@ class _ExplorerState:
         )
 
     def reference(self, reference_id: str) -> Any:
-        from ..formats.explore import ReferenceDetail
+        from .models import ReferenceDetail
 
         summary = self._summary(reference_id)
         rows = self.rows("SELECT * FROM fields WHERE reference_id = ? ORDER BY field", reference_id)
@@ -417,7 +417,7 @@ class _ExplorerState:
         return ReferenceDetail(reference=summary, fields=[self._field_row(r, cites.get(r["field"])) for r in rows])
 
     def compare(self, a: str, b: str) -> Any:
-        from ..formats.explore import CompareRow, Comparison
+        from .models import CompareRow, Comparison
 
         ra, rb = self.reference(a), self.reference(b)
         fa, fb = {f.field: f for f in ra.fields}, {f.field: f for f in rb.fields}
@@ -439,8 +439,8 @@ class _ExplorerState:
 
     def calibration_node(self, field: str) -> Any:
         from ..estimate.calibration import load_calibration
-        from ..formats.explore import Provenance
         from ..inspect.audit import calibration_node
+        from .models import Provenance
 
         n = load_calibration(self.lay.root).number(field)
         if n is None:
@@ -460,17 +460,17 @@ class _ExplorerState:
         view = self.view(topology_id)
         with self.lock_for(topology_id):
             if topology_id not in self._groups:
-                from ..views.drawing import Groups
+                from .drawing import Opened
 
-                self._groups[topology_id] = Groups(view)
+                self._groups[topology_id] = Opened(view)
             return self._groups[topology_id]
 
     def drawing(self, topology_id: str, open: str | None) -> Any:
         return self.groups(topology_id).drawing(open)
 
     def validation(self) -> list[Any]:
-        from ..formats.explore import ValidationRow
         from ..views import validation
+        from .models import ValidationRow
 
         if "validation" not in self.tables.paths:
             return []
@@ -514,7 +514,7 @@ def _confidence_of(status: str) -> str:
 
 def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any:
     """The audit tree as the explorer's model: each citation with its source's title, publisher and kind."""
-    from ..formats.explore import Citation, Provenance
+    from .models import Citation, Provenance
 
     citations = []
     for p in node.get("provenance", []):
@@ -544,7 +544,7 @@ def _provenance(node: dict[str, Any], sources: dict[str, dict[str, Any]]) -> Any
             )
         )
     from ..core.citing import check_text, conflict_text
-    from ..formats.explore import FieldCheck
+    from .models import FieldCheck
 
     value = node.get("value")
     status = node["status"]
@@ -645,7 +645,7 @@ def _lay_workload(state: _ExplorerState, view: Any, request: Any) -> _Laid:
 
 def _estimate(state: _ExplorerState, request: Any) -> Any:
     from ..estimate import CAVEAT
-    from ..formats.explore import Estimate
+    from .models import Estimate
 
     view = state.view(request.topology)
     groups = state.groups(request.topology)
@@ -712,7 +712,7 @@ def _lineage_row(x: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]
     import re
 
     from ..estimate.calibration import load_calibration
-    from ..formats.explore import Lineage
+    from .models import Lineage
 
     value: Any = None
     unit = source = note = None
@@ -748,7 +748,7 @@ def _lineage_row(x: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]
 
 def _phase_row(r: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]], state: _ExplorerState) -> Any:
     """One phase as the explorer shows it, from its record in the Python API (`api.phase_records`)."""
-    from ..formats.explore import HotLink, PhaseRow
+    from .models import HotLink, PhaseRow
 
     def s(x: float | None) -> str:
         return "unknown" if x is None else _shown_quantity(x, "s")
@@ -797,7 +797,7 @@ def _phase_row(r: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]],
 
 def _fit(st: dict[str, Any]) -> Any:
     from ..estimate.step import fit_verdict
-    from ..formats.explore import Fit
+    from .models import Fit
 
     mem = st.get("memory", {})
     return Fit(
@@ -840,7 +840,7 @@ _STEP_ROWS = {
 
 
 def _step_figures(st: dict[str, Any], fields: dict[tuple[str, str], dict[str, Any]]) -> Any:
-    from ..formats.explore import Lineage, StepFigures
+    from .models import Lineage, StepFigures
 
     rows, values = [], {}
     for key, name, unit, meaning in _STEP_ROWS[st["kind"]]:
@@ -885,7 +885,7 @@ def _step_figures(st: dict[str, Any], fields: dict[tuple[str, str], dict[str, An
 
 
 def _progress(result: Any) -> Any:
-    from ..formats.explore import Progress, ProgressGroup
+    from .models import Progress, ProgressGroup
 
     rv = result.revealing
     groups = []
@@ -1025,7 +1025,7 @@ def _what_if(state: _ExplorerState, view: Any, request: Any, laid: _Laid) -> tup
     to each phase's time and bandwidth. Always with what a surviving route does not establish."""
     from ..estimate.ha import NOT_ESTABLISHED
     from ..estimate.traffic import estimate
-    from ..formats.explore import WhatIf, WhatIfPhase
+    from .models import WhatIf, WhatIfPhase
 
     failed_view, names, lost = _failed_view(state, view, request)
     error = None
@@ -1080,7 +1080,7 @@ def _sizing(request: Any) -> Any:
     import math
 
     from ..estimate import memory, sizing
-    from ..formats.explore import Sizing, SizingRow
+    from .models import Sizing, SizingRow
 
     r = request
 

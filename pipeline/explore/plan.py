@@ -8,8 +8,8 @@ from urllib.parse import urlencode
 
 from .. import api
 from ..core.format import format_quantity
-from ..formats import explore as fmt
-from ..formats.plan import Layout
+from ..plan.layout import Layout
+from . import models as fmt
 from .explorer import Explorer
 
 # Routed per physical link in the explorer (the rest analytical, labelled so): a search answers within the

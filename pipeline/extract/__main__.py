@@ -7,8 +7,7 @@ from . import stage
 
 
 def main(lay: Layout) -> str:
-    stats = stage.run(lay, load_sources(lay))
-    return f"extracted {len(stats.parsed)} source(s)"
+    return f"extracted {len(stage.run(lay, load_sources(lay)))} source(s)"
 
 
 run_stage(main)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from ..core import patterns, pins
@@ -16,14 +16,7 @@ from ..errors import ExtractionError, FabricrefError
 from . import rules as rule_engine
 
 
-@dataclass
-class ExtractStats:
-    parsed: list[str] = field(default_factory=list)  # snapshots parsed this run
-
-
-def parse_snapshot(
-    lay: Layout, source: Source, rev: pins.Revision, stats: ExtractStats | None = None
-) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def parse_snapshot(lay: Layout, source: Source, rev: pins.Revision) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Rule id → parsed value for one revision's bytes, plus rule id → error for rules that failed."""
     vocab = vocabulary(lay)
     data = SnapshotStore(lay.store_dir).read(rev.sha256)
@@ -35,8 +28,6 @@ def parse_snapshot(
             parsed[rule.id] = asdict(rule_engine.apply(soup, rule, vocab[rule.field], source.id, rev.revision))
         except ExtractionError as exc:
             errors[rule.id] = str(exc)
-    if stats is not None:
-        stats.parsed.append(source.id)
     return parsed, errors
 
 
@@ -64,20 +55,18 @@ def _provenance(
     }
 
 
-def extract_source(
-    lay: Layout, source: Source, revision: int | None = None, stats: ExtractStats | None = None
-) -> tuple[list[dict[str, Any]], list[str]]:
+def extract_source(lay: Layout, source: Source, revision: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Claims for one source at its current (or a given) revision, and the per-field failure report."""
     history = pins.load(lay, source.id)
     if history is None:
         return [], [f"source {source.id}: no pin; run `fabricref retrieve` first"]
     rev = history.get(revision) if revision is not None else history.current
-    parsed, errors = parse_snapshot(lay, source, rev, stats)
+    parsed, errors = parse_snapshot(lay, source, rev)
     claims, failures = [], []
     for rule in source.rules:
         value, carried_from, used_rev = parsed.get(rule.id), None, rev
         if value is None and rule.on_no_match == "keep-previous":
-            value, used_rev = _previous_value(lay, source, history, rev.revision, rule.id, stats)
+            value, used_rev = _previous_value(lay, source, history, rev.revision, rule.id)
             carried_from = used_rev.revision if value is not None else None
         if value is None:
             failures.append(errors[rule.id])
@@ -107,10 +96,10 @@ def extract_source(
 
 
 def _previous_value(
-    lay: Layout, source: Source, history: pins.PinHistory, before: int, rule_id: str, stats: ExtractStats | None
+    lay: Layout, source: Source, history: pins.PinHistory, before: int, rule_id: str
 ) -> tuple[dict[str, Any] | None, pins.Revision]:
     for older in reversed(history.revisions[: before - 1]):
-        parsed, _ = parse_snapshot(lay, source, older, stats)
+        parsed, _ = parse_snapshot(lay, source, older)
         if rule_id in parsed:
             return parsed[rule_id], older
     return None, history.current
@@ -130,14 +119,14 @@ def claim_status(source: Source, rule: Any, value: dict[str, Any]) -> str:
 
 
 def claims_at(
-    lay: Layout, source: Source, revision: int, stats: ExtractStats | None = None
+    lay: Layout, source: Source, revision: int
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], pins.Revision]:
     """Parsed values (with status) of every rule at one revision, the rules that failed, and the revision."""
     history = pins.load(lay, source.id)
     if history is None:
         raise ExtractionError(f"source {source.id}: no pin")
     rev = history.get(revision)
-    parsed, errors = parse_snapshot(lay, source, rev, stats)
+    parsed, errors = parse_snapshot(lay, source, rev)
     out = {}
     for rule in source.rules:
         if rule.id in parsed:

@@ -6,15 +6,15 @@ from ..core.files import atomic_write_json
 from ..core.paths import Layout
 from ..core.sources import Source
 from ..errors import ExtractionError
-from .claims import ExtractStats, extract_source
+from .claims import extract_source
 
 
-def run(lay: Layout, sources: list[Source]) -> ExtractStats:
-    """Write registry/claims/<source>.json for every source; fail with a per-field report if any rule fails."""
-    stats = ExtractStats()
+def run(lay: Layout, sources: list[Source]) -> list[str]:
+    """Write registry/claims/<source>.json for every source; fail with a per-field report if any rule fails.
+    Returns the ids of the sources written."""
     results, report = {}, []
     for source in sources:
-        claims, failures = extract_source(lay, source, stats=stats)
+        claims, failures = extract_source(lay, source)
         report.extend(failures)
         results[source.id] = claims
     if report:
@@ -28,4 +28,4 @@ def run(lay: Layout, sources: list[Source]) -> ExtractStats:
             lay.claims_dir / f"{source_id}.json",
             {"source_id": source_id, "claims": sorted(claims, key=lambda c: c["rule_id"])},
         )
-    return stats
+    return list(results)

@@ -83,13 +83,6 @@ def model(name: str) -> Any:
     return found
 
 
-def __getattr__(name: str) -> Any:
-    """PEP 562: `FORMATS` (schema file name → (model, title)) imports every model, so only when asked for."""
-    if name == "FORMATS":
-        return {n: (model(n), title) for n, title in TITLES.items()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @cache
 def adapter(name: str) -> TypeAdapter[Any]:
     """The validator of one format, by its schema file name."""

@@ -6,10 +6,13 @@ The pydantic models in this package are the one source of truth for every declar
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$(?!\n)"
 KEY_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$(?!\n)"
@@ -79,11 +82,8 @@ class _Generator(GenerateJsonSchema):
         return out
 
 
-def json_schema(model: Any, name: str, title: str) -> dict[str, Any]:
-    """The JSON Schema of one format, with its `$id` and title; keys sorted when written."""
-    from pydantic import TypeAdapter
-
-    adapter = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+def json_schema(adapter: TypeAdapter[Any], name: str, title: str) -> dict[str, Any]:
+    """The JSON Schema of one format's validator, with its `$id` and title; keys sorted when written."""
     body = adapter.json_schema(schema_generator=_Generator)
     body.pop("title", None)
     return {

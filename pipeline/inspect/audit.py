@@ -42,11 +42,8 @@ def audit(lay: Layout, reference_id: str, field: str, tables: Tables | None = No
     (opening them binds every Parquet table: tens of milliseconds each time)."""
     if tables is not None:
         return _audit(tables, lay, reference_id, field, seen=())
-    con = open_tables(lay)
-    try:
+    with open_tables(lay) as con:
         return _audit(con, lay, reference_id, field, seen=())
-    finally:
-        con.close()
 
 
 def _audit(con: Tables, lay: Layout, reference_id: str, field: str, seen: tuple[str, ...]) -> dict[str, Any]:
@@ -199,8 +196,7 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
             f"{target!r}: expected traffic:TOPOLOGY:WORKLOAD (e.g. traffic:nvidia-gb200-nvl72:moe-train-ep16)"
         )
     topology_id, workload_id = parts
-    con = open_tables(lay)
-    try:
+    with open_tables(lay) as con:
         rows = con.rows(
             "SELECT * FROM traffic WHERE topology_id = ? AND workload_id = ? AND phase = ?",
             topology_id,
@@ -243,8 +239,6 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
                 }
             )
             lineage.append(node)
-    finally:
-        con.close()
     return {
         "reference_id": target,
         "field": phase,

@@ -438,20 +438,3 @@ def reference_summaries(lay: Layout) -> tuple[list[str], list[tuple[Any, ...]]]:
         FROM reference_models r JOIN fields f USING (reference_id)
         GROUP BY ALL ORDER BY r.reference_id""",
     )
-
-
-def reference_fields(lay: Layout, reference_id: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """One reference's fields with the sources they cite (or their formula, or why they are unknown)."""
-    return rows(
-        lay,
-        """
-        SELECT f.field, f.value_number, f.value_text, f.unit, f.direction, f.status,
-               coalesce(c.sources, f.formula, f.reason) AS source
-        FROM fields f LEFT JOIN (
-            SELECT reference_id, field,
-                   string_agg(source_id || ' (' || origin || ')', ', ' ORDER BY source_id) AS sources
-            FROM field_citations GROUP BY ALL) c USING (reference_id, field)
-        WHERE f.reference_id = ?
-        ORDER BY f.field""",
-        [reference_id],
-    )

@@ -54,9 +54,7 @@ def status(lay: Layout) -> dict[str, Any]:
             fields_by_status=dict(sorted(counts.items())),
         )
         sources.append(row)
-    from ..core.pins import measured_problems
-
-    attention += measured_problems(lay)
+    attention += pins.measured_problems(lay)
     model_rows = []
     for model, revision, _sha, changed_on, is_current, pinned in model_revisions.rows(lay):
         if is_current:
@@ -86,7 +84,7 @@ def _references(lay: Layout, attention: list[str]) -> tuple[list[dict[str, Any]]
     except FabricrefError as exc:
         attention.append(f"registry not built: {exc}")
         return [], [], []
-    try:
+    with con:
         _, rows = con.tuples("SELECT reference_id, status, field FROM fields ORDER BY 1, 3")
         conflicted = con.rows("SELECT * FROM fields WHERE conflict ORDER BY reference_id, field")
         cites = con.rows(
@@ -94,8 +92,6 @@ def _references(lay: Layout, attention: list[str]) -> tuple[list[dict[str, Any]]
             "WHERE conflict) ORDER BY reference_id, field, source_id, rule_id"
         )
         checked = con.rows("SELECT * FROM fields WHERE NOT check_agrees ORDER BY reference_id, field")
-    finally:
-        con.close()
     out: dict[str, dict[str, Any]] = {}
     for ref, st, field in rows:
         entry = out.setdefault(ref, {"reference_id": ref, "by_status": Counter(), "unknowns": []})

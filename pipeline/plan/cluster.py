@@ -120,10 +120,7 @@ def place_shapes(view: View, summary: ClusterSummary, keys: set[GroupKey], sends
             continue
         a = members[0]
         tier = max(view.tier(a, b) for b in members)
-        if tier == 0:
-            hops = view.scale_up(a).hops
-        else:
-            far = max(members, key=lambda b: view.tier(a, b))
-            hops = view.scale_out(a, far, tier)[0].hops
+        others = [b for b in members if b != a]
+        hops = view.path([a] * len(others), others).hops if others else 0
         summary.shapes[key] = GroupShape(placed, tier, hops, send=key in sends)
     return refused

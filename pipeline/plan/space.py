@@ -25,8 +25,8 @@ from typing import Any
 from ..core.paths import Layout as Checkout
 from ..errors import UsageError, ValidationError
 from ..estimate.flops import RECOMPUTE
-from ..formats.plan import Layout
 from ..formats.workload import ModelShape
+from .layout import Layout
 
 OBJECTIVES = ("step", "tokens-per-second", "gpu-hours")
 SCHEDULES = ("1f1b", "interleaved")

@@ -16,6 +16,7 @@ import matplotlib.text
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from ..core.format import format_quantity
 from . import STYLE
 
 # STYLE is applied only while a drawing is made (rc_context), never at import: importing this module changes no
@@ -76,5 +77,32 @@ def line_chart(title: str, x: list[float], series: dict[str, list[float]], xlabe
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+@_styled
+def busbw_chart(log: dict[str, Any]) -> bytes:
+    """One measured log (report/measured.py): measured busbw (crosses) and the model's (line, one marker per chosen
+    algorithm / protocol) against the buffer size on a log2 axis."""
+    fig, ax = _figure(figsize=(7, 3.4))
+    rows = log["rows"]
+    sizes = [r["bytes"] for r in rows]
+    ax.plot(sizes, [r["model_busbw_gb_per_s"] for r in rows], color="#1f77b4", label="model")
+    for label in sorted({f"{r['algorithm']} / {r['protocol']}" for r in rows}):
+        pts = [r for r in rows if f"{r['algorithm']} / {r['protocol']}" == label]
+        ax.scatter([r["bytes"] for r in pts], [r["model_busbw_gb_per_s"] for r in pts], s=14, label=f"model: {label}")
+    ax.scatter(sizes, [r["measured_busbw_gb_per_s"] for r in rows], marker="x", color="black", label="measured")
+    ax.set_xscale("log", base=2)
+    # Plain tick labels: the log axis's own are mathtext, which STYLE turns off (text is drawn as written).
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_quantity(v / 2**10, "KiB")))  # 512 B, 4 KiB
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("buffer size S (bytes)")
+    ax.set_ylabel("busbw (GB/s, nccl-tests convention)")
+    ax.set_title(
+        f"{log['op']} on {log['topology_id']}, {log['ranks']} ranks: {log['file_name']} (sha256 {log['sha256'][:12]})",
+        fontsize=8,
+    )
+    ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return _svg(fig)

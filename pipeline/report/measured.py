@@ -7,7 +7,6 @@ report stays a function of the registry. Without measured logs the page says how
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from ..core.files import atomic_write_bytes
 from ..core.format import format_quantity
 from ..core.paths import Layout
 from ..core.registry import Tables
-from . import STYLE
 
 TABLE = "measured_vs_model"
 PAGE = "measured.html"
@@ -55,46 +53,11 @@ def _logs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot(log: dict[str, Any]) -> bytes:
-    """Measured busbw (crosses) and the model's (line, one marker per chosen algorithm / protocol) against the
-    buffer size on a log2 axis."""
-    import matplotlib
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    """Measured busbw beside the model's against the buffer size (drawings.py draws it: matplotlib is loaded only
+    when a plot is made)."""
+    from .drawings import busbw_chart
 
-    # Applied only while the plot is drawn, as drawings.py does.
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(7, 3.4))
-        ax = fig.add_subplot()
-        rows = log["rows"]
-        sizes = [r["bytes"] for r in rows]
-        ax.plot(sizes, [r["model_busbw_gb_per_s"] for r in rows], color="#1f77b4", label="model")
-        for label in sorted({f"{r['algorithm']} / {r['protocol']}" for r in rows}):
-            pts = [r for r in rows if f"{r['algorithm']} / {r['protocol']}" == label]
-            ax.scatter(
-                [r["bytes"] for r in pts], [r["model_busbw_gb_per_s"] for r in pts], s=14, label=f"model: {label}"
-            )
-        ax.scatter(sizes, [r["measured_busbw_gb_per_s"] for r in rows], marker="x", color="black", label="measured")
-        ax.set_xscale("log", base=2)
-        # Plain tick labels: the log axis's own are mathtext, which STYLE turns off (text is drawn as written).
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _binary_size(v)))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("buffer size S (bytes)")
-        ax.set_ylabel("busbw (GB/s, nccl-tests convention)")
-        ax.set_title(
-            f"{log['op']} on {log['topology_id']}, {log['ranks']} ranks: {log['file_name']} "
-            f"(sha256 {log['sha256'][:12]})",
-            fontsize=8,
-        )
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
-    return buf.getvalue()
-
-
-def _binary_size(value: float) -> str:
-    """A buffer size on the log2 axis: 512 B, 4 KiB, 1 GiB."""
-    return format_quantity(value / 2**10, "KiB")
+    return busbw_chart(log)
 
 
 def read(lay: Layout) -> list[dict[str, Any]]:

@@ -146,7 +146,6 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, A
 
 
 Drawings = list[tuple[Path, Callable[..., bytes], tuple[Any, ...]]]  # (file in the report, drawing, arguments)
-Render = Callable[[], None]  # writes a part's pages
 PARTS = ("models", "workloads")
 
 
@@ -168,16 +167,12 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
         }[part]
         _clear(out, outputs)
         with _open(lay, reads) as con, Drawer(lay, _technology(con)) as drawer:
-            found, render_pages = make(lay, out, env, con, _begin(lay, con), drawer)
-            render_pages()
-            for path, draw, args in found:
+            for path, draw, args in make(lay, out, env, con, _begin(lay, con), drawer):
                 atomic_write_bytes(path, draw(*args))
     return out
 
 
-def _models(
-    lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer
-) -> tuple[Drawings, Render]:
+def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Drawings:
     """The reference and cluster pages with their drawings (no traffic number: MODEL_READS only). Each table is
     read once (grouped per reference here), not once per reference. Every topology is drawn as the explorer
     draws it (views/)."""
@@ -190,43 +185,40 @@ def _models(
     drawn = set(drawer.ids)
     found: Drawings = [(out / "drawings" / f"{tid}.svg", drawer.svg, (tid,)) for tid in drawer.ids]
 
-    def render_pages() -> None:
-        for ref in refs:
-            rid = ref["reference_id"]
-            fields = fields_of.get(rid, [])
-            cites = _grouped(cites_of.get(rid, []), "field")
-            for f in fields:
-                f["value"] = _value(f)
-                f["citations"] = cites.get(f["field"], [])
-                _evidence(f)
-            page = env.get_template("reference.html.j2").render(
-                title=ref["title"],
-                root="../",
-                caveats=caveats,
-                ref=ref,
-                fields=fields,
-                drawn=drawer.drawing(rid) if rid in drawn else None,
-                assumptions=assumptions_of.get(rid, []),
-                summary=summaries.get(rid),
-            )
-            atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
-        for s in clusters:
-            tid = s["topology_id"]
-            page = env.get_template("cluster.html.j2").render(
-                title=s["title"],
-                root="../",
-                caveats=caveats,
-                s=s,
-                drawn=drawer.drawing(tid) if tid in drawn else None,
-            )
-            atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
+    for ref in refs:
+        rid = ref["reference_id"]
+        fields = fields_of.get(rid, [])
+        cites = _grouped(cites_of.get(rid, []), "field")
+        for f in fields:
+            f["value"] = _value(f)
+            f["citations"] = cites.get(f["field"], [])
+            _evidence(f)
+        page = env.get_template("reference.html.j2").render(
+            title=ref["title"],
+            root="../",
+            caveats=caveats,
+            ref=ref,
+            fields=fields,
+            drawn=drawer.drawing(rid) if rid in drawn else None,
+            assumptions=assumptions_of.get(rid, []),
+            summary=summaries.get(rid),
+        )
+        atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
+    for s in clusters:
+        tid = s["topology_id"]
+        page = env.get_template("cluster.html.j2").render(
+            title=s["title"],
+            root="../",
+            caveats=caveats,
+            s=s,
+            drawn=drawer.drawing(tid) if tid in drawn else None,
+        )
+        atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
 
-    return found, render_pages
+    return found
 
 
-def _pages(
-    lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer
-) -> tuple[Drawings, Render]:
+def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Drawings:
     """The workload pages with their heat maps, the plots, the model-vs-measured page, the validation page, the
     caveats page and the index (the part a changed workload moves)."""
     caveats, refs, _summaries, clusters = common
@@ -252,57 +244,54 @@ def _pages(
     logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
     found += [(out / log["plot"], measured.plot, (log,)) for log in logs]
 
-    def render_pages() -> None:
-        # The pages of the other part that carry a drawing: every reference with a topology, then every cluster.
-        cluster_ids = {c["topology_id"] for c in clusters}
-        drawing_links = [
-            {"page": f"reference/{rid}.html", "title": r["title"], "id": rid}
-            for r in refs
-            if (rid := r["reference_id"]) in drawn and rid not in cluster_ids
-        ] + [
-            {"page": f"cluster/{c['topology_id']}.html", "title": c["title"], "id": c["topology_id"]} for c in clusters
-        ]
-        by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for w in workloads:
-            key = (w["topology_id"], w["workload_id"])
-            by_workload[w["workload_id"]].append(
-                {
-                    **w,
-                    "phases": [p for p in traffic if (p["topology_id"], p["workload_id"]) == key],
-                    "failures": [f for f in failures if (f["topology_id"], f["workload_id"]) == key],
-                    "sharing": [s for s in sharing if (s["topology_id"], s["workload_id"]) == key],
-                    "missing": json.loads(w.get("step_missing") or "[]"),
-                    "step_assumptions": json.loads(w.get("step_assumptions") or "[]"),
-                    "heat_map": heat_maps.get(key),
-                }
-            )
-        for wid, targets in sorted(by_workload.items()):
-            page = env.get_template("workload.html.j2").render(
-                title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
-            )
-            atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
-        compared = measured.write_page(out, env, caveats, logs)
-        page = env.get_template("validation.html.j2").render(
-            title="Validation: model vs published", root="", rows=checks, summary=validation.summary(checks)
+    # The pages of the other part that carry a drawing: every reference with a topology, then every cluster.
+    cluster_ids = {c["topology_id"] for c in clusters}
+    drawing_links = [
+        {"page": f"reference/{rid}.html", "title": r["title"], "id": rid}
+        for r in refs
+        if (rid := r["reference_id"]) in drawn and rid not in cluster_ids
+    ] + [{"page": f"cluster/{c['topology_id']}.html", "title": c["title"], "id": c["topology_id"]} for c in clusters]
+    by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for w in workloads:
+        key = (w["topology_id"], w["workload_id"])
+        by_workload[w["workload_id"]].append(
+            {
+                **w,
+                "phases": [p for p in traffic if (p["topology_id"], p["workload_id"]) == key],
+                "failures": [f for f in failures if (f["topology_id"], f["workload_id"]) == key],
+                "sharing": [s for s in sharing if (s["topology_id"], s["workload_id"]) == key],
+                "missing": json.loads(w.get("step_missing") or "[]"),
+                "step_assumptions": json.loads(w.get("step_assumptions") or "[]"),
+                "heat_map": heat_maps.get(key),
+            }
         )
-        atomic_write_bytes(out / "validation.html", page.encode())
-        page = env.get_template("caveats.html.j2").render(title="Caveats", root="", caveats=caveats)
-        atomic_write_bytes(out / "caveats.html", page.encode())
-        index = env.get_template("index.html.j2").render(
-            title="fabricref report",
-            root="",
-            caveats=caveats,
-            references=refs,
-            clusters=clusters,
-            workloads=workloads,
-            drawings=drawing_links,
-            plots=plots,
-            measured=compared,
-            validation=validation.summary(checks),
+    for wid, targets in sorted(by_workload.items()):
+        page = env.get_template("workload.html.j2").render(
+            title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
         )
-        atomic_write_bytes(out / "index.html", index.encode())
+        atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
+    compared = measured.write_page(out, env, caveats, logs)
+    page = env.get_template("validation.html.j2").render(
+        title="Validation: model vs published", root="", rows=checks, summary=validation.summary(checks)
+    )
+    atomic_write_bytes(out / "validation.html", page.encode())
+    page = env.get_template("caveats.html.j2").render(title="Caveats", root="", caveats=caveats)
+    atomic_write_bytes(out / "caveats.html", page.encode())
+    index = env.get_template("index.html.j2").render(
+        title="fabricref report",
+        root="",
+        caveats=caveats,
+        references=refs,
+        clusters=clusters,
+        workloads=workloads,
+        drawings=drawing_links,
+        plots=plots,
+        measured=compared,
+        validation=validation.summary(checks),
+    )
+    atomic_write_bytes(out / "index.html", index.encode())
 
-    return found, render_pages
+    return found
 
 
 def _edge_bytes(con: Tables, tid: str, wid: str) -> list[tuple[str, str, float, float]]:

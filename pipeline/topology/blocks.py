@@ -113,24 +113,13 @@ def _host_wiring(
 
 def server_template(facts: Facts, dflt: Defaults) -> Template:
     t = Template()
-    n_gpu = facts.count("accelerator.count")
-    n_cpu = facts.count("cpu.count")
     n_sw = facts.count("scale_up.switch.count")
-    n_nic = facts.count("scale_out.nic.count")
-    n_fnic = facts.count("frontend.nic.count")
-    _check_domain(facts, n_gpu)
+    _check_domain(facts, facts.count("accelerator.count"))
     t.node("system", "system", role="server", label=facts.title)
     t.node("baseboard", "tray", role="accelerator_baseboard", within="system", label="accelerator baseboard")
     t.node("host-tray", "tray", role="cpu_tray", within="system", label="CPU / host tray")
-    cpus, gpus, nics, fnics = _parts(
-        t,
-        facts,
-        "",
-        gpu_within="baseboard",
-        host_within="host-tray",
-        counts=(n_cpu, n_gpu, n_nic, n_fnic),
-        count_keys=("cpu.count", "scale_out.nic.count"),
-    )
+    counts = ("cpu.count", "accelerator.count", "scale_out.nic.count", "frontend.nic.count")
+    cpus, gpus, nics, fnics = _parts(t, facts, "", counts, gpu_within="baseboard", host_within="host-tray")
     switches = [
         t.node(
             f"sus{i}",
@@ -150,27 +139,23 @@ def rack_template(facts: Facts, dflt: Defaults) -> Template:
     t = Template()
     trays = facts.count("tray.compute.count")
     per_tray_gpu = facts.count("tray.compute.accelerators")
-    per_tray_cpu = facts.count("tray.compute.cpus")
-    per_tray_nic = facts.count("tray.compute.scale_out_nics")
-    per_tray_fnic = facts.count("tray.compute.frontend_nics")
     switch_trays = facts.count("tray.switch.count")
     chips = facts.get("scale_up.switch.count", required=False)
     _check_domain(facts, trays * per_tray_gpu)
     t.node("system", "system", role="rack", label=facts.title)
+    counts = (
+        "tray.compute.cpus",
+        "tray.compute.accelerators",
+        "tray.compute.scale_out_nics",
+        "tray.compute.frontend_nics",
+    )
     gpus: list[str] = []
     nics: list[str] = []
     fnics: list[str] = []
     for k in range(trays):
         tray = t.node(f"ct{k}", "tray", role="compute", within="system", label=f"compute tray {k}")
         cpus, tg, tn, tf = _parts(
-            t,
-            facts,
-            f"ct{k}/",
-            gpu_within=tray,
-            host_within=tray,
-            counts=(per_tray_cpu, per_tray_gpu, per_tray_nic, per_tray_fnic),
-            count_keys=("tray.compute.cpus", "tray.compute.scale_out_nics"),
-            index_base=k * per_tray_gpu,
+            t, facts, f"ct{k}/", counts, gpu_within=tray, host_within=tray, index_base=k * per_tray_gpu
         )
         _host_wiring(t, facts, dflt, tg, cpus, tn, tf)
         gpus += tg
@@ -195,18 +180,18 @@ def _parts(
     t: Template,
     facts: Facts,
     prefix: str,
+    counts: tuple[str, str, str, str],
     *,
     gpu_within: str,
     host_within: str,
-    counts: tuple[int, int, int, int],
-    count_keys: tuple[str, str],
     index_base: int = 0,
 ) -> tuple[list[str], list[str], list[str], list[str]]:
-    """CPUs, accelerators, backend NICs (one rail each) and frontend NICs of one server or compute tray.
+    """CPUs, accelerators, backend NICs (one rail each) and frontend NICs of one server or compute tray, as many as
+    the `counts` fields state (in that order).
 
     A part whose count rests on a labelled assumption says so (`assumed`)."""
-    n_cpu, n_gpu, n_nic, n_fnic = counts
-    cpu_assumed, nic_assumed = (facts.get(key).status == "assumed" for key in count_keys)
+    n_cpu, n_gpu, n_nic, n_fnic = (facts.count(key) for key in counts)
+    cpu_assumed, nic_assumed = (facts.get(key).status == "assumed" for key in (counts[0], counts[2]))
     cpus = [
         t.node(
             f"{prefix}cpu{i}", "cpu", within=host_within, label=facts.text("cpu.model") or "CPU", assumed=cpu_assumed

@@ -29,9 +29,7 @@ def _stamp(
 ) -> None:
     """One copy of the template under `prefix`."""
     p = f"{prefix}/" if prefix else ""
-    node, adj = g._node, g._adj
     for name, attrs in t.nodes:
-        n = p + name
         a = dict(attrs)
         if "within" in a:
             a["within"] = p + a["within"]
@@ -41,57 +39,39 @@ def _stamp(
             a["block"] = block
         if a["kind"] in ("accelerator", "scale_up_switch"):
             a["domain"] = domain
-        if n in node:  # never for a prefixed block; networkx merges the attributes
-            node[n].update(a)
-        else:
-            node[n] = a  # what `g.add_node(n, **a)` stores, without its per-node dict merges
-            adj[n] = {}
+        g.add_node(p + name, **a)
     _add_edges(g, [(p + a, p + b, d) for a, b, d in t.edges], shared)
 
 
 class _Shared:
     """One read-only attribute dict (`EdgeAttrs`, as the traffic stage's graphs have) per link class of a build
     (the same items, of the same types): the 24,576-GPU cluster's 233,792 edges share 8 dicts instead of one
-    copy each (~150 MB, and the exports group edges by class in a pass over ids). Changing one raises TypeError
-    instead of silently changing every edge of its class. Looked up by the given dict's id first; that dict is
-    kept alive here, so its id stays its own."""
+    copy each (~150 MB). Changing one raises TypeError instead of silently changing every edge of its class.
+    Looked up by the given dict's id first (templates reuse one dict per link class); that dict is kept alive
+    here, so its id stays its own."""
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[dict[str, Any], EdgeAttrs]] = {}
-        self._by_items: dict[tuple[Any, ...], EdgeAttrs] = {}  # templates make equal dicts link by link
+        self._by_items: dict[tuple[Any, ...], EdgeAttrs] = {}
 
     def __call__(self, d: dict[str, Any]) -> EdgeAttrs:
         held = self._by_id.get(id(d))
         if held is None:
             items = (*d.items(), *map(type, d.values()))  # 1 == 1.0 == True, but they are not one value here
-            try:
-                attrs = self._by_items.setdefault(items, EdgeAttrs(d))
-            except TypeError:  # an unhashable value: shared by this dict's links only
-                attrs = EdgeAttrs(d)
-            held = self._by_id[id(d)] = (d, attrs)
+            held = self._by_id[id(d)] = (d, self._by_items.setdefault(items, EdgeAttrs(d)))
         return held[1]
 
 
 def _add_edges(g: nx.Graph, edges: list[tuple[str, str, dict[str, Any]]], shared: _Shared) -> None:
-    """`g.add_edges_from(edges)`, written straight into networkx's own dicts (`g._adj`) for edges whose ends are
-    in `g` already, every edge of one link class holding its class's shared read-only dict: no per-edge checks,
-    copies and merges (most of a 24,576-GPU cluster's build). An end not yet in `g` goes through networkx; an
-    edge added twice gets the merged attributes, as networkx merges them."""
+    """`g.add_edges_from(edges)`, every edge of one link class holding its class's shared read-only dict (set in
+    networkx's own adjacency dicts: its `add_edge` would copy and merge into a dict per edge). An edge added twice
+    gets the merged attributes, as networkx merges them."""
     adj = g._adj
-    held = shared._by_id  # a dict met before: its shared attributes without a call per edge
     for u, v, d in edges:
-        nbrs = adj.get(u)
-        if nbrs is None or v not in adj:
+        if u not in adj or v not in adj:
             g.add_edge(u, v)
-            nbrs = adj[u]
-        old = nbrs.get(v)
-        if old:
-            attrs = EdgeAttrs({**old, **d})
-        else:
-            known = held.get(id(d))
-            attrs = shared(d) if known is None else known[1]
-        nbrs[v] = attrs
-        adj[v][u] = attrs
+        old = adj[u].get(v)
+        adj[u][v] = adj[v][u] = EdgeAttrs({**old, **d}) if old else shared(d)
     nx._clear_cache(g)  # as networkx does after any change (cached backend conversions)
 
 
@@ -170,17 +150,7 @@ def switch_product(cluster: Cluster, product: Facts) -> SwitchProduct:
                 f"{where}: {product.reference_id}'s {key} is unknown ({fact.note or 'no source states it'}); "
                 "a fabric cannot take its radix and port speed from it"
             )
-        facts.append(
-            Fact(
-                f"{product.reference_id}:{key}",
-                fact.value,
-                fact.unit,
-                fact.direction,
-                fact.status,
-                fact.note,
-                confidence=fact.confidence,
-            )
-        )
+        facts.append(replace(fact, key=f"{product.reference_id}:{key}", evidence_needed=""))
     if facts[0].value != int(facts[0].value) or facts[0].value < 1:  # type: ignore[operator, arg-type]
         raise CompileError(f"{where}: {product.reference_id}'s switch.ports = {facts[0].value!r} is not a port count")
     chosen = SwitchProduct(product.reference_id, facts[0], facts[1], cluster.fabric.port_split)
@@ -284,15 +254,14 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
             g_index = b * rails + r
             leaf = (b // f.leaf_down) * rails + r if f.rail_optimized else g_index // f.leaf_down
             edges.append((prefix + nic, leaf_name[leaf], nic_edge))
-    trunk = link_attrs(
-        "scale_out",
-        trunk_gbps * leaf_trunk,  # type: ignore[operator]
-        trunk_fact,
-        lat["scale_out"],
-        links=leaf_trunk,
-        status=trunk_status,
-        note=f"trunk of {leaf_trunk} link(s) leaf → spine" + _split_note(switch),
-    )
+
+    def trunk_of(links: int, between: str) -> dict[str, Any]:
+        note = f"trunk of {links} link(s) {between}" + _split_note(switch)
+        return link_attrs(
+            "scale_out", trunk_gbps * links, trunk_fact, lat["scale_out"], links=links, status=trunk_status, note=note
+        )
+
+    trunk = trunk_of(leaf_trunk, "leaf → spine")
     spines = []
     for p in range(pods):
         for j in range(f.spines_per_pod):
@@ -306,15 +275,7 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
         if f.spine_up is not None:
             _check(f.spine_up % c == 0, cluster, f"{f.spine_up} spine uplinks do not split over {c} cores per plane")
             links = f.spine_up // c
-            core_trunk = link_attrs(
-                "scale_out",
-                trunk_gbps * links,  # type: ignore[operator]
-                trunk_fact,
-                lat["scale_out"],
-                links=links,
-                status=trunk_status,
-                note=f"trunk of {links} link(s) spine → core" + _split_note(switch),
-            )
+            core_trunk = trunk_of(links, "spine → core")
             if f.radix:
                 _check(
                     spine_down + f.spine_up <= f.radix,

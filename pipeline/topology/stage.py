@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +14,12 @@ from ..core.facts import NETWORK_PRODUCT_FORM_FACTORS, SYSTEM_FORM_FACTORS
 from ..core.files import atomic_write_json
 from ..core.graphs import GRAPH_COLUMNS, TOPOLOGY_TABLES
 from ..core.paths import Layout
-from ..core.registry import table_writer
+from ..core.registry import Tables, table_paths, table_writer
 from ..errors import CompileError, UnknownIdError, UsageError
 from . import tables
 from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
-from .facts import Facts, FactsBook, defaults, load_facts
+from .facts import Facts, defaults, load_facts
 from .summary import summarize
 
 
@@ -80,8 +80,10 @@ def run(lay: Layout) -> list[dict[str, Any]]:
     `fabricref export graph`: nothing in the pipeline reads them."""
     out = topology_dir(lay)
     out.mkdir(parents=True, exist_ok=True)
-    read = FactsBook(lay)  # every reference's facts read once, for all the builds below
-    refs = sorted(r for r, row in read.references.items() if row["form_factor"] in SYSTEM_FORM_FACTORS)
+    read = cache(partial(load_facts, lay))  # each reference's facts read once, for all the builds below
+    with Tables({"reference_models": table_paths(lay, "tables")["reference_models"]}) as t:
+        references = t.rows("SELECT reference_id, form_factor FROM reference_models")
+    refs = sorted(r["reference_id"] for r in references if r["form_factor"] in SYSTEM_FORM_FACTORS)
     clusters = [(p, load_cluster(p, _params(lay, read))) for p in cluster_paths(lay)]
     endpoint = defaults(lay).latency_ns["endpoint"]
     summaries: list[tuple[str, str]] = []

@@ -6,9 +6,9 @@ enumerating every pair of accelerators, so it stays fast at 131,072 accelerators
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from typing import Any
 
 import networkx as nx
@@ -20,42 +20,21 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
 
 
-def _edges(g: nx.Graph) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """`g.edges(data=True)` in its order, read from networkx's own dicts (its views iterate through
-    Python-level Mapping code: ~1 s per 10^5 edges)."""
-    seen = set()
-    for a, nbrs in g._adj.items():
-        for b, d in nbrs.items():
-            if b not in seen:
-                yield a, b, d
-        seen.add(a)
-
-
-def _scale_out(g: nx.Graph) -> tuple[Counter[str], list[tuple[str, str, dict[str, Any]]]]:
-    """Links per network, and the scale-out links in `g.edges()` order."""
-    per_network: Counter[str] = Counter()
-    scale_out = []
-    for a, b, d in _edges(g):
-        net = d["network"]
-        per_network[net] += 1
-        if net == "scale_out":
-            scale_out.append((a, b, d))
-    return per_network, scale_out
-
-
 def summarize(g: nx.Graph) -> dict[str, Any]:
-    nodes = g._node
-    kind = {n: d["kind"] for n, d in nodes.items() if "kind" in d}  # nx.get_node_attributes(g, "kind")
-    role = {n: d["role"] for n, d in nodes.items() if "role" in d}
+    kind = nx.get_node_attributes(g, "kind")
+    role = nx.get_node_attributes(g, "role")
     nodes_by_kind = dict(sorted(Counter(kind.values()).items()))
-    edges_by_network, scale_out = _scale_out(g)
+    edges_by_network: Counter[str] = Counter()
     # Bandwidth between switch tiers and at endpoints, summed per direction; None if any link is unknown.
     down: dict[str, float] = defaultdict(float)  # per switch: sum of links toward endpoints
     up: dict[str, float] = defaultdict(float)
     tier_up_total: dict[int, float] = defaultdict(float)
     endpoint_total = 0.0
     unknown_bw = False
-    for a, b, d in scale_out:  # in `g.edges()` order: every sum adds its terms in one order
+    for a, b, d in g.edges(data=True):  # in `g.edges()` order: every sum adds its terms in one order
+        edges_by_network[d["network"]] += 1
+        if d["network"] != "scale_out":
+            continue
         ka, kb = kind[a], kind[b]
         bw = d["bandwidth_gbps"]
         if bw is None:
@@ -71,7 +50,7 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
         down[hi] += bw
         tier_up_total[TIER_OF[kind[lo]]] += bw
     accelerators = [n for n, k in kind.items() if k == "accelerator"]
-    domains = Counter(nodes[n].get("domain") for n in accelerators)
+    domains = Counter(g.nodes[n].get("domain") for n in accelerators)
     sizes = sorted(set(domains.values()))
     first = accelerators[0] if accelerators else None
     per_acc: dict[str, Any] = {}
@@ -129,36 +108,22 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
 
 
 def _block_members(g: nx.Graph, node: str) -> list[str]:
-    block = g._node[node].get("block")
-    if block is None:
-        return list(g._node)
+    if g.nodes[node].get("block") is None:
+        return list(g)
+    # Blocks are stamped contiguously: the block's nodes are the run of names under its prefix.
     prefix = node.split("/", 1)[0] + "/"
-    return [n for n in g._node if n.startswith(prefix)] if g.number_of_nodes() < 5000 else _prefix_scan(g, prefix)
-
-
-def _prefix_scan(g: nx.Graph, prefix: str) -> list[str]:
-    out = []
-    started = False
-    for n in g._node:  # blocks are stamped contiguously, so stop after the block ends
-        if n.startswith(prefix):
-            out.append(n)
-            started = True
-        elif started:
-            break
-    return out
+    inside = itertools.dropwhile(lambda n: not n.startswith(prefix), g)
+    return list(itertools.takewhile(lambda n: n.startswith(prefix), inside))
 
 
 def _hops(g: nx.Graph, kind: dict[str, str], accelerators: list[str], domains: Counter[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not accelerators:
         return out
-    first_domain = g._node[accelerators[0]].get("domain")
-    members = [n for n in accelerators if g._node[n].get("domain") == first_domain][:128]
-    switches = (
-        {n for n in g._node if kind[n] == "scale_up_switch" and g._node[n].get("domain") == first_domain}
-        if g.number_of_nodes() < 20000
-        else {m for a in members for m in g[a] if kind[m] == "scale_up_switch"}
-    )
+    first_domain = g.nodes[accelerators[0]].get("domain")
+    members = [n for n in accelerators if g.nodes[n].get("domain") == first_domain][:128]
+    # Every accelerator of a domain is wired to each of its scale-up switches (blocks.py: _scale_up).
+    switches = {m for a in members for m in g[a] if kind[m] == "scale_up_switch"}
     sub = nx.Graph()
     sub.add_nodes_from(members)
     sub.add_nodes_from(switches)
@@ -182,7 +147,7 @@ def _hops(g: nx.Graph, kind: dict[str, str], accelerators: list[str], domains: C
 def nodes_by_kind_and_role(g: nx.Graph) -> dict[str, int]:
     """`nodes_by_kind`, with a kind whose nodes play several roles counted per role: 'system (rack)' and
     'system (server)', 'nic (scale_out)' and 'nic (frontend)', never one count of racks and servers together."""
-    pairs = Counter((d["kind"], d.get("role")) for d in g._node.values() if "kind" in d)
+    pairs = Counter((d["kind"], d.get("role")) for _, d in g.nodes(data=True) if "kind" in d)
     roles: dict[str, set[Any]] = defaultdict(set)
     for kind, role in pairs:
         roles[kind].add(role)

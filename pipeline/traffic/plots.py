@@ -38,10 +38,9 @@ def write_phases(out: Path, tables: Tables) -> None:
     (the 25 busiest physical links), from the combined traffic tables as written."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    terms = TERMS
     for r in tables.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase"):
         case = f"{r['workload_id']} @ {r['topology_id']} : {r['phase']}"
-        for term, column in terms:
+        for term, column in TERMS:
             rows.append([case, term, round(r[column] * r["count"], 9)])
     _csv(out / "phase_times.csv", ["phase", "term", "seconds"], rows)
     # Only the rows that can rank among the 25 busiest are read into Python (~100,000 links otherwise): a row

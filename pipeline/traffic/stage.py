@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from ..errors import FabricrefError
 from ..estimate import CAVEAT
 from ..estimate.traffic import Views, estimate, sharing
 from ..estimate.workloads import Workload, find_workload
-from . import plots
+from . import plots, tables
 from .tables import LINK_KEYS, WORKLOAD_TABLES, run_combine, traffic_dir, workload_dir, write_sharing, write_workload
 
 KV_TARGETS = ("nvidia-gb200-nvl72", "illustrative-h100-4096")  # the two topologies the KV curve compares
@@ -74,85 +75,48 @@ def workload_on(w: Workload, target: str, views: Views) -> tuple[dict[str, list[
     view = views(target)
     r = estimate(views.lay, target, w, 0, view)
     for p in r.phases:
-        out["traffic"].append(
-            (
-                target,
-                w.id,
-                p.phase,
-                p.description,
-                p.collective,
-                p.algorithm,
-                p.group_size,
-                p.concurrent_groups,
-                p.count,
-                p.bytes_per_rank,
-                p.bytes_on_wire_per_rank,
-                p.network,
-                p.tier,
-                p.hops,
-                p.bottleneck_gbps,
-                p.effective_gbps,
-                p.term("latency_s"),
-                p.term("bandwidth_s"),
-                p.term("queueing_s"),
-                p.seconds,
-                p.total_seconds,
-                p.dominant,
-                p.confidence,
-                p.lineage_records(),
-                p.notes,
-            )
-        )
+        # In tables.TRAFFIC_COLUMNS' order: the phase's attribute of each column's name, but for these.
+        own = {"topology_id": target, "workload_id": w.id, "lineage": p.lineage_records()}
+        own |= {term: p.term(term) for term in ("latency_s", "bandwidth_s", "queueing_s")}
+        out["traffic"].append(tuple(own[c] if c in own else getattr(p, c) for c, _ in tables.TRAFFIC_COLUMNS))
         for link in p.links:
             out["traffic_links"].append(
                 (target, w.id, p.phase, *(link[k] for k in LINK_KEYS), link["utilization"], link["flows"])
             )
-    top = max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds)
     st = views.step(view, w, r)
-    fits = st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower()
-    exposed_at_least = st.get("exposed_communication_at_least_seconds", st["exposed_communication_seconds"])
-    out["traffic_workloads"].append(
-        (
-            target,
-            w.id,
-            w.accelerators,
-            r.revealing["accelerators_per_progress"],
-            r.revealing["fits_in_one_domain"],
-            r.communication_seconds,
-            top.phase,
-            r.confidence,
-            json.dumps(r.sizing, sort_keys=True),
-            st["memory_per_rank_bytes"],
-            st["memory"]["accelerator_memory_bytes"],
-            fits,
-            st["headroom_bytes"],
-            st["compute_seconds"],
-            st["exposed_communication_seconds"],
-            exposed_at_least,
-            st["step_seconds"],
-            st.get("ttft_seconds"),
-            st.get("tpot_seconds"),
-            json.dumps(st["missing"]),
-            json.dumps([*st["assumptions"], *(f"calibration: {c}" for c in st["calibration"])]),
-            CAVEAT,
-            w.teaching,
-        )
-    )
+    # In tables.WORKLOAD_COLUMNS' order: the step estimate's figure of each column's name, but for these.
+    own = {
+        "topology_id": target,
+        "workload_id": w.id,
+        "accelerators": w.accelerators,
+        "accelerators_per_progress": r.revealing["accelerators_per_progress"],
+        "fits_in_one_domain": r.revealing["fits_in_one_domain"],
+        "communication_seconds": r.communication_seconds,
+        "dominant_phase": max(r.phases, key=lambda p: -1.0 if p.total_seconds is None else p.total_seconds).phase,
+        "confidence": r.confidence,
+        "sizing": json.dumps(r.sizing, sort_keys=True),
+        "accelerator_memory_bytes": st["memory"]["accelerator_memory_bytes"],
+        "fits": st["fits"] if st["fits"] == "unknown" else str(st["fits"]).lower(),
+        "exposed_communication_at_least_seconds": st.get(
+            "exposed_communication_at_least_seconds", st["exposed_communication_seconds"]
+        ),
+        "ttft_seconds": st.get("ttft_seconds"),  # inference only
+        "tpot_seconds": st.get("tpot_seconds"),
+        "step_missing": json.dumps(st["missing"]),
+        "step_assumptions": json.dumps([*st["assumptions"], *(f"calibration: {c}" for c in st["calibration"])]),
+        "caveat": CAVEAT,
+        "teaching": w.teaching,
+    }
+    out["traffic_workloads"].append(tuple(own[c] if c in own else st[c] for c, _ in tables.WORKLOAD_COLUMNS))
     for f in r.failures:
-        out["traffic_failures"].append(
-            (
-                target,
-                w.id,
-                f["failure"],
-                f["route_survives"],
-                f["bandwidth_before_gbps"],
-                f["bandwidth_after_gbps"],
-                f["explanation"],
-                f["not_established"],
-            )
-        )
+        out["traffic_failures"].append((target, w.id, *(f[c] for c, _ in tables.FAILURE_COLUMNS[2:])))
     utilizations = [p.max_link_utilization for p in r.phases if p.max_link_utilization is not None]
     return out, metric_numbers(st, max(utilizations) if utilizations else None)
+
+
+def _views(lay: Layout, views: Views | None) -> AbstractContextManager[Views]:
+    """The caller's views, or views of this call's own, closed when it ends."""
+    return closing(Views(lay)) if views is None else nullcontext(views)
 
 
 def workload_result(
@@ -160,34 +124,22 @@ def workload_result(
 ) -> tuple[dict[str, list[tuple]], dict[str, dict[str, Any]]]:
     """One workload on its targets, computed afresh and written nowhere: its rows of WORKLOAD_TABLES and its
     metrics per target (what the stage stores for it)."""
-    own = views or Views(lay)
-    try:
+    with _views(lay, views) as own:
         return workload_tables(find_workload(lay, workload_id), own)
-    finally:
-        if views is None:
-            own.close()
 
 
 def sharing_rows(lay: Layout, w: Workload, other: Workload, views: Views | None = None) -> list[tuple]:
     """Workload `w` and `other` (its `shares_with`) side by side on every target both name: rows of
     traffic_sharing."""
-    own = views or Views(lay)
-    rows: list[tuple] = []
-    try:
-        for target in w.targets:
-            if target in other.targets:
-                rows += sharing(lay, target, w, other, own(target))[2]
-    finally:
-        if views is None:
-            own.close()
-    return rows
+    with _views(lay, views) as own:
+        return [row for t in w.targets if t in other.targets for row in sharing(lay, t, w, other, own(t))[2]]
 
 
 def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> str:
     """`python -m fabricref.traffic workload ID` (the DVC stage `traffic-workload@ID`): the workload on its targets,
     written as its part of the tables and its metrics."""
-    tables, metrics = workload_result(lay, workload_id, views)
-    write_workload(lay, workload_id, tables, metrics)
+    rows, metrics = workload_result(lay, workload_id, views)
+    write_workload(lay, workload_id, rows, metrics)
     return f"estimated {workload_id} on {len(metrics)} target(s) into {lay.relative(workload_dir(lay, workload_id))}/"
 
 
@@ -208,12 +160,8 @@ def kv_path(lay: Layout) -> Path:
 
 def run_kv(lay: Layout, views: Views | None = None) -> str:
     """`python -m fabricref.traffic kv` (the DVC stage `traffic-kv`): the KV-transfer curve."""
-    own = views or Views(lay)
-    try:
+    with _views(lay, views) as own:
         atomic_write_bytes(kv_path(lay), plots.kv_csv({t: own(t) for t in KV_TARGETS}))
-    finally:
-        if views is None:
-            own.close()
     return f"KV-transfer curve into {lay.relative(kv_path(lay))}"
 
 
@@ -223,11 +171,8 @@ def run_all(lay: Layout) -> list[str]:
     from . import comparison  # the measured logs' part: not loaded by the per-workload stages
 
     workloads = [find_workload(lay, path.stem) for path in workload_paths(lay)]
-    views = Views(lay)
-    try:
+    with closing(Views(lay)) as views:
         said = [run_workload(lay, w.id, views) for w in workloads]
         said += [run_sharing(lay, w.id, views) for w in workloads if w.shares_with]
         said.append(run_kv(lay, views))
-    finally:
-        views.close()
     return [*said, comparison.run_stage(lay), run_combine(lay)]

@@ -1,16 +1,19 @@
 """How a topology is drawn, for the explorer and the static report alike: every part and link of a system (NVLink
 and Infinity-Fabric links bundled per tray where they are too many to draw one by one), or a large cluster's tiers
-× pods that open into one pod or one scale-up domain; and which drawn link each graph edge belongs to (for a
-workload's load per link and for failing what is clicked). Positions come from `layout.lay_out`, the SVG from the
-`drawing.svg.j2` template: both views draw the same picture from the same graph.
+× pods (which the explorer opens into one pod or one scale-up domain: explore/drawing.py); and which drawn link
+each graph edge belongs to (for a workload's load per link and for failing what is clicked). Positions come from
+`layout.lay_out`, the SVG from the `drawing.svg.j2` template: both views draw the same picture from the same graph.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from ..core.format import format_quantity
 from ..errors import InputError
+from ..formats.drawing import Drawing, DrawLink, DrawNode
 
 # Topologies with more accelerators than this are drawn tier × pod first, then one pod or one domain at a time.
 DRAW_FULL_MAX_ACCELERATORS = 256
@@ -34,9 +37,8 @@ class Wired:
 
 
 # Rows of a drawing, top first: scale-up switches above the accelerators, the scale-out fabric below the NICs.
-_PART_ROWS = {"scale_up_switch": 0, "accelerator": 1, "cpu": 2, "nic": 3, "frontend_nic": 4, "leaf": 5, "spine": 6}
-_PART_ROWS |= {"frontend_switch": 7, "core": 7}
-_FABRIC_ROWS = {"core": 0, "spine": 1, "leaf": 2, "domain": 3, "frontend_switch": 4, "frontend_core": 5}
+PART_ROWS = {"scale_up_switch": 0, "accelerator": 1, "cpu": 2, "nic": 3, "frontend_nic": 4, "leaf": 5, "spine": 6}
+PART_ROWS |= {"frontend_switch": 7, "core": 7}
 _CONTAINERS = ("system", "tray")
 # Parts whose every link stays inside their scale-up domain (GPU–switch, GPU–GPU, GPU–CPU, CPU–NIC from the NIC).
 _INSIDE_DOMAINS = ("accelerator", "cpu", "scale_up_switch", "system", "tray")
@@ -46,7 +48,8 @@ FAILABLE_KINDS = ("nic", "scale_up_switch", "leaf", "spine", "core", "frontend_s
 
 class Groups:
     """How one topology is drawn at each level, and which drawn link each graph edge belongs to (for the heat map
-    of a workload's load and for failing what is clicked). Built once per topology and level, then kept."""
+    of a workload's load and for failing what is clicked). Built once per topology and level, then kept. A
+    subclass draws more levels by extending `check_level` and `_draw`."""
 
     def __init__(self, view: Any) -> None:
         """`view`: the traffic library's view of the topology, or a `Wired` (the same attributes)."""
@@ -81,232 +84,102 @@ class Groups:
         return "aggregate" if self.aggregated else "full"
 
     def check_level(self, open: str | None) -> str:
+        """The level `open` names (None: the default): here the whole topology, as `default_level` draws it. The
+        explorer also opens one pod or one domain of an aggregated topology (explore/drawing.py)."""
         level = open or self.default_level()
-        if level in ("full", "aggregate"):
-            if level != self.default_level():
-                raise InputError(
-                    f"topology {self.topology_id} is drawn {self.default_level()}; open a pod or a domain instead",
-                    ("query", "open"),
-                )
-            return level
-        what, _, name = level.partition(":")
-        if not self.aggregated:
+        if level != self.default_level():
             raise InputError(
-                f"topology {self.topology_id} is drawn part by part: it has no {what} to open", ("query", "open")
-            )
-        if what == "pod" and int(name) not in self.domains_by_pod:
-            raise InputError(
-                f"topology {self.topology_id} has no pod {name} (pods: 0–{max(self.domains_by_pod)})",
-                ("query", "open"),
-            )
-        if what == "domain" and name not in self.pod_of and name not in self.domains_by_pod.get(0, []):
-            raise InputError(
-                f"topology {self.topology_id} has no scale-up domain {name!r} (e.g. "
-                f"{self.domains_by_pod[min(self.domains_by_pod)][0]})",
+                f"topology {self.topology_id} is drawn {self.default_level()}; open a pod or a domain instead",
                 ("query", "open"),
             )
         return level
 
-    def level(self, open: str | None) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
+    def level(self, open: str | None) -> tuple[Drawing, dict[tuple[str, str], tuple[str, bool]]]:
         level = self.check_level(open)
         if level not in self._levels:
             self._levels[level] = self._build(level)
         return self._levels[level]
 
-    def drawing(self, open: str | None) -> Any:
+    def drawing(self, open: str | None) -> Drawing:
         return self.level(open)[0]
 
-    def _row_of_part(self, n: str) -> int:
+    def row_of_part(self, n: str) -> int:
         kind = self.kind[n]
         if kind == "nic" and self.g.nodes[n].get("role") == "frontend":
-            return _PART_ROWS["frontend_nic"]
-        return _PART_ROWS.get(kind, 7)
+            return PART_ROWS["frontend_nic"]
+        return PART_ROWS.get(kind, 7)
 
-    def _build(self, level: str) -> tuple[Any, dict[tuple[str, str], tuple[str, bool]]]:
-        from ..formats.explore import Drawing, DrawNode
-
-        g, kind = self.g, self.kind
-        nodes: dict[str, DrawNode] = {}
-        assign: dict[str, str] = {}  # graph node → drawn node
-        scan: list[str] = []  # graph nodes whose edges are looked at
-
-        def part(n: str, container: str | None = None, failable: bool | None = None) -> None:
-            d = g.nodes[n]
-            nodes[n] = DrawNode(
-                id=n,
-                kind=kind[n],
-                role=d.get("role"),
-                label=str(d.get("label") or n),
-                container=container if container is not None else _container(g, n),
-                row=self._row_of_part(n),
-                order=len(nodes),
-                failable=kind[n] in FAILABLE_KINDS if failable is None else failable,
-            )
-            assign[n] = n
-            scan.append(n)
-
-        def box(n: str) -> None:
-            d = g.nodes[n]
-            within = d.get("within")
-            nodes[n] = DrawNode(
-                id=n,
-                kind=kind[n],
-                role=d.get("role"),
-                label=str(d.get("label") or n),
-                container=within if within and kind.get(within) in _CONTAINERS else None,
-                row=-1,
-                order=len(nodes),
-            )
-
-        def aggregate(key: str, k: str, label: str, count: int, row: int, opens: str | None = None, **kw: Any) -> None:
-            nodes[key] = DrawNode(
-                id=key, kind=k, label=label, count=count, aggregate=True, row=row, order=len(nodes), opens=opens, **kw
-            )
-
-        pods = sorted(self.domains_by_pod)
-        if level == "full":
-            for n in g.nodes:
-                if kind[n] in _CONTAINERS:
-                    box(n)
-            for n in g.nodes:
-                if kind[n] not in _CONTAINERS:
-                    part(n)
-        elif level == "aggregate":
-            size = self.view.domain_size
-            counts: dict[tuple[str, int | None], int] = {}
-            for n in g.nodes:
-                k = kind[n]
-                if n in self.domain_of:
-                    assign[n] = f"pod{self.pod_of.get(self.domain_of[n], 0)}/domains"
-                elif k in ("leaf", "spine"):
-                    p = int(g.nodes[n].get("pod") or 0)
-                    assign[n] = f"pod{p}/{_PLURAL[k]}"
-                    counts[(k, p)] = counts.get((k, p), 0) + 1
-                elif k == "core":
-                    assign[n] = "cores"
-                    counts[("core", None)] = counts.get(("core", None), 0) + 1
-                elif k == "frontend_switch":
-                    role = "core" if g.nodes[n].get("role") == "core" else "access"
-                    assign[n] = f"frontend-{role}"
-                    counts[(f"fe-{role}", None)] = counts.get((f"fe-{role}", None), 0) + 1
-            # Only the links that leave a scale-up domain are drawn here, and each has a NIC or a fabric switch
-            # at one end: accelerators, CPUs and scale-up switches (most of a cluster's links) need no look.
-            scan = [n for n in g.nodes if kind[n] not in _INSIDE_DOMAINS]
-            if counts.get(("core", None)):
-                aggregate("cores", "core", f"{counts[('core', None)]:,} core switches", counts[("core", None)], 0)
-            for p in pods:
-                doms = len(self.domains_by_pod[p])
-                aggregate(f"pod{p}", "pod", f"pod {p}", doms, -1, opens=f"pod:{p}")
-                for k, row in (("spine", 1), ("leaf", 2)):
-                    if counts.get((k, p)):
-                        n_k = counts[(k, p)]
-                        aggregate(
-                            f"pod{p}/{_PLURAL[k]}",
-                            k,
-                            f"{n_k:,} {_PLURAL[k]}",
-                            n_k,
-                            row,
-                            opens=f"pod:{p}",
-                            container=f"pod{p}",
-                        )
-                aggregate(
-                    f"pod{p}/domains",
-                    "domain",
-                    f"{doms:,} domains ({doms * size:,} acc.)",
-                    doms,
-                    3,
-                    opens=f"pod:{p}",
-                    container=f"pod{p}",
-                )
-            for role, row in (("access", 4), ("core", 5)):
-                c = counts.get((f"fe-{role}", None))
-                if c:
-                    aggregate(f"frontend-{role}", "frontend_switch", f"frontend {role} ({c:,})", c, row)
-        elif level.startswith("pod:"):
-            p = int(level.partition(":")[2])
-            size = self.view.domain_size
-            cores = sum(1 for n in g.nodes if kind[n] == "core")
-            if cores:
-                aggregate("cores", "core", f"{cores:,} core switches", cores, 0)
-            fe = 0
-            for n in g.nodes:
-                k = kind[n]
-                if k in ("leaf", "spine") and int(g.nodes[n].get("pod") or 0) == p:
-                    nodes[n] = DrawNode(
-                        id=n,
-                        kind=k,
-                        label=str(g.nodes[n].get("label") or n),
-                        row=_FABRIC_ROWS[k],
-                        order=len(nodes),
-                        failable=True,
-                    )
-                    assign[n] = n
-                    scan.append(n)
-                elif k == "core":
-                    assign[n] = "cores"
-                elif k == "frontend_switch":
-                    assign[n] = "frontend"
-                    fe += 1
-            if fe:
-                aggregate("frontend", "frontend_switch", f"frontend ({fe:,} switches)", fe, 4)
-            # The pod's domains as one node wired to each leaf (a pod of 64 domains on 16 leaves is 512 NIC
-            # links, a solid block if drawn one by one), and each domain once more below as a box to open.
-            mine = set(self.domains_by_pod[p])
-            doms = len(mine)
-            aggregate(f"pod{p}/domains", "domain", f"{doms:,} domains ({doms * size:,} acc.)", doms, 3)
-            for dom in self.domains_by_pod[p]:
-                aggregate(f"domain:{dom}", "domain", dom, 1, 5, opens=f"domain:{dom}")
-            for n, dom in self.domain_of.items():
-                if dom in mine:
-                    assign[n] = f"pod{p}/domains"
-                    if kind[n] == "nic":
-                        scan.append(n)
-        else:  # domain:ID
-            dom = level.partition(":")[2]
-            inside = [n for n, d in self.domain_of.items() if d == dom]
-            for n in inside:
-                if kind[n] in _CONTAINERS:
-                    box(n)
-            for n in inside:
-                if kind[n] not in _CONTAINERS:
-                    part(n)
-            reached: dict[str, None] = {}
-            for n in inside:
-                for m in g[n]:
-                    if m not in assign and kind[m] in ("leaf", "frontend_switch"):
-                        reached[m] = None
-            spines = 0
-            for m in reached:
-                part(m, container="", failable=True)
-                for s in g[m]:
-                    if kind[s] == "spine":
-                        assign[s] = "spines"
-                        spines += 1
-            if spines:
-                count = len({s for s, a in assign.items() if a == "spines"})
-                aggregate("spines", "spine", f"{count:,} spines", count, _PART_ROWS["spine"])
+    def _build(self, level: str) -> tuple[Drawing, dict[tuple[str, str], tuple[str, bool]]]:
+        drawn = Drawn(self)
+        bundled = self._draw(level, drawn)
+        nodes = drawn.nodes
         for key, n in list(nodes.items()):
             if n.container is not None and n.container not in nodes:
                 nodes[key] = n.model_copy(update={"container": None})
-        bundle: dict[str, dict[str, str]] = {}
-        if level == "full" or level.startswith("domain:"):
-            bundle = self._bundles(nodes, scan)
-        links, edge_map = self._links(assign, scan, nodes, bundle)
+        bundle = self._bundles(nodes, drawn.scan) if bundled else {}
+        links, edge_map = self._links(drawn.assign, drawn.scan, nodes, bundle)
         levels = [self.default_level()]
         if self.aggregated:
-            levels += [f"pod:{p}" for p in pods]
+            levels += [f"pod:{p}" for p in sorted(self.domains_by_pod)]
         drawing = Drawing(
             topology_id=self.topology_id,
             reference=str(self.view.reference),
-            title=str(g.graph.get("title") or self.topology_id),
+            title=str(self.g.graph.get("title") or self.topology_id),
             level=level,
             levels=levels,
             nodes=list(nodes.values()),
             links=links,
             counts=dict(sorted(self.view.summary["nodes_by_kind"].items())),
-            caveat=str(g.graph.get("caveat") or ""),
+            caveat=str(self.g.graph.get("caveat") or ""),
         )
         return drawing, edge_map
+
+    def _draw(self, level: str, drawn: Drawn) -> bool:
+        """The nodes of `level` into `drawn`; True when its parts are drawn one by one (their dense links are then
+        bundled per tray)."""
+        g, kind = self.g, self.kind
+        if level == "full":
+            drawn.parts(g.nodes)
+            return True
+        # aggregate: each pod's scale-up domains, leaves and spines as three nodes, the cores and the frontend
+        size = self.view.domain_size
+        counts: Counter[tuple[str, int | None]] = Counter()
+        for n in g.nodes:
+            k = kind[n]
+            if n in self.domain_of:
+                drawn.assign[n] = f"pod{self.pod_of.get(self.domain_of[n], 0)}/domains"
+            elif k in ("leaf", "spine"):
+                p = int(g.nodes[n].get("pod") or 0)
+                drawn.assign[n] = f"pod{p}/{_PLURAL[k]}"
+                counts[k, p] += 1
+            elif k == "core":
+                drawn.assign[n] = "cores"
+                counts["core", None] += 1
+            elif k == "frontend_switch":
+                role = "core" if g.nodes[n].get("role") == "core" else "access"
+                drawn.assign[n] = f"frontend-{role}"
+                counts[f"fe-{role}", None] += 1
+        # Only the links that leave a scale-up domain are drawn here, and each has a NIC or a fabric switch
+        # at one end: accelerators, CPUs and scale-up switches (most of a cluster's links) need no look.
+        drawn.scan = [n for n in g.nodes if kind[n] not in _INSIDE_DOMAINS]
+        cores = counts["core", None]
+        if cores:
+            drawn.aggregate("cores", "core", f"{cores:,} core switches", cores, 0)
+        for p in sorted(self.domains_by_pod):
+            doms = len(self.domains_by_pod[p])
+            drawn.aggregate(f"pod{p}", "pod", f"pod {p}", doms, -1, opens=f"pod:{p}")
+            inside = {"opens": f"pod:{p}", "container": f"pod{p}"}  # the pod's tiers open the pod, drawn in its box
+            for k, row in (("spine", 1), ("leaf", 2)):
+                n_k = counts[k, p]
+                if n_k:
+                    drawn.aggregate(f"pod{p}/{_PLURAL[k]}", k, f"{n_k:,} {_PLURAL[k]}", n_k, row, **inside)
+            label = f"{doms:,} domains ({doms * size:,} acc.)"
+            drawn.aggregate(f"pod{p}/domains", "domain", label, doms, 3, **inside)
+        for role, row in (("access", 4), ("core", 5)):
+            c = counts[f"fe-{role}", None]
+            if c:
+                drawn.aggregate(f"frontend-{role}", "frontend_switch", f"frontend {role} ({c:,})", c, row)
+        return False
 
     def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, dict[str, str]]:
         """Per network, a part → the tray it is drawn from, for links too dense to draw one by one: an NVL72's 648
@@ -334,7 +207,6 @@ class Groups:
         """Graph edges between drawn nodes, one line per (pair of drawn nodes, network): summed rates, counts.
         `bundle`: per network, drawn nodes whose links are drawn from another (an accelerator's from its tray)."""
         from ..core import confidence
-        from ..formats.explore import DrawLink
 
         g = self.g
         seen: set[tuple[str, str]] = set()
@@ -404,6 +276,62 @@ class Groups:
                 )
             )
         return out, edge_map
+
+
+class Drawn:
+    """One drawing as it is built: its nodes by id, the drawn node each graph node belongs to, and the graph nodes
+    whose edges are looked at (a level draws only the links that leave what it aggregates)."""
+
+    def __init__(self, groups: Groups) -> None:
+        self.groups = groups
+        self.nodes: dict[str, DrawNode] = {}
+        self.assign: dict[str, str] = {}  # graph node → drawn node
+        self.scan: list[str] = []
+
+    def part(self, n: str, container: str | None = None, failable: bool | None = None, row: int | None = None) -> None:
+        """A part drawn as itself (in its tray or system and on its kind's row, unless told otherwise)."""
+        kind = self.groups.kind[n]
+        self.nodes[n] = self._node(
+            n,
+            container=container,
+            row=self.groups.row_of_part(n) if row is None else row,
+            failable=kind in FAILABLE_KINDS if failable is None else failable,
+        )
+        self.assign[n] = n
+        self.scan.append(n)
+
+    def box(self, n: str) -> None:
+        """A tray or a system, drawn around the parts inside it."""
+        self.nodes[n] = self._node(n, row=-1)
+
+    def _node(self, n: str, container: str | None = None, **kw: Any) -> DrawNode:
+        g, d = self.groups.g, self.groups.g.nodes[n]
+        return DrawNode(
+            id=n,
+            kind=self.groups.kind[n],
+            role=d.get("role"),
+            label=str(d.get("label") or n),
+            container=container if container is not None else _container(g, n),
+            order=len(self.nodes),
+            **kw,
+        )
+
+    def parts(self, ns: Collection[str]) -> None:
+        """Parts as themselves, in their boxes (which come first)."""
+        for n in ns:
+            if self.groups.kind[n] in _CONTAINERS:
+                self.box(n)
+        for n in ns:
+            if self.groups.kind[n] not in _CONTAINERS:
+                self.part(n)
+
+    def aggregate(
+        self, key: str, k: str, label: str, count: int, row: int, opens: str | None = None, **kw: Any
+    ) -> None:
+        """A node standing for `count` parts (a tier of a pod, a pod's domains)."""
+        self.nodes[key] = DrawNode(
+            id=key, kind=k, label=label, count=count, aggregate=True, row=row, order=len(self.nodes), opens=opens, **kw
+        )
 
 
 def _container(g: Any, n: str) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats.explore import Drawing, DrawNode
+from ..formats.drawing import Drawing, DrawNode
 
 # Sizes in SVG user units (the page scales the drawing to its width).
 SIZES = {
@@ -76,7 +76,7 @@ def lay_out(drawing: Drawing) -> Drawing:
 
     # Bands: blocks whose rows overlap share a band; bands stack top to bottom by their first row.
     bands: list[list[_Block]] = []
-    for b in sorted([*blocks.values(), *loose], key=lambda b: (min(b.rows), b.nodes[0].order)):
+    for b in sorted(blocks_all, key=lambda b: (min(b.rows), b.nodes[0].order)):
         lo, hi = min(b.rows), max(b.rows)
         for band in bands:
             if any(lo <= max(o.rows) and min(o.rows) <= hi for o in band) and _same_kind(band[0], b):
@@ -197,7 +197,6 @@ def _wrap_row(block: _Block) -> list[_Block]:
     current: list[DrawNode] = []
     width = 0.0
     step = 0
-    row = block.nodes[0].row
     for n in block.nodes:
         w = size(n)[0] + GAP_X
         if current and width + w > MAX_WIDTH:
@@ -207,12 +206,7 @@ def _wrap_row(block: _Block) -> list[_Block]:
         width += w
     if current:
         out.append(_Block(f"{block.key}:{step}", current))
-    if len(out) == 1:
-        return out
-    # Sub-rows keep their row number but stack: each is its own band, ordered after the previous one.
-    for i, b in enumerate(out):
-        b.nodes = [n.model_copy(update={"row": row}) for n in b.nodes]
-        b.key = f"row:{row}:{i}"
+    # Sub-rows keep their row number ('row:R:0', 'row:R:1', ...) and stack, each after the previous one.
     return out
 
 

@@ -41,7 +41,7 @@ def link_loads(
     """`rows`: (source, target, bytes forward, bytes reverse) per graph edge and phase, times the phase's count;
     `edge_map`: a graph edge (its ends sorted) → (the drawn link, whether it runs against it). The loads of the
     drawing's links, sorted by link id."""
-    from ..formats.explore import LinkLoad
+    from ..formats.drawing import LinkLoad
 
     totals: dict[str, list[float]] = {}
     for source, target, fwd, rev in rows:

@@ -59,13 +59,9 @@ def environment(package: str, strict: bool = False) -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(quantity=quantity, seconds=seconds, count=count, ratio=ratio, share=share)
+    env.filters.update(quantity=format_quantity, seconds=seconds, count=count, ratio=ratio, share=format_percent)
     env.globals.update(svg=svg, legend=legend)
     return env
-
-
-def quantity(value: Any, unit: str | None = None, direction: str | None = None, digits: int = 3) -> str:
-    return format_quantity(value, unit, direction, digits)
 
 
 def seconds(value: Any) -> str:
@@ -79,10 +75,6 @@ def count(value: Any) -> str:
 def ratio(value: Any) -> str:
     """An oversubscription factor: '7:1', '1.5:1'."""
     return MISSING if value is None else f"{format_count(value)}:1"
-
-
-def share(value: Any) -> str:
-    return format_percent(value)
 
 
 def _link_width(links: int, network: str) -> float:

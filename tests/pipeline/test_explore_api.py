@@ -572,7 +572,7 @@ def test_a_computation_past_the_time_limit_is_a_503(built_registry: Layout, monk
 
 def test_results_are_cached_by_the_registrys_content(built_registry: Layout) -> None:
     from fabricref.explore.explorer import Explorer
-    from fabricref.formats.explore import EstimateRequest
+    from fabricref.explore.models import EstimateRequest
 
     ex = Explorer(built_registry.root)
     request = EstimateRequest(topology="nvidia-dgx-h100", workload="llama70b-serve-aggregated")

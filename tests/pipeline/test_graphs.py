@@ -107,13 +107,11 @@ def test_a_deep_copy_or_pickle_of_a_shared_graph_never_shares_a_changeable_dict(
     a plain dict of its own."""
     import pickle
 
-    import numpy as np
     from fabricref.core.graphs import EdgeAttrs, _add_edges
 
     g = nx.Graph()
     g.add_nodes_from("abc")
-    ends = {"source": np.array(["a", "b"]), "target": np.array(["b", "c"]), "h": np.array([7, 7])}
-    _add_edges(g, ends, {7: {"network": "scale_up", "bandwidth_gb_per_s": 450.0}}, shared=True)
+    _add_edges(g, [("a", "b", 7), ("b", "c", 7)], {7: {"network": "scale_up", "bandwidth_gb_per_s": 450.0}})
     assert g["a"]["b"] is g["b"]["c"]
     for copied in (copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
         assert copied["a"]["b"] == {"network": "scale_up", "bandwidth_gb_per_s": 450.0}

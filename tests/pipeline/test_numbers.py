@@ -19,6 +19,18 @@ BITS = re.compile(r"\d [kMGTPE]?b/s")
 BYTES = re.compile(r"\d [kMGTPE]?B/s")
 WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
 
+# The fast tier prints a representative few of the sweeps below (a dense training, a pipelined training with
+# several phases, a disaggregated service); the whole suite (CI) prints every workload and every cluster. The
+# 24,576-GPU cluster's topology table is read in the fast tier by
+# test_topology_prints_bandwidths_with_unit_and_direction_and_counts_by_role.
+FAST_WORKLOADS = {"llama70b-train-tp8-dp512", "llama70b-train-tp8-pp4-dp32", "llama70b-serve-disaggregated"}
+SWEPT = {*HUGE_CLUSTERS, "meta-style-h100-24576"}
+
+
+def _tier(argv: tuple[str, ...], workload: str) -> object:
+    return (argv, True) if workload in FAST_WORKLOADS else pytest.param(argv, True, marks=pytest.mark.slow)
+
+
 SOURCE = sorted(p.stem for p in (ROOT / "sources").glob("*.yaml"))[0]
 # Every command that prints a table, on the shipped data; `computed`: its rates are computed (one unit family),
 # not a document's figures (which keep the unit the document states).
@@ -30,8 +42,8 @@ TABLE_COMMANDS = [
     (("show", "amd-mi355x-pollara400"), False),
     (("audit", "nvidia-gb200-nvl72", "scale_up.bandwidth_per_accelerator"), False),
     (("query", "SELECT reference_id, field, value_number, digits, unit FROM fields LIMIT 40"), False),
-    *((("topology", t), True) for t in ["nvidia-dgx-h100", "nvidia-gb200-nvl72", *CLUSTERS] if t not in HUGE_CLUSTERS),
-    *(pytest.param(("topology", t), True, marks=pytest.mark.slow) for t in HUGE_CLUSTERS),
+    *((("topology", t), True) for t in ["nvidia-dgx-h100", "nvidia-gb200-nvl72", *CLUSTERS] if t not in SWEPT),
+    *(pytest.param(("topology", t), True, marks=pytest.mark.slow) for t in SWEPT),
     (
         (
             "estimate",
@@ -140,8 +152,8 @@ TABLE_COMMANDS = [
         ),
         True,
     ),
-    *((("estimate", "step", "illustrative-h100-4096", w), True) for w in WORKLOADS),
-    *((("estimate", "workload", "illustrative-h100-4096", w), True) for w in WORKLOADS),
+    *(_tier(("estimate", "step", "illustrative-h100-4096", w), w) for w in WORKLOADS),
+    *(_tier(("estimate", "workload", "illustrative-h100-4096", w), w) for w in WORKLOADS),
     (("estimate", "step", "nvidia-gb200-nvl72", "llama70b-serve-disaggregated"), True),
     (("validate", "--only", "korthikanti"), True),
 ]

@@ -128,14 +128,14 @@ def test_every_group_is_built_and_ep_groups_walk_the_tp_dp_plane():
 
 def test_moe_gradient_counts_expert_weights_once_per_ep_shard(built_registry):
     w = find_workload(built_registry, "moe-train-ep16")
-    shards = gradient_shards(w.model, w.training)
+    dense_per_rank, expert_per_rank = gradient_shards(w.model, w.training)
     dense = 56 * (2 * 6144**2 + 2 * 6144 * 8 * 128)  # attention projections: 4,932,501,504
-    assert shards.dense_params_per_rank == pytest.approx(dense / 4)
-    assert shards.expert_params_per_rank == pytest.approx((141e9 - dense) / 16)
-    grad_bytes = shards.params_per_rank * 2
+    assert dense_per_rank == pytest.approx(dense / 4)
+    assert expert_per_rank == pytest.approx((141e9 - dense) / 16)
+    grad_bytes = (dense_per_rank + expert_per_rank) * 2
     assert grad_bytes == pytest.approx(19.47e9, rel=1e-3)  # not 141e9 / 4 × 2 = 70.5 GB
     dense_only = w.model.model_copy(update={"experts": None})
-    assert gradient_shards(dense_only, w.training).params_per_rank * 2 == pytest.approx(70.5e9)
+    assert sum(gradient_shards(dense_only, w.training)) * 2 == pytest.approx(70.5e9)
 
 
 def _small_oversubscribed(lay):
@@ -184,17 +184,13 @@ def test_sharing_on_disjoint_links_adds_nothing(built_registry):
     assert share == pytest.approx(0.95) and added == pytest.approx(8e9 / 20e9 - 8e9 / 400e9)
 
 
-def test_pxn_is_a_declared_assumption_that_keeps_cross_rail_pairs_off_the_spines(built_graph):
+def test_a_cross_rail_pair_on_a_rail_optimized_fabric_climbs_to_the_spines(built_graph):
     g = built_graph("illustrative-h100-4096")
     src, dst = ["b000/gpu0"], ["b001/gpu1"]
     plain = Wiring(g)
     r = plain.route(src, dst)
     tiers = {plain.kind[plain.tail[i]] + ">" + plain.kind[plain.head[i]] for i in r.incidence[:, 0].nonzero()[0]}
-    assert "leaf>spine" in tiers and not r.notes
-    pxn = Wiring(g, pxn=True)
-    r = pxn.route(src, dst)
-    tiers = {pxn.kind[pxn.tail[i]] + ">" + pxn.kind[pxn.head[i]] for i in r.incidence[:, 0].nonzero()[0]}
-    assert "leaf>spine" not in tiers and "accelerator>scale_up_switch" in tiers and "PXN" in r.notes[0]
+    assert "leaf>spine" in tiers and "accelerator>scale_up_switch" not in tiers and not r.notes
 
 
 def test_max_min_fair_share_by_hand():
@@ -239,26 +235,16 @@ def test_meta_style_and_non_blocking_within_1_5x_for_dp512(built_registry, built
     assert 1 / 1.5 < ratio < 1.5
 
 
-def test_symmetry_classes_are_exact(built_graph):
-    """Reducing an intra-domain stage to one domain per class changes no figure and no link row."""
+def test_link_rows_list_every_link_a_phase_uses_once(built_graph):
+    """A TP all-reduce over 16 servers: every accelerator–switch link of the 16, once each."""
     g = built_graph("illustrative-h100-4096")
     accs = ordered_accelerators(g)[: 8 * 16]
     groups = [[accs[r] for r in x] for x in training_groups(8, 1, 16).tp]
     _, stages = collective_stages("all-reduce", groups, 1e8, accelerator_domains(g), "tp")
     fabric = Wiring(g)
-    plain = loads.cost_stage(fabric, stages[0], 0.0, symmetry=False)
-    reduced = loads.cost_stage(fabric, stages[0], 0.0)
-    assert reduced.replicas and len(reduced.replicas[0][1]) == 15
-    assert (reduced.bandwidth_s, reduced.queueing_s) == pytest.approx((plain.bandwidth_s, plain.queueing_s))
-    assert reduced.injected == pytest.approx(plain.injected)
-    whole = cost_phase(Wiring(g), "x", stages, 0.0)
-    assert whole.replicas
-    plain_fabric = Wiring(g)
-    in_full = cost_phase(plain_fabric, "x", stages, 0.0, symmetry=False)
-    assert not in_full.replicas and whole.seconds == pytest.approx(in_full.seconds)
     rows = loads.link_rows(fabric, cost_phase(fabric, "x", stages, 0.0))
-    assert len(rows) == 16 * 8 * 4  # every accelerator–switch link of the 16 servers, once
-    assert rows == loads.link_rows(plain_fabric, in_full)
+    assert len(rows) == 16 * 8 * 4
+    assert len({(r["source"], r["target"]) for r in rows}) == len(rows)
 
 
 def test_estimate_json_gains_link_utilization_hot_links_and_bytes_per_network(cli, built_registry):

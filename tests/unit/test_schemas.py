@@ -405,7 +405,7 @@ def test_cli_root_reads_the_vocabulary_of_that_checkout(tmp_path, cli):
 def test_generated_schemas_use_only_json_schema_keywords():
     """A constraint pydantic writes under a non-standard name (e.g. `ge` on a union) would be ignored by the JSON
     Schema validator while the model enforces it: the two would disagree again."""
-    from fabricref.formats import FORMATS, schema
+    from fabricref.formats import TITLES, schema
     from jsonschema import Draft202012Validator
 
     keywords = set(Draft202012Validator.VALIDATORS) | {"then", "else", "$schema", "$id", "$defs", "$ref"}
@@ -424,7 +424,7 @@ def test_generated_schemas_use_only_json_schema_keywords():
                 found += walk(item, parent if parent == "mapping" else "", where)
         return found
 
-    for name in FORMATS:
+    for name in TITLES:
         assert walk(schema(name), "", name) == []
 
 

@@ -1,5 +1,5 @@
 """One training layout: the degrees and choices the planner searches (plan/space.py), a plan's rows store
-(plans/, with `virtual_stages` for v) and the explorer's plan page shows (formats/explore.py `PlanLayout`)."""
+(plans/, with `virtual_stages` for v) and the explorer's plan page shows (explore/models.py `PlanLayout`)."""
 
 from __future__ import annotations
 

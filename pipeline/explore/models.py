@@ -1,20 +1,22 @@
-"""The explorer's requests and responses (`fabricref explore`, pipeline/explore/): FastAPI validates every request
-against these models (a bad value is a 422 naming the field) and serialises every response through them, so the
-browser only ever receives text as JSON strings, never markup.
+"""The explorer's requests and responses (`fabricref explore`): FastAPI validates every request against these
+models (a bad value is a 422 naming the field) and serialises every response through them, so the browser only
+ever receives text as JSON strings, never markup.
 
 Requests are strict and bounded: every knob has a range, every id a pattern, every list a length, so no request can
 ask for work beyond what the largest shipped cluster needs. Responses carry exact numbers and, beside them in
-`shown`, the text the page prints (formatted once, by pipeline/core/format.py), so an export is what is shown.
+`shown`, the text the page prints (formatted once, by pipeline/core/format.py), so an export is what is shown. A
+drawing and its link loads are the models of formats/drawing.py, which the report draws too.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import Field, create_model
 
-from .common import SLUG_PATTERN, Dtype, Strict
-from .plan import Layout
+from ..formats.common import SLUG_PATTERN, Dtype, Strict
+from ..formats.drawing import LinkLoad, Response, Shown
+from ..plan.layout import Layout
 
 Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=80)]
 # A node of a topology graph as the topology stage names it ('b000/gpu0', 'leaf00012', 'nvidia-dgx-h100/sus3').
@@ -33,15 +35,6 @@ SLUG_PARAM, FIELD_PARAM, OPEN_PARAM = (p.replace(r"$(?!\n)", "$") for p in (SLUG
 # below what would take the server minutes. Products of degrees are checked against the topology by the library.
 MAX_DEGREE = 131_072
 MAX_TOKENS = 1_048_576
-
-
-class Response(BaseModel):
-    """Responses are built by the library from checked data: frozen, extra keys refused."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-Shown = dict[str, str]
 
 
 # --- references ---------------------------------------------------------------------------------------------
@@ -164,9 +157,9 @@ class Provenance(Response):
     conflict: bool = False
     resolved_by: str | None = None
     check: FieldCheck | None = None
-    citations: list[Citation] = []
-    inputs: list[Provenance] = []
-    shown: Shown = {}
+    citations: list[Citation] = Field(default=[])
+    inputs: list[Provenance] = Field(default=[])
+    shown: Shown = Field(default={})
 
 
 class CompareRow(Response):
@@ -181,57 +174,6 @@ class Comparison(Response):
     b: ReferenceSummary
     rows: list[CompareRow]
     differing: int
-
-
-# --- the model drawn ----------------------------------------------------------------------------------------
-
-
-class DrawNode(Response):
-    id: str
-    kind: str = Field(description="accelerator, cpu, tray, system, nic, scale_up_switch, leaf, spine, core, ...")
-    role: str | None = None
-    label: str
-    count: int = Field(default=1, description="Members an aggregate node stands for (1: one physical part).")
-    aggregate: bool = Field(default=False, description="Drawn for a tier, a group or a domain, not one part.")
-    container: str | None = Field(default=None, description="The drawn box this node sits in (a tray, a system).")
-    row: int = Field(description="Layer of the drawing, top first (core, spine, leaf, switches, parts).")
-    order: float = Field(description="Position within its row.")
-    opens: str | None = Field(default=None, description="The `open` value that draws this aggregate's inside.")
-    failable: bool = False
-    x: float = 0.0
-    y: float = 0.0
-    w: float = 0.0
-    h: float = 0.0
-
-
-class DrawLink(Response):
-    id: str
-    source: str
-    target: str
-    network: Literal["scale_up", "scale_out", "frontend", "host"]
-    technology: str | None = Field(default=None, description="NVLink, Infinity Fabric, UALink ... on scale-up links.")
-    gbps: float | None = Field(description="Per direction, summed over the members of an aggregate link.")
-    links: int = Field(description="Physical links (lanes bundles as the graph counts them) this line stands for.")
-    members: int = Field(default=1, description="Graph edges this line stands for (1 at full detail).")
-    field: str | None
-    status: str
-    confidence: str
-    failable: bool = False
-    shown: Shown
-
-
-class Drawing(Response):
-    topology_id: str
-    reference: str = Field(description="The reference whose fields the links' rates come from.")
-    title: str
-    level: str = Field(description="full, aggregate (tier × pod), pod:N or domain:ID.")
-    levels: list[str] = Field(description="Where this drawing can go next: the aggregate, a pod, a domain.")
-    nodes: list[DrawNode]
-    links: list[DrawLink]
-    counts: dict[str, int] = Field(description="Physical parts by kind in the whole topology.")
-    width: float = 0.0
-    height: float = 0.0
-    caveat: str
 
 
 # --- a workload on the model ----------------------------------------------------------------------------------
@@ -286,7 +228,7 @@ class Lineage(Response):
     unit: str | None = None
     source: str | None = Field(default=None, description="Where a calibration number is stated (a URL).")
     note: str | None = None
-    shown: Shown = {}
+    shown: Shown = Field(default={})
 
 
 class HotLink(Response):
@@ -362,14 +304,6 @@ class StepFigures(Response):
     assumptions: list[str]
     calibration: list[str] = Field(description="The throughput calibration numbers the step rests on, with status.")
     accelerator_fields: list[Lineage]
-
-
-class LinkLoad(Response):
-    id: str = Field(description="The drawn link (DrawLink.id) of the drawing at the request's `open`.")
-    bytes: float = Field(description="Bytes over the link per step or request, both directions.")
-    busy_seconds: float = Field(description="Time the link is busy per step or request at its line rate.")
-    share: float = Field(ge=0, le=1, description="Of the busiest drawn link, by the request's heat basis.")
-    shown: Shown
 
 
 class WhatIfPhase(Response):
@@ -487,7 +421,7 @@ class PlanRequest(Strict):
     max_layouts: int = Field(default=100_000, ge=1, le=100_000, description="Refuse a larger search.")
 
 
-# A ranked layout's degrees and choices: those of formats/plan.py `Layout` but its GPUs (the request's) and v (shown
+# A ranked layout's degrees and choices: those of plan/layout.py `Layout` but its GPUs (the request's) and v (shown
 # in `schedule`: 'interleaved (v = 2)').
 LayoutChoices = create_model(
     "LayoutChoices",

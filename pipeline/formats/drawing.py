@@ -1,0 +1,78 @@
+"""A topology as it is drawn (views/drawing.py builds it, views/layout.py places it) and a workload's load per drawn
+link (views/loads.py): the models the explorer's responses (pipeline/explore/models.py) and the report's pages
+share, so both views draw the same picture from the same data.
+
+Responses carry exact numbers and, beside them in `shown`, the text the page prints (formatted once, by
+pipeline/core/format.py), so an export is what is shown.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Response(BaseModel):
+    """Responses are built by the library from checked data: frozen, extra keys refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Shown = dict[str, str]
+
+
+class DrawNode(Response):
+    id: str
+    kind: str = Field(description="accelerator, cpu, tray, system, nic, scale_up_switch, leaf, spine, core, ...")
+    role: str | None = None
+    label: str
+    count: int = Field(default=1, description="Members an aggregate node stands for (1: one physical part).")
+    aggregate: bool = Field(default=False, description="Drawn for a tier, a group or a domain, not one part.")
+    container: str | None = Field(default=None, description="The drawn box this node sits in (a tray, a system).")
+    row: int = Field(description="Layer of the drawing, top first (core, spine, leaf, switches, parts).")
+    order: float = Field(description="Position within its row.")
+    opens: str | None = Field(default=None, description="The `open` value that draws this aggregate's inside.")
+    failable: bool = False
+    x: float = 0.0
+    y: float = 0.0
+    w: float = 0.0
+    h: float = 0.0
+
+
+class DrawLink(Response):
+    id: str
+    source: str
+    target: str
+    network: Literal["scale_up", "scale_out", "frontend", "host"]
+    technology: str | None = Field(default=None, description="NVLink, Infinity Fabric, UALink ... on scale-up links.")
+    gbps: float | None = Field(description="Per direction, summed over the members of an aggregate link.")
+    links: int = Field(description="Physical links (lanes bundles as the graph counts them) this line stands for.")
+    members: int = Field(default=1, description="Graph edges this line stands for (1 at full detail).")
+    field: str | None
+    status: str
+    confidence: str
+    failable: bool = False
+    shown: Shown
+
+
+class Drawing(Response):
+    topology_id: str
+    reference: str = Field(description="The reference whose fields the links' rates come from.")
+    title: str
+    level: str = Field(description="full, aggregate (tier × pod), pod:N or domain:ID.")
+    levels: list[str] = Field(description="Where this drawing can go next: the aggregate, a pod, a domain.")
+    nodes: list[DrawNode]
+    links: list[DrawLink]
+    counts: dict[str, int] = Field(description="Physical parts by kind in the whole topology.")
+    width: float = 0.0
+    height: float = 0.0
+    caveat: str
+
+
+class LinkLoad(Response):
+    id: str = Field(description="The drawn link (DrawLink.id) of the drawing at the request's `open`.")
+    bytes: float = Field(description="Bytes over the link per step or request, both directions.")
+    busy_seconds: float = Field(description="Time the link is busy per step or request at its line rate.")
+    share: float = Field(ge=0, le=1, description="Of the busiest drawn link, by the request's heat basis.")
+    shown: Shown
