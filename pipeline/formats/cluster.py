@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from .common import KeyAccess, Slug, Strict, Title
+from .common import Slug, Strict, Title
 
 
 class ParamRef(Strict):
@@ -20,7 +20,7 @@ class ParamRef(Strict):
 Count = Annotated[int, Field(ge=1)] | ParamRef
 
 
-class Ecmp(KeyAccess):
+class Ecmp(Strict):
     """How switches split flows over equal-cost paths. uniform: every flow spread evenly over all of them (a
     fluid average). hash: each flow takes ONE path, chosen per hop by a deterministic hash of (source, destination,
     seed) — BLAKE2b, the same on every run and platform — so colliding flows make real hot links."""
@@ -36,13 +36,13 @@ class Ecmp(KeyAccess):
         return self
 
 
-class DesignSource(KeyAccess):
+class DesignSource(Strict):
     url: str
     publisher: str | None = None
     states: str
 
 
-class InNetworkReduction(KeyAccess):
+class InNetworkReduction(Strict):
     """Reduction the scale-out switches perform (InfiniBand SHARP, which NCCL runs as CollNet). A cluster declares
     it only with its label: a document that states it (`source`) or a design assumption and why (`assumed`), so
     CollNet is never costed for a fabric no one said has it."""
@@ -60,7 +60,7 @@ class InNetworkReduction(KeyAccess):
         return self
 
 
-class ScaleOut(KeyAccess):
+class ScaleOut(Strict):
     protocol: str = ""
     tiers: Literal[2, 3]
     rail_optimized: bool
@@ -105,12 +105,12 @@ class ScaleOut(KeyAccess):
         return self
 
 
-class Frontend(KeyAccess):
+class Frontend(Strict):
     blocks_per_switch: int = Field(ge=1)
     notes: str | None = None
 
 
-class DesignAssumption(KeyAccess):
+class DesignAssumption(Strict):
     """A design choice of a modelled cluster that no document states, labelled with the reason it was made."""
 
     name: str = Field(min_length=2, description="What is assumed, e.g. 'scale-out protocol'.")
@@ -118,7 +118,7 @@ class DesignAssumption(KeyAccess):
     why: str = Field(min_length=3)
 
 
-class ClusterFile(KeyAccess):
+class ClusterFile(Strict):
     """A cluster: building blocks of one reference on a declared scale-out fabric and a separate frontend."""
 
     id: Slug

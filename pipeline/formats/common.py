@@ -59,10 +59,6 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, regex_engine="python-re")
 
 
-# The base some format modules still name: Strict itself (models are read by attribute, never by key).
-KeyAccess = Strict
-
-
 class _Generator(GenerateJsonSchema):
     """pydantic's generator without a title on every property (noise in a schema people read), and with
     pattern-keyed maps closed."""

@@ -7,13 +7,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from .common import CITE_PATTERN, NAME_PATTERN, Direction, FieldKey, FormFactor, KeyAccess, Slug, Title
+from .common import CITE_PATTERN, NAME_PATTERN, Direction, FieldKey, FormFactor, Slug, Strict, Title
 
 CiteId = Annotated[str, Field(pattern=CITE_PATTERN, description="source-id#rule-id")]
 ParamName = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
-class Parameter(KeyAccess):
+class Parameter(Strict):
     """A design choice of an illustrative model: not a vendor fact."""
 
     value: float
@@ -22,7 +22,7 @@ class Parameter(KeyAccess):
     why: str = Field(min_length=5)
 
 
-class Assumption(KeyAccess):
+class Assumption(Strict):
     """A value the topology uses where the registry field is unknown: declared and labelled, never presented
     as a vendor fact."""
 
@@ -32,7 +32,7 @@ class Assumption(KeyAccess):
     why: str = Field(min_length=10)
 
 
-class Cite(KeyAccess):
+class Cite(Strict):
     """A field stated by one or more documents (claims `source#rule`)."""
 
     model_config = ConfigDict(title="cite", json_schema_extra={"dependentRequired": {"take": ["why"]}})
@@ -72,7 +72,7 @@ class Cite(KeyAccess):
         return self
 
 
-class Formula(KeyAccess):
+class Formula(Strict):
     """A field derived from other fields (and `param.` parameters) with the safe formula language."""
 
     model_config = ConfigDict(title="formula")
@@ -80,7 +80,7 @@ class Formula(KeyAccess):
     note: str | None = None
 
 
-class Unknown(KeyAccess):
+class Unknown(Strict):
     """A field no source states: why, and what evidence would settle it."""
 
     model_config = ConfigDict(title="unknown")
@@ -102,7 +102,7 @@ FieldDecl = Annotated[
 ]
 
 
-class ReferenceFile(KeyAccess):
+class ReferenceFile(Strict):
     """A reference architecture: which fields it takes from which sources, derived fields, explicit unknowns."""
 
     id: Slug

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .common import KeyAccess
+from .common import Strict
 
 
-class LatencyNs(KeyAccess):
+class LatencyNs(Strict):
     scale_up: float = Field(gt=0)
     host: float = Field(gt=0)
     scale_out: float = Field(gt=0)
@@ -15,13 +15,13 @@ class LatencyNs(KeyAccess):
     endpoint: float = Field(ge=0)
 
 
-class HostLink(KeyAccess):
+class HostLink(Strict):
     bandwidth: float = Field(gt=0)
     unit: str
     why: str
 
 
-class TopologyDefaults(KeyAccess):
+class TopologyDefaults(Strict):
     """Labelled teaching defaults for topologies (latencies, host link)."""
 
     latency_ns: LatencyNs

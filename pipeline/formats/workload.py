@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
 from ..errors import UsageError
-from .common import Dtype, KeyAccess, Slug
+from .common import Dtype, Slug, Strict
 
 Positive = Annotated[int, Field(ge=1)]
 # A number as written: 100 stays the integer 100 (so derived figures print as the file states them), 0.5 a float.
@@ -16,7 +16,7 @@ NonNegative = Annotated[int, Field(ge=0)] | Annotated[float, Field(ge=0)]
 PositiveNumber = Annotated[int, Field(gt=0)] | Annotated[float, Field(gt=0)]
 
 
-class Experts(KeyAccess):
+class Experts(Strict):
     count: int = Field(ge=2)
     top_k: Positive
     moe_layers: Positive
@@ -30,7 +30,7 @@ class Experts(KeyAccess):
     )
 
 
-class ModelShape(KeyAccess):
+class ModelShape(Strict):
     params: PositiveNumber
     layers: Positive
     hidden: Positive
@@ -56,7 +56,7 @@ class ModelShape(KeyAccess):
     experts: Experts | None = None
 
 
-class Training(KeyAccess):
+class Training(Strict):
     # The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`).
     KNOBS: ClassVar[tuple[str, ...]] = ("tp", "pp", "dp", "ep", "cp", "micro_batch", "microbatches", "seq_len")
 
@@ -124,7 +124,7 @@ class Training(KeyAccess):
         return self.tp * self.pp * self.dp * self.cp
 
 
-class Inference(KeyAccess):
+class Inference(Strict):
     KNOBS: ClassVar[tuple[str, ...]] = (
         "tp", "prefill_tp", "decode_tp", "batch", "prompt_tokens", "output_tokens", "requests_per_second",
     )  # fmt: skip
@@ -155,7 +155,7 @@ class Inference(KeyAccess):
 PlacementStrategy = Literal["fill-domains", "spread", "explicit"]
 
 
-class PlacementRange(KeyAccess):
+class PlacementRange(Strict):
     """Ranks `first_rank` … `first_rank + ranks − 1` on consecutive accelerators in topology order (scale-up
     domains in order, each by accelerator index), starting at `accelerator`."""
 
@@ -166,7 +166,7 @@ class PlacementRange(KeyAccess):
     )
 
 
-class Placement(KeyAccess):
+class Placement(Strict):
     """Where ranks sit. fill-domains: scale-up domains filled in topology order, rails aligned (local index i
     beside NIC i). spread: the same, but the domains the job needs are spread evenly over the topology (every
     k-th domain), so its data-parallel rings cross leaves and pods. explicit: `ranges` map every rank."""
@@ -183,7 +183,7 @@ class Placement(KeyAccess):
         return self
 
 
-class _WorkloadBase(KeyAccess):
+class _WorkloadBase(Strict):
     id: Slug
     title: str = Field(min_length=3)
     summary: str = ""
