@@ -28,10 +28,32 @@ def json_path(parts: list[Any] | tuple[Any, ...]) -> str:
     return out
 
 
+class Lines:
+    """Where a YAML file's values are: the round-trip document (which records lines), composed only when a line is
+    asked for (error paths), since the C-parsed data carries none and the pure-Python round trip is slow."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._doc: Any = None
+
+    def document(self) -> Any:
+        if self._doc is None:
+            from ruamel.yaml import YAML
+            from ruamel.yaml.error import YAMLError
+
+            try:
+                self._doc = YAML(typ="rt").load(self._text)
+            except (YAMLError, ValueError, OverflowError, RecursionError, IndexError):
+                self._doc = {}  # libyaml took what the pure parser refuses (a tab as a separator): lines unknown
+        return self._doc
+
+
 def _line_of(doc: Any, parts: list[Any]) -> int | None:
-    """1-based line of the value at `parts` in a ruamel document, or of its nearest ancestor."""
+    """1-based line of the value at `parts` in a ruamel document (or `Lines`), or of its nearest ancestor."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+    if isinstance(doc, Lines):
+        doc = doc.document()
     node, line = doc, None
     for part in parts:
         try:
@@ -145,7 +167,7 @@ def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
                 raise ValidationError(f"{where}: nested deeper than {MAX_NESTING} levels; expected a flat document")
         elif isinstance(event, CollectionEndEvent):
             depth -= 1
-        elif isinstance(event, ScalarEvent) and event.style is None and event.tag is None:
+        elif isinstance(event, ScalarEvent) and not event.style and event.tag is None:  # plain: None or ""
             value = event.value
             if found := _DATE.fullmatch(value):
                 try:
@@ -156,11 +178,12 @@ def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
                     ) from None
 
 
-def load_yaml(path: Path) -> tuple[Any, Any]:
-    """Returns (plain data, ruamel document for line lookups: pass it to `_line_of`). Malformed YAML names file and
+def load_yaml(path: Path) -> tuple[Any, Lines]:
+    """Returns (plain data, its `Lines` for line lookups: pass it to `_line_of`). Malformed YAML names file and
     line."""
-    doc = _parse_yaml(_read_text(path, "YAML"), path)
-    data = to_plain(doc)
+    text = _read_text(path, "YAML")
+    data = _parse_yaml(text, path)
+    doc = Lines(text)
     if path.name == PARAMS_FILE:
         # params.yaml has no schema of its own (each reader takes its block), so its numbers and text get the
         # checks every validated document gets, here, where every reader passes.
@@ -187,15 +210,17 @@ def dump_yaml(data: Any) -> str:
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
+    """The document as plain data, screened first; parsed by libyaml (ruamel.yaml.clib) with ruamel's YAML 1.2
+    resolver, as the round trip reads it."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-    yaml = YAML(typ="rt")
+    # libyaml drops a byte-order mark anywhere; YAML 1.2 skips one only at the start and reads any other as text.
+    yaml = YAML(typ="safe", pure="\ufeff" in text[1:])
     yaml.allow_duplicate_keys = False
     try:
-        _screen_yaml_events(YAML(typ="rt"), text, path)
-        doc = yaml.load(text)
-        to_plain(doc)  # what cannot be made plain is refused here, before the document is kept
+        _screen_yaml_events(yaml, text, path)
+        data = to_plain(yaml.load(text))
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -206,7 +231,7 @@ def _parse_yaml(text: str, path: Path) -> Any:
         # Scalars the screen let through but the constructor cannot build (an out-of-range time; `+_`, which
         # ruamel's integer constructor indexes past the end of).
         raise ValidationError(f"{path}: malformed YAML: {exc}") from exc
-    return doc
+    return data
 
 
 def load_json(path: Path) -> Any:
