@@ -64,13 +64,6 @@ def _topology_id(topology: str | nx.Graph) -> str:
     return tid
 
 
-def caveat() -> str:
-    """What every estimate is, and is not."""
-    from .estimate import CAVEAT
-
-    return CAVEAT
-
-
 def phase_records(result: Any) -> list[dict[str, Any]]:
     """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
     seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""
@@ -177,13 +170,6 @@ def step(
     return {"topology_id": topology_id, "workload_id": workload_id, **data, "caveat": CAVEAT}
 
 
-def fit_verdict(step_record: dict[str, Any]) -> str:
-    """One sentence on a step estimate's memory fit (`step()`'s record)."""
-    from .estimate.step import fit_verdict as verdict
-
-    return verdict(step_record)
-
-
 def collective(
     op: str,
     ranks: int,
@@ -243,13 +229,6 @@ def collective_sweep(
     return sweep(lay, view_for(lay, topology_id), op, ranks, low, high, algorithm)
 
 
-def sweep_svg(title: str, rows: list[dict[str, Any]]) -> bytes:
-    """A sweep's busbw curve as a deterministic SVG."""
-    from .estimate.curves import sweep_svg as draw
-
-    return draw(title, rows)
-
-
 def memory(params: float, layout_name: str = "mixed-adam", **degrees: Any) -> dict[str, Any]:
     """Bytes of model state per rank (`bytes`) for a training layout (split over TP × PP, experts over EP,
     partitioned by ZeRO over DP) or a weights-only layout (split over TP × PP). `degrees`: dp, zero, tp, pp, ep
@@ -290,13 +269,6 @@ def inference_memory(
     data = mem.inference_fit(params * sizing.dtype_bytes(dtype), per_token, context, tp, memory_bytes, concurrency)
     fits = "unknown" if memory_bytes is None else data["bytes"] <= memory_bytes
     return {**data, "kv_bytes_per_token_per_rank": per_token, "fits": fits}
-
-
-def kv_cache(layers: int, kv_heads: int, head_dim: int, dtype: str, tokens: int) -> dict[str, Any]:
-    """KV-cache bytes per token and for `tokens` tokens: 2 × layers × KV heads × head dim × bytes."""
-    from .estimate import sizing
-
-    return sizing.kv_cache(layers, kv_heads, head_dim, dtype, tokens)
 
 
 def capacity(

@@ -13,6 +13,7 @@ from .. import api
 from ..core.format import format_quantity
 from ..core.units import parse_amount
 from ..errors import FabricrefError, UsageError
+from ..estimate import CAVEAT
 from .app import app
 from .options import amount
 from .output import JsonOpt, RootOpt, cell, lay_of, out, print_json, readable, records_table, unit_of_key
@@ -44,7 +45,7 @@ def _qty(text: str, kind: str, option: str) -> float:
 
 
 def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:
-    data = {**data, "caveat": api.caveat()}
+    data = {**data, "caveat": CAVEAT}
     if as_json:
         print_json(data)
         return
@@ -208,14 +209,15 @@ def _collective_on_topology(
         rows = api.collective_sweep(topology_id, op, ranks, low, high, algorithm, root)
         if plot is not None:
             from ..core.files import atomic_write_bytes
+            from ..estimate.curves import sweep_svg
 
             title = f"{op} over {ranks} ranks on {topology_id}" + (f" ({algorithm})" if algorithm else "")
-            atomic_write_bytes(plot, api.sweep_svg(title, rows))
+            atomic_write_bytes(plot, sweep_svg(title, rows))
         if as_json:
-            print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": api.caveat()})
+            print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": CAVEAT})
             return
         out.print(records_table(SWEEP_COLUMNS, rows, title=f"{op} on {topology_id}"))
-        out.print(api.caveat())
+        out.print(CAVEAT)
         return
     if plot is not None:
         raise UsageError("--plot draws a curve: it needs --sweep MIN:MAX")
@@ -223,7 +225,7 @@ def _collective_on_topology(
         raise UsageError("--topology needs --bytes SIZE or --sweep MIN:MAX")
     d = api.collective_on_topology(topology_id, op, ranks, float(_size_arg(size, "--bytes")), algorithm, root)
     if as_json:
-        print_json({**d, "caveat": api.caveat()})
+        print_json({**d, "caveat": CAVEAT})
         return
     keys = (
         "algorithm",
@@ -352,12 +354,14 @@ def estimate_step(
 ) -> None:
     """Memory per rank and whether it fits; compute, exposed communication and step time (TTFT / TPOT for
     inference). A figure that needs an unknown registry field is unknown, and the field is named."""
+    from ..estimate.step import fit_verdict
+
     data = api.step(topology_id, workload_id, mfu, lay_of(root).root, _knobs(settings))
     if as_json:
         print_json(data)
         return
     data.pop("caveat")
-    out.print(api.fit_verdict(data))
+    out.print(fit_verdict(data))
     shown = {k: v for k, v in data.items() if not isinstance(v, dict | list) and k not in ("mfu_note", "what_if")}
     out.print(_estimate_table(shown, f"{workload_id} on {topology_id}: memory and step time"))
     for m in data["missing"]:
@@ -382,7 +386,9 @@ def estimate_kv(
     as_json: JsonOpt = False,
 ) -> None:
     """KV-cache bytes per token and for T tokens: 2 × layers × KV heads × head dim × bytes."""
-    _emit_estimate(api.kv_cache(layers, kv_heads, head_dim, dtype, tokens), as_json, "KV cache")
+    from ..estimate.sizing import kv_cache
+
+    _emit_estimate(kv_cache(layers, kv_heads, head_dim, dtype, tokens), as_json, "KV cache")
 
 
 @estimate_app.command("capacity")

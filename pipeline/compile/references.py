@@ -435,16 +435,7 @@ def _derivation_order(ref: Reference, derived: dict[str, Formula]) -> list[str]:
     """Topological order of derived fields; a cycle is an error that names it."""
     deps: dict[str, list[str]] = {}
     for key, decl in derived.items():
-        try:
-            names = expr.names(decl.formula)
-        except FabricrefError as exc:
-            raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {exc}") from None
-        for name in names:
-            if name.startswith(PARAM_PREFIX):
-                if name[len(PARAM_PREFIX) :] not in ref.parameters:
-                    raise CompileError(f"{ref.path}: at $.fields.{key}.formula: no parameter {name!r}")
-            elif name not in ref.fields:
-                raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {name!r} is not a field of {ref.id}")
+        names = _names(ref, decl.formula, f"{ref.path}: at $.fields.{key}.formula")
         deps[key] = [n for n in names if n in derived]
     order: list[str] = []
     state: dict[str, int] = {}
@@ -464,6 +455,21 @@ def _derivation_order(ref: Reference, derived: dict[str, Formula]) -> list[str]:
     for key in sorted(derived):
         visit(key, [])
     return order
+
+
+def _names(ref: Reference, formula: str, where: str) -> list[str]:
+    """The names a formula reads, each a parameter (`param.NAME`) or a field of `ref`; else an error at `where`."""
+    try:
+        names = expr.names(formula)
+    except FabricrefError as exc:
+        raise CompileError(f"{where}: {exc}") from None
+    for name in names:
+        if name.startswith(PARAM_PREFIX):
+            if name[len(PARAM_PREFIX) :] not in ref.parameters:
+                raise CompileError(f"{where}: no parameter {name!r}")
+        elif name not in ref.fields:
+            raise CompileError(f"{where}: {name!r} is not a field of {ref.id}")
+    return names
 
 
 def _evaluate(
@@ -537,18 +543,9 @@ def _check(ref: Reference, key: str, spec: FieldSpec, formula: str, records: dic
     """A stated field's `check_formula`, evaluated after every derivation: the value it gives, its precision, and
     whether it agrees with the stated figure within the digits each carries (a check never changes the value)."""
     where = f"{ref.path}: at $.fields.{key}.check_formula"
-    try:
-        names = expr.names(formula)
-    except FabricrefError as exc:
-        raise CompileError(f"{where}: {exc}") from None
-    for name in names:
-        if name == key:
-            raise CompileError(f"{where}: a check of {key} cannot read {key} itself")
-        if name.startswith(PARAM_PREFIX):
-            if name[len(PARAM_PREFIX) :] not in ref.parameters:
-                raise CompileError(f"{where}: no parameter {name!r}")
-        elif name not in ref.fields:
-            raise CompileError(f"{where}: {name!r} is not a field of {ref.id}")
+    names = _names(ref, formula, where)
+    if key in names:
+        raise CompileError(f"{where}: a check of {key} cannot read {key} itself")
     record = records[key]
     if record["value_number"] is None:
         raise CompileError(f"{where}: {key} is text; only numbers are checked")

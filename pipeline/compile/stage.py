@@ -55,6 +55,11 @@ def run(lay: Layout) -> list[Reference]:
     return refs
 
 
+def _row(table: str, values: dict[str, Any]) -> tuple[Any, ...]:
+    """`values` in the order of `table`'s columns (registry.TABLES), a column missing from them empty."""
+    return tuple(values.get(name) for name, _ in registry.TABLES[table][0])
+
+
 def rows(
     lay: Layout, sources: list[Source], claims: dict[str, dict[str, Any]], refs: list[Reference]
 ) -> dict[str, list[tuple[Any, ...]]]:
@@ -72,121 +77,39 @@ def rows(
             value = Quantity(float(a.value), a.unit, a.direction).to(spec.stored_unit or "count", spec.direction)
             out["assumptions"].append((ref.id, key, value.value, value.unit, value.direction, a.why))
         for key, r in sorted(ref.records.items()):
+            check = {f"check_{k}": v for k, v in (r.get("check") or {}).items()}
+            stated = r["status"] in ("published", "preliminary")
             out["fields"].append(
-                (
-                    ref.id,
-                    key,
-                    r["value_number"],
-                    r["value_text"],
-                    r["unit"],
-                    r["direction"],
-                    r["status"],
-                    r["confidence"],
-                    r.get("formula"),
-                    r.get("reason"),
-                    r.get("evidence_needed"),
-                    r.get("chosen"),
-                    r.get("choice_reason"),
-                    vocab[key].description,
-                    r.get("digits"),
-                    r.get("conflict", False) if r["status"] in ("published", "preliminary") else None,
-                    r.get("resolved_by"),
-                    (r.get("check") or {}).get("formula"),
-                    (r.get("check") or {}).get("value_number"),
-                    (r.get("check") or {}).get("digits"),
-                    (r.get("check") or {}).get("agrees"),
+                _row(
+                    "fields",
+                    {
+                        **r,
+                        **check,
+                        "check_value": check.get("check_value_number"),
+                        "description": vocab[key].description,
+                        "conflict": r.get("conflict", False) if stated else None,
+                    },
                 )
             )
             weighed = {c["cite"]: c for c in r.get("claims", [])}
             for p in r.get("provenance", []):
                 cite = f"{p['source_id']}#{p['rule_id']}"
-                c = weighed[cite]
+                row = {**p, **weighed[cite], "reference_id": ref.id, "field": key}
                 out["field_citations"].append(
-                    (
-                        ref.id,
-                        key,
-                        p["source_id"],
-                        p["rule_id"],
-                        p["revision"],
-                        p["sha256"],
-                        p["retrieved_at"],
-                        p["url"],
-                        p["snapshot_path"],
-                        p["locator"],
-                        p["excerpt"],
-                        p.get("stated"),
-                        p["origin"],
-                        p.get("carried_from_revision"),
-                        r.get("chosen") in (None, cite),
-                        c["value_number"],
-                        c["value_text"],
-                        c["unit"],
-                        c["direction"],
-                        c["status"],
-                        c["digits"],
-                        c["agrees"],
-                        c["scope"],
-                        c["published_on"],
-                        c["publisher_kind"],
-                        c["read_via"],
-                    )
+                    _row("field_citations", {**row, "chosen": r.get("chosen") in (None, cite)})
                 )
             for position, name in enumerate(r.get("inputs", [])):
                 out["field_inputs"].append((ref.id, key, position, name))
     out["model_revisions"] = model_revisions.rows(lay)
     for source in sources:
-        out["sources"].append(
-            (
-                source.id,
-                source.url,
-                source.publisher,
-                source.title,
-                source.document_type,
-                source.media_type,
-                source.status,
-                source.read_on,
-                len(source.rules),
-                source.publisher_kind,
-                source.read_via,
-                source.published_on,
-            )
-        )
+        own = {"source_id": source.id, "rule_count": len(source.rules)}
+        described = {name: getattr(source, name) for name, _ in registry.TABLES["sources"][0] if name not in own}
+        out["sources"].append(_row("sources", {**described, **own}))
         history = pins.load(lay, source.id)
         for rev in history.revisions if history else []:
-            out["snapshots"].append(
-                (
-                    source.id,
-                    rev.revision,
-                    rev.retrieved_at,
-                    rev.sha256,
-                    rev.size,
-                    rev.media_type,
-                    rev.url,
-                    rev.final_url,
-                    rev.etag,
-                    rev.last_modified,
-                    rev.origin,
-                    lay.relative(store.path_for(rev.sha256)),
-                    rev.revision == history.current.revision,
-                )
-            )
+            snapshot = {"source_id": source.id, "snapshot_path": lay.relative(store.path_for(rev.sha256))}
+            current = rev.revision == history.current.revision
+            out["snapshots"].append(_row("snapshots", {**rev.model_dump(), **snapshot, "is_current": current}))
     for claim in claims.values():
-        p = claim["provenance"]
-        out["claims"].append(
-            (
-                claim["source_id"],
-                claim["rule_id"],
-                claim["field"],
-                claim["subject"],
-                claim["value_number"],
-                claim["value_text"],
-                claim["unit"],
-                claim["direction"],
-                claim["status"],
-                p["revision"],
-                p["sha256"],
-                p["locator"],
-                p["excerpt"],
-            )
-        )
+        out["claims"].append(_row("claims", {**claim["provenance"], **claim}))
     return out

@@ -5,11 +5,11 @@ Both are networkx's own writers, so `networkx.read_graphml` and `networkx.node_l
 as the same graph. GraphML has no null: an attribute that is None (an unknown bandwidth) is left out of both
 formats. The bytes depend on the tables alone: same registry, same file.
 
-Besides the registry's own attributes, every edge carries what graph tools look for (`GRAPH_TOOL_ATTRS`):
+Besides the registry's own attributes, every edge carries what graph tools look for:
 `weight`, the link's rate per direction in Gb/s (Gephi's edge weight; a rate, so a larger weight is a fatter
 link, not a longer one), and `compute_path`, false for the frontend and management networks (filter on it before
 a shortest path between accelerators, or the path may run over the frontend). With a workload, the traffic
-stage's per-link loads of that workload on this topology become edge attributes (`WORKLOAD_ATTRS`). Aggregated
+stage's per-link loads of that workload on this topology become edge attributes (`add_workload`). Aggregated
 (tier × pod), the parts of each kind (and role) in each pod are one node and the links between two such groups
 one edge: a 24,576-GPU cluster in a few dozen nodes.
 """
@@ -31,17 +31,6 @@ from ..errors import UsageError
 FORMATS = ("graphml", "node-link")
 # Networks whose links never carry a collective between accelerators.
 NOT_COMPUTE = ("frontend", "management")
-GRAPH_TOOL_ATTRS = {
-    "weight": "the link's rate per direction, Gb/s (bandwidth_gbps)",
-    "compute_path": "false for frontend and management links: no collective between accelerators crosses them",
-}
-WORKLOAD_ATTRS = {
-    "workload_bytes_forward": "bytes the workload sends from source to target per iteration (every phase × its count)",
-    "workload_bytes_reverse": "bytes from target to source per iteration",
-    "workload_bytes": "both directions",
-    "workload_time_share": "the fraction of the workload's communication time the link is busy (Σ over phases of "
-    "utilisation × phase time, over the sum of phase times); aggregated: weighted by the links' rates",
-}
 
 
 def graph_bytes(
@@ -53,7 +42,8 @@ def graph_bytes(
 
 
 def export_graph(lay: Layout, topology_id: str, workload: str | None = None, aggregate: bool = False) -> nx.Graph:
-    """The graph an export writes: the registry's, with `GRAPH_TOOL_ATTRS` (and `WORKLOAD_ATTRS`) on its edges."""
+    """The graph an export writes: the registry's, with `weight` and `compute_path` (and a workload's loads) on its
+    edges."""
     g = load_topology(lay, check_slug(topology_id, "topology id")).graph
     for _u, _v, d in g.edges(data=True):
         d.update(tool_attrs(d))
@@ -71,7 +61,11 @@ def tool_attrs(d: dict[str, Any]) -> dict[str, Any]:
 
 def add_workload(lay: Layout, g: nx.Graph, topology_id: str, workload: str) -> None:
     """The traffic stage's loads of `workload` on `topology_id` as edge attributes (zero on links it leaves
-    idle); a pair the traffic stage did not lay out is bad usage naming the workloads it did lay out there."""
+    idle): `workload_bytes_forward` (source to target) and `workload_bytes_reverse` per iteration (every phase ×
+    its count), `workload_bytes` both, and `workload_time_share`, the fraction of the workload's communication
+    time the link is busy (Σ over phases of utilisation × phase time, over the sum of phase times; aggregated:
+    weighted by the links' rates). A pair the traffic stage did not lay out is bad usage naming the workloads it
+    did lay out there."""
     tables = Tables({k: v for k, v in table_paths(lay, "traffic").items() if k in ("traffic", "traffic_links")})
     try:
         phases = tables.rows(

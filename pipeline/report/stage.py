@@ -81,10 +81,6 @@ def _evidence(f: dict[str, Any]) -> None:
     f["check_text"] = check_text(check, f) if check is not None else None
 
 
-def report_dir(lay: Layout) -> Path:
-    return lay.registry_dir / "report"
-
-
 def _env() -> Environment:
     """The report's templates and the ones it shares with the explorer (views/templates/), numbers printed by the
     one formatter."""
@@ -158,7 +154,7 @@ def _technology(con: Tables) -> dict[str, str]:
 def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
     """`python -m fabricref.report PART` (the DVC stages `report-models` and `report`, and the `fabricref report`
     verb, which writes both): the part's pages, then its drawings."""
-    out = report_dir(lay)
+    out = lay.registry_dir / "report"
     env = _env()
     for part in parts:
         reads, outputs, make = {
@@ -170,6 +166,14 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
             for path, draw, args in make(lay, out, env, con, _begin(lay, con), drawer):
                 atomic_write_bytes(path, draw(*args))
     return out
+
+
+def _page(env: Environment, out: Path, page: str, **context: Any) -> None:
+    """One page of the report: its template (`reference.html.j2` for `reference/ID.html`) rendered with
+    `context`, its links relative to the report's root."""
+    template = page.split("/")[0].removesuffix(".html") + ".html.j2"
+    html = env.get_template(template).render(root="../" * page.count("/"), **context)
+    atomic_write_bytes(out / page, html.encode())
 
 
 def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Drawings:
@@ -193,9 +197,11 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
             f["value"] = _value(f)
             f["citations"] = cites.get(f["field"], [])
             _evidence(f)
-        page = env.get_template("reference.html.j2").render(
+        _page(
+            env,
+            out,
+            f"reference/{rid}.html",
             title=ref["title"],
-            root="../",
             caveats=caveats,
             ref=ref,
             fields=fields,
@@ -203,17 +209,10 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
             assumptions=assumptions_of.get(rid, []),
             summary=summaries.get(rid),
         )
-        atomic_write_bytes(out / "reference" / f"{rid}.html", page.encode())
     for s in clusters:
         tid = s["topology_id"]
-        page = env.get_template("cluster.html.j2").render(
-            title=s["title"],
-            root="../",
-            caveats=caveats,
-            s=s,
-            drawn=drawer.drawing(tid) if tid in drawn else None,
-        )
-        atomic_write_bytes(out / "cluster" / f"{tid}.html", page.encode())
+        drawing = drawer.drawing(tid) if tid in drawn else None
+        _page(env, out, f"cluster/{tid}.html", title=s["title"], caveats=caveats, s=s, drawn=drawing)
 
     return found
 
@@ -266,20 +265,16 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
             }
         )
     for wid, targets in sorted(by_workload.items()):
-        page = env.get_template("workload.html.j2").render(
-            title=f"Workload {wid}", root="../", caveats=caveats, targets=targets
-        )
-        atomic_write_bytes(out / "workload" / f"{wid}.html", page.encode())
+        _page(env, out, f"workload/{wid}.html", title=f"Workload {wid}", caveats=caveats, targets=targets)
     compared = measured.write_page(out, env, caveats, logs)
-    page = env.get_template("validation.html.j2").render(
-        title="Validation: model vs published", root="", rows=checks, summary=validation.summary(checks)
-    )
-    atomic_write_bytes(out / "validation.html", page.encode())
-    page = env.get_template("caveats.html.j2").render(title="Caveats", root="", caveats=caveats)
-    atomic_write_bytes(out / "caveats.html", page.encode())
-    index = env.get_template("index.html.j2").render(
+    summary = validation.summary(checks)
+    _page(env, out, "validation.html", title="Validation: model vs published", rows=checks, summary=summary)
+    _page(env, out, "caveats.html", title="Caveats", caveats=caveats)
+    _page(
+        env,
+        out,
+        "index.html",
         title="fabricref report",
-        root="",
         caveats=caveats,
         references=refs,
         clusters=clusters,
@@ -287,9 +282,8 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
         drawings=drawing_links,
         plots=plots,
         measured=compared,
-        validation=validation.summary(checks),
+        validation=summary,
     )
-    atomic_write_bytes(out / "index.html", index.encode())
 
     return found
 

@@ -228,11 +228,6 @@ class _DeadlineBackend(httpcore.NetworkBackend):
             self._inner.connect_tcp(target, port, self._deadline.clamp(timeout), **kwargs), self._deadline
         )
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> Any:
-        return _DeadlineStream(
-            self._inner.connect_unix_socket(path, self._deadline.clamp(timeout), **kwargs), self._deadline
-        )
-
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 

@@ -21,23 +21,18 @@ if TYPE_CHECKING:
     from .fetch import FetchPolicy, FetchResult
 
 
+# What the manifest keeps of each pin.
+MANIFEST_FIELDS = {"revision", "sha256", "size", "media_type", "retrieved_at", "url", "final_url", "origin"}
+
+
 def store(lay: Layout) -> SnapshotStore:
     return SnapshotStore(lay.store_dir)
 
 
 def manifest_entry(lay: Layout, source: Source, rev: pins.Revision) -> dict[str, object]:
-    return {
-        "source_id": source.id,
-        "revision": rev.revision,
-        "sha256": rev.sha256,
-        "size": rev.size,
-        "media_type": rev.media_type,
-        "retrieved_at": rev.retrieved_at,
-        "url": rev.url,
-        "final_url": rev.final_url,
-        "origin": rev.origin,
-        "snapshot_path": lay.relative(store(lay).path_for(rev.sha256)),
-    }
+    """One entry of registry/snapshots.json (written with sorted keys): the pin and where its bytes are stored."""
+    pinned = rev.model_dump(include=MANIFEST_FIELDS)
+    return {"source_id": source.id, **pinned, "snapshot_path": lay.relative(store(lay).path_for(rev.sha256))}
 
 
 def verify(lay: Layout, sources: list[Source]) -> list[dict[str, object]]:

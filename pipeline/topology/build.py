@@ -122,17 +122,8 @@ class SwitchProduct:
         return self.port_speed.gbps() / self.split  # type: ignore[operator]
 
     def lineage(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "field": f.key,
-                "value": f.value,
-                "unit": f.unit,
-                "direction": f.direction,
-                "status": f.status,
-                "confidence": f.confidence,
-            }
-            for f in (self.ports, self.port_speed)
-        ]
+        shown = ("value", "unit", "direction", "status", "confidence")
+        return [{"field": f.key, **{k: getattr(f, k) for k in shown}} for f in (self.ports, self.port_speed)]
 
 
 def switch_product(cluster: Cluster, product: Facts) -> SwitchProduct:

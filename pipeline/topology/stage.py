@@ -27,11 +27,9 @@ def topology_dir(lay: Layout):
     return lay.registry_dir / "topology"
 
 
-def _params(lay: Layout, read: Callable[[str], Facts] | None = None):
-    def params_for(reference_id: str) -> dict[str, Any]:
-        return (read or partial(load_facts, lay))(reference_id).parameters
-
-    return params_for
+def _params(read: Callable[[str], Facts]) -> Callable[[str], dict[str, Any]]:
+    """A reference's parameters, by id (the counts a cluster model takes from them)."""
+    return lambda reference_id: read(reference_id).parameters
 
 
 def build(lay: Layout, topology_id: str, read: Callable[[str], Facts] | None = None) -> nx.Graph:
@@ -43,7 +41,7 @@ def build(lay: Layout, topology_id: str, read: Callable[[str], Facts] | None = N
     except UsageError:
         path = None  # not a cluster id; named as a topology below, with the closest ids
     if path is not None:
-        return _build_cluster(lay, load_cluster(path, _params(lay, read)), path, read)
+        return _build_cluster(lay, load_cluster(path, _params(read)), path, read)
     try:
         facts = read(topology_id)
     except UnknownIdError as exc:
@@ -84,7 +82,7 @@ def run(lay: Layout) -> list[dict[str, Any]]:
     with Tables({"reference_models": table_paths(lay, "tables")["reference_models"]}) as t:
         references = t.rows("SELECT reference_id, form_factor FROM reference_models")
     refs = sorted(r["reference_id"] for r in references if r["form_factor"] in SYSTEM_FORM_FACTORS)
-    clusters = [(p, load_cluster(p, _params(lay, read))) for p in cluster_paths(lay)]
+    clusters = [(p, load_cluster(p, _params(read))) for p in cluster_paths(lay)]
     endpoint = defaults(lay).latency_ns["endpoint"]
     summaries: list[tuple[str, str]] = []
     columns = {
