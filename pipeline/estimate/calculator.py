@@ -5,6 +5,7 @@ chooses and costs."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ..core import confidence as rule
@@ -202,10 +203,7 @@ def result_dict(est: Estimate, shape: Shape) -> dict[str, Any]:
             "domains": shape.domains,
             "link_classes": dict(shape.technologies),
             "confidence": confidence(est, shape),
-            "topology_lineage": [
-                {"reference_id": x.reference_id, "field": x.field, "status": x.status, "confidence": x.confidence}
-                for x in sorted(shape.lineage | collnet_lineage(est, shape))
-            ],
+            "topology_lineage": [asdict(x) for x in sorted(shape.lineage | collnet_lineage(est, shape))],
             "assumptions": [*d["assumptions"], *shape.notes, *collnet_note(est, shape)],
         }
     )

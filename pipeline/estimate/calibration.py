@@ -149,7 +149,7 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
         for pin in sorted((root / "sources" / "measured").glob("*.json")):
             data = load_json(pin)
             sha = data.get("sha256") if isinstance(data, dict) else None
-            if isinstance(sha, str) and SHA_RE_COMPILED.fullmatch(sha) and _stored(root, sha):
+            if isinstance(sha, str) and re.fullmatch(SHA_RE, sha) and _stored(root, sha):
                 pinned.add(sha)
     for dotted, n in measured:
         if n.measured_sha256 not in pinned:
@@ -160,9 +160,6 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
                 f"in {where} with its bytes in the store; a number is `measured` only with the log it was read from "
                 "(pin it with `fabricref measured import`, or declare the number assumed with a note)"
             )
-
-
-SHA_RE_COMPILED = re.compile(SHA_RE)
 
 
 def _stored(root: Path, sha: str) -> bool:

@@ -683,12 +683,10 @@ def parametric(
     efficiency: float = 1.0,
 ) -> Estimate:
     """One collective over `ranks` ranks at the bandwidth and per-step latency given: the group is taken as one rank
-    per node of a flat network, each rank reaching the others at `bytes_per_s` per direction."""
-    operation(op)
+    per node of a flat network, each rank reaching the others at `bytes_per_s` per direction (`estimate` checks
+    the operation and the size)."""
     if ranks < 1:
         raise UsageError(f"ranks must be at least 1, got {ranks}")
-    if size < 0 or not math.isfinite(size):
-        raise UsageError(f"bytes must be a finite non-negative size, got {size}")
     if bytes_per_s <= 0 or not math.isfinite(bytes_per_s):
         raise UsageError(f"bandwidth must be positive, got {bytes_per_s}")
     if not 0 < efficiency <= 1:

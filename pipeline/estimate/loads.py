@@ -10,6 +10,7 @@ exceeds its capacity. A fluid model: no packet-level effects, no congestion-cont
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -206,12 +207,7 @@ def collective_stages(
     n = len(groups[0])
     wire = collectives.wire_factor(op, n)
     steps = collectives.ring_steps(op, n)
-    shapes = []
-    for g in groups:
-        counts: dict[str, int] = {}
-        for a in g:
-            counts[domain_of[a]] = counts.get(domain_of[a], 0) + 1
-        shapes.append(counts)
+    shapes = [Counter(domain_of[a] for a in g) for g in groups]
     if op == "all-to-all":
         return "direct all-to-all: every pair, S/n each", [_pair_stage(groups, size / n, steps, what)]
     if all(len(c) == 1 for c in shapes):

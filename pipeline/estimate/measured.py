@@ -149,30 +149,12 @@ def _logs(lay: Layout) -> list[tuple[Path, MeasuredPin, Log]]:
 
 
 def _rows(lay: Layout, extra: list[tuple[MeasuredPin, Log]] | None = None) -> list[tuple[Any, ...]]:
-    """The table's rows: every pinned log's (re-read from the store), and those of `extra` (being imported)."""
+    """The table's rows: every pinned log's (re-read from the store), and those of `extra` (being imported); the
+    pin's columns first (its algorithm "" when not declared), then the log row's, by the names of `COLUMNS`."""
     rows = []
     for pin, log in [(pin, log) for _path, pin, log in _logs(lay)] + (extra or []):
-        for r in log.rows:
-            rows.append(
-                (
-                    pin.measurement_id,
-                    pin.sha256,
-                    pin.topology_id,
-                    pin.op,
-                    pin.algorithm or "",
-                    pin.ranks,
-                    r.line,
-                    r.placement,
-                    r.bytes,
-                    r.count,
-                    r.dtype,
-                    r.redop,
-                    r.root,
-                    r.time_us,
-                    r.algbw_gb_per_s,
-                    r.busbw_gb_per_s,
-                )
-            )
+        head = (pin.measurement_id, pin.sha256, pin.topology_id, pin.op, pin.algorithm or "", pin.ranks)
+        rows += [(*head, *(getattr(r, name) for name, _ in COLUMNS[len(head) :])) for r in log.rows]
     return rows
 
 
