@@ -192,6 +192,14 @@ def _ring_stage(groups: Sequence[Sequence[str]], per_flow: float, steps: int, wh
     return Stage(src, dst, np.full(len(src), per_flow), steps, what)
 
 
+def _by_domain(group: Sequence[str], domain_of: dict[str, str]) -> list[list[str]]:
+    """A group's members domain by domain (domains in order of first member)."""
+    by: dict[str, list[str]] = {}
+    for a in group:
+        by.setdefault(domain_of[a], []).append(a)
+    return list(by.values())
+
+
 def collective_stages(
     op: str, groups: Sequence[Sequence[str]], size: float, domain_of: dict[str, str], what: str
 ) -> tuple[str, list[Stage]]:
@@ -221,10 +229,7 @@ def collective_stages(
         outer = n // local
         inner_groups, outer_groups = [], []
         for g in groups:
-            by: dict[str, list[str]] = {}
-            for a in g:
-                by.setdefault(domain_of[a], []).append(a)
-            members = list(by.values())
+            members = _by_domain(g, domain_of)
             inner_groups += members
             outer_groups += [[m[i] for m in members] for i in range(local)]
         inner_wire = collectives.wire_factor("reduce-scatter", local) * size / (local - 1)
@@ -281,10 +286,7 @@ def tree_stages(
     for g in groups:
         if len(g) < 2:
             continue
-        by: dict[str, list[str]] = {}
-        for a in g:
-            by.setdefault(domain_of[a], []).append(a)
-        members = list(by.values())
+        members = _by_domain(g, domain_of)
         if len({len(m) for m in members}) != 1:
             members = [[a] for a in g]
         local, outer = len(members[0]), len(members)
