@@ -339,10 +339,9 @@ def cost_phase(
         c.link_bytes, c.utilization = _fit(c.link_bytes, nl), _fit(c.utilization, nl)
         c.flows_per_link = _fit(c.flows_per_link, nl).astype(np.int64)
     longest = max(costs, key=lambda c: c.bandwidth_s + c.queueing_s)
-    inj: dict[str, float] = {}
+    inj: Counter[str] = Counter()
     for c in costs:
-        for k, v in c.injected.items():
-            inj[k] = inj.get(k, 0.0) + v
+        inj.update(c.injected)
     return PhaseLoad(
         algorithm,
         sum(c.latency_s for c in costs),
