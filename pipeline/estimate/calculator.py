@@ -11,8 +11,9 @@ from typing import Any
 from ..core import confidence as rule
 from ..core.paths import Layout
 from ..errors import UsageError
+from ..formats.calibration import Calibration
 from . import collectives
-from .calibration import Calibration, load_calibration
+from .calibration import load_calibration
 from .collectives import GBPS_TO_BYTES, Estimate, Shape, Tier
 from .loads import rank_ceiling
 from .view import Lineage, Path, View, technology

@@ -12,20 +12,7 @@ from typing import Any
 from ..core.paths import PARAMS_FILE, checkout_params
 from ..core.schemas import _line_of, json_path, load_json, load_model, load_yaml
 from ..errors import ValidationError
-from ..formats.calibration import CALIBRATION_PATH, SHA_RE, Calibration, LinkClass, Number
-
-# The calibration's models are the format's; the traffic library imports them from here with the loaders.
-__all__ = [
-    "CALIBRATION_PATH",
-    "Calibration",
-    "LinkClass",
-    "Number",
-    "load_calibration",
-    "load_calibration_file",
-    "params_numbers",
-    "standalone_text",
-]
-
+from ..formats.calibration import CALIBRATION_PATH, SHA_RE, Calibration
 
 # The assumed numbers people vary live in the checkout's params.yaml under `calibration`, at the same
 # path as in the calibration file (`calibration.link_classes.nvlink5.efficiency`), so `dvc params diff` shows

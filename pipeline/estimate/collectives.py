@@ -36,7 +36,7 @@ from ..errors import UsageError
 # The calibration's models and the topology view (NetworkX, SciPy) are loaded where they are used, not with the
 # cost functions: the measured comparison reads the operation and algorithm names alone.
 if TYPE_CHECKING:
-    from .calibration import Calibration, LinkClass, Number
+    from ..formats.calibration import Calibration, LinkClass, Number
     from .view import Lineage
 
 GBPS_TO_BYTES = 1e9 / 8

@@ -17,9 +17,9 @@ import numpy as np
 
 from ..core import confidence
 from ..errors import UsageError
+from ..formats.calibration import Calibration
 from . import collectives
 from .calculator import collnet_note, place
-from .calibration import Calibration
 from .collectives import GBPS_TO_BYTES, Estimate, Shape
 from .decompose import Communication, decompose
 from .loads import RoutedPhase, hot_links, lineage_links, link_rows, route

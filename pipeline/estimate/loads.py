@@ -372,17 +372,13 @@ def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     arc_flows = lf[idx].astype(np.int64).tolist()
     arc_gbps = (wiring.capacity[idx] / 1e9 * 8).tolist()
     network, eu, ev, kind = wiring.network, wiring.eu, wiring.ev, wiring.kind
-    tiers: dict[tuple[str, str], str] = {}
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (tail, head, i), nbytes, util, flows, gbps in zip(arcs, arc_bytes, arc_util, arc_flows, arc_gbps, strict=True):
         a, b = (tail, head) if tail <= head else (head, tail)
         row = rows.get((a, b))
         if row is None:
             e = i // 2
-            kinds = (kind[eu[e]], kind[ev[e]])
-            tier = tiers.get(kinds)
-            if tier is None:
-                tier = tiers[kinds] = tier_name(*kinds)
+            tier = tier_name(kind[eu[e]], kind[ev[e]])
             row = rows[(a, b)] = {
                 "source": a,
                 "target": b,

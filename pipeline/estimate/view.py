@@ -15,7 +15,8 @@ import numpy as np
 from ..core.graphs import Topologies, load_topology
 from ..core.paths import Layout
 from ..errors import UsageError
-from .calibration import Calibration, load_calibration
+from ..formats.calibration import Calibration
+from .calibration import load_calibration
 from .routing import Routes, Wiring
 
 if TYPE_CHECKING:
