@@ -5,13 +5,15 @@ chooses and costs."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ..core import confidence as rule
 from ..core.paths import Layout
 from ..errors import UsageError
+from ..formats.calibration import Calibration
 from . import collectives
-from .calibration import Calibration, load_calibration
+from .calibration import load_calibration
 from .collectives import GBPS_TO_BYTES, Estimate, Shape, Tier
 from .loads import rank_ceiling
 from .view import Lineage, Path, View, technology
@@ -202,10 +204,7 @@ def result_dict(est: Estimate, shape: Shape) -> dict[str, Any]:
             "domains": shape.domains,
             "link_classes": dict(shape.technologies),
             "confidence": confidence(est, shape),
-            "topology_lineage": [
-                {"reference_id": x.reference_id, "field": x.field, "status": x.status, "confidence": x.confidence}
-                for x in sorted(shape.lineage | collnet_lineage(est, shape))
-            ],
+            "topology_lineage": [asdict(x) for x in sorted(shape.lineage | collnet_lineage(est, shape))],
             "assumptions": [*d["assumptions"], *shape.notes, *collnet_note(est, shape)],
         }
     )

@@ -12,20 +12,7 @@ from typing import Any
 from ..core.paths import PARAMS_FILE, checkout_params
 from ..core.schemas import _line_of, json_path, load_json, load_model, load_yaml
 from ..errors import ValidationError
-from ..formats.calibration import CALIBRATION_PATH, SHA_RE, Calibration, LinkClass, Number
-
-# The calibration's models are the format's; the traffic library imports them from here with the loaders.
-__all__ = [
-    "CALIBRATION_PATH",
-    "Calibration",
-    "LinkClass",
-    "Number",
-    "load_calibration",
-    "load_calibration_file",
-    "params_numbers",
-    "standalone_text",
-]
-
+from ..formats.calibration import CALIBRATION_PATH, SHA_RE, Calibration
 
 # The assumed numbers people vary live in the checkout's params.yaml under `calibration`, at the same
 # path as in the calibration file (`calibration.link_classes.nvlink5.efficiency`), so `dvc params diff` shows
@@ -149,7 +136,7 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
         for pin in sorted((root / "sources" / "measured").glob("*.json")):
             data = load_json(pin)
             sha = data.get("sha256") if isinstance(data, dict) else None
-            if isinstance(sha, str) and SHA_RE_COMPILED.fullmatch(sha) and _stored(root, sha):
+            if isinstance(sha, str) and re.fullmatch(SHA_RE, sha) and _stored(root, sha):
                 pinned.add(sha)
     for dotted, n in measured:
         if n.measured_sha256 not in pinned:
@@ -160,9 +147,6 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
                 f"in {where} with its bytes in the store; a number is `measured` only with the log it was read from "
                 "(pin it with `fabricref measured import`, or declare the number assumed with a note)"
             )
-
-
-SHA_RE_COMPILED = re.compile(SHA_RE)
 
 
 def _stored(root: Path, sha: str) -> bool:

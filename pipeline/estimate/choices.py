@@ -29,14 +29,12 @@ REMOVED = {
 @dataclass(frozen=True)
 class StepChoices:
     memory_headroom: float
-    where: str  # the file the values were read from, for the label on every output
 
 
 def _check(key: str, value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValidationError(f"{where}: expected a number: {CHOICES[key]}; got {value!r}")
-    ok = 0 <= value < 1
-    if not ok:
+    if not 0 <= value < 1:
         raise ValidationError(f"{where}: {value!r} is out of range: {CHOICES[key]}")
     return float(value)
 
@@ -71,4 +69,4 @@ def load_step_choices(root: Path) -> StepChoices:
         if key not in block:
             raise ValidationError(f"{path}:{_line_of(doc, ['step'])}: at $.step: {key} is missing ({CHOICES[key]})")
         values[key] = _check(key, block[key], f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}")
-    return StepChoices(memory_headroom=values["memory_headroom"], where=PARAMS_FILE)
+    return StepChoices(memory_headroom=values["memory_headroom"])

@@ -36,7 +36,7 @@ from ..errors import UsageError
 # The calibration's models and the topology view (NetworkX, SciPy) are loaded where they are used, not with the
 # cost functions: the measured comparison reads the operation and algorithm names alone.
 if TYPE_CHECKING:
-    from .calibration import Calibration, LinkClass, Number
+    from ..formats.calibration import Calibration, LinkClass, Number
     from .view import Lineage
 
 GBPS_TO_BYTES = 1e9 / 8
@@ -203,22 +203,12 @@ class Estimate:
         }
 
     def as_dict(self) -> dict[str, Any]:
+        times = ("op", "ranks", "bytes", "algorithm", "protocol", "seconds", "latency_seconds", "bandwidth_seconds")
+        rates = ("bytes_on_wire_per_rank", "steps", "algbw_gb_per_s", "busbw_gb_per_s", "dominant", "confidence")
         return {
-            "op": self.op,
-            "ranks": self.ranks,
-            "bytes": self.bytes,
-            "algorithm": self.algorithm,
-            "protocol": self.protocol,
-            "seconds": self.seconds,
-            "latency_seconds": self.latency_seconds,
-            "bandwidth_seconds": self.bandwidth_seconds,
+            **{k: getattr(self, k) for k in times},
             "queueing_seconds": 0.0,
-            "bytes_on_wire_per_rank": self.bytes_on_wire_per_rank,
-            "steps": self.steps,
-            "algbw_gb_per_s": self.algbw_gb_per_s,
-            "busbw_gb_per_s": self.busbw_gb_per_s,
-            "dominant": self.dominant,
-            "confidence": self.confidence,
+            **{k: getattr(self, k) for k in rates},
             "stages": [vars(s) for s in self.stages],
             "assumptions": self.assumptions,
             "calibration": sorted({f"{path} = {format_exact(n.value)} [{n.status}]" for path, n in self.used}),
@@ -341,8 +331,11 @@ def _pipelined(stages: list[Leg], size: float, chunk: float) -> float:
 
 def _estimate(
     op: str, algorithm: str, protocol: str, f: Shape, size: float, latency: float, stages: list[Leg], steps: int,
-    ctx: Numbers, notes: list[str], bandwidth: float | None = None,
+    ctx: Numbers, notes: list[str], pipelined: bool = False,
 ) -> Estimate:  # fmt: skip
+    """The estimate of legs run one after the other, or `pipelined` (overlapped in chunks, `_pipelined`)."""
+    if pipelined:
+        bandwidth = _pipelined(stages, size, ctx.chunk() if len(stages) > 1 else 0)
     return Estimate(
         op,
         algorithm,
@@ -350,7 +343,7 @@ def _estimate(
         f.ranks,
         size,
         latency,
-        sum(s.bandwidth_seconds for s in stages) if bandwidth is None else bandwidth,
+        bandwidth if pipelined else sum(s.bandwidth_seconds for s in stages),
         sum(s.bytes_per_rank for s in stages),
         steps,
         stages,
@@ -405,11 +398,8 @@ def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
         Leg("inter-domain", "scale_out", out_b, out_b / out_rate),
     ]
     note = f"across domains, pipelined: {what}; the legs overlap in chunks (slowest leg + pipeline fill)"
-    chunk = ctx.chunk()
     latency = base + steps_up * ctx.step_s(f.up, "ring", p) + steps_out * ctx.step_s(f.out, "ring", p)
-    return _estimate(
-        op, "ring", p, f, size, latency, stages, steps_up + steps_out, ctx, [note], _pipelined(stages, size, chunk)
-    )
+    return _estimate(op, "ring", p, f, size, latency, stages, steps_up + steps_out, ctx, [note], pipelined=True)
 
 
 def _tree(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
@@ -430,9 +420,8 @@ def _tree(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
         depth = math.ceil(math.log2(f.domains))
         latency += 2 * depth * ctx.step_s(f.out, "tree", p)
         steps += 2 * depth
-    chunk = ctx.chunk() if len(stages) > 1 else 0
     notes = ["NCCL double binary tree (reduce, broadcast)"]
-    return _estimate(op, "tree", p, f, size, latency, stages, steps, ctx, notes, _pipelined(stages, size, chunk))
+    return _estimate(op, "tree", p, f, size, latency, stages, steps, ctx, notes, pipelined=True)
 
 
 def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
@@ -464,8 +453,7 @@ def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
         latency += 2 * depth * out_lat
         steps += 2 * depth
         notes.append(f"NVLS tree: each rank's NIC all-reduces its S/{f.local} share across {f.domains} domains")
-    chunk = ctx.chunk() if len(stages) > 1 else 0
-    return _estimate(op, "nvls", p, f, size, latency, stages, steps, ctx, notes, _pipelined(stages, size, chunk))
+    return _estimate(op, "nvls", p, f, size, latency, stages, steps, ctx, notes, pipelined=True)
 
 
 def _collnet(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
@@ -483,9 +471,8 @@ def _collnet(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
         stages.insert(0, Leg("intra-domain", "scale_up", up_b, up_b / ctx.rate(f.up, "ring", p)))
         latency += 2 * (f.local - 1) * ctx.step_s(f.up, "ring", p)
         steps += 2 * (f.local - 1)
-    chunk = ctx.chunk() if len(stages) > 1 else 0
     notes = ["CollNet: InfiniBand SHARP in-network"]
-    return _estimate(op, "collnet", p, f, size, latency, stages, steps, ctx, notes, _pipelined(stages, size, chunk))
+    return _estimate(op, "collnet", p, f, size, latency, stages, steps, ctx, notes, pipelined=True)
 
 
 def _one_shot(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
@@ -683,12 +670,10 @@ def parametric(
     efficiency: float = 1.0,
 ) -> Estimate:
     """One collective over `ranks` ranks at the bandwidth and per-step latency given: the group is taken as one rank
-    per node of a flat network, each rank reaching the others at `bytes_per_s` per direction."""
-    operation(op)
+    per node of a flat network, each rank reaching the others at `bytes_per_s` per direction (`estimate` checks
+    the operation and the size)."""
     if ranks < 1:
         raise UsageError(f"ranks must be at least 1, got {ranks}")
-    if size < 0 or not math.isfinite(size):
-        raise UsageError(f"bytes must be a finite non-negative size, got {size}")
     if bytes_per_s <= 0 or not math.isfinite(bytes_per_s):
         raise UsageError(f"bandwidth must be positive, got {bytes_per_s}")
     if not 0 < efficiency <= 1:

@@ -10,16 +10,16 @@ network is costed on the frontend NIC's speed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from ..core import confidence
 from ..errors import UsageError
+from ..formats.calibration import Calibration
 from . import collectives
 from .calculator import collnet_note, place
-from .calibration import Calibration
 from .collectives import GBPS_TO_BYTES, Estimate, Shape
 from .decompose import Communication, decompose
 from .loads import RoutedPhase, hot_links, lineage_links, link_rows, route
@@ -134,10 +134,7 @@ class Phase(Cost):
 
     def lineage_records(self) -> list[dict[str, str]]:
         """The lineage as plain records in a stable order: the `lineage` column and the JSON output."""
-        return [
-            {"reference_id": x.reference_id, "field": x.field, "status": x.status, "confidence": x.confidence}
-            for x in sorted(self.lineage)
-        ]
+        return [asdict(x) for x in sorted(self.lineage)]
 
 
 def phases(view: View, w: Workload, cal: Calibration, offset: int = 0) -> tuple[list[Phase], dict[str, RoutedPhase]]:

@@ -132,17 +132,14 @@ def gradient_shards(m: ModelShape, t: Training) -> tuple[float, float]:
     return dense / (t.tp * t.pp), (params - dense) / (t.ep * t.pp)
 
 
-def _act_bytes(w: Workload) -> float:
-    return sizing.dtype_bytes(w.model.dtype)
-
-
 def training(w: Workload) -> Decomposition:
     t, m = w.training, w.model
     assert t is not None
     tp, pp, dp, ep, cp = t.tp, t.pp, t.dp, t.ep, t.cp
     grp = training_groups(tp, pp, dp, ep, cp)
     tokens_per_rank = t.micro_batch * t.seq_len // cp  # CP splits each sequence
-    act = tokens_per_rank * m.hidden * _act_bytes(w)
+    by = sizing.dtype_bytes(m.dtype)  # an activation element
+    act = tokens_per_rank * m.hidden * by
     layers_per_stage = m.layers / pp
     out: list[Communication] = []
     if tp > 1:
@@ -171,7 +168,7 @@ def training(w: Workload) -> Decomposition:
     if cp > 1:
         # Ring attention: each rank's K and V blocks travel once around the CP ring per layer forward, and twice
         # backward (the blocks again, and their gradients back); nccl-tests' S is the whole sequence's K and V.
-        kv = 2.0 * math.ceil(m.kv_heads / tp) * m.head_dim * _act_bytes(w)
+        kv = 2.0 * math.ceil(m.kv_heads / tp) * m.head_dim * by
         out.append(
             Communication(
                 phase="cp-kv-exchange",
@@ -212,7 +209,7 @@ def training(w: Workload) -> Decomposition:
     if ep > 1:
         e = m.experts
         assert e is not None  # the format refuses ep > 1 without experts
-        tokens = tokens_per_rank * e.top_k * m.hidden * _act_bytes(w)
+        tokens = tokens_per_rank * e.top_k * m.hidden * by
         out.append(
             Communication(
                 phase="ep-all-to-all",
@@ -231,7 +228,7 @@ def _tp_all_reduce(w: Workload, stage: str, group: tuple[int, ...], pool: bool) 
     aggregated and disaggregated modes differ only in naming the pool (disaggregated) or not."""
     i, m = w.inference, w.model
     assert i is not None
-    hidden_bytes = m.hidden * _act_bytes(w)
+    hidden_bytes = m.hidden * sizing.dtype_bytes(m.dtype)
     prefill = stage == "prefill"
     where = f"{stage} pool" if pool else stage
     tail = " per output token" if not prefill else ("" if pool else " over the whole prompt")

@@ -184,15 +184,11 @@ def _mlp(s: Shape, tokens: int, t: int, width: int, name: str, share: float = 1.
     by, h = s.dtype_bytes, s.hidden
     n = max(1, int(tokens * share))
     ff = max(1, width // t)
-    if s.gated:
-        return [
-            _gemm(f"{name} gate+up projection", n, 2 * ff, h, by),
-            _mem(f"{name} SwiGLU", 3 * by * n * ff),
-            _gemm(f"{name} down projection", n, h, ff, by),
-        ]
+    # Gated (SwiGLU): gate and up in one product of twice the width; plain: one up projection and a GeLU.
+    up, act, wide, act_bytes = ("gate+up", "SwiGLU", 2, 3) if s.gated else ("up", "bias + GeLU", 1, 2)
     return [
-        _gemm(f"{name} up projection", n, ff, h, by),
-        _mem(f"{name} bias + GeLU", 2 * by * n * ff),
+        _gemm(f"{name} {up} projection", n, wide * ff, h, by),
+        _mem(f"{name} {act}", act_bytes * by * n * ff),
         _gemm(f"{name} down projection", n, h, ff, by),
     ]
 
@@ -216,22 +212,17 @@ def layer_forward(
     tokens = b * seq
     local = tokens / t if sp else tokens  # the elementwise region outside the TP-split products
     qkv = (s.heads + 2 * s.kv_heads) * s.head_dim // t
+    residual = _mem("bias-dropout-add" if s.dropout else "residual add", (3 * by + (1 if s.dropout else 0)) * local * h)
     ops = [_mem("input norm", 2 * by * local * h), _gemm("QKV projection", tokens, qkv, h, by)]
     ops += _attention_core(s, b, seq, t, context, cp)
-    ops.append(_gemm("attention output projection", tokens, h, s.heads * s.head_dim // t, by))
-    ops.append(
-        _mem("bias-dropout-add" if s.dropout else "residual add", (3 * by + (1 if s.dropout else 0)) * local * h)
-    )
+    ops += [_gemm("attention output projection", tokens, h, s.heads * s.head_dim // t, by), residual]
     ops.append(_mem("post-attention norm", 2 * by * local * h))
     if moe and s.experts:
         ops.append(_gemm("router", tokens, s.experts, h, by))
         ops += _mlp(s, tokens, t, s.expert_ffn_hidden, "experts", share=float(s.top_k))
     else:
         ops += _mlp(s, tokens, t, s.ffn_hidden, "MLP")
-    ops.append(
-        _mem("bias-dropout-add" if s.dropout else "residual add", (3 * by + (1 if s.dropout else 0)) * local * h)
-    )
-    return ops
+    return [*ops, residual]
 
 
 def backward_of(ops: list[Op]) -> list[Op]:

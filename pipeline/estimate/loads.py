@@ -10,6 +10,7 @@ exceeds its capacity. A fluid model: no packet-level effects, no congestion-cont
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -191,6 +192,14 @@ def _ring_stage(groups: Sequence[Sequence[str]], per_flow: float, steps: int, wh
     return Stage(src, dst, np.full(len(src), per_flow), steps, what)
 
 
+def _by_domain(group: Sequence[str], domain_of: dict[str, str]) -> list[list[str]]:
+    """A group's members domain by domain (domains in order of first member)."""
+    by: dict[str, list[str]] = {}
+    for a in group:
+        by.setdefault(domain_of[a], []).append(a)
+    return list(by.values())
+
+
 def collective_stages(
     op: str, groups: Sequence[Sequence[str]], size: float, domain_of: dict[str, str], what: str
 ) -> tuple[str, list[Stage]]:
@@ -206,12 +215,7 @@ def collective_stages(
     n = len(groups[0])
     wire = collectives.wire_factor(op, n)
     steps = collectives.ring_steps(op, n)
-    shapes = []
-    for g in groups:
-        counts: dict[str, int] = {}
-        for a in g:
-            counts[domain_of[a]] = counts.get(domain_of[a], 0) + 1
-        shapes.append(counts)
+    shapes = [Counter(domain_of[a] for a in g) for g in groups]
     if op == "all-to-all":
         return "direct all-to-all: every pair, S/n each", [_pair_stage(groups, size / n, steps, what)]
     if all(len(c) == 1 for c in shapes):
@@ -225,10 +229,7 @@ def collective_stages(
         outer = n // local
         inner_groups, outer_groups = [], []
         for g in groups:
-            by: dict[str, list[str]] = {}
-            for a in g:
-                by.setdefault(domain_of[a], []).append(a)
-            members = list(by.values())
+            members = _by_domain(g, domain_of)
             inner_groups += members
             outer_groups += [[m[i] for m in members] for i in range(local)]
         inner_wire = collectives.wire_factor("reduce-scatter", local) * size / (local - 1)
@@ -285,10 +286,7 @@ def tree_stages(
     for g in groups:
         if len(g) < 2:
             continue
-        by: dict[str, list[str]] = {}
-        for a in g:
-            by.setdefault(domain_of[a], []).append(a)
-        members = list(by.values())
+        members = _by_domain(g, domain_of)
         if len({len(m) for m in members}) != 1:
             members = [[a] for a in g]
         local, outer = len(members[0]), len(members)
@@ -341,10 +339,9 @@ def cost_phase(
         c.link_bytes, c.utilization = _fit(c.link_bytes, nl), _fit(c.utilization, nl)
         c.flows_per_link = _fit(c.flows_per_link, nl).astype(np.int64)
     longest = max(costs, key=lambda c: c.bandwidth_s + c.queueing_s)
-    inj: dict[str, float] = {}
+    inj: Counter[str] = Counter()
     for c in costs:
-        for k, v in c.injected.items():
-            inj[k] = inj.get(k, 0.0) + v
+        inj.update(c.injected)
     return PhaseLoad(
         algorithm,
         sum(c.latency_s for c in costs),
@@ -375,17 +372,13 @@ def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     arc_flows = lf[idx].astype(np.int64).tolist()
     arc_gbps = (wiring.capacity[idx] / 1e9 * 8).tolist()
     network, eu, ev, kind = wiring.network, wiring.eu, wiring.ev, wiring.kind
-    tiers: dict[tuple[str, str], str] = {}
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (tail, head, i), nbytes, util, flows, gbps in zip(arcs, arc_bytes, arc_util, arc_flows, arc_gbps, strict=True):
         a, b = (tail, head) if tail <= head else (head, tail)
         row = rows.get((a, b))
         if row is None:
             e = i // 2
-            kinds = (kind[eu[e]], kind[ev[e]])
-            tier = tiers.get(kinds)
-            if tier is None:
-                tier = tiers[kinds] = tier_name(*kinds)
+            tier = tier_name(kind[eu[e]], kind[ev[e]])
             row = rows[(a, b)] = {
                 "source": a,
                 "target": b,

@@ -12,13 +12,13 @@ from typing import Any
 
 from ..core.files import checkout_lock, read_bounded, transaction
 from ..core.paths import Layout, check_slug
-from ..core.schemas import load_json, load_model, validate
+from ..core.schemas import load_json, load_model
 from ..core.store import SnapshotStore, sha256_bytes
 from ..core.text import control_problem, visible
-from ..errors import FabricrefError, UsageError, ValidationError
+from ..errors import FabricrefError, UsageError
 from ..formats.measured import MeasuredPin
 from .collectives import ALGORITHMS
-from .nccl_log import Log, parse_text
+from .nccl_log import Log, parse_bytes
 
 TABLE = "measurements"
 COLUMNS = [
@@ -74,11 +74,7 @@ def import_log(
     if problem:
         raise UsageError(f"{visible(str(file), keep_layout=False)}: the file name {problem}; rename the file")
     data = read_bounded(file, MAX_LOG_BYTES, "an nccl-tests / rccl-tests log (a text file)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    log = parse_text(text, str(file), op)
+    log = parse_bytes(data, str(file), op)
     from .view import view_for
 
     view = view_for(lay, topology_id)
@@ -106,7 +102,6 @@ def import_log(
 
     check_slug(pin.measurement_id, "measurement id")
     target = measured_dir(lay) / f"{pin.measurement_id}.json"
-    validate(pin.model_dump(mode="json"), "measured-pin.schema.json", target)
     with checkout_lock(lay.root):
         new = True
         if target.exists():
@@ -141,38 +136,18 @@ def _logs(lay: Layout) -> list[tuple[Path, MeasuredPin, Log]]:
     store = SnapshotStore(lay.store_dir)
     out = []
     for path, pin in _pins(lay):
-        text = store.read(pin.sha256).decode("utf-8")
-        out.append(
-            (path, pin, parse_text(text, f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})", pin.op))
-        )
+        where = f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})"
+        out.append((path, pin, parse_bytes(store.read(pin.sha256), where, pin.op)))
     return out
 
 
 def _rows(lay: Layout, extra: list[tuple[MeasuredPin, Log]] | None = None) -> list[tuple[Any, ...]]:
-    """The table's rows: every pinned log's (re-read from the store), and those of `extra` (being imported)."""
+    """The table's rows: every pinned log's (re-read from the store), and those of `extra` (being imported); the
+    pin's columns first (its algorithm "" when not declared), then the log row's, by the names of `COLUMNS`."""
     rows = []
     for pin, log in [(pin, log) for _path, pin, log in _logs(lay)] + (extra or []):
-        for r in log.rows:
-            rows.append(
-                (
-                    pin.measurement_id,
-                    pin.sha256,
-                    pin.topology_id,
-                    pin.op,
-                    pin.algorithm or "",
-                    pin.ranks,
-                    r.line,
-                    r.placement,
-                    r.bytes,
-                    r.count,
-                    r.dtype,
-                    r.redop,
-                    r.root,
-                    r.time_us,
-                    r.algbw_gb_per_s,
-                    r.busbw_gb_per_s,
-                )
-            )
+        head = (pin.measurement_id, pin.sha256, pin.topology_id, pin.op, pin.algorithm or "", pin.ranks)
+        rows += [(*head, *(getattr(r, name) for name, _ in COLUMNS[len(head) :])) for r in log.rows]
     return rows
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import ValidationError
 from .collectives import OPS, bus_factor
@@ -298,11 +297,10 @@ def _check(where: str, row: Row, op: str, ranks: int) -> None:
         )
 
 
-def parse_file(path: Path, declared_op: str | None = None) -> Log:
+def parse_bytes(data: bytes, where: str, declared_op: str | None = None) -> Log:
+    """Parse one log as read from a file or the store: UTF-8 text, or refused naming the byte."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ValidationError(f"{path}: file not found") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse_text(text, str(path), declared_op)
+        raise ValidationError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse_text(text, where, declared_op)

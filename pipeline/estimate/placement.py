@@ -75,9 +75,7 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
         for j in range(rng.ranks):
             out[rng.first_rank + j] = order[first + j]
             range_of[rng.first_rank + j] = k
-    missing = [r for r in ranks if r not in out]
-    if missing:
-        raise PlacementError(f"{where}: at $.placement.ranges: ranks {_runs(missing)} are not placed")
+    # Loading the workload checked that the ranges place each of its ranks exactly once (workloads.py).
     seen: dict[str, int] = {}
     for r in ranks:
         if out[r] in seen:
@@ -109,17 +107,6 @@ def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -
     stride = available // need
     flat = [a for k in range(need) for a in domains[start + k * stride]]
     return flat[:span]
-
-
-def _runs(ranks: list[int]) -> str:
-    """1, 2, 3, 7 → '1–3, 7' (short messages for long lists)."""
-    out: list[str] = []
-    for r in ranks:
-        if out and r == int(out[-1].split("–")[-1]) + 1:
-            out[-1] = f"{out[-1].split('–')[0]}–{r}"
-        else:
-            out.append(str(r))
-    return ", ".join(out[:6]) + (" …" if len(out) > 6 else "")
 
 
 def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[int, str]:

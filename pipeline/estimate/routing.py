@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import networkx as nx
@@ -82,6 +82,7 @@ class CannotRoute(UsageError):
     """No backend path joins two accelerators (e.g. two domains of a lone server with no fabric)."""
 
 
+@cache  # once per pair of kinds: a link row asks for every link
 def tier_name(kind_a: str, kind_b: str) -> str:
     """Name a link by what it joins, never by a class average ("leaf uplinks" on a 1:1 ToR was misleading).
     Plain ASCII (a hyphen, never an en dash): the name is an identifier in machine output (traffic_links.tier),

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from ..core import confidence as rule
 from ..core.format import format_count, format_quantity
 from ..core.units import convert
-from ..errors import UsageError
 from . import compute, decompose, flops, memory, schedule, sizing, throughput
 
 if TYPE_CHECKING:
@@ -520,9 +519,8 @@ def estimate(
     w: Any, phases: list[Any], acc: Accelerator, rates: throughput.Rates, memory_headroom: float = 0.0
 ) -> dict[str, Any]:
     """Memory fit and step time (TTFT / TPOT for a service) from the accelerator's calibrated rates (`rates_for`),
-    the fit keeping `memory_headroom` of the accelerator memory free (params.yaml `step.memory_headroom`)."""
-    if not 0 <= memory_headroom < 1:
-        raise UsageError(f"memory headroom is a fraction of accelerator memory in [0, 1), got {memory_headroom!r}")
+    the fit keeping `memory_headroom` of the accelerator memory free (params.yaml `step.memory_headroom`, checked
+    where it is read: choices.py)."""
     kind = training if w.kind == "training" else inference
     out = kind(w, phases, acc, rates, memory_headroom)
     if w.teaching:

@@ -3,6 +3,7 @@ they fit one scale-up domain), and the memory it holds (training state, weights,
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from . import sizing
@@ -53,9 +54,5 @@ def sizing_summary(w: Workload) -> dict[str, Any]:
         out["kv_bytes_per_request"] = kv["bytes"]
         if i.requests_per_second and i.group_tokens_per_second:
             cap = sizing.capacity(i.requests_per_second, i.output_tokens, i.group_tokens_per_second, i.ranks)
-            out["capacity"] = {
-                "demand_tokens_per_second": cap.demand_tokens_per_second,
-                "groups": cap.groups,
-                "accelerators": cap.accelerators,
-            }
+            out["capacity"] = {k: v for k, v in asdict(cap).items() if k != "headroom"}
     return out

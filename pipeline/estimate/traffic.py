@@ -5,6 +5,7 @@ The one entry to the traffic library for the traffic stage, the API, the CLI and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..core import confidence
@@ -140,14 +141,11 @@ class Views:
         self._views: dict[str, View] = {}
         self._accelerators: dict[str, step_model.Accelerator] = {}
         self._facts: dict[str, Facts] = {}
-        self._choices: StepChoices | None = None
 
-    @property
+    @cached_property
     def choices(self) -> StepChoices:
         """params.yaml's `step` (read once, and only by the stages that estimate steps)."""
-        if self._choices is None:
-            self._choices = load_step_choices(self.lay.root)
-        return self._choices
+        return load_step_choices(self.lay.root)
 
     def __call__(self, topology_id: str) -> View:
         if topology_id not in self._views:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.paths import Layout
 from ..core.schemas import load_model, load_yaml
-from ..errors import FabricrefError
+from ..errors import FabricrefError, ValidationError
 from ..formats.validation import UNITS, Result, ValidationFile
 from .workloads import Workload
 
@@ -55,8 +55,6 @@ def load_files(root: Path) -> list[ValidationFile]:
         data, doc = load_yaml(path)
         f = load_model(ValidationFile, data, "validation.schema.json", path, doc)
         if f.id != path.stem:
-            from ..errors import ValidationError
-
             raise ValidationError(f"{path}: at $.id: {f.id!r} must equal the file name {path.stem!r}")
         out.append(f)
     return out
@@ -77,18 +75,9 @@ def workload_of(f: ValidationFile, r: Result) -> Workload:
     )
 
 
-def model_value(r: Result, st: dict[str, Any]) -> float | None:
-    """The estimate's figure in the quantity the publication states (a throughput per GPU from the step time
-    with the model FLOPs of `flops.model_flops_per_token`)."""
-    q = r.measured.quantity
-    if q == "tflops_per_gpu":
-        return st.get("tflops_per_accelerator")
-    return st.get(q)
-
-
 def run(lay: Layout, views: Any | None = None, only: str | None = None) -> list[Row]:
     """Every published result against the model; `only` keeps the files or results whose id contains it."""
-    from .traffic import Views, estimate, step_of
+    from .traffic import Views
 
     own = views or Views(lay)
     rows: list[Row] = []
@@ -97,14 +86,16 @@ def run(lay: Layout, views: Any | None = None, only: str | None = None) -> list[
             for r in f.results:
                 if only and only not in f.id and only not in r.id:
                     continue
-                rows.append(_row(lay, own, f, r, estimate, step_of))
+                rows.append(_row(lay, own, f, r))
     finally:
         if views is None:
             own.close()
     return rows
 
 
-def _row(lay: Layout, views: Any, f: ValidationFile, r: Result, estimate: Any, step_of: Any) -> Row:
+def _row(lay: Layout, views: Any, f: ValidationFile, r: Result) -> Row:
+    from .traffic import estimate, step_of
+
     w = workload_of(f, r)
     value: float | None = None
     calibration = ""
@@ -112,7 +103,10 @@ def _row(lay: Layout, views: Any, f: ValidationFile, r: Result, estimate: Any, s
     try:
         view = views(r.target)
         st = step_of(lay, view, w, estimate(lay, r.target, w, 0, view), views=views)
-        value = model_value(r, st)
+        # The estimate's figure in the quantity the publication states (a throughput per GPU from the step time
+        # with the model FLOPs of `flops.model_flops_per_token`).
+        q = r.measured.quantity
+        value = st.get("tflops_per_accelerator" if q == "tflops_per_gpu" else q)
         calibration = "\n".join(st.get("calibration", []))
         if value is None:
             note = "; ".join(st.get("missing", [])) or "the model gives no value for this quantity"
@@ -121,8 +115,7 @@ def _row(lay: Layout, views: Any, f: ValidationFile, r: Result, estimate: Any, s
     except FabricrefError as exc:
         note = f"not estimated: {exc}"
     published = r.measured.value
-    model = value
-    ratio = None if model is None else model / published
+    ratio = None if value is None else value / published
     within = None if ratio is None else abs(ratio - 1.0) <= r.tolerance
     return Row(
         file=f.id,
@@ -133,7 +126,7 @@ def _row(lay: Layout, views: Any, f: ValidationFile, r: Result, estimate: Any, s
         quantity=r.measured.quantity,
         unit=UNITS[r.measured.quantity],
         published=published,
-        model=model,
+        model=value,
         ratio=ratio,
         tolerance=r.tolerance,
         within=within,

@@ -15,7 +15,8 @@ import numpy as np
 from ..core.graphs import Topologies, load_topology
 from ..core.paths import Layout
 from ..errors import UsageError
-from .calibration import Calibration, load_calibration
+from ..formats.calibration import Calibration
+from .calibration import load_calibration
 from .routing import Routes, Wiring
 
 if TYPE_CHECKING:
@@ -100,9 +101,6 @@ class View:
     def domain(self, acc: str) -> str:
         return self.g.nodes[acc]["domain"]
 
-    def _lineage(self, d: dict[str, Any]) -> Lineage:
-        return Lineage.of_edge(self.reference, d)
-
     def nics(self, acc: str) -> list[str]:
         return [
             n for n, d in self.g[acc].items() if self.kind[n] == "nic" and self.g.nodes[n].get("role") == "scale_out"
@@ -138,7 +136,7 @@ class View:
             routes=routes,
             hops=round(float(routes.hops.max(initial=0.0))),
             latency_s=self.endpoint_s + float(routes.latency_ns.max(initial=0.0)) * 1e-9,
-            lineage=frozenset(self._lineage(self.wiring.edge_data[e]) for e in edges.tolist()),
+            lineage=frozenset(Lineage.of_edge(self.reference, self.wiring.edge_data[e]) for e in edges.tolist()),
         )
 
 

@@ -13,13 +13,13 @@ import pytest
 from conftest import db_rows
 from fabricref.core import confidence
 from fabricref.estimate import calculator
-from fabricref.estimate.calibration import Number
 from fabricref.estimate.collectives import Estimate, Shape
 from fabricref.estimate.cost import Cost, Phase
 from fabricref.estimate.decompose import Communication, Part
 from fabricref.estimate.traffic import estimate
 from fabricref.estimate.view import Lineage
 from fabricref.estimate.workloads import find_workload
+from fabricref.formats.calibration import Number
 from fabricref.formats.records import Confidence
 
 

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from fabricref.core.paths import Layout
 from fabricref.errors import ValidationError
-from fabricref.estimate.nccl_log import parse_file, parse_text
+from fabricref.estimate.nccl_log import parse_bytes, parse_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 LOGS = sorted(FIXTURES.glob("*.log"))
@@ -52,7 +52,7 @@ def test_every_fixture_is_listed_and_cites_public_statements():
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
 def test_fixture_logs_parse(path):
-    log = parse_file(path)
+    log = parse_bytes(path.read_bytes(), str(path))
     assert log.op == "all-reduce" and log.footer
     assert log.ranks == (16 if path.name.startswith("2x") else 8)
     assert log.hosts == log.ranks // 8

@@ -129,7 +129,7 @@ def test_random_bytes_as_an_nccl_log_give_a_clear_error(data):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "random.log"
         path.write_bytes(data)
-        _only_fabricref_errors(lambda: nccl_log.parse_file(path))
+        _only_fabricref_errors(lambda: nccl_log.parse_bytes(path.read_bytes(), str(path)))
 
 
 def test_the_seeds_exist():
