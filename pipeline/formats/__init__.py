@@ -1,8 +1,8 @@
 """One source of truth per format: pydantic models for every declarative file and record.
 
 `schemas/*.schema.json` are generated from these models (`python -m fabricref.core.generate`); a test fails when the
-committed files differ from what the models generate. Validation runs the generated JSON Schema (for messages
-with line and JSON path) and then the model (for a typed object); both accept the same documents.
+committed files differ from what the models generate. Validation runs the model (pipeline/core/schemas.py turns
+its errors into messages with file, line and JSON path); the committed schemas accept the same documents.
 """
 
 from __future__ import annotations
