@@ -10,14 +10,13 @@ import sys
 from datetime import date
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ValidationError
 from .paths import PARAMS_FILE
 from .text import control_problem
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
     from ruamel.yaml import YAML
 
 
@@ -293,21 +292,6 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def schema(name: str) -> dict[str, Any]:
-    """The JSON Schema of a format, generated from its model in pipeline/formats (never read from a path:
-    the committed schemas/*.json are checked against the same generation)."""
-    from ..formats import schema as generated
-
-    return generated(name)
-
-
-@cache
-def _validator(name: str) -> Draft202012Validator:
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(schema(name), format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
 def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
     """The first number that is not finite or is beyond MAX_MAGNITUDE, or the first text (value or key) holding a
     control character (raw or as a character reference: pipeline/core/text.py), with what was expected."""
@@ -333,22 +317,12 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
     return None
 
 
-def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> None:
-    """Validate against the format behind schemas/<schema_name>; every error gives file[:line], JSON path and
-    expectation, and a failed union names the alternative the value was meant to be and why it failed."""
-    bad = _find_bad_number(instance)
-    if bad is not None:
-        line = _line_of(doc, list(bad[0])) if doc is not None else None
-        loc = f"{where}:{line}" if line else f"{where}"
-        raise ValidationError(f"{loc}: at {json_path(bad[0])}: {bad[1]}")
-    root = schema(schema_name)
-    found: list[tuple[list[Any], str]] = []
-    for error in _validator(schema_name).iter_errors(instance):
-        found.extend(_explained(error, root, ""))
-    if not found:
-        return
-    found.sort(key=lambda item: list(map(str, item[0])))
-    _raise(found, where, doc)
+def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:
+    """The typed object the format behind schemas/<schema_name> builds from `instance`; every error gives
+    file[:line], JSON path and what was expected (for a member of a tagged union, the member it was read as)."""
+    from ..formats import adapter
+
+    return _checked(adapter(schema_name), instance, schema_name, where, doc)
 
 
 def at_params(e: ValidationError, path: Path, where: dict[str, str]) -> ValidationError:
@@ -362,21 +336,9 @@ def at_params(e: ValidationError, path: Path, where: dict[str, str]) -> Validati
 
 
 def load_model(model: Any, instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:
-    """Validate (messages from the generated JSON Schema) and return the typed object the model builds.
-    `model` is a pydantic model class or a union type of pipeline/formats."""
-    from pydantic import BaseModel
-    from pydantic import ValidationError as PydanticError
-
-    validate(instance, schema_name, where, doc)
-    try:
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            return model.model_validate(instance)
-        return _adapter(model).validate_python(instance)
-    except PydanticError as exc:
-        # The schema is generated from the model, so only a check made in code (a validator) gets here;
-        # it is reported the same way.
-        found = [(_document_path(instance, err["loc"]), err["msg"]) for err in exc.errors()]
-        _raise(found, where, doc)
+    """`validate`, typed by the caller's `model` (the pydantic model or union type of pipeline/formats that
+    generates schemas/<schema_name>)."""
+    return _checked(_adapter(model), instance, schema_name, where, doc)
 
 
 @cache
@@ -386,27 +348,98 @@ def _adapter(model: Any) -> Any:
     return TypeAdapter(model)
 
 
-_TAGS = {"cite", "formula", "unknown", "css", "row", "training", "inference", "function-after"}
+def _checked(adapter: Any, instance: Any, schema_name: str, where: Path | str, doc: Any) -> Any:
+    from pydantic import ValidationError as PydanticError
+
+    bad = _find_bad_number(instance)
+    if bad is not None:
+        line = _line_of(doc, list(bad[0])) if doc is not None else None
+        loc = f"{where}:{line}" if line else f"{where}"
+        raise ValidationError(f"{loc}: at {json_path(bad[0])}: {bad[1]}")
+    try:
+        return adapter.validate_python(instance)
+    except PydanticError as exc:
+        found: dict[tuple[str, str, str], tuple[list[Any], list[str]]] = {}
+        for err in exc.errors(include_url=False):
+            path, form, message, got = _explained(err, instance, schema_name)
+            found.setdefault((json_path(path), form, got), (path, []))[1].append(message)
+        # The members of a union of scalars (an integer or a number) fail at one path: one line says both.
+        _raise([(p, f"{k[1]}{' or '.join(dict.fromkeys(m))}{k[2]}") for k, (p, m) in found.items()], where, doc)
 
 
-def _document_path(instance: Any, loc: tuple[Any, ...]) -> list[Any]:
-    """Pydantic's error location as a path into the document: a union's tag (`inference`) is left out, but not a
-    key of the document that has the tag's name (`$.inference.tp` of an inference workload)."""
-    path: list[Any] = []
-    node = instance
+def _explained(err: Any, instance: Any, schema_name: str) -> tuple[list[Any], str, str, str]:
+    """Pydantic's error as (path into the document, the member named, message, the value at fault). Its location
+    also names the member of a union the value was read as (`inference`, `constrained-int`), which may share its
+    name with a key (`$.inference.tp` of an inference workload): the path is the reading of the location that
+    reaches the value at fault, and the last tagged member on it is named in the message."""
+    loc = list(err["loc"])
+    missing = err["type"] == "missing"
+    walked = _walk(instance, loc[:-1] if missing else loc, err["input"], missing)
+    path, members = walked if walked is not None else ([p for p in loc if not isinstance(p, str) or "[" not in p], [])
+    path += loc[-1:] if missing else []
+    if err["type"] == "union_tag_invalid" and str(err["ctx"]["discriminator"]).startswith("'"):
+        path.append(err["ctx"]["discriminator"].strip("'"))  # the discriminating key, on its own line
+    message = err["msg"]
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(schema_name, loc[:-1])
+        message += f"; expected only {', '.join(allowed)}" if allowed else ""
+    got = "" if missing or err["type"] in ("extra_forbidden", "union_tag_invalid") else f" (got {_short(err['input'])})"
+    return path, f"as `{members[-1]}`: " if members else "", message, got
+
+
+def _walk(node: Any, loc: list[Any], target: Any, key_follows: bool) -> tuple[list[Any], list[str]] | None:
+    """(document path, union members named on the way) of a reading of `loc` that ends at `target` (then at a key
+    of it, when `key_follows`), each part a key of the document where it can be, else a member's name; None when
+    no reading reaches it."""
+    if not loc:
+        return ([], []) if node is target or node == target else None
+    part, rest = loc[0], loc[1:]
+    readings = []
+    if (isinstance(node, dict) and part in node) or (
+        isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+    ):
+        readings.append(True)
+    # A member named like the key it holds (`inference: {inference: …}`, `cite: […]`) is read as the member first.
+    readings.insert(0 if rest[:1] == [part] else len(readings), False)
+    for is_key in readings:
+        found = _walk(node[part] if is_key else node, rest, target, key_follows)
+        if found is not None and is_key:
+            return [part, *found[0]], found[1]
+        if found is not None:  # a member holding keys is a declared form, named
+            named = isinstance(part, str) and "[" not in part and (found[0] or key_follows)
+            return found[0], [part, *found[1]] if named else found[1]
+    return None
+
+
+def _allowed_keys(schema_name: str, loc: list[Any]) -> list[str]:
+    """The keys an object at pydantic's location `loc` may hold, from the format's generated JSON Schema."""
+    from ..formats import schema
+
+    root = schema(schema_name)
+
+    def deref(node: dict[str, Any]) -> dict[str, Any]:
+        return root["$defs"][node["$ref"].removeprefix("#/$defs/")] if "$ref" in node else node
+
+    node = root
     for part in loc:
-        inside = isinstance(node, dict) and part in node
-        if inside or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
-            node = node[part]
-        elif part in _TAGS:
-            continue
-        else:
-            node = None
-        path.append(part)
-    return path
+        node = deref(node)
+        mapping = node.get("discriminator", {}).get("mapping", {})
+        if part in node.get("properties", {}):
+            node = node["properties"][part]
+        elif isinstance(part, int) and "items" in node:
+            node = node["items"]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        elif part in mapping:  # a tagged member, by its tag
+            node = {"$ref": mapping[part]}
+        else:  # a member named by its title, or the one that is not null
+            members = [deref(m) for m in node.get("oneOf", node.get("anyOf", []))]
+            titled = [m for m in members if m.get("title") == part] or [m for m in members if m.get("type") != "null"]
+            node = titled[0] if titled else {}
+    return sorted(deref(node).get("properties", {}))
 
 
-def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> None:
+def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> NoReturn:
     if doc is None and isinstance(where, Path) and where.suffix == ".json":
         # A JSON file read again as YAML (JSON is YAML 1.2) for its line numbers; only on the error path.
         with contextlib.suppress(ValidationError, OSError, ValueError):
@@ -420,123 +453,6 @@ def _raise(found: list[tuple[list[Any], str]], where: Path | str, doc: Any) -> N
     raise ValidationError("\n".join(lines) + more)
 
 
-def _resolve(subschema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    ref = subschema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        return root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), subschema)
-    return subschema
-
-
-def _form_name(subschema: dict[str, Any], root: dict[str, Any]) -> str:
-    target = _resolve(subschema, root)
-    name = target.get("title") or target.get("type") or "alternative"
-    return name if isinstance(name, str) else "/".join(name)
-
-
-def _meant(error: Any, root: dict[str, Any]) -> int | None:
-    """Which alternative of a failed oneOf/anyOf the value was meant to be: the one its discriminating key
-    selects, else the only one whose shape (type, required keys, constants) it has."""
-    alternatives = error.validator_value
-    value = error.instance
-    disc = error.schema.get("discriminator")
-    if isinstance(disc, dict) and isinstance(value, dict) and disc.get("propertyName") in value:
-        target = disc.get("mapping", {}).get(str(value[disc["propertyName"]]))
-        for index, alt in enumerate(alternatives):
-            if target is not None and (alt == target or alt.get("$ref") == target):
-                return index
-    by_alt: dict[int, list[Any]] = {}
-    for sub in error.context:
-        by_alt.setdefault(sub.relative_schema_path[0], []).append(sub)
-    fitting = [
-        index
-        for index in range(len(alternatives))
-        if not any(
-            sub.validator in {"type", "required", "const"} and not sub.relative_path for sub in by_alt.get(index, [])
-        )
-    ]
-    if len(fitting) > 1:
-        # e.g. an integer-or-number below its minimum: the alternatives fail alike, so say it once.
-        shapes = {
-            tuple(sorted((sub.validator, tuple(sub.relative_path)) for sub in by_alt.get(i, []))) for i in fitting
-        }
-        if len(shapes) == 1:
-            return fitting[0]
-    return fitting[0] if len(fitting) == 1 else None
-
-
-def _explained(error: Any, root: dict[str, Any], prefix: str) -> list[tuple[list[Any], str]]:
-    """(absolute path, message) for one jsonschema error, descending into the meant alternative of a union."""
-    if error.validator not in {"oneOf", "anyOf"} or not error.context:
-        return [(_where_exactly(error), prefix + _explain(error))]
-    alternatives = error.validator_value
-    disc = error.schema.get("discriminator")
-    if isinstance(disc, dict) and isinstance(error.instance, dict):
-        # A tagged union: a missing or unknown tag is the error, whatever else the value holds.
-        key, tags = disc.get("propertyName"), list(disc.get("mapping", {}))
-        expected = ", ".join(map(repr, tags))
-        if key not in error.instance:
-            return [(list(error.absolute_path), f"{prefix}{key!r} is a required property (one of {expected})")]
-        if str(error.instance[key]) not in tags:
-            return [
-                (
-                    [*error.absolute_path, key],
-                    f"{prefix}{error.instance[key]!r} is not one of {expected}",
-                )
-            ]
-    index = _meant(error, root)
-    if index is None:
-        wrong_type = {
-            sub.relative_schema_path[0] for sub in error.context if sub.validator == "type" and not sub.relative_path
-        }
-        if len(wrong_type) == len(alternatives):
-            kinds = " or ".join(repr(_form_name(alt, root)) for alt in alternatives)
-            return [(list(error.absolute_path), f"{prefix}{_short(error.instance)} is not of type {kinds}")]
-        names = ", ".join(_form_name(alt, root) for alt in alternatives)
-        return [(list(error.absolute_path), f"{prefix}{_short(error.instance)} matches none of the forms {names}")]
-    # Name the alternative when it is a declared form (a titled model), not a bare type like integer or null.
-    titled = "title" in _resolve(alternatives[index], root)
-    inner = f"{prefix}as `{_form_name(alternatives[index], root)}`: " if titled else prefix
-    out: list[tuple[list[Any], str]] = []
-    for sub in error.context:
-        if sub.relative_schema_path[0] == index:
-            out.extend(_explained(sub, root, inner))
-    return out or [(list(error.absolute_path), prefix + _explain(error))]
-
-
-def _where_exactly(error: Any) -> list[Any]:
-    """The error's path; for one unexpected key, the key itself, so the line points at the misspelt key."""
-    parts = list(error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        declared = error.schema.get("properties", {})
-        extra = [k for k in error.instance if k not in declared]
-        if len(extra) == 1:
-            parts.append(extra[0])
-    return parts
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _explain(error: Any) -> str:
-    """jsonschema's message, plus what the schema expected where that is short enough to say."""
-    v, limit = error.validator, error.validator_value
-    if v == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        return f"{error.message}; expected only {', '.join(allowed)}" if allowed else error.message
-    if v == "enum":
-        return f"{error.instance!r} is not one of {', '.join(map(repr, limit))}"
-    if v == "pattern":
-        return f"{error.instance!r} does not match the expected pattern {limit}"
-    if v == "minLength":
-        return f"{_short(error.instance)} is too short: expected at least {limit} character(s)"
-    if v == "maxLength":
-        return f"{_short(error.instance)} is too long: expected at most {limit} character(s)"
-    if v == "minItems":
-        return f"{error.message}: expected at least {limit} item(s)"
-    if v == "maxItems":
-        return f"{error.message}: expected at most {limit} item(s)"
-    if v in {"oneOf", "anyOf"}:
-        return f"{_short(error.instance)} matches none of the declared forms"
-    return error.message

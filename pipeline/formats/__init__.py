@@ -1,12 +1,13 @@
 """One source of truth per format: pydantic models for every declarative file and record.
 
 `schemas/*.schema.json` are generated from these models (`python -m fabricref.core.generate`); a test fails when the
-committed files differ from what the models generate. Validation runs the generated JSON Schema (for messages
-with line and JSON path) and then the model (for a typed object); both accept the same documents.
+committed files differ from what the models generate. Validation runs the model (pipeline/core/schemas.py turns
+its errors into messages with file, line and JSON path); the committed schemas accept the same documents.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-# schema file name → the schema's title (its model: `model(name)`)
+# schema file name → the schema's title (its model: `MODELS`)
 TITLES: dict[str, str] = {
     "calibration.schema.json": (
         "Calibration of collective costs: efficiencies and latencies as data, each number with its provenance"
@@ -46,41 +47,32 @@ TITLES: dict[str, str] = {
 }
 
 
+# schema file name → its model, as `module.Model` of this package
+MODELS = {
+    "calibration.schema.json": "calibration.Calibration",
+    "cluster.schema.json": "cluster.ClusterFile",
+    "field.schema.json": "records.Record",
+    "identities.schema.json": "identities.Identities",
+    "measured-pin.schema.json": "measured.MeasuredPin",
+    "model-revisions.schema.json": "revisions.ModelRevisions",
+    "pins.schema.json": "pins.PinHistory",
+    "reference.schema.json": "reference.ReferenceFile",
+    "source.schema.json": "source.SourceFile",
+    "throughput.schema.json": "throughput.Throughput",
+    "topology-defaults.schema.json": "topology.TopologyDefaults",
+    "validation.schema.json": "validation.ValidationFile",
+    "vocabulary.schema.json": "vocabulary.Vocabulary",
+    "workload.schema.json": "workload.WorkloadFile",
+}
+
+
 def model(name: str) -> Any:
     """The model of one format, by its schema file name. Imported on first use, not with the package: a stage
     reads two or three formats, and building every format's pydantic models would be paid by each process."""
-    match name:
-        case "calibration.schema.json":
-            from .calibration import Calibration as found
-        case "cluster.schema.json":
-            from .cluster import ClusterFile as found
-        case "field.schema.json":
-            from .records import Record as found
-        case "identities.schema.json":
-            from .identities import Identities as found
-        case "measured-pin.schema.json":
-            from .measured import MeasuredPin as found
-        case "model-revisions.schema.json":
-            from .revisions import ModelRevisions as found
-        case "pins.schema.json":
-            from .pins import PinHistory as found
-        case "reference.schema.json":
-            from .reference import ReferenceFile as found
-        case "source.schema.json":
-            from .source import SourceFile as found
-        case "throughput.schema.json":
-            from .throughput import Throughput as found
-        case "topology-defaults.schema.json":
-            from .topology import TopologyDefaults as found
-        case "validation.schema.json":
-            from .validation import ValidationFile as found
-        case "vocabulary.schema.json":
-            from .vocabulary import Vocabulary as found
-        case "workload.schema.json":
-            from .workload import WorkloadFile as found
-        case _:
-            raise KeyError(f"no format {name!r}; known: {', '.join(sorted(TITLES))}")
-    return found
+    if name not in MODELS:
+        raise KeyError(f"no format {name!r}; known: {', '.join(sorted(TITLES))}")
+    module, found = MODELS[name].split(".")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), found)
 
 
 @cache

@@ -39,7 +39,11 @@ def test_every_calibrated_number_names_its_provenance_and_status():
     ("needle", "replacement", "expected"),
     [
         ("value: 0.822\n      status: published", "value: 1.5\n      status: published", "fraction in (0, 1]"),
-        ("      source: nccl-tests-issue-212\n      note: 370", "      note: 370", "'source' is a required property"),
+        (
+            "      source: nccl-tests-issue-212\n      note: 370",
+            "      note: 370",
+            "source: as `published`: Field required",
+        ),
         (
             "source: nccl-multinode-nic\n      note: >-",
             "source: no-such-source\n      note: >-",

@@ -75,7 +75,10 @@ def test_a_topology_default_set_in_params_yaml_is_named_there_not_in_defaults_ya
     params = repo.root / "params.yaml"
     params.write_text(params.read_text().replace("scale_up: 300", "scale_up: 0", 1))
     line = next(i for i, t in enumerate(params.read_text().splitlines(), 1) if "scale_up: 0" in t)
-    with pytest.raises(FabricrefError, match=rf"params\.yaml:{line}: at \$\.topology\.latency_ns\.scale_up: 0"):
+    with pytest.raises(
+        FabricrefError,
+        match=rf"params\.yaml:{line}: at \$\.topology\.latency_ns\.scale_up: Input should be greater than 0 \(got 0\)",
+    ):
         defaults(repo)
 
 

@@ -282,10 +282,10 @@ def test_non_whole_derived_count_and_infinite_assumption_are_refused(repo):
 
 def test_a_status_that_contradicts_its_provenance_is_invalid():
     record = {**STATED, "provenance": []}  # published, yet no document stated it
-    with pytest.raises(ValidationError, match="should be non-empty|is too short"):
+    with pytest.raises(ValidationError, match="should have at least 1 item"):
         validate(record, "field.schema.json", "record")
     unknown = {**record, "status": "unknown", "confidence": "unknown", "reason": "nobody states it"}
-    with pytest.raises(ValidationError, match="was expected"):
+    with pytest.raises(ValidationError, match="value_number: as `unknown`: Input should be None"):
         validate(unknown, "field.schema.json", "record")
     derived = {**record, "status": "derived", "formula": "a.c * 2", "inputs": []}
     with pytest.raises(ValidationError):

@@ -53,7 +53,9 @@ def test_wrong_type_names_file_line_and_json_path(tmp_path):
     path = write(tmp_path, GOOD.replace("parse: {type: count}", "parse: {type: 7}"))
     with pytest.raises(ValidationError) as err:
         load_source(path)
-    assert f"{path}:13: at $.rules[0].parse.type: 7 is not one of 'quantity', 'count', 'text'" in str(err.value)
+    assert f"{path}:13: at $.rules[0].parse.type: Input should be 'quantity', 'count' or 'text' (got 7)" in str(
+        err.value
+    )
 
 
 def test_missing_and_unknown_keys(tmp_path):
@@ -66,8 +68,8 @@ def test_missing_and_unknown_keys(tmp_path):
     with pytest.raises(ValidationError) as err:
         load_source(path)
     text = str(err.value)
-    assert "at $: 'media_type' is a required property" in text
-    assert "Additional properties are not allowed ('colour' was unexpected)" in text
+    assert "at $.media_type: Field required" in text
+    assert "at $.colour: Extra inputs are not permitted; expected only " in text
 
 
 def test_duplicate_yaml_keys_are_refused(tmp_path):
@@ -275,19 +277,26 @@ SHORT = (
     [
         (
             "    unknown: too short\n",
-            "at $.fields.physical.cage_types.unknown: as `unknown`: 'too short' is too short: "
-            "expected at least 10 character(s)",
+            "at $.fields.physical.cage_types.unknown: as `unknown`: String should have at least 10 characters "
+            "(got 'too short')",
         ),
         (
             "    unknown: No document declared in this registry states it.\n    evidence: a datasheet\n",
-            "at $.fields.physical.cage_types.evidence: as `unknown`: Additional properties are not allowed "
-            "('evidence' was unexpected); expected only evidence_needed, unknown",
+            "at $.fields.physical.cage_types.evidence: as `unknown`: Extra inputs are not permitted; expected only "
+            "evidence_needed, unknown",
         ),
-        ("    cite: []\n", "at $.fields.physical.cage_types.cite: as `cite`: [] should be non-empty"),
-        ("    formula: ''\n", "at $.fields.physical.cage_types.formula: as `formula`: '' is too short"),
+        (
+            "    cite: []\n",
+            "at $.fields.physical.cage_types.cite: as `cite`: List should have at least 1 item after validation, "
+            "not 0 (got [])",
+        ),
+        (
+            "    formula: ''\n",
+            "at $.fields.physical.cage_types.formula: as `formula`: String should have at least 1 character (got '')",
+        ),
         (
             "    note: nobody says\n",
-            "at $.fields.physical.cage_types: {'note': 'nobody says', 'evidence_needed': ",
+            "at $.fields.physical.cage_types: expected one of cite, formula, unknown (got {'note': 'nobody says', ",
         ),
     ],
 )
@@ -308,8 +317,6 @@ def test_a_union_failure_names_the_alternative_meant_and_why(tmp_path, replaceme
     at_line = line + 1 if "evidence:" in replacement else line if "note:" not in replacement else line - 1
     assert f"{path}:{at_line}: {expected}" in message
     assert "is not valid under any of the given schemas" not in message
-    if "note:" in replacement:
-        assert message.endswith("matches none of the forms cite, formula, unknown")
 
 
 def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
@@ -327,8 +334,8 @@ def test_a_workload_names_the_kind_it_was_meant_to_be(tmp_path):
     )
     assert {"dp", "tp", "pp", "virtual_stages", "stage_layers", "zero"} <= set(allowed)
     assert str(err.value) == (
-        f"{path}:{line}: at $.training.tp_size: as `training`: Additional properties are not allowed ('tp_size' was "
-        f"unexpected); expected only {', '.join(allowed)}"
+        f"{path}:{line}: at $.training.tp_size: as `training`: Extra inputs are not permitted; expected only "
+        f"{', '.join(allowed)}"
     )
 
 
@@ -433,7 +440,7 @@ def test_a_count_below_its_minimum_says_so_without_naming_a_bare_type(tmp_path):
 
     with pytest.raises(ValidationError) as err:
         validate({"revision": 0}, "model-revisions.schema.json", "m.json")
-    assert "at $: 'model' is a required property" in str(err.value)
+    assert "at $.model: Field required" in str(err.value)
     workload = {
         "id": "w",
         "title": "A workload",
@@ -445,7 +452,9 @@ def test_a_count_below_its_minimum_says_so_without_naming_a_bare_type(tmp_path):
     with pytest.raises(ValidationError) as err:
         validate(workload, "workload.schema.json", "w.yaml")
     assert (
-        str(err.value) == "w.yaml: at $.inference.requests_per_second: as `inference`: -1 is less than the minimum of 0"
+        str(err.value)
+        == "w.yaml: at $.inference.requests_per_second: as `inference`: Input should be greater than or equal to 0 "
+        "(got -1)"
     )
 
 
@@ -488,7 +497,7 @@ def test_a_record_error_names_the_status_form():
 
     with pytest.raises(ValidationError) as err:
         validate({**UNKNOWN, "reason": "short"}, "field.schema.json", "record")
-    assert "record: at $.reason: as `unknown`: 'short' is too short: expected at least 10 character(s)" in str(
+    assert "record: at $.reason: as `unknown`: String should have at least 10 characters (got 'short')" in str(
         err.value
     )
 
@@ -503,7 +512,8 @@ def test_a_json_file_error_names_its_line_too(tmp_path):
     with pytest.raises(ValidationError) as err:
         validate(load_json(path), "vocabulary.schema.json", path)
     assert str(err.value) == (
-        f"{path}:{line}: at $.fields.accelerator.memory_bandwidth.unit: as `quantity`: 7 is not of type 'string'"
+        f"{path}:{line}: at $.fields.accelerator.memory_bandwidth.unit: as `quantity`: Input should be a valid string "
+        "(got 7)"
     )
     inference = {"mode": "aggregated", "prompt_tokens": 1, "output_tokens": 1, "requests_per_second": "many"}
     workload = {
@@ -517,8 +527,8 @@ def test_a_json_file_error_names_its_line_too(tmp_path):
     with pytest.raises(ValidationError) as err:
         validate(workload, "workload.schema.json", "w.yaml")
     assert str(err.value) == (
-        "w.yaml: at $.inference.requests_per_second: as `inference`: 'many' is not of type 'integer' or 'number' "
-        "or 'null'"
+        "w.yaml: at $.inference.requests_per_second: as `inference`: Input should be a valid integer or Input should "
+        "be a valid number (got 'many')"
     )
 
 
@@ -544,8 +554,7 @@ def test_a_calibrated_number_keeps_the_promise_of_its_status(tmp_path):
         load_calibration_file(path)
     # The first status in the file is nvlink5's efficiency: `efficiency:` two lines above its status.
     assert str(err.value) == (
-        f"{path}:{status_line - 2}: at $.link_classes.nvlink5.efficiency: as `measured`: 'measured_sha256' is a "
-        "required property"
+        f"{path}:{status_line - 2}: at $.link_classes.nvlink5.efficiency.measured_sha256: as `measured`: Field required"
     )
 
 
@@ -557,9 +566,7 @@ def test_a_quantity_without_its_unit_is_refused_by_both_and_named():
     assert _both("vocabulary.schema.json", {"fields": {"accelerator.memory": {**spec, "unit": "GB"}}}) == (True, True)
     with pytest.raises(ValidationError) as err:
         validate({"fields": {"accelerator.memory": spec}}, "vocabulary.schema.json", "vocabulary.json")
-    assert str(err.value) == (
-        "vocabulary.json: at $.fields.accelerator.memory: as `quantity`: 'unit' is a required property"
-    )
+    assert str(err.value) == ("vocabulary.json: at $.fields.accelerator.memory.unit: as `quantity`: Field required")
 
 
 def test_errors_name_file_and_line_for_an_impossible_date_a_duplicate_key_and_a_bad_value(tmp_path):
@@ -581,7 +588,8 @@ def test_errors_name_file_and_line_for_an_impossible_date_a_duplicate_key_and_a_
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(
         ValidationError,
-        match=rf"collectives\.yaml:{line}: at \$\.link_classes\.nvlink4\.efficiency\.status: 'rumoured' is not one of",
+        match=rf"collectives\.yaml:{line}: at \$\.link_classes\.nvlink4\.efficiency\.status: Input tag 'rumoured' "
+        "found using 'status' does not match",
     ):
         load_calibration_file(bad)
 
