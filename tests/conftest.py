@@ -68,9 +68,9 @@ HUGE_CLUSTERS = sorted(
 )
 
 
-def in_fast_tier(*ids: str) -> list[Any]:
-    """`ids` as parameters, each huge cluster's marked slow."""
-    return [pytest.param(i, marks=pytest.mark.slow) if i in HUGE_CLUSTERS else i for i in ids]
+def in_fast_tier(*ids: str, slow: tuple[str, ...] = ()) -> list[Any]:
+    """`ids` as parameters, each huge cluster's (and each one in `slow`) marked slow."""
+    return [pytest.param(i, marks=pytest.mark.slow) if i in HUGE_CLUSTERS or i in slow else i for i in ids]
 
 
 def working_tree_files(root: Path = ROOT) -> list[str]:

@@ -69,12 +69,13 @@ def test_a_writer_stopped_at_its_time_limit_leaves_its_outputs_as_they_were(buil
 
 
 @pytest.mark.parametrize("value", ["nan", "0", "-5", "soon", "1e9", "inf"])
-def test_a_time_limit_that_is_no_number_of_seconds_is_bad_usage(repo, cli, monkeypatch, value):
+def test_a_time_limit_that_is_no_number_of_seconds_is_bad_usage(tmp_path, cli, monkeypatch, value):
+    # Refused before the checkout is read: an empty directory is root enough.
     monkeypatch.setenv("FABRICREF_TIME_LIMIT", value)
-    result = cli("references", root=repo.root)
+    result = cli("references", root=tmp_path)
     assert result.code == 2 and f"FABRICREF_TIME_LIMIT={value}: expected a number of seconds" in result.err
     monkeypatch.delenv("FABRICREF_TIME_LIMIT")
-    result = cli("--time-limit", value, "references", root=repo.root)
+    result = cli("--time-limit", value, "references", root=tmp_path)
     assert result.code == 2 and f"--time-limit={value}: expected a number of seconds" in result.err
 
 
@@ -130,7 +131,7 @@ def waiting_on(lock: Path, pid: int) -> bool:
     [
         ([sys.executable, "-m", "fabricref.compile"], "compile"),
         ([sys.executable, "-m", "fabricref.database"], "database"),
-        (["fabricref", "compile"], ""),
+        pytest.param(["fabricref", "compile"], "", marks=pytest.mark.slow),  # by hand: extract-by-hand in the fast tier
         (["fabricref", "extract"], ""),
     ],
     ids=["compile-as-dvc-runs-it", "database-as-dvc-runs-it", "compile-by-hand", "extract-by-hand"],

@@ -197,8 +197,7 @@ def test_refresh_reports_each_source_and_keeps_one_deadline_overall(repo, httpse
     httpserver.expect_request("/example.test/docs/0.html").respond_with_data(PAGE_V1, content_type="text/html")
     for n in (1, 2):
         httpserver.expect_request(f"/example.test/docs/{n}.html").respond_with_handler(slow)
-    sources = load_sources(repo)
-    sources = [s for s in sources if s.id.startswith("doc-")]
+    sources = [s for n in range(3) for s in load_sources(repo, f"doc-{n}")]
     seen: list[tuple[str, int, int]] = []
     policy = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, refresh_deadline=1.0, concurrency=1)
     outcomes = stage.refresh(

@@ -7,6 +7,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,18 +84,23 @@ def test_a_query_over_the_memory_limit_never_spills_to_disk(built_registry, cli,
 # threads, and a saved query that is a file (and never echoed).
 
 
+def slow(sql: str) -> Any:
+    """A form refused (or run) the way one kept in the fast tier is: checked in the whole suite."""
+    return pytest.param(sql, marks=pytest.mark.slow)
+
+
 @pytest.mark.parametrize(
     "sql",
     [
         "EXPLAIN ANALYZE DROP VIEW fields",
-        "EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1",
+        slow("EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1"),
         "explain   analyze insert into fields select * from fields",
-        "EXPLAIN DELETE FROM fields",
+        slow("EXPLAIN DELETE FROM fields"),
         "WITH gone AS (DELETE FROM fields RETURNING *) SELECT * FROM gone",
         "SELECT * FROM checkpoint()",
-        "SELECT * FROM query('SELECT 1')",
+        slow("SELECT * FROM query('SELECT 1')"),
         "CALL pragma_version()",
-        "PRAGMA version",
+        slow("PRAGMA version"),
         "SELECT 1; DROP VIEW fields",
     ],
 )
@@ -110,12 +116,12 @@ def test_every_node_of_the_statement_must_read(built_registry, cli, sql):
     "sql",
     [
         "DESCRIBE fields",
-        "SHOW TABLES",
+        slow("SHOW TABLES"),
         "SUMMARIZE SELECT 1 AS a",
-        "VALUES (1), (2)",
-        "WITH a AS (SELECT 1 AS x) SELECT * FROM a",
+        slow("VALUES (1), (2)"),
+        slow("WITH a AS (SELECT 1 AS x) SELECT * FROM a"),
         "FROM fields SELECT field LIMIT 1",
-        "EXPLAIN SELECT * FROM fields",
+        slow("EXPLAIN SELECT * FROM fields"),
         "EXPLAIN ANALYZE SELECT count(*) FROM fields",
         "SELECT * FROM query_table('fields') LIMIT 1",
     ],

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import copy_checkout_with_sources
 from fabricref.core import pins
 from fabricref.core.paths import Layout
 from fabricref.core.sources import load_sources
@@ -56,6 +57,16 @@ def refresh(lay: Layout, server: HTTPServer, policy: FetchPolicy = FAST) -> stag
 def lay(repo: Layout) -> Layout:
     add_source(repo)
     return repo
+
+
+# The sources the pinned-mode tests break: pinned mode checks each source on its own, so a checkout holding only
+# these checks what it checks in the whole one, without verifying every other snapshot.
+PINNED = ("nvidia-hgx-h100-blog", "nvidia-nvlink-page")
+
+
+@pytest.fixture
+def pinned(tmp_path: Path) -> Layout:
+    return Layout(copy_checkout_with_sources(tmp_path / "repo", *PINNED))
 
 
 def test_mirror_url_maps_host_into_path():
@@ -210,44 +221,44 @@ def test_cli_refresh_reports_failure_with_exit_1(lay, httpserver, cli, monkeypat
     assert "example-doc" in result.err and "HTTP 404" in result.err
 
 
-def test_pinned_mode_detects_a_tampered_snapshot_and_names_it(repo: Layout, cli):
-    history = pins.load(repo, "nvidia-nvlink-page")
-    path = stage.store(repo).path_for(history.current.sha256)
+def test_pinned_mode_detects_a_tampered_snapshot_and_names_it(pinned: Layout, cli):
+    history = pins.load(pinned, "nvidia-nvlink-page")
+    path = stage.store(pinned).path_for(history.current.sha256)
     path.chmod(0o644)
     path.write_bytes(path.read_bytes().replace(b"1.8TB/s", b"3.6TB/s"))
-    manifest_before = repo.snapshots_manifest.read_bytes() if repo.snapshots_manifest.exists() else None
-    result = cli("retrieve", root=repo.root)
+    manifest_before = pinned.snapshots_manifest.read_bytes() if pinned.snapshots_manifest.exists() else None
+    result = cli("retrieve", root=pinned.root)
     assert result.code == 1
     assert str(path) in result.err and "hash mismatch" in result.err and history.current.sha256 in result.err
-    after = repo.snapshots_manifest.read_bytes() if repo.snapshots_manifest.exists() else None
+    after = pinned.snapshots_manifest.read_bytes() if pinned.snapshots_manifest.exists() else None
     assert after == manifest_before
 
 
-def test_pinned_mode_detects_a_missing_snapshot(repo: Layout):
-    history = pins.load(repo, "nvidia-hgx-h100-blog")
-    path = stage.store(repo).path_for(history.current.sha256)
+def test_pinned_mode_detects_a_missing_snapshot(pinned: Layout):
+    history = pins.load(pinned, "nvidia-hgx-h100-blog")
+    path = stage.store(pinned).path_for(history.current.sha256)
     path.unlink()
     with pytest.raises(IntegrityError, match="snapshot missing"):
-        stage.verify(repo, load_sources(repo))
+        stage.verify(pinned, load_sources(pinned))
 
 
-def test_pinned_mode_notices_an_edited_transcription(repo: Layout):
-    path = repo.transcription_file("nvidia-hgx-h100-blog")
+def test_pinned_mode_notices_an_edited_transcription(pinned: Layout):
+    path = pinned.transcription_file("nvidia-hgx-h100-blog")
     path.write_text(path.read_text().replace("900 gigabytes", "950 gigabytes"))
     with pytest.raises(IntegrityError, match="edited since it was pinned"):
-        stage.verify(repo, load_sources(repo))
+        stage.verify(pinned, load_sources(pinned))
 
 
-def test_pin_adds_an_edited_transcription_as_a_new_revision(repo: Layout, cli):
-    path = repo.transcription_file("nvidia-hgx-h100-blog")
-    old = pins.load(repo, "nvidia-hgx-h100-blog").current
+def test_pin_adds_an_edited_transcription_as_a_new_revision(pinned: Layout, cli):
+    path = pinned.transcription_file("nvidia-hgx-h100-blog")
+    old = pins.load(pinned, "nvidia-hgx-h100-blog").current
     path.write_text(path.read_text().replace("fourth generation NVLink", "fourth-generation NVLink"))
-    result = cli("pin", "nvidia-hgx-h100-blog", root=repo.root)
+    result = cli("pin", "nvidia-hgx-h100-blog", root=pinned.root)
     assert result.code == 0, result.err
-    history = pins.load(repo, "nvidia-hgx-h100-blog")
+    history = pins.load(pinned, "nvidia-hgx-h100-blog")
     assert [r.revision for r in history.revisions] == [1, 2] and history.revisions[0] == old
     assert history.current.origin == "transcription"
-    assert cli("retrieve", root=repo.root).code == 0
+    assert cli("retrieve", root=pinned.root).code == 0
 
 
 def test_store_files_are_read_only_and_content_addressed(repo: Layout):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import STATED, env_with_venv
+from conftest import FEW_SOURCES, STATED, env_with_venv
 from fabricref.compile import stage as compile_stage
 from fabricref.core.files import exclusive_lock
 from fabricref.core.pins import lock_path
@@ -236,10 +236,10 @@ def test_failing_disk_write_changes_nothing(repo, httpserver):
             shutil.move(aside, fan)
 
 
-def test_hand_edited_pins_file_names_file_and_line(repo, cli):
-    path = repo.pins_file("nvidia-nvlink-page")
+def test_hand_edited_pins_file_names_file_and_line(few_sources, cli):
+    path = few_sources.pins_file(FEW_SOURCES[0])
     path.write_text(path.read_text().replace('"revision": 1', '"revision": 1,,'))
-    result = cli("retrieve", root=repo.root)
+    result = cli("retrieve", root=few_sources.root)
     assert result.code == 1 and f"{path}:" in result.err and "invalid JSON" in result.err
 
 

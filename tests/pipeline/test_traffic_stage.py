@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 
 import duckdb
 import pytest
-from conftest import env_with_venv
+from conftest import copy_checkout, env_with_venv
 from fabricref.core.paths import Layout, workload_paths
 from fabricref.core.registry import write_table
 from fabricref.errors import FabricrefError
@@ -59,8 +60,23 @@ def _parts(lay: Layout, rnd: random.Random) -> dict[str, list[tuple]]:
     return rows
 
 
-def test_the_combined_tables_are_the_bytes_of_all_rows_written_at_once(repo: Layout, tmp_path):
-    rows = _parts(repo, random.Random(25))
+@pytest.fixture(scope="module")
+def parted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Layout, dict[str, list[tuple]]]:
+    """A copy of the checkout's data with every workload's stand-in parts written (once for the module), and
+    every table's rows. Only copied (`parts`)."""
+    lay = Layout(copy_checkout(tmp_path_factory.mktemp("parted") / "repo"))
+    return lay, _parts(lay, random.Random(25))
+
+
+@pytest.fixture
+def parts(parted: tuple[Layout, dict[str, list[tuple]]], tmp_path) -> tuple[Layout, dict[str, list[tuple]]]:
+    """A private copy of `parted`'s checkout, for a test that combines (or removes) parts, and the rows."""
+    lay, rows = parted
+    return Layout(shutil.copytree(lay.root, tmp_path / "repo")), rows
+
+
+def test_the_combined_tables_are_the_bytes_of_all_rows_written_at_once(parts, tmp_path):
+    repo, rows = parts
     assert rows["traffic_sharing"], "the shipped workloads declare a sharing pair"
     tables.combine(repo)
     out = tables.traffic_dir(repo)
@@ -76,8 +92,8 @@ def test_the_combined_tables_are_the_bytes_of_all_rows_written_at_once(repo: Lay
     assert sorted(schema) == sorted(tables.TABLES)
 
 
-def test_a_missing_part_names_what_writes_it_and_a_workload_no_longer_shipped_is_left_out(repo: Layout):
-    _parts(repo, random.Random(3))
+def test_a_missing_part_names_what_writes_it_and_a_workload_no_longer_shipped_is_left_out(parts):
+    repo, _ = parts
     gone = tables.workload_dir(repo, "a-workload-no-longer-shipped")
     tables.write_workload(repo, gone.name, {n: [] for n in tables.WORKLOAD_TABLES}, {})
     tables.combine(repo)
@@ -93,9 +109,12 @@ def test_a_missing_part_names_what_writes_it_and_a_workload_no_longer_shipped_is
 
 
 @pytest.mark.parametrize("args", [[], ["workload"], ["sharing"], ["kv", "x"], ["combine", "x"], ["-n", "2"]])
-def test_bad_stage_arguments_are_usage_errors(args: list[str], repo: Layout):
+def test_bad_stage_arguments_are_usage_errors(args: list[str], tmp_path):
+    # Refused before the checkout's data is read: an empty checkout (sources/ and schemas/ only) is enough.
+    for part in ("sources", "schemas"):
+        (tmp_path / part).mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "fabricref.traffic", *args], cwd=repo.root, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "fabricref.traffic", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2, done.stderr
     assert "usage: python -m fabricref.traffic workload ID | sharing ID | kv | comparison | combine" in done.stderr

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from fabricref.core.paths import Layout
 from fabricref.errors import FabricrefError
 
 STAGES = dvc_stages()
+# One closure per entry module, shared by the stages that run it (every traffic part runs fabricref.traffic).
+closure_of = functools.cache(import_closure)
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
@@ -35,7 +38,7 @@ def test_every_stage_declares_the_code_it_runs(stage: str):
     assert entry.startswith("fabricref."), f"stage {stage!r} runs {entry}: expected `python -m fabricref.<stage>`"
     deps = [str(d) for d in spec["deps"]]
     code = [d for d in deps if d == "pipeline" or d.startswith("pipeline/")]
-    closure = import_closure(entry)
+    closure = closure_of(entry)
     missing = sorted(f for f in closure if not covered(f, code))
     assert not missing, f"stage {stage!r} imports {missing} (by {[closure[f] for f in missing]}) undeclared"
     unused = [d for d in code if not any(covered(f, [d]) for f in closure)]
@@ -46,9 +49,9 @@ def test_every_stage_declares_the_code_it_runs(stage: str):
 
 def test_the_closure_follows_function_level_imports() -> None:
     """The checker itself: the traffic stage reaches the traffic library, the report stage does not."""
-    assert any(f.startswith("pipeline/estimate/") for f in import_closure("fabricref.traffic"))
-    assert not any(f.startswith("pipeline/estimate/") for f in import_closure("fabricref.report"))
-    assert "pipeline/errors.py" in import_closure("fabricref.retrieve")
+    assert any(f.startswith("pipeline/estimate/") for f in closure_of("fabricref.traffic"))
+    assert not any(f.startswith("pipeline/estimate/") for f in closure_of("fabricref.report"))
+    assert "pipeline/errors.py" in closure_of("fabricref.retrieve")
 
 
 # -- the DuckDB file ------------------------------------------------------------------------------------
