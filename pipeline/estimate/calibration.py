@@ -107,13 +107,6 @@ def standalone_text(path: Path) -> str:
 def load_calibration_file(path: Path) -> Calibration:
     """Parse, merge the numbers params.yaml sets, and validate (pipeline/formats/calibration.py); every error names
     file:line, the JSON path and what was expected."""
-    cal, doc = _parse(path)
-    _check_measured(cal, path, doc)
-    return cal
-
-
-def _parse(path: Path) -> tuple[Calibration, Any]:
-    """`load_calibration_file` but for the check of the measured pins: the calibration and its ruamel document."""
     data, doc = load_yaml(path)
     _merge_params(data, doc, path)
     cal: Calibration = load_model(Calibration, data, "calibration.schema.json", path, doc)
@@ -124,7 +117,8 @@ def _parse(path: Path) -> tuple[Calibration, Any]:
                 f"{_where(path, doc, parts)}: at {json_path(parts)}: source {n.source!r} is not declared under "
                 f"`sources` (declared: {', '.join(sorted(cal.sources))})"
             )
-    return cal, doc
+    _check_measured(cal, path, doc)
+    return cal
 
 
 def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
@@ -165,16 +159,8 @@ def _where(path: Path, doc: object, parts: list[object]) -> str:
 
 
 @cache
-def _parsed(path: str, mtime_ns: int, params_mtime_ns: int) -> tuple[Calibration, Any]:
-    return _parse(Path(path))
-
-
-@cache
 def _cached(path: str, mtime_ns: int, params_mtime_ns: int, measured_mtime_ns: int) -> Calibration:
-    """Parsed again only when the file or params.yaml changes; a measured pin added or removed is checked again."""
-    cal, doc = _parsed(path, mtime_ns, params_mtime_ns)
-    _check_measured(cal, Path(path), doc)
-    return cal
+    return load_calibration_file(Path(path))
 
 
 def load_calibration(root: Path) -> Calibration:
