@@ -30,7 +30,6 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import shortest_path
 
 from ..errors import UsageError
 
@@ -481,6 +480,10 @@ class Wiring:
         order = np.argsort(self.arc_tail, kind="stable") if keys is None else by_node
         a_head, a_link = self.arc_head[order], self.arc_link[order]
         indptr = np.searchsorted(self.arc_tail[order], np.arange(k + 1))
+        # Here, not at the top: csgraph brings scipy.sparse.linalg and scipy.linalg, and only a route between
+        # leaves needs it (a job inside one scale-up domain or under one leaf never does).
+        from scipy.sparse.csgraph import shortest_path
+
         dests = np.unique(t_loc)
         dist = np.atleast_2d(shortest_path(self.sw_adj, directed=True, unweighted=True, indices=dests))
         row = np.searchsorted(dests, t_loc)
