@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from ..errors import UsageError
 from . import collectives
 from .decompose import Communication
-from .routing import Routes, Wiring, accelerator_domains, tier_name
+from .routing import Routes, Wiring, tier_name
 
 EPS = 1e-9
 
@@ -490,7 +490,7 @@ def route(
         stage = Stage([a for a, _, _ in pairs], [b for _, b, _ in pairs], np.array([x for *_, x in pairs]), 1, where)
         name, stages = "point-to-point", [stage]
     else:
-        domain_of = accelerator_domains(wiring.g)
+        domain_of = wiring.domain_of
         built = []
         for part in comm.parts:
             groups = [[accelerators[r] for r in g] for g in part.groups]

@@ -35,16 +35,17 @@ class PlacementError(UsageError):
 STRATEGIES = ("fill-domains", "spread", "explicit")
 
 
-def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0) -> dict[int, str]:
+def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0, order: list[str] | None = None) -> dict[int, str]:
     """The accelerator of every rank `w` uses, by its placement strategy (declared or the cluster's default).
 
     `offset` (a co-running job placed after another) moves fill-domains and spread past the first `offset`
-    accelerators in topology order; explicit ranges name absolute accelerators and ignore it."""
+    accelerators in topology order; explicit ranges name absolute accelerators and ignore it. `order`: g's
+    `ordered_accelerators`, from a caller that holds them (`View.order`)."""
     tid = g.graph.get("topology_id", "?")
     where = f"{w.path}" if getattr(w, "path", None) else f"workload {w.id}"
     ranks = w.used_ranks
     span = max(ranks) + 1
-    order = ordered_accelerators(g)
+    order = ordered_accelerators(g) if order is None else order
     declared = getattr(w, "placement", None)
     # The workload's declared strategy, else the cluster's default, else fill-domains.
     strategy = declared.strategy if declared is not None else g.graph.get("placement") or "fill-domains"
@@ -114,7 +115,7 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
     workload larger than what is left of the topology, degrees that do not divide what they split, or a
     tensor-parallel group beyond or across scale-up domains, is refused with what to change."""
     view.check_size(offset + d.ranks, f"workload {d.workload_id}")
-    accelerators = rank_accelerators(view.g, w, offset)
+    accelerators = rank_accelerators(view.g, w, offset, view.order)
     tied = [c for c in d.communications if c.one_domain is not None]
     for comm in tied:
         if len(comm.group) > view.domain_size:
@@ -125,12 +126,13 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
             )
     if w.training is not None:
         check_degrees(w.model, w.training, f"workload {w.id}")
-    domain = accelerator_domains(view.g)
+    nodes = view.g.nodes
     for comm in tied:
         for i, group in enumerate(comm.parts[0].groups):
             spans: dict[str, list[str]] = {}
             for r in group:
-                spans.setdefault(domain[accelerators[r]], []).append(accelerators[r])
+                a = accelerators[r]
+                spans.setdefault(nodes[a].get("domain") or a, []).append(a)  # as `accelerator_domains` has it
             if len(spans) > 1:
                 where = "; ".join(f"domain {k}: {', '.join(v)}" for k, v in spans.items())
                 raise PlacementError(

@@ -224,7 +224,7 @@ class Wiring:
         self.accs = acc
         self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
         n = len(acc)
-        domain = accelerator_domains(self.g)
+        self.domain_of = domain = accelerator_domains(self.g)  # per topology: every phase's stages read it
         number = {name: i for i, name in enumerate(dict.fromkeys(map(domain.__getitem__, acc)))}
         self.acc_domain = np.fromiter((number[domain[a]] for a in acc), dtype=np.int64, count=n)
         names = ordered_accelerators(self.g)

@@ -23,7 +23,7 @@ def revealing(view: View, w: Workload, offset: int = 0) -> dict[str, Any]:
         what = "one request (its TP group)"
     else:
         what = "one request (prefill pool + decode pool)"
-    accs = rank_accelerators(view.g, w, offset).values()
+    accs = rank_accelerators(view.g, w, offset, view.order).values()
     domains = len({view.domain(a) for a in accs})
     return {
         "accelerators_per_progress": w.accelerators,

@@ -60,7 +60,7 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
     # The failure scenarios follow the data-parallel group (the traffic that crosses the fabric).
     dp = next((c for c in decompose(workload).communications if c.overlaps == BACKWARD), None)
     if view.summary["nodes_by_kind"].get("leaf") and dp is not None:
-        accs = rank_accelerators(view.g, workload, offset)
+        accs = rank_accelerators(view.g, workload, offset, view.order)
         peers = [accs[r] for r in dp.group]
         far = max(peers[1:], key=lambda b: view.tier(peers[0], b), default=None)
         if far is not None:
@@ -100,8 +100,8 @@ def sharing(
     """Two workloads side by side (the second placed after the first), routed on the same graph: the queueing
     each adds to the other's phases, on the links both use and nowhere else."""
     view = view or view_for(lay, topology_id)
-    both = set(rank_accelerators(view.g, first).values()) & set(
-        rank_accelerators(view.g, second, first.accelerators).values()
+    both = set(rank_accelerators(view.g, first, order=view.order).values()) & set(
+        rank_accelerators(view.g, second, first.accelerators, view.order).values()
     )
     if both:
         raise UsageError(

@@ -17,7 +17,7 @@ from ..core.paths import Layout
 from ..errors import UsageError
 from ..formats.calibration import Calibration
 from .calibration import load_calibration
-from .routing import Routes, Wiring
+from .routing import Routes, Wiring, ordered_accelerators
 
 if TYPE_CHECKING:
     from ..core.facts import Facts
@@ -85,6 +85,11 @@ class View:
     def wiring(self) -> Wiring:
         """The same graph as arrays for routing every flow (built once per view, links indexed as used)."""
         return Wiring(self.g)
+
+    @cached_property
+    def order(self) -> list[str]:
+        """The accelerators in the order placement lays ranks (`ordered_accelerators`), once per topology."""
+        return ordered_accelerators(self.g)
 
     @cached_property
     def domain_size(self) -> int:
