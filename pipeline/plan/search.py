@@ -42,9 +42,11 @@ from .space import Layout
 WAVE = 4096
 # Layouts per engine task: at most BATCH (~0.1-1 s of work), and no fewer than MIN_BATCH when a wave is split
 # over the workers (a bound or an evaluation takes 0.1-1 ms), so a Ray task's few milliseconds of scheduling
-# stay under 10 %.
+# stay under 10 %. A wave is split in up to SPLIT batches per worker, so the last batch to finish leaves the
+# other workers idle for a fraction of their share.
 BATCH = 1024
 MIN_BATCH = 128
+SPLIT = 4
 GB = 1e9
 
 # (what is being done: "bounding" or "evaluating", layouts done, layouts in all, the best so far)
@@ -85,13 +87,13 @@ class Job:
 
 
 def batches(indices: Any, workers: int = 1) -> list[np.ndarray]:
-    """`indices` (of `Job.layouts`) in equal batches of at most BATCH; split over the workers when each still gets
+    """`indices` (of `Job.layouts`) in equal batches of at most BATCH; SPLIT per worker when each still gets
     MIN_BATCH."""
     todo = np.asarray(indices, dtype=np.int64)
     n = len(todo)
     if not n:
         return []
-    count = max(-(-n // BATCH), min(workers, n // MIN_BATCH), 1)
+    count = max(-(-n // BATCH), min(SPLIT * workers, n // MIN_BATCH), 1)
     return np.array_split(todo, count)
 
 
