@@ -126,8 +126,7 @@ class RayEngine:
         self._ray.get([self._remote.remote("warm", "", [None], []) for _ in range(self.workers)])
 
     def map(self, task: str, job: Any, batches: list[Any]) -> Iterator[Any]:
-        if not batches:
-            return
+        """Submits every batch now (the workers start while the caller goes on); the results come in order."""
         start = time.process_time()
         if self._held is None or self._held[0] is not job:
             self._held = None  # the previous search's job leaves the object store
@@ -135,6 +134,9 @@ class RayEngine:
         _, token, ref = self._held
         futures = [self._remote.remote(task, token, [ref], b) for b in batches]
         self.driver_cpu += time.process_time() - start
+        return self._gather(futures)
+
+    def _gather(self, futures: list[Any]) -> Iterator[Any]:
         for future in futures:
             start = time.process_time()
             out, pid, cpu = self._ray.get(future)

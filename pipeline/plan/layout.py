@@ -33,7 +33,7 @@ class Layout(NamedTuple):
 
     def columns(self) -> dict[str, Any]:
         """The layout as a plan row's columns."""
-        return {COLUMNS.get(name, name): value for name, value in zip(self._fields, self, strict=True)}
+        return dict(zip(_NAMES, self, strict=True))
 
     @property
     def id(self) -> str:
@@ -53,3 +53,6 @@ class Layout(NamedTuple):
             f"{' × '.join(parts)}, micro-batch {self.micro_batch} × {self.microbatches}, ZeRO-{self.zero}, "
             f"{self.recompute} recompute, {sched}"
         )
+
+
+_NAMES = tuple(COLUMNS.get(name, name) for name in Layout._fields)  # each field's column, in order

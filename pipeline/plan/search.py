@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,9 +42,11 @@ from .space import Layout
 WAVE = 4096
 # Layouts per engine task: at most BATCH (~0.1-1 s of work), and no fewer than MIN_BATCH when a wave is split
 # over the workers (a bound or an evaluation takes 0.1-1 ms), so a Ray task's few milliseconds of scheduling
-# stay under 10 %.
+# stay under 10 %. A wave is split in up to SPLIT batches per worker, so the last batch to finish leaves the
+# other workers idle for a fraction of their share.
 BATCH = 1024
 MIN_BATCH = 128
+SPLIT = 4
 GB = 1e9
 
 # (what is being done: "bounding" or "evaluating", layouts done, layouts in all, the best so far)
@@ -85,13 +87,13 @@ class Job:
 
 
 def batches(indices: Any, workers: int = 1) -> list[np.ndarray]:
-    """`indices` (of `Job.layouts`) in equal batches of at most BATCH; split over the workers when each still gets
+    """`indices` (of `Job.layouts`) in equal batches of at most BATCH; SPLIT per worker when each still gets
     MIN_BATCH."""
     todo = np.asarray(indices, dtype=np.int64)
     n = len(todo)
     if not n:
         return []
-    count = max(-(-n // BATCH), min(workers, n // MIN_BATCH), 1)
+    count = max(-(-n // BATCH), min(SPLIT * workers, n // MIN_BATCH), 1)
     return np.array_split(todo, count)
 
 
@@ -162,20 +164,24 @@ def search_training(
     prune: bool = True,
     progress: Progress | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Rows for every layout (bound, then evaluated or pruned), in the order of `layouts`; and the counts."""
+    """Rows for every layout (bound, then evaluated or pruned), in the order of `layouts`; and the counts.
+
+    An engine starts a map's batches when it is called and yields their results in order, so the driver's own work
+    (a batch's rows, the next wave's pruning) runs while the workers evaluate; what is pruned depends on the
+    waves' results alone, never on when they arrive."""
     n = len(layouts)
     if not n:
         raise NoLegalLayout(req, rejected, [])
     job = Job(ev, layouts)
-    parts: list[Columns] = []
-    bounded = 0
-    for part in engine.map("bound", job, batches(range(n), engine.workers)):
-        parts.append(part)
-        bounded += len(part["fits"])
-        if progress:
-            progress("bounding", bounded, n, "")
-    bounds: list[Bound] = records(parts, Bound)
     objective, tokens = req.objective, ev.tokens
+    bounds: list[Bound] = []
+    rows: list[dict[str, Any]] = []
+    for part in engine.map("bound", job, batches(range(n), engine.workers)):
+        for b in records([part], Bound):  # the batches cover `layouts` in order
+            rows.append(_row(req, layouts[len(bounds)], b, tokens))
+            bounds.append(b)
+        if progress:
+            progress("bounding", len(bounds), n, "")
     fitting = [i for i, b in enumerate(bounds) if b.fits is not False and b.step_lower_bound_seconds is not None]
     if not fitting:
         raise NoLegalLayout(req, rejected, [(layouts[i], bounds[i]) for i in range(n)])
@@ -184,36 +190,51 @@ def search_training(
         value = objective_value(objective, bounds[i].step_lower_bound_seconds, layouts[i].gpus, tokens)
         return value if value is not None else float("inf")
 
-    ids = [x.id for x in layouts]  # each layout's name, built once (the ties of every order below, the rows' key)
-    fitting.sort(key=lambda i: (lb_objective(i), -(bounds[i].headroom_bytes or 0.0), ids[i]))
+    # Each row's id is the ties' last key in every order below.
+    fitting.sort(key=lambda i: (lb_objective(i), -(bounds[i].headroom_bytes or 0.0), rows[i]["layout_id"]))
     front = _Front(req.top)
-    results: dict[int, Evaluation] = {}
-    pruned: dict[int, str] = {}
-    done = n - len(fitting)
-    best = ""
-    if progress:
-        progress("evaluating", done, n, best)
-    best_point: tuple[float, float, float, str] | None = None
-    for start in range(0, len(fitting), WAVE):
-        wave = fitting[start : start + WAVE]
-        todo = []
+
+    def submit(wave: list[int]) -> tuple[list[int], Iterator[Columns]]:
+        """The wave's layouts not pruned by the front so far, and their evaluations (started)."""
+        todo, cut = [], []
         kth = front.kth()
         for i in wave:
             b = bounds[i]
             if prune and kth is not None and kth < lb_objective(i):
                 by = front.dominator(b.step_lower_bound_seconds, b.headroom_bytes or 0.0)  # type: ignore[arg-type]
                 if by is not None:
-                    pruned[i] = by
+                    cut.append((i, by))
                     continue
             todo.append(i)
-        evaluated = records(list(engine.map("evaluate", job, batches(todo, engine.workers))), Evaluation)
+        running = engine.map("evaluate", job, batches(todo, engine.workers))
+        for i, by in cut:
+            _pruned(rows[i], bounds[i], by)
+        return todo, running
+
+    counts = {"legal": n, "not_fitting": n - len(fitting), "pruned": 0, "evaluated": 0}
+    done = counts["not_fitting"]
+    best = ""
+    if progress:
+        progress("evaluating", done, n, best)
+    best_point: tuple[float, float, float, str] | None = None
+    waves = [fitting[start : start + WAVE] for start in range(0, len(fitting), WAVE)]
+    todo, running = submit(waves[0])
+    for w, wave in enumerate(waves):
+        evaluated = records(list(running), Evaluation)
         points = []
         for i, e in zip(todo, evaluated, strict=True):
-            results[i] = e
             obj = objective_value(objective, e.step_seconds, layouts[i].gpus, tokens)
             if obj is not None and e.fits is not False:
-                points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, ids[i]))
+                points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, rows[i]["layout_id"]))
         front.add(points)
+        this = todo
+        if w + 1 < len(waves):
+            todo, running = submit(waves[w + 1])
+        # While the next wave runs: this one's rows.
+        for i, e in zip(this, evaluated, strict=True):
+            _evaluated(req, rows[i], layouts[i].gpus, e, tokens)
+        counts["evaluated"] += len(this)
+        counts["pruned"] += len(wave) - len(this)
         done += len(wave)
         # The best so far as the ranking orders ties (more headroom, then the id).
         wave_best = min(points, key=_order) if points else None
@@ -222,14 +243,7 @@ def search_training(
             best = f"{best_point[3]} ({best_point[1]:.3f} s)"
         if progress:
             progress("evaluating", done, n, best)
-    rows = [_row(req, layouts[i], ids[i], bounds[i], results.get(i), pruned.get(i), tokens) for i in range(n)]
     _rank(rows, objective)
-    counts = {
-        "legal": n,
-        "not_fitting": n - len(fitting),
-        "pruned": len(pruned),
-        "evaluated": len(results),
-    }
     return rows, counts
 
 
@@ -238,17 +252,10 @@ def _order(point: tuple[float, float, float, str]) -> tuple[float, float, str]:
     return objective, -headroom, layout_id
 
 
-def _row(
-    req: space.TrainRequest,
-    x: Layout,
-    layout_id: str,
-    b: Bound,
-    e: Evaluation | None,
-    pruned_by: str | None,
-    tokens: float,
-) -> dict[str, Any]:
+def _row(req: space.TrainRequest, x: Layout, b: Bound, tokens: float) -> dict[str, Any]:
+    """A layout's row from its bound (`_pruned` or `_evaluated` completes a fitting one's)."""
     row: dict[str, Any] = {
-        "layout_id": layout_id,
+        "layout_id": x.id,
         **x.columns(),
         "seq_len": req.seq,
         "global_batch": req.global_batch,
@@ -257,7 +264,7 @@ def _row(
         "headroom_bytes": b.headroom_bytes,
         "fits": b.fits,
         "step_lower_bound_seconds": b.step_lower_bound_seconds,
-        "status": "does-not-fit" if b.fits is False else ("pruned" if pruned_by else "evaluated"),
+        "status": "does-not-fit" if b.fits is False else "evaluated",
         "reason": None,
         "step_seconds": None,
         "compute_seconds": None,
@@ -280,37 +287,42 @@ def _row(
     }
     if b.fits is False and b.memory_per_rank_bytes is not None and b.usable_memory_bytes is not None:
         row["reason"] = f"needs {b.memory_per_rank_bytes / GB:.1f} GB per rank, has {b.usable_memory_bytes / GB:.1f}"
-    elif pruned_by:
-        row["reason"] = (
-            f"pruned: its step is at least {b.step_lower_bound_seconds:.4g} s (no communication), while {pruned_by} "
-            "is as fast with as much memory headroom, and the top K are faster"
-        )
-    if e is not None:
-        step = e.step_seconds
-        row.update(
-            {
-                "memory_per_rank_bytes": e.memory_per_rank_bytes,
-                "headroom_bytes": e.headroom_bytes,
-                "fits": e.fits,
-                "step_seconds": step,
-                "compute_seconds": e.compute_seconds,
-                "bubble_seconds": e.bubble_seconds,
-                "exposed_communication_seconds": e.exposed_communication_seconds,
-                "communication_seconds": e.communication_seconds,
-                "dominant": e.dominant,
-                "largest_group": e.largest_group,
-                "largest_group_phase": e.largest_group_phase,
-                "largest_group_domains": e.largest_group_domains,
-                "confidence": e.confidence,
-                "costing": e.costing,
-            }
-        )
-        if step:
-            row["tokens_per_second"] = tokens / step
-            row["gpu_hours_per_step"] = x.gpus * step / 3600.0
-            row["gpu_hours_per_million_tokens"] = gpu_hours_per_million_tokens(step, x.gpus, tokens)
-            row["objective_value"] = objective_value(req.objective, step, x.gpus, tokens)
     return row
+
+
+def _pruned(row: dict[str, Any], b: Bound, by: str) -> None:
+    row["status"] = "pruned"
+    row["reason"] = (
+        f"pruned: its step is at least {b.step_lower_bound_seconds:.4g} s (no communication), while {by} "
+        "is as fast with as much memory headroom, and the top K are faster"
+    )
+
+
+def _evaluated(req: space.TrainRequest, row: dict[str, Any], gpus: int, e: Evaluation, tokens: float) -> None:
+    step = e.step_seconds
+    row.update(
+        {
+            "memory_per_rank_bytes": e.memory_per_rank_bytes,
+            "headroom_bytes": e.headroom_bytes,
+            "fits": e.fits,
+            "step_seconds": step,
+            "compute_seconds": e.compute_seconds,
+            "bubble_seconds": e.bubble_seconds,
+            "exposed_communication_seconds": e.exposed_communication_seconds,
+            "communication_seconds": e.communication_seconds,
+            "dominant": e.dominant,
+            "largest_group": e.largest_group,
+            "largest_group_phase": e.largest_group_phase,
+            "largest_group_domains": e.largest_group_domains,
+            "confidence": e.confidence,
+            "costing": e.costing,
+        }
+    )
+    if step:
+        row["tokens_per_second"] = tokens / step
+        row["gpu_hours_per_step"] = gpus * step / 3600.0
+        row["gpu_hours_per_million_tokens"] = gpu_hours_per_million_tokens(step, gpus, tokens)
+        row["objective_value"] = objective_value(req.objective, step, gpus, tokens)
 
 
 def _rank(rows: list[dict[str, Any]], objective: str) -> None:
