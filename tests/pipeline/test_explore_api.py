@@ -287,7 +287,7 @@ def test_the_apis_workload_estimate_takes_knob_overrides(built_registry) -> None
         "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, knobs={"dp": 16}
     )
     assert next(p for p in phases if p["phase"] == "dp-all-reduce")["group_size"] == 16
-    with pytest.raises(ValidationError, match=r"at \$\.training\.dp: .*minimum of 1"):
+    with pytest.raises(ValidationError, match=r"at \$\.training\.dp: .*greater than or equal to 1"):
         fabricref.estimate_workload(
             "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, knobs={"dp": 0}
         )
