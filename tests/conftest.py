@@ -276,6 +276,30 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     return run
 
 
+@pytest.fixture(scope="session")
+def printed() -> Callable[..., Result]:
+    """`printed(*args, root=...)`: what the in-process CLI prints, run once per session for each argv, root and
+    COLUMNS (a command's output is a function of those), for the tests that read one command's output several
+    ways. Only for commands that change nothing; `cli` runs one afresh."""
+    import contextlib
+    import io
+
+    from fabricref.cli import main
+
+    seen: dict[tuple[tuple[str, ...], Path | None, str | None], Result] = {}
+
+    def run(*args: str, root: Path | None = None) -> Result:
+        key = (args, root, os.environ.get("COLUMNS"))
+        if key not in seen:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main([*args, "--root", str(root)] if root is not None else list(args))
+            seen[key] = Result(code, out.getvalue(), err.getvalue())
+        return seen[key]
+
+    return run
+
+
 def shared_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This run's directory: under xdist, the parent of every worker's basetemp (one per run, never shared with
     another run); otherwise the basetemp."""
