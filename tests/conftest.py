@@ -59,6 +59,10 @@ def references_of(*form_factors: str) -> list[str]:
 # model and tested as clusters; switch and NIC references are network products with no system topology.
 SYSTEM_REFERENCES = references_of("server", "rack")
 CLUSTERS = sorted(p.stem for p in (ROOT / "models" / "clusters").glob("*.yaml"))
+# A representative few systems for a sweep over every system that the fast tier runs on a few: a rack of scale-up
+# switches, a server of directly linked GPUs, an NVSwitch server, and one whose link bandwidth no source states.
+FAST_SYSTEMS = ("amd-helios", "amd-mi300x-pollara400", "nvidia-dgx-h100", "nvidia-vera-rubin-nvl144")
+assert set(FAST_SYSTEMS) <= set(SYSTEM_REFERENCES), set(FAST_SYSTEMS) - set(SYSTEM_REFERENCES)
 # Clusters of more than 4,096 building blocks (the 131,072-GPU one): a test over every cluster runs them in the
 # whole suite, not the fast tier (`in_fast_tier`).
 HUGE_CLUSTERS = sorted(
