@@ -63,6 +63,8 @@ CLUSTERS = sorted(p.stem for p in (ROOT / "models" / "clusters").glob("*.yaml"))
 # switches, a server of directly linked GPUs, an NVSwitch server, and one whose link bandwidth no source states.
 FAST_SYSTEMS = ("amd-helios", "amd-mi300x-pollara400", "nvidia-dgx-h100", "nvidia-vera-rubin-nvl144")
 assert set(FAST_SYSTEMS) <= set(SYSTEM_REFERENCES), set(FAST_SYSTEMS) - set(SYSTEM_REFERENCES)
+# And for a sweep over every reference: those, a switch, a NIC and a cluster's reference.
+FAST_REFERENCES = (*FAST_SYSTEMS, "broadcom-tomahawk-5", "nvidia-connectx-7", "meta-genai-24k-roce")
 # Clusters of more than 4,096 building blocks (the 131,072-GPU one): a test over every cluster runs them in the
 # whole suite, not the fast tier (`in_fast_tier`).
 HUGE_CLUSTERS = sorted(
