@@ -294,8 +294,12 @@ def _table_keys(text: str) -> list[str]:
 
 def test_json_keeps_the_column_order_of_the_table(built_registry, cli, printed, monkeypatch):
     """Seen: `--json` re-sorted the columns alphabetically."""
-    monkeypatch.setenv("COLUMNS", "400")  # wide enough for every table to print as columns
     root = built_registry.root
+    step = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512")  # its rows as the sweep prints
+    keys = list(json.loads(printed(*step, "--json", root=root).out))
+    shown = _table_keys(printed(*step, root=root).out)
+    assert [k for k in keys if k in shown] == shown
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough for every table to print as columns
     for argv in (("references",), ("history", SOURCE)):
         table, as_json = cli(*argv, root=root), cli(*argv, "--json", root=root)
         assert list(json.loads(as_json.out)[0]) == _table_header(table.out), argv
@@ -304,10 +308,6 @@ def test_json_keeps_the_column_order_of_the_table(built_registry, cli, printed, 
     assert list(rows[0]) == ["unit", "reference_id", "field"]
     argv = ("estimate", "transfer", "--bytes", "10GB", "--bandwidth", "400Gb/s", "--latency", "5us")
     assert list(json.loads(cli(*argv, "--json").out)) == _table_keys(cli(*argv).out)
-    step = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512")
-    keys = list(json.loads(printed(*step, "--json", root=root).out))
-    shown = _table_keys(printed(*step, root=root).out)
-    assert [k for k in keys if k in shown] == shown
 
 
 def test_a_reference_field_keeps_its_documents_unit_with_the_bit_rate_beside_it(built_registry, cli, monkeypatch):
