@@ -59,6 +59,12 @@ def references_of(*form_factors: str) -> list[str]:
 # model and tested as clusters; switch and NIC references are network products with no system topology.
 SYSTEM_REFERENCES = references_of("server", "rack")
 CLUSTERS = sorted(p.stem for p in (ROOT / "models" / "clusters").glob("*.yaml"))
+# A representative few systems for a sweep over every system that the fast tier runs on a few: a rack of scale-up
+# switches, a server of directly linked GPUs, an NVSwitch server, and one whose link bandwidth no source states.
+FAST_SYSTEMS = ("amd-helios", "amd-mi300x-pollara400", "nvidia-dgx-h100", "nvidia-vera-rubin-nvl144")
+assert set(FAST_SYSTEMS) <= set(SYSTEM_REFERENCES), set(FAST_SYSTEMS) - set(SYSTEM_REFERENCES)
+# And for a sweep over every reference: those, a switch, a NIC and a cluster's reference.
+FAST_REFERENCES = (*FAST_SYSTEMS, "broadcom-tomahawk-5", "nvidia-connectx-7", "meta-genai-24k-roce")
 # Clusters of more than 4,096 building blocks (the 131,072-GPU one): a test over every cluster runs them in the
 # whole suite, not the fast tier (`in_fast_tier`).
 HUGE_CLUSTERS = sorted(
@@ -272,6 +278,30 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
         code = main(argv)
         captured = capsys.readouterr()
         return Result(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def printed() -> Callable[..., Result]:
+    """`printed(*args, root=...)`: what the in-process CLI prints, run once per session for each argv, root and
+    COLUMNS (a command's output is a function of those), for the tests that read one command's output several
+    ways. Only for commands that change nothing; `cli` runs one afresh."""
+    import contextlib
+    import io
+
+    from fabricref.cli import main
+
+    seen: dict[tuple[tuple[str, ...], Path | None, str | None], Result] = {}
+
+    def run(*args: str, root: Path | None = None) -> Result:
+        key = (args, root, os.environ.get("COLUMNS"))
+        if key not in seen:
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main([*args, "--root", str(root)] if root is not None else list(args))
+            seen[key] = Result(code, out.getvalue(), err.getvalue())
+        return seen[key]
 
     return run
 

@@ -11,11 +11,15 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import CLUSTERS, ROOT, SYSTEM_REFERENCES
+from conftest import CLUSTERS, FAST_REFERENCES, ROOT, SYSTEM_REFERENCES
 from explore_server import client, serve
 from fabricref.core.paths import Layout
 
 REFERENCES = sorted(p.stem for p in (ROOT / "models" / "references").glob("*.yaml"))
+assert set(FAST_REFERENCES) <= set(REFERENCES), set(FAST_REFERENCES) - set(REFERENCES)
+# Each reference's fields and page: FAST_REFERENCES in the fast tier (test_pages_read fetches every reference's
+# page there too), every reference in the whole suite.
+SWEPT_REFERENCES = [r if r in FAST_REFERENCES else pytest.param(r, marks=pytest.mark.slow) for r in REFERENCES]
 WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
 TOPOLOGIES = sorted(set(SYSTEM_REFERENCES) | set(CLUSTERS))
 
@@ -48,7 +52,7 @@ def test_index_lists_every_reference_with_its_fields_counted_by_status(http, bui
     assert http.get("/api/workloads").json() == data["workloads"]
 
 
-@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("reference", SWEPT_REFERENCES)
 def test_reference_fields_hold_value_unit_direction_status(http, reference: str) -> None:
     data = http.get(f"/api/references/{reference}").json()
     assert data["reference"]["reference_id"] == reference
@@ -423,7 +427,7 @@ def test_sizing_calculators_with_units(http) -> None:
     assert bad.status_code == 422 and detail(bad)[0]["loc"] == ["body", "kv_dtype"]
 
 
-@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("reference", SWEPT_REFERENCES)
 def test_every_reference_page_renders_its_fields(http, reference: str) -> None:
     r = http.get(f"/reference/{reference}")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")

@@ -264,8 +264,8 @@ def test_cli_memory_activations_and_bad_input(cli) -> None:
     assert bad_recompute.code == 2 and "recompute" in bad_recompute.err
 
 
-def test_cli_step_on_shipped_data(cli, built_registry) -> None:
-    result = cli(
+def test_cli_step_on_shipped_data(cli, printed, built_registry) -> None:
+    result = printed(
         "estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", "--json", root=built_registry.root
     )
     assert result.code == 0, result.err
@@ -342,7 +342,7 @@ def test_workload_memory_options_are_checked(tmp_path) -> None:
     assert load_workload(good).training.recompute == "full"
 
 
-def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(cli, built_registry) -> None:
+def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(printed, built_registry) -> None:
     """CLI (text and JSON) and API: a training step lists the GEMM rate, the fitted fraction and the optimizer's
     bytes, never the decode step's overhead; only a fully sharded run lists the per-layer sharded overhead; a
     service's TTFT / TPOT list the decode step's overhead and not the optimizer's."""
@@ -362,7 +362,7 @@ def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(cli,
         "llama70b-serve-aggregated": ("inference", False),
     }
     for workload, (kind, sharded) in cases.items():
-        got = cli("estimate", "step", "illustrative-h100-4096", workload, "--json", root=root)
+        got = printed("estimate", "step", "illustrative-h100-4096", workload, "--json", root=root)
         assert got.code == 0, got.err
         data = json.loads(got.out)
         used = numbers(data["calibration"])
@@ -376,6 +376,6 @@ def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(cli,
             assert data["ttft_seconds"] is not None and data["tpot_seconds"] is not None
             assert used["kernels.decode_step_overhead_us"] == "assumed"
             assert "kernels.optimizer_bytes_per_param" not in used
-        text = cli("estimate", "step", "illustrative-h100-4096", workload, root=root)
+        text = printed("estimate", "step", "illustrative-h100-4096", workload, root=root)
         assert text.out.count("calibration: ") == len(data["calibration"]), text.out
         assert api.step("illustrative-h100-4096", workload, root=root)["calibration"] == data["calibration"]

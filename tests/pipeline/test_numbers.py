@@ -180,8 +180,8 @@ def _tables(text: str) -> list[str]:
 @pytest.mark.parametrize(
     ("argv", "computed"), TABLE_COMMANDS, ids=lambda v: " ".join(v)[:60] if isinstance(v, tuple) else None
 )
-def test_every_table_prints_numbers_through_the_formatter(built_registry, cli, argv, computed):
-    r = cli(*argv, root=None if argv[1:2] and argv[1] in CALCULATORS else built_registry.root)
+def test_every_table_prints_numbers_through_the_formatter(built_registry, printed, argv, computed):
+    r = printed(*argv, root=None if argv[1:2] and argv[1] in CALCULATORS else built_registry.root)
     assert r.code in (0, 1), r.err  # status and validate may report findings (exit 1); nothing is bad usage
     assert r.out.strip(), r.err
     assert not EXPONENT.search(r.out), (argv, EXPONENT.search(r.out))
@@ -192,9 +192,9 @@ def test_every_table_prints_numbers_through_the_formatter(built_registry, cli, a
             assert not (BITS.search(table) and BYTES.search(table)), (argv, table)
 
 
-def test_estimate_step_prints_units_not_float_reprs(built_registry, cli):
+def test_estimate_step_prints_units_not_float_reprs(built_registry, printed):
     """Seen: `estimate step` printed 6.41485e+10 for memory per rank and 1.68309 for seconds."""
-    r = cli("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", root=built_registry.root)
+    r = printed("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512", root=built_registry.root)
     assert r.code == 0, r.err
     rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in r.out.splitlines() if "│" in line}
     assert rows["memory_per_rank_bytes"].endswith(" GB") and rows["step_seconds"].endswith(" s")
@@ -203,10 +203,10 @@ def test_estimate_step_prints_units_not_float_reprs(built_registry, cli):
     assert rows["fits"] == "yes"
 
 
-def test_topology_prints_bandwidths_with_unit_and_direction_and_counts_by_role(built_registry, cli):
+def test_topology_prints_bandwidths_with_unit_and_direction_and_counts_by_role(built_registry, printed):
     """Seen: `topology` printed 702171.428544 for the bisection and counted 1,536 racks and 3,072 servers as
     `system 4608`."""
-    r = cli("topology", "meta-style-h100-24576", root=built_registry.root)
+    r = printed("topology", "meta-style-h100-24576", root=built_registry.root)
     assert r.code == 0, r.err
     assert "702171" not in r.out
     assert "702 Tb/s per direction" in r.out
@@ -214,7 +214,7 @@ def test_topology_prints_bandwidths_with_unit_and_direction_and_counts_by_role(b
     assert "system (rack) 1,536" in " ".join(lines) and "system (server) 3,072" in " ".join(lines)
     assert "accelerators 24,576" in lines
     assert "spine 7:1" in " ".join(lines)
-    data = json.loads(cli("topology", "meta-style-h100-24576", "--json", root=built_registry.root).out)
+    data = json.loads(printed("topology", "meta-style-h100-24576", "--json", root=built_registry.root).out)
     assert data["nodes_by_kind_and_role"]["system (rack)"] == 1536
     assert data["bisection_bandwidth_gbps"] == pytest.approx(702171.428544)  # JSON keeps the exact number
 
@@ -292,10 +292,14 @@ def _table_keys(text: str) -> list[str]:
     ]
 
 
-def test_json_keeps_the_column_order_of_the_table(built_registry, cli, monkeypatch):
+def test_json_keeps_the_column_order_of_the_table(built_registry, cli, printed, monkeypatch):
     """Seen: `--json` re-sorted the columns alphabetically."""
-    monkeypatch.setenv("COLUMNS", "400")  # wide enough for every table to print as columns
     root = built_registry.root
+    step = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512")  # its rows as the sweep prints
+    keys = list(json.loads(printed(*step, "--json", root=root).out))
+    shown = _table_keys(printed(*step, root=root).out)
+    assert [k for k in keys if k in shown] == shown
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough for every table to print as columns
     for argv in (("references",), ("history", SOURCE)):
         table, as_json = cli(*argv, root=root), cli(*argv, "--json", root=root)
         assert list(json.loads(as_json.out)[0]) == _table_header(table.out), argv
@@ -304,10 +308,6 @@ def test_json_keeps_the_column_order_of_the_table(built_registry, cli, monkeypat
     assert list(rows[0]) == ["unit", "reference_id", "field"]
     argv = ("estimate", "transfer", "--bytes", "10GB", "--bandwidth", "400Gb/s", "--latency", "5us")
     assert list(json.loads(cli(*argv, "--json").out)) == _table_keys(cli(*argv).out)
-    step = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512")
-    keys = list(json.loads(cli(*step, "--json", root=root).out))
-    shown = _table_keys(cli(*step, root=root).out)
-    assert [k for k in keys if k in shown] == shown
 
 
 def test_a_reference_field_keeps_its_documents_unit_with_the_bit_rate_beside_it(built_registry, cli, monkeypatch):

@@ -12,17 +12,21 @@ from typing import Any
 
 import networkx as nx
 import pytest
-from conftest import CLUSTERS, SYSTEM_REFERENCES
+from conftest import CLUSTERS, FAST_SYSTEMS, SYSTEM_REFERENCES
 from fabricref.core.graphs import load_topology
 from fabricref.inspect.export import graph_bytes, tool_attrs
 from fabricref.topology import tables
 
-REFERENCES = SYSTEM_REFERENCES
 # Writing and reading back a cluster's GraphML takes seconds (the largest: tens of CPU s): the clusters are in the
 # slow tier, and each format is a test of its own, so the two read-backs of a large cluster run on both workers.
+# The fast tier reads back a representative few systems (FAST_SYSTEMS); the whole suite every one.
 FORMATS = ["node-link", "graphml"]
 TOPOLOGIES = [
-    *((r, f) for r in REFERENCES for f in FORMATS),
+    *(
+        (r, f) if r in FAST_SYSTEMS else pytest.param(r, f, marks=pytest.mark.slow)
+        for r in SYSTEM_REFERENCES
+        for f in FORMATS
+    ),
     *(pytest.param(c, f, marks=pytest.mark.slow) for c in CLUSTERS for f in FORMATS),
 ]
 
@@ -82,7 +86,7 @@ def test_insertion_order_restores_every_neighbour_order_of_random_graphs():
 def test_built_edges_of_a_link_class_share_one_read_only_dict(built_graph):
     """A link class's attributes are one read-only dict: changing them through one edge raises instead of
     silently changing every edge of the class; a copy can be changed."""
-    g = built_graph("meta-style-h100-24576")
+    g = built_graph("illustrative-h100-4096")
     attrs = [d for _, _, d in g.edges(data=True)]
     assert len({id(d) for d in attrs}) < 20 < len(attrs)
     a, b, d = next(iter(g.edges(data=True)))
