@@ -292,14 +292,14 @@ def _table_keys(text: str) -> list[str]:
     ]
 
 
-def test_json_keeps_the_column_order_of_the_table(built_registry, cli, printed, monkeypatch):
+def test_json_keeps_the_column_order_of_the_table(built_registry, cli, monkeypatch):
     """Seen: `--json` re-sorted the columns alphabetically."""
     root = built_registry.root
-    step = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512")  # its rows as the sweep prints
-    keys = list(json.loads(printed(*step, "--json", root=root).out))
-    shown = _table_keys(printed(*step, root=root).out)
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough for every table to print as columns, no key wrapped
+    step = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512")
+    keys = list(json.loads(cli(*step, "--json", root=root).out))
+    shown = _table_keys(cli(*step, root=root).out)
     assert [k for k in keys if k in shown] == shown
-    monkeypatch.setenv("COLUMNS", "400")  # wide enough for every table to print as columns
     for argv in (("references",), ("history", SOURCE)):
         table, as_json = cli(*argv, root=root), cli(*argv, "--json", root=root)
         assert list(json.loads(as_json.out)[0]) == _table_header(table.out), argv
