@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from ..errors import FabricrefError, UsageError
 
@@ -72,9 +73,22 @@ def _message() -> str:
     )
 
 
-def _on_alarm(_signum: int, _frame: object) -> None:
+def _importing(frame: Any) -> bool:
+    """An import is running: a C extension's module init calls back into Python (DuckDB's nanobind enums), and an
+    exception raised there aborts the process instead of unwinding it."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _on_alarm(_signum: int, frame: Any) -> None:
     if _CLOCK.depth:
         _CLOCK.pending = True
+        return
+    if _importing(frame):
+        signal.setitimer(signal.ITIMER_REAL, 0.05)  # ring again once the import is done
         return
     _CLOCK.fired = True
     raise TimeLimitError(_message())
