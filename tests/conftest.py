@@ -505,9 +505,10 @@ def _temp_root_of_this_checkout(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns `-n auto` into a number of workers
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """In parallel by default: one pytest-xdist worker per core (at most 4) with `--dist loadgroup` (the groups
-    below), unless -n is given (`-n 0`: one process) or --pdb. Done here rather than in pyproject's addopts so
-    that a virtualenv without pytest-xdist still runs the suite, in one process."""
+    """In parallel by default: one pytest-xdist worker per core plus one (at most 4) with `--dist loadgroup` (the
+    groups below), unless -n is given (`-n 0`: one process) or --pdb. The extra worker keeps the cores busy while
+    a test waits on a subprocess, a server, a lock or a time limit. Done here rather than in pyproject's addopts
+    so that a virtualenv without pytest-xdist still runs the suite, in one process."""
     if hasattr(config, "workerinput"):  # an xdist worker: it re-parses the command line, where no --dist stands
         config.option.loadgroup = config.option.loadgroup or config.workerinput.get("fabricref_loadgroup", False)
         return
@@ -515,8 +516,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if not config.pluginmanager.hasplugin("xdist"):
         return
     if config.option.numprocesses is None and not config.getoption("usepdb", False):
-        config.option.numprocesses = "auto"
-        config.option.maxprocesses = config.option.maxprocesses or 4
+        config.option.numprocesses = min(len(os.sched_getaffinity(0)) + 1, config.option.maxprocesses or 4)
     if config.option.dist == "no":
         config.option.dist = "loadgroup"
 
