@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from types import FrameType
 
 from ..errors import FabricrefError, UsageError
 
@@ -73,7 +73,7 @@ def _message() -> str:
     )
 
 
-def _importing(frame: Any) -> bool:
+def _importing(frame: FrameType | None) -> bool:
     """An import is running: a C extension's module init calls back into Python (DuckDB's nanobind enums), and an
     exception raised there aborts the process instead of unwinding it."""
     while frame is not None:
@@ -83,7 +83,7 @@ def _importing(frame: Any) -> bool:
     return False
 
 
-def _on_alarm(_signum: int, frame: Any) -> None:
+def _on_alarm(_signum: int, frame: FrameType | None) -> None:
     if _CLOCK.depth:
         _CLOCK.pending = True
         return
