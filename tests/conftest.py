@@ -112,11 +112,13 @@ def _checkout_contents(whole: bool) -> tuple[tuple[str, bytes | None, int, int],
     return tuple(contents)
 
 
-def copy_checkout(dest: Path, with_git: bool = False) -> Path:
+def copy_checkout(dest: Path, with_git: bool = False, keep: Callable[[str], bool] | None = None) -> Path:
     """A copy of the checkout at `dest`, modes and modification times kept (as shutil.copy2 keeps them). Without
-    git, the code and its tests are left out (CODE_DIRS)."""
+    git, the code and its tests are left out (CODE_DIRS); `keep(relative path)` false leaves a file out too."""
     made: set[Path] = set()
     for rel, data, mode, mtime in _checkout_contents(whole=with_git):
+        if keep is not None and not keep(rel):
+            continue
         target = dest / rel
         if target.parent not in made:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -151,21 +153,27 @@ def copy_checkout(dest: Path, with_git: bool = False) -> Path:
 
 
 def copy_checkout_with_sources(dest: Path, *source_ids: str) -> Path:
-    """`copy_checkout(dest)` holding only the named sources: their declarations, pins, transcriptions and every
-    snapshot their pins name, for a test of a stage's handling of the checkout rather than of the shipped data."""
+    """`copy_checkout(dest)` holding only the named sources (none: no source at all): their declarations, pins,
+    transcriptions and every snapshot their pins name, for a test of a stage's handling of the checkout rather
+    than of the shipped data. The other sources' ~250 files are never written (most of a whole copy)."""
     import json
 
-    copy_checkout(dest)
-    lay = Layout(dest)
-    keep: set[str] = set()
-    for pin in sorted(lay.sources_dir.glob("pins/*.json")):
+    here = Layout(ROOT)
+    sources, store = here.relative(here.sources_dir) + "/", here.relative(here.store_dir) + "/"
+    snapshots: set[str] = set()
+    for pin in sorted(here.sources_dir.glob("pins/*.json")):
         if pin.stem in source_ids:
-            keep.update(r["sha256"] for r in json.loads(pin.read_text())["revisions"])
-    for path in sorted(lay.sources_dir.rglob("*")):
-        snapshot = path.is_relative_to(lay.store_dir)
-        if path.is_file() and (path.name not in keep if snapshot else path.name.split(".")[0] not in source_ids):
-            path.unlink()
-    assert sorted(p.stem for p in lay.sources_dir.glob("*.yaml")) == sorted(source_ids)
+            snapshots.update(r["sha256"] for r in json.loads(pin.read_text())["revisions"])
+
+    def keep(rel: str) -> bool:
+        name = rel.rsplit("/", 1)[-1]
+        if rel.startswith(store):
+            return name in snapshots
+        return not rel.startswith(sources) or name.split(".")[0] in source_ids
+
+    copy_checkout(dest, keep=keep)
+    Layout(dest).sources_dir.mkdir(exist_ok=True)  # a checkout declaring no source is still one
+    assert sorted(p.stem for p in Layout(dest).sources_dir.glob("*.yaml")) == sorted(source_ids)
     return dest
 
 
@@ -259,6 +267,13 @@ def few_sources(tmp_path: Path) -> Layout:
     """A private copy of the checkout's data holding only FEW_SOURCES (`copy_checkout_with_sources`): a stage run
     over it as a whole (retrieve, extract) reads two sources rather than every one."""
     return Layout(copy_checkout_with_sources(tmp_path / "repo", *FEW_SOURCES))
+
+
+@pytest.fixture
+def no_sources(tmp_path: Path) -> Layout:
+    """A private copy of the checkout's data without any source (`copy_checkout_with_sources` of none): models,
+    params and schemas, for a test of what reads those alone (a model, a knob, a default) and edits one."""
+    return Layout(copy_checkout_with_sources(tmp_path / "repo"))
 
 
 @dataclass

@@ -54,25 +54,25 @@ def set_knob(root, workload: str, knob: str, value: str) -> int:
         ("llama70b-serve-aggregated", "tp", "1000000", "is too large"),
     ],
 )
-def test_a_knob_that_would_take_gigabytes_is_refused_fast_at_its_params_line(repo, workload, knob, value, said):
-    line = set_knob(repo.root, workload, knob, value)
+def test_a_knob_that_would_take_gigabytes_is_refused_fast_at_its_params_line(no_sources, workload, knob, value, said):
+    line = set_knob(no_sources.root, workload, knob, value)
     with at_most_mb(64), pytest.raises(ValidationError) as caught:
-        find_workload(repo, workload)
+        find_workload(no_sources, workload)
     message = str(caught.value)
     assert f"params.yaml:{line}: at $.workloads.{workload}." in message and said in message, message
 
 
-def test_a_divisibility_error_of_a_params_knob_names_its_line(repo):
-    line = set_knob(repo.root, "llama70b-train-tp8-dp512", "tp", "7")
+def test_a_divisibility_error_of_a_params_knob_names_its_line(no_sources):
+    line = set_knob(no_sources.root, "llama70b-train-tp8-dp512", "tp", "7")
     with pytest.raises(
         ValidationError, match=rf"params\.yaml:{line}: at \$\.workloads\.llama70b-train-tp8-dp512\.tp: 7 must divide"
     ):
-        find_workload(repo, "llama70b-train-tp8-dp512")
+        find_workload(no_sources, "llama70b-train-tp8-dp512")
 
 
 @pytest.mark.parametrize("value", ["5e-324", "2.0e-310", "-1e-320"])
-def test_a_subnormal_number_in_params_yaml_is_refused_at_its_line(repo, value):
-    path = repo.root / "params.yaml"
+def test_a_subnormal_number_in_params_yaml_is_refused_at_its_line(no_sources, value):
+    path = no_sources.root / "params.yaml"
     text = path.read_text()
     path.write_text(text.replace("requests_per_second: 100", f"requests_per_second: {value}", 1))
     line = next(
@@ -82,11 +82,11 @@ def test_a_subnormal_number_in_params_yaml_is_refused_at_its_line(repo, value):
         ValidationError,
         match=rf"params\.yaml:{line}: at \$\.workloads\..*requests_per_second: .*a subnormal number.*too close to 0",
     ):
-        find_workload(repo, "llama70b-serve-aggregated")
+        find_workload(no_sources, "llama70b-serve-aggregated")
 
 
-def test_a_workload_listing_a_target_twice_is_refused(repo):
-    path = repo.root / "models" / "workloads" / "llama70b-train-tp8-dp512.yaml"
+def test_a_workload_listing_a_target_twice_is_refused(no_sources):
+    path = no_sources.root / "models" / "workloads" / "llama70b-train-tp8-dp512.yaml"
     path.write_text(
         path.read_text().replace(
             "targets: [illustrative-h100-4096,", "targets: [illustrative-h100-4096, illustrative-h100-4096,"
@@ -98,8 +98,8 @@ def test_a_workload_listing_a_target_twice_is_refused(repo):
         load_workload(path)
 
 
-def test_a_workload_sharing_with_itself_names_the_file_and_shares_with(repo):
-    path = repo.root / "models" / "workloads" / "llama70b-train-tp8-dp512.yaml"
+def test_a_workload_sharing_with_itself_names_the_file_and_shares_with(no_sources):
+    path = no_sources.root / "models" / "workloads" / "llama70b-train-tp8-dp512.yaml"
     text = path.read_text()
     text = re.sub(r"^shares_with: .*$", "", text, flags=re.M) + "shares_with: llama70b-train-tp8-dp512\n"
     path.write_text(text)
@@ -169,7 +169,7 @@ def test_the_python_api_writes_nothing(built_copy, monkeypatch):
     assert not built_copy.duckdb_path.exists() and not (built_copy.registry_dir / "views.json").exists()
 
 
-def test_an_os_error_escaping_a_command_is_one_line_naming_the_file(cli, monkeypatch, repo):
+def test_an_os_error_escaping_a_command_is_one_line_naming_the_file(cli, monkeypatch, no_sources):
     """A read-only checkout under `fabricref report` raised an OSError traceback: whatever verb meets one, it is
     an error naming the file and what it means."""
     import errno
@@ -182,7 +182,7 @@ def test_an_os_error_escaping_a_command_is_one_line_naming_the_file(cli, monkeyp
     import os
 
     monkeypatch.setattr(status_module, "status", read_only)
-    result = cli("status", root=repo.root)
+    result = cli("status", root=no_sources.root)
     assert result.code == 1 and "Traceback" not in result.err
     assert (
         "registry/report/index.html: Read-only file system (the checkout is on a read-only file system)" in result.err
@@ -190,14 +190,12 @@ def test_an_os_error_escaping_a_command_is_one_line_naming_the_file(cli, monkeyp
 
 
 @pytest.mark.parametrize("what", ["fifo", "dev-zero"])
-def test_a_declarative_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on(few_sources, what):
+def test_a_declarative_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on(no_sources, what):
     import os
 
     from fabricref.core.sources import load_sources
 
-    repo = few_sources
-
-    path = repo.sources_dir / "zz-odd.yaml"
+    path = no_sources.sources_dir / "zz-odd.yaml"
     if what == "fifo":
         os.mkfifo(path)
     else:
@@ -208,7 +206,7 @@ def test_a_declarative_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on(
 
     def read() -> None:
         try:
-            load_sources(repo)
+            load_sources(no_sources)
         except BaseException as exc:  # handed to the test thread
             outcome.append(exc)
 

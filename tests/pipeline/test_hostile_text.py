@@ -32,19 +32,19 @@ def models_state(root):
 
 
 @pytest.mark.parametrize("title", BAD_TITLES, ids=repr)
-def test_a_title_with_control_characters_spaces_only_or_newlines_is_refused(repo, cli, title):
-    before = models_state(repo.root)
-    result = cli("new", "reference", "acme-ansi", "--form-factor", "nic", "--title", title, root=repo.root)
+def test_a_title_with_control_characters_spaces_only_or_newlines_is_refused(no_sources, cli, title):
+    before = models_state(no_sources.root)
+    result = cli("new", "reference", "acme-ansi", "--form-factor", "nic", "--title", title, root=no_sources.root)
     assert result.code == 2, (result.out, result.err)
     assert "$.title" in result.err and "\x1b" not in result.err + result.out
-    assert models_state(repo.root) == before
+    assert models_state(no_sources.root) == before
 
 
-def test_a_plain_title_with_entities_of_printable_characters_is_kept(repo, cli):
+def test_a_plain_title_with_entities_of_printable_characters_is_kept(no_sources, cli):
     title = "Acme & Co — R&D <1>"
-    result = cli("new", "reference", "acme-ok", "--form-factor", "nic", "--title", title, root=repo.root)
+    result = cli("new", "reference", "acme-ok", "--form-factor", "nic", "--title", title, root=no_sources.root)
     assert result.code == 0, result.err
-    identities = json.loads((repo.root / "models" / "identities.json").read_text())["references"]
+    identities = json.loads((no_sources.root / "models" / "identities.json").read_text())["references"]
     assert identities["acme-ok"]["title"] == title
 
 

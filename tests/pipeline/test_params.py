@@ -53,40 +53,40 @@ def test_no_knob_is_written_in_two_places():
         )
 
 
-def test_the_loader_takes_the_knobs_from_params_yaml(repo: Layout):
-    params = repo.root / "params.yaml"
-    before = find_workload(repo, "llama70b-train-tp8-dp512")
+def test_the_loader_takes_the_knobs_from_params_yaml(no_sources: Layout):
+    params = no_sources.root / "params.yaml"
+    before = find_workload(no_sources, "llama70b-train-tp8-dp512")
     assert (before.training.dp, before.accelerators) == (512, 8 * 1 * 512)
     params.write_text(params.read_text().replace("    dp: 512\n", "    dp: 256\n", 1))
-    after = find_workload(repo, "llama70b-train-tp8-dp512")
+    after = find_workload(no_sources, "llama70b-train-tp8-dp512")
     assert (after.training.dp, after.accelerators) == (256, 8 * 1 * 256)
 
 
-def test_a_knob_stated_in_both_places_is_refused(repo: Layout):
-    path = repo.root / "models" / "workloads" / "llama70b-train-tp8-dp512.yaml"
+def test_a_knob_stated_in_both_places_is_refused(no_sources: Layout):
+    path = no_sources.root / "models" / "workloads" / "llama70b-train-tp8-dp512.yaml"
     path.write_text(path.read_text().replace("training:\n", "training:\n  dp: 512\n", 1))
     with pytest.raises(ValidationError, match=r"at \$\.training\.dp: also set in .*params\.yaml:\d+"):
         load_workload(path)
 
 
-def edit_params(repo: Layout, old: str, new: str, marker: str) -> int:
+def edit_params(no_sources: Layout, old: str, new: str, marker: str) -> int:
     """params.yaml with `old` replaced by `new` (once), and the line number of `marker` in it."""
-    params = repo.root / "params.yaml"
+    params = no_sources.root / "params.yaml"
     text = params.read_text().replace(old, new, 1)
     params.write_text(text)
     return text.splitlines().index(marker) + 1
 
 
-def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(repo: Layout):
-    line = edit_params(repo, "  llama8b-fsdp-dp64:\n", "  llama8b-fsdp-dp64:\n    dpp: 4\n", "    dpp: 4")
+def test_an_unknown_knob_in_params_yaml_names_file_line_and_the_knobs(no_sources: Layout):
+    line = edit_params(no_sources, "  llama8b-fsdp-dp64:\n", "  llama8b-fsdp-dp64:\n    dpp: 4\n", "    dpp: 4")
     with pytest.raises(ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.llama8b-fsdp-dp64\.dpp: not a"):
-        find_workload(repo, "llama8b-fsdp-dp64")
+        find_workload(no_sources, "llama8b-fsdp-dp64")
 
 
-def test_a_workload_params_yaml_misnames_is_refused_with_the_known_ids(repo: Layout):
+def test_a_workload_params_yaml_misnames_is_refused_with_the_known_ids(no_sources: Layout):
     """A typo in a workload id (e.g. from `dvc exp run -S workloads.<typo>.dp=256`) must not vary nothing silently."""
     line = edit_params(
-        repo,
+        no_sources,
         "\nworkloads:\n",
         "\nworkloads:\n  llama70b-train-tp8-dp521:\n    dp: 256\n",
         "  llama70b-train-tp8-dp521:",
@@ -96,27 +96,27 @@ def test_a_workload_params_yaml_misnames_is_refused_with_the_known_ids(repo: Lay
         match=rf"params.yaml:{line}: at \$\.workloads\.llama70b-train-tp8-dp521: no workload file "
         r"models/workloads/llama70b-train-tp8-dp521\.yaml; did you mean llama70b-train-tp8-dp512",
     ):
-        find_workload(repo, "llama8b-fsdp-dp64")
+        find_workload(no_sources, "llama8b-fsdp-dp64")
 
 
 @pytest.mark.parametrize(
     ("value", "why"),
     [("256.5", "integer"), ("0", "greater than or equal to 1"), ("-256", "greater than or equal to 1")],
 )
-def test_a_bad_knob_value_is_reported_where_it_is_written(repo: Layout, value: str, why: str):
+def test_a_bad_knob_value_is_reported_where_it_is_written(no_sources: Layout, value: str, why: str):
     """The value lives in params.yaml: the error names that file, its line and JSON path, not the workload file."""
-    line = edit_params(repo, "    dp: 512\n", f"    dp: {value}\n", f"    dp: {value}")
+    line = edit_params(no_sources, "    dp: 512\n", f"    dp: {value}\n", f"    dp: {value}")
     with pytest.raises(
         ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.llama70b-train-tp8-dp512\.dp: .*{why}"
     ):
-        find_workload(repo, "llama70b-train-tp8-dp512")
+        find_workload(no_sources, "llama70b-train-tp8-dp512")
 
 
-def test_a_knob_check_across_knobs_names_params_yaml(repo: Layout):
+def test_a_knob_check_across_knobs_names_params_yaml(no_sources: Layout):
     """ep must divide dp × tp: when both come from params.yaml, the error says so (not the workload file alone)."""
-    line = edit_params(repo, "    ep: 16\n", "    ep: 3\n", "    ep: 3")
+    line = edit_params(no_sources, "    ep: 16\n", "    ep: 3\n", "    ep: 3")
     with pytest.raises(ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.moe-train-ep16\.ep: ep 3 must"):
-        find_workload(repo, "moe-train-ep16")
+        find_workload(no_sources, "moe-train-ep16")
 
 
 def test_a_workload_file_outside_a_checkout_states_its_own_knobs(tmp_path: Path):
@@ -250,15 +250,15 @@ def test_the_step_choices_live_in_params_yaml_and_only_the_workload_stages_decla
         ("  memory_headroom: 0.0\n", "", r"at \$\.step: memory_headroom is missing"),
     ],
 )
-def test_a_bad_step_choice_names_params_yaml_line_and_path(repo: Layout, old: str, new: str, expected: str):
+def test_a_bad_step_choice_names_params_yaml_line_and_path(no_sources: Layout, old: str, new: str, expected: str):
     from fabricref.estimate.choices import load_step_choices
 
-    params = repo.root / "params.yaml"
+    params = no_sources.root / "params.yaml"
     text = params.read_text()
     assert old in text
     params.write_text(text.replace(old, new, 1))
     with pytest.raises(ValidationError, match=rf"params\.yaml:\d+: {expected}"):
-        load_step_choices(repo.root)
+        load_step_choices(no_sources.root)
 
 
 @pytest.mark.slow
@@ -373,16 +373,16 @@ NVLINK5_EFFICIENCY = "    matches: ['5th generation NVLink', 'fifth generation N
         ),
     ],
 )
-def test_a_bad_calibration_param_is_refused_where_it_is_written(repo: Layout, edit, expected):
+def test_a_bad_calibration_param_is_refused_where_it_is_written(no_sources: Layout, edit, expected):
     from fabricref.estimate.calibration import load_calibration
 
     name, old, new = edit
-    path = repo.root / name
+    path = no_sources.root / name
     text = path.read_text()
     assert old in text, old
     path.write_text(text.replace(old, new, 1))
     with pytest.raises(ValidationError, match=expected):
-        load_calibration(repo.root)
+        load_calibration(no_sources.root)
 
 
 @pytest.mark.slow  # the workload on all its targets twice, two estimates of the 72-GPU rack
@@ -459,15 +459,15 @@ def test_the_topology_defaults_live_in_params_yaml_only_and_only_the_topology_st
         ),
     ],
 )
-def test_a_bad_topology_default_is_refused_where_it_is_written(repo: Layout, name, old, new, expected):
+def test_a_bad_topology_default_is_refused_where_it_is_written(no_sources: Layout, name, old, new, expected):
     from fabricref.topology.facts import defaults
 
-    path = repo.root / name
+    path = no_sources.root / name
     text = path.read_text()
     assert old in text, old
     path.write_text(text.replace(old, new, 1))
     with pytest.raises(ValidationError, match=expected):
-        defaults(repo)
+        defaults(no_sources)
 
 
 def test_a_topology_default_moves_the_graph_by_the_hand_computed_amount(built_copy: Layout):
