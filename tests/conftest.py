@@ -265,7 +265,8 @@ FEW_SOURCES = ("amd-pensando-pollara-400", "fabricref-design-statement-amd-scale
 @pytest.fixture
 def few_sources(tmp_path: Path) -> Layout:
     """A private copy of the checkout's data holding only FEW_SOURCES (`copy_checkout_with_sources`): a stage run
-    over it as a whole (retrieve, extract) reads two sources rather than every one."""
+    over it as a whole (retrieve, extract) reads two sources rather than every one, and a test that declares a
+    source of its own and fetches it meets other sources beside it without a copy of every one."""
     return Layout(copy_checkout_with_sources(tmp_path / "repo", *FEW_SOURCES))
 
 

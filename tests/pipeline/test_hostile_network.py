@@ -115,9 +115,9 @@ def test_redirect_escaping_the_mirrored_site_is_refused(httpserver, location):
         fetch(URL, "text/html", mirror=httpserver.url_for("/"), policy=FAST)
 
 
-def test_credentials_in_the_mirror_url_are_never_stored_or_printed(repo, httpserver):
-    add_source(repo)
-    (source,) = load_sources(repo, "example-doc")
+def test_credentials_in_the_mirror_url_are_never_stored_or_printed(few_sources, httpserver):
+    add_source(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
     seen: list[str | None] = []
 
     def page(request: Request) -> Response:
@@ -126,10 +126,10 @@ def test_credentials_in_the_mirror_url_are_never_stored_or_printed(repo, httpser
 
     httpserver.expect_request(DOC_PATH).respond_with_handler(page)
     base = httpserver.url_for("/").replace("http://", "http://user:s3cret-token@")
-    (outcome,) = stage.refresh(repo, [source], mirror=base, policy=FAST)
+    (outcome,) = stage.refresh(few_sources, [source], mirror=base, policy=FAST)
     assert outcome.action == "new-revision", outcome.detail
     assert seen and seen[0] and seen[0].startswith("Basic ")  # the mirror still gets its credentials
-    pins_text = repo.pins_file("example-doc").read_text()
+    pins_text = few_sources.pins_file("example-doc").read_text()
     assert "s3cret-token" not in pins_text and "user:" not in pins_text
     assert "s3cret-token" not in outcome.detail
 
@@ -149,31 +149,31 @@ def test_redact_url_keeps_everything_but_the_userinfo():
     assert redact_url("https://host/x") == "https://host/x"
 
 
-def test_body_shorter_than_its_content_length_is_never_pinned(repo):
-    add_source(repo)
-    (source,) = load_sources(repo, "example-doc")
-    before = state(repo)
+def test_body_shorter_than_its_content_length_is_never_pinned(few_sources):
+    add_source(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
+    before = state(few_sources)
     raw = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n<html>cut"
     server = DripServer(raw, pause=0)
     try:
-        (outcome,) = stage.refresh(repo, [source], mirror=server.url, policy=FAST)
+        (outcome,) = stage.refresh(few_sources, [source], mirror=server.url, policy=FAST)
     finally:
         server.close()
     assert outcome.action == "failed"
-    assert state(repo) == before
+    assert state(few_sources) == before
 
 
-def test_binary_bytes_labelled_text_html_are_refused(httpserver, repo):
-    add_source(repo)
-    (source,) = load_sources(repo, "example-doc")
-    before = state(repo)
+def test_binary_bytes_labelled_text_html_are_refused(httpserver, few_sources):
+    add_source(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
+    before = state(few_sources)
     httpserver.expect_request(DOC_PATH).respond_with_data(
         b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)) * 4, content_type="text/html"
     )
-    (outcome,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    (outcome,) = stage.refresh(few_sources, [source], mirror=httpserver.url_for("/"), policy=FAST)
     assert outcome.action == "failed"
     assert "binary" in outcome.detail and "text/html" in outcome.detail
-    assert state(repo) == before
+    assert state(few_sources) == before
 
 
 def test_unresolvable_host_is_not_retried():
@@ -184,11 +184,11 @@ def test_unresolvable_host_is_not_retried():
     assert time.monotonic() - started < 2  # backoff would have slept 2 + 4 + 8 s
 
 
-def test_refresh_reports_each_source_and_keeps_one_deadline_overall(repo, httpserver, hold):
+def test_refresh_reports_each_source_and_keeps_one_deadline_overall(few_sources, httpserver, hold):
     """Several sources fetched a few at a time: progress is told of each, outcomes keep the declared order, and
     a source that cannot start before the whole-refresh deadline fails without being fetched."""
     for n in range(3):
-        add_source(repo, f"doc-{n}", f"https://example.test/docs/{n}.html")
+        add_source(few_sources, f"doc-{n}", f"https://example.test/docs/{n}.html")
 
     def slow(_: Request) -> Response:
         hold(30)  # no answer while the test runs: longer than the refresh deadline and every timeout
@@ -197,11 +197,11 @@ def test_refresh_reports_each_source_and_keeps_one_deadline_overall(repo, httpse
     httpserver.expect_request("/example.test/docs/0.html").respond_with_data(PAGE_V1, content_type="text/html")
     for n in (1, 2):
         httpserver.expect_request(f"/example.test/docs/{n}.html").respond_with_handler(slow)
-    sources = [s for n in range(3) for s in load_sources(repo, f"doc-{n}")]
+    sources = [s for n in range(3) for s in load_sources(few_sources, f"doc-{n}")]
     seen: list[tuple[str, int, int]] = []
     policy = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, refresh_deadline=1.0, concurrency=1)
     outcomes = stage.refresh(
-        repo,
+        few_sources,
         sources,
         mirror=httpserver.url_for("/"),
         policy=policy,

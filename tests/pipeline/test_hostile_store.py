@@ -49,41 +49,41 @@ def test_the_pinned_size_is_checked_before_hashing(tmp_path):
     assert snapshots.read(sha, size=len(data)) == data
 
 
-def test_refresh_with_identical_bytes_repairs_a_corrupt_stored_copy(repo, httpserver):
-    add_source(repo)
-    (source,) = load_sources(repo, "example-doc")
+def test_refresh_with_identical_bytes_repairs_a_corrupt_stored_copy(few_sources, httpserver):
+    add_source(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
     httpserver.expect_request(DOC_PATH).respond_with_data(PAGE_V1, content_type="text/html")
-    (first,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    (first,) = stage.refresh(few_sources, [source], mirror=httpserver.url_for("/"), policy=FAST)
     assert first.action == "new-revision"
-    path = SnapshotStore(repo.store_dir).path_for(sha256_bytes(PAGE_V1))
+    path = SnapshotStore(few_sources.store_dir).path_for(sha256_bytes(PAGE_V1))
     os.chmod(path, 0o644)
     path.write_bytes(b"<html>tampered</html>")
-    (again,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    (again,) = stage.refresh(few_sources, [source], mirror=httpserver.url_for("/"), policy=FAST)
     assert again.action == "repaired", again.detail
     assert "corrupt" in again.detail
     assert path.read_bytes() == PAGE_V1
     assert stat.S_IMODE(path.stat().st_mode) == 0o444
-    assert len(pins.load(repo, "example-doc").revisions) == 1  # no new revision for the same bytes
+    assert len(pins.load(few_sources, "example-doc").revisions) == 1  # no new revision for the same bytes
 
 
 @pytest.mark.parametrize("when", ["2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "yesterday", "2026-01-01"])
-def test_pin_refuses_an_impossible_date_before_writing_anything(repo, tmp_path, when):
-    add_source(repo)
-    (source,) = load_sources(repo, "example-doc")
+def test_pin_refuses_an_impossible_date_before_writing_anything(few_sources, tmp_path, when):
+    add_source(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
     doc = tmp_path / "doc.html"
     doc.write_bytes(PAGE_V1)
-    before = state(repo)
+    before = state(few_sources)
     with pytest.raises(FabricrefError, match=r"retrieved_at.*YYYY-MM-DDTHH:MM:SSZ"):
-        stage.pin_file(repo, source, doc, when)
-    assert state(repo) == before  # no orphan snapshot, no pin
+        stage.pin_file(few_sources, source, doc, when)
+    assert state(few_sources) == before  # no orphan snapshot, no pin
 
 
-def test_pin_of_a_directory_or_unreadable_file_is_a_clear_error(repo, tmp_path):
-    add_source(repo)
-    (source,) = load_sources(repo, "example-doc")
+def test_pin_of_a_directory_or_unreadable_file_is_a_clear_error(few_sources, tmp_path):
+    add_source(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
     with pytest.raises(FabricrefError, match="is a directory"):
-        stage.pin_file(repo, source, tmp_path, "2026-11-29T00:00:00Z")
+        stage.pin_file(few_sources, source, tmp_path, "2026-11-29T00:00:00Z")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with pytest.raises(FabricrefError, match="not a regular file"):
-        stage.pin_file(repo, source, fifo, "2026-11-29T00:00:00Z")
+        stage.pin_file(few_sources, source, fifo, "2026-11-29T00:00:00Z")

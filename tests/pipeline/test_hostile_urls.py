@@ -123,45 +123,45 @@ def test_a_name_that_resolves_to_a_private_address_is_never_connected_to(httpser
         ("http://127.0.0.1/?q=1", "query or fragment"),
     ],
 )
-def test_a_mirror_the_client_cannot_reach_as_written_is_bad_usage(repo, cli, mirror, said):
-    add_source(repo)
-    before = state(repo)
-    result = cli("retrieve", "--refresh", "--source", "example-doc", "--mirror", mirror, root=repo.root)
+def test_a_mirror_the_client_cannot_reach_as_written_is_bad_usage(few_sources, cli, mirror, said):
+    add_source(few_sources)
+    before = state(few_sources)
+    result = cli("retrieve", "--refresh", "--source", "example-doc", "--mirror", mirror, root=few_sources.root)
     assert result.code == 2, result.err
     assert "--mirror" in result.err and said in result.err, result.err
     assert "Traceback" not in result.err
-    assert state(repo) == before
+    assert state(few_sources) == before
 
 
-def test_a_refresh_through_a_mirror_records_the_canonical_url_as_final_url(repo, httpserver):
-    add_source(repo)
+def test_a_refresh_through_a_mirror_records_the_canonical_url_as_final_url(few_sources, httpserver):
+    add_source(few_sources)
     httpserver.expect_request("/example.test/docs/old.html").respond_with_data(
         "", status=301, headers={"Location": "/example.test/docs/page.html"}
     )
     httpserver.expect_request(DOC_PATH).respond_with_data(PAGE_V1, content_type="text/html")
-    (source,) = load_sources(repo, "example-doc")
+    (source,) = load_sources(few_sources, "example-doc")
     source = source.model_copy(update={"url": "https://example.test/docs/old.html"})
-    (outcome,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    (outcome,) = stage.refresh(few_sources, [source], mirror=httpserver.url_for("/"), policy=FAST)
     assert outcome.action == "new-revision", outcome.detail
-    current = pins.load(repo, "example-doc").current
+    current = pins.load(few_sources, "example-doc").current
     assert current.url == "https://example.test/docs/old.html"
     assert current.final_url == "https://example.test/docs/page.html"  # where the redirect led, not the mirror
-    assert "127.0.0.1" not in repo.pins_file("example-doc").read_text()
+    assert "127.0.0.1" not in few_sources.pins_file("example-doc").read_text()
 
 
-def test_a_multi_member_gzip_body_is_pinned_whole(repo, httpserver):
-    add_source(repo)
+def test_a_multi_member_gzip_body_is_pinned_whole(few_sources, httpserver):
+    add_source(few_sources)
     first, second = PAGE_V1[:40], PAGE_V1[40:]
     body = gzip.compress(first) + gzip.compress(second)
     httpserver.expect_request(DOC_PATH).respond_with_data(
         body, content_type="text/html", headers={"Content-Encoding": "gzip"}
     )
-    (source,) = load_sources(repo, "example-doc")
-    (outcome,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    (source,) = load_sources(few_sources, "example-doc")
+    (outcome,) = stage.refresh(few_sources, [source], mirror=httpserver.url_for("/"), policy=FAST)
     assert outcome.action == "new-revision", outcome.detail
-    current = pins.load(repo, "example-doc").current
+    current = pins.load(few_sources, "example-doc").current
     assert current.size == len(PAGE_V1)
-    assert stage.store(repo).read(current.sha256) == PAGE_V1
+    assert stage.store(few_sources).read(current.sha256) == PAGE_V1
 
 
 def test_many_small_gzip_members_are_all_decoded():
@@ -173,17 +173,17 @@ def test_many_small_gzip_members_are_all_decoded():
 
 
 @pytest.mark.parametrize("tail", [b"garbage", b"\x00", b"\x1f", gzip.compress(b"x", mtime=0)[:5]])
-def test_trailing_bytes_after_a_gzip_stream_are_refused(repo, httpserver, tail):
-    add_source(repo)
+def test_trailing_bytes_after_a_gzip_stream_are_refused(few_sources, httpserver, tail):
+    add_source(few_sources)
     httpserver.expect_request(DOC_PATH).respond_with_data(
         gzip.compress(PAGE_V1) + tail, content_type="text/html", headers={"Content-Encoding": "gzip"}
     )
-    before = state(repo)
-    (source,) = load_sources(repo, "example-doc")
-    (outcome,) = stage.refresh(repo, [source], mirror=httpserver.url_for("/"), policy=FAST)
+    before = state(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
+    (outcome,) = stage.refresh(few_sources, [source], mirror=httpserver.url_for("/"), policy=FAST)
     assert outcome.action == "failed"
     assert "after the end of the compressed body" in outcome.detail or "truncated" in outcome.detail
-    assert state(repo) == before
+    assert state(few_sources) == before
 
 
 def test_check_mirror_is_usage_for_library_callers_too():

@@ -144,9 +144,9 @@ def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Proxy]:
 
 
 @pytest.fixture
-def lay(repo: Layout) -> Layout:
-    add_source(repo)
-    return repo
+def lay(few_sources: Layout) -> Layout:
+    add_source(few_sources)
+    return few_sources
 
 
 def refresh(lay: Layout, mirror: str | None, **policy: object) -> stage.RefreshOutcome:

@@ -54,9 +54,9 @@ def refresh(lay: Layout, server: HTTPServer, policy: FetchPolicy = FAST) -> stag
 
 
 @pytest.fixture
-def lay(repo: Layout) -> Layout:
-    add_source(repo)
-    return repo
+def lay(few_sources: Layout) -> Layout:
+    add_source(few_sources)
+    return few_sources
 
 
 # The sources the pinned-mode tests break: pinned mode checks each source on its own, so a checkout holding only
