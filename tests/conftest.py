@@ -508,15 +508,23 @@ def _temp_root_of_this_checkout(config: pytest.Config) -> None:
     temporary directory), unless --basetemp or PYTEST_DEBUG_TEMPROOT says where. Why: at its end a run deletes
     every finished run's directories but the newest three under its root; in the shared default root
     (/tmp/pytest-of-USER) that is every other checkout's runs too, and deleting their tens of thousands of files
-    took the end of a run 7-40 s on a shared machine. Here a run deletes only this checkout's old runs."""
-    if config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT"):
-        return
+    took the end of a run 7-40 s on a shared machine. Here a run deletes only this checkout's old runs.
+
+    Under PYTHONDONTWRITEBYTECODE (kept out of the checkout and the virtualenv), every process of a run, each
+    xdist worker and each `fabricref` or `dvc` a test starts, compiled every module it imported afresh: ~8 of a
+    worker's 12 CPU s of collecting. The run's processes keep their bytecode under that root instead, still out
+    of both (PYTHONPYCACHEPREFIX), and the next run reads it back."""
     digest = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
     root = Path(tempfile.gettempdir()) / f"fabricref-tests-{digest}"
     root.mkdir(mode=0o700, exist_ok=True)
     if root.is_symlink() or root.stat().st_uid != os.getuid():  # not ours (a shared /tmp): the default root
         return
-    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
+    if sys.dont_write_bytecode:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = str(root / "bytecode")
+        sys.dont_write_bytecode = False
+    if not (config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT")):
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns `-n auto` into a number of workers
