@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
+from conftest import copy_checkout_with_sources
 from fabricref.compile import stage
 from fabricref.compile.references import load_reference
 from fabricref.core import expr, patterns, pins
@@ -24,6 +25,12 @@ from test_compile import edit_model
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = "9" * 401
+
+
+@pytest.fixture
+def hgx_blog(tmp_path: Path) -> Layout:
+    """A private copy of the checkout's data holding only the source whose rules these tests break."""
+    return Layout(copy_checkout_with_sources(tmp_path / "repo", "nvidia-hgx-h100-blog"))
 
 
 def _alias_bomb() -> str:
@@ -65,8 +72,8 @@ def test_an_unquoted_impossible_date_is_a_clear_error(tmp_path):
     assert load_yaml(path)[0] == {"id": "x", "read_on": "2026-02-28"}
 
 
-def test_a_401_digit_integer_is_refused_in_parameters_assumptions_and_formulas(repo):
-    models = repo.references_dir
+def test_a_401_digit_integer_is_refused_in_parameters_assumptions_and_formulas(no_sources):
+    models = no_sources.references_dir
     path = models / "illustrative-h100-4096.yaml"
     original = path.read_text()
     path.write_text(original.replace("value: 512", f"value: {BIG}", 1))
@@ -75,7 +82,7 @@ def test_a_401_digit_integer_is_refused_in_parameters_assumptions_and_formulas(r
         match=r"illustrative-h100-4096\.yaml:11: at \$\.parameters\.servers\.value: "
         r"a 401-digit number is too large",
     ):
-        load_reference(path, repo)
+        load_reference(path, no_sources)
     with pytest.raises(ValidationError, match=r"number of 401 digits is out of range"):
         expr.parse(f"param.oversubscription * {BIG}")
     with pytest.raises(ValidationError, match=r"not a finite number \(overflow\)"):
@@ -85,9 +92,9 @@ def test_a_401_digit_integer_is_refused_in_parameters_assumptions_and_formulas(r
         validate({"assumptions": {"x": validate_value}}, "reference.schema.json", "model.yaml")
 
 
-def test_a_workload_with_a_401_digit_sequence_length_is_refused(repo):
+def test_a_workload_with_a_401_digit_sequence_length_is_refused(no_sources):
     """The knob lives in params.yaml (workloads.<id>.seq_len): the error names that file and line."""
-    params = repo.root / "params.yaml"
+    params = no_sources.root / "params.yaml"
     text = params.read_text()
     line = next(i for i, t in enumerate(text.splitlines(), start=1) if "seq_len:" in t)
     workload = next(
@@ -102,21 +109,21 @@ def test_a_workload_with_a_401_digit_sequence_length_is_refused(repo):
         )
         + "\n"
     )
-    path = repo.root / "models" / "workloads" / f"{workload}.yaml"
+    path = no_sources.root / "models" / "workloads" / f"{workload}.yaml"
     with pytest.raises(
         ValidationError, match=rf"params.yaml:{line}: at \$\.workloads\.{workload}\.seq_len: a 401-digit number"
     ):
         load_workload(path)
     # Written in a workload file of its own (no params.yaml beside it), the number is refused there.
-    alone = repo.root / f"{workload}.yaml"
+    alone = no_sources.root / f"{workload}.yaml"
     kind_line = next(t for t in path.read_text().splitlines() if t in ("training:", "inference:"))
     alone.write_text(path.read_text().replace(kind_line + "\n", f"{kind_line}\n  seq_len: {BIG}\n", 1))
     with pytest.raises(ValidationError, match=rf"{alone.name}:\d+: at \$\.\w+\.seq_len: a 401-digit number"):
         load_workload(alone)
 
 
-def test_a_cluster_of_50_million_building_blocks_is_refused_before_building(repo):
-    path = repo.root / "models" / "clusters" / "meta-style-h100-24576.yaml"
+def test_a_cluster_of_50_million_building_blocks_is_refused_before_building(no_sources):
+    path = no_sources.root / "models" / "clusters" / "meta-style-h100-24576.yaml"
     path.write_text(path.read_text().replace("building_blocks: 3072", "building_blocks: 50000000"))
     started = time.monotonic()
     with pytest.raises(CompileError, match=r"at \$\.building_blocks: 50000000 is too large; expected at most 65,536"):
@@ -161,20 +168,20 @@ def test_ids_with_a_trailing_newline_fail_the_schema(schema_name, instance):
         validate(instance, schema_name, "f.json")
 
 
-def test_a_rule_id_with_a_trailing_newline_is_refused(repo):
-    path = repo.sources_dir / "nvidia-hgx-h100-blog.yaml"
+def test_a_rule_id_with_a_trailing_newline_is_refused(hgx_blog):
+    path = hgx_blog.sources_dir / "nvidia-hgx-h100-blog.yaml"
     path.write_text(
         path.read_text().replace("  - id: hgx-h100-nvswitch-count\n", '  - id: "hgx-h100-nvswitch-count\\n"\n')
     )
     with pytest.raises(
         ValidationError, match=r"at \$\.rules\[0\]\.id: String should match .* \(got 'hgx-h100-nvswitch-count\\n'\)"
     ):
-        load_source(path, repo)
+        load_source(path, hgx_blog)
 
 
 @pytest.mark.parametrize("pattern", [r"(?P<value>(\d+)+) GPUs", r"(?P<value>(\w*,?)*)", r"(?P<value>\d+)("])
-def test_rule_patterns_are_screened_at_load_with_file_line_and_path(repo, pattern):
-    path = repo.sources_dir / "nvidia-hgx-h100-blog.yaml"
+def test_rule_patterns_are_screened_at_load_with_file_line_and_path(hgx_blog, pattern):
+    path = hgx_blog.sources_dir / "nvidia-hgx-h100-blog.yaml"
     text = path.read_text()
     old = r"'^(?P<value>\w+) third-generation NVSwitch'"
     assert old in text
@@ -185,11 +192,11 @@ def test_rule_patterns_are_screened_at_load_with_file_line_and_path(repo, patter
         match=rf"nvidia-hgx-h100-blog\.yaml:{line}: at \$\.rules\[0\]\.parse\.pattern: "
         r"(.* nests unbounded quantifiers|invalid regular expression)",
     ):
-        load_source(path, repo)
+        load_source(path, hgx_blog)
 
 
-def test_preliminary_when_is_screened_too(repo):
-    path = repo.sources_dir / "nvidia-hgx-h100-blog.yaml"
+def test_preliminary_when_is_screened_too(hgx_blog):
+    path = hgx_blog.sources_dir / "nvidia-hgx-h100-blog.yaml"
     text = path.read_text()
     line = next(i for i, t in enumerate(text.splitlines(), start=1) if "third-generation NVSwitch'}" in t)
     path.write_text(
@@ -203,7 +210,7 @@ def test_preliminary_when_is_screened_too(repo):
     with pytest.raises(
         ValidationError, match=rf"\.yaml:{line + 1}: at \$\.rules\[0\]\.preliminary_when: invalid regular"
     ):
-        load_source(path, repo)
+        load_source(path, hgx_blog)
 
 
 def test_a_pathological_pattern_finishes_within_the_time_limit():
@@ -218,8 +225,8 @@ def test_a_pathological_pattern_finishes_within_the_time_limit():
         patterns.search("x", "a" * 100_001, "rule x")
 
 
-def test_extract_runs_rule_patterns_through_the_bounded_matcher(repo):
-    (source,) = load_sources(repo, "nvidia-hgx-h100-blog")
+def test_extract_runs_rule_patterns_through_the_bounded_matcher(hgx_blog):
+    (source,) = load_sources(hgx_blog, "nvidia-hgx-h100-blog")
     rule = source.rules[0].model_copy(
         update={"parse": source.rules[0].parse.model_copy(update={"pattern": r"^(?P<value>(a+)+)$"})}
     )
@@ -228,7 +235,7 @@ def test_extract_runs_rule_patterns_through_the_bounded_matcher(repo):
 
     started = time.monotonic()
     with pytest.raises(ExtractionError, match=r"rule hgx-h100-nvswitch-count .*(not found|took longer)"):
-        rules.apply(soup, rule, vocabulary(repo)[rule.field], source.id)
+        rules.apply(soup, rule, vocabulary(hgx_blog)[rule.field], source.id)
     assert time.monotonic() - started < patterns.MATCH_TIMEOUT_SECONDS + 2
 
 
