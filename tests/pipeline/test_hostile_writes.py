@@ -136,7 +136,7 @@ def test_a_killed_import_is_undone_or_finished_by_the_next_writer(built_copy, cl
     assert shown.code == 0 and json.loads(shown.out)["rows"]
 
 
-def test_a_full_disk_during_new_reference_writes_none_of_its_files_and_the_retry_works(repo, cli, monkeypatch):
+def test_a_full_disk_during_new_reference_writes_none_of_its_files_and_the_retry_works(no_sources, cli, monkeypatch):
     real = files.Transaction.write
     calls = []
 
@@ -146,22 +146,22 @@ def test_a_full_disk_during_new_reference_writes_none_of_its_files_and_the_retry
             raise files.FabricrefError(f"cannot write {path}: {os.strerror(errno.ENOSPC)}")
         return real(self, path, data, mode)
 
-    before = state(repo.root)
+    before = state(no_sources.root)
     monkeypatch.setattr(files.Transaction, "write", third_fails)
     args = ("new", "reference", "acme-full", "--form-factor", "nic", "--title", "Acme Full")
-    result = cli(*args, root=repo.root)
+    result = cli(*args, root=no_sources.root)
     assert result.code == 1 and "No space left on device" in result.err
-    assert state(repo.root) == before and leftovers(repo.root) == []
+    assert state(no_sources.root) == before and leftovers(no_sources.root) == []
     monkeypatch.undo()
-    retry = cli(*args, root=repo.root)
+    retry = cli(*args, root=no_sources.root)
     assert retry.code == 0, retry.err  # not "id already in use"
     for path in ("models/identities.json", "models/references/acme-full.yaml"):
-        assert "acme-full" in (repo.root / path).read_text() or path.endswith(".yaml")
-    assert (repo.root / "models" / "revisions" / "references" / "acme-full.json").is_file()
+        assert "acme-full" in (no_sources.root / path).read_text() or path.endswith(".yaml")
+    assert (no_sources.root / "models" / "revisions" / "references" / "acme-full.json").is_file()
 
 
 @pytest.mark.slow
-def test_eight_parallel_new_references_all_survive(repo):
+def test_eight_parallel_new_references_all_survive(no_sources):
     """Each run reads models/identities.json, adds its id and writes it back: without the lock four of eight
     were lost."""
     env = env_with_venv()
@@ -169,7 +169,7 @@ def test_eight_parallel_new_references_all_survive(repo):
     def make(i: int) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["fabricref", "new", "reference", f"acme-par{i}", "--form-factor", "nic", "--title", f"Acme Par {i}"],
-            cwd=repo.root,
+            cwd=no_sources.root,
             env=env,
             capture_output=True,
             text=True,
@@ -178,21 +178,21 @@ def test_eight_parallel_new_references_all_survive(repo):
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(make, range(8)))
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
-    identities = json.loads((repo.root / "models" / "identities.json").read_text())["references"]
+    identities = json.loads((no_sources.root / "models" / "identities.json").read_text())["references"]
     assert {f"acme-par{i}" for i in range(8)} <= set(identities)
     for i in range(8):
-        assert (repo.root / "models" / "references" / f"acme-par{i}.yaml").is_file()
-        assert (repo.root / "models" / "revisions" / "references" / f"acme-par{i}.json").is_file()
+        assert (no_sources.root / "models" / "references" / f"acme-par{i}.yaml").is_file()
+        assert (no_sources.root / "models" / "revisions" / "references" / f"acme-par{i}.json").is_file()
 
 
-def test_a_retrieval_date_in_the_future_is_refused(repo, cli):
-    before = state(repo.root)
-    source = sorted(p.stem for p in (repo.root / "sources" / "transcriptions").glob("*.html"))[0]
-    transcription = repo.root / "sources" / "transcriptions" / f"{source}.html"
+def test_a_retrieval_date_in_the_future_is_refused(few_sources, cli):
+    before = state(few_sources.root)
+    source = sorted(p.stem for p in (few_sources.root / "sources" / "transcriptions").glob("*.html"))[0]
+    transcription = few_sources.root / "sources" / "transcriptions" / f"{source}.html"
     transcription.write_text(transcription.read_text() + "\n<!-- edited -->\n")
-    result = cli("pin", source, "--retrieved-at", "9999-12-31T23:59:59Z", root=repo.root)
+    result = cli("pin", source, "--retrieved-at", "9999-12-31T23:59:59Z", root=few_sources.root)
     assert result.code != 0 and "is in the future" in result.err
-    after = state(repo.root)
+    after = state(few_sources.root)
     after.pop(f"sources/transcriptions/{source}.html")
     before.pop(f"sources/transcriptions/{source}.html")
     assert after == before

@@ -129,36 +129,38 @@ def test_gzip_bomb_is_bounded_after_decompression(httpserver):
         fetch(URL, "text/html", mirror=httpserver.url_for("/"), policy=policy)
 
 
-def test_mis_declared_charset_still_extracts(repo, tmp_path):
-    add_source(repo)
-    (source,) = load_sources(repo, "example-doc")
+def test_mis_declared_charset_still_extracts(few_sources, tmp_path):
+    add_source(few_sources)
+    (source,) = load_sources(few_sources, "example-doc")
     body = "<html><head><meta charset='utf-8'></head><body><p>Caf\xe9 \u201cquoted\u201d</p><table><tr><th>GPUs</th>"
     body += "<td>8</td></tr></table></body></html>"
     f = tmp_path / "latin1.html"
     f.write_bytes(body.encode("cp1252"))  # declared utf-8, actually cp1252
-    stage.pin_file(repo, source, f, "2026-11-29T00:00:00Z")
-    extract(repo, [source])
-    claims = (repo.claims_dir / "example-doc.json").read_text()
+    stage.pin_file(few_sources, source, f, "2026-11-29T00:00:00Z")
+    extract(few_sources, [source])
+    claims = (few_sources.claims_dir / "example-doc.json").read_text()
     assert '"value_number": 8.0' in claims
 
 
-def test_two_refreshes_at_once_refuse_or_wait(repo, httpserver):
-    add_source(repo)
+def test_two_refreshes_at_once_refuse_or_wait(few_sources, httpserver):
+    add_source(few_sources)
     httpserver.expect_request(DOC_PATH).respond_with_data(PAGE_V1, content_type="text/html")
-    with exclusive_lock(lock_path(repo)), pytest.raises(FabricrefError, match="another fabricref process holds"):
+    with exclusive_lock(lock_path(few_sources)), pytest.raises(FabricrefError, match="another fabricref process holds"):
         stage.refresh(
-            repo,
-            load_sources(repo, "example-doc"),
+            few_sources,
+            load_sources(few_sources, "example-doc"),
             mirror=httpserver.url_for("/"),
             policy=FAST,
             wait_for_lock=False,
         )
-    (outcome,) = stage.refresh(repo, load_sources(repo, "example-doc"), mirror=httpserver.url_for("/"), policy=FAST)
+    (outcome,) = stage.refresh(
+        few_sources, load_sources(few_sources, "example-doc"), mirror=httpserver.url_for("/"), policy=FAST
+    )
     assert outcome.action == "new-revision"
 
 
-def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver, hold):
-    add_source(repo)
+def test_killed_refresh_leaves_no_partial_snapshot_or_pin(few_sources, httpserver, hold):
+    add_source(few_sources)
     streaming = threading.Event()
 
     def drip(_: Request) -> Response:
@@ -174,7 +176,7 @@ def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver, hold
         return Response(body(), content_type="text/html")
 
     httpserver.expect_request(DOC_PATH).respond_with_handler(drip)
-    before = state(repo)
+    before = state(few_sources)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -187,7 +189,7 @@ def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver, hold
             "--mirror",
             httpserver.url_for("/"),
             "--root",
-            str(repo.root),
+            str(few_sources.root),
         ],
         env=env_with_venv(),
         stdout=subprocess.PIPE,
@@ -200,16 +202,16 @@ def test_killed_refresh_leaves_no_partial_snapshot_or_pin(repo, httpserver, hold
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert proc.returncode == -signal.SIGKILL
-    assert state(repo) == before
-    leftovers = [p for p in Path(repo.store_dir).rglob("*") if p.is_file() and p.name.startswith(".")]
+    assert state(few_sources) == before
+    leftovers = [p for p in Path(few_sources.store_dir).rglob("*") if p.is_file() and p.name.startswith(".")]
     assert leftovers == []
 
 
-def test_failing_disk_write_changes_nothing(repo, httpserver):
-    add_source(repo)
+def test_failing_disk_write_changes_nothing(few_sources, httpserver):
+    add_source(few_sources)
     httpserver.expect_request(DOC_PATH).respond_with_data(PAGE_V1, content_type="text/html")
-    before = state(repo)
-    store = Path(repo.store_dir) / "sha256"
+    before = state(few_sources)
+    store = Path(few_sources.store_dir) / "sha256"
     aside = None
     if os.geteuid() == 0:  # root ignores directory modes: make the fan-out directory a file instead
         import hashlib
@@ -222,13 +224,15 @@ def test_failing_disk_write_changes_nothing(repo, httpserver):
             aside = Path(tempfile.mkdtemp()) / fan.name
             shutil.move(fan, aside)
         fan.write_text("not a directory")
-        before = state(repo)
+        before = state(few_sources)
     else:
         store.chmod(0o555)
     try:
         with pytest.raises(FabricrefError, match="cannot write"):
-            stage.refresh(repo, load_sources(repo, "example-doc"), mirror=httpserver.url_for("/"), policy=FAST)
-        assert state(repo) == before
+            stage.refresh(
+                few_sources, load_sources(few_sources, "example-doc"), mirror=httpserver.url_for("/"), policy=FAST
+            )
+        assert state(few_sources) == before
     finally:
         store.chmod(0o755)
         if aside is not None:
