@@ -59,9 +59,9 @@ def test_audit_at_an_existing_revision_verifies_its_hash(built_registry, cli):
     assert "verified" in result.out and "NOT VERIFIED" not in result.out
 
 
-def test_diff_to_a_revision_the_source_does_not_have_is_bad_usage(repo, cli):
-    source = sorted((repo.root / "sources" / "pins").glob("*.json"))[0].stem
-    result = cli("diff", source, "--to", "9", root=repo.root)
+def test_diff_to_a_revision_the_source_does_not_have_is_bad_usage(few_sources, cli):
+    source = sorted((few_sources.root / "sources" / "pins").glob("*.json"))[0].stem
+    result = cli("diff", source, "--to", "9", root=few_sources.root)
     assert result.code == 2
     assert f"source {source} has no revision 9 (it has 1…1)" in result.err
 
@@ -79,23 +79,23 @@ def test_calculator_tables_print_numbers_with_units(cli):
     assert "│ 70 µs " in ring.out and "│ 1 GB " in ring.out
 
 
-def test_pin_model_of_an_unknown_model_is_bad_usage(repo, cli):
-    result = cli("pin-model", "no-such-model", root=repo.root)
+def test_pin_model_of_an_unknown_model_is_bad_usage(no_sources, cli):
+    result = cli("pin-model", "no-such-model", root=no_sources.root)
     assert result.code == 2
     assert "no model 'no-such-model'; known: clusters/" in result.err
 
 
-def test_history_and_diff_tell_a_wrong_id_from_a_source_never_pinned(repo, cli):
+def test_history_and_diff_tell_a_wrong_id_from_a_source_never_pinned(few_sources, cli):
     """A wrong id is bad usage (2); a declared source with no pinned revision is a data gap (1)."""
     for verb in ("history", "diff"):
-        wrong = cli(verb, "no-such-source", root=repo.root)
+        wrong = cli(verb, "no-such-source", root=few_sources.root)
         assert wrong.code == 2 and "no source 'no-such-source'" in wrong.err
-    bad = cli("history", "../etc", root=repo.root)
+    bad = cli("history", "../etc", root=few_sources.root)
     assert bad.code == 2
-    declared = sorted(repo.sources_dir.glob("*.yaml"))[0]
+    declared = sorted(few_sources.sources_dir.glob("*.yaml"))[0]
     text = declared.read_text().replace(f"id: {declared.stem}\n", "id: never-pinned\n", 1)
-    (repo.sources_dir / "never-pinned.yaml").write_text(text)
+    (few_sources.sources_dir / "never-pinned.yaml").write_text(text)
     for verb in ("history", "diff"):
-        gap = cli(verb, "never-pinned", root=repo.root)
+        gap = cli(verb, "never-pinned", root=few_sources.root)
         assert gap.code == 1, (verb, gap.err)
         assert "source never-pinned has no pinned revision" in gap.err and "fabricref pin never-pinned" in gap.err

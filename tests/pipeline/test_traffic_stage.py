@@ -120,14 +120,14 @@ def test_bad_stage_arguments_are_usage_errors(args: list[str], tmp_path):
     assert "usage: python -m fabricref.traffic workload ID | sharing ID | kv | comparison | combine" in done.stderr
 
 
-def test_an_unknown_workload_is_a_usage_error_naming_the_closest_ids(repo: Layout):
+def test_an_unknown_workload_is_a_usage_error_naming_the_closest_ids(no_sources: Layout):
     done = subprocess.run(
         [sys.executable, "-m", "fabricref.traffic", "workload", "llama8b-fsdp-dp46"],
-        cwd=repo.root,
+        cwd=no_sources.root,
         env=env_with_venv(),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 2 and "llama8b-fsdp-dp64" in done.stderr, done.stderr
-    assert not list((repo.registry_dir / "traffic").rglob("*.parquet"))
+    assert not list((no_sources.registry_dir / "traffic").rglob("*.parquet"))
