@@ -66,8 +66,8 @@ def test_a_stage_run_by_dvc_refuses_a_store_linked_out_of_the_checkout(few_sourc
 
 
 @pytest.mark.parametrize("strict", [False, True])
-def test_a_path_that_climbs_out_with_dot_dot_is_refused(repo, strict):
-    root = repo.root.resolve()
+def test_a_path_that_climbs_out_with_dot_dot_is_refused(no_sources, strict):
+    root = no_sources.root.resolve()
     with pytest.raises(ValidationError, match=r"climbs out of the checkout .* \(it leads to /etc/passwd\)"):
         paths.contained(root.joinpath("registry", *[".."] * 40, "etc", "passwd"), root)
     with pytest.raises(ValidationError, match="climbs out of the checkout"):
@@ -87,14 +87,14 @@ def test_a_citation_whose_snapshot_path_climbs_out_is_not_verified(built_registr
     assert problem is not None and "climbs out of the checkout" in problem
 
 
-def test_a_link_into_the_checkouts_dvc_cache_is_the_checkouts_own(repo, tmp_path):
+def test_a_link_into_the_checkouts_dvc_cache_is_the_checkouts_own(no_sources, tmp_path):
     """With `cache.type = symlink`, DVC links every output into its cache, which may be configured elsewhere."""
     cache = tmp_path / "dvc-cache"
     (cache / "files" / "md5").mkdir(parents=True)
     (cache / "files" / "md5" / "ab").write_bytes(b"table")
-    (repo.root / ".dvc").mkdir(exist_ok=True)
-    (repo.root / ".dvc" / "config.local").write_text(f"[cache]\n    dir = {cache}\n")
-    link = repo.root / "registry" / "linked.parquet"
+    (no_sources.root / ".dvc").mkdir(exist_ok=True)
+    (no_sources.root / ".dvc" / "config.local").write_text(f"[cache]\n    dir = {cache}\n")
+    link = no_sources.root / "registry" / "linked.parquet"
     link.parent.mkdir(exist_ok=True)
     link.symlink_to(cache / "files" / "md5" / "ab")
-    assert paths.contained(link, repo.root) == link
+    assert paths.contained(link, no_sources.root) == link

@@ -79,7 +79,7 @@ def test_a_stage_run_by_dvc_refuses_a_fabricref_root_naming_another_checkout(few
     assert done.returncode == 0, done.stderr
 
 
-def test_the_root_is_found_once_per_command(repo, tmp_path, monkeypatch):
+def test_the_root_is_found_once_per_command(no_sources, tmp_path, monkeypatch):
     """Inside a command, whatever looks for the checkout itself gets the one the command settled on, not one
     found again from a changed environment or working directory."""
     other = tmp_path / "other"
@@ -87,8 +87,8 @@ def test_the_root_is_found_once_per_command(repo, tmp_path, monkeypatch):
     (other / "schemas").mkdir()
     monkeypatch.setenv("FABRICREF_ROOT", str(other))
     with paths.command():
-        paths.settle(paths.layout(repo.root))
-        assert paths.find_root() == repo.root.resolve()
+        paths.settle(paths.layout(no_sources.root))
+        assert paths.find_root() == no_sources.root.resolve()
         monkeypatch.chdir(tmp_path)
-        assert paths.layout().root == repo.root.resolve()
+        assert paths.layout().root == no_sources.root.resolve()
     assert paths.find_root() == other.resolve()  # the next command finds its own
