@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -222,33 +222,17 @@ def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
     if not knobs:
         return w
     allowed = (*KNOBS[w.kind], *CHOICES[w.kind])
-    for key, value in knobs.items():
+    for key in knobs:
         if key not in allowed:
             raise UsageError(f"{key}: not a knob of this {w.kind} workload; expected one of {', '.join(allowed)}")
-        if key in CHOICES[w.kind]:
-            if not isinstance(value, str):
-                raise UsageError(f"{key}={value!r}: expected a name")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UsageError(f"{key}={value!r}: expected a number")
     block = w.training if w.training is not None else w.inference
     assert block is not None
-    in_block = {k: v for k, v in knobs.items() if k != "placement"}  # placement is a block of its own
-    data: dict[str, Any] = {
-        "id": w.id,
-        "title": w.title,
-        "kind": w.kind,
-        "model": w.model.model_dump(exclude_none=True),
-        w.kind: {**block.model_dump(exclude_none=True), **in_block},
-        "targets": list(w.targets),
-    }
-    if w.shares_with is not None:
-        data["shares_with"] = w.shares_with
-    if w.teaching is not None:
-        data["teaching"] = w.teaching
-    if "placement" in knobs:
+    # The workload as its file would state it, the knobs laid in, validated by the format like the file.
+    data = {f.name: getattr(w, f.name) for f in fields(w) if f.name not in ("path", "training", "inference")}
+    data["targets"] = list(w.targets)
+    data[w.kind] = {**block.model_dump(), **{k: v for k, v in knobs.items() if k != "placement"}}
+    if "placement" in knobs:  # a block of its own
         data["placement"] = {"strategy": knobs["placement"]}
-    elif w.placement is not None:
-        data["placement"] = w.placement.model_dump(exclude_none=True)
     return _checked(data, None, w.path or Path(f"{w.id}.yaml"))
 
 
