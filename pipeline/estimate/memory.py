@@ -133,24 +133,25 @@ def activations_per_layer(
     sequence_parallel: bool = False,
     recompute: str = "none",
 ) -> dict[str, Any]:
-    """Activation bytes one transformer layer keeps for the backward pass (Korthikanti et al., Table 2):
-    no recompute sbh(34 + 5as/h); with TP only sbh(10 + 24/t + 5as/(ht)); with TP and sequence parallelism
+    """Activation bytes one GPT-style transformer layer keeps for the backward pass: `layer_activation_bytes` of
+    the shape of Korthikanti et al., Table 2 (MLP 4h, dropout, unfused attention, 16-bit activations), which is
+    their no recompute sbh(34 + 5as/h); with TP only sbh(10 + 24/t + 5as/(ht)); with TP and sequence parallelism
     sbh/t·(34 + 5as/h); selective recompute drops the 5as/h attention term; full recompute keeps only the
     layer's 2sbh input (the paper's figure, whatever t; an implementation that shards the stored input under
     sequence parallelism keeps less)."""
     for name, value in (("seq", seq), ("batch", batch), ("hidden", hidden), ("heads", heads), ("tp", tp)):
         check_degree(value, name)
-    check_recompute(recompute)
-    sbh = float(seq) * batch * hidden
-    attention = 0.0 if recompute == "selective" else 5.0 * heads * seq / hidden
+    gpt = Shape(
+        hidden=hidden, layers=1, heads=heads, kv_heads=heads, head_dim=hidden / heads, ffn_hidden=4 * hidden,
+        gated=False, attention="unfused", dropout=True,
+    )  # fmt: skip
+    per = layer_activation_bytes(gpt, batch, seq, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute)
+    attention = recompute != "selective"
     if recompute == "full":
-        per = 2.0 * sbh
         formula = "2sbh"
     elif tp == 1 or sequence_parallel:
-        per = sbh * (34.0 + attention) / tp
         formula = ("sbh/t·(34" if tp > 1 else "sbh(34") + (" + 5as/h)" if attention else ")")
     else:
-        per = sbh * (10.0 + 24.0 / tp + attention / tp)
         formula = "sbh(10 + 24/t" + (" + 5as/(ht))" if attention else ")")
     return {
         "seq": seq,
@@ -162,7 +163,7 @@ def activations_per_layer(
         "recompute": recompute,
         "formula": formula,
         "source": "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models (MLSys 2023)",
-        "bytes_per_layer": per,
+        "bytes_per_layer": per["bytes_per_layer"],
     }
 
 
