@@ -7,13 +7,14 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from datetime import date
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from ..errors import ValidationError
-from .paths import PARAMS_FILE
+from ..errors import ValidationError, did_you_mean
+from .paths import PARAMS_FILE, checkout_params
 from .text import control_problem
 
 if TYPE_CHECKING:
@@ -325,10 +326,104 @@ def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None
     return _checked(adapter(schema_name), instance, schema_name, where, doc)
 
 
-def at_params(e: ValidationError, path: Path, where: dict[str, str]) -> ValidationError:
+class Merged(NamedTuple):
+    """A value params.yaml sets, laid into the document it belongs to."""
+
+    parts: tuple[str, ...]  # its JSON path in the document
+    value: Any
+    at: str  # where params.yaml writes it: `params.yaml:LINE: at $.<its path there>`
+
+
+# `place(document, path under the block, value)`: the value's JSON path in the document, or ValueError saying why not.
+Place = Callable[[dict[str, Any], tuple[str, ...], Any], list[str]]
+
+
+def params_overlay(data: Any, doc: Any, path: Path, block: tuple[str, ...], place: Place) -> list[Merged]:
+    """Lay into the document of <root>/models/<folder>/<file> (`data`, `doc`) the numbers the checkout's params.yaml
+    sets under `block` (`(folder,)`, or `(folder, file id)` for a folder of many files): their one home, so `dvc
+    params diff` shows them and `dvc exp run -S` varies them. A value that is not a number, one `place` refuses and
+    one the document also states are refused naming params.yaml's line and path. Nothing outside a checkout."""
+    params = checkout_params(path, block[0])
+    if params is None or not isinstance(data, dict):
+        return []
+    pdata, pdoc = load_yaml(params)
+
+    def line(parts: tuple[Any, ...]) -> str:
+        return f"{params}:{_line_of(pdoc, list(parts))}"
+
+    node = pdata
+    for i in range(len(block) + 1):
+        if node is None:
+            return []
+        if not isinstance(node, dict):
+            raise ValidationError(f"{line(block[:i])}: at {json_path(block[:i])}: expected a mapping")
+        if i == 1 and len(block) == 2:  # one block per file: a misspelt id (`dvc exp run -S`) would vary nothing
+            known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+            for name in map(str, node):
+                if name not in known:
+                    close = did_you_mean(name, known)
+                    raise ValidationError(
+                        f"{line((block[0], name))}: at $.{block[0]}.{name}: no file models/{block[0]}/{name}.yaml"
+                        + (f"; did you mean {' or '.join(close)}?" if close else "")
+                        + f" (expected one of: {', '.join(known) or 'none'})"
+                    )
+        if i < len(block):
+            node = node.get(block[i])
+    merged: list[Merged] = []
+
+    def walk(node: dict[Any, Any], parts: tuple[str, ...]) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, (*parts, str(key)))
+                continue
+            dotted = ".".join((*block, *parts, str(key)))
+            set_at = line((*block, *parts, key))
+            where = f"{set_at}: at $.{dotted}"
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValidationError(f"{where}: expected a number, got {value!r}")
+            try:
+                target = place(data, (*parts, str(key)), value)
+            except ValueError as e:
+                raise ValidationError(f"{where}: {e}") from None
+            parent = data
+            for k in target[:-1]:
+                parent = parent.setdefault(k, {})
+                if not isinstance(parent, dict):
+                    raise ValidationError(f"{path}:{_line_of(doc, target)}: at {json_path(target)}: expected a mapping")
+            if target[-1] in parent:
+                raise ValidationError(
+                    f"{path}:{_line_of(doc, target)}: at {json_path(target)}: also set in {set_at} ({dotted}); "
+                    f"a value lives in one place: remove it from {path.name}"
+                )
+            parent[target[-1]] = value
+            merged.append(Merged(tuple(target), value, where))
+
+    walk(node, ())
+    return merged
+
+
+def params_text(path: Path, block: tuple[str, ...], place: Place) -> str:
+    """The file as it reads outside a checkout: the numbers params.yaml sets written in, each on a line below the
+    block mapping that holds it (or leading a flow mapping: `{value: X, ...`)."""
+    text = path.read_text(encoding="utf-8")
+    data, doc = load_yaml(path)
+    lines = text.splitlines(keepends=True)
+    inserts: dict[int, str] = {}
+    for m in params_overlay(data, doc, path, block, place):
+        i = (_line_of(doc, list(m.parts[:-1])) or 1) - 1
+        if lines[i].rstrip().endswith(":"):
+            below = lines[i + 1]
+            inserts[i] = inserts.get(i, "") + f"{below[: len(below) - len(below.lstrip())]}{m.parts[-1]}: {m.value}\n"
+        else:
+            lines[i] = lines[i].replace("{", f"{{{m.parts[-1]}: {m.value}, ", 1)
+    return "".join(line + inserts.get(i, "") for i, line in enumerate(lines))
+
+
+def at_params(e: ValidationError, path: Path, merged: list[Merged]) -> ValidationError:
     """A document's error re-pointed at params.yaml when the JSON path it names holds a value params.yaml set and
-    the loader merged in (`where`: `$.<path>` in the document → `params.yaml:LINE: at $.<path there>`): the
-    message names the file and line where the value is written, not the file it was merged into."""
+    the loader merged in: the message names the file and line where the value is written, not the file it was
+    merged into."""
+    where = {json_path(m.parts): m.at for m in merged}
     m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$[\w.\[\]-]+): (.*)$", str(e), re.S)
     if m is None or m.group(1) not in where:
         return e

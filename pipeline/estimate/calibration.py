@@ -3,113 +3,57 @@ number with its status and provenance, so an estimate can say which statements i
 
 from __future__ import annotations
 
-import math
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..core.paths import PARAMS_FILE, checkout_params
-from ..core.schemas import _line_of, json_path, load_json, load_model, load_yaml
+from ..core.paths import PARAMS_FILE
+from ..core.schemas import _line_of, at_params, json_path, load_json, load_model, load_yaml, params_overlay, params_text
 from ..errors import ValidationError
 from ..formats.calibration import CALIBRATION_PATH, SHA_RE, Calibration
 
-# The assumed numbers people vary live in the checkout's params.yaml under `calibration`, at the same
-# path as in the calibration file (`calibration.link_classes.nvlink5.efficiency`), so `dvc params diff` shows
-# them and `dvc exp run -S` varies them; the file keeps each one's status and note. Only a number no source states
-# (status assumed) may live there: a published or measured number stays beside its source. Never both places.
-PARAMS_KEY = "calibration"
+# The assumed numbers people vary live in the checkout's params.yaml under `calibration`, at the same path as in
+# the calibration file (`calibration.link_classes.nvlink5.efficiency`); the file keeps each one's status and note.
+# Only a number no source states (status assumed) may live there: a published or measured number stays beside its
+# source. Never both places.
+PARAMS_BLOCK = ("calibration",)
 
 
-def params_numbers(path: Path) -> tuple[dict[tuple[str, ...], float], Path | None, Any]:
-    """The numbers params.yaml sets for the calibration file at `path`: {path parts: value}, the params file and
-    its document (for line numbers); empty when there is no params.yaml or it has no `calibration`."""
-    params = checkout_params(path, "calibration")
-    if params is None:
-        return {}, None, None
-    data, doc = load_yaml(params)
-    block = data.get(PARAMS_KEY) if isinstance(data, dict) else None
-    if block is None:
-        return {}, params, doc
-    out: dict[tuple[str, ...], float] = {}
-
-    def walk(node: Any, parts: tuple[str, ...]) -> None:
-        at = f"{params}:{_line_of(doc, [PARAMS_KEY, *parts])}: at $.{'.'.join((PARAMS_KEY, *parts))}"
-        if isinstance(node, dict) and node:
-            for key, value in node.items():
-                walk(value, (*parts, str(key)))
-            return
-        if isinstance(node, bool) or not isinstance(node, (int, float)) or not math.isfinite(node) or node < 0:
-            raise ValidationError(
-                f"{at}: expected a number ≥ 0 (a mapping shaped like {CALIBRATION_PATH}, ending in the numbers it "
-                f"sets), got {node!r}"
-            )
-        if parts[-1] == "efficiency" and not 0 < node <= 1:
-            raise ValidationError(f"{at}: an efficiency is a fraction of line rate in (0, 1], got {node!r}")
-        out[parts] = node
-
-    walk(block, ())
-    return out, params, doc
-
-
-def _merge_params(data: Any, doc: Any, path: Path) -> None:
-    """Put params.yaml's numbers into the calibration document; refuse a number set in both places, a path the
-    file does not hold, and a number that has a source (published or measured)."""
-    numbers, params, pdoc = params_numbers(path)
-    if not numbers or not isinstance(data, dict):
-        return
-    for parts, value in numbers.items():
-        set_at = f"{params}:{_line_of(pdoc, [PARAMS_KEY, *parts])}"
-        at = f"{set_at}: at $.{'.'.join((PARAMS_KEY, *parts))}"
-        node: Any = data
-        for part in parts:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or "status" not in node:
-            raise ValidationError(
-                f"{at}: {CALIBRATION_PATH} holds no number at $.{'.'.join(parts)} (expected the path of an assumed "
-                "number there, e.g. link_classes.nvlink5.efficiency)"
-            )
-        if node.get("status") != "assumed":
-            raise ValidationError(
-                f"{at}: the number is `{node.get('status')}` in {CALIBRATION_PATH}: a number with a source stays "
-                "beside it; params.yaml holds only assumed numbers (status assumed)"
-            )
-        if "value" in node:
-            raise ValidationError(
-                f"{_where(path, doc, [*parts, 'value'])}: at $.{'.'.join(parts)}.value: also set in {set_at} "
-                f"({PARAMS_KEY}.{'.'.join(parts)}); a number lives in one place: remove it from the calibration file"
-            )
-        node["value"] = value
+def _place(data: dict[str, Any], parts: tuple[str, ...], value: Any) -> list[str]:
+    """Where a number params.yaml sets goes: the `value` of the assumed number at the same path in the file."""
+    if parts[-1] == "efficiency" and not 0 < value <= 1:
+        raise ValueError(f"an efficiency is a fraction of line rate in (0, 1], got {value!r}")
+    node: Any = data
+    for part in parts:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or "status" not in node:
+        raise ValueError(
+            f"{CALIBRATION_PATH} holds no number at $.{'.'.join(parts)} (expected the path of an assumed number "
+            "there, e.g. link_classes.nvlink5.efficiency)"
+        )
+    if node["status"] != "assumed":
+        raise ValueError(
+            f"the number is `{node['status']}` in {CALIBRATION_PATH}: a number with a source stays beside it; "
+            "params.yaml holds only assumed numbers (status assumed)"
+        )
+    return [*parts, "value"]
 
 
 def standalone_text(path: Path) -> str:
-    """The calibration file as it reads outside a checkout: the numbers params.yaml sets written back in (a
-    block mapping gains a `value:` line, a flow mapping a leading `value: X,`)."""
-    text = path.read_text(encoding="utf-8")
-    numbers = params_numbers(path)[0]
-    if not numbers:
-        return text
-    _, doc = load_yaml(path)
-    lines = text.splitlines(keepends=True)
-    inserts: dict[int, str] = {}
-    for parts, value in numbers.items():
-        i = (_line_of(doc, list(parts)) or 1) - 1
-        line = lines[i]
-        if line.rstrip().endswith(":"):
-            following = lines[i + 1]
-            indent = following[: len(following) - len(following.lstrip())]
-            inserts[i] = f"{indent}value: {value}\n"
-        else:
-            lines[i] = line.replace("{", f"{{value: {value}, ", 1)
-    return "".join(line + inserts.get(i, "") for i, line in enumerate(lines))
+    """The calibration file as it reads outside a checkout: the numbers params.yaml sets written back in."""
+    return params_text(path, PARAMS_BLOCK, _place)
 
 
 def load_calibration_file(path: Path) -> Calibration:
     """Parse, merge the numbers params.yaml sets, and validate (pipeline/formats/calibration.py); every error names
     file:line, the JSON path and what was expected."""
     data, doc = load_yaml(path)
-    _merge_params(data, doc, path)
-    cal: Calibration = load_model(Calibration, data, "calibration.schema.json", path, doc)
+    merged = params_overlay(data, doc, path, PARAMS_BLOCK, _place)
+    try:
+        cal: Calibration = load_model(Calibration, data, "calibration.schema.json", path, doc)
+    except ValidationError as e:
+        raise at_params(e, path, merged) from None
     for dotted, n in cal.numbers():
         if n.source is not None and n.source not in cal.sources:
             parts = [*dotted.split("."), "source"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..formats.workload import ModelShape, Training, check_degrees  # noqa: F401  (the planner's name for it)
-from . import sizing
+from . import flops, sizing
 from .workloads import Workload
 
 # What a communication may hide behind ("" for traffic on the critical path): data-parallel traffic overlaps the
@@ -113,12 +113,12 @@ def training_groups(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1) -> Grou
 
 
 def attention_params(m: ModelShape) -> float:
-    """Parameters of the attention projections (Q and O: hidden², K and V: hidden × kv_heads × head_dim, per layer).
+    """Parameters of the attention projections of every layer (`flops.attention_weights`).
 
     An MoE workload declares its total parameters, not how they split; this is the part that every expert-parallel
     rank holds (replicated across EP), everything else is counted as expert weights — a labelled derivation."""
-    h, kv = m.hidden, m.kv_heads * m.head_dim
-    return float(m.layers * (2 * h * h + 2 * h * kv))
+    s = flops.from_workload(m)
+    return float(m.layers * flops.attention_weights(s.hidden, s.heads, s.kv_heads, s.head_dim))
 
 
 def gradient_shards(m: ModelShape, t: Training) -> tuple[float, float]:

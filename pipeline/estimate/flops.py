@@ -87,8 +87,8 @@ class LayerWork:
 
 
 def attention_weights(hidden: int, heads: int, kv_heads: int, head_dim: int) -> int:
-    """Weights of one layer's attention projections: Q, and K and V over `kv_heads` heads (grouped-query), then
-    the output projection."""
+    """Weights of one layer's attention projections: Q and the output projection hidden × heads·head_dim, K and V
+    hidden × kv_heads·head_dim (grouped-query); heads·head_dim need not be hidden (Gemma's is not)."""
     return hidden * (heads * head_dim + 2 * kv_heads * head_dim) + heads * head_dim * hidden
 
 

@@ -18,26 +18,6 @@ from ..errors import UsageError
 from . import sizing
 from .flops import Shape, check_recompute
 
-# Bytes per parameter split the way ZeRO partitions them: (weights, gradients, optimizer states).
-# mixed-adam: the article's 18 B/param — bf16 weights (2), fp32 gradients (4), fp32 master copy + two fp32
-#   Adam moments (4 + 8 = 12).
-# mixed-adam-16: the ZeRO paper's 2 + 2 + K with K = 12 — fp16 weights, fp16 gradients, fp32 master copy,
-#   momentum and variance.
-TRAINING_LAYOUTS: dict[str, tuple[float, float, float, str]] = {
-    "mixed-adam": (
-        2.0,
-        4.0,
-        12.0,
-        "18 B/param: 2 B bf16 weights + 4 B fp32 gradients + 12 B optimizer (fp32 master 4 + Adam moments 8)",
-    ),
-    "mixed-adam-16": (
-        2.0,
-        2.0,
-        12.0,
-        "16 B/param (ZeRO paper): 2 B fp16 weights + 2 B fp16 gradients + 12 B optimizer "
-        "(fp32 master 4 + momentum 4 + variance 4)",
-    ),
-}
 ZERO_STAGES = {
     0: "no partitioning (plain data parallel): every replica holds the whole state",
     1: "ZeRO-1: optimizer states partitioned over the data-parallel degree",
@@ -75,7 +55,7 @@ def check_degree(value: int, what: str) -> int:
 
 def _shard(params: float, layout: str, zero: int, dp: int) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) one rank holds of `params`, ZeRO partitioning over `dp`."""
-    w, g, o = TRAINING_LAYOUTS[layout][:3]
+    w, g, o = sizing.TRAINING_LAYOUTS[layout][:3]
     return (
         params * w / (dp if zero >= 3 else 1),
         params * g / (dp if zero >= 2 else 1),
@@ -101,14 +81,12 @@ def training_state(
     dense weights and split like them (an approximation). A weights-only layout (`sizing.LAYOUTS`, for
     inference) holds the weights split over TP × PP; DP, ZeRO and experts do not apply to it. `names`: what an
     error calls an argument (`flag` for the CLI's options)."""
-    if layout not in TRAINING_LAYOUTS and layout not in sizing.LAYOUTS:
-        known = ", ".join(dict.fromkeys([*TRAINING_LAYOUTS, *sizing.LAYOUTS]))
-        raise UsageError(f"unknown layout {layout!r}: expected one of {known}")
+    sizing.check_layout(layout)
     check_number(params, names("params"), strict=True)
     check_number(expert_params, names("expert_params"))
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("ep", ep)):
         check_degree(value, names(name))
-    if layout not in TRAINING_LAYOUTS:
+    if layout not in sizing.TRAINING_LAYOUTS:
         if zero or expert_params or dp != 1 or ep != 1:
             unused = ", ".join(names(k) for k in ("dp", "zero", "ep", "expert_params"))
             raise UsageError(f"{names('layout')} {layout}: weights only; {unused} do not apply")
@@ -124,7 +102,7 @@ def training_state(
     expert_dp = max(1, tp * dp // ep)
     experts = _shard(expert_params / (ep * pp), layout, zero, expert_dp)
     weights, gradients, optimizer = (a + b for a, b in zip(dense, experts, strict=True))
-    w, g, o, why = TRAINING_LAYOUTS[layout]
+    w, g, o, why = sizing.TRAINING_LAYOUTS[layout]
     return {
         "params": params,
         "layout": layout,
@@ -155,24 +133,25 @@ def activations_per_layer(
     sequence_parallel: bool = False,
     recompute: str = "none",
 ) -> dict[str, Any]:
-    """Activation bytes one transformer layer keeps for the backward pass (Korthikanti et al., Table 2):
-    no recompute sbh(34 + 5as/h); with TP only sbh(10 + 24/t + 5as/(ht)); with TP and sequence parallelism
+    """Activation bytes one GPT-style transformer layer keeps for the backward pass: `layer_activation_bytes` of
+    the shape of Korthikanti et al., Table 2 (MLP 4h, dropout, unfused attention, 16-bit activations), which is
+    their no recompute sbh(34 + 5as/h); with TP only sbh(10 + 24/t + 5as/(ht)); with TP and sequence parallelism
     sbh/t·(34 + 5as/h); selective recompute drops the 5as/h attention term; full recompute keeps only the
     layer's 2sbh input (the paper's figure, whatever t; an implementation that shards the stored input under
     sequence parallelism keeps less)."""
     for name, value in (("seq", seq), ("batch", batch), ("hidden", hidden), ("heads", heads), ("tp", tp)):
         check_degree(value, name)
-    check_recompute(recompute)
-    sbh = float(seq) * batch * hidden
-    attention = 0.0 if recompute == "selective" else 5.0 * heads * seq / hidden
+    gpt = Shape(
+        hidden=hidden, layers=1, heads=heads, kv_heads=heads, head_dim=hidden / heads, ffn_hidden=4 * hidden,
+        gated=False, attention="unfused", dropout=True,
+    )  # fmt: skip
+    per = layer_activation_bytes(gpt, batch, seq, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute)
+    attention = recompute != "selective"
     if recompute == "full":
-        per = 2.0 * sbh
         formula = "2sbh"
     elif tp == 1 or sequence_parallel:
-        per = sbh * (34.0 + attention) / tp
         formula = ("sbh/t·(34" if tp > 1 else "sbh(34") + (" + 5as/h)" if attention else ")")
     else:
-        per = sbh * (10.0 + 24.0 / tp + attention / tp)
         formula = "sbh(10 + 24/t" + (" + 5as/(ht))" if attention else ")")
     return {
         "seq": seq,
@@ -184,7 +163,7 @@ def activations_per_layer(
         "recompute": recompute,
         "formula": formula,
         "source": "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models (MLSys 2023)",
-        "bytes_per_layer": per,
+        "bytes_per_layer": per["bytes_per_layer"],
     }
 
 

@@ -7,10 +7,28 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 
-# Bytes per parameter by layout. mixed-adam: bf16 weights (2) + fp32 master copy (4) = 6 B of weight copies,
-# fp32 gradients (4), Adam moments in fp32 (8): 18 B per parameter, before activations.
+# Bytes per parameter of a training layout, split the way ZeRO partitions them: (weights, gradients, optimizer
+# states, what they are). mixed-adam: 18 B/param — bf16 weights (2), fp32 gradients (4), fp32 master copy + two
+# fp32 Adam moments (4 + 8 = 12; the master copy is a weight copy, but ZeRO partitions it with the optimizer).
+# mixed-adam-16: the ZeRO paper's 2 + 2 + K with K = 12 — fp16 weights, fp16 gradients, fp32 master copy,
+# momentum and variance.
+TRAINING_LAYOUTS: dict[str, tuple[float, float, float, str]] = {
+    "mixed-adam": (
+        2.0,
+        4.0,
+        12.0,
+        "6 B weight copies (bf16 + fp32 master) + 4 B fp32 gradients + 8 B fp32 Adam moments",
+    ),
+    "mixed-adam-16": (
+        2.0,
+        2.0,
+        12.0,
+        "16 B/param (ZeRO paper): 2 B fp16 weights + 2 B fp16 gradients + 12 B optimizer "
+        "(fp32 master 4 + momentum 4 + variance 4)",
+    ),
+}
+# Bytes per parameter of a weights-only layout.
 LAYOUTS: dict[str, tuple[float, str]] = {
-    "mixed-adam": (18.0, "6 B weight copies (bf16 + fp32 master) + 4 B fp32 gradients + 8 B fp32 Adam moments"),
     "bf16-weights": (2.0, "bf16 weights only (inference)"),
     "fp8-weights": (1.0, "fp8 weights only (inference)"),
     "fp32-weights": (4.0, "fp32 weights only"),
@@ -19,12 +37,20 @@ LAYOUTS: dict[str, tuple[float, str]] = {
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
+def check_layout(layout: str) -> None:
+    if layout not in TRAINING_LAYOUTS and layout not in LAYOUTS:
+        raise UsageError(f"unknown layout {layout!r}: expected one of {', '.join([*TRAINING_LAYOUTS, *LAYOUTS])}")
+
+
 def memory(params: float, layout: str) -> dict[str, object]:
-    if layout not in LAYOUTS:
-        raise UsageError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    check_layout(layout)
     if params <= 0:
         raise UsageError("params must be positive")
-    per, why = LAYOUTS[layout]
+    if layout in TRAINING_LAYOUTS:
+        *split, why = TRAINING_LAYOUTS[layout]
+        per = sum(split)
+    else:
+        per, why = LAYOUTS[layout]
     return {"params": params, "layout": layout, "bytes_per_param": per, "bytes": params * per, "breakdown": why}
 
 

@@ -271,7 +271,7 @@ def training(
 
     # Optimizer step: each rank updates its shard (ZeRO ≥ 1) or every parameter it holds.
     state = fullest["state"]
-    held = (state["weights_bytes"] / memory.TRAINING_LAYOUTS[state["layout"]][0]) * (replicas if zero >= 3 else 1)
+    held = (state["weights_bytes"] / sizing.TRAINING_LAYOUTS[state["layout"]][0]) * (replicas if zero >= 3 else 1)
     shard = held / (replicas if zero >= 1 else 1)
     hbm = rates.hbm_bytes_per_s
     optimizer_s = shard * rates.optimizer_bytes_per_param / hbm if hbm else float("nan")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..core.paths import Layout, check_slug, checkout_params, workload_paths
-from ..core.schemas import _line_of, at_params, load_model, load_yaml
-from ..errors import UnknownIdError, UsageError, ValidationError, did_you_mean
+from ..core.paths import Layout, check_slug, workload_paths
+from ..core.schemas import at_params, load_model, load_yaml, params_overlay, params_text
+from ..errors import UnknownIdError, UsageError, ValidationError
 from ..formats.workload import (
     Inference,
     InferenceWorkload,
@@ -65,119 +65,38 @@ class Workload:
         return i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
 
 
-# The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`), so `dvc params
-# diff` shows them and `dvc exp run -S` varies them; the workload file keeps the model and its shape. A file
-# outside a checkout (or a workload params.yaml does not list) states them itself. Never both.
+# The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`); the workload file
+# keeps the model and its shape. A file outside a checkout (or a workload params.yaml does not list) states them
+# itself. Never both.
 KNOBS = {"training": Training.KNOBS, "inference": Inference.KNOBS}
 
 
-def knobs_for(workload_id: str, path: Path) -> tuple[dict[str, Any], Any]:
-    """`workloads.<id>` of params.yaml (validated: known knob names, whole non-negative numbers) and the document
-    for line numbers; empty when params.yaml does not list the workload."""
-    data, doc = load_yaml(path)
-    if data is None:
-        return {}, doc
-    if not isinstance(data, dict) or not isinstance(data.get("workloads", {}), dict):
-        raise ValidationError(f"{path}: at $.workloads: expected a mapping of workload id to its knobs")
-    _check_ids(data.get("workloads", {}), path, doc)
-    entry = data.get("workloads", {}).get(workload_id)
-    if entry is None:
-        return {}, doc
-    where = ["workloads", workload_id]
-    if not isinstance(entry, dict):
-        raise ValidationError(f"{path}:{_line_of(doc, where)}: at $.workloads.{workload_id}: expected a mapping")
-    known = sorted({k for names in KNOBS.values() for k in names})
-    for key, value in entry.items():
-        line = _line_of(doc, [*where, key])
-        if key not in known:
-            raise ValidationError(
-                f"{path}:{line}: at $.workloads.{workload_id}.{key}: not a knob; expected one of {', '.join(known)} "
-                f"(the rest of a workload lives in models/workloads/{workload_id}.yaml)"
-            )
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValidationError(f"{path}:{line}: at $.workloads.{workload_id}.{key}: expected a number")
-        if isinstance(value, int) and abs(value) >= 2**53:
-            raise ValidationError(
-                f"{path}:{line}: at $.workloads.{workload_id}.{key}: a {len(str(abs(value)))}-digit number is too "
-                "large; expected at most 2**53"
-            )
-    return dict(entry), doc
-
-
-def _check_ids(entries: dict[str, Any], path: Path, doc: Any) -> None:
-    """Every `workloads.<id>` names a workload file: a misspelt id (say from `dvc exp run -S`) would otherwise
-    vary nothing and rerun nothing, without a word."""
-    folder = path.parent / "models" / "workloads"
-    known = sorted(p.stem for p in folder.glob("*.yaml"))
-    for workload_id in entries:
-        if str(workload_id) not in known:
-            close = did_you_mean(str(workload_id), known)
-            raise ValidationError(
-                f"{path}:{_line_of(doc, ['workloads', workload_id])}: at $.workloads.{workload_id}: no workload "
-                f"file models/workloads/{workload_id}.yaml"
-                + (f"; did you mean {' or '.join(close)}?" if close else "")
-                + f" (expected one of: {', '.join(known) or 'none'})"
-            )
-
-
-def _merge_knobs(data: Any, path: Path) -> dict[str, str]:
-    """Put params.yaml's knobs into the workload's training / inference block; a knob in both is an error.
-    Returns where each merged knob is written (`$.<kind>.<knob>` → `params.yaml:LINE: at $.workloads.<id>.<knob>`),
-    so a check of the merged value names the file the value is in."""
-    params = checkout_params(path, "workloads")
-    if params is None or not isinstance(data, dict) or not isinstance(data.get("id"), str):
-        return {}
-    knobs, doc = knobs_for(data["id"], params)
-    if not knobs:
-        return {}
+def _place(data: dict[str, Any], parts: tuple[str, ...], value: Any) -> list[str]:
+    """Where a knob params.yaml sets goes in the workload document: its training / inference block."""
     kind = data.get("kind")
-    where: dict[str, str] = {}
-    block = data.get(kind) if kind in KNOBS else None
-    if not isinstance(block, dict):
-        raise ValidationError(
-            f"{path}: at $.kind: {params.name} sets knobs for {data['id']}, so the file must say its kind "
-            "(training or inference) and have that block"
+    if kind not in KNOBS:
+        raise ValueError("the workload file must say its kind (training or inference)")
+    if len(parts) != 1 or parts[0] not in KNOBS[kind]:
+        raise ValueError(
+            f"not a knob of a {kind} workload; expected one of {', '.join(KNOBS[kind])} (the rest of a workload "
+            f"lives in its file, models/workloads/{data.get('id')}.yaml)"
         )
-    for key, value in knobs.items():
-        line = _line_of(doc, ["workloads", data["id"], key])
-        if key not in KNOBS[kind]:
-            raise ValidationError(
-                f"{params}:{line}: at $.workloads.{data['id']}.{key}: not a knob of a {kind} workload; expected "
-                f"one of {', '.join(KNOBS[kind])}"
-            )
-        if key in block:
-            raise ValidationError(
-                f"{path}: at $.{kind}.{key}: also set in {params}:{line} (workloads.{data['id']}.{key}); a knob "
-                f"lives in one place: remove it from the workload file"
-            )
-        block[key] = value
-        where[f"$.{kind}.{key}"] = f"{params}:{line}: at $.workloads.{data['id']}.{key}"
-    return where
+    return [kind, parts[0]]
 
 
 def standalone_text(path: Path) -> str:
     """The workload file as it reads outside a checkout: its knobs from params.yaml written into its training /
     inference block (to share one workload, or to start a variant elsewhere)."""
-    text = path.read_text(encoding="utf-8")
-    params = checkout_params(path, "workloads")
-    data = load_yaml(path)[0]
-    if params is None or not isinstance(data, dict) or data.get("kind") not in KNOBS:
-        return text
-    knobs = knobs_for(str(data.get("id")), params)[0]
-    head = f"{data['kind']}:\n"
-    lines = "".join(f"  {k}: {v}\n" for k, v in knobs.items())
-    if not knobs or head not in text:
-        return text
-    return text.replace(head, head + lines, 1)
+    return params_text(path, ("workloads", path.stem), _place)
 
 
 def load_workload(path: Path) -> Workload:
     data, doc = load_yaml(path)
-    where = _merge_knobs(data, path)
+    merged = params_overlay(data, doc, path, ("workloads", path.stem), _place)
     try:
         return _checked(data, doc, path)
     except ValidationError as e:
-        raise at_params(e, path, where) from None
+        raise at_params(e, path, merged) from None
 
 
 def _checked(data: Any, doc: Any, path: Path) -> Workload:
@@ -303,33 +222,17 @@ def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
     if not knobs:
         return w
     allowed = (*KNOBS[w.kind], *CHOICES[w.kind])
-    for key, value in knobs.items():
+    for key in knobs:
         if key not in allowed:
             raise UsageError(f"{key}: not a knob of this {w.kind} workload; expected one of {', '.join(allowed)}")
-        if key in CHOICES[w.kind]:
-            if not isinstance(value, str):
-                raise UsageError(f"{key}={value!r}: expected a name")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UsageError(f"{key}={value!r}: expected a number")
     block = w.training if w.training is not None else w.inference
     assert block is not None
-    in_block = {k: v for k, v in knobs.items() if k != "placement"}  # placement is a block of its own
-    data: dict[str, Any] = {
-        "id": w.id,
-        "title": w.title,
-        "kind": w.kind,
-        "model": w.model.model_dump(exclude_none=True),
-        w.kind: {**block.model_dump(exclude_none=True), **in_block},
-        "targets": list(w.targets),
-    }
-    if w.shares_with is not None:
-        data["shares_with"] = w.shares_with
-    if w.teaching is not None:
-        data["teaching"] = w.teaching
-    if "placement" in knobs:
+    # The workload as its file would state it, the knobs laid in, validated by the format like the file.
+    data = {f.name: getattr(w, f.name) for f in fields(w) if f.name not in ("path", "training", "inference")}
+    data["targets"] = list(w.targets)
+    data[w.kind] = {**block.model_dump(), **{k: v for k, v in knobs.items() if k != "placement"}}
+    if "placement" in knobs:  # a block of its own
         data["placement"] = {"strategy": knobs["placement"]}
-    elif w.placement is not None:
-        data["placement"] = w.placement.model_dump(exclude_none=True)
     return _checked(data, None, w.path or Path(f"{w.id}.yaml"))
 
 

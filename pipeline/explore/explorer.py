@@ -1088,7 +1088,7 @@ def _sizing(request: Any) -> Any:
         return SizingRow(quantity=quantity, value=value, unit=unit, formula=formula, shown=_shown_quantity(value, unit))
 
     state_rows = []
-    if r.layout in memory.TRAINING_LAYOUTS:
+    if r.layout in sizing.TRAINING_LAYOUTS:
         m = memory.training_state(r.params, r.layout, dp=r.dp, zero=r.zero, tp=r.tp, pp=r.pp)
         state_rows += [
             row("bytes per parameter", m["bytes_per_param"], "B", m["breakdown"]),

@@ -138,6 +138,16 @@ def test_moe_gradient_counts_expert_weights_once_per_ep_shard(built_registry):
     assert sum(gradient_shards(dense_only, w.training)) * 2 == pytest.approx(70.5e9)
 
 
+def test_attention_params_count_q_and_o_at_heads_times_head_dim_not_hidden():
+    """Gemma 7B: hidden 3,072 but 16 heads × 256 = 4,096 wide. Q, K, V and O are each 3,072 × 4,096 (16 KV heads),
+    4 × 12,582,912 per layer, × 28 layers; hidden² for Q and O would say 1,233,125,376."""
+    from fabricref.estimate.decompose import attention_params
+    from fabricref.formats.workload import ModelShape
+
+    gemma = ModelShape(params=8.5e9, layers=28, hidden=3072, heads=16, kv_heads=16, head_dim=256, dtype="bf16")
+    assert attention_params(gemma) == 28 * 4 * 3072 * 4096 == 1_409_286_144
+
+
 def _small_oversubscribed(lay):
     """Meta's builder scaled down: 4 DGX H100 servers, 2 per ToR, one ToR per pod, 16 spines, 1:7 above."""
     fabric = Fabric(3, False, 16, 16, 1, 16, None, 7, 1, None, "InfiniBand (test)")

@@ -241,9 +241,10 @@ def test_every_shipped_file_is_accepted_by_both(schema_name, pattern):
     for path in paths:
         data = load_json(path) if path.suffix == ".json" else load_yaml(path)[0]
         if schema_name == "workload.schema.json":  # its knobs live in params.yaml: the loader merges them in
-            from fabricref.estimate.workloads import knobs_for
+            from fabricref.core.schemas import _parse_yaml
+            from fabricref.estimate.workloads import standalone_text
 
-            data[data["kind"]].update(knobs_for(data["id"], ROOT / "params.yaml")[0])
+            data = _parse_yaml(standalone_text(path), path)
         if schema_name == "topology-defaults.schema.json":  # its values live in params.yaml: merged in
             from fabricref.core.schemas import load_yaml as load_doc
             from fabricref.topology.facts import merge_params
