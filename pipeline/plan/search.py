@@ -90,12 +90,12 @@ class Job:
 
 def batches(indices: Any, workers: int = 1) -> list[np.ndarray]:
     """`indices` (of `Job.layouts`) in equal batches of at most BATCH; SPLIT per worker when each still gets
-    MIN_BATCH."""
+    MIN_BATCH, and one per worker at least (a late wave's few hundred layouts would otherwise keep one busy)."""
     todo = np.asarray(indices, dtype=np.int64)
     n = len(todo)
     if not n:
         return []
-    count = max(-(-n // BATCH), min(SPLIT * workers, n // MIN_BATCH), 1)
+    count = max(-(-n // BATCH), min(SPLIT * workers, max(n // MIN_BATCH, workers), n))
     return np.array_split(todo, count)
 
 
@@ -177,7 +177,9 @@ def search_training(
     job = Job(ev, layouts)
     objective, tokens = req.objective, ev.tokens
     parts: list[Columns] = []
-    for part in engine.map("bound", job, batches(range(n), engine.workers)):
+    running = engine.map("bound", job, batches(range(n), engine.workers))
+    ids = [x.id for x in layouts]  # while the workers bound
+    for part in running:
         parts.append(part)
         if progress:
             progress("bounding", sum(len(p["fits"]) for p in parts), n, "")
@@ -186,7 +188,6 @@ def search_training(
     fitting = [i for i in range(n) if fits[i] is not False and lower_bound[i] is not None]
     if not fitting:
         raise NoLegalLayout(req, rejected, list(zip(layouts, records(parts, Bound), strict=True)))
-    ids = [x.id for x in layouts]
     lb_objective = [float("inf")] * n
     for i in fitting:
         value = objective_value(objective, lower_bound[i], layouts[i].gpus, tokens)
