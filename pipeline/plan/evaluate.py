@@ -103,33 +103,38 @@ def _form(kind: type[Bound] | type[Evaluation], name: str) -> str:
     return str(getattr(form, "__forward_arg__", form))
 
 
-def records(parts: list[Columns], kind: type[Bound] | type[Evaluation]) -> list[Any]:
-    """The records of the batches `parts` (in order), rebuilt from their columns exactly: the same floats, ints,
-    strings, None and booleans the evaluator returned."""
-    fields: list[Any] = []
-    n = sum(len(p[kind._fields[0]]) for p in parts)
+def values(parts: list[Columns], kind: type[Bound] | type[Evaluation]) -> dict[str, list[Any]]:
+    """The batches `parts` (in order) as one list per field, rebuilt from their columns exactly: the same floats,
+    ints, strings, None and booleans the evaluator returned (`phases` left out)."""
+    out: dict[str, list[Any]] = {}
     for name in kind._fields:
         if name == "phases":
-            fields.append(itertools.repeat((), n))
             continue
         form = _form(kind, name)
         if form == "str":
-            values = np.concatenate(
+            out[name] = np.concatenate(
                 [np.array(p[name + _WORDS], dtype=object)[p[name]] for p in parts] or [np.array([], dtype=object)]
             ).tolist()
-        else:
-            arrays = [p[name] for p in parts]
-            joined = np.concatenate(arrays) if arrays else np.array([])
-            if form == "bool | None":
-                values = _FLAGS[joined.astype(np.int64) + 1].tolist()
-            else:
-                values = joined.tolist()
-                if form == "float | None":
-                    none = [p.get(name + _NONE, np.zeros(len(p[name]), dtype=bool)) for p in parts]
-                    for i in np.flatnonzero(np.concatenate(none)).tolist() if none else []:
-                        values[i] = None
-        fields.append(values)
-    return list(map(functools.partial(tuple.__new__, kind), zip(*fields, strict=True)))  # kind._make
+            continue
+        arrays = [p[name] for p in parts]
+        joined = np.concatenate(arrays) if arrays else np.array([])
+        if form == "bool | None":
+            out[name] = _FLAGS[joined.astype(np.int64) + 1].tolist()
+            continue
+        out[name] = joined.tolist()
+        if form == "float | None":
+            none = [p.get(name + _NONE, np.zeros(len(p[name]), dtype=bool)) for p in parts]
+            for i in np.flatnonzero(np.concatenate(none)).tolist() if none else []:
+                out[name][i] = None
+    return out
+
+
+def records(parts: list[Columns], kind: type[Bound] | type[Evaluation]) -> list[Any]:
+    """The records of the batches `parts` (in order), as the evaluator returned them."""
+    fields = values(parts, kind)
+    n = sum(len(p[kind._fields[0]]) for p in parts)
+    by_field = [fields[name] if name != "phases" else itertools.repeat((), n) for name in kind._fields]
+    return list(map(functools.partial(tuple.__new__, kind), zip(*by_field, strict=True)))  # kind._make
 
 
 def objective_value(objective: str, step: float | None, gpus: int, tokens: float) -> float | None:

@@ -31,10 +31,6 @@ class Layout(NamedTuple):
         """The layout a plan row states."""
         return cls(*(row[COLUMNS.get(name, name)] for name in cls._fields))
 
-    def columns(self) -> dict[str, Any]:
-        """The layout as a plan row's columns."""
-        return dict(zip(_NAMES, self, strict=True))
-
     @property
     def id(self) -> str:
         """A stable name: the same layout gets the same id in every run (the key of a plan's rows)."""
@@ -55,4 +51,4 @@ class Layout(NamedTuple):
         )
 
 
-_NAMES = tuple(COLUMNS.get(name, name) for name in Layout._fields)  # each field's column, in order
+ROW_COLUMNS = tuple(COLUMNS.get(name, name) for name in Layout._fields)  # each field's column, in order

@@ -36,7 +36,9 @@ from .evaluate import (
     gpu_hours_per_million_tokens,
     objective_value,
     records,
+    values,
 )
+from .layout import ROW_COLUMNS
 from .space import Layout
 
 WAVE = 4096
@@ -88,12 +90,12 @@ class Job:
 
 def batches(indices: Any, workers: int = 1) -> list[np.ndarray]:
     """`indices` (of `Job.layouts`) in equal batches of at most BATCH; SPLIT per worker when each still gets
-    MIN_BATCH."""
+    MIN_BATCH, and one per worker at least (a late wave's few hundred layouts would otherwise keep one busy)."""
     todo = np.asarray(indices, dtype=np.int64)
     n = len(todo)
     if not n:
         return []
-    count = max(-(-n // BATCH), min(SPLIT * workers, n // MIN_BATCH), 1)
+    count = max(-(-n // BATCH), min(SPLIT * workers, max(n // MIN_BATCH, workers), n))
     return np.array_split(todo, count)
 
 
@@ -167,49 +169,47 @@ def search_training(
     """Rows for every layout (bound, then evaluated or pruned), in the order of `layouts`; and the counts.
 
     An engine starts a map's batches when it is called and yields their results in order, so the driver's own work
-    (a batch's rows, the next wave's pruning) runs while the workers evaluate; what is pruned depends on the
-    waves' results alone, never on when they arrive."""
+    (the next wave's pruning) runs while the workers evaluate; what is pruned depends on the waves' results alone,
+    never on when they arrive. The results stay columns (one list per field) until the rows are made, once."""
     n = len(layouts)
     if not n:
         raise NoLegalLayout(req, rejected, [])
     job = Job(ev, layouts)
     objective, tokens = req.objective, ev.tokens
-    bounds: list[Bound] = []
-    rows: list[dict[str, Any]] = []
-    for part in engine.map("bound", job, batches(range(n), engine.workers)):
-        for b in records([part], Bound):  # the batches cover `layouts` in order
-            rows.append(_row(req, layouts[len(bounds)], b, tokens))
-            bounds.append(b)
+    parts: list[Columns] = []
+    running = engine.map("bound", job, batches(range(n), engine.workers))
+    ids = [x.id for x in layouts]  # while the workers bound
+    for part in running:
+        parts.append(part)
         if progress:
-            progress("bounding", len(bounds), n, "")
-    fitting = [i for i, b in enumerate(bounds) if b.fits is not False and b.step_lower_bound_seconds is not None]
+            progress("bounding", sum(len(p["fits"]) for p in parts), n, "")
+    bound = values(parts, Bound)
+    lower_bound, heads, fits = bound["step_lower_bound_seconds"], bound["headroom_bytes"], bound["fits"]
+    fitting = [i for i in range(n) if fits[i] is not False and lower_bound[i] is not None]
     if not fitting:
-        raise NoLegalLayout(req, rejected, [(layouts[i], bounds[i]) for i in range(n)])
-
-    def lb_objective(i: int) -> float:
-        value = objective_value(objective, bounds[i].step_lower_bound_seconds, layouts[i].gpus, tokens)
-        return value if value is not None else float("inf")
+        raise NoLegalLayout(req, rejected, list(zip(layouts, records(parts, Bound), strict=True)))
+    lb_objective = [float("inf")] * n
+    for i in fitting:
+        value = objective_value(objective, lower_bound[i], layouts[i].gpus, tokens)
+        lb_objective[i] = value if value is not None else float("inf")
 
     # Each row's id is the ties' last key in every order below.
-    fitting.sort(key=lambda i: (lb_objective(i), -(bounds[i].headroom_bytes or 0.0), rows[i]["layout_id"]))
+    fitting.sort(key=lambda i: (lb_objective[i], -(heads[i] or 0.0), ids[i]))
     front = _Front(req.top)
+    pruned_by: dict[int, str] = {}
 
     def submit(wave: list[int]) -> tuple[list[int], Iterator[Columns]]:
         """The wave's layouts not pruned by the front so far, and their evaluations (started)."""
-        todo, cut = [], []
+        todo = []
         kth = front.kth()
         for i in wave:
-            b = bounds[i]
-            if prune and kth is not None and kth < lb_objective(i):
-                by = front.dominator(b.step_lower_bound_seconds, b.headroom_bytes or 0.0)  # type: ignore[arg-type]
+            if prune and kth is not None and kth < lb_objective[i]:
+                by = front.dominator(lower_bound[i], heads[i] or 0.0)  # type: ignore[arg-type]
                 if by is not None:
-                    cut.append((i, by))
+                    pruned_by[i] = by
                     continue
             todo.append(i)
-        running = engine.map("evaluate", job, batches(todo, engine.workers))
-        for i, by in cut:
-            _pruned(rows[i], bounds[i], by)
-        return todo, running
+        return todo, engine.map("evaluate", job, batches(todo, engine.workers))
 
     counts = {"legal": n, "not_fitting": n - len(fitting), "pruned": 0, "evaluated": 0}
     done = counts["not_fitting"]
@@ -218,23 +218,24 @@ def search_training(
         progress("evaluating", done, n, best)
     best_point: tuple[float, float, float, str] | None = None
     waves = [fitting[start : start + WAVE] for start in range(0, len(fitting), WAVE)]
+    evaluated: list[int] = []
+    evaluations: list[Columns] = []
     todo, running = submit(waves[0])
     for w, wave in enumerate(waves):
-        evaluated = records(list(running), Evaluation)
+        results = list(running)
+        e = values(results, Evaluation)
         points = []
-        for i, e in zip(todo, evaluated, strict=True):
-            obj = objective_value(objective, e.step_seconds, layouts[i].gpus, tokens)
-            if obj is not None and e.fits is not False:
-                points.append((obj, e.step_seconds, e.headroom_bytes or 0.0, rows[i]["layout_id"]))
+        for k, i in enumerate(todo):
+            obj = objective_value(objective, e["step_seconds"][k], layouts[i].gpus, tokens)
+            if obj is not None and e["fits"][k] is not False:
+                points.append((obj, e["step_seconds"][k], e["headroom_bytes"][k] or 0.0, ids[i]))
         front.add(points)
-        this = todo
+        evaluated += todo
+        evaluations += results
+        counts["evaluated"] += len(todo)
+        counts["pruned"] += len(wave) - len(todo)
         if w + 1 < len(waves):
             todo, running = submit(waves[w + 1])
-        # While the next wave runs: this one's rows.
-        for i, e in zip(this, evaluated, strict=True):
-            _evaluated(req, rows[i], layouts[i].gpus, e, tokens)
-        counts["evaluated"] += len(this)
-        counts["pruned"] += len(wave) - len(this)
         done += len(wave)
         # The best so far as the ranking orders ties (more headroom, then the id).
         wave_best = min(points, key=_order) if points else None
@@ -243,8 +244,8 @@ def search_training(
             best = f"{best_point[3]} ({best_point[1]:.3f} s)"
         if progress:
             progress("evaluating", done, n, best)
-    _rank(rows, objective)
-    return rows, counts
+    table = _table(req, layouts, ids, bound, evaluated, values(evaluations, Evaluation), pruned_by, tokens)
+    return [dict(zip(table, row, strict=True)) for row in zip(*table.values(), strict=True)], counts
 
 
 def _order(point: tuple[float, float, float, str]) -> tuple[float, float, str]:
@@ -252,91 +253,103 @@ def _order(point: tuple[float, float, float, str]) -> tuple[float, float, str]:
     return objective, -headroom, layout_id
 
 
-def _row(req: space.TrainRequest, x: Layout, b: Bound, tokens: float) -> dict[str, Any]:
-    """A layout's row from its bound (`_pruned` or `_evaluated` completes a fitting one's)."""
-    row: dict[str, Any] = {
-        "layout_id": x.id,
-        **x.columns(),
-        "seq_len": req.seq,
-        "global_batch": req.global_batch,
-        "memory_per_rank_bytes": b.memory_per_rank_bytes,
-        "usable_memory_bytes": b.usable_memory_bytes,
-        "headroom_bytes": b.headroom_bytes,
-        "fits": b.fits,
-        "step_lower_bound_seconds": b.step_lower_bound_seconds,
-        "status": "does-not-fit" if b.fits is False else "evaluated",
-        "reason": None,
-        "step_seconds": None,
-        "compute_seconds": None,
-        "bubble_seconds": None,
-        "exposed_communication_seconds": None,
-        "communication_seconds": None,
-        "tokens_per_second": None,
-        "gpu_hours_per_step": None,
-        "gpu_hours_per_million_tokens": None,
-        "objective_value": None,
-        "dominant": None,
-        "must_talk": x.gpus,
-        "largest_group": None,
-        "largest_group_phase": None,
-        "largest_group_domains": None,
-        "confidence": None,
-        "costing": None,
-        "rank": None,
-        "pareto": False,
-    }
-    if b.fits is False and b.memory_per_rank_bytes is not None and b.usable_memory_bytes is not None:
-        row["reason"] = f"needs {b.memory_per_rank_bytes / GB:.1f} GB per rank, has {b.usable_memory_bytes / GB:.1f}"
-    return row
+# An evaluation's fields that are also a row's columns.
+_EVALUATED = (
+    "memory_per_rank_bytes",
+    "headroom_bytes",
+    "fits",
+    "step_seconds",
+    "compute_seconds",
+    "bubble_seconds",
+    "exposed_communication_seconds",
+    "communication_seconds",
+    "dominant",
+    "largest_group",
+    "largest_group_phase",
+    "largest_group_domains",
+    "confidence",
+    "costing",
+)
+
+# A row's columns after its bound's, in order: null until the layout is evaluated (the accelerators that must talk
+# are its GPUs from the start).
+_UNBOUND = (
+    "step_seconds",
+    "compute_seconds",
+    "bubble_seconds",
+    "exposed_communication_seconds",
+    "communication_seconds",
+    "tokens_per_second",
+    "gpu_hours_per_step",
+    "gpu_hours_per_million_tokens",
+    "objective_value",
+    "dominant",
+    "must_talk",
+    "largest_group",
+    "largest_group_phase",
+    "largest_group_domains",
+    "confidence",
+    "costing",
+    "rank",
+)
 
 
-def _pruned(row: dict[str, Any], b: Bound, by: str) -> None:
-    row["status"] = "pruned"
-    row["reason"] = (
-        f"pruned: its step is at least {b.step_lower_bound_seconds:.4g} s (no communication), while {by} "
-        "is as fast with as much memory headroom, and the top K are faster"
-    )
-
-
-def _evaluated(req: space.TrainRequest, row: dict[str, Any], gpus: int, e: Evaluation, tokens: float) -> None:
-    step = e.step_seconds
-    row.update(
-        {
-            "memory_per_rank_bytes": e.memory_per_rank_bytes,
-            "headroom_bytes": e.headroom_bytes,
-            "fits": e.fits,
-            "step_seconds": step,
-            "compute_seconds": e.compute_seconds,
-            "bubble_seconds": e.bubble_seconds,
-            "exposed_communication_seconds": e.exposed_communication_seconds,
-            "communication_seconds": e.communication_seconds,
-            "dominant": e.dominant,
-            "largest_group": e.largest_group,
-            "largest_group_phase": e.largest_group_phase,
-            "largest_group_domains": e.largest_group_domains,
-            "confidence": e.confidence,
-            "costing": e.costing,
-        }
-    )
-    if step:
-        row["tokens_per_second"] = tokens / step
-        row["gpu_hours_per_step"] = gpus * step / 3600.0
-        row["gpu_hours_per_million_tokens"] = gpu_hours_per_million_tokens(step, gpus, tokens)
-        row["objective_value"] = objective_value(req.objective, step, gpus, tokens)
-
-
-def _rank(rows: list[dict[str, Any]], objective: str) -> None:
-    """Rank evaluated, fitting rows by the objective (ties: more headroom, then the id); mark the Pareto front of
-    step time vs memory headroom among them."""
-    ok = [r for r in rows if r["status"] == "evaluated" and r["fits"] is not False and r["objective_value"] is not None]
-    ok.sort(key=lambda r: (r["objective_value"], -(r["headroom_bytes"] or 0.0), r["layout_id"]))
-    for k, r in enumerate(ok, 1):
-        r["rank"] = k
+def _table(
+    req: space.TrainRequest,
+    layouts: list[Layout],
+    ids: list[str],
+    bound: dict[str, list[Any]],
+    evaluated: list[int],
+    e: dict[str, list[Any]],
+    pruned_by: dict[int, str],
+    tokens: float,
+) -> dict[str, list[Any]]:
+    """The search's table, one list per column: each layout's bound, completed by its evaluation or why it was
+    pruned; the evaluated, fitting layouts ranked by the objective (ties: more headroom, then the id) and the
+    Pareto front of step time vs memory headroom among them marked."""
+    n = len(layouts)
+    fits = bound["fits"]
+    t: dict[str, list[Any]] = {"layout_id": ids}
+    t |= {name: list(column) for name, column in zip(ROW_COLUMNS, zip(*layouts, strict=True), strict=True)}
+    t |= {"seq_len": [req.seq] * n, "global_batch": [req.global_batch] * n}
+    t |= {name: list(bound[name]) for name in ("memory_per_rank_bytes", "usable_memory_bytes", "headroom_bytes")}
+    t |= {"fits": list(fits), "step_lower_bound_seconds": bound["step_lower_bound_seconds"]}
+    t["status"] = ["does-not-fit" if f is False else "evaluated" for f in fits]
+    t["reason"] = [
+        f"needs {m / GB:.1f} GB per rank, has {u / GB:.1f}" if f is False and m is not None and u is not None else None
+        for f, m, u in zip(fits, bound["memory_per_rank_bytes"], bound["usable_memory_bytes"], strict=True)
+    ]
+    for name in _UNBOUND:
+        t[name] = t["gpus"] if name == "must_talk" else [None] * n
+    t["pareto"] = [False] * n
+    for i, by in pruned_by.items():
+        t["status"][i] = "pruned"
+        t["reason"][i] = (
+            f"pruned: its step is at least {t['step_lower_bound_seconds'][i]:.4g} s (no communication), while {by} "
+            "is as fast with as much memory headroom, and the top K are faster"
+        )
+    for name in _EVALUATED:
+        column = t[name]
+        for i, value in zip(evaluated, e[name], strict=True):
+            column[i] = value
+    gpus, step, obj = t["gpus"], t["step_seconds"], t["objective_value"]
+    for i in evaluated:
+        if step[i]:
+            t["tokens_per_second"][i] = tokens / step[i]
+            t["gpu_hours_per_step"][i] = gpus[i] * step[i] / 3600.0
+            t["gpu_hours_per_million_tokens"][i] = gpu_hours_per_million_tokens(step[i], gpus[i], tokens)
+            obj[i] = objective_value(req.objective, step[i], gpus[i], tokens)
+    heads = t["headroom_bytes"]
+    ok = [i for i in evaluated if t["fits"][i] is not False and obj[i] is not None]
+    ok.sort(key=lambda i: (obj[i], -(heads[i] or 0.0), ids[i]))
+    for k, i in enumerate(ok, 1):
+        t["rank"][i] = k
     top = -float("inf")
-    for r in sorted(ok, key=lambda r: (r["step_seconds"], -(r["headroom_bytes"] or 0.0), r["layout_id"])):
-        if (r["headroom_bytes"] or 0.0) > top:
-            r["pareto"] = True
-            top = r["headroom_bytes"] or 0.0
+    for i in sorted(ok, key=lambda i: (step[i], -(heads[i] or 0.0), ids[i])):
+        if (heads[i] or 0.0) > top:
+            t["pareto"][i] = True
+            top = heads[i] or 0.0
+    return t
 
 
 class NoLegalLayout(UsageError):
