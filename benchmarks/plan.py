@@ -1,7 +1,7 @@
 """The planner's speed against its budgets (issue 28), printed as a table. Benchmarks, not timed tests.
 
 Run from the repository root after `dvc repro` (it reads the built registry and topologies):
-    python benchmarks/plan.py [--calculon PATH] [--ray] [--skip-405b] [--only CASE]
+    python benchmarks/plan.py [--calculon PATH] [--ray] [--skip-405b] [--only CASE] [--readme]
 
 Cases (budgets from issue 28; the machine is shared, so CPU seconds of this process are the steadier figure
 beside the wall time):
@@ -228,6 +228,9 @@ def main() -> int:
     parser.add_argument("--ray", action="store_true", help="Also time the Ray engine (2 local workers).")
     parser.add_argument("--skip-405b", action="store_true", help="Skip the Llama 3 405B search.")
     parser.add_argument("--only", choices=("evaluation", "405b", "calculon", "ray"), help="Run one case.")
+    parser.add_argument(
+        "--readme", action="store_true", help="also write the figures into benchmarks/README.md (its section alone)"
+    )
     args = parser.parse_args()
     wanted = {args.only} if args.only else {"evaluation", "405b", "calculon", "ray"}
     from fabricref.core.paths import layout
@@ -235,7 +238,8 @@ def main() -> int:
 
     lay = layout(ROOT)
     views = Views(lay)
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    load_before = os.getloadavg()[0]
+    print(f"load average {load_before:.1f} on {os.cpu_count()} CPUs", flush=True)
     if "evaluation" in wanted:
         evaluation(lay, views)
     if "405b" in wanted and not args.skip_405b:
@@ -246,9 +250,14 @@ def main() -> int:
         ray(lay, views)
     views.close()
     width = max(len(r[0]) for r in RESULTS)
-    print()
+    lines = [f"{os.cpu_count()} CPUs, load average before {load_before:.1f}, after {os.getloadavg()[0]:.1f}"]
     for case, figure, budget, verdict in RESULTS:
-        print(f"{case:<{width}}  {verdict:<8} {budget}\n{'':<{width}}  {figure}")
+        lines += [f"{case:<{width}}  {verdict:<8} {budget}", f"{'':<{width}}  {figure}"]
+    print("\n" + "\n".join(lines))
+    if args.readme:
+        from readme import write_figures  # benchmarks/readme.py, beside this script
+
+        write_figures("The planner", "\n".join(lines))
     return 0 if all(r[3] != "NOT MET" for r in RESULTS) else 1
 
 
