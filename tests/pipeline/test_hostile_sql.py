@@ -61,6 +61,8 @@ def test_a_result_over_the_row_cap_is_refused(built_registry, cli):
         ("--timeout", "-1", "--timeout -1.0: expected a positive number of seconds"),
         ("--memory-limit", "lots", "--memory-limit 'lots': expected a size such as 512MB"),
         ("--memory-limit", "1GB'; SET x='1", "expected a size such as"),
+        ("--memory-limit", "\u0661GB", "expected a size such as"),  # an Arabic-Indic 1: DuckDB's parser refuses it
+        ("--memory-limit", "1\u2003GB", "expected a size such as"),
         ("--max-rows", "0", "--max-rows 0: expected at least 1"),
     ],
 )
