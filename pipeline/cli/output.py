@@ -340,10 +340,11 @@ def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]
     sys.stdout.write("[]\n" if opening == "[\n" else "\n]\n")
 
 
-def output_path(path: Path) -> Path:
-    """An `--output PATH` is a new file or a regular file to replace: the rename that puts the output in place
-    would replace a device (`--output /dev/full`, run as root: the device node gone), a FIFO, a socket or a
-    symbolic link with a plain file. UsageError otherwise, before anything is written."""
+def output_path(path: Path, option: str = "--output") -> Path:
+    """A file the user names to write (`--output PATH`, `--plot PATH`) is a new file or a regular file to
+    replace: the rename that puts the output in place would replace a device (`--output /dev/full`, run as root:
+    the device node gone), a FIFO, a socket or a symbolic link with a plain file. UsageError otherwise, before
+    anything is written."""
     try:
         mode = path.lstat().st_mode
     except OSError:
@@ -356,7 +357,7 @@ def output_path(path: Path) -> Path:
             if stat.S_ISLNK(mode)
             else "a device, FIFO or socket"
         )
-        raise UsageError(f"--output {visible(str(path))}: is {kind}; expected a new file or a regular file to replace")
+        raise UsageError(f"{option} {visible(str(path))}: is {kind}; expected a new file or a regular file to replace")
     return path
 
 

@@ -194,10 +194,30 @@ def test_an_error_in_a_saved_query_names_the_file_not_its_text(built_registry, c
 
 
 @pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
-@pytest.mark.parametrize("verb", [["query", "SELECT 1 AS a"], ["export", "graph", "nvidia-dgx-h100"]])
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["query", "SELECT 1 AS a", "--output"],
+        ["export", "graph", "nvidia-dgx-h100", "--output"],
+        ["measured", "compare", "--topology", "nvidia-dgx-h100", "--plot"],
+        [
+            "estimate",
+            "collective",
+            "--op",
+            "all-reduce",
+            "--topology",
+            "nvidia-dgx-h100",
+            "--ranks",
+            "8",
+            "--sweep",
+            "8:1MiB",
+            "--plot",
+        ],
+    ],
+)
 def test_an_output_that_is_no_regular_file_is_refused_not_replaced(built_registry, cli, tmp_path, kind, verb):
     """`query --output /dev/full` (run as root) renamed its temporary file over the device node: /dev/full became
-    a plain file. A FIFO, a socket or a link at PATH was replaced the same way."""
+    a plain file. A FIFO, a socket or a link at PATH was replaced the same way, and by `--plot`."""
     import os
 
     target = tmp_path / "out"
@@ -208,8 +228,8 @@ def test_an_output_that_is_no_regular_file_is_refused_not_replaced(built_registr
     else:
         target.mkdir()
     before = target.lstat()
-    result = cli(*verb, "--output", str(target), root=built_registry.root)
+    result = cli(*verb, str(target), root=built_registry.root)
     assert result.code == 2, (result.out, result.err)
-    assert "--output" in result.err and "expected a new file or a regular file" in result.err
+    assert f"{verb[-1]} {target}: is" in result.err and "expected a new file or a regular file" in result.err
     after = target.lstat()
     assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
