@@ -16,7 +16,18 @@ from ..errors import FabricrefError, UsageError
 from ..estimate import CAVEAT
 from .app import app
 from .options import amount
-from .output import JsonOpt, RootOpt, cell, lay_of, out, print_json, readable, records_table, unit_of_key
+from .output import (
+    JsonOpt,
+    RootOpt,
+    cell,
+    lay_of,
+    out,
+    output_path,
+    print_json,
+    readable,
+    records_table,
+    unit_of_key,
+)
 
 estimate_app = typer.Typer(
     no_args_is_help=True, help="Calculators: collectives, transfers, memory, KV cache, capacity, workloads."
@@ -199,6 +210,8 @@ def _collective_on_topology(
     plot: Path | None = None,
 ) -> None:
     root = lay_of(root).root
+    if plot is not None:
+        output_path(plot, "--plot")
     if sweep is not None:
         if size is not None:
             raise UsageError("give --bytes or --sweep, not both")

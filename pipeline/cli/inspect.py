@@ -23,6 +23,7 @@ from .output import (
     lay_of,
     make_table,
     out,
+    output_path,
     print_json,
     print_json_rows,
     strict,
@@ -166,6 +167,8 @@ def query(
         raise UsageError(f"--limit {limit}: expected at least 1")
     if (sql is None) == (file is None):
         raise UsageError("give either SQL or --file, not both or neither")
+    if output is not None:
+        output_path(output)
     lay = lay_of(root)
     if file is not None:
         sql = querying.saved_query(file if file.is_absolute() or file.exists() else lay.root / file)
@@ -414,6 +417,8 @@ def export_graph(
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    if output is not None:
+        output_path(output)
     data = graph_bytes(lay_of(root), topology_id, fmt, workload, aggregate)
     if output is None:
         sys.stdout.buffer.write(data)

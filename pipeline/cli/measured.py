@@ -10,7 +10,7 @@ import typer
 
 from ..core.format import format_quantity
 from .app import app
-from .output import JsonOpt, RootOpt, lay_of, out, print_json, records_table
+from .output import JsonOpt, RootOpt, lay_of, out, output_path, print_json, records_table
 
 measured_app = typer.Typer(
     no_args_is_help=True, help="Measured nccl-tests / rccl-tests logs: import (pinned by SHA-256) and compare."
@@ -79,6 +79,8 @@ def measured_compare(
 
     if placement not in ("out-of-place", "in-place"):
         raise UsageError(f"--placement {placement!r}: expected out-of-place or in-place")
+    if plot is not None:
+        output_path(plot, "--plot")
     rows = compare(lay_of(root), topology_id, placement)
     if plot is not None:
         from ..core.files import atomic_write_bytes

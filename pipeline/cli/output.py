@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +24,7 @@ from ..core.files import new_file_mode
 from ..core.format import MISSING, format_exact, format_quantity
 from ..core.paths import Layout, layout, settle
 from ..core.text import json_ascii, json_safe, visible
-from ..errors import FabricrefError
+from ..errors import FabricrefError, UsageError
 
 
 class _TextConsole(Console):
@@ -339,6 +340,27 @@ def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]
     sys.stdout.write("[]\n" if opening == "[\n" else "\n]\n")
 
 
+def output_path(path: Path, option: str = "--output") -> Path:
+    """A file the user names to write (`--output PATH`, `--plot PATH`) is a new file or a regular file to
+    replace: the rename that puts the output in place would replace a device (`--output /dev/full`, run as root:
+    the device node gone), a FIFO, a socket or a symbolic link with a plain file. UsageError otherwise, before
+    anything is written."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return path  # absent (or its directory is): the write names why it cannot be made
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a symbolic link"
+            if stat.S_ISLNK(mode)
+            else "a device, FIFO or socket"
+        )
+        raise UsageError(f"{option} {visible(str(path))}: is {kind}; expected a new file or a regular file to replace")
+    return path
+
+
 @contextlib.contextmanager
 def written_whole(path: Path | None) -> Iterator[None]:
     """stdout as it is (None), or stdout sent to a temporary file beside `path` that replaces `path` once the
@@ -346,6 +368,7 @@ def written_whole(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
+    output_path(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:

@@ -12,10 +12,11 @@ import html
 import json
 import re
 
-# Tab and newline are layout in text people write (a YAML block scalar, a note): they are kept.
+# Tab and newline are layout in text people write (a YAML block scalar, a note): they are kept. So are the line
+# and paragraph separators, which end a line as a newline does (str.splitlines, a browser's JavaScript).
 _CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 CONTROL_RE = re.compile(f"[{_CONTROL}]")
-CONTROL_OR_LAYOUT_RE = re.compile(f"[{_CONTROL}\t\n]")
+CONTROL_OR_LAYOUT_RE = re.compile(f"[{_CONTROL}\t\n\u2028\u2029]")
 # A character reference that could decode to anything: decoded before the check, as an HTML parser decodes it
 # (BeautifulSoup's turns `&#x1b;` into ESC; Python's html.unescape drops it, so it is not used for numbers).
 _REFERENCE_RE = re.compile(r"&(?:#|[A-Za-z])")
@@ -38,8 +39,9 @@ def control_problem(value: str, *, layout_ok: bool = True) -> str | None:
         found = pattern.search(text)
         if found:
             char = found.group()
+            shown = visible(char, keep_layout=False)
             return (
-                f"holds the control character U+{ord(char):04X} {visible(char)}{how}; expected plain text "
+                f"holds the control character U+{ord(char):04X} {shown}{how}; expected plain text "
                 "(no terminal, bidirectional or other control characters)"
             )
     return None
@@ -55,8 +57,8 @@ def _glyph(char: str) -> str:
 
 
 _VISIBLE = {code: _glyph(chr(code)) for code in [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F)]}
-_VISIBLE |= {code: _glyph(chr(code)) for code in range(0x2066, 0x206A)}
-_KEEP_LAYOUT = {k: v for k, v in _VISIBLE.items() if k not in (0x09, 0x0A)}
+_VISIBLE |= {code: _glyph(chr(code)) for code in [*range(0x2066, 0x206A), 0x2028, 0x2029]}
+_KEEP_LAYOUT = {k: v for k, v in _VISIBLE.items() if k not in (0x09, 0x0A, 0x2028, 0x2029)}
 
 
 def visible(value: str, *, keep_layout: bool = True) -> str:

@@ -31,6 +31,8 @@ _ASCII_HOST_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a
 _NUMERIC_LABEL_RE = re.compile(r"^(?:\d+|0x[0-9a-f]*)$")
 # Scripts that one writing system mixes by design (Japanese, Korean): one group each.
 _SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "BOPOMOFO": "CJK"}
+# Full stops the client (httpx, through idna) splits a host at as at `.`: `127。0。0。1` reaches 127.0.0.1.
+_UNICODE_DOTS_RE = re.compile("[\u3002\uff0e\uff61]")
 
 
 def url_problem(url: str) -> str | None:
@@ -55,7 +57,7 @@ def host_problem(host: str, *, private_ok: bool = False) -> str | None:
     """Why `host` (as `urlsplit(...).hostname` gives it) is not a public host spelt canonically, or None.
     `private_ok`: a private or loopback address is fine (a mirror the user runs), a bad spelling still is not."""
     host = host.rstrip(".").lower()
-    ip, problem = _literal(host)
+    ip, problem = _literal(_UNICODE_DOTS_RE.sub(".", host).rstrip("."))
     if problem:
         return problem
     if ip is None:

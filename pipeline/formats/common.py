@@ -21,7 +21,8 @@ SHA256_PATTERN = r"^[0-9a-f]{64}$(?!\n)"
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$(?!\n)"
 CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$(?!\n)"
 # One line with something visible on it: a title is shown in tables, headings and drawings, and is permanent.
-TITLE_PATTERN = r"^[^\t\n\r]*\S[^\t\n\r]*$(?!\n)"
+# U+2028 / U+2029 (line and paragraph separators) end a line as a newline does.
+TITLE_PATTERN = r"^[^\t\n\r\u2028\u2029]*\S[^\t\n\r\u2028\u2029]*$(?!\n)"
 
 Slug = Annotated[
     str,

@@ -32,7 +32,7 @@ from ..core.paths import Layout
 from ..core.registry import open_tables
 from ..errors import FabricrefError, UsageError
 
-_MEMORY_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+_MEMORY_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE | re.ASCII)
 _UNITS = {"kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "kib": 1024, "mib": 1024**2}
 _UNITS |= {"gib": 1024**3, "tib": 1024**4}
 MAX_THREADS = 64

@@ -55,6 +55,7 @@ def status(lay: Layout) -> dict[str, Any]:
         )
         sources.append(row)
     attention += pins.measured_problems(lay)
+    attention += _damaged_outputs(lay)
     model_rows = []
     for model, revision, _sha, changed_on, is_current, pinned in model_revisions.rows(lay):
         if is_current:
@@ -70,6 +71,25 @@ def status(lay: Layout) -> dict[str, Any]:
         "disagreeing_checks": checks,
         "attention": attention,
     }
+
+
+def _damaged_outputs(lay: Layout) -> list[str]:
+    """Every Parquet file the stages wrote beside registry/tables (topology, traffic, validation, comparison...)
+    checked against its recorded hash: status speaks for the whole registry, not only the tables it reads
+    (those `_references` opens, verified as they are opened). Leftovers of a killed build (`.tables.<pid>`) are
+    no output."""
+    from ..core.registry import verify_file
+
+    problems = []
+    for path in sorted(lay.registry_dir.rglob("*.parquet")):
+        parts = path.relative_to(lay.registry_dir).parts[:-1]
+        if parts[:1] == ("tables",) or any(part.startswith(".") for part in parts):
+            continue
+        try:
+            verify_file(path)
+        except FabricrefError as exc:
+            problems.append(f"registry: {exc}")
+    return problems
 
 
 def _references(lay: Layout, attention: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:

@@ -110,8 +110,15 @@ def check_mirror(mirror: str) -> str:
         problem = "has no host"
     elif parts.query or parts.fragment:
         problem = "has a query or fragment: expected http(s)://HOST[:PORT][/PATH]"
+    elif parts.port == 0:
+        problem = "has port 0: expected a port from 1 to 65535"
     else:
         problem = host_problem(host, private_ok=True)
+    if not problem:
+        try:
+            httpx.URL(mirror)  # the client's own parser: `http://[::1]]/` passes urlsplit, not httpx
+        except httpx.InvalidURL as exc:
+            problem = f"is not a URL the client can open ({exc})"
     if problem:
         raise UsageError(f"--mirror {redact_url_safe(mirror)!r} {problem}")
     return mirror
@@ -300,7 +307,7 @@ def public_address(host: str, port: int) -> str:
         problem = address_problem(ipaddress.ip_address(address.split("%", 1)[0]))
         if problem:
             raise FetchError(
-                f"host {host!r} resolves to {address}, which {problem.removeprefix('names ')}: refused; a source "
+                f"host {host!r} resolves to {address}, which is {problem.removeprefix('names ')}: refused; a source "
                 "is fetched from public addresses only (fetch a local copy with --mirror)"
             )
     if not addresses:

@@ -63,6 +63,18 @@ def test_two_bytes_flipped_in_a_compressed_page_are_refused_not_a_traceback(buil
         fabricref.graph("nvidia-dgx-h100", root=built_copy.root)
 
 
+@pytest.mark.parametrize(
+    "table", ["topology/topology_edges.parquet", "topology/topology_nodes.parquet", "topology/topology_graphs.parquet"]
+)
+def test_status_names_a_damaged_table_beside_registry_tables(built_copy, cli, table):
+    """Status read only registry/tables: a flipped bit in a table another stage writes (topology, traffic,
+    validation) left it at exit 0, while audit and query refused them."""
+    flip(built_copy.registry_dir / table, 300)
+    result = cli("status", root=built_copy.root)
+    assert result.code == 1, result.out[-300:]
+    assert f"{table.split('/')[-1]}: damaged" in result.out + result.err and "Traceback" not in result.err
+
+
 def test_a_table_without_its_recorded_hash_is_refused(built_copy, cli):
     (built_copy.tables_dir / "fields.parquet.sha256").unlink()
     result = cli("show", "nvidia-dgx-h100", root=built_copy.root)

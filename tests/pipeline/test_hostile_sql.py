@@ -61,6 +61,8 @@ def test_a_result_over_the_row_cap_is_refused(built_registry, cli):
         ("--timeout", "-1", "--timeout -1.0: expected a positive number of seconds"),
         ("--memory-limit", "lots", "--memory-limit 'lots': expected a size such as 512MB"),
         ("--memory-limit", "1GB'; SET x='1", "expected a size such as"),
+        ("--memory-limit", "\u0661GB", "expected a size such as"),  # an Arabic-Indic 1: DuckDB's parser refuses it
+        ("--memory-limit", "1\u2003GB", "expected a size such as"),
         ("--max-rows", "0", "--max-rows 0: expected at least 1"),
     ],
 )
@@ -189,3 +191,45 @@ def test_an_error_in_a_saved_query_names_the_file_not_its_text(built_registry, c
     assert result.code == 1
     assert str(saved) in result.err and "Error" in result.err
     assert "tok3n_abc" not in result.err and "nowhere_xyz" not in result.err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["query", "SELECT 1 AS a", "--output"],
+        ["export", "graph", "nvidia-dgx-h100", "--output"],
+        ["measured", "compare", "--topology", "nvidia-dgx-h100", "--plot"],
+        [
+            "estimate",
+            "collective",
+            "--op",
+            "all-reduce",
+            "--topology",
+            "nvidia-dgx-h100",
+            "--ranks",
+            "8",
+            "--sweep",
+            "8:1MiB",
+            "--plot",
+        ],
+    ],
+)
+def test_an_output_that_is_no_regular_file_is_refused_not_replaced(built_registry, cli, tmp_path, kind, verb):
+    """`query --output /dev/full` (run as root) renamed its temporary file over the device node: /dev/full became
+    a plain file. A FIFO, a socket or a link at PATH was replaced the same way, and by `--plot`."""
+    import os
+
+    target = tmp_path / "out"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink":
+        target.symlink_to(tmp_path / "elsewhere")
+    else:
+        target.mkdir()
+    before = target.lstat()
+    result = cli(*verb, str(target), root=built_registry.root)
+    assert result.code == 2, (result.out, result.err)
+    assert f"{verb[-1]} {target}: is" in result.err and "expected a new file or a regular file" in result.err
+    after = target.lstat()
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)

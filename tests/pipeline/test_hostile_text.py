@@ -24,7 +24,8 @@ ESC_TITLES = [
     "Acme \x9b2J",
     "Acme\x00Nul",
 ]
-BAD_TITLES = [*ESC_TITLES, "   ", "\t\t\t", "Acme\nPar", "Acme\r\nPar", "Acme\tPar"]
+# U+2028 / U+2029 end a line as a newline does (str.splitlines, JavaScript): a title of two lines too.
+BAD_TITLES = [*ESC_TITLES, "   ", "\t\t\t", "Acme\nPar", "Acme\r\nPar", "Acme\tPar", "Acme\u2028Par", "Acme\u2029Par"]
 
 
 def models_state(root):
@@ -152,13 +153,15 @@ def test_a_dollar_in_a_plotted_title_is_drawn_as_written(tmp_path):
     assert "run_$1_$2.log" in svg and "1 KiB" in svg
 
 
-def test_a_measured_log_whose_name_holds_control_characters_is_refused(built_copy, cli, tmp_path):
+@pytest.mark.parametrize("name", ["run\x1b[2J.log", "run\u2028two.log"], ids=repr)
+def test_a_measured_log_whose_name_holds_control_characters_is_refused(built_copy, cli, tmp_path, name):
     from test_measured import FIXTURES
 
-    named = tmp_path / "run\x1b[2J.log"
+    named = tmp_path / name
     named.write_bytes((FIXTURES / "dgx-h100-8gpu-all-reduce-ring.log").read_bytes())
     result = cli("measured", "import", str(named), "--topology", "nvidia-dgx-h100", root=built_copy.root)
-    assert result.code == 2 and "control character" in result.err and "\x1b" not in result.err
+    assert result.code == 2 and "control character" in result.err, result.err
+    assert "\x1b" not in result.err and "\u2028" not in result.err
 
 
 def test_visible_stand_ins():

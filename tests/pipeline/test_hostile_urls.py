@@ -46,6 +46,11 @@ FAST = FetchPolicy(connect_timeout=1, read_timeout=2, deadline=5, attempts=1, ba
         ("http://[0:0:0:0:0:0:0:1]/x", "loopback"),
         ("http://[fe80::1%25eth0]/x", "zone"),
         ("http://[::]/x", "private or reserved"),
+        # Full stops the client splits at as at `.` (ideographic, fullwidth, halfwidth): the same addresses.
+        ("http://127\u30020\u30020\u30021:18080/docs/ok", "loopback"),
+        ("http://127\uff0e0\uff0e0\uff0e1/x", "loopback"),
+        ("http://0x7f\uff611/x", "127.0.0.1"),
+        ("http://169\u3002254\u3002169\u3002254/x", "link-local"),
     ],
 )
 def test_ip_literals_in_other_spellings_are_judged_as_the_address_they_name(url, said):
@@ -67,8 +72,9 @@ def test_public_addresses_and_single_script_names_pass(url):
     assert url_problem(url) is None
 
 
-def test_a_public_address_in_another_spelling_is_not_canonical():
-    problem = url_problem("http://0x8.0x8.0x8.0x8/x")
+@pytest.mark.parametrize("url", ["http://0x8.0x8.0x8.0x8/x", "http://8\u30028\u30028\u30028/x"])
+def test_a_public_address_in_another_spelling_is_not_canonical(url):
+    problem = url_problem(url)
     assert problem is not None and "write it as 8.8.8.8" in problem
 
 
@@ -121,6 +127,9 @@ def test_a_name_that_resolves_to_a_private_address_is_never_connected_to(httpser
         ("http://m\u0456rror.example/", "mixes scripts"),
         ("http:///nohost", "no host"),
         ("http://127.0.0.1/?q=1", "query or fragment"),
+        ("http://127\u30020\u30020\u30021:8080/", "write it as 127.0.0.1"),
+        ("http://[::1]]/", "not a URL the client can open"),  # urlsplit takes it, httpx does not
+        ("http://127.0.0.1:0/", "port 0"),
     ],
 )
 def test_a_mirror_the_client_cannot_reach_as_written_is_bad_usage(few_sources, cli, mirror, said):
