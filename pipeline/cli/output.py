@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +35,20 @@ class _TextConsole(Console):
 
     def render_str(self, text: str, **kwargs: Any) -> Any:
         return super().render_str(visible(text), **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Text wraps between words, and a word longer than the line (a path, a SHA-256) is printed whole on a
+        line of its own, never folded as rich folds it: it must stay one word to copy or search for. Tables keep
+        their own layout."""
+        if objects and all(isinstance(o, str) for o in objects) and "soft_wrap" not in kwargs:
+            text = kwargs.pop("sep", " ").join(objects)
+            width = self.width
+            lines = [
+                textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False) or line
+                for line in text.split("\n")
+            ]
+            objects, kwargs["soft_wrap"] = ("\n".join(lines),), True
+        super().print(*objects, **kwargs)
 
 
 # markup=False: vendor text (excerpts, labels) is printed as it is, never interpreted as console markup.

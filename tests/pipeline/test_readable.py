@@ -123,6 +123,30 @@ def test_a_key_column_too_long_for_the_terminal_wraps_whole():
     assert "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")) == long_id
 
 
+def test_a_path_or_hash_longer_than_the_line_is_printed_whole():
+    """Messages wrap between words; a word wider than the terminal (a store path, a SHA-256) keeps one line of its
+    own, so it can be copied or searched for, and the words around it still wrap."""
+    from fabricref.cli.output import out
+
+    path, sha = "/tmp/" + "store/" * 15 + "85", "8594987a1b4c" * 5 + "bd1a"
+    width = out.width
+    out.width = 60
+    try:
+        with out.capture() as captured:
+            out.print(
+                f"needs attention: a measured log {path}: hash mismatch: pinned sha256 {sha}, stored bytes differ"
+            )
+    finally:
+        out.width = width
+    lines = captured.get().splitlines()
+    assert f"{path}:" in lines and f"{sha}," in lines
+    assert all(len(line) <= 60 for line in lines if path not in line and sha not in line)
+    assert (
+        " ".join(lines).split()
+        == f"needs attention: a measured log {path}: hash mismatch: pinned sha256 {sha}, stored bytes differ".split()
+    )
+
+
 def test_query_results_show_structs_and_lists_as_sub_tables(built_registry, cli):
     r = cli("query", "SELECT 'a' AS id, {'published': 3, 'derived': [1, 2]} AS s, [{'x': 1, 'y': 'two'}] AS l",
             root=built_registry.root)  # fmt: skip
