@@ -283,6 +283,12 @@ class Result:
     out: str
     err: str
 
+    @property
+    def said(self) -> str:
+        """Everything printed with its line breaks as single spaces: a message wraps between words at the console
+        width, where a long path puts the breaks anywhere."""
+        return " ".join((self.out + self.err).split())
+
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
