@@ -14,26 +14,26 @@ def applicable_keys(root, form_factor: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("form_factor", ["server", "rack", "cluster", "switch", "nic"])
-def test_new_reference_compiles_and_shows_its_unknowns(no_sources, cli, form_factor):
-    ids_before = (no_sources.root / "models" / "identities.json").read_text().splitlines()
-    made = cli("new", "reference", "acme-x1", "--form-factor", form_factor, "--title", "Acme X1", root=no_sources.root)
+def test_new_reference_compiles_and_shows_its_unknowns(repo, cli, form_factor):
+    ids_before = (repo.root / "models" / "identities.json").read_text().splitlines()
+    made = cli("new", "reference", "acme-x1", "--form-factor", form_factor, "--title", "Acme X1", root=repo.root)
     assert made.code == 0, made.err
-    ids_after = (no_sources.root / "models" / "identities.json").read_text().splitlines()
+    ids_after = (repo.root / "models" / "identities.json").read_text().splitlines()
     assert sorted(set(ids_after) - set(ids_before)) == ['    "acme-x1": {"kind": "vendor", "title": "Acme X1"},']
-    assert (no_sources.root / "models" / "revisions" / "references" / "acme-x1.json").is_file()
+    assert (repo.root / "models" / "revisions" / "references" / "acme-x1.json").is_file()
 
     for verb in ("retrieve", "extract", "compile"):
-        result = cli(verb, root=no_sources.root)
+        result = cli(verb, root=repo.root)
         assert result.code == 0, result.err
-    shown = json.loads(cli("show", "acme-x1", "--json", root=no_sources.root).out)
-    expected = applicable_keys(no_sources.root, form_factor)
+    shown = json.loads(cli("show", "acme-x1", "--json", root=repo.root).out)
+    expected = applicable_keys(repo.root, form_factor)
     assert len(expected) > 5
     assert [(r["field"], r["status"], r["source"]) for r in shown] == [
         (k, "unknown", "to be sourced") for k in expected
     ]
-    table = cli("show", "acme-x1", root=no_sources.root).out
+    table = cli("show", "acme-x1", root=repo.root).out
     assert "to be sourced" in table and expected[0] in table
-    status = cli("status", "--json", root=no_sources.root)
+    status = cli("status", "--json", root=repo.root)
     assert status.code == 0, status.out  # the model's first revision is pinned: nothing needs attention
 
 

@@ -108,7 +108,7 @@ def test_status_names_the_tampered_source_and_exits_non_zero(tampered, cli) -> N
         assert row["hash_ok"] is True and row["transcription_ok"] is False and "edited since" in named[0]
 
     table = cli("status", root=lay.root)
-    assert table.code == 1 and f"needs attention: source {source_id} revision 1: " in table.out
+    assert table.code == 1 and f"needs attention: source {source_id} revision 1: " in table.said
 
 
 @pytest.mark.slow
