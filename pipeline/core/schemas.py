@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from ..errors import ValidationError, did_you_mean
+from ..formats.common import PATTERN_WORDS
 from .paths import PARAMS_FILE, checkout_params
 from .text import control_problem
 
@@ -475,6 +476,8 @@ def _explained(err: Any, instance: Any, schema_name: str) -> tuple[list[Any], st
     if err["type"] == "union_tag_invalid" and str(err["ctx"]["discriminator"]).startswith("'"):
         path.append(err["ctx"]["discriminator"].strip("'"))  # the discriminating key, on its own line
     message = err["msg"]
+    if err["type"] == "string_pattern_mismatch" and err["ctx"]["pattern"] in PATTERN_WORDS:
+        message = f"expected {PATTERN_WORDS[err['ctx']['pattern']]}"
     if err["type"] == "extra_forbidden":
         allowed = _allowed_keys(schema_name, loc[:-1])
         message += f"; expected only {', '.join(allowed)}" if allowed else ""

@@ -12,11 +12,16 @@ import html
 import json
 import re
 
+from ..formats.common import FORMAT_CHARS
+
 # Tab and newline are layout in text people write (a YAML block scalar, a note): they are kept. So are the line
 # and paragraph separators, which end a line as a newline does (str.splitlines, a browser's JavaScript).
 _CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 CONTROL_RE = re.compile(f"[{_CONTROL}]")
 CONTROL_OR_LAYOUT_RE = re.compile(f"[{_CONTROL}\t\n\u2028\u2029]")
+# One line that names something (a title, a file name that becomes one) also holds no invisible format character
+# (a zero-width space, a bidirectional mark, the BOM): two names that look the same must be the same.
+_ONE_LINE_RE = re.compile(f"[{_CONTROL}\t\n\u2028\u2029{FORMAT_CHARS}]")
 # A character reference that could decode to anything: decoded before the check, as an HTML parser decodes it
 # (BeautifulSoup's turns `&#x1b;` into ESC; Python's html.unescape drops it, so it is not used for numbers).
 _REFERENCE_RE = re.compile(r"&(?:#|[A-Za-z])")
@@ -33,16 +38,18 @@ def _decoded(value: str) -> str:
 
 def control_problem(value: str, *, layout_ok: bool = True) -> str | None:
     """Why `value` is not text a user may declare (a control character, raw or as a character reference), or
-    None. `layout_ok=False` also refuses tab and newline (a title, an id: one line)."""
-    pattern = CONTROL_RE if layout_ok else CONTROL_OR_LAYOUT_RE
+    None. `layout_ok=False` also refuses tab, newline and the invisible format characters (a title, an id: one
+    line that names something)."""
+    pattern = CONTROL_RE if layout_ok else _ONE_LINE_RE
     for text, how in ((value, ""), (_decoded(value) if _REFERENCE_RE.search(value) else value, " (decoded)")):
         found = pattern.search(text)
         if found:
             char = found.group()
-            shown = visible(char, keep_layout=False)
+            kind = "control" if CONTROL_OR_LAYOUT_RE.match(char) else "invisible format"
+            shown = f" {_glyph(char)}" if ord(char) < 0x20 or ord(char) == 0x7F else ""
             return (
-                f"holds the control character U+{ord(char):04X} {shown}{how}; expected plain text "
-                "(no terminal, bidirectional or other control characters)"
+                f"holds the {kind} character U+{ord(char):04X}{shown}{how}; expected plain text "
+                "(no terminal, bidirectional, invisible or other control characters)"
             )
     return None
 

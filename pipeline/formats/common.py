@@ -21,8 +21,31 @@ SHA256_PATTERN = r"^[0-9a-f]{64}$(?!\n)"
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$(?!\n)"
 CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$(?!\n)"
 # One line with something visible on it: a title is shown in tables, headings and drawings, and is permanent.
-# U+2028 / U+2029 (line and paragraph separators) end a line as a newline does.
-TITLE_PATTERN = r"^[^\t\n\r\u2028\u2029]*\S[^\t\n\r\u2028\u2029]*$(?!\n)"
+# U+2028 / U+2029 (line and paragraph separators) end a line as a newline does. Refused as well: the invisible
+# format characters (Unicode category Cf: zero-width spaces and joiners, bidirectional marks, the BOM, tag
+# characters), which make two titles that look the same differ; and character references (`&#10;`, `&Tab;`),
+# which a page or template decodes into whatever they name. (C0, DEL and C1 controls are refused in every text
+# of every document: pipeline/core/text.py.)
+FORMAT_CHARS = (
+    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    r"\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    r"\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+_NOT_IN_TITLE = rf"\t\n\r\u2028\u2029{FORMAT_CHARS}"
+TITLE_PATTERN = rf"^(?!.*&(?:#|[A-Za-z][A-Za-z0-9]*;))[^{_NOT_IN_TITLE}]*[^\s{FORMAT_CHARS}][^{_NOT_IN_TITLE}]*$(?!\n)"
+# What each pattern asks for, in words: an error names this instead of the regular expression.
+PATTERN_WORDS = {
+    SLUG_PATTERN: "lowercase letters, digits and single hyphens (like `nvidia-dgx-h100`)",
+    KEY_PATTERN: "a dotted key of lowercase names (like `accelerator.count`)",
+    NAME_PATTERN: "a lowercase name of letters, digits and underscores",
+    SHA256_PATTERN: "64 lowercase hexadecimal digits (a SHA-256)",
+    DATE_PATTERN: "a date YYYY-MM-DD",
+    CITE_PATTERN: "source-id#rule-id",
+    TITLE_PATTERN: (
+        "one line of visible text: no tab or newline, no invisible format character (zero-width space, "
+        "bidirectional mark, BOM), no character reference such as `&#10;`"
+    ),
+}
 
 Slug = Annotated[
     str,

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import Strict
+from .common import Strict, Title
 
 THROUGHPUT_PATH = Path("models") / "calibration" / "throughput.yaml"
 Status = Literal["published", "fitted", "assumed"]
@@ -18,7 +18,7 @@ Status = Literal["published", "fitted", "assumed"]
 
 class Source(Strict):
     url: str = Field(pattern=r"^https://")
-    title: str = Field(min_length=1)
+    title: Title
     read: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="The date the document was read.")
     states: str = Field(min_length=1, description="What the document states, in its own figures.")
 

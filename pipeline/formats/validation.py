@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import Slug, Strict
+from .common import Slug, Strict, Title
 from .workload import Inference, ModelShape, Training
 
 Quantity = Literal["step_seconds", "tflops_per_gpu", "ttft_seconds", "tpot_seconds"]
@@ -16,7 +16,7 @@ UNITS = {"step_seconds": "s", "tflops_per_gpu": "TFLOP/s", "ttft_seconds": "s", 
 
 
 class Publication(Strict):
-    title: str = Field(min_length=3)
+    title: Title
     authors: str = Field(min_length=2)
     year: int = Field(ge=1990, le=2100)
     url: str = Field(pattern=r"^https://")

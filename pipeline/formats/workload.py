@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
 from ..errors import UsageError
-from .common import Dtype, Slug, Strict
+from .common import Dtype, Slug, Strict, Title
 
 Positive = Annotated[int, Field(ge=1)]
 # A number as written: 100 stays the integer 100 (so derived figures print as the file states them), 0.5 a float.
@@ -185,7 +185,7 @@ class Placement(Strict):
 
 class _WorkloadBase(Strict):
     id: Slug
-    title: str = Field(min_length=3)
+    title: Title
     summary: str = ""
     model: ModelShape
     targets: list[str] = Field(min_length=1)
