@@ -15,8 +15,10 @@ import socket
 import unicodedata
 from urllib.parse import urlsplit
 
+import httpx
 import idna
 
+_SPACE_RE = re.compile(r"\s")
 # Carrier-grade NAT space: Tailscale and similar overlay networks hand out addresses here.
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 # IPv6 prefixes that carry an IPv4 address in their last 32 bits (RFC 4291 compatible, RFC 6052 NAT64).
@@ -50,7 +52,17 @@ def url_problem(url: str) -> str | None:
         return "carries user info (user:password@): record the public address only"
     if not host:
         return "has no host"
-    return host_problem(host)
+    if parts.port == 0:
+        return "names port 0, which no server listens on"
+    if _SPACE_RE.search(url):
+        return "holds a space or other blank: write it percent-encoded (%20), as the address bar shows it"
+    problem = host_problem(host)
+    if problem is None:
+        try:  # what the fetch will do with it: the client's own parser, stricter in places than urlsplit
+            httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            problem = f"is not a URL the HTTP client can fetch ({exc})"
+    return problem
 
 
 def host_problem(host: str, *, private_ok: bool = False) -> str | None:

@@ -51,6 +51,12 @@ status: published
         ("http://nas.local/x", "private or personal host"),
         ("http://mirror/x", "single-label"),
         ("ftp://docs.example.com/x", "scheme"),
+        # What the HTTP client would refuse at refresh is refused when the source is loaded.
+        ("https://docs.example.com/\x7f", "not a URL the HTTP client can fetch"),
+        ("https://docs.example.com/a b", "space"),
+        ("https://docs.example.com/a\tb", "space"),
+        ("https://docs.example.com:0/x", "port 0"),
+        ("https://docs.example.com:99999/x", "not a valid URL"),
     ],
 )
 def test_non_canonical_urls_are_refused_with_the_reason(url, said):
@@ -66,6 +72,7 @@ def test_non_canonical_urls_are_refused_with_the_reason(url, said):
         "http://100.63.255.255/x",  # just below 100.64.0.0/10
         "http://100.128.0.0/x",  # just above it
         "https://8.8.8.8/x",
+        "https://docs.example.com/a%20b?q=1#part",
     ],
 )
 def test_public_urls_pass(url):
