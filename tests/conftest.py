@@ -152,6 +152,14 @@ def copy_checkout(dest: Path, with_git: bool = False, keep: Callable[[str], bool
     return dest
 
 
+def bare_checkout(dest: Path) -> Path:
+    """The least a directory needs to be a checkout: sources/ (empty) and the vocabulary."""
+    (dest / "sources").mkdir(parents=True)
+    (dest / "schemas").mkdir()
+    shutil.copyfile(ROOT / "schemas" / "vocabulary.json", dest / "schemas" / "vocabulary.json")
+    return dest
+
+
 def copy_checkout_with_sources(dest: Path, *source_ids: str) -> Path:
     """`copy_checkout(dest)` holding only the named sources (none: no source at all): their declarations, pins,
     transcriptions and every snapshot their pins name, for a test of a stage's handling of the checkout rather

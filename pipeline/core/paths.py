@@ -100,26 +100,35 @@ class Layout:
 
 
 ROOT_ENV = "FABRICREF_ROOT"
-# What makes a directory a fabricref checkout rather than any directory: the declared sources and the schemas.
-MARKERS = ("sources", "schemas")
+# What makes a directory a fabricref checkout rather than any directory: the declared sources, and the vocabulary
+# every figure is read against (a directory that merely has empty sources/ and schemas/ folders is not one).
+MARKERS = {"sources/": Path("sources"), "schemas/vocabulary.json": Path("schemas") / "vocabulary.json"}
+
+
+def _missing(path: Path) -> list[str]:
+    return [
+        shown
+        for shown, marker in MARKERS.items()
+        if not ((path / marker).is_dir() if shown.endswith("/") else (path / marker).is_file())
+    ]
 
 
 def is_checkout(path: Path) -> bool:
-    return all((path / marker).is_dir() for marker in MARKERS)
+    return not _missing(path)
 
 
 def check_checkout(path: Path, how: str) -> Path:
     """`path` resolved, when it is a fabricref checkout; else UsageError starting with `how` (what named it:
     `FABRICREF_ROOT=/x`, `--root /x`) and saying why it is not one. Nothing is created: a wrong root must not
     grow directories."""
-    expected = f"expected a fabricref checkout (a directory with {' and '.join(m + '/' for m in MARKERS)})"
+    expected = f"expected a fabricref checkout (a directory with {' and '.join(MARKERS)})"
     if not path.exists():
         raise UsageError(f"{how}: does not exist; {expected}")
     if not path.is_dir():
         raise UsageError(f"{how}: is not a directory; {expected}")
-    if not is_checkout(path):
-        missing = ", ".join(f"{m}/" for m in MARKERS if not (path / m).is_dir())
-        raise UsageError(f"{how}: is not a fabricref checkout (no {missing}); {expected}")
+    missing = _missing(path)
+    if missing:
+        raise UsageError(f"{how}: is not a fabricref checkout (no {', '.join(missing)}); {expected}")
     return path.resolve()
 
 
@@ -128,7 +137,7 @@ def _search(here: Path) -> Path:
         if is_checkout(candidate):
             return candidate
     raise UsageError(
-        f"no fabricref checkout found at or above {here}: expected a directory with sources/ and schemas/ "
+        f"no fabricref checkout found at or above {here}: expected a directory with {' and '.join(MARKERS)} "
         f"(or set {ROOT_ENV})"
     )
 
@@ -141,7 +150,7 @@ def find_root(start: Path | None = None) -> Path:
       directory's): a FABRICREF_ROOT naming another directory is refused, never followed (following it would
       let one checkout's `dvc repro` delete and rewrite another's outputs);
     - else $FABRICREF_ROOT, which must be a checkout itself;
-    - else the nearest ancestor of the working directory holding sources/ and schemas/."""
+    - else the nearest ancestor of the working directory holding sources/ and schemas/vocabulary.json."""
     if _IN_USE:
         return _IN_USE[-1]
     env = os.environ.get(ROOT_ENV)

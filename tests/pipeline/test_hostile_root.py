@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import env_with_venv
+from conftest import bare_checkout, env_with_venv
 from fabricref.core import paths
 from fabricref.core.paths import Layout
 
@@ -21,7 +21,9 @@ def tree(root):
     [
         ("nonexist/deeper", "does not exist"),
         ("a-file", "is not a directory"),
-        ("plain-dir", "is not a fabricref checkout (no sources/, schemas/)"),
+        ("plain-dir", "is not a fabricref checkout (no sources/, schemas/vocabulary.json)"),
+        ("empty-folders", "is not a fabricref checkout (no schemas/vocabulary.json)"),
+        ("vocabulary-a-folder", "is not a fabricref checkout (no schemas/vocabulary.json)"),
     ],
 )
 @pytest.mark.parametrize("verb", [["retrieve"], ["status"], ["compile"], ["measured", "compare", "--topology", "x"]])
@@ -30,6 +32,10 @@ def test_a_fabricref_root_that_is_no_checkout_is_bad_usage_and_creates_nothing(
 ):
     (tmp_path / "a-file").write_text("root:x:0:0::/root:/bin/sh\n")
     (tmp_path / "plain-dir").mkdir()
+    for folder in ("empty-folders", "vocabulary-a-folder"):  # the folders of a checkout, not what they hold
+        (tmp_path / folder / "sources").mkdir(parents=True)
+        (tmp_path / folder / "schemas").mkdir()
+    (tmp_path / "vocabulary-a-folder" / "schemas" / "vocabulary.json").mkdir()
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FABRICREF_ROOT", str(tmp_path / name))
@@ -58,8 +64,7 @@ def test_a_stage_run_by_dvc_refuses_a_fabricref_root_naming_another_checkout(few
     environment must not send its reads and writes to another checkout."""
     repo = few_sources
     other = Layout(tmp_path / "other")
-    (other.root / "sources").mkdir(parents=True)
-    (other.root / "schemas").mkdir()
+    bare_checkout(other.root)
     (other.root / "registry").mkdir()
     before_other, before_here = tree(other.root), tree(repo.root)
     env = {**env_with_venv(), "DVC_STAGE": "retrieve", "FABRICREF_ROOT": str(other.root)}
@@ -83,8 +88,7 @@ def test_the_root_is_found_once_per_command(no_sources, tmp_path, monkeypatch):
     """Inside a command, whatever looks for the checkout itself gets the one the command settled on, not one
     found again from a changed environment or working directory."""
     other = tmp_path / "other"
-    (other / "sources").mkdir(parents=True)
-    (other / "schemas").mkdir()
+    bare_checkout(other)
     monkeypatch.setenv("FABRICREF_ROOT", str(other))
     with paths.command():
         paths.settle(paths.layout(no_sources.root))

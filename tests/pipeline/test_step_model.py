@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import bare_checkout
 from fabricref.errors import ValidationError
 from fabricref.estimate import flops, schedule, step, throughput, validation
 from fabricref.estimate.choices import load_step_choices
@@ -187,8 +188,7 @@ def test_the_validation_table_is_a_view_of_the_registry_and_queryable(cli, tmp_p
 
     lay = Layout(tmp_path / "checkout")
     (lay.registry_dir / "tables").mkdir(parents=True)
-    for marker in ("sources", "schemas"):  # what makes a directory a fabricref checkout
-        (lay.root / marker).mkdir()
+    bare_checkout(lay.root)
     row = validation.Row(
         file="f", result="r", label="a result", use="held-out", target="t", quantity="step_seconds", unit="s",
         published=2.0, model=2.2, ratio=1.1, tolerance=0.15, within=True, calibration="x = 1 [assumed]", note="",

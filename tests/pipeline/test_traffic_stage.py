@@ -12,7 +12,7 @@ import sys
 
 import duckdb
 import pytest
-from conftest import copy_checkout, env_with_venv
+from conftest import bare_checkout, copy_checkout, env_with_venv
 from fabricref.core.paths import Layout, workload_paths
 from fabricref.core.registry import write_table
 from fabricref.errors import FabricrefError
@@ -110,9 +110,8 @@ def test_a_missing_part_names_what_writes_it_and_a_workload_no_longer_shipped_is
 
 @pytest.mark.parametrize("args", [[], ["workload"], ["sharing"], ["kv", "x"], ["combine", "x"], ["-n", "2"]])
 def test_bad_stage_arguments_are_usage_errors(args: list[str], tmp_path):
-    # Refused before the checkout's data is read: an empty checkout (sources/ and schemas/ only) is enough.
-    for part in ("sources", "schemas"):
-        (tmp_path / part).mkdir()
+    # Refused before the checkout's data is read: an empty checkout (no source, the vocabulary) is enough.
+    bare_checkout(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "fabricref.traffic", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )

@@ -4,6 +4,7 @@ logs, mutated at random, and random bytes, give a result or a FabricrefError, ne
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -303,7 +304,9 @@ def test_every_params_yaml_knob_is_taken_only_in_its_range_or_refused_naming_it(
 # `fabricref new reference`: random ids, titles, form factors and kinds give a reference that loads and compiles
 # as written, or bad usage; never another exception, never a half-written checkout.
 TITLE_TEXT = st.text(
-    alphabet=st.sampled_from([*"Acme X1 -—&#;x1bB27", "\x1b", "\x07", "\n", "\t", "\u202e", "\x9b", " ", "é", "$"]),
+    alphabet=st.sampled_from(
+        [*"Acme X1 -—&#;x1bB27", "\x1b", "\x07", "\n", "\t", "\u202e", "\x9b", " ", "é", "$", "\u200b", "\ufeff"]
+    ),
     max_size=24,
 )
 ID_TEXT = st.text(alphabet=st.sampled_from([*"acme-x1", "/", ".", "A", " ", "\n", "_"]), min_size=1, max_size=12)
@@ -341,6 +344,7 @@ def test_new_reference_inputs_give_a_loadable_reference_or_bad_usage(ref_id, tit
         identity = json.loads((root / "models" / "identities.json").read_text())["references"][ref_id]
         assert identity == {"kind": kind, "title": title}
         assert control_problem(title, layout_ok=False) is None and title.strip()
+        assert not re.search(r"&(#|[A-Za-z][A-Za-z0-9]*;)", title)  # no character reference a page would decode
         assert load_reference(root / "models" / "references" / f"{ref_id}.yaml", lay).title == title
 
 

@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import PROVENANCE, STATED
+from conftest import PROVENANCE, STATED, bare_checkout
 from fabricref.core import schemas
 from fabricref.core.generate import main as formats_main
 from fabricref.core.paths import check_slug
@@ -129,8 +129,7 @@ def test_committed_schemas_are_the_ones_the_models_generate():
 
 
 def test_generation_is_deterministic_and_check_mode_names_a_stale_schema(tmp_path, capsys):
-    (tmp_path / "sources").mkdir()
-    (tmp_path / "schemas").mkdir()
+    bare_checkout(tmp_path)
     assert formats_main(["--root", str(tmp_path)]) == 0
     first = {p.name: p.read_bytes() for p in (tmp_path / "schemas").iterdir()}
     assert formats_main(["--root", str(tmp_path)]) == 0
