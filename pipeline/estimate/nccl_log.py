@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..core.text import CONTROL_RE, visible
 from ..errors import ValidationError
 from .collectives import OPS, bus_factor
 
@@ -80,8 +81,26 @@ def _fail(where: str, line: int, message: str) -> LogError:
     return LogError(f"{where}:{line}: {message}")
 
 
+# What nccl-tests never writes: a control character (a NUL of a truncated or binary file, an escape sequence) or
+# a line break other than LF or CRLF (str.splitlines would split there and shift every line number after it).
+_NOT_LOG_TEXT_RE = re.compile(f"{CONTROL_RE.pattern}|[\u2028\u2029]")
+
+
 def parse_text(text: str, where: str, declared_op: str | None = None) -> Log:
-    """Parse one log; `declared_op` (the importer's --op) must match what the log shows."""
+    """Parse one log; `declared_op` (the importer's --op) must match what the log shows. Text of printable
+    lines, or refused naming the line and column of the first character that is not."""
+    unified = text.replace("\r\n", "\n")
+    found = _NOT_LOG_TEXT_RE.search(unified)
+    if found:
+        at = found.start()
+        line, column = unified.count("\n", 0, at) + 1, at - unified.rfind("\n", 0, at)
+        shown = visible(found.group(), keep_layout=False)
+        raise _fail(
+            where,
+            line,
+            f"column {column} holds the control character U+{ord(found.group()):04X} {shown}: not text as "
+            "nccl-tests writes it (a binary or truncated file?); expected its output as printed",
+        )
     if declared_op is not None and declared_op not in OPS:
         raise ValidationError(f"unknown operation {declared_op!r}: expected one of {', '.join(OPS)}")
     devices: list[tuple[int, str, int, str]] = []

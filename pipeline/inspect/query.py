@@ -326,6 +326,19 @@ def _check_reads(con: Any, statement: Any, depth: int = 0) -> None:
             raise _refused("EXPLAIN of a statement that cannot be checked") from None
         _check_reads(con, explained, depth + 1)
         return
+    if kind == "MULTI" and depth < 4:
+        # A PIVOT without IN lists runs as two statements: DuckDB first reads the distinct values of its ON
+        # columns into an enum type of the session, then pivots over them. The same query with the values
+        # listed is one SELECT, holding the same reads: that is what is checked.
+        listed = _pivot_values_listed(text)
+        try:
+            (statement,) = con.extract_statements(listed) if listed else ()
+        except (duckdb.Error, ValueError):
+            statement = None
+        if statement is None or statement.type.name == "MULTI":
+            raise _refused("a statement that runs as several (list a PIVOT's values: `ON col IN (...)`)")
+        _check_reads(con, statement, depth + 1)
+        return
     if kind != "SELECT":
         raise _refused(f"{kind} statement")
     (tree,) = con.execute("SELECT json_serialize_sql(?)", [text]).fetchone()
@@ -337,6 +350,62 @@ def _check_reads(con: Any, statement: Any, depth: int = 0) -> None:
             raise _refused(f"a {node_type.removesuffix('_QUERY_NODE').removesuffix('_NODE')} inside the statement")
         if function is not None and function.lower() in UNREAD_FUNCTIONS:
             raise _refused(f"the function {function}() (it writes, or runs SQL text this check does not see)")
+
+
+_PIVOT_WORDS = {"PIVOT", "PIVOT_WIDER"}
+# What ends a PIVOT's ON list at the PIVOT's own nesting depth.
+_AFTER_ON = {"USING", "GROUP", "ORDER", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT", "WINDOW", "QUALIFY"}
+
+
+def _pivot_values_listed(text: str) -> str | None:
+    """`text` with every ON item of a PIVOT statement that lists no values given `IN (NULL)` (per DuckDB's
+    tokenizer, nesting followed through parentheses), or None when it holds no such PIVOT."""
+    tokens = duckdb.tokenize(text)
+    ends = [start for start, _ in tokens[1:]] + [len(text)]
+    words = [(text[start:end].strip(), kind.name) for (start, kind), end in zip(tokens, ends, strict=True)]
+    inserts: list[int] = []
+    depth, index = 0, 0
+    while index < len(words):
+        word, kind = words[index]
+        # `PIVOT t ON …` and `PIVOT (SELECT …) ON …` are the statement form; `FROM t PIVOT (sum(v) FOR …)`, the
+        # SQL standard's, always lists its values.
+        after = [w.upper() for w, _ in words[index + 1 : index + 3]]
+        standard = after[:1] == ["("] and after[1:] not in (["SELECT"], ["FROM"], ["WITH"], ["VALUES"], ["("])
+        if kind == "keyword" and word.upper() in _PIVOT_WORDS and not standard:
+            inserts += _unlisted_items(words, tokens, index + 1, depth)
+        depth += word.count("(") - word.count(")") if kind == "operator" else 0
+        index += 1
+    if not inserts:
+        return None
+    for at in sorted(inserts, reverse=True):
+        text = f"{text[:at]} IN (NULL){text[at:]}"
+    return text
+
+
+def _unlisted_items(words: list[tuple[str, str]], tokens: list[Any], start: int, depth: int) -> list[int]:
+    """The text offsets just past each item of the ON list (of the PIVOT whose tokens start at `start`, at
+    nesting `depth`) that has no IN list of its own."""
+    level, index = depth, start
+    while index < len(words) and not (level == depth and words[index] == ("ON", "keyword")):
+        word, kind = words[index]
+        level += word.count("(") - word.count(")") if kind == "operator" else 0
+        index += 1
+    ends, listed, last = [], False, None
+    for at in range(index + 1, len(words)):
+        word, kind = words[at]
+        at_depth = level == depth
+        if kind == "operator":
+            level += word.count("(") - word.count(")")
+        if level < depth or (at_depth and (word == ";" or (kind == "keyword" and word.upper() in _AFTER_ON))):
+            break
+        if at_depth and word == ",":
+            ends += [] if listed or last is None else [last]
+            listed, last = False, None
+            continue
+        listed = listed or (at_depth and kind == "keyword" and word.upper() == "IN")
+        if kind != "comment":
+            last = tokens[at][0] + len(word)
+    return ends + ([] if listed or last is None else [last])
 
 
 def _explained(text: str) -> str:

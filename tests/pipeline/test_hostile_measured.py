@@ -43,6 +43,19 @@ def test_cells_nccl_tests_never_prints_are_refused_with_the_line(column, value, 
         parse_text(_replace_cell(RING, 2, column, value), "x.log")
 
 
+@pytest.mark.parametrize(
+    ("char", "shown"), [("\x00", "U+0000 ␀"), ("\x1b", "U+001B ␛"), ("\x0c", "U+000C ␌"), ("\u2028", "U+2028")]
+)
+def test_a_log_holding_a_control_character_is_refused_naming_line_and_column(char, shown):
+    """A NUL (a binary or truncated file), an escape sequence or a line break str.splitlines splits at but
+    nccl-tests never writes: refused where it stands, not read as a rank line or row gone missing."""
+    line = _row_line(RING, 2)
+    rows = RING.splitlines()
+    rows[line - 1] = rows[line - 1][:6] + char + rows[line - 1][6:]
+    with pytest.raises(ValidationError, match=rf"x\.log:{line}: column 7 holds the control character {re.escape(shown)}"):
+        parse_text("\r\n".join(rows), "x.log")  # CRLF line ends are text: the line is still counted right
+
+
 def test_a_size_measured_twice_is_refused():
     rows = [line for line in RING.splitlines() if line.strip() and not line.startswith("#")]
     contradicting = rows[1].replace("2609.79", "1304.90").replace("205.71", "411.42").replace("360.00", "719.99")
