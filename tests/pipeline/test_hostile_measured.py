@@ -52,7 +52,8 @@ def test_a_log_holding_a_control_character_is_refused_naming_line_and_column(cha
     line = _row_line(RING, 2)
     rows = RING.splitlines()
     rows[line - 1] = rows[line - 1][:6] + char + rows[line - 1][6:]
-    with pytest.raises(ValidationError, match=rf"x\.log:{line}: column 7 holds the control character {re.escape(shown)}"):
+    said = rf"x\.log:{line}: column 7 holds the control character {re.escape(shown)}"
+    with pytest.raises(ValidationError, match=said):
         parse_text("\r\n".join(rows), "x.log")  # CRLF line ends are text: the line is still counted right
 
 
