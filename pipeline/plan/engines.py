@@ -1,11 +1,11 @@
 """Where the evaluations run: in this process (the default: nothing to start), or as Ray tasks.
 
 Both engines take the same batches and return their results in batch order, so the search, its pruning and its
-table are the same whichever runs them. A search's job (the evaluator: model, cluster summary, placed group
-shapes, no graph; and its layouts) is put in Ray's object store once; each worker process keeps the copy it
-fetched, with its cost caches, for every later task of the search. A task names its layouts by index and returns
-its results as columns (`evaluate.columns`: a few NumPy arrays per batch), so the driver's share of a search is
-sending index arrays and concatenating arrays, not pickling layouts and rebuilding result objects one by one.
+table are the same whichever runs them. A search's evaluator (model, cluster summary, placed group shapes, no
+graph) is put in Ray's object store once; each worker process keeps the copy it fetched, with its cost caches,
+for every later task of the search. A task carries its batch's layouts (small tuples) and returns its results as
+columns (`evaluate.columns`: a few NumPy arrays per batch), so the driver's share of a search is pickling each
+layout once and concatenating arrays, not rebuilding result objects one by one.
 
 A local Ray instance binds to 127.0.0.1 only, with the dashboard and usage statistics off and its object store
 capped, so a search (and the tests) send nothing beyond loopback. `--address HOST:PORT` joins an existing cluster
@@ -15,10 +15,13 @@ instead; its workers must have this package installed (the same version) to impo
 from __future__ import annotations
 
 import os
+import pickle
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from ..errors import UsageError
 
@@ -43,27 +46,28 @@ class LocalEngine:
         pass
 
 
-# The job this worker process fetched, by the token the driver gave it (one search's).
+# The evaluator this worker process fetched, by the token the driver gave it (one search's).
 _WORKER_JOBS: dict[str, Any] = {}
 
 
-def _run(task: str, token: str, holder: list[Any], batch: Any) -> tuple[Any, int, float]:
-    """A Ray task: the job of `token` (fetched from the object store the first time this worker sees it) applied
-    to one batch of layout indices; with the worker's pid and the CPU seconds the batch took (what the driver
-    reports as the workers' share, and what scheduling costs beside it). `holder` wraps the object ref so Ray does
-    not fetch it for every task."""
+def _run(task: str, token: str, holder: list[Any], pickled: bytes) -> tuple[Any, int, float]:
+    """A Ray task: `task` over one batch of layouts (`pickled`) with the evaluator of `token` (fetched from the store
+    the first time this worker sees it, and kept with its caches); with the worker's pid and the CPU seconds the
+    batch took (what the driver reports as the workers' share, and what scheduling costs beside it). `holder`
+    wraps the object ref so Ray does not fetch it for every task."""
     import ray
 
-    from .search import TASKS
+    from .search import TASKS, Job
 
     start = time.process_time()
     if task == "warm":
         return None, os.getpid(), 0.0
-    job = _WORKER_JOBS.get(token)
-    if job is None:
+    ev = _WORKER_JOBS.get(token)
+    if ev is None:
         _WORKER_JOBS.clear()
-        job = _WORKER_JOBS[token] = ray.get(holder[0])
-    out = TASKS[task](job, batch)
+        ev = _WORKER_JOBS[token] = ray.get(holder[0])
+    layouts = pickle.loads(pickled)
+    out = TASKS[task](Job(ev, layouts), np.arange(len(layouts)))
     return out, os.getpid(), time.process_time() - start
 
 
@@ -123,16 +127,22 @@ class RayEngine:
     def warm(self) -> None:
         """Start every worker process and import the evaluation in it (what a first search would otherwise pay
         inside its timing: a worker's start and imports take seconds)."""
-        self._ray.get([self._remote.remote("warm", "", [None], []) for _ in range(self.workers)])
+        self._ray.get([self._remote.remote("warm", "", [None], b"") for _ in range(self.workers)])
 
     def map(self, task: str, job: Any, batches: list[Any]) -> Iterator[Any]:
         """Submits every batch now (the workers start while the caller goes on); the results come in order."""
         start = time.process_time()
-        if self._held is None or self._held[0] is not job:
-            self._held = None  # the previous search's job leaves the object store
-            self._held = (job, uuid.uuid4().hex, self._ray.put(job))
+        if self._held is None or self._held[0] is not job.ev:
+            self._held = None  # the previous search's evaluator leaves the object store
+            self._held = (job.ev, uuid.uuid4().hex, self._ray.put(job.ev))
         _, token, ref = self._held
-        futures = [self._remote.remote(task, token, [ref], b) for b in batches]
+        # A batch carries its own layouts: the workers start on the first batch at once, and each unpickles only
+        # the layouts it evaluates. Pickled here as one bytes object: Ray would serialize a list of tuples item by
+        # item (msgpack with a pickle fallback per tuple), several times slower for the driver.
+        futures = [
+            self._remote.remote(task, token, [ref], pickle.dumps([job.layouts[i] for i in b.tolist()], protocol=5))
+            for b in batches
+        ]
         self.driver_cpu += time.process_time() - start
         return self._gather(futures)
 

@@ -256,8 +256,7 @@ class TrainEvaluator:
         """The layout's phases on the analytical per-tier costs, and its largest group (ranks, phase, domains
         spanned) with the phases' weakest confidence. Layouts that differ only in what the communication does not
         depend on (recompute, schedule, ZeRO 0-2) share one list."""
-        key = (layout.gpus, layout.tp, layout.pp, layout.dp, layout.cp, layout.ep, layout.micro_batch,
-               layout.microbatches, layout.zero == 3)  # fmt: skip
+        key = phase_key(layout)
         found = self._phases.get(key)
         if found is None:
             comms = self.communications(layout, w)
@@ -330,6 +329,13 @@ class TrainEvaluator:
             if detail
             else (),
         )
+
+
+def phase_key(layout: Layout) -> tuple[Any, ...]:
+    """What a layout's communication depends on: layouts equal in it share one list of costed phases (recompute,
+    the schedule and ZeRO 0-2 change the step, not what is sent)."""
+    return (layout.gpus, layout.tp, layout.pp, layout.dp, layout.cp, layout.ep, layout.micro_batch,
+            layout.microbatches, layout.zero == 3)  # fmt: skip
 
 
 def _dominant(st: dict[str, Any], phases: list[Any]) -> str:

@@ -35,6 +35,7 @@ from .evaluate import (
     columns,
     gpu_hours_per_million_tokens,
     objective_value,
+    phase_key,
     records,
     values,
 )
@@ -81,8 +82,8 @@ def plan_id(kind: str, request: dict[str, Any]) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Job:
-    """What every task of one search reads: the evaluator and the layouts. An engine sends it once (Ray: one
-    object in the store); each task then names its layouts by index."""
+    """What the tasks of one search read: the evaluator and the layouts, which a task names by index. (The Ray
+    engine sends the evaluator once, and each batch's layouts with the batch.)"""
 
     ev: TrainEvaluator
     layouts: list[Layout]
@@ -178,7 +179,8 @@ def search_training(
     objective, tokens = req.objective, ev.tokens
     parts: list[Columns] = []
     running = engine.map("bound", job, batches(range(n), engine.workers))
-    ids = [x.id for x in layouts]  # while the workers bound
+    ids = [x.id for x in layouts]  # while the workers bound: what the table takes from the layouts alone
+    table = _layout_columns(req, layouts, ids)
     for part in running:
         parts.append(part)
         if progress:
@@ -209,6 +211,9 @@ def search_training(
                     pruned_by[i] = by
                     continue
             todo.append(i)
+        # Layouts sharing their communication go in one batch: a worker costs their phases once (each worker
+        # process keeps its own cache). The order of a wave's evaluations changes nothing in the results.
+        todo.sort(key=lambda i: (phase_key(layouts[i]), i))
         return todo, engine.map("evaluate", job, batches(todo, engine.workers))
 
     counts = {"legal": n, "not_fitting": n - len(fitting), "pruned": 0, "evaluated": 0}
@@ -244,7 +249,7 @@ def search_training(
             best = f"{best_point[3]} ({best_point[1]:.3f} s)"
         if progress:
             progress("evaluating", done, n, best)
-    table = _table(req, layouts, ids, bound, evaluated, values(evaluations, Evaluation), pruned_by, tokens)
+    _complete(table, req, layouts, ids, bound, evaluated, values(evaluations, Evaluation), pruned_by, tokens)
     return [dict(zip(table, row, strict=True)) for row in zip(*table.values(), strict=True)], counts
 
 
@@ -294,7 +299,16 @@ _UNBOUND = (
 )
 
 
-def _table(
+def _layout_columns(req: space.TrainRequest, layouts: list[Layout], ids: list[str]) -> dict[str, list[Any]]:
+    """The table's first columns, one list each: what a row takes from its layout and the request."""
+    n = len(layouts)
+    t: dict[str, list[Any]] = {"layout_id": ids}
+    t |= {name: list(column) for name, column in zip(ROW_COLUMNS, zip(*layouts, strict=True), strict=True)}
+    return t | {"seq_len": [req.seq] * n, "global_batch": [req.global_batch] * n}
+
+
+def _complete(
+    t: dict[str, list[Any]],
     req: space.TrainRequest,
     layouts: list[Layout],
     ids: list[str],
@@ -303,15 +317,12 @@ def _table(
     e: dict[str, list[Any]],
     pruned_by: dict[int, str],
     tokens: float,
-) -> dict[str, list[Any]]:
-    """The search's table, one list per column: each layout's bound, completed by its evaluation or why it was
-    pruned; the evaluated, fitting layouts ranked by the objective (ties: more headroom, then the id) and the
+) -> None:
+    """The search's table `t` (`_layout_columns`) completed: each layout's bound, then its evaluation or why it
+    was pruned; the evaluated, fitting layouts ranked by the objective (ties: more headroom, then the id) and the
     Pareto front of step time vs memory headroom among them marked."""
     n = len(layouts)
     fits = bound["fits"]
-    t: dict[str, list[Any]] = {"layout_id": ids}
-    t |= {name: list(column) for name, column in zip(ROW_COLUMNS, zip(*layouts, strict=True), strict=True)}
-    t |= {"seq_len": [req.seq] * n, "global_batch": [req.global_batch] * n}
     t |= {name: list(bound[name]) for name in ("memory_per_rank_bytes", "usable_memory_bytes", "headroom_bytes")}
     t |= {"fits": list(fits), "step_lower_bound_seconds": bound["step_lower_bound_seconds"]}
     t["status"] = ["does-not-fit" if f is False else "evaluated" for f in fits]
@@ -349,7 +360,6 @@ def _table(
         if (heads[i] or 0.0) > top:
             t["pareto"][i] = True
             top = heads[i] or 0.0
-    return t
 
 
 class NoLegalLayout(UsageError):
