@@ -6,9 +6,11 @@ The pydantic models in this package are the one source of truth for every declar
 
 from __future__ import annotations
 
+import html
+import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema
 
 if TYPE_CHECKING:
@@ -23,16 +25,32 @@ CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$(?!\n)"
 # One line with something visible on it: a title is shown in tables, headings and drawings, and is permanent.
 # U+2028 / U+2029 (line and paragraph separators) end a line as a newline does. Refused as well: the invisible
 # format characters (Unicode category Cf: zero-width spaces and joiners, bidirectional marks, the BOM, tag
-# characters), which make two titles that look the same differ; and character references (`&#10;`, `&Tab;`),
-# which a page or template decodes into whatever they name. (C0, DEL and C1 controls are refused in every text
-# of every document: pipeline/core/text.py.)
+# characters), which make two titles that look the same differ; numeric character references (`&#10;`), which a
+# page or template decodes into whatever they name; and a named one that decodes to any of those
+# (`_decoded_title`). (C0, DEL and C1 controls are refused in every text of every document: core/text.py.)
 FORMAT_CHARS = (
     r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
     r"\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
     r"\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
 )
 _NOT_IN_TITLE = rf"\t\n\r\u2028\u2029{FORMAT_CHARS}"
-TITLE_PATTERN = rf"^(?!.*&(?:#|[A-Za-z][A-Za-z0-9]*;))[^{_NOT_IN_TITLE}]*[^\s{FORMAT_CHARS}][^{_NOT_IN_TITLE}]*$(?!\n)"
+TITLE_PATTERN = rf"^(?!.*&#)[^{_NOT_IN_TITLE}]*[^\s{FORMAT_CHARS}][^{_NOT_IN_TITLE}]*$(?!\n)"
+_TITLE_RE = re.compile(TITLE_PATTERN)
+
+
+def _decoded_title(value: str) -> str:
+    """A title read as a page reads it: a named character reference (`&Tab;`, `&shy` without its semicolon) stands
+    for the character it names, which must be one a title may hold (numeric references are refused outright, by
+    the pattern). `AT&T;` names nothing and stays as written."""
+    decoded = html.unescape(value)
+    if decoded != value and not _TITLE_RE.search(decoded):
+        raise ValueError(
+            "holds a character reference that decodes to a tab, a newline, an invisible character or only spaces "
+            f"({decoded!r}); write the text itself"
+        )
+    return value
+
+
 # What each pattern asks for, in words: an error names this instead of the regular expression.
 PATTERN_WORDS = {
     SLUG_PATTERN: "lowercase letters, digits and single hyphens (like `nvidia-dgx-h100`)",
@@ -43,7 +61,7 @@ PATTERN_WORDS = {
     CITE_PATTERN: "source-id#rule-id",
     TITLE_PATTERN: (
         "one line of visible text: no tab or newline, no invisible format character (zero-width space, "
-        "bidirectional mark, BOM), no character reference such as `&#10;`"
+        "bidirectional mark, BOM), no numeric character reference such as `&#10;`"
     ),
 }
 
@@ -58,11 +76,15 @@ Slug = Annotated[
 ]
 Title = Annotated[
     str,
+    AfterValidator(_decoded_title),
     Field(
         min_length=3,
         max_length=200,
         pattern=TITLE_PATTERN,
-        description="One line of text, not only spaces (no tab or newline; no control characters).",
+        description=(
+            "One line of text, not only spaces (no tab or newline; no control or invisible format characters, "
+            "also not as character references)."
+        ),
     ),
 ]
 FieldKey = Annotated[str, Field(pattern=KEY_PATTERN, description="A key of schemas/vocabulary.json.")]

@@ -29,6 +29,7 @@ BAD_TITLES = [*ESC_TITLES, "   ", "\t\t\t", "Acme\nPar", "Acme\r\nPar", "Acme\tP
 # A layout character given as a character reference is one too, once a page decodes it; an invisible format
 # character makes a title that looks like another and is not.
 BAD_TITLES += ["Acme&#10;Par", "Acme&#x9;Par", "Acme&Tab;Par", "Acme&NewLine;Par", "Acme&#x2028;Par"]
+BAD_TITLES += ["Acme&shyPar", "Acme&shy Par", "Acme&lrm;Par", "&nbsp;&nbsp;&nbsp;"]  # a page decodes `&shy` too
 BAD_TITLES += [
     "Acme\u200bPar",
     "Acme\u200ePar",
@@ -52,8 +53,8 @@ def test_a_title_with_control_characters_spaces_only_or_newlines_is_refused(no_s
     assert models_state(no_sources.root) == before
 
 
-def test_a_plain_title_with_entities_of_printable_characters_is_kept(no_sources, cli):
-    title = "Acme & Co — R&D <1>"
+@pytest.mark.parametrize("title", ["Acme & Co — R&D <1>", "Partners: AT&T; Verizon", "Q&A; R&D", "Fish &amp; Chips"])
+def test_a_plain_title_with_entities_of_printable_characters_is_kept(no_sources, cli, title):
     result = cli("new", "reference", "acme-ok", "--form-factor", "nic", "--title", title, root=no_sources.root)
     assert result.code == 0, result.err
     identities = json.loads((no_sources.root / "models" / "identities.json").read_text())["references"]
