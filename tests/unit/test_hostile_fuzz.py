@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import os
-import re
 import tempfile
 from pathlib import Path
 
