@@ -60,7 +60,7 @@ def url_problem(url: str) -> str | None:
     if problem is None:
         try:  # what the fetch will do with it: the client's own parser, stricter in places than urlsplit
             httpx.URL(url)
-        except httpx.InvalidURL as exc:
+        except (httpx.InvalidURL, UnicodeError) as exc:
             problem = f"is not a URL the HTTP client can fetch ({exc})"
     return problem
 
@@ -68,6 +68,8 @@ def url_problem(url: str) -> str | None:
 def host_problem(host: str, *, private_ok: bool = False) -> str | None:
     """Why `host` (as `urlsplit(...).hostname` gives it) is not a public host spelt canonically, or None.
     `private_ok`: a private or loopback address is fine (a mirror the user runs), a bad spelling still is not."""
+    if _UNICODE_DOTS_RE.sub(".", host).endswith(".."):  # the resolver refuses an empty last label
+        return f"names {host!r}, which ends in an empty label (one trailing dot at most)"
     host = host.rstrip(".").lower()
     ip, problem = _literal(_UNICODE_DOTS_RE.sub(".", host).rstrip("."))
     if problem:

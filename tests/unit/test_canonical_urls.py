@@ -57,6 +57,9 @@ status: published
         ("https://docs.example.com/a\tb", "space"),
         ("https://docs.example.com:0/x", "port 0"),
         ("https://docs.example.com:99999/x", "not a valid URL"),
+        ("https://docs.example.com../x", "empty label"),
+        ("https://docs.example.com\u3002./x", "empty label"),
+        ("https://docs.example.com/\ud800", "not a URL the HTTP client can fetch"),
     ],
 )
 def test_non_canonical_urls_are_refused_with_the_reason(url, said):
@@ -73,6 +76,7 @@ def test_non_canonical_urls_are_refused_with_the_reason(url, said):
         "http://100.128.0.0/x",  # just above it
         "https://8.8.8.8/x",
         "https://docs.example.com/a%20b?q=1#part",
+        "https://docs.example.com./x",  # one trailing dot: the root, as DNS writes it
     ],
 )
 def test_public_urls_pass(url):
