@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -103,14 +104,28 @@ ROOT_ENV = "FABRICREF_ROOT"
 # What makes a directory a fabricref checkout rather than any directory: the declared sources, and the vocabulary
 # every figure is read against (a directory that merely has empty sources/ and schemas/ folders is not one).
 MARKERS = {"sources/": Path("sources"), "schemas/vocabulary.json": Path("schemas") / "vocabulary.json"}
+_VOCABULARY_BYTES = 4 * 1024 * 1024
 
 
 def _missing(path: Path) -> list[str]:
-    return [
-        shown
-        for shown, marker in MARKERS.items()
-        if not ((path / marker).is_dir() if shown.endswith("/") else (path / marker).is_file())
-    ]
+    """What keeps `path` from being a checkout: each marker absent, or the vocabulary not the vocabulary (a
+    regular file in the checkout, a JSON object with its `fields`)."""
+    out = [] if (path / "sources").is_dir() else ["no sources/"]
+    vocabulary = path / MARKERS["schemas/vocabulary.json"]
+    if vocabulary.is_symlink():
+        return [*out, "schemas/vocabulary.json is a symbolic link, not the checkout's own file"]
+    if not vocabulary.exists():
+        return [*out, "no schemas/vocabulary.json"]
+    if not vocabulary.is_file():
+        return [*out, "schemas/vocabulary.json is not a regular file"]
+    try:
+        with vocabulary.open("rb") as handle:
+            data = json.loads(handle.read(_VOCABULARY_BYTES + 1))
+    except (OSError, ValueError) as exc:
+        return [*out, f"schemas/vocabulary.json is not JSON ({exc})"]
+    if not isinstance(data, dict) or not isinstance(data.get("fields"), dict) or not data["fields"]:
+        return [*out, "schemas/vocabulary.json holds no `fields`"]
+    return out
 
 
 def is_checkout(path: Path) -> bool:
@@ -128,7 +143,7 @@ def check_checkout(path: Path, how: str) -> Path:
         raise UsageError(f"{how}: is not a directory; {expected}")
     missing = _missing(path)
     if missing:
-        raise UsageError(f"{how}: is not a fabricref checkout (no {', '.join(missing)}); {expected}")
+        raise UsageError(f"{how}: is not a fabricref checkout ({'; '.join(missing)}); {expected}")
     return path.resolve()
 
 

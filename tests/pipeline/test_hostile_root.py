@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import bare_checkout, env_with_venv
+from conftest import ROOT, bare_checkout, env_with_venv
 from fabricref.core import paths
 from fabricref.core.paths import Layout
 
@@ -21,9 +21,12 @@ def tree(root):
     [
         ("nonexist/deeper", "does not exist"),
         ("a-file", "is not a directory"),
-        ("plain-dir", "is not a fabricref checkout (no sources/, schemas/vocabulary.json)"),
+        ("plain-dir", "is not a fabricref checkout (no sources/; no schemas/vocabulary.json)"),
         ("empty-folders", "is not a fabricref checkout (no schemas/vocabulary.json)"),
-        ("vocabulary-a-folder", "is not a fabricref checkout (no schemas/vocabulary.json)"),
+        ("vocabulary-a-folder", "is not a fabricref checkout (schemas/vocabulary.json is not a regular file)"),
+        ("vocabulary-empty", "is not a fabricref checkout (schemas/vocabulary.json is not JSON"),
+        ("vocabulary-other-json", "is not a fabricref checkout (schemas/vocabulary.json holds no `fields`)"),
+        ("vocabulary-a-link", "is not a fabricref checkout (schemas/vocabulary.json is a symbolic link"),
     ],
 )
 @pytest.mark.parametrize("verb", [["retrieve"], ["status"], ["compile"], ["measured", "compare", "--topology", "x"]])
@@ -32,10 +35,16 @@ def test_a_fabricref_root_that_is_no_checkout_is_bad_usage_and_creates_nothing(
 ):
     (tmp_path / "a-file").write_text("root:x:0:0::/root:/bin/sh\n")
     (tmp_path / "plain-dir").mkdir()
-    for folder in ("empty-folders", "vocabulary-a-folder"):  # the folders of a checkout, not what they hold
+    # The folders of a checkout, not what they hold: no vocabulary, or a file of that name that is not it.
+    for folder in ("empty-folders", "vocabulary-a-folder", "vocabulary-empty", "vocabulary-other-json"):
         (tmp_path / folder / "sources").mkdir(parents=True)
         (tmp_path / folder / "schemas").mkdir()
     (tmp_path / "vocabulary-a-folder" / "schemas" / "vocabulary.json").mkdir()
+    (tmp_path / "vocabulary-empty" / "schemas" / "vocabulary.json").write_text("")
+    (tmp_path / "vocabulary-other-json" / "schemas" / "vocabulary.json").write_text('{"description": "x"}')
+    linked = bare_checkout(tmp_path / "vocabulary-a-link") / "schemas" / "vocabulary.json"
+    linked.unlink()
+    linked.symlink_to(ROOT / "schemas" / "vocabulary.json")
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FABRICREF_ROOT", str(tmp_path / name))
