@@ -363,34 +363,49 @@ def _pivot_values_listed(text: str) -> str | None:
     tokens = duckdb.tokenize(text)
     ends = [start for start, _ in tokens[1:]] + [len(text)]
     words = [(text[start:end].strip(), kind.name) for (start, kind), end in zip(tokens, ends, strict=True)]
-    inserts: list[int] = []
+    inserts: list[tuple[int, int]] = []
     depth, index = 0, 0
     while index < len(words):
         word, kind = words[index]
         # `PIVOT t ON …` and `PIVOT (SELECT …) ON …` are the statement form; `FROM t PIVOT (sum(v) FOR …)`, the
         # SQL standard's, always lists its values.
         after = [w.upper() for w, _ in words[index + 1 : index + 3]]
-        standard = after[:1] == ["("] and after[1:] not in (["SELECT"], ["FROM"], ["WITH"], ["VALUES"], ["("])
+        standard = after[:1] == ["("] and after[1:] not in (
+            ["SELECT"],
+            ["FROM"],
+            ["WITH"],
+            ["VALUES"],
+            ["("],
+            *([w] for w in _PIVOT_WORDS),
+        )
         if kind == "keyword" and word.upper() in _PIVOT_WORDS and not standard:
             inserts += _unlisted_items(words, tokens, index + 1, depth)
         depth += word.count("(") - word.count(")") if kind == "operator" else 0
         index += 1
     if not inserts:
         return None
-    for at in sorted(inserts, reverse=True):
-        text = f"{text[:at]} IN (NULL){text[at:]}"
+    # Each item in parentheses, so the IN list applies to the whole expression (`a || b`, `a = 'x'`).
+    edits = sorted([(start, "(") for start, _ in inserts] + [(end, ") IN (NULL)") for _, end in inserts])
+    for at, piece in reversed(edits):
+        text = f"{text[:at]}{piece}{text[at:]}"
     return text
 
 
-def _unlisted_items(words: list[tuple[str, str]], tokens: list[Any], start: int, depth: int) -> list[int]:
-    """The text offsets just past each item of the ON list (of the PIVOT whose tokens start at `start`, at
+def _unlisted_items(words: list[tuple[str, str]], tokens: list[Any], start: int, depth: int) -> list[tuple[int, int]]:
+    """The text span (start, end) of each item of the ON list (of the PIVOT whose tokens start at `start`, at
     nesting `depth`) that has no IN list of its own."""
     level, index = depth, start
-    while index < len(words) and not (level == depth and words[index] == ("ON", "keyword")):
+    while index < len(words) and not (level == depth and _is(words[index], "ON")):
         word, kind = words[index]
         level += word.count("(") - word.count(")") if kind == "operator" else 0
         index += 1
-    ends, listed, last = [], False, None
+    spans: list[tuple[int, int]] = []
+    first, last, listed = None, None, False
+
+    def close() -> None:
+        if first is not None and last is not None and not listed:
+            spans.append((first, last))
+
     for at in range(index + 1, len(words)):
         word, kind = words[at]
         at_depth = level == depth
@@ -399,13 +414,19 @@ def _unlisted_items(words: list[tuple[str, str]], tokens: list[Any], start: int,
         if level < depth or (at_depth and (word == ";" or (kind == "keyword" and word.upper() in _AFTER_ON))):
             break
         if at_depth and word == ",":
-            ends += [] if listed or last is None else [last]
-            listed, last = False, None
+            close()
+            first, last, listed = None, None, False
             continue
-        listed = listed or (at_depth and kind == "keyword" and word.upper() == "IN")
+        listed = listed or (at_depth and _is(words[at], "IN"))
         if kind != "comment":
+            first = tokens[at][0] if first is None else first
             last = tokens[at][0] + len(word)
-    return ends + ([] if listed or last is None else [last])
+    close()
+    return spans
+
+
+def _is(word: tuple[str, str], keyword: str) -> bool:
+    return word[1] == "keyword" and word[0].upper() == keyword
 
 
 def _explained(text: str) -> str:

@@ -134,6 +134,11 @@ def test_every_node_of_the_statement_must_read(built_registry, cli, sql):
         slow("SELECT * FROM (PIVOT fields ON status USING count(*) GROUP BY reference_id) LIMIT 2"),
         slow("EXPLAIN PIVOT fields ON status, unit USING count(*) GROUP BY reference_id"),
         slow("UNPIVOT (SELECT 1 AS a, 2 AS b) ON a, b INTO NAME k VALUE v"),
+        slow("pivot fields on status || '-' || unit using count(*)"),
+        slow(
+            "PIVOT (PIVOT fields ON status USING count(*) GROUP BY reference_id) ON reference_id USING first(unknown)"
+        ),
+        slow("PIVOT fields ON status = 'unknown' USING count(*)"),
     ],
 )
 def test_reading_statements_of_every_form_run(built_registry, cli, sql):
