@@ -44,7 +44,16 @@ def test_cells_nccl_tests_never_prints_are_refused_with_the_line(column, value, 
 
 
 @pytest.mark.parametrize(
-    ("char", "shown"), [("\x00", "U+0000 ␀"), ("\x1b", "U+001B ␛"), ("\x0c", "U+000C ␌"), ("\u2028", "U+2028")]
+    ("char", "shown"),
+    [
+        ("\x00", "control character U+0000 ␀"),
+        ("\x1b", "control character U+001B ␛"),
+        ("\x0c", "control character U+000C ␌"),
+        ("\u2028", "control character U+2028"),
+        ("\u200e", "invisible format character U+200E"),  # in a host name, one host becomes two
+        ("\u200b", "invisible format character U+200B"),
+        ("\ufeff", "invisible format character U+FEFF"),  # not where a byte-order mark stands
+    ],
 )
 def test_a_log_holding_a_control_character_is_refused_naming_line_and_column(char, shown):
     """A NUL (a binary or truncated file), an escape sequence or a line break str.splitlines splits at but
@@ -52,9 +61,21 @@ def test_a_log_holding_a_control_character_is_refused_naming_line_and_column(cha
     line = _row_line(RING, 2)
     rows = RING.splitlines()
     rows[line - 1] = rows[line - 1][:6] + char + rows[line - 1][6:]
-    said = rf"x\.log:{line}: column 7 holds the control character {re.escape(shown)}"
+    said = rf"x\.log:{line}: column 7 holds the {re.escape(shown)}"
     with pytest.raises(ValidationError, match=said):
         parse_text("\r\n".join(rows), "x.log")  # CRLF line ends are text: the line is still counted right
+
+
+def test_a_byte_order_mark_opening_a_log_is_dropped_and_bad_utf8_names_its_line():
+    from fabricref.estimate.nccl_log import parse_bytes
+
+    assert parse_bytes(b"\xef\xbb\xbf" + RING.encode(), "x.log").rows == parse_text(RING, "x.log").rows
+    data = RING.encode().replace(b"#  Rank  3", b"#  Rank \xff3")
+    line = lines_of(RING, "#  Rank  3")[0]
+    with pytest.raises(
+        ValidationError, match=rf"x\.log:{line}: not UTF-8 text \(invalid start byte at byte \d+, column 9"
+    ):
+        parse_bytes(data, "x.log")
 
 
 def test_a_size_measured_twice_is_refused():
