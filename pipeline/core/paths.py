@@ -107,9 +107,9 @@ MARKERS = {"sources/": Path("sources"), "schemas/vocabulary.json": Path("schemas
 _VOCABULARY_BYTES = 4 * 1024 * 1024
 
 
-def _missing(path: Path) -> list[str]:
+def _missing(path: Path, read: bool = True) -> list[str]:
     """What keeps `path` from being a checkout: each marker absent, or the vocabulary not the vocabulary (a
-    regular file in the checkout, a JSON object with its `fields`)."""
+    regular file in the checkout; when `read`, a JSON object with its `fields`)."""
     out = [] if (path / "sources").is_dir() else ["no sources/"]
     vocabulary = path / MARKERS["schemas/vocabulary.json"]
     if vocabulary.is_symlink():
@@ -118,6 +118,8 @@ def _missing(path: Path) -> list[str]:
         return [*out, "no schemas/vocabulary.json"]
     if not vocabulary.is_file():
         return [*out, "schemas/vocabulary.json is not a regular file"]
+    if not read:
+        return out
     try:
         with vocabulary.open("rb") as handle:
             data = json.loads(handle.read(_VOCABULARY_BYTES + 1))
@@ -128,11 +130,11 @@ def _missing(path: Path) -> list[str]:
     return out
 
 
-def is_checkout(path: Path) -> bool:
-    return not _missing(path)
+def is_checkout(path: Path, read: bool = True) -> bool:
+    return not _missing(path, read)
 
 
-def check_checkout(path: Path, how: str) -> Path:
+def check_checkout(path: Path, how: str, read: bool = True) -> Path:
     """`path` resolved, when it is a fabricref checkout; else UsageError starting with `how` (what named it:
     `FABRICREF_ROOT=/x`, `--root /x`) and saying why it is not one. Nothing is created: a wrong root must not
     grow directories."""
@@ -141,15 +143,15 @@ def check_checkout(path: Path, how: str) -> Path:
         raise UsageError(f"{how}: does not exist; {expected}")
     if not path.is_dir():
         raise UsageError(f"{how}: is not a directory; {expected}")
-    missing = _missing(path)
+    missing = _missing(path, read)
     if missing:
         raise UsageError(f"{how}: is not a fabricref checkout ({'; '.join(missing)}); {expected}")
     return path.resolve()
 
 
-def _search(here: Path) -> Path:
+def _search(here: Path, read: bool = True) -> Path:
     for candidate in (here, *here.parents):
-        if is_checkout(candidate):
+        if is_checkout(candidate, read):
             return candidate
     raise UsageError(
         f"no fabricref checkout found at or above {here}: expected a directory with {' and '.join(MARKERS)} "
@@ -172,7 +174,13 @@ def find_root(start: Path | None = None) -> Path:
     if os.environ.get("DVC_STAGE"):
         dvc_root = os.environ.get("DVC_ROOT")
         here = (start or Path.cwd()).resolve()
-        root = check_checkout(Path(dvc_root), f"DVC_ROOT={dvc_root}") if dvc_root else _search(here)
+        # DVC runs the stage in a checkout it found by its dvc.yaml: the markers are checked, and the vocabulary
+        # is read by the stages that use it (a dependency each declares), not by every stage to find the root.
+        root = (
+            check_checkout(Path(dvc_root), f"DVC_ROOT={dvc_root}", read=False)
+            if dvc_root
+            else _search(here, read=False)
+        )
         if env and Path(env).resolve() != root:
             raise UsageError(
                 f"{ROOT_ENV}={env} names another directory than the checkout DVC runs this stage in ({root}); a "
