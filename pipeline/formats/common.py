@@ -34,7 +34,10 @@ FORMAT_CHARS = (
     r"\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
 )
 _NOT_IN_TITLE = rf"\t\n\r\u2028\u2029{FORMAT_CHARS}"
-TITLE_PATTERN = rf"^(?!.*&#)[^{_NOT_IN_TITLE}]*[^\s{FORMAT_CHARS}][^{_NOT_IN_TITLE}]*$(?!\n)"
+# Letters that draw nothing (Hangul fillers, the blank braille pattern, the combining grapheme joiner): a title
+# may hold them, but only beside something visible.
+_BLANK = r"\u034f\u115f\u1160\u2800\u3164\uffa0"
+TITLE_PATTERN = rf"^(?!.*&#)[^{_NOT_IN_TITLE}]*[^\s{FORMAT_CHARS}{_BLANK}][^{_NOT_IN_TITLE}]*$(?!\n)"
 _TITLE_RE = re.compile(TITLE_PATTERN)
 
 

@@ -30,6 +30,7 @@ BAD_TITLES = [*ESC_TITLES, "   ", "\t\t\t", "Acme\nPar", "Acme\r\nPar", "Acme\tP
 # character makes a title that looks like another and is not.
 BAD_TITLES += ["Acme&#10;Par", "Acme&#x9;Par", "Acme&Tab;Par", "Acme&NewLine;Par", "Acme&#x2028;Par"]
 BAD_TITLES += ["Acme&shyPar", "Acme&shy Par", "Acme&lrm;Par", "&nbsp;&nbsp;&nbsp;"]  # a page decodes `&shy` too
+BAD_TITLES += ["\u3164\u3164\u3164", "\u2800\u2800\u2800", " \u115f\u1160 "]  # letters that draw nothing
 BAD_TITLES += [
     "Acme\u200bPar",
     "Acme\u200ePar",
