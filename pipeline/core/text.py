@@ -19,8 +19,10 @@ from ..formats.common import FORMAT_CHARS
 _CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 CONTROL_RE = re.compile(f"[{_CONTROL}]")
 CONTROL_OR_LAYOUT_RE = re.compile(f"[{_CONTROL}\t\n\u2028\u2029]")
-# One line that names something (a title, a file name that becomes one) also holds no invisible format character
-# (a zero-width space, a bidirectional mark, the BOM): two names that look the same must be the same.
+# What no line of plain text holds (a log's line; a title once tab and newline are refused too): the control
+# characters, the separators that end a line as a newline does, and the invisible format characters (a
+# zero-width space, a bidirectional mark, the BOM), with which two names that look the same differ.
+NOT_IN_A_LINE_RE = re.compile(f"[{_CONTROL}\u2028\u2029{FORMAT_CHARS}]")
 _ONE_LINE_RE = re.compile(f"[{_CONTROL}\t\n\u2028\u2029{FORMAT_CHARS}]")
 # A character reference that could decode to anything: decoded before the check, as an HTML parser decodes it
 # (BeautifulSoup's turns `&#x1b;` into ESC; Python's html.unescape drops it, so it is not used for numbers).
@@ -44,14 +46,18 @@ def control_problem(value: str, *, layout_ok: bool = True) -> str | None:
     for text, how in ((value, ""), (_decoded(value) if _REFERENCE_RE.search(value) else value, " (decoded)")):
         found = pattern.search(text)
         if found:
-            char = found.group()
-            kind = "control" if CONTROL_OR_LAYOUT_RE.match(char) else "invisible format"
-            shown = f" {_glyph(char)}" if ord(char) < 0x20 or ord(char) == 0x7F else ""
             return (
-                f"holds the {kind} character U+{ord(char):04X}{shown}{how}; expected plain text "
+                f"holds {named(found.group())}{how}; expected plain text "
                 "(no terminal, bidirectional, invisible or other control characters)"
             )
     return None
+
+
+def named(char: str) -> str:
+    """`char` named for a message: `the control character U+001B ␛`, `the invisible format character U+200B`."""
+    kind = "control" if CONTROL_OR_LAYOUT_RE.match(char) else "invisible format"
+    shown = f" {_glyph(char)}" if ord(char) < 0x20 or ord(char) == 0x7F else ""
+    return f"the {kind} character U+{ord(char):04X}{shown}"
 
 
 def _glyph(char: str) -> str:

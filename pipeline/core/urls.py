@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 import httpx
 import idna
 
-_SPACE_RE = re.compile(r"\s")
 # Carrier-grade NAT space: Tailscale and similar overlay networks hand out addresses here.
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 # IPv6 prefixes that carry an IPv4 address in their last 32 bits (RFC 4291 compatible, RFC 6052 NAT64).
@@ -33,6 +32,8 @@ _ASCII_HOST_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a
 _NUMERIC_LABEL_RE = re.compile(r"^(?:\d+|0x[0-9a-f]*)$")
 # Scripts that one writing system mixes by design (Japanese, Korean): one group each.
 _SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "BOPOMOFO": "CJK"}
+# A blank anywhere: the address bar shows one percent-encoded, so the canonical URL has none.
+_SPACE_RE = re.compile(r"\s")
 # Full stops the client (httpx, through idna) splits a host at as at `.`: `127。0。0。1` reaches 127.0.0.1.
 _UNICODE_DOTS_RE = re.compile("[\u3002\uff0e\uff61]")
 

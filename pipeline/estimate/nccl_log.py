@@ -13,9 +13,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..core.text import CONTROL_RE, visible
+from ..core.text import NOT_IN_A_LINE_RE, named
 from ..errors import ValidationError
-from ..formats.common import FORMAT_CHARS
 from .collectives import OPS, bus_factor
 
 # nccl-tests binary name → the operation as this project names it.
@@ -82,29 +81,24 @@ def _fail(where: str, line: int, message: str) -> LogError:
     return LogError(f"{where}:{line}: {message}")
 
 
-# What nccl-tests never writes: a control character (a NUL of a truncated or binary file, an escape sequence) or
-# a line break other than LF or CRLF (str.splitlines would split there and shift every line number after it).
-# An invisible format character (a zero-width space, a bidirectional mark) is refused too: in a host name it
-# makes one host two. A byte-order mark that opens the file is an editor's, and is dropped.
-_NOT_LOG_TEXT_RE = re.compile(f"{CONTROL_RE.pattern}|[\u2028\u2029{FORMAT_CHARS}]")
-
-
 def parse_text(text: str, where: str, declared_op: str | None = None) -> Log:
     """Parse one log; `declared_op` (the importer's --op) must match what the log shows. Text of printable
     lines, or refused naming the line and column of the first character that is not."""
+    # nccl-tests writes none of what no line of text holds: a NUL (a truncated or binary file), an escape, a
+    # line break other than LF or CRLF (str.splitlines would split there, shifting every later line number), an
+    # invisible character (in a host name, one host becomes two). A byte-order mark opening the file is an
+    # editor's, and is dropped.
     text = text.removeprefix("\ufeff")
     unified = text.replace("\r\n", "\n")
-    found = _NOT_LOG_TEXT_RE.search(unified)
+    found = NOT_IN_A_LINE_RE.search(unified)
     if found:
         at = found.start()
         line, column = unified.count("\n", 0, at) + 1, at - unified.rfind("\n", 0, at)
-        kind = "invisible format" if re.match(f"[{FORMAT_CHARS}]", found.group()) else "control"
-        shown = visible(found.group(), keep_layout=False)
         raise _fail(
             where,
             line,
-            f"column {column} holds the {kind} character U+{ord(found.group()):04X} {shown}: not text as "
-            "nccl-tests writes it (a binary or truncated file?); expected its output as printed",
+            f"column {column} holds {named(found.group())}: not text as nccl-tests writes it (a binary or "
+            "truncated file?); expected its output as printed",
         )
     if declared_op is not None and declared_op not in OPS:
         raise ValidationError(f"unknown operation {declared_op!r}: expected one of {', '.join(OPS)}")

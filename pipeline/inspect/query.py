@@ -353,6 +353,8 @@ def _check_reads(con: Any, statement: Any, depth: int = 0) -> None:
 
 
 _PIVOT_WORDS = {"PIVOT", "PIVOT_WIDER"}
+# How a parenthesized source of the statement form begins (a subquery, a nested PIVOT).
+_SOURCE_STARTS = {"SELECT", "FROM", "WITH", "VALUES", "(", *_PIVOT_WORDS}
 # What ends a PIVOT's ON list at the PIVOT's own nesting depth.
 _AFTER_ON = {"USING", "GROUP", "ORDER", "LIMIT", "OFFSET", "UNION", "EXCEPT", "INTERSECT", "WINDOW", "QUALIFY"}
 
@@ -370,14 +372,7 @@ def _pivot_values_listed(text: str) -> str | None:
         # `PIVOT t ON …` and `PIVOT (SELECT …) ON …` are the statement form; `FROM t PIVOT (sum(v) FOR …)`, the
         # SQL standard's, always lists its values.
         after = [w.upper() for w, _ in words[index + 1 : index + 3]]
-        standard = after[:1] == ["("] and after[1:] not in (
-            ["SELECT"],
-            ["FROM"],
-            ["WITH"],
-            ["VALUES"],
-            ["("],
-            *([w] for w in _PIVOT_WORDS),
-        )
+        standard = after[:1] == ["("] and after[1:2] != [] and after[1] not in _SOURCE_STARTS
         if kind == "keyword" and word.upper() in _PIVOT_WORDS and not standard:
             inserts += _unlisted_items(words, tokens, index + 1, depth)
         depth += word.count("(") - word.count(")") if kind == "operator" else 0

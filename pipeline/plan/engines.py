@@ -47,7 +47,7 @@ class LocalEngine:
 
 
 # The evaluator this worker process fetched, by the token the driver gave it (one search's).
-_WORKER_JOBS: dict[str, Any] = {}
+_WORKER_EVALUATORS: dict[str, Any] = {}
 
 
 def _run(task: str, token: str, holder: list[Any], pickled: bytes) -> tuple[Any, int, float]:
@@ -62,10 +62,10 @@ def _run(task: str, token: str, holder: list[Any], pickled: bytes) -> tuple[Any,
     start = time.process_time()
     if task == "warm":
         return None, os.getpid(), 0.0
-    ev = _WORKER_JOBS.get(token)
+    ev = _WORKER_EVALUATORS.get(token)
     if ev is None:
-        _WORKER_JOBS.clear()
-        ev = _WORKER_JOBS[token] = ray.get(holder[0])
+        _WORKER_EVALUATORS.clear()
+        ev = _WORKER_EVALUATORS[token] = ray.get(holder[0])
     layouts = pickle.loads(pickled)
     out = TASKS[task](Job(ev, layouts), np.arange(len(layouts)))
     return out, os.getpid(), time.process_time() - start
