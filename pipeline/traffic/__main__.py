@@ -1,9 +1,9 @@
 """`python -m fabricref.traffic PART`: one stage of the traffic work (dvc.yaml; people: `fabricref traffic`).
 
-PART is `workload ID` (a workload on its targets), `sharing ID` (a workload beside its `shares_with`), `kv` (the
-KV-transfer curve), `comparison` (the measured logs beside the model) or `combine` (the tables every reader knows,
-from the parts the others wrote). Each part imports only what it runs: the combine step none of the traffic
-library."""
+PART is `workload ID` (a workload on its targets), `sharing ID` (a workload beside its `shares_with`), `curves`
+(what no workload changes: the KV-transfer curve and the measured logs beside the model, one stage because each
+alone costs less than a stage's start) or `combine` (the tables every reader knows, from the parts the others
+wrote). Each part imports only what it runs: the combine step none of the traffic library."""
 
 import sys
 
@@ -11,7 +11,7 @@ from ..core.entry import run_stage
 from ..core.paths import Layout
 from ..errors import UsageError
 
-USAGE = "usage: python -m fabricref.traffic workload ID | sharing ID | kv | comparison | combine"
+USAGE = "usage: python -m fabricref.traffic workload ID | sharing ID | curves | combine"
 
 
 def main(lay: Layout) -> str:
@@ -20,14 +20,14 @@ def main(lay: Layout) -> str:
         from .tables import run_combine
 
         return run_combine(lay)
-    if args == ["comparison"]:
-        from .comparison import run_stage as run_comparison
+    if args == ["curves"]:
+        from . import comparison, stage
 
-        return run_comparison(lay)
-    if args in (["kv"],) or (len(args) == 2 and args[0] in ("workload", "sharing")):
+        return f"{stage.run_kv(lay)}; {comparison.run_stage(lay)}"
+    if len(args) == 2 and args[0] in ("workload", "sharing"):
         from . import stage
 
-        return stage.run_kv(lay) if args == ["kv"] else getattr(stage, f"run_{args[0]}")(lay, args[1])
+        return getattr(stage, f"run_{args[0]}")(lay, args[1])
     raise UsageError(USAGE)
 
 

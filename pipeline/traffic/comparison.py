@@ -67,6 +67,7 @@ def run(lay: Layout) -> tuple[Path, int]:
 
 
 def run_stage(lay: Layout) -> str:
-    """`python -m fabricref.traffic comparison` (the DVC stage `traffic-comparison`)."""
+    """The measured logs beside the model (part of `python -m fabricref.traffic curves`, the DVC stage
+    `traffic-curves`)."""
     path, logs = run(lay)
     return f"{logs} measured log(s) beside the model into {lay.relative(path)}"

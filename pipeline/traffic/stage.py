@@ -159,7 +159,7 @@ def kv_path(lay: Layout) -> Path:
 
 
 def run_kv(lay: Layout, views: Views | None = None) -> str:
-    """`python -m fabricref.traffic kv` (the DVC stage `traffic-kv`): the KV-transfer curve."""
+    """The KV-transfer curve (part of `python -m fabricref.traffic curves`, the DVC stage `traffic-curves`)."""
     with _views(lay, views) as own:
         atomic_write_bytes(kv_path(lay), plots.kv_csv({t: own(t) for t in KV_TARGETS}))
     return f"KV-transfer curve into {lay.relative(kv_path(lay))}"

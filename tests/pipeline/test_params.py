@@ -343,7 +343,7 @@ def test_each_calibration_param_is_an_assumed_number_the_file_holds_without_a_va
     stages = _raw_stages()
     readers = sorted(n for n, spec in stages.items() if "calibration" in spec.get("do", spec).get("params", []))
     assert readers == sorted(n for n, spec in stages.items() if "models/calibration" in spec.get("do", spec)["deps"])
-    assert readers == ["traffic-comparison", "traffic-kv", "traffic-sharing", "traffic-workload", "validate"]
+    assert readers == ["traffic-curves", "traffic-sharing", "traffic-workload", "validate"]
 
 
 # nvlink5's efficiency in the calibration file: its status and note, no value (params.yaml sets it).

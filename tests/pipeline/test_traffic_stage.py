@@ -108,7 +108,9 @@ def test_a_missing_part_names_what_writes_it_and_a_workload_no_longer_shipped_is
         tables.combine(repo)
 
 
-@pytest.mark.parametrize("args", [[], ["workload"], ["sharing"], ["kv", "x"], ["combine", "x"], ["-n", "2"]])
+@pytest.mark.parametrize(
+    "args", [[], ["workload"], ["sharing"], ["kv"], ["curves", "x"], ["combine", "x"], ["-n", "2"]]
+)
 def test_bad_stage_arguments_are_usage_errors(args: list[str], tmp_path):
     # Refused before the checkout's data is read: an empty checkout (no source, the vocabulary) is enough.
     bare_checkout(tmp_path)
@@ -116,7 +118,7 @@ def test_bad_stage_arguments_are_usage_errors(args: list[str], tmp_path):
         [sys.executable, "-m", "fabricref.traffic", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2, done.stderr
-    assert "usage: python -m fabricref.traffic workload ID | sharing ID | kv | comparison | combine" in done.stderr
+    assert "usage: python -m fabricref.traffic workload ID | sharing ID | curves | combine" in done.stderr
 
 
 def test_an_unknown_workload_is_a_usage_error_naming_the_closest_ids(no_sources: Layout):
