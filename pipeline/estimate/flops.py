@@ -1,13 +1,10 @@
-"""The work of one transformer layer, operation by operation: FLOPs of every matrix multiply and bytes of every
+"""The work of one transformer layer, kernel by kernel: FLOPs of every matrix product and bytes of every
 memory-bound kernel, per tensor-parallel rank and micro-batch, forward, backward and recomputed.
 
-Counting follows Megatron-LM's papers: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
-Clusters Using Megatron-LM" (SC21, arXiv 2104.04473), which counts 2·m·n·k FLOPs per (m×k)·(k×n) product and a
-backward pass of twice the forward GEMM work; Korthikanti et al., "Reducing Activation Recomputation in Large
-Transformer Models" (arXiv 2205.05198), for what full and selective recompute repeat. Attention is grouped-query
-(K and V have `kv_heads` heads), the MLP gated (SwiGLU: three weight matrices) or plain (two), a mixture of experts
-adds a router and runs `top_k` experts per token. A time model needs the operations, not 6·N: the small batched
-products of attention and the elementwise kernels run far from peak, and recompute repeats only some of them.
+Counting follows Narayanan et al. (SC21, arXiv 2104.04473: 2·m·n·k FLOPs per product, a backward of twice the
+forward's GEMM work) and Korthikanti et al. (arXiv 2205.05198: what full and selective recompute repeat). A time
+model needs the kernels, not 6·N: attention's small batched products and the elementwise kernels run far from
+peak, and recompute repeats only some of them.
 """
 
 from __future__ import annotations
@@ -22,15 +19,9 @@ if TYPE_CHECKING:
     from ..formats.workload import ModelShape
 
 RECOMPUTE = ("none", "selective", "full")
-ATTENTION_KERNELS = ("flash", "unfused")
 # FlashAttention's backward computes five products to the forward's two (it recomputes the scores): Dao,
 # "FlashAttention-2" (arXiv 2307.08691), section 3.1.
 FLASH_BACKWARD_FACTOR = 2.5
-
-
-def check_recompute(mode: str) -> None:
-    if mode not in RECOMPUTE:
-        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {mode!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,10 +46,6 @@ class Shape:
     expert_ffn_hidden: int = 0
     assumptions: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if self.attention not in ATTENTION_KERNELS:
-            raise UsageError(f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {self.attention!r}")
-
 
 @dataclass(frozen=True)
 class Op:
@@ -70,7 +57,6 @@ class Op:
     flops: float = 0.0
     bytes: float = 0.0
     count: int = 1  # kernels launched
-    dims: tuple[int, int, int] | None = None  # (m, n, k) of one product of a gemm
 
 
 @dataclass
@@ -95,11 +81,11 @@ def attention_weights(hidden: int, heads: int, kv_heads: int, head_dim: int) -> 
 def _gemm(name: str, m: float, n: float, k: float, dtype: float, batch: int = 1) -> Op:
     """A product m×k·k×n, `batch` of them in one batched kernel (one launch)."""
     m, n, k = int(m), int(n), int(k)
-    return Op(name, "gemm", 2.0 * m * n * k * batch, dtype * (m * k + k * n + m * n) * batch, 1, (m, n, k))
+    return Op(name, "gemm", 2.0 * m * n * k * batch, dtype * (m * k + k * n + m * n) * batch)
 
 
-def _mem(name: str, nbytes: float, count: int = 1) -> Op:
-    return Op(name, "memory", 0.0, nbytes, count)
+def _mem(name: str, nbytes: float) -> Op:
+    return Op(name, "memory", 0.0, nbytes)
 
 
 def from_workload(model: ModelShape) -> Shape:
@@ -226,19 +212,14 @@ def layer_forward(
 
 
 def backward_of(ops: list[Op]) -> list[Op]:
-    """Backward of forward kernels: each product twice (input gradient and weight gradient; Narayanan et al.,
-    section 5.1), a fused attention kernel FLASH_BACKWARD_FACTOR times, each elementwise kernel reading its saved
-    input and the incoming gradient and writing the outgoing one (twice the forward's bytes)."""
+    """Backward of forward kernels: each product twice (input and weight gradient; Narayanan et al., section 5.1),
+    a fused attention kernel FLASH_BACKWARD_FACTOR times, each elementwise kernel twice the forward's bytes (its
+    saved input and the incoming gradient read, the outgoing one written)."""
     out = []
     for o in ops:
-        if o.kind == "gemm":
-            out.append(replace(o, name=f"{o.name} (backward)", flops=2 * o.flops, bytes=2 * o.bytes, count=2 * o.count))
-        elif o.kind == "attention":
-            out.append(
-                replace(o, name=f"{o.name} (backward)", flops=FLASH_BACKWARD_FACTOR * o.flops, bytes=2 * o.bytes)
-            )
-        else:
-            out.append(replace(o, name=f"{o.name} (backward)", bytes=2 * o.bytes))
+        gemm = o.kind == "gemm"
+        flops = o.flops * (2 if gemm else FLASH_BACKWARD_FACTOR if o.kind == "attention" else 1)
+        out.append(replace(o, name=f"{o.name} (backward)", flops=flops, bytes=2 * o.bytes, count=o.count * (1 + gemm)))
     return out
 
 
@@ -246,7 +227,6 @@ def recompute_of(ops: list[Op], mode: str) -> list[Op]:
     """What the backward pass recomputes: full — the layer's whole forward; selective — the attention core
     (scores, softmax, dropout, weighted sum: Korthikanti et al., section 5), which a fused attention kernel
     recomputes inside its own backward already (nothing more); none — nothing."""
-    check_recompute(mode)
     if mode == "none":
         return []
     if mode == "full":

@@ -1,11 +1,7 @@
-"""Memory per rank, before any network model: does a parallel layout fit in the accelerators' memory?
-
-Pure arithmetic with the formulas' sources named, so a planner can check each figure by hand:
-- model state per parameter under mixed-precision Adam, partitioned by ZeRO stage over the data-parallel
-  degree (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC20);
-- activations per transformer layer after Korthikanti et al., "Reducing Activation Recomputation in Large
-  Transformer Models" (MLSys 2023), Table 2 (16-bit activations, 1-byte dropout masks);
-- the KV cache of inference and the concurrent sequences a tensor-parallel group can hold.
+"""Memory per rank: does a parallel layout fit in the accelerators' memory? Pure arithmetic, sources named:
+model state under mixed-precision Adam partitioned by ZeRO stage (Rajbhandari et al., SC20); activations per
+layer after Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (MLSys 2023),
+Table 2; the KV cache of inference and the concurrent sequences a tensor-parallel group can hold.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ from typing import Any
 
 from ..errors import UsageError
 from . import sizing
-from .flops import Shape, check_recompute
+from .flops import RECOMPUTE, Shape
 
 ZERO_STAGES = {
     0: "no partitioning (plain data parallel): every replica holds the whole state",
@@ -75,12 +71,10 @@ def training_state(
     ep: int = 1,
     names: Callable[[str], str] = plain,
 ) -> dict[str, Any]:
-    """Model state per rank. Dense weights split over TP × PP; expert weights over EP × PP (whole experts per
-    rank, not split again by TP), each partitioned by ZeRO over its own data-parallel degree: DP for dense
-    weights, TP × DP / EP (the replicas of one expert) for expert weights. Embeddings are counted with the
-    dense weights and split like them (an approximation). A weights-only layout (`sizing.LAYOUTS`, for
-    inference) holds the weights split over TP × PP; DP, ZeRO and experts do not apply to it. `names`: what an
-    error calls an argument (`flag` for the CLI's options)."""
+    """Model state per rank. Dense weights split over TP × PP, expert weights over EP × PP (whole experts, not
+    split by TP), each partitioned by ZeRO over its replicas: DP for dense, TP × DP / EP for expert weights
+    (embeddings count as dense). A weights-only layout (`sizing.LAYOUTS`) splits over TP × PP only. `names`: what
+    an error calls an argument (`flag` for the CLI's options)."""
     sizing.check_layout(layout)
     check_number(params, names("params"), strict=True)
     check_number(expert_params, names("expert_params"))
@@ -133,14 +127,13 @@ def activations_per_layer(
     sequence_parallel: bool = False,
     recompute: str = "none",
 ) -> dict[str, Any]:
-    """Activation bytes one GPT-style transformer layer keeps for the backward pass: `layer_activation_bytes` of
-    the shape of Korthikanti et al., Table 2 (MLP 4h, dropout, unfused attention, 16-bit activations), which is
-    their no recompute sbh(34 + 5as/h); with TP only sbh(10 + 24/t + 5as/(ht)); with TP and sequence parallelism
-    sbh/t·(34 + 5as/h); selective recompute drops the 5as/h attention term; full recompute keeps only the
-    layer's 2sbh input (the paper's figure, whatever t; an implementation that shards the stored input under
-    sequence parallelism keeps less)."""
+    """Activation bytes one GPT-style layer keeps for the backward pass: `layer_activation_bytes` of the shape of
+    Korthikanti et al., Table 2 (MLP 4h, dropout, unfused attention), with their formula. Full recompute keeps
+    the layer's 2sbh input whatever t (an implementation sharding it under sequence parallelism keeps less)."""
     for name, value in (("seq", seq), ("batch", batch), ("hidden", hidden), ("heads", heads), ("tp", tp)):
         check_degree(value, name)
+    if recompute not in RECOMPUTE:
+        raise UsageError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     gpt = Shape(
         hidden=hidden, layers=1, heads=heads, kv_heads=heads, head_dim=hidden / heads, ffn_hidden=4 * hidden,
         gated=False, attention="unfused", dropout=True,
@@ -220,15 +213,10 @@ def layer_activation_bytes(
     cp: int = 1,
 ) -> dict[str, Any]:
     """Activation bytes one layer keeps for its backward pass, tensor by tensor (Korthikanti et al., section 4,
-    generalised to grouped-query attention, a gated MLP, fused attention and no dropout). For a GPT shape
-    (MLP 4h, dropout, unfused attention) it is their sbh(34 + 5as/h) without TP, sbh(10 + 24/t + 5as/(ht)) with
-    TP and sbh/t·(34 + 5as/h) with TP and sequence parallelism. Selective recompute keeps no s² tensor; full
-    recompute keeps only the layer's input (their 2sbh). With context parallelism `seq` is the rank's 1/cp of the
-    sequence: every tensor shrinks with it, but unfused scores, which span the whole sequence (seq × cp keys)."""
-    s = shape
-    check_recompute(recompute)
-    t = tp
-    by = s.dtype_bytes
+    generalised to grouped-query attention, a gated MLP, fused attention and no dropout; for their GPT shape it
+    is their Table 2). Selective recompute keeps no s² tensor; full keeps only the layer's input (2sbh). With
+    context parallelism `seq` is the rank's 1/cp of the sequence: unfused scores still span all of it."""
+    s, t, by = shape, tp, shape.dtype_bytes
     tok = float(b) * seq
     if recompute == "full":
         return {"bytes_per_layer": by * tok * s.hidden, "formula": "2sbh (the layer input only)"}
