@@ -1,12 +1,10 @@
-"""How long a kernel takes on an accelerator: the throughput calibration (models/calibration/throughput.yaml)
-applied to the operations of `flops.py`.
+"""How long a kernel of `flops.py` takes on an accelerator, by the throughput calibration
+(models/calibration/throughput.yaml).
 
-A product runs at the accelerator's measured large-GEMM throughput, bounded below by the bytes it moves at the
-achieved HBM bandwidth (a product with a small inner dimension, like attention's QKᵀ over 128-wide heads, is
-memory-bound), plus a fixed cost per kernel — so GEMM efficiency falls with size as F / (F + R·t₀). An
-elementwise kernel moves its bytes at the achieved fraction of the registry's HBM bandwidth plus its launch. A
-fused attention kernel runs at its measured fraction of the registry's peak. Every number used is reported with
-its status, so a step names what it rests on.
+A product runs at the measured large-GEMM rate, bounded below by its bytes at the achieved HBM bandwidth (a
+small inner dimension, like attention's QKᵀ, is memory-bound), plus a fixed cost per kernel: GEMM efficiency
+falls with size as F / (F + R·t₀). An elementwise kernel moves its bytes at the achieved HBM bandwidth plus its
+launch; fused attention runs at its measured fraction of peak. Every number used is reported with its status.
 """
 
 from __future__ import annotations
@@ -46,14 +44,14 @@ class Rates:
     accelerator: str  # the calibration entry
     reference: str
     dtype: str
-    gemm_flops_per_s: float | None
-    attention_flops_per_s: float | None
-    hbm_bytes_per_s: float | None
     gemm_fixed_s: float
     memory_fixed_s: float
     decode_step_overhead_s: float
     optimizer_bytes_per_param: float
     sharded_layer_overhead_s: float
+    gemm_flops_per_s: float | None = None
+    attention_flops_per_s: float | None = None
+    hbm_bytes_per_s: float | None = None
     used: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     # What `missing` lacks, by where it would be stated: the registry fields of `reference` (with what needs each),
@@ -63,9 +61,8 @@ class Rates:
     what_if: str = ""  # set when a user's --mfu replaced the calibrated GEMM and attention rates
 
     def label(self, unused: tuple[str, ...] = ()) -> list[str]:
-        """Each calibration number used, with its status: the line every step, TTFT and TPOT carries. `unused`
-        names the kernel numbers the estimate did not need (a training step has no decode step; a replicated run
-        gathers no layer's parameters)."""
+        """Each calibration number used, with its status; `unused`: the kernel numbers the estimate did not need
+        (a training step has no decode step; a replicated run gathers no layer's parameters)."""
         return [
             f"{u['number']} = {u['value']} [{u['status']}] {u['why']}".rstrip()
             for u in self.used
@@ -107,9 +104,6 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         accelerator=entry[0] if entry else "",
         reference=reference,
         dtype=dtype,
-        gemm_flops_per_s=None,
-        attention_flops_per_s=None,
-        hbm_bytes_per_s=None,
         gemm_fixed_s=k.gemm_fixed_us.value * 1e-6,
         memory_fixed_s=k.memory_fixed_us.value * 1e-6,
         decode_step_overhead_s=k.decode_step_overhead_us.value * 1e-6,
@@ -120,14 +114,9 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
     def use(number: str, value: str, n: Any, status: str = "") -> None:
         out.used.append({"number": number, "value": value, "status": status or n.status, "why": _why(n, cal)})
 
-    for name in (
-        "gemm_fixed_us",
-        "memory_fixed_us",
-        "decode_step_overhead_us",
-        "optimizer_bytes_per_param",
-        "sharded_layer_overhead_us",
-    ):
-        use(f"kernels.{name}", format_exact(getattr(k, name).value), getattr(k, name))
+    for name, n in k:  # in the file's order; the GEMM fraction is reported with the GEMM rate it scales
+        if name != "gemm_sustained_fraction":
+            use(f"kernels.{name}", format_exact(n.value), n)
     if entry is None:
         out.unknown_calibration.append(
             f"{THROUGHPUT_PATH}: no accelerator entry lists reference {reference!r}: its achieved throughput is unknown"
