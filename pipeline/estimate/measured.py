@@ -49,13 +49,6 @@ def table_dir(lay: Layout) -> Path:
     return lay.registry_dir / "measurements"
 
 
-def _pins(lay: Layout) -> list[tuple[Path, MeasuredPin]]:
-    out = []
-    for path in sorted(measured_dir(lay).glob("*.json")):
-        out.append((path, load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)))
-    return out
-
-
 # A measured log is the stdout of one nccl-tests run: kilobytes. More than this is not one (and would be parsed
 # in Python line by line, then held in the store).
 MAX_LOG_BYTES = 4 * 1024 * 1024
@@ -100,7 +93,6 @@ def import_log(
 
     from ..core.registry import hash_path
 
-    check_slug(pin.measurement_id, "measurement id")
     target = measured_dir(lay) / f"{pin.measurement_id}.json"
     with checkout_lock(lay.root):
         new = True
@@ -135,7 +127,8 @@ def _logs(lay: Layout) -> list[tuple[Path, MeasuredPin, Log]]:
     """Every pinned log, parsed again from the store (the bytes the pin names, not the file imported)."""
     store = SnapshotStore(lay.store_dir)
     out = []
-    for path, pin in _pins(lay):
+    for path in sorted(measured_dir(lay).glob("*.json")):
+        pin = load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)
         where = f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})"
         out.append((path, pin, parse_bytes(store.read(pin.sha256), where, pin.op)))
     return out
@@ -178,13 +171,10 @@ def measured_rows(lay: Layout) -> list[dict[str, Any]]:
     return out
 
 
-ORDER = ["measurement_id", "placement", "bytes", "line"]
-
-
 def _write_rows(directory: Path, rows: list[tuple[Any, ...]]) -> Path:
     from ..core.registry import write_table
 
-    return write_table(directory, TABLE, COLUMNS, ORDER, rows)
+    return write_table(directory, TABLE, COLUMNS, ["measurement_id", "placement", "bytes", "line"], rows)
 
 
 def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -233,31 +223,19 @@ def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> l
     verify_file(path)
     con = duckdb.connect(":memory:")
     try:
-        rows = con.execute(
-            f"SELECT measurement_id, sha256, op, algorithm, ranks, bytes, time_us, busbw_gb_per_s "
-            f"FROM read_parquet('{path}') WHERE topology_id = ? AND placement = ? "
-            "ORDER BY measurement_id, bytes",
+        cur = con.execute(
+            "SELECT measurement_id, sha256, op, ranks, bytes, time_us * 1e-6 AS measured_seconds, "
+            "busbw_gb_per_s AS measured_busbw_gb_per_s, NULLIF(algorithm, '') AS algorithm_declared "
+            f"FROM read_parquet('{path}') WHERE topology_id = ? AND placement = ? ORDER BY measurement_id, bytes",
             [topology_id, placement],
-        ).fetchall()
+        )
+        measured = [dict(zip([d[0] for d in cur.description], row, strict=True)) for row in cur.fetchall()]
     finally:
         con.close()
-    if not rows:
+    if not measured:
         raise UsageError(f"no measurements for topology {topology_id!r}: run measured import FILE --topology ID")
-    measured = [
-        {
-            "measurement_id": mid,
-            "sha256": sha,
-            "op": op,
-            "ranks": ranks,
-            "bytes": size,
-            "measured_seconds": time_us * 1e-6,
-            "measured_busbw_gb_per_s": busbw,
-            "algorithm_declared": algorithm or None,
-        }
-        for mid, sha, op, algorithm, ranks, size, time_us, busbw in rows
-    ]
-    keys = ("measurement_id", "sha256", "op", "ranks", "bytes", "measured_seconds", "measured_busbw_gb_per_s")
+    # The model's rows name the declared algorithm themselves, after its figures.
     return [
-        {**{k: m[k] for k in keys}, **model}
+        {**{k: v for k, v in m.items() if k != "algorithm_declared"}, **model}
         for m, model in zip(measured, model_rows(lay, topology_id, measured), strict=True)
     ]

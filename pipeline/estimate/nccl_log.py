@@ -110,8 +110,7 @@ def parse_text(text: str, where: str, declared_op: str | None = None) -> Log:
     rows: list[Row] = []
     seen: dict[tuple[object, ...], int] = {}
     footer = False
-    lines = text.splitlines()
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
@@ -172,11 +171,10 @@ def parse_text(text: str, where: str, declared_op: str | None = None) -> Log:
     if not devices:
         raise LogError(f"{where}: no `#  Rank N ... device D` lines: the number of ranks is unknown")
     ranks = len(devices)
-    if sorted(rank_lines) != list(range(ranks)):
-        raise LogError(
-            f"{where}: the `#  Rank` lines list ranks {_ranges(sorted(rank_lines))}; expected 0 to {ranks - 1}, "
-            "each once"
-        )
+    listed = sorted(rank_lines)
+    if listed != list(range(ranks)):
+        shown = ", ".join(map(str, listed[:10])) + (" ..." if ranks > 10 else "")
+        raise LogError(f"{where}: the `#  Rank` lines list ranks {shown}; expected 0 to {ranks - 1}, each once")
     op = _op(where, named_op, declared_op, rows)
     for row in rows:
         _check(where, row, op, ranks)
@@ -187,16 +185,11 @@ def _concatenated(where: str, number: int, what: str, first: int) -> LogError:
     return _fail(where, number, f"{what} (the first at line {first}): two runs concatenated? import each run's log")
 
 
-def _ranges(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:10])) + (" ..." if len(ranks) > 10 else "")
-
-
 def _row(where: str, number: int, line: str, columns: list[str]) -> list[Row]:
     cells = line.split()
-    names = " ".join(columns)
     if len(cells) != len(columns):
         hint = " (truncated line?)" if len(cells) < len(columns) else ""
-        raise _fail(where, number, f"expected {len(columns)} columns ({names}), got {len(cells)}{hint}")
+        raise _fail(where, number, f"expected {len(columns)} columns ({' '.join(columns)}), got {len(cells)}{hint}")
     cell = dict(zip(_keys(columns), cells, strict=True))
     if not all(WHOLE_RE.fullmatch(cell[n]) and 0 <= int(cell[n]) <= MAX_WHOLE for n in ("size", "count")):
         raise _fail(
@@ -225,12 +218,9 @@ def _row(where: str, number: int, line: str, columns: list[str]) -> list[Row]:
                 raise _fail(where, number, f"{placement} {key} must be a finite non-negative number, got {text!r}")
             values.append(value)
         wrong_text = cell[f"{placement}.wrong"]
-        if wrong_text == "N/A":
-            wrong = None
-        elif WHOLE_RE.fullmatch(wrong_text) and not wrong_text.startswith("-"):
-            wrong = int(wrong_text)
-        else:
+        if wrong_text != "N/A" and not (WHOLE_RE.fullmatch(wrong_text) and not wrong_text.startswith("-")):
             raise _fail(where, number, f"{placement} #wrong must be a count or N/A, got {wrong_text!r}")
+        wrong = None if wrong_text == "N/A" else int(wrong_text)
         if wrong:
             raise _fail(where, number, f"{placement}: {wrong} wrong results: the run failed its own validation")
         out.append(
