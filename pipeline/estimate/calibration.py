@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.paths import PARAMS_FILE
 from ..core.schemas import _line_of, at_params, json_path, load_json, load_model, load_yaml, params_overlay, params_text
+from ..core.store import SnapshotStore
 from ..errors import ValidationError
 from ..formats.calibration import CALIBRATION_PATH, SHA_RE, Calibration
 
@@ -76,11 +77,12 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
         path.parent.parent.parent if path.parent.name == "calibration" and path.parent.parent.name == "models" else None
     )
     pinned: set[str] = set()
+    store = SnapshotStore(root / "sources" / "snapshots") if root is not None else None
     if root is not None and (root / "sources" / "measured").is_dir():
         for pin in sorted((root / "sources" / "measured").glob("*.json")):
             data = load_json(pin)
             sha = data.get("sha256") if isinstance(data, dict) else None
-            if isinstance(sha, str) and re.fullmatch(SHA_RE, sha) and _stored(root, sha):
+            if isinstance(sha, str) and re.fullmatch(SHA_RE, sha) and store.path_for(sha).is_file():
                 pinned.add(sha)
     for dotted, n in measured:
         if n.measured_sha256 not in pinned:
@@ -91,10 +93,6 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
                 f"in {where} with its bytes in the store; a number is `measured` only with the log it was read from "
                 "(pin it with `fabricref measured import`, or declare the number assumed with a note)"
             )
-
-
-def _stored(root: Path, sha: str) -> bool:
-    return (root / "sources" / "snapshots" / "sha256" / sha[:2] / sha).is_file()
 
 
 def _where(path: Path, doc: object, parts: list[object]) -> str:

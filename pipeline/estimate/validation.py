@@ -1,15 +1,13 @@
 """The model against published results (models/validation/*.yaml): each result's configuration laid onto the
-cluster it ran on, its step or token time estimated the same way as every shipped workload, and the ratio
-model ÷ published. Pure: it reads the registry and models/, and writes nothing (the validate stage writes).
-
-A result marked `calibration` had a number of the throughput calibration fitted on it; `check` results are the
-acceptance checks; `held-out` results set nothing. The table keeps the three apart, so agreement on the
+cluster it ran on, estimated like every shipped workload, and the ratio model ÷ published. Pure: it writes
+nothing (the validate stage does). A `calibration` result had a throughput number fitted on it, `check` ones
+are the acceptance checks, `held-out` ones set nothing: the table keeps them apart, so agreement on a
 calibration row is never mistaken for a prediction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ class Row:
     url: str
 
     def as_tuple(self) -> tuple:
-        return tuple(getattr(self, c) for c in COLUMNS)
+        return astuple(self)
 
 
 # The table's columns: the row's fields, in order.
@@ -80,17 +78,12 @@ def run(lay: Layout, views: Any | None = None, only: str | None = None) -> list[
     from .traffic import Views
 
     own = views or Views(lay)
-    rows: list[Row] = []
     try:
-        for f in load_files(lay.root):
-            for r in f.results:
-                if only and only not in f.id and only not in r.id:
-                    continue
-                rows.append(_row(lay, own, f, r))
+        files = load_files(lay.root)
+        return [_row(lay, own, f, r) for f in files for r in f.results if not only or only in f.id or only in r.id]
     finally:
         if views is None:
             own.close()
-    return rows
 
 
 def _row(lay: Layout, views: Any, f: ValidationFile, r: Result) -> Row:
