@@ -1,10 +1,7 @@
-"""Does a workload fit, and how long is a step or a token: memory per rank (schedule, recompute, ZeRO) against the
-registry's accelerator memory; compute as the layer's operations (`flops.py`) at the accelerator's calibrated
-throughput (`throughput.py`); the pipeline schedule's bubble (`schedule.py`); and of every routed communication
-phase, the part the overlap model cannot hide behind compute.
-
-A figure that needs a registry field no source states is `unknown`, and the output names the field it lacked:
-never a made-up number.
+"""Does a workload fit, and how long is a step or a token: memory per rank against the registry's accelerator
+memory; compute as the layer's kernels (`flops.py`) at calibrated rates (`throughput.py`); the pipeline bubble
+(`schedule.py`); and the part of each routed communication phase the overlap model cannot hide behind compute.
+A figure needing a registry field no source states is `unknown`, naming the field: never a made-up number.
 """
 
 from __future__ import annotations
@@ -211,8 +208,7 @@ def training(
         (1 - moe_share) * d + moe_share * e for d, e in zip(dense_t, moe_t, strict=True)
     )
     emb = rates.seconds(flops.embedding_forward(shape, b, sub, tp)) * 3
-    head = rates.seconds(flops.head_forward(shape, b, sub, tp))
-    head = head + 2 * head  # forward and backward (twice the work)
+    head = rates.seconds(flops.head_forward(shape, b, sub, tp)) * 3  # forward and backward (twice the work)
 
     # --- communication per phase, from the routed phases: exposed vs hidden by the overlap model
     unknown = _unknown_phases(phases, missing)
@@ -242,12 +238,11 @@ def training(
     # A fully sharded run gathers, frees and reduce-scatters every layer's parameters each micro-batch; the
     # framework's own time for that (beyond the kernels and the transfers) sits on the critical path.
     sharded_layer = rates.sharded_layer_overhead_s if zero == 3 and replicas > 1 else 0.0
-    stage_times = []
-    compute_by_stage = []
+    sends = 0.0 if pp == 1 or pp_overlap else 2 * v * send
+    stage_times, compute_by_stage = [], []
     for r, n in enumerate(layers):
         c = n * (layer_fwd + layer_bwd + layer_rec) + (emb if r == 0 else 0.0) + (head if r == pp - 1 else 0.0)
         comm = n * passes * tp_exposed_pass + n * moe_share * 2 * ep_exposed_pass + n * cp_passes * cp_exposed_pass
-        sends = 0.0 if pp == 1 or pp_overlap else 2 * v * send
         compute_by_stage.append(c)
         stage_times.append(c + comm + sends + n * sharded_layer)
     pipe = schedule.step_time(stage_times, mbs, v)
