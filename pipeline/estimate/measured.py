@@ -146,29 +146,27 @@ def _rows(lay: Layout, extra: list[tuple[MeasuredPin, Log]] | None = None) -> li
 
 def measured_rows(lay: Layout) -> list[dict[str, Any]]:
     """Every row of every pinned log with what cites it (hash, file name, origin, pin), in pin and line order."""
-    out = []
-    for path, pin, log in _logs(lay):
-        for r in log.rows:
-            out.append(
-                {
-                    "measurement_id": pin.measurement_id,
-                    "sha256": pin.sha256,
-                    "origin": pin.origin,
-                    "file_name": pin.file_name,
-                    "pin": lay.relative(path),
-                    "topology_id": pin.topology_id,
-                    "op": pin.op,
-                    "algorithm_declared": pin.algorithm,
-                    "ranks": pin.ranks,
-                    "hosts": pin.hosts,
-                    "placement": r.placement,
-                    "bytes": r.bytes,
-                    "line": r.line,
-                    "measured_seconds": r.time_us * 1e-6,
-                    "measured_busbw_gb_per_s": r.busbw_gb_per_s,
-                }
-            )
-    return out
+    return [
+        {
+            "measurement_id": pin.measurement_id,
+            "sha256": pin.sha256,
+            "origin": pin.origin,
+            "file_name": pin.file_name,
+            "pin": lay.relative(path),
+            "topology_id": pin.topology_id,
+            "op": pin.op,
+            "algorithm_declared": pin.algorithm,
+            "ranks": pin.ranks,
+            "hosts": pin.hosts,
+            "placement": r.placement,
+            "bytes": r.bytes,
+            "line": r.line,
+            "measured_seconds": r.time_us * 1e-6,
+            "measured_busbw_gb_per_s": r.busbw_gb_per_s,
+        }
+        for path, pin, log in _logs(lay)
+        for r in log.rows
+    ]
 
 
 def _write_rows(directory: Path, rows: list[tuple[Any, ...]]) -> Path:

@@ -281,16 +281,14 @@ def training(
         if total is None:
             continue
         if p.phase.startswith("tp-"):
-            run = total * passes / 2
-            exposed = tp_exposed * (total / tp_total) if tp_total else 0.0
+            run, exposed = total * passes / 2, tp_exposed * (total / tp_total) if tp_total else 0.0
         elif p.phase.startswith("ep-"):
             run, exposed = total, ep_exposed * (total / ep_total) if ep_total else 0.0
         elif p.phase.startswith("pp-"):
             run, exposed = (mbs * 2 * v * send + (pp_fill if pp_overlap else 0.0)) if pp > 1 else total, pp_exposed
             run = max(run, exposed)
         elif p.phase.startswith("cp-"):
-            run = total * cp_passes / 3
-            exposed = cp_exposed * (total / cp_total) if cp_total else 0.0
+            run, exposed = total * cp_passes / 3, cp_exposed * (total / cp_total) if cp_total else 0.0
         elif p.overlaps == decompose.BACKWARD:
             run, exposed = total, dp_exposed * (total / dp_total) if dp_total else 0.0
         else:
