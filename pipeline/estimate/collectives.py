@@ -1,31 +1,25 @@
 """The collective registry: operations × algorithms × protocols as data, and one cost function per
-(operation, algorithm, protocol). Every caller costs a collective here: the calculator (parametric and topology
-modes), the workload phases and the measured comparison.
+(operation, algorithm, protocol), which every caller (calculator, workload phases, measured comparison) uses.
 
-Buffer size S follows nccl-tests doc/PERFORMANCE.md: all-reduce S is the buffer each rank holds; all-gather S the
-gathered output; reduce-scatter S the input before scattering; all-to-all S what each rank sends in total;
-broadcast and reduce S the buffer; send S the message. Results: algbw = S / t, busbw = algbw × the operation's
-bus factor.
-
-A collective runs on a `Shape`: how many ranks, how they split into scale-up domains, and one `Tier` per network
-it crosses (line rate per rank, link class). The numbers come from a `Numbers` source: the calibration
-(models/calibration/collectives.yaml: efficiencies, base and step latencies per protocol, in-network reduction) or
-the figures a user gives (parametric mode). Every candidate (algorithm × protocol) that can run on the shape is
-costed and the fastest is chosen, as NCCL's tuner picks by its own cost model; `algorithm=` forces one.
+Buffer size S follows nccl-tests doc/PERFORMANCE.md (all-reduce: each rank's buffer; all-gather: the gathered
+output; reduce-scatter: the input; all-to-all: what each rank sends; broadcast, reduce: the buffer; send: the
+message); algbw = S / t, busbw = algbw × the operation's bus factor. Every candidate (algorithm × protocol) that can
+run on the `Shape` is costed with the calibration's numbers (or a user's, parametric mode) and the fastest chosen,
+as NCCL's tuner picks by its own model:
 
   time = base latency(algorithm, protocol) + Σ steps × step latency(link class, protocol)
          + bytes per rank per direction ÷ (line rate × link efficiency × protocol factor)
 
-Collectives over several ranks in each of several domains run their intra- and inter-domain legs overlapped in
-chunks: the bandwidth term is the slowest leg plus one chunk through every other (the pipeline fill), never the sum
-of the legs. A ring there is NCCL's flat ring (each rank's NIC carries 1/local of what every rank sends), so the
-per-NIC bandwidth it reaches never exceeds the NIC's.
+Across several domains of several ranks the intra- and inter-domain legs overlap in chunks: the slowest leg plus
+one chunk through every other (the pipeline fill), never their sum. A ring there is NCCL's flat ring (each rank's
+NIC carries 1/local of what every rank sends).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from copy import copy
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,61 +35,39 @@ if TYPE_CHECKING:
 
 GBPS_TO_BYTES = 1e9 / 8
 
-
-@dataclass(frozen=True)
-class Operation:
-    """What an operation moves: its nccl-tests bus factor, and the bytes (× S) and latency-bearing steps of a
-    flat ring over n ranks."""
-
-    name: str
-    bus: Callable[[int], float]
-    wire: Callable[[int], float]
-    steps: Callable[[int], int]
-
-
-def _reducing(n: int) -> float:
-    return 2 * (n - 1) / n
-
-
-def _scatter(n: int) -> float:
-    return (n - 1) / n
-
-
-OPERATIONS = {
-    o.name: o
-    for o in (
-        Operation("all-reduce", _reducing, _reducing, lambda n: 2 * (n - 1)),
-        Operation("reduce-scatter", _scatter, _scatter, lambda n: n - 1),
-        Operation("all-gather", _scatter, _scatter, lambda n: n - 1),
-        Operation("all-to-all", _scatter, _scatter, lambda n: n - 1),
-        Operation("broadcast", lambda n: 1.0, lambda n: 1.0, lambda n: n - 1),
-        Operation("reduce", lambda n: 1.0, lambda n: 1.0, lambda n: n - 1),
-        Operation("send", lambda n: 1.0, lambda n: 1.0, lambda n: 1),
-    )
+# Per operation: the bytes each rank sends on a flat ring over n ranks as a multiple of S, which is also the
+# nccl-tests bus factor (busbw = algbw × it), and the ring's latency-bearing steps.
+OPERATIONS: dict[str, tuple[Callable[[int], float], Callable[[int], int]]] = {
+    "all-reduce": (lambda n: 2 * (n - 1) / n, lambda n: 2 * (n - 1)),
+    "reduce-scatter": (lambda n: (n - 1) / n, lambda n: n - 1),
+    "all-gather": (lambda n: (n - 1) / n, lambda n: n - 1),
+    "all-to-all": (lambda n: (n - 1) / n, lambda n: n - 1),
+    "broadcast": (lambda n: 1.0, lambda n: n - 1),
+    "reduce": (lambda n: 1.0, lambda n: n - 1),
+    "send": (lambda n: 1.0, lambda n: 1),
 }
 OPS = tuple(OPERATIONS)
 
 
-def operation(op: str) -> Operation:
+def operation(op: str) -> tuple[Callable[[int], float], Callable[[int], int]]:
     if op not in OPERATIONS:
         raise UsageError(f"unknown collective {op!r}: expected one of {', '.join(OPS)}")
     return OPERATIONS[op]
 
 
 def bus_factor(op: str, n: int) -> float:
-    """nccl-tests PERFORMANCE.md: busbw = algbw × this factor."""
     if n < 1:
         raise UsageError(f"ranks must be at least 1, got {n}")
-    return operation(op).bus(n)
+    return operation(op)[0](n)
 
 
 def wire_factor(op: str, n: int) -> float:
     """Bytes each rank sends on a flat ring, as a multiple of S (nothing for a group of one)."""
-    return operation(op).wire(n) if n > 1 or op == "send" else 0.0
+    return operation(op)[0](n) if n > 1 or op == "send" else 0.0
 
 
 def ring_steps(op: str, n: int) -> int:
-    return operation(op).steps(n) if n > 1 or op == "send" else 0
+    return operation(op)[1](n) if n > 1 or op == "send" else 0
 
 
 # ---- what a collective runs on -------------------------------------------------------------------------------
@@ -198,7 +170,7 @@ class Estimate:
         from .view import Lineage
 
         return {
-            Lineage(reference_id=CALIBRATION_REFERENCE, field=path, status=n.status, confidence=of_status(n.status))
+            Lineage(reference_id="calibration", field=path, status=n.status, confidence=of_status(n.status))
             for path, n in self.used
         }
 
@@ -216,15 +188,11 @@ class Estimate:
         }
 
 
-CALIBRATION_REFERENCE = "calibration"
-
-
 # ---- where the numbers come from --------------------------------------------------------------------------------
 
 
 class Numbers:
-    """The calibration's numbers for one candidate, collected as they are used: its confidence is the weakest of
-    exactly those."""
+    """The calibration's numbers for one candidate, collected as used (its confidence is the weakest of those)."""
 
     def __init__(self, cal: Calibration) -> None:
         self.cal = cal
@@ -237,7 +205,10 @@ class Numbers:
         return None if algorithm in self.cal.algorithms else f"the calibration has no entry for {algorithm}"
 
     def fresh(self) -> Numbers:
-        return Numbers(self.cal)
+        """A copy collecting its own numbers (one per candidate)."""
+        new = copy(self)
+        new.used = []
+        return new
 
     def num(self, path: str, n: Number | None) -> float:
         if n is None:
@@ -280,8 +251,8 @@ class Numbers:
 
 
 class Given(Numbers):
-    """The figures a user states (parametric mode): one bandwidth per rank (scaled by `efficiency`), one latency
-    per step, no launch latency, one protocol: the bandwidth and latency as given."""
+    """The figures a user states (parametric mode): a bandwidth per rank (× `efficiency`), a latency per step, no
+    launch latency, one protocol."""
 
     PROTOCOL = "as given"
 
@@ -294,9 +265,6 @@ class Given(Numbers):
 
     def why_not(self, algorithm: str) -> str | None:
         return None if ALGORITHMS[algorithm].parametric else f"{algorithm} needs the calibration: give --topology"
-
-    def fresh(self) -> Given:
-        return Given(self.latency_s, self.efficiency)
 
     def base_s(self, algorithm: str, protocol: str) -> float:
         return 0.0
@@ -322,8 +290,6 @@ def _pipelined(stages: list[Leg], size: float, chunk: float) -> float:
     busy = [s for s in stages if s.bandwidth_seconds > 0]
     if not busy:
         return 0.0
-    if len(busy) == 1:
-        return busy[0].bandwidth_seconds
     chunks = max(1, math.floor(size / chunk)) if chunk > 0 else 1
     slowest = max(s.bandwidth_seconds for s in busy)
     return slowest + (sum(s.bandwidth_seconds for s in busy) - slowest) / chunks
@@ -336,25 +302,15 @@ def _estimate(
     """The estimate of legs run one after the other, or `pipelined` (overlapped in chunks, `_pipelined`)."""
     if pipelined:
         bandwidth = _pipelined(stages, size, ctx.chunk() if len(stages) > 1 else 0)
-    return Estimate(
-        op,
-        algorithm,
-        protocol,
-        f.ranks,
-        size,
-        latency,
-        bandwidth if pipelined else sum(s.bandwidth_seconds for s in stages),
-        sum(s.bytes_per_rank for s in stages),
-        steps,
-        stages,
-        notes,
-        list(ctx.used),
-    )
+    else:
+        bandwidth = sum(s.bandwidth_seconds for s in stages)
+    wire = sum(s.bytes_per_rank for s in stages)
+    return Estimate(op, algorithm, protocol, f.ranks, size, latency, bandwidth, wire, steps, stages, notes, [*ctx.used])
 
 
 def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
-    """Ring inside one domain or across domains; when both hold several ranks, NCCL's flat ring with its scale-up
-    and scale-out legs pipelined."""
+    """Ring inside one domain or across domains; with several ranks in each of several domains, NCCL's flat ring,
+    its two legs pipelined."""
     n, local, outer = f.ranks, f.local, f.domains
     base = ctx.base_s("ring", p)
     if op == "send":
@@ -403,8 +359,8 @@ def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
 
 
 def _tree(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
-    """NCCL's double binary tree across domains with a chain inside each: every rank sends and receives S twice
-    (reduce up, broadcast down); each rank's NIC carries its 1/local share across domains."""
+    """NCCL's double binary tree across domains, a chain inside each: every rank sends and receives S twice (reduce,
+    broadcast); each rank's NIC carries its 1/local share across domains."""
     stages: list[Leg] = []
     latency = ctx.base_s("tree", p)
     steps = 0
