@@ -1,11 +1,9 @@
-"""Loads per physical link and phase times from routed flows.
+"""Loads per physical link and phase times from routed flows (a fluid model: no packets, no congestion control).
 
-A phase is one or more stages run one after the other (hierarchical collectives); inside a stage every flow of
-every group runs at once. Per directed link: bytes, offered load (each flow at the rate it would get alone,
-i.e. its path bottleneck) and utilisation = offered / capacity. Each flow's rate is its max-min fair share
-(progressive filling over the incidence matrix); a stage lasts as long as its slowest flow. The bandwidth
-term is that flow's time alone; queueing is the rest, and it is non-zero only where some link's offered load
-exceeds its capacity. A fluid model: no packet-level effects, no congestion-control dynamics.
+A phase is stages run one after the other; inside a stage every flow of every group runs at once, each at its
+max-min fair share, and the stage lasts as long as its slowest flow. Per directed link: bytes, offered load (each
+flow at its demand) and utilisation = offered / capacity. The bandwidth term is the slowest flow's time at its
+demand; queueing is the rest, non-zero only where a link's offered load exceeds its capacity.
 """
 
 from __future__ import annotations
@@ -43,8 +41,8 @@ def alone_rates(inc: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
 
 
 def max_min(inc: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rates by progressive filling: raise every unfrozen flow equally until a link fills, freeze
-    the flows crossing it, repeat. Fractional incidence (ECMP splits) is honoured exactly."""
+    """Max-min fair rates by progressive filling: raise every unfrozen flow equally until a link fills, freeze the
+    flows crossing it, repeat (fractional incidence, ECMP splits, exactly)."""
     nf = inc.shape[1]
     rate = np.zeros(nf)
     active = np.ones(nf, dtype=bool)
@@ -118,10 +116,8 @@ def cost_stage(
             f"{stage.what}: the bandwidth of {', '.join(unknown)} is unknown "
             "(no source states it and no assumption is declared)"
         )
-    # A flow's demand: its share of its own ranks' access links (every flow of a rank shares that rank's
-    # injection and reception) and never more than its path's narrowest link. That is the bandwidth term;
-    # whatever the fair share over the whole wiring takes away beyond it is queueing, and it appears only
-    # where the offered load (demands on a link) exceeds the link's capacity.
+    # A flow's demand: its share of its ranks' access links (a rank's flows share its injection and reception),
+    # never more than its path's narrowest link. What the fair share over the whole wiring takes beyond is queueing.
     alone = alone_rates(inc, cap)
     demand = np.minimum(max_min(inc, np.where(wiring.access, cap, np.inf)), alone)
     fair = max_min(inc, cap)
@@ -155,31 +151,23 @@ def cost_stage(
 
 
 def injected(wiring: Wiring, inc: sp.csr_matrix, b: np.ndarray) -> dict[str, float]:
-    """Bytes put on each network: a flow counts on a network where it enters it (accelerator → scale-up,
-    accelerator → NIC for host, NIC → leaf for scale-out), so NVLink and NIC bytes are never added together."""
+    """Bytes put on each network where a flow enters it (accelerator → scale-up, accelerator → NIC for host, NIC →
+    leaf for scale-out), so NVLink and NIC bytes are never added together."""
     tails, heads = wiring.tail, wiring.head
     net = np.repeat(wiring.network, 2)
     tk, hk = wiring.kind[tails], wiring.kind[heads]
     per_link = inc @ b
-    out = {}
     masks = {
         "scale_up": (net == "scale_up") & (tk == "accelerator"),
         "host": (net == "host") & (tk == "accelerator") & (hk == "nic"),
         "scale_out": (net == "scale_out") & (tk == "nic"),
     }
-    for name, mask in masks.items():
-        total = float(per_link[mask].sum())
-        if total:
-            out[name] = total
-    return out
-
-
-# ---- collective patterns ----------------------------------------------------------------------------
+    totals = {name: float(per_link[mask].sum()) for name, mask in masks.items()}
+    return {name: total for name, total in totals.items() if total}
 
 
 def _pair_stage(groups: Sequence[Sequence[str]], per_pair: float, steps: int, what: str) -> Stage:
-    """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage (source-major;
-    comprehensions: no append per flow)."""
+    """Every ordered pair of distinct members of each group, `per_pair` bytes each, as one stage (source-major)."""
     src = [a for g in groups for a in g for b in g if a != b]
     dst = [b for g in groups for a in g for b in g if a != b]
     return Stage(src, dst, np.full(len(src), per_pair), steps, what)
@@ -203,12 +191,10 @@ def _by_domain(group: Sequence[str], domain_of: dict[str, str]) -> list[list[str
 def collective_stages(
     op: str, groups: Sequence[Sequence[str]], size: float, domain_of: dict[str, str], what: str
 ) -> tuple[str, list[Stage]]:
-    """The flows of one collective run by every group at once, as stages, and the algorithm assumed.
-
-    Inside one domain: direct (every member sends its share to every other member: on a switch the same
-    injection as a ring, on a mesh each pair on its own link). One member per domain: ring over the wiring.
-    Equal members in every domain: hierarchical (inside, then one ring per local index across domains, then
-    inside). Otherwise: one flat ring in rank order. All-to-all is always direct: every pair, S/n each."""
+    """The flows of one collective run by every group at once, as stages, and the algorithm assumed: inside one
+    domain direct (each member to every other: on a switch the injection of a ring, on a mesh a link per pair); one
+    member per domain a ring; equal members in every domain hierarchical (inside, a ring per local index across,
+    inside); otherwise one flat ring in rank order. All-to-all is always direct, S/n per pair."""
     groups = [list(g) for g in groups if len(g) > 1]
     if not groups:
         return "nothing to exchange (groups of one)", []
@@ -274,11 +260,9 @@ def dtree_parents(n: int) -> tuple[np.ndarray, np.ndarray]:
 def tree_stages(
     groups: Sequence[Sequence[str]], size: float, domain_of: dict[str, str], what: str
 ) -> tuple[str, list[Stage]]:
-    """The flows of an all-reduce run as NCCL's tree: a chain through each domain's members (S up the chain to
-    reduce, S down to broadcast) and, per local index (each rank's own NIC), a double binary tree over the
-    domains, each tree carrying half of that rank's S/local share up (reduce) and down (broadcast) every edge.
-    Chain and trees are pipelined, so their flows run at once (one stage). Groups spread unevenly over
-    domains are taken as one rank per domain (a tree over every member)."""
+    """The flows of an all-reduce as NCCL's tree, in one stage (pipelined): a chain through each domain (S up to
+    reduce, S down to broadcast) and, per local index, a double binary tree over the domains, each carrying half of
+    the rank's S/local share both ways on every edge. Groups spread unevenly are taken as one rank per domain."""
     src: list[str] = []
     dst: list[str] = []
     sizes: list[float] = []
@@ -363,10 +347,9 @@ def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     nl = wiring.n_links
     lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
     edges = wiring.edges
-    # Plain ints and lists from here on: numpy scalars and the wiring's array properties cost per access.
+    # Plain ints and lists from here on, converted once: numpy scalars cost per access.
     used = np.flatnonzero(lb > 0).tolist()
     arcs: list[tuple[str, str, int]] = [(edges[i // 2][i % 2], edges[i // 2][1 - i % 2], i) for i in used]
-    # Per-arc numbers converted once, as arrays (a numpy scalar per arc and field was most of this function).
     idx = np.fromiter((i for _, _, i in arcs), dtype=np.int64, count=len(arcs))
     arc_bytes, arc_util = lb[idx].tolist(), lu[idx].tolist()
     arc_flows = lf[idx].astype(np.int64).tolist()
@@ -418,11 +401,9 @@ def added_queueing(
     others: Sequence[tuple[PhaseLoad, int]],
     other_step_s: float,
 ) -> tuple[float, float]:
-    """Queueing a co-running job adds to one of my phases, on the links both use and nowhere else, and the
-    largest share of its step the other job keeps one of those shared links busy.
-
-    The other job keeps each link busy for a share of its step (its bytes × count ÷ capacity ÷ step, at most
-    0.95); my phase is re-costed with those shared links' capacities reduced by that share."""
+    """Queueing a co-running job adds to one of my phases, and the largest share of its step it keeps a shared link
+    busy (bytes × count ÷ capacity ÷ step, at most 0.95): my phase re-costed with the shared links' capacities
+    reduced by that share."""
     nl = wiring.n_links
     cap = wiring.capacity
     busy = np.zeros(nl)
@@ -438,9 +419,6 @@ def added_queueing(
     again = cost_phase(wiring, mine.algorithm, stages, 0.0, capacity=reduced)
     before = mine.bandwidth_s + mine.queueing_s
     return max(0.0, again.bandwidth_s + again.queueing_s - before), float(busy[shared].max())
-
-
-# ---- a communication routed: every group of every part at once ------------------------------------------------
 
 
 @dataclass
@@ -481,9 +459,8 @@ def route(
     what: str,
     capacity: np.ndarray | None = None,
 ) -> RoutedPhase:
-    """Every group of `comm` placed (`accelerators`: rank → accelerator) and routed at once, with the flows of the
-    algorithm the collective library runs (`algorithm`, as the registry chose it: a tree is routed along the
-    tree's edges, every other collective as ring neighbours or direct pairs), shared fairly and timed."""
+    """Every group of `comm` placed (rank → accelerator) and routed at once with the flows of the algorithm the
+    registry chose (a tree along its edges, others as ring neighbours or direct pairs), shared fairly and timed."""
     where = f"{what} {comm.phase}"
     if comm.collective == "send":
         pairs = [(accelerators[a], accelerators[b], part.bytes_per_rank) for part in comm.parts for a, b in part.groups]
@@ -505,11 +482,9 @@ def route(
 
 
 def rank_ceiling(wiring: Wiring, src: Sequence[str], routes: Routes) -> float:
-    """Bytes per second the slowest sending rank of flows from `src` (routed: `routes`) can put on the wire, with
-    the network to them: per rank, over each link leaving it, the link's capacity or what its flows could put there
-    (each flow's path bottleneck times its share on that link), whichever is less, summed over the rank's links. A
-    pair of a mesh gets its one link; a rank of a switched domain every link to the switches; a rank crossing the
-    fabric its path to the NIC and beyond."""
+    """Bytes/s the slowest sending rank of flows from `src` puts on the wire with the network to itself: over each
+    link leaving the rank, the lesser of its capacity and what its flows could put there (path bottleneck × share),
+    summed."""
     s = wiring.positions(src)
     inc = routes.incidence
     cap = wiring.capacity

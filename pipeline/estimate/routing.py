@@ -1,22 +1,13 @@
-"""Routing flows between accelerators over the installed graph, as a sparse incidence matrix (links × flows).
+"""Routing flows between accelerators over the installed graph, as a sparse incidence matrix (links × flows): each
+direction of an edge is a link (2·edge as the graph stores it, 2·edge + 1 reversed) with the edge's per-direction
+bandwidth as capacity, and a flow's column holds the fraction of its bytes on each link.
 
-A physical link is an edge of the topology graph; each direction is a separate link id (2·edge for
-source → target as the graph stores the edge, 2·edge + 1 for the reverse), with the edge's per-direction
-bandwidth as capacity. A flow's column holds the fraction of its bytes that crosses each link:
-
-* inside one scale-up domain: the shortest paths over that domain's scale-up links, split uniformly
-  (a switched domain spreads a pair over every switch; a mesh gives a pair its one direct link);
-* across domains: accelerator → its paired scale-out NIC (host link) → leaf → equal-cost shortest paths
-  over the switches (ECMP) → leaf → the destination's NIC → accelerator. ECMP is what the cluster declares
-  (`scale_out.ecmp`): `uniform` (default) splits every flow evenly at every hop, a fluid average; `hash` sends
-  each flow down ONE path, chosen at every hop by `ecmp_choice` (a documented hash of source, destination and
-  seed), so flows that collide on a link share it as real switches make them;
-  on a rail-optimized fabric a pair on different rails climbs to the spines.
-
-The backend never routes over the frontend network or through CPUs: traffic between accelerators uses
-the scale-up and scale-out networks only, whatever a plain shortest path over the whole graph would say.
-Domains with identical wiring share one table of local paths; switch-to-switch paths are computed once per
-pair of leaves, vectorised per destination leaf. No Python loop walks every flow or every link.
+Inside a scale-up domain a pair splits uniformly over its shortest scale-up paths. Across domains: accelerator →
+its scale-out NIC → leaf → equal-cost shortest paths over the switches → leaf → NIC → accelerator, with the ECMP the
+cluster declares (`scale_out.ecmp`): `uniform` splits every flow evenly at every hop (a fluid average); `hash` sends
+each flow down one path chosen per hop by `ecmp_choice`, so colliding flows share a link as real switches make
+them. Never over the frontend network or through CPUs. Domains wired alike share one table of local paths;
+switch paths are computed per pair of leaves, vectorised per destination leaf: no Python loop per flow or link.
 """
 
 from __future__ import annotations
@@ -34,15 +25,12 @@ import scipy.sparse as sp
 from ..errors import UsageError
 
 GBPS_TO_BYTES = 1e9 / 8
-
-
 SWITCH_KINDS = ("leaf", "spine", "core")
 
 
 def flow_hash(src: Sequence[str], dst: Sequence[str], seed: int) -> np.ndarray:
-    """A flow's ECMP key: the first 8 bytes (little-endian) of BLAKE2b-64 over "source>destination>seed" in UTF-8.
-
-    Python's hash() is salted per process; this is the same on every run and platform."""
+    """A flow's ECMP key: BLAKE2b-64 (little-endian) of "source>destination>seed", the same on every run and platform
+    (Python's hash() is salted per process)."""
     return np.fromiter(
         (
             int.from_bytes(hashlib.blake2b(f"{a}>{b}>{seed}".encode(), digest_size=8).digest(), "little")
@@ -83,9 +71,8 @@ class CannotRoute(UsageError):
 
 @cache  # once per pair of kinds: a link row asks for every link
 def tier_name(kind_a: str, kind_b: str) -> str:
-    """Name a link by what it joins, never by a class average ("leaf uplinks" on a 1:1 ToR was misleading).
-    Plain ASCII (a hyphen, never an en dash): the name is an identifier in machine output (traffic_links.tier),
-    one a user types in SQL as `'NIC-leaf'`; views may print it with typography."""
+    """Name a link by what it joins. Plain ASCII: it is an identifier in machine output (traffic_links.tier) that a
+    user types in SQL as `'NIC-leaf'`."""
     pair = tuple(sorted((kind_a, kind_b)))
     return {
         ("accelerator", "scale_up_switch"): "accelerator-scale-up switch",
@@ -108,10 +95,8 @@ class Routes:
 
 
 class _LocalPaths:
-    """All shortest paths inside one domain's wiring, counted with matrix powers (domains are small).
-
-    An arc u → v lies on a shortest s → t path when d(s,u) + 1 + d(v,t) = d(s,t); the share of the paths
-    it carries is σ(s,u)·σ(v,t) / σ(s,t), σ counting shortest paths."""
+    """All shortest paths inside one domain's wiring, counted with matrix powers (domains are small): arc u → v lies
+    on a shortest s → t path when d(s,u) + 1 + d(v,t) = d(s,t), and carries σ(s,u)·σ(v,t) / σ(s,t) of them."""
 
     def __init__(self, n: int, arcs: list[tuple[int, int]]) -> None:
         self.tail = np.array([u for u, _ in arcs], dtype=np.int64)
@@ -142,10 +127,8 @@ class _LocalPaths:
 
 
 class Wiring:
-    """The installed graph as arrays: links with capacities, accelerators with their domains, NICs and leaves.
-
-    Links are registered as routes touch them (a job on 4,096 accelerators of a 24,576-accelerator cluster
-    never indexes the other domains); link ids are stable for the life of the object."""
+    """The installed graph as arrays: links with capacities, accelerators with their domains, NICs and leaves. Links
+    are registered as routes touch them (a job never indexes the domains it does not use), ids stable."""
 
     def __init__(self, g: nx.Graph) -> None:
         self.g = g
@@ -170,14 +153,12 @@ class Wiring:
         self._switches()
         self._local_cache: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
 
-    # ---- links -----------------------------------------------------------------------------------
     @property
     def n_links(self) -> int:
         return 2 * len(self.edges)
 
     def _array(self, name: str) -> np.ndarray:
-        """Per-link arrays, extended for the edges registered since they were last built (never rebuilt whole:
-        a 131,072-GPU job registers links phase by phase)."""
+        """Per-link arrays, extended for the edges registered since last built (never rebuilt whole)."""
         done = self._arrays["eu"].size if self._arrays else 0
         if done < len(self.edges):
             data = self.edge_data[done:]
@@ -215,10 +196,8 @@ class Wiring:
     head = property(lambda self: self._array("head"))
     access = property(lambda self: self._array("access"))
 
-    # ---- structure -------------------------------------------------------------------------------
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
-        """Accelerators with their domain (numbered in order of first appearance) and local index, in the order
-        placement lays ranks (`ordered_accelerators`)."""
+        """Accelerators with their domain (numbered by first appearance) and local index (`ordered_accelerators`)."""
         self.acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
         acc = [node_data[i][0] for i in self.acc_node.tolist()]
         self.accs = acc
@@ -252,8 +231,8 @@ class Wiring:
         self._sig_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _links_between(self, tails: Sequence[int], heads: Sequence[int]) -> np.ndarray:
-        """Directed link ids tails[i] → heads[i] (node indices), registering the edges not seen yet in order of first
-        use. An edge is stored (u, v) with u <= v by name: link 2·edge runs u → v, 2·edge + 1 runs v → u."""
+        """Directed link ids tails[i] → heads[i] (node indices), registering new edges in order of first use, each
+        stored (u, v) with u <= v by name."""
         ids, nodes, adj = self._link_ids, self.nodes, self.g._adj
         out = np.empty(len(tails), dtype=np.int64)
         for k, (a, b) in enumerate(zip(tails, heads, strict=True)):
@@ -282,8 +261,7 @@ class Wiring:
         return out
 
     def _ensure_endpoints(self, positions: np.ndarray) -> None:
-        """Each accelerator's paired scale-out NIC (the lowest rail among its neighbours), its leaf, and the links
-        between them; a reverse link is its forward id xor 1."""
+        """Each accelerator's scale-out NIC (the lowest rail among its neighbours), its leaf, and the links between."""
         todo = np.unique(positions[~self.endpoint_ready[positions]])
         if todo.size == 0:
             return
@@ -337,8 +315,8 @@ class Wiring:
         self.domain_ready[todo] = True
 
     def domain_signature(self, d: int) -> int:
-        """Which wiring class a domain belongs to (scanned once, no links registered): domains wired alike share
-        one table of local paths. Local order: accelerators by index, then switches by name."""
+        """A domain's wiring class (domains wired alike share one table of local paths); local order: accelerators by
+        index, then switches by name."""
         if self.domain_sig[d] < 0:
             adj = self.g._adj
             members = self.domain_members[d]
@@ -403,7 +381,6 @@ class Wiring:
         k = self.sw_nodes.size
         self.sw_adj = sp.csr_matrix((np.ones(self.arc_tail.size), (self.arc_tail, self.arc_head)), shape=(k, k))
 
-    # ---- routing -----------------------------------------------------------------------------------
     def positions(self, accelerators: Sequence[str]) -> np.ndarray:
         try:
             return np.fromiter(map(self.acc_pos.__getitem__, accelerators), dtype=np.int64, count=len(accelerators))
@@ -418,11 +395,9 @@ class Wiring:
         return self._local_cache[key]
 
     def _intra(self, src: np.ndarray, dst: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Entries (link, column, fraction) for pairs inside one domain; src/dst are accelerator positions.
-
-        One Python step per distinct (wiring, source, destination) and none per flow or per arc: the entries of
-        every flow are gathered at once, in the order a loop over pairs, then arcs, then flows would give (so
-        the incidence matrix sums its duplicates in the same order, to the same bits)."""
+        """Entries (link, column, fraction) for pairs inside one domain (accelerator positions), one Python step per
+        distinct (wiring, source, destination), gathered in pair, arc, flow order (so duplicates sum to the same
+        bits)."""
         if src.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         dom = self.acc_domain[src]
@@ -464,12 +439,9 @@ class Wiring:
     def _leaf_pairs(
         self, pairs: np.ndarray, keys: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """ECMP over the switches for each (source leaf, destination leaf) pair: entries (link, pair, fraction).
-
-        Distances to each destination leaf come from a breadth-first search (scipy); then, level by level and for
-        many pairs at once, every switch splits what it holds equally over its neighbours one hop closer to the
-        destination (per-hop uniform ECMP). With `keys` (one ECMP hash per pair: hash mode, one row per flow)
-        each pair instead takes the one neighbour `ecmp_choice` picks at every hop."""
+        """ECMP over the switches per (source leaf, destination leaf) pair: entries (link, pair, fraction). Level by
+        level, every switch splits what it holds equally over its neighbours one hop closer to the destination; with
+        `keys` (hash mode, one pair per flow) each pair takes the one neighbour `ecmp_choice` picks."""
         rows, cols, vals = [], [], []
         if pairs.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
