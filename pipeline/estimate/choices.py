@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..core.paths import PARAMS_FILE
 from ..core.schemas import _line_of, load_yaml
@@ -29,14 +28,6 @@ REMOVED = {
 @dataclass(frozen=True)
 class StepChoices:
     memory_headroom: float
-
-
-def _check(key: str, value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValidationError(f"{where}: expected a number: {CHOICES[key]}; got {value!r}")
-    if not 0 <= value < 1:
-        raise ValidationError(f"{where}: {value!r} is out of range: {CHOICES[key]}")
-    return float(value)
 
 
 def load_step_choices(root: Path) -> StepChoices:
@@ -65,8 +56,13 @@ def load_step_choices(root: Path) -> StepChoices:
                 f"expected one of {', '.join(CHOICES)}"
             )
     values = {}
-    for key in CHOICES:
+    for key, meaning in CHOICES.items():
         if key not in block:
-            raise ValidationError(f"{path}:{_line_of(doc, ['step'])}: at $.step: {key} is missing ({CHOICES[key]})")
-        values[key] = _check(key, block[key], f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}")
-    return StepChoices(memory_headroom=values["memory_headroom"])
+            raise ValidationError(f"{path}:{_line_of(doc, ['step'])}: at $.step: {key} is missing ({meaning})")
+        value, where = block[key], f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}"
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValidationError(f"{where}: expected a number: {meaning}; got {value!r}")
+        if not 0 <= value < 1:
+            raise ValidationError(f"{where}: {value!r} is out of range: {meaning}")
+        values[key] = float(value)
+    return StepChoices(**values)
