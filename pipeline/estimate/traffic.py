@@ -1,11 +1,11 @@
-"""A workload laid onto an installed topology: its phases, failure scenarios, step estimate and sharing.
-
-The one entry to the traffic library for the traffic stage, the API, the CLI and the explorer alike."""
+"""A workload laid onto an installed topology: its phases, failure scenarios, step estimate and sharing (the one
+entry to the traffic library for the traffic stage, the API, the CLI and the explorer)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property, partial
 from typing import Any
 
 from ..core import confidence
@@ -79,8 +79,7 @@ def estimate(lay: Layout, topology_id: str, workload: Workload, offset: int = 0,
 def step_estimate(
     lay: Layout, topology_id: str, workload: Workload, mfu: float | None = None, view: View | None = None
 ) -> dict[str, Any]:
-    """Memory fit and step time of a workload on a topology, from its phases, the accelerator's fields and the
-    throughput calibration; `mfu` (a what-if the user gives) replaces the calibrated GEMM rates, labelled."""
+    """Memory fit and step time of a workload on a topology (`step_of` its phases)."""
     view = view or view_for(lay, topology_id)
     return step_of(lay, view, workload, estimate(lay, topology_id, workload, 0, view), mfu)
 
@@ -88,17 +87,16 @@ def step_estimate(
 def step_of(
     lay: Layout, view: View, workload: Workload, result: Result, mfu: float | None = None, views: Views | None = None
 ) -> dict[str, Any]:
-    """The step estimate of a workload already laid onto a topology (its phases routed once, not twice), with the
-    choice of params.yaml (`step.memory_headroom`) and the throughput calibration; an `mfu` given here is a
-    labelled what-if replacing the calibrated GEMM rates. `views`: the facts and choices its run has read."""
+    """The step estimate of a workload already laid onto a topology, with params.yaml's `step.memory_headroom` and
+    the throughput calibration (`mfu`: a labelled what-if replacing the GEMM rates); `views`: what its run read."""
     return (views or Views(lay)).step(view, workload, result, mfu)
 
 
 def sharing(
     lay: Layout, topology_id: str, first: Workload, second: Workload, view: View | None = None
 ) -> tuple[Result, Result, list[tuple]]:
-    """Two workloads side by side (the second placed after the first), routed on the same graph: the queueing
-    each adds to the other's phases, on the links both use and nowhere else."""
+    """Two workloads side by side (the second placed after the first): the queueing each adds to the other's phases,
+    on the links both use."""
     view = view or view_for(lay, topology_id)
     both = set(rank_accelerators(view.g, first, order=view.order).values()) & set(
         rank_accelerators(view.g, second, first.accelerators, view.order).values()
@@ -139,8 +137,9 @@ class Views:
         self.lay = lay
         self._topologies: Topologies | None = None
         self._views: dict[str, View] = {}
-        self._accelerators: dict[str, step_model.Accelerator] = {}
-        self._facts: dict[str, Facts] = {}
+        # A reference's facts and accelerator fields, read once (each view and each step estimate on it reads them).
+        self.facts: Callable[[str], Facts] = cache(partial(load_facts, lay))
+        self.accelerator = cache(lambda reference: step_model.accelerator(self.facts(reference)))
 
     @cached_property
     def choices(self) -> StepChoices:
@@ -153,17 +152,6 @@ class Views:
                 self._topologies = Topologies(self.lay)
             self._views[topology_id] = view_for(self.lay, topology_id, self._topologies, self.facts)
         return self._views[topology_id]
-
-    def facts(self, reference: str) -> Facts:
-        """A reference's facts, read once (each view and each step estimate on it reads them)."""
-        if reference not in self._facts:
-            self._facts[reference] = load_facts(self.lay, reference)
-        return self._facts[reference]
-
-    def accelerator(self, reference: str) -> step_model.Accelerator:
-        if reference not in self._accelerators:
-            self._accelerators[reference] = step_model.accelerator(self.facts(reference))
-        return self._accelerators[reference]
 
     def step(self, view: View, workload: Workload, result: Result, mfu: float | None = None) -> dict[str, Any]:
         """`step_of`, with the accelerator's fields and params.yaml's choices read once per process."""
