@@ -1,7 +1,5 @@
-"""A group of ranks on an installed topology as the collective registry sees it (its `Shape`), and the topology
-mode of the calculator: the wiring gives ranks per domain, line rates, link technologies and path hops; routing
-gives what each rank reaches its peers with; the calibration gives efficiencies and latencies; `collectives`
-chooses and costs."""
+"""A group of ranks on an installed topology as the collective registry sees it (its `Shape`: ranks per domain,
+line rates, link technologies, hops, what routing lets a rank reach), and the calculator's topology mode."""
 
 from __future__ import annotations
 
@@ -20,8 +18,8 @@ from .view import Lineage, Path, View, technology
 
 
 def _reach(view: View, src: list[str], path: Path, line_gbps: float, network: str, notes: list[str]) -> float:
-    """Bytes/s per direction a rank moves on one network: its line rate there, unless the routed paths to its
-    peers hold it to less (a mesh pair has one link of a rank's seven; a rank's NIC sits behind its host link)."""
+    """Bytes/s per direction a rank moves on one network: its line rate, unless the routed paths to its peers hold
+    it to less (a mesh pair has one link of a rank's seven)."""
     line = line_gbps * GBPS_TO_BYTES
     reach = rank_ceiling(view.wiring, src, path.routes)
     if reach < line * (1 - 1e-9):
@@ -41,9 +39,8 @@ def place(
     technology: str | None = None,
     uneven: bool = False,
 ) -> Shape:
-    """Ranks on the first accelerators in topology order (scale-up domains filled in order), or on the ones given.
-    A group spread unevenly over domains is refused, unless `uneven`: then it is one flat ring in rank order,
-    every rank its own domain, at the scale-out rate (its slowest links)."""
+    """Ranks on the first accelerators in topology order, or on the ones given. A group spread unevenly over domains
+    is refused, unless `uneven`: then it is one flat ring in rank order, every rank its own domain."""
     if ranks < 1:
         raise UsageError(f"--ranks must be at least 1, got {ranks}")
     accs = accelerators if accelerators is not None else view.accelerators[:ranks]
@@ -155,8 +152,7 @@ def place(
 
 
 def collnet_lineage(est: Estimate, shape: Shape) -> set[Lineage]:
-    """The cluster's SHARP declaration, when the chosen algorithm rests on it: published with a source, assumed
-    without (so an estimate that uses an assumed SHARP is only as firm as that assumption)."""
+    """The cluster's SHARP declaration when the chosen algorithm rests on it: published with a source, else assumed."""
     if est.algorithm != "collnet" or shape.collnet_basis is None:
         return set()
     status = "assumed" if shape.collnet_basis.startswith("assumed") else "published"
@@ -174,7 +170,7 @@ def collnet_note(est: Estimate, shape: Shape) -> list[str]:
 
 
 def confidence(est: Estimate, shape: Shape) -> str:
-    """The weakest of the calibration numbers used and of the topology figures (a derived one as its inputs)."""
+    """The weakest of the calibration numbers used and of the topology figures."""
     used = [rule.of_status(n.status) for _, n in est.used]
     return rule.weakest([*used, *(x.confidence for x in shape.lineage | collnet_lineage(est, shape))])
 
@@ -188,8 +184,7 @@ def on_topology(
 
 
 def _first(lay: Layout, view: View, ranks: int) -> tuple[Calibration, Shape]:
-    """The view's calibration (the checkout's when the view carries none) and `ranks` placed on its first
-    accelerators."""
+    """The view's calibration (else the checkout's) and `ranks` placed on its first accelerators."""
     cal = view.calibration or load_calibration(lay.root)
     tech = view.scale_up_technology if view.scale_up_technology is not None else technology(lay, view.reference)
     return cal, place(view, cal, ranks, technology=tech)

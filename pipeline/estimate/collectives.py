@@ -381,8 +381,8 @@ def _tree(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
 
 
 def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
-    """NVLink SHARP: the switch reduces. Per rank S to the switch and S/n back, then S/n out and S multicast in:
-    S(local+1)/local per direction; across domains the rank's NIC all-reduces its S/local share (NVLS tree)."""
+    """NVLink SHARP: the switch reduces, S(local+1)/local per rank per direction; across domains the rank's NIC
+    all-reduces its S/local share (NVLS tree)."""
     assert f.up is not None
     rate, lat = ctx.in_network(f.up, "nvls")
     ctx.base_s("nvls", p)
@@ -413,8 +413,8 @@ def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
 
 
 def _collnet(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
-    """InfiniBand SHARP (CollNet): reduce-scatter inside the domain, each rank's NIC sends its S/local share to the
-    fabric once and receives the reduced share once, all-gather inside."""
+    """InfiniBand SHARP (CollNet): reduce-scatter inside the domain, each NIC's S/local share to the fabric and back
+    once, all-gather inside."""
     assert f.out is not None
     rate, lat = ctx.in_network(f.out, "collnet")
     ctx.base_s("collnet", p)
@@ -441,8 +441,8 @@ def _one_shot(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
 
 
 def _rounds(ctx: Numbers, algorithm: str, f: Shape, p: str, rounds: Callable[[int], tuple[int, float]]) -> tuple:
-    """Dependent exchange rounds inside each domain, then across domains (no overlap between them); `rounds(n)`:
-    how many rounds n ranks take and the bytes a rank sends over all of them."""
+    """Dependent exchange rounds inside each domain, then across (no overlap); `rounds(n)`: how many rounds n ranks
+    take and the bytes a rank sends in all."""
     stages: list[Leg] = []
     latency = ctx.base_s(algorithm, p)
     steps = 0
@@ -468,8 +468,8 @@ def _recursive_doubling(ctx: Numbers, op: str, f: Shape, size: float, p: str) ->
 
 
 def _bruck(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
-    """Bruck's all-to-all: ceil(log2 n) rounds; in round k every rank forwards the blocks (S/n each) whose index
-    has bit k set, about S/2 per round instead of n - 1 separate messages."""
+    """Bruck's all-to-all: in round k of ceil(log2 n) every rank forwards the blocks (S/n each) whose index has bit
+    k set."""
 
     def rounds(n: int) -> tuple[int, float]:
         return math.ceil(math.log2(n)), sum(j.bit_count() for j in range(1, n)) * size / n
@@ -485,9 +485,8 @@ def _pow2(x: int) -> bool:
 
 @dataclass(frozen=True)
 class Algorithm:
-    """One algorithm: the operations it runs, its cost function, when it can run on a shape, whether the library
-    would pick it by itself (otherwise it runs only when forced), and whether a bandwidth and a latency alone
-    cost it (the parametric mode: no in-network reduction, no calibrated link class)."""
+    """One algorithm: its operations, cost function, why it cannot run on a shape, whether the library picks it by
+    itself (else only when forced), and whether a bandwidth and a latency alone cost it (parametric mode)."""
 
     name: str
     ops: tuple[str, ...]
@@ -625,9 +624,8 @@ def parametric(
     algorithm: str = "ring",
     efficiency: float = 1.0,
 ) -> Estimate:
-    """One collective over `ranks` ranks at the bandwidth and per-step latency given: the group is taken as one rank
-    per node of a flat network, each rank reaching the others at `bytes_per_s` per direction (`estimate` checks
-    the operation and the size)."""
+    """One collective over `ranks` ranks, one per node of a flat network, at the bandwidth (per direction) and
+    per-step latency given (`estimate` checks the operation and the size)."""
     if ranks < 1:
         raise UsageError(f"ranks must be at least 1, got {ranks}")
     if bytes_per_s <= 0 or not math.isfinite(bytes_per_s):

@@ -1,11 +1,7 @@
-"""A workload's phases on a topology, one path: decompose (`decompose.py`) → place (`placement.py`) → cost the
-representative group with the collective registry (`collectives.py`) → route every group's flows of the
-algorithm chosen (`loads.py`) → the phase record.
-
-The registry gives the time a rank spends (α + bytes ÷ effective bandwidth, on the rate routing says a rank
-reaches its peers with); routing gives what the links carry: queueing where offered load exceeds a link's
-capacity, the bottleneck, the busiest links and the records of the slowest path. Client traffic on the frontend
-network is costed on the frontend NIC's speed.
+"""A workload's phases on a topology: decompose → place → cost the representative group with the collective
+registry (the time a rank spends) → route every group's flows of the algorithm chosen (what the links carry:
+queueing, the bottleneck, the busiest links, the records of the slowest path) → the phase record. Client traffic
+is costed on the frontend NIC's speed.
 """
 
 from __future__ import annotations
@@ -62,11 +58,10 @@ class Cost:
     lineage: frozenset[Lineage] = frozenset()
     notes: str = ""
     links: tuple[dict[str, Any], ...] = ()
-    # Bytes per rank by the network they enter (never NVLink and NIC bytes added together); they add up to
-    # `bytes_on_wire_per_rank`.
+    # Bytes per rank by the network they enter (never NVLink and NIC bytes added together).
     bytes_on_wire_by_network: dict[str, float] = field(default_factory=dict)
     # Why the time is unknown (a bandwidth no source states), naming the field; "" when costed. An unknown cost
-    # keeps its route and bytes, and reports no seconds: never a number made up for the missing bandwidth.
+    # keeps its route and bytes and reports no seconds, never a made-up number.
     unknown: str = ""
 
     @property
@@ -95,16 +90,8 @@ class Phase(Cost):
     @classmethod
     def of(cls, comm: Communication, cost: Cost, **overrides: Any) -> Phase:
         """The phase of `comm` at `cost`; `overrides` add what only routing knows (link figures)."""
-        asked = {
-            "phase": comm.phase,
-            "description": comm.description,
-            "collective": comm.collective,
-            "group_size": comm.group_size,
-            "concurrent_groups": comm.concurrency,
-            "count": comm.count,
-            "bytes_per_rank": comm.bytes_per_rank,
-            "overlaps": comm.overlaps,
-        }
+        names = ("phase", "description", "collective", "group_size", "count", "bytes_per_rank", "overlaps")
+        asked = {k: getattr(comm, k) for k in names} | {"concurrent_groups": comm.concurrency}
         return cls(**{**asked, **{f.name: getattr(cost, f.name) for f in fields(Cost)}, **overrides})
 
     @property
@@ -113,8 +100,7 @@ class Phase(Cost):
         return None if seconds is None else seconds * self.count
 
     def term(self, name: str) -> float | None:
-        """`latency_s`, `bandwidth_s` or `queueing_s` as reported: None for a phase whose time is unknown (its
-        bandwidth term cannot be computed, so no term is presented as if the others were the whole time)."""
+        """`latency_s`, `bandwidth_s` or `queueing_s` as reported: None for a phase whose time is unknown."""
         return None if self.unknown else getattr(self, name)
 
     @property
@@ -126,8 +112,7 @@ class Phase(Cost):
 
     @property
     def confidence(self) -> str:
-        """As strong as the weakest record the phase rests on (`unknown` if it rests on none, or if its time is
-        unknown)."""
+        """The weakest record the phase rests on (`unknown` if none, or if its time is unknown)."""
         if self.unknown:
             return "unknown"
         return confidence.weakest(x.confidence for x in self.lineage)
@@ -138,8 +123,8 @@ class Phase(Cost):
 
 
 def phases(view: View, w: Workload, cal: Calibration, offset: int = 0) -> tuple[list[Phase], dict[str, RoutedPhase]]:
-    """Every phase of `w` with its ranks placed from accelerator `offset` on (the wiring is not changed), and the
-    routed flows of each backend phase by name (sharing re-costs them beside another job's)."""
+    """Every phase of `w` with its ranks placed from accelerator `offset` on, and each backend phase's routed flows
+    by name (sharing re-costs them beside another job's)."""
     d = decompose(w)
     accelerators = place_ranks(view, d, w, offset)
     out: list[Phase] = []
@@ -159,16 +144,14 @@ def phases(view: View, w: Workload, cal: Calibration, offset: int = 0) -> tuple[
 def library(
     view: View, cal: Calibration, op: str, group: list[str], size: float, concurrency: int
 ) -> tuple[Shape, Estimate, Estimate]:
-    """The collective on its group as the library runs it: the shape, the algorithm and protocol chosen (with the
-    fabric's oversubscription, as every group of the phase crosses it at once), and the same algorithm timed on
-    the fabric alone (the routed flows say what sharing adds: queueing). A lone send shares nothing."""
+    """The collective on its group as the library runs it (`timed` on the placed shape)."""
     shape = place(view, cal, len(group), accelerators=group, technology=view.scale_up_technology, uneven=True)
     return timed(cal, op, shape, size, concurrency)
 
 
 def timed(cal: Calibration, op: str, shape: Shape, size: float, concurrency: int) -> tuple[Shape, Estimate, Estimate]:
-    """The collective on a placed shape: the shape it runs on (a lone send without the fabric's oversubscription),
-    the algorithm and protocol chosen there, and the same algorithm timed on the fabric alone."""
+    """The shape a collective runs on (a lone send without the fabric's oversubscription), the algorithm and
+    protocol chosen there (every group crossing the fabric at once), and the same algorithm on the fabric alone."""
     if op == "send" and concurrency <= 1:
         shape = shape.without_oversubscription()
     real = collectives.estimate(cal, op, shape, size)
@@ -188,8 +171,7 @@ def bytes_by_network(real: Estimate) -> dict[str, float]:
 
 
 def unrouted_terms(shape: Shape, real: Estimate, free: Estimate) -> dict[str, Any]:
-    """The fields of a cost not routed per link: the library's bytes and time terms, the oversubscription's share
-    as queueing, and the lineage of the shape and the estimate."""
+    """A cost's fields when not routed per link: the library's bytes and times, the oversubscription as queueing."""
     return {
         "bytes_on_wire_per_rank": real.bytes_on_wire_per_rank,
         "latency_s": free.latency_seconds,
@@ -200,16 +182,14 @@ def unrouted_terms(shape: Shape, real: Estimate, free: Estimate) -> dict[str, An
 
 
 def _label(op: str, shape: Shape, real: Estimate) -> str:
-    """The algorithm column: a send runs on NCCL's point-to-point channels (timed with the ring's per-step latency
-    and efficiency of the link class, which the calibration lineage shows)."""
+    """The algorithm column: a send runs on NCCL's point-to-point channels (timed with the ring's figures)."""
     algorithm = "point-to-point" if op == "send" else real.algorithm
     pipelined = shape.local > 1 and shape.domains > 1 and op != "send"
     return f"{algorithm} / {real.protocol}" + (" (hierarchical, pipelined)" if pipelined else "")
 
 
 def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: Estimate, r: RoutedPhase) -> Phase:
-    """The phase record: the library's time terms and bytes; the routed flows' network, tier, queueing,
-    bottleneck, links and the records of the slowest path."""
+    """The phase record: the library's times and bytes; the routed flows' network, tier, queueing and links."""
     wiring, load = view.wiring, r.load
     rows = link_rows(wiring, load)
     send = comm.collective == "send"
@@ -230,8 +210,6 @@ def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: 
     # The library's own notes; the oversubscription it would share in is the routed queueing's business.
     said = "; ".join([*real.assumptions[1:], *shape.notes, *collnet_note(real, shape)]).split("; ")
     notes += [n for n in said if n and not n.startswith(("queueing:", "every rank crosses"))]
-    # The library's legs say which network carries which of its bytes (a hierarchical all-reduce: reduce-scatter
-    # and all-gather on scale-up, the S/local all-reduce on the NICs).
     by_net = bytes_by_network(real)
     moving = free.bandwidth_seconds + load.queueing_s
     slowest = max(real.stages, key=lambda s: s.bandwidth_seconds, default=None)
@@ -266,8 +244,7 @@ def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: 
 
 
 def send(view: View, what: str, a: str, b: str, size: float, concurrent: int) -> Cost:
-    """A point-to-point message from `a` to `b` while `concurrent` senders do the same, as the library runs it
-    (on the view's calibration)."""
+    """A point-to-point message from `a` to `b` while `concurrent` senders do the same, as the library runs it."""
     if view.calibration is None:
         raise UsageError(f"{what}: the view carries no calibration (build it with view_for)")
     shape, real, free = library(view, view.calibration, "send", [a, b], size, concurrent)
@@ -285,8 +262,8 @@ def send(view: View, what: str, a: str, b: str, size: float, concurrent: int) ->
 
 
 def frontend(view: View, what: str, size: float, acc: str) -> Cost:
-    """Client requests in and tokens out over the frontend/service network, never the backend fabric: the send at
-    the frontend NIC's speed and the path's per-hop latency (no collective library runs there)."""
+    """Client requests in and tokens out over the frontend network (never the backend fabric): a send at the
+    frontend NIC's speed and the path's per-hop latency."""
     g = view.g
     cpu = next((n for n, d in g[acc].items() if view.kind[n] == "cpu"), None)
     fnics = [n for n in g[cpu] if view.kind[n] == "nic" and g.nodes[n].get("role") == "frontend"] if cpu else []

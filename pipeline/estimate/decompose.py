@@ -1,11 +1,9 @@
-"""What a workload asks of the network, decomposed once: its phases as communications between ranks. Pure: no
-topology, no cost. Placement lays the ranks on accelerators, routing turns every group into flows over the wiring,
-costing times the communication with the collective registry; all three read this one list.
+"""What a workload asks of the network, decomposed once (pure: no topology, no cost): its phases as
+communications between ranks, which placement, routing and costing all read.
 
-Ranks are numbered with tensor parallelism innermost, then context parallel, then data parallel, then pipeline
-stages (rank = tp + TP·(cp + CP·(dp + DP·pp)), Megatron-LM's order); an inference service numbers its prefill
-pool first and its decode pool from `decode_pool_start`. Every group of every phase is listed (routing loads them
-all at once); the first group is the representative one the collective is costed on.
+Ranks are numbered tp + TP·(cp + CP·(dp + DP·pp)) (Megatron-LM's order); a service numbers its prefill pool first
+and its decode pool from `decode_pool_start`. Every group of every phase is listed; the first is the
+representative one the collective is costed on.
 """
 
 from __future__ import annotations
@@ -34,21 +32,19 @@ class Part:
 
 @dataclass(frozen=True, kw_only=True)
 class Communication:
-    """One phase's communication: a collective over groups of ranks (one or more parts that run at once, e.g. the
-    dense and the expert gradients), repeated `count` times per step (training) or request (inference)."""
+    """One phase's communication: a collective over groups of ranks (parts that run at once, e.g. dense and expert
+    gradients), `count` times per step or request."""
 
     phase: str
     description: str
     collective: str  # an operation of the collective registry (all-reduce, reduce-scatter, ..., send)
     parts: tuple[Part, ...]
     count: int
-    # The buffer size S in nccl-tests' convention (collectives.py) of the representative group, and how many groups
-    # (a send: pairs) do this at once; when not given, the first part's (filled in on creation).
+    # The representative group's buffer S (nccl-tests' convention) and how many groups (a send: pairs) run at once;
+    # by default the first part's.
     bytes_per_rank: float | None = None
     concurrency: int | None = None
-    # `backend` lets placement decide (scale-up or scale-out); `frontend` is client traffic on the service network,
-    # never the backend fabric.
-    network: str = "backend"
+    network: str = "backend"  # or `frontend`: client traffic on the service network
     one_domain: str | None = None  # set for tensor parallelism: its groups must each lie in one scale-up domain
     peer: str | None = None  # an endpoint outside the ranks (the client of a request)
     overlaps: str = ""  # what it may hide behind ("" when it sits on the critical path)
@@ -91,8 +87,8 @@ class Groups:
 
 
 def training_groups(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1) -> Groups:
-    """All groups of a TP × CP × DP × PP (× EP over the TP·CP·DP plane of each stage) layout. The
-    ranks of one CP group hold the same weights, so gradients reduce over DP × CP (Megatron-LM's dp-cp group)."""
+    """All groups of a TP × CP × DP × PP (× EP over the TP·CP·DP plane of each stage) layout; gradients reduce over
+    DP × CP (Megatron-LM's dp-cp group)."""
 
     # rank[p, d, c, t] = t + TP·(c + CP·(d + DP·p)); each kind's groups are the rows of one reshape.
     rank = np.arange(tp * cp * dp * pp).reshape(pp, dp, cp, tp)
@@ -113,18 +109,15 @@ def training_groups(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1) -> Grou
 
 
 def attention_params(m: ModelShape) -> float:
-    """Parameters of the attention projections of every layer (`flops.attention_weights`).
-
-    An MoE workload declares its total parameters, not how they split; this is the part that every expert-parallel
-    rank holds (replicated across EP), everything else is counted as expert weights — a labelled derivation."""
+    """Parameters of every layer's attention projections: what each expert-parallel rank of an MoE holds (the rest
+    counts as expert weights, a labelled derivation)."""
     s = flops.from_workload(m)
     return float(m.layers * flops.attention_weights(s.hidden, s.heads, s.kv_heads, s.head_dim))
 
 
 def gradient_shards(m: ModelShape, t: Training) -> tuple[float, float]:
-    """Gradient parameters a rank holds: (dense, expert). Dense ones are split by TP·PP and replicated over DP;
-    expert weights are counted once per EP shard (an expert lives on one rank of each EP group, not on every rank):
-    dense / (tp · pp) + (params − dense) / (ep · pp), dense being the attention projections (`attention_params`)."""
+    """Gradient parameters a rank holds, (dense / (tp · pp), expert / (ep · pp)): an expert lives on one rank of each
+    EP group; dense are the attention projections."""
     params = float(m.params)
     if t.ep <= 1 or m.experts is None:
         return params / (t.tp * t.pp), 0.0
@@ -224,8 +217,8 @@ def training(w: Workload) -> Decomposition:
 
 
 def _tp_all_reduce(w: Workload, stage: str, group: tuple[int, ...], pool: bool) -> Communication:
-    """A service's 2 TP all-reduces per layer: prefill over the whole prompt once, decode per output token. The
-    aggregated and disaggregated modes differ only in naming the pool (disaggregated) or not."""
+    """A service's 2 TP all-reduces per layer: prefill over the prompt once, decode per output token (`pool`: named
+    as a disaggregated pool)."""
     i, m = w.inference, w.model
     assert i is not None
     hidden_bytes = m.hidden * sizing.dtype_bytes(m.dtype)

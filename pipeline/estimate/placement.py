@@ -1,17 +1,11 @@
-"""Placement: every rank of a workload on one accelerator of the installed topology, and every group checked.
+"""Placement: every rank of a workload on one accelerator, by the workload's `placement` or else the cluster's:
 
-Ranks are numbered with tensor parallelism innermost, then data parallel, then pipeline stages
-(rank = tp + TP·(dp + DP·pp)). Where they sit is declared by the workload (`placement`) or, when it does not
-say, by the cluster (`placement`, default fill-domains):
-
-* fill-domains: scale-up domains in topology order, accelerators inside a domain by their index, so local
-  index i sits beside NIC i (rail i) in every domain: rails stay aligned;
-* spread: the same inside each domain, but the domains the job needs are every k-th domain of the topology
-  (k = domains available ÷ domains needed), so data-parallel rings cross leaves and pods;
+* fill-domains (default): scale-up domains in topology order, each by accelerator index (local index i beside NIC
+  i in every domain: rails stay aligned);
+* spread: the same inside each domain, on every k-th domain (k = available ÷ needed), so rings cross leaves and pods;
 * explicit: ranges of ranks on consecutive accelerators in topology order from a named (or indexed) one.
 
-Every tensor-parallel group must lie inside one scale-up domain; the error names the group and the accelerators
-it spans.
+Every tensor-parallel group must lie inside one scale-up domain.
 """
 
 from __future__ import annotations
@@ -36,11 +30,9 @@ STRATEGIES = ("fill-domains", "spread", "explicit")
 
 
 def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0, order: list[str] | None = None) -> dict[int, str]:
-    """The accelerator of every rank `w` uses, by its placement strategy (declared or the cluster's default).
-
-    `offset` (a co-running job placed after another) moves fill-domains and spread past the first `offset`
-    accelerators in topology order; explicit ranges name absolute accelerators and ignore it. `order`: g's
-    `ordered_accelerators`, from a caller that holds them (`View.order`)."""
+    """The accelerator of every rank `w` uses, by its placement strategy. `offset` (a co-running job) moves
+    fill-domains and spread past the first `offset` accelerators (explicit ranges ignore it); `order`: g's
+    `ordered_accelerators` when the caller holds them."""
     tid = g.graph.get("topology_id", "?")
     where = f"{w.path}" if getattr(w, "path", None) else f"workload {w.id}"
     ranks = w.used_ranks
@@ -111,9 +103,8 @@ def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -
 
 
 def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[int, str]:
-    """The accelerator of each rank the workload uses (its declared placement, or the cluster's default); a
-    workload larger than what is left of the topology, degrees that do not divide what they split, or a
-    tensor-parallel group beyond or across scale-up domains, is refused with what to change."""
+    """The accelerator of each rank the workload uses; a workload too large, degrees that do not divide what they
+    split, or a tensor-parallel group beyond or across scale-up domains is refused with what to change."""
     view.check_size(offset + d.ranks, f"workload {d.workload_id}")
     accelerators = rank_accelerators(view.g, w, offset, view.order)
     tied = [c for c in d.communications if c.one_domain is not None]

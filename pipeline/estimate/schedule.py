@@ -1,12 +1,6 @@
-"""Pipeline schedules: which layers sit on which rank, how long a step of `m` micro-batches takes from the
-per-stage times, and how many micro-batches' activations a rank holds at once.
-
-1F1B (Narayanan et al., SC21, section 2.2.1): after a warm-up of p − 1 − r forwards, rank r alternates one forward
-and one backward, so it holds min(m, p − r) micro-batches' activations; the bubble is (p − 1)/m of the ideal time.
-Interleaved (section 2.2.2): each rank holds v chunks of its layers; the bubble shrinks to (p − 1)/(v·m) and the
-warm-up grows to 2(p − 1 − r) + (v − 1)·p chunk forwards (Megatron-LM's schedule), capped by the m·v a step has.
-Layers need not divide p: the first and last ranks, which also run the embedding and the loss, take the fewer
-(Llama 3, arXiv 2407.21783, section 3.3.2, balances 126 layers on 16 ranks this way).
+"""Pipeline schedules (Narayanan et al., SC21, 2.2): layers per rank, a step's time from per-stage times, and the
+micro-batches' activations a rank holds at once. 1F1B: rank r holds min(m, p − r), bubble (p − 1)/m; interleaved
+(v chunks per rank): bubble (p − 1)/(v·m), warm-up 2(p − 1 − r) + (v − 1)·p chunk forwards, at most m·v.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ from ..errors import UsageError
 
 def stage_layers(layers: int, pp: int, declared: list[int] | None = None) -> list[int]:
     """Transformer layers per pipeline rank: as declared, or as even as possible with the remainder on the middle
-    ranks, so the ranks that also hold the embedding (first) and the loss (last) have the fewer."""
+    ranks, so the first and last (embedding, loss) have the fewer (as Llama 3, arXiv 2407.21783, 3.3.2)."""
     if declared is not None:
         if len(declared) != pp or sum(declared) != layers:
             raise UsageError(f"stage_layers {declared} must list {pp} ranks adding up to {layers} layers")
@@ -44,10 +38,8 @@ class PipelineTime:
 
 
 def step_time(stage_seconds: list[float], microbatches: int, virtual_stages: int = 1) -> PipelineTime:
-    """Time of one step from each rank's forward + backward time for one micro-batch. The slowest rank sets the
-    steady state (m of its micro-batches); the fill and drain add the other ranks' time once, divided by v when the
-    schedule is interleaved: T = m·max(t) + (Σt − max t)/v. With equal stages this is (m + (p − 1)/v)·t, the
-    bubble (p − 1)/(v·m) of Narayanan et al."""
+    """Time of one step from each rank's forward + backward time per micro-batch: T = m·max(t) + (Σt − max t)/v (the
+    slowest rank's steady state, the others' fill and drain once)."""
     if microbatches < 1 or virtual_stages < 1:
         raise UsageError("microbatches and virtual_stages must be ≥ 1")
     p = len(stage_seconds)
@@ -61,9 +53,8 @@ def step_time(stage_seconds: list[float], microbatches: int, virtual_stages: int
 
 
 def in_flight(pp: int, microbatches: int, virtual_stages: int, rank: int) -> float:
-    """Micro-batches' worth of the rank's layers whose activations rank `rank` holds at the peak of a step:
-    1F1B min(m, p − r); interleaved (chunks of 1/v of the rank's layers) min(m·v, 2(p − 1 − r) + (v − 1)·p + 1)
-    chunk activations, i.e. that over v micro-batches' worth."""
+    """Micro-batches' worth of activations rank `rank` holds at a step's peak: 1F1B min(m, p − r); interleaved
+    min(m·v, 2(p − 1 − r) + (v − 1)·p + 1) chunks of 1/v."""
     if pp == 1:
         return 1.0
     if virtual_stages == 1:

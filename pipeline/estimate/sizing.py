@@ -8,10 +8,7 @@ from dataclasses import dataclass
 from ..errors import UsageError
 
 # Bytes per parameter of a training layout, split the way ZeRO partitions them: (weights, gradients, optimizer
-# states, what they are). mixed-adam: 18 B/param — bf16 weights (2), fp32 gradients (4), fp32 master copy + two
-# fp32 Adam moments (4 + 8 = 12; the master copy is a weight copy, but ZeRO partitions it with the optimizer).
-# mixed-adam-16: the ZeRO paper's 2 + 2 + K with K = 12 — fp16 weights, fp16 gradients, fp32 master copy,
-# momentum and variance.
+# states, what they are); the fp32 master copy is a weight copy, but ZeRO partitions it with the optimizer.
 TRAINING_LAYOUTS: dict[str, tuple[float, float, float, str]] = {
     "mixed-adam": (
         2.0,

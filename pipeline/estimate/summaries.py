@@ -13,10 +13,8 @@ from .workloads import Workload
 
 
 def revealing(view: View, w: Workload, offset: int = 0) -> dict[str, Any]:
-    """How many accelerators must communicate to make progress on one step / one request, and does it fit?
-
-    The domains counted are those of the accelerators the workload's placement (declared in the workload or the
-    cluster: fill-domains, spread, explicit) puts its ranks on, not the first n accelerators of the topology."""
+    """How many accelerators must communicate to make progress on one step / one request, and does it fit one
+    domain (the domains its placement puts its ranks on)?"""
     if w.kind == "training":
         what = "one training step (the data-parallel all-reduce joins every replica)"
     elif w.inference.mode == "aggregated":

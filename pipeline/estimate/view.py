@@ -1,6 +1,5 @@
-"""What ranks can reach on an installed topology: per-rank bandwidth on each network, the tier two
-accelerators are separated by, path latency, oversubscription, and the fields (with status and confidence)
-behind each."""
+"""What ranks can reach on an installed topology: the tier between two accelerators, routed paths, their latency,
+and the fields (with status and confidence) behind each."""
 
 from __future__ import annotations
 
@@ -43,23 +42,18 @@ class Lineage:
 
     @classmethod
     def of_edge(cls, reference_id: str, d: dict[str, Any]) -> Lineage:
-        """The record behind a topology edge: its field (or the topology defaults) as the edge carries it. A field
-        of another reference (a cluster's named switch product) is written `<reference>:<field>`."""
+        """The record behind a topology edge; a field of another reference (a cluster's switch product) is written
+        `<reference>:<field>`."""
         field = d["field"] or "topology-defaults"
         if ":" in field:
             reference_id, field = field.split(":", 1)
-        return cls(
-            reference_id=reference_id,
-            field=field,
-            status=d["status"],
-            confidence=d["confidence"],
-        )
+        return cls(reference_id=reference_id, field=field, status=d["status"], confidence=d["confidence"])
 
 
 @dataclass(frozen=True)
 class Path:
-    """What the one router (`Wiring.route`) gives a set of flows: the most hops and the longest latency of any of
-    them (the endpoint included), the record behind every link they cross, and the routes themselves."""
+    """A set of flows routed: the most hops and longest latency (endpoint included), the records behind every link
+    they cross, and the routes."""
 
     routes: Routes
     hops: int
@@ -133,8 +127,7 @@ class View:
         return 3
 
     def path(self, src: list[str], dst: list[str]) -> Path:
-        """Flows src[i] → dst[i] routed over the installed wiring: every path the traffic library costs is this one
-        router's (a pair in different domains with no backend fabric between them is refused by it)."""
+        """Flows src[i] → dst[i] routed over the installed wiring (the one router the traffic library uses)."""
         routes = self.wiring.route(src, dst)
         edges = np.unique(routes.incidence.tocoo().row // 2)
         return Path(
@@ -151,9 +144,8 @@ def view_for(
     topologies: Topologies | None = None,
     facts: Callable[[str], Facts] | None = None,
 ) -> View:
-    """The installed wiring of a reference or cluster, as the traffic stage sees it: the topology stage's output
-    (registry/topology/), read through `topologies` when the caller keeps them open (and the facts through
-    `facts`, when it keeps those: `traffic.Views`), with the calibration the collectives are costed on."""
+    """The installed wiring of a reference or cluster from the topology stage's output (through `topologies` and
+    `facts` when the caller keeps them open), with the collective calibration."""
     topology = topologies.get(topology_id) if topologies is not None else load_topology(lay, topology_id)
     view = View(topology.graph, topology.endpoint_latency_ns, topology.summary)
     view.calibration = load_calibration(lay.root)

@@ -23,8 +23,7 @@ from ..formats.workload import (
 
 @dataclass(frozen=True)
 class Workload:
-    """A workload as loaded: typed parts (pipeline/formats/workload.py) carrying every default, so code reads
-    `w.training.ep` and never repeats a default. Exactly one of `training` / `inference` is set, as `kind` says."""
+    """A workload as loaded: typed parts carrying every default; exactly one of `training` / `inference` is set."""
 
     id: str
     title: str
@@ -65,9 +64,7 @@ class Workload:
         return i.prefill_tp if i.decode_pool_start is None else i.decode_pool_start
 
 
-# The knobs people vary: their one home is the checkout's params.yaml (`workloads.<id>.<knob>`); the workload file
-# keeps the model and its shape. A file outside a checkout (or a workload params.yaml does not list) states them
-# itself. Never both.
+# The knobs people vary live in params.yaml (`workloads.<id>.<knob>`), or in the file outside a checkout; never both.
 KNOBS = {"training": Training.KNOBS, "inference": Inference.KNOBS}
 
 
@@ -85,8 +82,7 @@ def _place(data: dict[str, Any], parts: tuple[str, ...], value: Any) -> list[str
 
 
 def standalone_text(path: Path) -> str:
-    """The workload file as it reads outside a checkout: its knobs from params.yaml written into its training /
-    inference block (to share one workload, or to start a variant elsewhere)."""
+    """The workload file as it reads outside a checkout: its knobs from params.yaml written into its block."""
     return params_text(path, ("workloads", path.stem), _place)
 
 
@@ -156,16 +152,15 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
     return w
 
 
-# What one workload may ask for, checked before anything is sized from it: a knob of 10^9 ranks, micro-batches or
-# tokens was a MemoryError after minutes. 2**20 ranks is 40x the largest topology the caps let be built.
+# What one workload may ask for, checked before anything is sized from it (2**20 ranks is 40x the largest topology
+# the caps let be built).
 MAX_RANKS = 2**20
 MAX_DEGREE = 2**16
 MAX_COUNT = 2**24  # micro-batches, tokens, requests in a batch
 
 
 def _check_size(model: Any, path: Path) -> None:
-    """Every parallel degree at most MAX_DEGREE and their product (the ranks) at most MAX_RANKS; every count at
-    most MAX_COUNT. Named by JSON path, so a knob set in params.yaml is named at its line there."""
+    """Every parallel degree at most MAX_DEGREE, the ranks at most MAX_RANKS, every count at most MAX_COUNT."""
     kind = "training" if isinstance(model, TrainingWorkload) else "inference"
     block = model.training if kind == "training" else model.inference
     degrees = ("tp", "pp", "dp", "ep") if kind == "training" else ("tp", "prefill_tp", "decode_tp")
@@ -210,15 +205,12 @@ def _check_ranges(w: Workload, path: Path) -> None:
         )
 
 
-# Beyond the knobs, what a what-if may set (the explorer's controls): a service's mode, and where ranks sit (a
-# strategy; explicit placement needs ranges, which only a workload file states).
+# Beyond the knobs, what a what-if may set: a service's mode, and a placement strategy (ranges need a file).
 CHOICES = {"training": ("placement",), "inference": ("mode", "placement")}
 
 
 def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
-    """`w` with some of its knobs set otherwise (a what-if: laid on a topology it does not target, or at other
-    degrees), validated as the file would be with those values in it. Besides the numeric knobs, `mode`
-    (aggregated or disaggregated serving) and `placement` (a strategy name) may be set."""
+    """`w` with some knobs (or its `mode`, or a `placement` strategy) set otherwise, validated as its file would be."""
     if not knobs:
         return w
     allowed = (*KNOBS[w.kind], *CHOICES[w.kind])
@@ -227,7 +219,6 @@ def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
             raise UsageError(f"{key}: not a knob of this {w.kind} workload; expected one of {', '.join(allowed)}")
     block = w.training if w.training is not None else w.inference
     assert block is not None
-    # The workload as its file would state it, the knobs laid in, validated by the format like the file.
     data = {f.name: getattr(w, f.name) for f in fields(w) if f.name not in ("path", "training", "inference")}
     data["targets"] = list(w.targets)
     data[w.kind] = {**block.model_dump(), **{k: v for k, v in knobs.items() if k != "placement"}}
