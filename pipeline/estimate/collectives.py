@@ -70,9 +70,6 @@ def ring_steps(op: str, n: int) -> int:
     return operation(op)[1](n) if n > 1 or op == "send" else 0
 
 
-# ---- what a collective runs on -------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Tier:
     """One network the collective crosses, as one rank sees it."""
@@ -188,9 +185,6 @@ class Estimate:
         }
 
 
-# ---- where the numbers come from --------------------------------------------------------------------------------
-
-
 class Numbers:
     """The calibration's numbers for one candidate, collected as used (its confidence is the weakest of those)."""
 
@@ -282,9 +276,6 @@ class Given(Numbers):
         return 0.0
 
 
-# ---- the algorithms: one cost function each, over every operation and protocol they run ----------------------------
-
-
 def _pipelined(stages: list[Leg], size: float, chunk: float) -> float:
     """Overlapped legs: the slowest leg plus one chunk's worth of every other leg (the fill)."""
     busy = [s for s in stages if s.bandwidth_seconds > 0]
@@ -313,17 +304,14 @@ def _ring(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
     its two legs pipelined."""
     n, local, outer = f.ranks, f.local, f.domains
     base = ctx.base_s("ring", p)
-    if op == "send":
-        tier = f.out or f.up
-        assert tier is not None
-        st = Leg("point-to-point", tier.network, size, size / ctx.rate(tier, "ring", p))
-        return _estimate(op, "ring", p, f, size, base + ctx.step_s(tier, "ring", p), [st], 1, ctx, [])
-    if outer == 1 or local == 1:
-        tier = f.up if outer == 1 else f.out
+    if op == "send" or outer == 1 or local == 1:
+        # A send takes the fabric when it has one; a ring the one network its group spans.
+        tier = (f.out or f.up) if op == "send" else (f.up if outer == 1 else f.out)
         assert tier is not None
         wire = wire_factor(op, n) * size
         steps = ring_steps(op, n)
-        st = Leg(f"{op} ring over {tier.network}", tier.network, wire, wire / ctx.rate(tier, "ring", p))
+        name = "point-to-point" if op == "send" else f"{op} ring over {tier.network}"
+        st = Leg(name, tier.network, wire, wire / ctx.rate(tier, "ring", p))
         return _estimate(op, "ring", p, f, size, base + steps * ctx.step_s(tier, "ring", p), [st], steps, ctx, [])
     assert f.up is not None and f.out is not None
     up_rate, out_rate = ctx.rate(f.up, "ring", p), ctx.rate(f.out, "ring", p)
@@ -389,10 +377,9 @@ def _nvls(ctx: Numbers, op: str, f: Shape, size: float, p: str) -> Estimate:
     ctx.factor("nvls", p)
     up_b = size * (f.local + 1) / f.local
     if f.domains > 1:
-        # Across domains (NVLS tree) the in-switch phase keeps the single-domain NVLS bus bandwidth, not its
-        # algorithm bandwidth: NCCL's tuning model (src/graph/tuning.cc, nccl-tuning-model-nvls) sets one per-channel
-        # NVLS figure whatever the node count and turns it into algbw with the whole communicator's
-        # nRanks / nsteps, so its busbw stays flat from one node to two, as nccl issue 1221 measures (430 GB/s).
+        # Across domains the in-switch phase keeps the single-domain NVLS busbw, not its algbw: NCCL's tuning model
+        # (src/graph/tuning.cc) sets one per-channel NVLS figure whatever the node count and turns it into algbw with
+        # the whole communicator's nRanks / nsteps (busbw flat from one node to two: nccl issue 1221, 430 GB/s).
         up_b *= bus_factor(op, f.ranks) / bus_factor(op, f.local)
     stages = [Leg("in-switch reduction (NVLS)", "scale_up", up_b, up_b / rate)]
     latency, steps = lat, 1
