@@ -100,12 +100,7 @@ class PhaseLoad:
         return self.latency_s + self.bandwidth_s + self.queueing_s
 
 
-def cost_stage(
-    wiring: Wiring,
-    stage: Stage,
-    endpoint_s: float,
-    capacity: np.ndarray | None = None,
-) -> PhaseLoad:
+def cost_stage(wiring: Wiring, stage: Stage, endpoint_s: float, capacity: np.ndarray | None = None) -> PhaseLoad:
     """Route, share fairly, and time one stage. `capacity` overrides link capacities (sharing)."""
     routes = wiring.route(stage.src, stage.dst)
     inc = routes.incidence
@@ -308,11 +303,7 @@ def _fit(a: np.ndarray, n: int) -> np.ndarray:
 
 
 def cost_phase(
-    wiring: Wiring,
-    algorithm: str,
-    stages: Sequence[Stage],
-    endpoint_s: float,
-    capacity: np.ndarray | None = None,
+    wiring: Wiring, algorithm: str, stages: Sequence[Stage], endpoint_s: float, capacity: np.ndarray | None = None
 ) -> PhaseLoad:
     costs = [cost_stage(wiring, s, endpoint_s, capacity=capacity) for s in stages]
     nl = wiring.n_links

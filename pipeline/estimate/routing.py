@@ -213,13 +213,10 @@ class Wiring:
         self.acc_local = np.empty(n, dtype=np.int64)
         self.acc_local[order] = np.arange(n) - np.repeat(starts, sizes)
         self.domain_members: list[list[str]] = [names[a : a + b] for a, b in zip(starts, sizes, strict=True)]
-        # Filled per domain when a route first touches it (see _ensure).
-        self.acc_leaf = np.full(n, -1, dtype=np.int64)  # node index of the paired NIC's leaf
+        # Filled when a route first touches an accelerator (_ensure_endpoints): the node index of its NIC's leaf, and
+        # the links accelerator → NIC, NIC → accelerator, NIC → leaf, leaf → NIC.
         self.acc_has_nic = np.zeros(n, dtype=bool)
-        self.acc_up = np.full(n, -1, dtype=np.int64)  # link acc → NIC
-        self.acc_down = np.full(n, -1, dtype=np.int64)  # link NIC → acc
-        self.acc_nic_up = np.full(n, -1, dtype=np.int64)  # link NIC → leaf
-        self.acc_nic_down = np.full(n, -1, dtype=np.int64)  # link leaf → NIC
+        self.acc_leaf, self.acc_up, self.acc_down, self.acc_nic_up, self.acc_nic_down = np.full((5, n), -1, np.int64)
         self.domain_ready = np.zeros(len(self.domain_members), dtype=bool)
         self.endpoint_ready = np.zeros(n, dtype=bool)
         self.domain_sig = np.full(len(self.domain_members), -1, dtype=np.int64)
