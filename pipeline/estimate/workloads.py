@@ -134,19 +134,13 @@ def _checked(data: Any, doc: Any, path: Path) -> Workload:
             check_degrees(model.model, t, str(path))  # here, so a knob params.yaml set is named at its line
         except UsageError as exc:
             raise ValidationError(str(exc)) from None
+    same = ("id", "title", "kind", "model", "shares_with", "placement", "teaching", "summary")
     w = Workload(
-        id=model.id,
-        title=model.title,
-        kind=model.kind,
-        model=model.model,
+        **{k: getattr(model, k) for k in same},
         training=t,
         inference=model.inference if isinstance(model, InferenceWorkload) else None,
         targets=tuple(model.targets),
-        shares_with=model.shares_with,
         path=path,
-        placement=model.placement,
-        teaching=model.teaching,
-        summary=model.summary,
     )
     _check_ranges(w, path)
     return w
