@@ -105,7 +105,11 @@ def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -
 def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[int, str]:
     """The accelerator of each rank the workload uses; a workload too large, degrees that do not divide what they
     split, or a tensor-parallel group beyond or across scale-up domains is refused with what to change."""
-    view.check_size(offset + d.ranks, f"workload {d.workload_id}")
+    if offset + d.ranks > len(view.accelerators):
+        raise UsageError(
+            f"workload {d.workload_id} needs {offset + d.ranks} accelerators; topology {view.g.graph['topology_id']} "
+            f"has {len(view.accelerators)}"
+        )
     accelerators = rank_accelerators(view.g, w, offset, view.order)
     tied = [c for c in d.communications if c.one_domain is not None]
     for comm in tied:

@@ -13,7 +13,6 @@ import numpy as np
 
 from ..core.graphs import Topologies, load_topology
 from ..core.paths import Layout
-from ..errors import UsageError
 from ..formats.calibration import Calibration
 from .calibration import load_calibration
 from .routing import Routes, Wiring, ordered_accelerators
@@ -90,13 +89,6 @@ class View:
         size = self.summary["scale_up_domain_size"]
         return size if isinstance(size, int) else min(size)
 
-    def check_size(self, needed: int, what: str) -> None:
-        if needed > len(self.accelerators):
-            raise UsageError(
-                f"{what} needs {needed} accelerators; topology {self.g.graph['topology_id']} has "
-                f"{len(self.accelerators)}"
-            )
-
     def domain(self, acc: str) -> str:
         return self.g.nodes[acc]["domain"]
 
@@ -108,10 +100,7 @@ class View:
     def leaf(self, acc: str) -> str | None:
         """The leaf of an accelerator's first scale-out NIC (kept: a large group asks for every member's, often)."""
         if acc not in self._leaves:
-            self._leaves[acc] = next(
-                (m for nic in self.nics(acc) for m in self.g[nic] if self.kind[m] == "leaf"),
-                None,
-            )
+            self._leaves[acc] = next((m for nic in self.nics(acc) for m in self.g[nic] if self.kind[m] == "leaf"), None)
         return self._leaves[acc]
 
     def tier(self, a: str, b: str) -> int:
@@ -139,10 +128,7 @@ class View:
 
 
 def view_for(
-    lay: Layout,
-    topology_id: str,
-    topologies: Topologies | None = None,
-    facts: Callable[[str], Facts] | None = None,
+    lay: Layout, topology_id: str, topologies: Topologies | None = None, facts: Callable[[str], Facts] | None = None
 ) -> View:
     """The installed wiring of a reference or cluster from the topology stage's output (through `topologies` and
     `facts` when the caller keeps them open), with the collective calibration."""
