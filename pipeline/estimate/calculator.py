@@ -213,20 +213,11 @@ def sweep(
     if low < 1 or high < low:
         raise UsageError(f"--sweep {low}:{high}: expected 1 <= MIN <= MAX")
     cal, shape = _first(lay, view, ranks)
+    keys = ("seconds", "algbw_gb_per_s", "busbw_gb_per_s", "algorithm", "protocol")
     rows = []
     size = low
     while size <= high:
         est = collectives.estimate(cal, op, shape, float(size), algorithm)
-        rows.append(
-            {
-                "bytes": size,
-                "seconds": est.seconds,
-                "algbw_gb_per_s": est.algbw_gb_per_s,
-                "busbw_gb_per_s": est.busbw_gb_per_s,
-                "algorithm": est.algorithm,
-                "protocol": est.protocol,
-                "confidence": confidence(est, shape),
-            }
-        )
+        rows.append({"bytes": size, **{k: getattr(est, k) for k in keys}, "confidence": confidence(est, shape)})
         size *= 2
     return rows
