@@ -23,15 +23,6 @@ from .placement import place as place_ranks
 from .view import TIER_NAMES, Lineage, View
 from .workloads import Workload
 
-
-class CannotEstimate(UsageError):
-    """A phase rests on a bandwidth no source or assumption states."""
-
-
-# The frontend NIC speed is the topology's `frontend_nic_gbps`, read from this field of the reference.
-FRONTEND_SPEED_UNKNOWN = (
-    "{reference}:frontend.nic.speed is unknown (no source states it), so the time on the frontend network is unknown"
-)
 ROUTED_NOTE = (
     "every group of the phase routed at once over the installed links (shortest paths, ECMP split uniformly); "
     "each flow gets its max-min fair share; queueing only where a link's offered load exceeds its capacity"
@@ -268,7 +259,7 @@ def frontend(view: View, what: str, size: float, acc: str) -> Cost:
     cpu = next((n for n, d in g[acc].items() if view.kind[n] == "cpu"), None)
     fnics = [n for n in g[cpu] if view.kind[n] == "nic" and g.nodes[n].get("role") == "frontend"] if cpu else []
     if not fnics:
-        raise CannotEstimate(f"{what}: no frontend NIC on the host of {acc}")
+        raise UsageError(f"{what}: no frontend NIC on the host of {acc}")
     edges = [d for n in fnics for m, d in g[n].items() if d["network"] in ("frontend", "host")]
     nic_speed = g.graph.get("frontend_nic_gbps")
     on_frontend = [d for d in edges if d["network"] == "frontend"]
@@ -277,8 +268,11 @@ def frontend(view: View, what: str, size: float, acc: str) -> Cost:
     per_hop = (on_frontend or edges)[0]["latency_ns"] * 1e-9
     lineage = frozenset(Lineage.of_edge(view.reference, d) for d in edges)
     if nic_speed is None:
-        # The phase is reported with its bytes and route and no time; the other phases are still costed.
-        why = FRONTEND_SPEED_UNKNOWN.format(reference=view.reference)
+        # The phase keeps its bytes and route and reports no time; the other phases are still costed.
+        why = (
+            f"{view.reference}:frontend.nic.speed is unknown (no source states it), so the time on the frontend "
+            "network is unknown"
+        )
         latency_s, bandwidth_s, notes, unknown = 0.0, 0.0, f"seconds unknown: {why}", f"{what}: {why}"
     else:
         est = collectives.parametric("send", 2, size, nic_speed * GBPS_TO_BYTES, view.endpoint_s + hops * per_hop)

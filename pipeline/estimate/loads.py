@@ -25,10 +25,6 @@ from .routing import Routes, Wiring, tier_name
 EPS = 1e-9
 
 
-class UnknownCapacity(UsageError):
-    """A flow crosses a link whose bandwidth no source or assumption states."""
-
-
 def alone_rates(inc: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
     """Each flow's rate with the network to itself: min over its links of capacity / fraction carried."""
     csc = inc.tocsc()
@@ -107,7 +103,7 @@ def cost_stage(wiring: Wiring, stage: Stage, endpoint_s: float, capacity: np.nda
     cap = wiring.capacity if capacity is None else capacity
     unknown = wiring.unknown_capacity(inc)
     if unknown:
-        raise UnknownCapacity(
+        raise UsageError(
             f"{stage.what}: the bandwidth of {', '.join(unknown)} is unknown "
             "(no source states it and no assumption is declared)"
         )
