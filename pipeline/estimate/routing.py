@@ -248,14 +248,9 @@ class Wiring:
     @cached_property
     def _scale_out_rail(self) -> dict[str, int]:
         """Every scale-out NIC and its rail (0 when not stated), read once from the node data."""
-        nodes = self.nodes
         data = self.g._node
-        out = {}
-        for i in np.flatnonzero(self.kind == "nic").tolist():
-            d = data[nodes[i]]
-            if d.get("role") == "scale_out":
-                out[nodes[i]] = int(d.get("rail") or 0)
-        return out
+        nics = (self.nodes[i] for i in np.flatnonzero(self.kind == "nic").tolist())
+        return {n: int(data[n].get("rail") or 0) for n in nics if data[n].get("role") == "scale_out"}
 
     def _ensure_endpoints(self, positions: np.ndarray) -> None:
         """Each accelerator's scale-out NIC (the lowest rail among its neighbours), its leaf, and the links between."""
@@ -266,14 +261,10 @@ class Wiring:
         found: list[int] = []
         nics: list[str] = []
         for i in todo.tolist():
-            nic, rail = None, None
-            for m in adj[accs[i]]:
-                r = rail_of.get(m)
-                if r is not None and (rail is None or r < rail):
-                    nic, rail = m, r
-            if nic is not None:
+            ranked = [(rail_of[m], k, m) for k, m in enumerate(adj[accs[i]]) if m in rail_of]
+            if ranked:
                 found.append(i)
-                nics.append(nic)
+                nics.append(min(ranked)[2])
         if found:
             pos = np.array(found, dtype=np.int64)
             self.acc_has_nic[pos] = True
