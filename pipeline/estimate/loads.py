@@ -310,9 +310,6 @@ def cost_phase(
         c.link_bytes, c.utilization = _fit(c.link_bytes, nl), _fit(c.utilization, nl)
         c.flows_per_link = _fit(c.flows_per_link, nl).astype(np.int64)
     longest = max(costs, key=lambda c: c.bandwidth_s + c.queueing_s)
-    inj: Counter[str] = Counter()
-    for c in costs:
-        inj.update(c.injected)
     return PhaseLoad(
         algorithm,
         sum(c.latency_s for c in costs),
@@ -322,7 +319,7 @@ def cost_phase(
         np.max([c.utilization for c in costs], axis=0),
         np.sum([c.flows_per_link for c in costs], axis=0),
         longest.slowest_links,
-        inj,
+        sum((Counter(c.injected) for c in costs), Counter()),
         sorted({n for c in costs for n in c.notes}),
         max(c.hops for c in costs),
         longest.bottleneck_gbps,
