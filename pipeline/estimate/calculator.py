@@ -192,18 +192,16 @@ def _first(lay: Layout, view: View, ranks: int) -> tuple[Calibration, Shape]:
 
 def result_dict(est: Estimate, shape: Shape) -> dict[str, Any]:
     d = est.as_dict()
-    d.update(
-        {
-            "topology_id": shape.topology_id,
-            "ranks_per_domain": shape.local,
-            "domains": shape.domains,
-            "link_classes": dict(shape.technologies),
-            "confidence": confidence(est, shape),
-            "topology_lineage": [asdict(x) for x in sorted(shape.lineage | collnet_lineage(est, shape))],
-            "assumptions": [*d["assumptions"], *shape.notes, *collnet_note(est, shape)],
-        }
-    )
-    return d
+    return {
+        **d,
+        "topology_id": shape.topology_id,
+        "ranks_per_domain": shape.local,
+        "domains": shape.domains,
+        "link_classes": dict(shape.technologies),
+        "confidence": confidence(est, shape),
+        "topology_lineage": [asdict(x) for x in sorted(shape.lineage | collnet_lineage(est, shape))],
+        "assumptions": [*d["assumptions"], *shape.notes, *collnet_note(est, shape)],
+    }
 
 
 def sweep(
