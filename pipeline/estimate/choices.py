@@ -14,9 +14,7 @@ from ..core.schemas import _line_of, load_yaml
 from ..errors import ValidationError
 
 # What each choice means, and the bounds it must keep.
-CHOICES = {
-    "memory_headroom": "the fraction of accelerator memory the fit keeps free (not for the workload), in [0, 1)",
-}
+CHOICES = {"memory_headroom": "the fraction of accelerator memory the fit keeps free (not for the workload), in [0, 1)"}
 # Knobs that were removed, and what replaced each (named in the error, so an old params.yaml says what to do).
 REMOVED = {
     "mfu": "compute throughput is calibration data now: per accelerator and dtype in models/calibration/"

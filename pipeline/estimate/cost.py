@@ -227,10 +227,7 @@ def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: 
         bytes_on_wire_by_network=dict(sorted(by_net.items())) or routed_by_net,
     )
     return Phase.of(
-        comm,
-        cost,
-        max_link_utilization=float(np.max(load.utilization, initial=0.0)),
-        hot_links=tuple(hot_links(rows)),
+        comm, cost, max_link_utilization=float(np.max(load.utilization, initial=0.0)), hot_links=tuple(hot_links(rows))
     )
 
 
