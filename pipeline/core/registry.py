@@ -1,35 +1,12 @@
 """The registry on disk: deterministic Parquet tables written by the stages, read through DuckDB views.
 
-One module for every reader and writer, so no stage imports another stage to reach a table:
-
-- `write_table` writes one table as Parquet, sorted and single-threaded (same rows → same bytes); `table_writer`
-  several, filled in batches.
-- `open_tables(lay, "tables", "topology")` gives an in-memory DuckDB whose views read exactly the Parquet
-  files of the named output directories, as they are on disk now; `Tables.rows(sql, *params)` runs one
-  statement with bound parameters. A stage opens only the directories its DVC stage declares as deps.
-- `build_database` keeps `registry/registry.duckdb` for people who open it directly.
-
-Why `registry/registry.duckdb` holds views and not tables: a DuckDB file is not
-byte-identical from build to build, so it cannot be a DVC output without breaking the byte-identical
-`dvc.lock`. A file holding *copies* of the tables goes stale silently after `git checkout` + `dvc checkout`
-(a notebook read last week's numbers). A file holding only *views* over the Parquet files holds no numbers at
-all: every query reads the Parquet files as they are now, so a direct reader sees the current numbers or a
-DuckDB error naming what is missing. `_registry_build` records which Parquet files (by path) the views were made
-for.
-
-What the views file depends on is the tables' names and columns (name and type), not their contents: DuckDB binds
-a view's columns when it is created (and lists those in `duckdb_columns()` / `information_schema` until a query
-binds it again), so a view must be rebuilt when a column's name or type changes, and need not be when a number
-does. A stage whose tables' numbers move often (traffic, on every workload knob) writes `schema.json` beside them
-(`write_schema`): every table's columns as DuckDB reads them, which changes exactly when a view would, and the
-`database` stage declares that file instead of the tables. `build_database` checks the views it bound against
-every `schema.json` present, so a stale one is an error, not an outdated view.
-
-Paths in the views are absolute, so the file opens from the checkout root, a notebooks/ directory or anywhere
-else. Relative paths were rejected: DuckDB resolves them against the reader's working directory, so a reader
-elsewhere fails and a reader inside *another* checkout silently reads that checkout's numbers. The one risk of
-absolute paths — a copied or moved checkout reading the original's files — is closed by a guard in every view:
-it raises "registry.duckdb was built at …" unless the database file is still where it was built.
+`registry/registry.duckdb` holds views, not tables: a DuckDB file is not byte-identical from build to build (so
+it cannot be a DVC output), and a file of copies goes stale silently after `dvc checkout`; views hold no numbers.
+A view binds its columns when created, so it must be rebuilt when a column's name or type changes, not when a
+number does: a stage whose numbers move often writes `schema.json` beside its tables (`write_schema`) and the
+`database` stage declares that file instead. Paths in the views are absolute (a relative one resolves against
+the reader's working directory, possibly inside another checkout); a guard in every view refuses a file that
+was moved or copied.
 """
 
 from __future__ import annotations
@@ -54,9 +31,8 @@ from .store import sha256_file
 if TYPE_CHECKING:
     import numpy as np
 
-# The directories (under registry/) that hold Parquet tables: the stages' outputs in the order they are written
-# (`validation`: the model against published results), then `measurements` (measured nccl-tests logs, loaded by
-# `fabricref measured`, outside DVC).
+# The directories under registry/ holding Parquet tables: the stages' outputs in the order they are written, then
+# `measurements` (written by `fabricref measured`, outside DVC).
 TABLE_DIRS = ("tables", "topology", "traffic", "validation", "measurements")
 
 # Views over several tables, created when every table they read is present.
@@ -74,7 +50,6 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 BUILD_TABLE = "_registry_build"
-# Beside a directory's tables (see `write_schema`): each table's columns, for the views file's DVC dep.
 SCHEMA_FILE = "schema.json"
 VIEWS_FILE = "views.json"  # the views of registry.duckdb with their bound columns: the database stage's output
 
@@ -88,7 +63,7 @@ def _literal(text: str) -> str:
 
 
 def _writer_connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB set up to write tables with stable bytes: single-threaded, in insertion order."""
+    """An in-memory DuckDB that writes stable bytes: single-threaded, in insertion order."""
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET threads = 1")
@@ -103,9 +78,17 @@ def _create(con: duckdb.DuckDBPyConnection, name: str, columns: list[tuple[str, 
     con.execute(f"CREATE TABLE {_quote(name)} ({', '.join(f'{_quote(c)} {t}' for c, t in columns)})")
 
 
+def _create_views(con: duckdb.DuckDBPyConnection, paths: dict[str, str], where: str = "") -> None:
+    """One view per Parquet file (absolute path), then the derived views whose tables are all there."""
+    for name, path in paths.items():
+        con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({_literal(path)}){where}")
+    for name, (needs, sql) in DERIVED_VIEWS.items():
+        if all(n in paths for n in needs):
+            con.execute(f"CREATE VIEW {_quote(name)} AS {sql}")
+
+
 def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, order: list[str]) -> Path:
-    """The table sorted by `order` as `directory/name.parquet`, written to a temporary file and renamed (atomic),
-    with its SHA-256 recorded beside it (`record_hash`)."""
+    """The table sorted by `order`, written atomically as `directory/name.parquet` with its `record_hash`."""
     target = directory / f"{name}.parquet"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".parquet")
     os.close(fd)
@@ -120,12 +103,9 @@ def _copy_sorted(con: duckdb.DuckDBPyConnection, directory: Path, name: str, ord
     return target
 
 
-# Every Parquet and DuckDB file of the registry has its SHA-256 beside it (`NAME.parquet.sha256`, in
-# `sha256sum` form), written with it, and every reader (`Tables`, so show, audit, query, status, the API and the
-# stages) checks it before DuckDB reads a byte: a flipped bit is refused naming the file, never read back as
-# other numbers or a traceback from a damaged page.
+# Every Parquet and DuckDB file has its SHA-256 beside it (`NAME.parquet.sha256`, `sha256sum` form), checked by
+# every reader before DuckDB reads a byte: a flipped bit is refused naming the file, never read as other numbers.
 HASH_SUFFIX = ".sha256"
-# How to get a sound copy of a table directory back.
 _REBUILD = {
     "tables": "`dvc checkout registry/tables` (or rebuild it: `dvc repro --force compile`)",
     "topology": "`dvc checkout registry/topology` (or rebuild it: `dvc repro --force topology`)",
@@ -141,8 +121,7 @@ def hash_path(path: Path) -> Path:
 
 
 def record_hash(path: Path, sha256: str) -> Path:
-    """Write `path`'s SHA-256 beside it (before the file itself is renamed into place: a crash in between leaves
-    a mismatch the reader refuses, never a table taken as sound)."""
+    """Write `path`'s SHA-256 beside it, before the file is renamed into place (a crash between leaves a mismatch)."""
     target = hash_path(path)
     # Raw OSError (not FabricrefError) on failure, like the table's own write: the stage names what it writes.
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -161,8 +140,7 @@ _VERIFIED: dict[tuple[str, int, int, int, int], None] = {}
 
 
 def verify_file(path: Path, rebuild: str | None = None) -> None:
-    """IntegrityError unless `path` hashes to the SHA-256 recorded beside it; a file unchanged on disk since it
-    was verified in this process is not hashed again."""
+    """IntegrityError unless `path` hashes to the SHA-256 beside it (cached while the file is unchanged)."""
     contained(path)
     sidecar = hash_path(path)
     how = rebuild or _REBUILD.get(path.parent.name, "`dvc checkout` or `dvc repro --force` of the stage writing it")
@@ -189,8 +167,7 @@ def verify_file(path: Path, rebuild: str | None = None) -> None:
 
 
 def _column(values: Sequence[Any]) -> np.ndarray:
-    """One column as a NumPy object array (assigned, not constructed: a list-valued cell stays one cell). NumPy is
-    imported here, by the writers alone: the stages that only read tables never load it."""
+    """One column as a NumPy object array (assigned, not constructed: a list-valued cell stays one cell)."""
     import numpy as np
 
     column = np.empty(len(values), dtype=object)
@@ -202,9 +179,8 @@ def _column(values: Sequence[Any]) -> np.ndarray:
 def table_writer(
     directory: Path, tables: dict[str, tuple[list[tuple[str, str]], list[str]]]
 ) -> Iterator[Callable[[str, Iterable[Sequence[Any]]], None]]:
-    """Tables (name → (columns with DuckDB types, sort key)) filled in batches: `add(name, rows)` as often as
-    needed; on leaving without an error each is written as `directory/<name>.parquet`, sorted and single-threaded,
-    so the same rows always give the same bytes, whatever the batches."""
+    """Tables (name → (columns with DuckDB types, sort key)) filled by `add(name, rows)`; on leaving without an
+    error each is written as `directory/<name>.parquet`: the same rows give the same bytes, whatever the batches."""
     contained(directory)
     con = _writer_connection()
     try:
@@ -234,7 +210,7 @@ def table_writer(
 def write_table(
     directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], rows: Iterable[Sequence[Any]]
 ) -> Path:
-    """One table as Parquet (`table_writer`): the same rows always give the same bytes."""
+    """One table as Parquet (`table_writer`)."""
     with table_writer(directory, {name: (columns, order)}) as add:
         add(name, rows)
     return directory / f"{name}.parquet"
@@ -243,8 +219,7 @@ def write_table(
 def concat_tables(
     directory: Path, name: str, columns: list[tuple[str, str]], order: list[str], parts: Sequence[Path]
 ) -> int:
-    """One table from per-item Parquet parts of the same columns (a stage per item, one combine step): sorted,
-    single-threaded, written as `write_table` writes. Every part must exist; returns the row count."""
+    """One table from per-item Parquet parts of the same columns, written as `write_table` writes; the row count."""
     directory.mkdir(parents=True, exist_ok=True)
     missing = [str(p) for p in parts if not p.is_file()]
     if missing:
@@ -265,8 +240,7 @@ def concat_tables(
 
 
 def remove_stale(directory: Path, keep: Iterable[str]) -> None:
-    """Delete Parquet tables of `directory` that the stage no longer writes (a dropped table must not linger),
-    with their recorded hashes."""
+    """Delete the Parquet tables (and hashes) of `directory` that the stage no longer writes."""
     names = set(keep)
     contained(directory)
     for stale in directory.glob("*.parquet"):
@@ -277,8 +251,7 @@ def remove_stale(directory: Path, keep: Iterable[str]) -> None:
 
 
 def table_columns(paths: dict[str, Path]) -> dict[str, list[list[str]]]:
-    """Table name → [[column, DuckDB type], ...] in column order, as DuckDB binds `read_parquet` of each file
-    (what a view over it lists); only the files' footers are read."""
+    """Table name → [[column, DuckDB type], ...] as a view over `read_parquet` of each file binds them."""
     con = duckdb.connect(":memory:")
     try:
         found = {}
@@ -292,10 +265,8 @@ def table_columns(paths: dict[str, Path]) -> dict[str, list[list[str]]]:
 
 
 def write_schema(directory: Path) -> Path:
-    """`directory/schema.json`: every Parquet table of the directory with its columns (name, DuckDB type), for a
-    stage to write after its tables. Why: it changes exactly when the views over those tables must be rebuilt (a
-    table added, removed or renamed, a column's name or type changed) and not when only their numbers move, so
-    the `database` stage can declare it instead of the tables and is not rerun by every changed number."""
+    """`directory/schema.json`: every table of the directory with its columns, written after the tables. It
+    changes exactly when the views must be rebuilt, so the `database` stage declares it instead of the tables."""
     paths = {p.stem: p for p in sorted(directory.glob("*.parquet"))}
     target = directory / SCHEMA_FILE
     atomic_write_json(target, {"tables": table_columns(paths)})
@@ -303,8 +274,7 @@ def write_schema(directory: Path) -> Path:
 
 
 def table_paths(lay: Layout, *dirs: str) -> dict[str, Path]:
-    """Table name → Parquet file, for the named output directories (each must exist), or by default for every
-    one that exists (inspecting a registry built only up to some stage is fine)."""
+    """Table name → Parquet file, for the named directories (each must exist), else for every one that exists."""
     out: dict[str, Path] = {}
     for sub in dirs or TABLE_DIRS:
         if sub not in TABLE_DIRS:
@@ -330,18 +300,14 @@ class Tables:
         self.paths = dict(sorted(paths.items()))
         self.con = duckdb.connect(":memory:")
         try:
-            for name, path in self.paths.items():
+            for path in self.paths.values():
                 # Reads through DuckDB are invisible to Python's `open` audit event; say which file is read so
                 # tests/e2e/test_stage_audit.py can compare what each stage reads with what dvc.yaml declares.
                 sys.audit("fabricref.read", str(path))
                 if not path.exists():
                     raise FabricrefError(f"{path} is missing: run `dvc repro`")
                 verify_file(path)
-                source = _literal(path.resolve().as_posix())
-                self.con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({source})")
-            for name, (needs, sql) in DERIVED_VIEWS.items():
-                if all(n in self.paths for n in needs):
-                    self.con.execute(f"CREATE VIEW {_quote(name)} AS {sql}")
+            _create_views(self.con, {name: path.resolve().as_posix() for name, path in self.paths.items()})
         except BaseException:
             self.con.close()
             raise
@@ -357,9 +323,8 @@ class Tables:
         return [d[0] for d in cur.description], cur.fetchall()
 
     def lock_down(self, lock_configuration: bool = True, extra: Iterable[Path] = ()) -> None:
-        """From now on SQL can read the registry's Parquet files (and `extra` ones: the plans `fabricref query`
-        adds) and nothing else (no COPY TO, no /etc/...): file access cannot be switched back on.
-        `lock_configuration`: no other setting can change either (the limits `fabricref query` set)."""
+        """From now on SQL reads only the registry's Parquet files (and `extra` ones), irrevocably;
+        `lock_configuration`: no other setting can change either."""
         dirs = sorted({p.resolve().parent.as_posix() + "/" for p in [*self.paths.values(), *extra]})
         self.con.execute("SET allowed_directories = ?", [dirs])
         self.con.execute("SET enable_external_access = false")
@@ -401,9 +366,7 @@ def _guard(lay: Layout) -> str:
 
 
 def build_database(lay: Layout) -> Path:
-    """(Re)write registry.duckdb atomically: one view per Parquet table, the derived views, the build record.
-
-    Leftovers of a killed build are removed first; a read-only checkout or a full disk is a clear error."""
+    """(Re)write registry.duckdb atomically: one view per Parquet table, the derived views, the build record."""
     views = _views(lay)
     target = contained(lay.duckdb_path, lay.root)
     remove_leftovers(target.parent, ".registry.")
@@ -418,11 +381,7 @@ def build_database(lay: Layout) -> Path:
     try:
         con = duckdb.connect(tmp)
         try:
-            for name, path in views:
-                con.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({_literal(path)}) WHERE {guard}")
-            for name, (needs, sql) in DERIVED_VIEWS.items():
-                if all(n in dict(views) for n in needs):
-                    con.execute(f"CREATE VIEW {_quote(name)} AS {sql}")
+            _create_views(con, dict(views), f" WHERE {guard}")
             bound = _bound(con)
             _check_schemas(lay, bound)
             con.execute(f"CREATE TABLE {BUILD_TABLE} (view VARCHAR, parquet_path VARCHAR)")
@@ -435,8 +394,7 @@ def build_database(lay: Layout) -> Path:
         record_hash(target, sha256_file(Path(tmp)))
         os.replace(tmp, target)
         # The stage's DVC output, written last: deterministic where the DuckDB file is not, and missing on a fresh
-        # clone, so `dvc repro` builds the views file there (a stage without outputs whose deps match dvc.lock
-        # is skipped, and the clone had no registry.duckdb).
+        # clone, so `dvc repro` builds registry.duckdb there.
         atomic_write_json(lay.registry_dir / VIEWS_FILE, {"views": _tracked(views, bound)})
     except OSError as exc:
         raise FabricrefError(f"cannot build {lay.relative(target)}: {exc.strerror or exc}") from exc
@@ -461,18 +419,15 @@ def _bound(con: duckdb.DuckDBPyConnection) -> dict[str, list[list[str]]]:
 
 
 def _tracked(views: list[tuple[str, str]], bound: dict[str, list[list[str]]]) -> dict[str, list[list[str]]]:
-    """The bound views over the tables DVC tracks: `registry/measurements/` is written by `fabricref measured
-    import`, outside DVC and not a dep of the stage, so its views stay out of the stage's output (an import, or a
-    reader rebuilding the file, would otherwise move an output DVC cannot explain)."""
+    """The bound views over the tables DVC tracks: `registry/measurements/` is written outside DVC, so its views
+    stay out of the stage's output."""
     kept = {name for name, path in views if Path(path).parent.name != "measurements"}
     kept |= {name for name, (needs, _) in DERIVED_VIEWS.items() if name in bound and set(needs) <= kept}
     return {name: columns for name, columns in bound.items() if name in kept}
 
 
 def _check_schemas(lay: Layout, bound: dict[str, list[list[str]]]) -> None:
-    """Every `schema.json` of the table directories lists exactly the views made over that directory's tables,
-    with the columns DuckDB bound: the views file is rebuilt only when one of those files changes, so a stale one
-    would leave an outdated view."""
+    """Every `schema.json` lists exactly the views over its directory's tables, with the columns DuckDB bound."""
     for sub in TABLE_DIRS:
         path = lay.registry_dir / sub / SCHEMA_FILE
         if not path.is_file():
@@ -492,8 +447,7 @@ def _check_schemas(lay: Layout, bound: dict[str, list[list[str]]]) -> None:
 
 
 def remove_leftovers(directory: Path, prefix: str) -> None:
-    """Temp files and directories a killed build left behind (`<prefix><pid>.…`): removed when the process
-    that made them is gone; a live one's are left alone (another build may be running)."""
+    """Remove the temp files and directories (`<prefix><pid>.…`) of builds whose process is gone."""
     try:
         entries = list(directory.glob(f"{prefix}*"))
     except OSError:
