@@ -1,14 +1,8 @@
-"""A wall-clock limit on every command, counted from the moment it starts.
+"""A wall-clock limit on every command and stage (`bounded`), counted from its start.
 
-Every `fabricref` command and every stage DVC runs is `bounded`: after FABRICREF_TIME_LIMIT seconds (default
-DEFAULT_LIMIT; `fabricref --time-limit S VERB` for one command) it stops with `TimeLimitError`, naming the limit
-and how to raise it. The stop is an exception raised in the main thread (SIGALRM), so every `with` block unwinds:
-a transaction not yet committed is removed, a lock is released. A commit in progress (`critical`) is let finish
-first. Work that holds the interpreter in C code past the limit (a long DuckDB call) is ended by a watchdog
-GRACE seconds later with the same message; what it interrupts is what a kill -9 interrupts, which every writer
-survives (pipeline/core/files.py: staged files, one journal write as the commit point).
-
-A command that serves until stopped (`fabricref explore`) calls `unbounded` once it starts serving."""
+The stop is a `TimeLimitError` raised in the main thread (SIGALRM), so every `with` block unwinds; a commit in
+progress (`critical`) finishes first. C code holding the interpreter past the limit is ended by a watchdog GRACE
+seconds later, which writers survive as they survive kill -9. A server calls `unbounded` once it serves."""
 
 from __future__ import annotations
 
@@ -37,8 +31,7 @@ class TimeLimitError(FabricrefError):
 
 
 def parse_limit(text: str, how: str) -> float:
-    """Seconds from `text`, which `how` (the variable or option) gave; UsageError unless a positive, finite
-    number of at most MAX_LIMIT."""
+    """Seconds from `text` (given by `how`); UsageError unless positive, finite and at most MAX_LIMIT."""
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -74,8 +67,7 @@ def _message() -> str:
 
 
 def _importing(frame: FrameType | None) -> bool:
-    """An import is running: a C extension's module init calls back into Python (DuckDB's nanobind enums), and an
-    exception raised there aborts the process instead of unwinding it."""
+    """An import is running: an exception raised in a C extension's module init aborts the process."""
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
@@ -125,9 +117,8 @@ def _disarm() -> None:
 
 @contextlib.contextmanager
 def bounded() -> Iterator[None]:
-    """The running command, limited to FABRICREF_TIME_LIMIT seconds from now (see the module). Only the
-    outermost block in the main thread arms the clock; a nested one (a test calling `main` inside a command)
-    or one in another thread runs under whatever is already armed."""
+    """The running command, limited to FABRICREF_TIME_LIMIT seconds from now; only the outermost block in the
+    main thread arms the clock."""
     if _CLOCK.armed or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -176,8 +167,7 @@ def unbounded() -> None:
 
 @contextlib.contextmanager
 def critical() -> Iterator[None]:
-    """A step that must not be cut in two (renaming a committed transaction's files into place): a limit
-    reached inside it stops the command right after it."""
+    """A step that must not be cut in two: a limit reached inside it stops the command right after it."""
     _CLOCK.depth += 1
     try:
         yield

@@ -22,8 +22,7 @@ _UMASK_LOCK = threading.Lock()
 
 
 def current_umask() -> int:
-    """The process umask, read without changing it where the kernel tells (Linux /proc), else swapped under a
-    lock so no other thread of ours creates a file while it is briefly 0."""
+    """The process umask, from /proc where it can (setting it to read it races with other threads)."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
@@ -43,8 +42,7 @@ def new_file_mode() -> int:
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write via a temporary file in the same directory and rename it over the target. The file gets `mode`
-    if given (the snapshot store passes read-only modes), else the mode the user's umask gives new files."""
+    """Write via a temporary file in the same directory renamed over the target, with `mode` or the umask's."""
     contained(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +66,7 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
 
 
 def _fsync_directory(directory: Path) -> None:
-    """Make the renames into `directory` durable (where the file system can sync a directory)."""
+    """Make the renames into `directory` durable, where the file system can."""
     with contextlib.suppress(OSError):
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
@@ -88,12 +86,11 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 @contextlib.contextmanager
 def exclusive_lock(lock_path: Path, wait: bool = True) -> Iterator[None]:
-    """An advisory lock so two refreshes never interleave writes to the store and the pins."""
+    """An advisory lock on `lock_path`; without `wait`, an error when another process holds it."""
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(lock_path, "a+")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
-        # A read-only checkout, a full disk or a path that is not a directory: say which and where.
         raise FabricrefError(f"cannot lock {lock_path}: {exc.strerror or exc}") from exc
     with handle:
         flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
@@ -110,10 +107,8 @@ def exclusive_lock(lock_path: Path, wait: bool = True) -> Iterator[None]:
 
 
 def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] = UsageError) -> bytes:
-    """The bytes of `path`, which must be a regular file of at most `limit` bytes whose size is what it reads:
-    a FIFO (would block), a device (`/dev/zero` never ends), a directory, or a file the kernel makes up as it
-    is read (`/proc/self/environ` says 0 bytes and holds the environment) is refused with `error`, naming the
-    file and `what` was expected. The content is never put into a message."""
+    """The bytes of a regular file of at most `limit` bytes whose size is what it reads: a FIFO, a device, a
+    directory or a file the kernel makes up (`/proc/self/environ`) is refused with `error`, naming `what`."""
     contained(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -149,12 +144,9 @@ def read_bounded(path: Path, limit: int, what: str, error: type[FabricrefError] 
     return data
 
 
-# Several files replaced as one (`transaction`). Each file is staged in `.fabricref-staging/<pid>.<n>/` (same
-# filesystem as the checkout, so a rename moves it) and the journal naming every staged file and its target is
-# written last: that write is the commit point. Before it, a failure (a bad value, a full disk, SIGKILL) leaves
-# every target as it was; the staging directory is removed (by the command, or by the next writer when the
-# command was killed). After it, every staged file is renamed over its target, and a process killed half-way has
-# the next writer finish the renames from the journal (`recover`).
+# Several files replaced as one (`transaction`): each is staged in `.fabricref-staging/<pid>.<n>/` and the journal
+# naming every staged file and its target is written last, as the commit point. A failure before it leaves every
+# target as it was; after it, the renames are finished by the next writer if this one is killed (`recover`).
 JOURNAL = ".fabricref.journal"
 LOCK = ".fabricref.lock"
 STAGING = ".fabricref-staging"
@@ -182,7 +174,7 @@ class Transaction:
         return staged, target
 
     def write(self, path: Path, data: bytes, mode: int | None = None) -> None:
-        """Stage `data` for `path` (written and fsynced now, in place only at commit)."""
+        """Stage `data` for `path`: written and fsynced now, in place at commit."""
         staged, _target = self._stage(path)
         try:
             with open(staged, "xb") as handle:
@@ -197,8 +189,7 @@ class Transaction:
         self.write(path, canonical_json(data))
 
     def scratch(self) -> Path:
-        """An empty directory inside the staging area, for a library that writes its file itself (DuckDB's
-        COPY): `place` the result."""
+        """An empty directory in the staging area for a library that writes its file itself: `place` the result."""
         self._stage(self.root / STAGING / "scratch")  # makes the staging directory
         self.staged.pop()
         assert self.directory is not None
@@ -206,7 +197,7 @@ class Transaction:
         return scratch
 
     def place(self, path: Path, built: Path) -> None:
-        """Stage a file built elsewhere in the checkout (a Parquet table a library wrote) for `path`."""
+        """Stage for `path` a file built elsewhere in the checkout."""
         staged, _target = self._stage(path)
         try:
             os.replace(built, staged)
@@ -243,9 +234,8 @@ class Transaction:
 
 @contextlib.contextmanager
 def transaction(root: Path) -> Iterator[Transaction]:
-    """Stage the command's files (`tx.write`, `tx.place`), then replace them all at once when the block ends
-    without an error. The caller holds `checkout_lock`. Validate everything before the first `write`: a
-    failure inside the block leaves the checkout as it was."""
+    """Stage the command's files (`tx.write`, `tx.place`), replaced all at once when the block ends without an
+    error; a failure inside it leaves the checkout as it was. The caller holds `checkout_lock`."""
     tx = Transaction(root)
     try:
         yield tx
@@ -264,8 +254,8 @@ def _finish(root: Path, entries: list[list[str]]) -> None:
 
 
 def recover(root: Path) -> None:
-    """Finish a transaction a killed process committed (its journal is there), and remove what killed
-    processes staged without committing. Run under `checkout_lock` before writing."""
+    """Finish a transaction a killed process committed, and remove what killed processes staged. Under
+    `checkout_lock`."""
     journal = root / JOURNAL
     if journal.exists():
         try:
@@ -292,8 +282,7 @@ def recover(root: Path) -> None:
 
 
 def process_alive(pid: int) -> bool:
-    """Whether another process `pid` runs: this process counts as not alive, since what it left behind from an
-    earlier, failed call (a staging or build directory) is not being written now."""
+    """Whether another process `pid` runs (this one counts as not: what it left from a failed call is stale)."""
     if pid == os.getpid():
         return False
     try:
@@ -307,8 +296,7 @@ def process_alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def checkout_lock(root: Path, wait: bool = True) -> Iterator[None]:
-    """The per-checkout writer lock (`.fabricref.lock`), re-entrant within a process, with an interrupted
-    transaction finished first (`recover`): every command that writes holds it."""
+    """The per-checkout writer lock, re-entrant within a process; an interrupted transaction is `recover`ed first."""
     key = root.resolve()
     if _HELD.get(key):
         _HELD[key] += 1

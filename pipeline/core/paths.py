@@ -80,7 +80,7 @@ class Layout:
 
     @property
     def plans_dir(self) -> Path:
-        """`fabricref plan`'s tables (git-ignored, outside every DVC output): read as `plans` by `fabricref query`."""
+        """`fabricref plan`'s tables: git-ignored, outside every DVC output."""
         return self.root / "plans"
 
     def source_file(self, source_id: str) -> Path:
@@ -101,15 +101,13 @@ class Layout:
 
 
 ROOT_ENV = "FABRICREF_ROOT"
-# What makes a directory a fabricref checkout rather than any directory: the declared sources, and the vocabulary
-# every figure is read against (a directory that merely has empty sources/ and schemas/ folders is not one).
+# What makes a directory a fabricref checkout: the declared sources, and the vocabulary figures are read against.
 MARKERS = {"sources/": Path("sources"), "schemas/vocabulary.json": Path("schemas") / "vocabulary.json"}
 _VOCABULARY_BYTES = 4 * 1024 * 1024
 
 
 def _missing(path: Path, read: bool = True) -> list[str]:
-    """What keeps `path` from being a checkout: each marker absent, or the vocabulary not the vocabulary (a
-    regular file in the checkout; when `read`, a JSON object with its `fields`)."""
+    """What keeps `path` from being a checkout (when `read`, the vocabulary must also hold `fields`)."""
     out = [] if (path / "sources").is_dir() else ["no sources/"]
     vocabulary = path / MARKERS["schemas/vocabulary.json"]
     if vocabulary.is_symlink():
@@ -130,14 +128,8 @@ def _missing(path: Path, read: bool = True) -> list[str]:
     return out
 
 
-def is_checkout(path: Path, read: bool = True) -> bool:
-    return not _missing(path, read)
-
-
 def check_checkout(path: Path, how: str, read: bool = True) -> Path:
-    """`path` resolved, when it is a fabricref checkout; else UsageError starting with `how` (what named it:
-    `FABRICREF_ROOT=/x`, `--root /x`) and saying why it is not one. Nothing is created: a wrong root must not
-    grow directories."""
+    """`path` resolved, when it is a checkout; else UsageError starting with `how` (what named it) saying why."""
     expected = f"expected a fabricref checkout (a directory with {' and '.join(MARKERS)})"
     if not path.exists():
         raise UsageError(f"{how}: does not exist; {expected}")
@@ -151,7 +143,7 @@ def check_checkout(path: Path, how: str, read: bool = True) -> Path:
 
 def _search(here: Path, read: bool = True) -> Path:
     for candidate in (here, *here.parents):
-        if is_checkout(candidate, read):
+        if not _missing(candidate, read):
             return candidate
     raise UsageError(
         f"no fabricref checkout found at or above {here}: expected a directory with {' and '.join(MARKERS)} "
@@ -160,22 +152,16 @@ def _search(here: Path, read: bool = True) -> Path:
 
 
 def find_root(start: Path | None = None) -> Path:
-    """The checkout root, one rule for every command and stage:
-
-    - while a command runs, the root it settled on (`settle`): found once, never again from the environment;
-    - a stage DVC runs (DVC_STAGE set) works in the checkout DVC runs it in (DVC_ROOT, else the working
-      directory's): a FABRICREF_ROOT naming another directory is refused, never followed (following it would
-      let one checkout's `dvc repro` delete and rewrite another's outputs);
-    - else $FABRICREF_ROOT, which must be a checkout itself;
-    - else the nearest ancestor of the working directory holding sources/ and schemas/vocabulary.json."""
+    """The checkout root: the one the running command settled on; in a DVC stage, the checkout DVC runs it in
+    (a FABRICREF_ROOT naming another is refused: it would let one `dvc repro` rewrite another's outputs); else
+    $FABRICREF_ROOT; else the nearest checkout at or above the working directory."""
     if _IN_USE:
         return _IN_USE[-1]
     env = os.environ.get(ROOT_ENV)
     if os.environ.get("DVC_STAGE"):
         dvc_root = os.environ.get("DVC_ROOT")
         here = (start or Path.cwd()).resolve()
-        # DVC runs the stage in a checkout it found by its dvc.yaml: the markers are checked, and the vocabulary
-        # is read by the stages that use it (a dependency each declares), not by every stage to find the root.
+        # The vocabulary is read by the stages that declare it, not by every stage to find the root.
         root = (
             check_checkout(Path(dvc_root), f"DVC_ROOT={dvc_root}", read=False)
             if dvc_root
@@ -192,14 +178,13 @@ def find_root(start: Path | None = None) -> Path:
     return _search((start or Path.cwd()).resolve())
 
 
-# The root of the command running in this process (pushed by `settle`), so a helper that finds the checkout
-# itself (the vocabulary, a source outside `lay`) finds the one the command works on.
+# The roots of the commands running in this process (pushed by `settle`).
 _IN_USE: list[Path] = []
 
 
 @contextlib.contextmanager
 def command() -> Iterator[None]:
-    """One command: a root it `settle`s on is forgotten when the block ends (the next command finds its own)."""
+    """One command: a root it `settle`s on is forgotten when the block ends."""
     depth = len(_IN_USE)
     try:
         yield
@@ -208,20 +193,15 @@ def command() -> Iterator[None]:
 
 
 def settle(lay: Layout) -> Layout:
-    """The running command works on `lay`: until its `command()` block ends, `find_root` answers `lay.root`."""
+    """Until the running `command()` block ends, `find_root` answers `lay.root`."""
     _IN_USE.append(lay.root)
     return lay
 
 
 def contained(path: Path, root: Path | None = None, *, strict: bool = False) -> Path:
-    """`path`, once it is known to stay inside the checkout with every symbolic link resolved: a file of the
-    checkout (`models/references/x.yaml`, `registry/report`) that is a link to /etc or another checkout is
-    refused, naming where it leads, before anything is read or written through it.
-
-    The checkout is `root`, else the one the running command settled on (none: no command, nothing to check).
-    A path that does not start inside the checkout is a file the user named (`measured import /tmp/run.log`) and
-    is left alone, unless `strict` (a path a document holds, such as a citation's `snapshot_path`, which must be
-    inside: `..` that climbs out is refused the same way)."""
+    """`path`, once it is known to stay inside the checkout (`root`, else the settled one) with every symbolic
+    link resolved; a link out is refused naming where it leads. A path not starting inside is a file the user
+    named and is left alone, unless `strict` (a path a document holds)."""
     base = root if root is not None else (_IN_USE[-1] if _IN_USE else None)
     if base is None:
         return path
@@ -247,8 +227,7 @@ def contained(path: Path, root: Path | None = None, *, strict: bool = False) -> 
 
 @functools.cache
 def dvc_caches(root: Path) -> tuple[Path, ...]:
-    """The checkout's DVC cache directories (`.dvc/cache`, or `[cache] dir` of .dvc/config and config.local):
-    with `cache.type = symlink` DVC links the outputs there, which is still the checkout's own data."""
+    """The checkout's DVC cache directories: with `cache.type = symlink` outputs link there."""
     import configparser
 
     found = [root / ".dvc" / "cache"]
@@ -265,8 +244,7 @@ def dvc_caches(root: Path) -> tuple[Path, ...]:
 
 
 def layout(root: Path | None = None) -> Layout:
-    """The Layout of `root` (checked to be a checkout: `--root`, `root=`), else of the checkout `find_root`
-    finds."""
+    """The Layout of `root` (checked to be a checkout), else of the one `find_root` finds."""
     return Layout(check_checkout(root, f"--root {root}") if root else find_root())
 
 
@@ -274,8 +252,7 @@ PARAMS_FILE = "params.yaml"
 
 
 def checkout_params(path: Path, folder: str) -> Path | None:
-    """The checkout's params.yaml for <root>/models/<folder>/<file>: the one home of the knobs people vary. None
-    for a file elsewhere (a copy outside a checkout states its values itself) or no params.yaml."""
+    """The checkout's params.yaml for <root>/models/<folder>/<file>; None for a file elsewhere or none."""
     if path.parent.name != folder or path.parent.parent.name != "models":
         return None
     params = path.parent.parent.parent / PARAMS_FILE

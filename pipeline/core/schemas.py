@@ -30,8 +30,8 @@ def json_path(parts: list[Any] | tuple[Any, ...]) -> str:
 
 
 class Lines:
-    """Where a YAML file's values are: the round-trip document (which records lines), composed only when a line is
-    asked for (error paths), since the C-parsed data carries none and the pure-Python round trip is slow."""
+    """A YAML file's round-trip document (which records lines), composed only when a line is asked for: the
+    C-parsed data carries none and the pure-Python round trip is slow."""
 
     def __init__(self, text: str) -> None:
         self._text = text
@@ -88,36 +88,28 @@ def to_plain(node: Any) -> Any:
         return out
     if isinstance(node, list):
         return [to_plain(v) for v in node]
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
+    if node is None:
+        return None
+    for kind in (bool, int, float, str):  # ruamel's scalar subclasses become the plain type
+        if isinstance(node, kind):
+            return kind(node)
     # dates and other YAML scalars become their ISO text: the schemas speak JSON.
     return node.isoformat() if hasattr(node, "isoformat") else str(node)
 
 
-# Limits on declarative files, checked before anything is built from them: the largest shipped file is ~15 KB,
-# the deepest nesting ~8 levels, so these leave ample room while bounding time and memory.
+# Limits on declarative files (the largest shipped is ~15 KB, ~8 levels deep): ample room, bounded time and memory.
 MAX_DECLARATIVE_BYTES = 1 << 20
 MAX_NESTING = 64
-# Numbers beyond this magnitude are no quantity of this registry (2**53: floats stay exact below it) and only
-# overflow later (a 401-digit integer turned into a float).
+# No quantity of this registry is beyond 2**53 (floats stay exact below it) or this close to 0 but not 0 (the
+# smallest shipped is ~0.02); such numbers only overflow later (1e-300 divides to infinity).
 MAX_MAGNITUDE = 2**53
-# Nor are numbers this close to 0 but not 0 (every declared number is in its stated unit: the smallest shipped is
-# ~0.02): 1e-300, or a subnormal (5e-324), divides to infinity, or to a figure of 1e299 seconds, naming nothing.
 MIN_MAGNITUDE = 1e-12
 ACCEPTED = f"0, or a magnitude from {MIN_MAGNITUDE:g} to 2**53 ({MAX_MAGNITUDE})"
 
 
 def number_problem(value: Any) -> str | None:
-    """What is wrong with a number any knob or declared value may take, in one rule (every validated document,
-    params.yaml included, and every numeric option of the calculators): None if it is finite and either 0 or of
-    a magnitude within [MIN_MAGNITUDE, MAX_MAGNITUDE]; else the reason, naming the accepted range. Booleans and
-    non-numbers are not numbers here."""
+    """Why a declared value or knob is no acceptable number (not finite, or not 0 and outside [MIN_MAGNITUDE,
+    MAX_MAGNITUDE]), naming the accepted range; None for a sound one, a boolean or a non-number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if isinstance(value, float) and not math.isfinite(value):
@@ -136,8 +128,7 @@ _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt ].*)?")
 
 
 def _read_text(path: Path, what: str) -> str:
-    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES, read only when it is a regular file (a FIFO would
-    wait forever, /dev/zero never end); every failure names the file."""
+    """The file's UTF-8 text, at most MAX_DECLARATIVE_BYTES, from a regular file (`read_bounded`)."""
     from .files import read_bounded
 
     raw = read_bounded(path, MAX_DECLARATIVE_BYTES, f"a declarative {what} file", ValidationError)
@@ -148,9 +139,8 @@ def _read_text(path: Path, what: str) -> str:
 
 
 def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
-    """Walk the parser's events (linear in the text, not recursive) before anything is composed: anchors and
-    aliases are refused outright (an alias bomb expands exponentially), nesting is bounded (no RecursionError)
-    and an unquoted date must be a real date (2026-02-30 would otherwise fail deep inside the loader)."""
+    """Screen the parser's events before anything is composed: no anchors or aliases (an alias bomb expands
+    exponentially), bounded nesting, and an unquoted date must be a real one (2026-02-30)."""
     from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent, ScalarEvent
 
     depth = 0
@@ -180,8 +170,7 @@ def _screen_yaml_events(yaml: YAML, text: str, path: Path) -> None:
 
 
 def load_yaml(path: Path) -> tuple[Any, Lines]:
-    """Returns (plain data, its `Lines` for line lookups: pass it to `_line_of`). Malformed YAML names file and
-    line."""
+    """(plain data, its `Lines` for `_line_of`); malformed YAML names file and line."""
     text = _read_text(path, "YAML")
     data = _parse_yaml(text, path)
     doc = Lines(text)
@@ -196,8 +185,7 @@ def load_yaml(path: Path) -> tuple[Any, Lines]:
 
 
 def dump_yaml(data: Any) -> str:
-    """`data` as block YAML, keys in their order, written as `load_yaml` reads it back (YAML 1.2: a title such as
-    `1e1` or `.inf` is quoted, where a YAML 1.1 writer would leave it to be read back as a number)."""
+    """`data` as block YAML, keys in their order, in YAML 1.2 as `load_yaml` reads it (a title `1e1` is quoted)."""
     import io
 
     from ruamel.yaml import YAML
@@ -211,8 +199,7 @@ def dump_yaml(data: Any) -> str:
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
-    """The document as plain data, screened first; parsed by libyaml (ruamel.yaml.clib) with ruamel's YAML 1.2
-    resolver, as the round trip reads it."""
+    """The document as plain data, screened first; parsed by libyaml with ruamel's YAML 1.2 resolver."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -236,8 +223,7 @@ def _parse_yaml(text: str, path: Path) -> Any:
 
 
 def load_json(path: Path) -> Any:
-    """A declarative JSON file (pins, identities, vocabulary): UTF-8, bounded size and depth, no NaN, no
-    duplicate keys (JSON would silently keep the last one)."""
+    """A declarative JSON file: UTF-8, bounded size and depth, no NaN, no duplicate keys."""
     text = _read_text(path, "JSON")
     deep = ValidationError(f"{path}: nested deeper than {MAX_NESTING} levels; expected a flat document")
     try:
@@ -295,8 +281,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], str] | None:
-    """The first number that is not finite or is beyond MAX_MAGNITUDE, or the first text (value or key) holding a
-    control character (raw or as a character reference: pipeline/core/text.py), with what was expected."""
+    """(path, problem) of the first bad number (`number_problem`) or text or key holding a control character."""
     if isinstance(value, str):
         problem = control_problem(value)
         return None if problem is None else (parts, f"{_short(value)} {problem}")
@@ -321,7 +306,7 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
 
 def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:
     """The typed object the format behind schemas/<schema_name> builds from `instance`; every error gives
-    file[:line], JSON path and what was expected (for a member of a tagged union, the member it was read as)."""
+    file[:line], JSON path and what was expected."""
     from ..formats import adapter
 
     return _checked(adapter(schema_name), instance, schema_name, where, doc)
@@ -340,10 +325,9 @@ Place = Callable[[dict[str, Any], tuple[str, ...], Any], list[str]]
 
 
 def params_overlay(data: Any, doc: Any, path: Path, block: tuple[str, ...], place: Place) -> list[Merged]:
-    """Lay into the document of <root>/models/<folder>/<file> (`data`, `doc`) the numbers the checkout's params.yaml
-    sets under `block` (`(folder,)`, or `(folder, file id)` for a folder of many files): their one home, so `dvc
-    params diff` shows them and `dvc exp run -S` varies them. A value that is not a number, one `place` refuses and
-    one the document also states are refused naming params.yaml's line and path. Nothing outside a checkout."""
+    """Lay into the document of <root>/models/<folder>/<file> the numbers params.yaml sets under `block`
+    (`(folder,)` or `(folder, file id)`): their one home, so `dvc exp run -S` varies them. A non-number, one
+    `place` refuses and one the document also states are refused naming params.yaml's line and path."""
     params = checkout_params(path, block[0])
     if params is None or not isinstance(data, dict):
         return []
@@ -404,8 +388,7 @@ def params_overlay(data: Any, doc: Any, path: Path, block: tuple[str, ...], plac
 
 
 def params_text(path: Path, block: tuple[str, ...], place: Place) -> str:
-    """The file as it reads outside a checkout: the numbers params.yaml sets written in, each on a line below the
-    block mapping that holds it (or leading a flow mapping: `{value: X, ...`)."""
+    """The file as it reads outside a checkout: the numbers params.yaml sets written into it."""
     text = path.read_text(encoding="utf-8")
     data, doc = load_yaml(path)
     lines = text.splitlines(keepends=True)
@@ -421,9 +404,7 @@ def params_text(path: Path, block: tuple[str, ...], place: Place) -> str:
 
 
 def at_params(e: ValidationError, path: Path, merged: list[Merged]) -> ValidationError:
-    """A document's error re-pointed at params.yaml when the JSON path it names holds a value params.yaml set and
-    the loader merged in: the message names the file and line where the value is written, not the file it was
-    merged into."""
+    """A document's error re-pointed at params.yaml's line when the value at fault was merged in from there."""
     where = {json_path(m.parts): m.at for m in merged}
     m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$[\w.\[\]-]+): (.*)$", str(e), re.S)
     if m is None or m.group(1) not in where:
@@ -432,8 +413,7 @@ def at_params(e: ValidationError, path: Path, merged: list[Merged]) -> Validatio
 
 
 def load_model(model: Any, instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:
-    """`validate`, typed by the caller's `model` (the pydantic model or union type of pipeline/formats that
-    generates schemas/<schema_name>)."""
+    """`validate`, typed by the caller's `model` (the format that generates schemas/<schema_name>)."""
     return _checked(_adapter(model), instance, schema_name, where, doc)
 
 
@@ -464,10 +444,8 @@ def _checked(adapter: Any, instance: Any, schema_name: str, where: Path | str, d
 
 
 def _explained(err: Any, instance: Any, schema_name: str) -> tuple[list[Any], str, str, str]:
-    """Pydantic's error as (path into the document, the member named, message, the value at fault). Its location
-    also names the member of a union the value was read as (`inference`, `constrained-int`), which may share its
-    name with a key (`$.inference.tp` of an inference workload): the path is the reading of the location that
-    reaches the value at fault, and the last tagged member on it is named in the message."""
+    """Pydantic's error as (document path, the member named, message, the value at fault). Its location mixes
+    keys with union members (which may share a key's name): the path is the reading that reaches the value."""
     loc = list(err["loc"])
     missing = err["type"] == "missing"
     walked = _walk(instance, loc[:-1] if missing else loc, err["input"], missing)
@@ -486,9 +464,8 @@ def _explained(err: Any, instance: Any, schema_name: str) -> tuple[list[Any], st
 
 
 def _walk(node: Any, loc: list[Any], target: Any, key_follows: bool) -> tuple[list[Any], list[str]] | None:
-    """(document path, union members named on the way) of a reading of `loc` that ends at `target` (then at a key
-    of it, when `key_follows`), each part a key of the document where it can be, else a member's name; None when
-    no reading reaches it."""
+    """(document path, union members named on the way) of a reading of `loc` that ends at `target` (or at a key
+    of it, when `key_follows`); None when none does."""
     if not loc:
         return ([], []) if node is target or node == target else None
     part, rest = loc[0], loc[1:]
