@@ -1,11 +1,6 @@
-"""How every view words a field's evidence: a citation's kind of evidence and how it was read, a conflict between
-cited documents, a stated figure's check. One wording for `fabricref show`, `fabricref audit`, the report's
-reference pages and the explorer, so a reader sees the same words wherever a source is cited.
-
-Why here and not in each view: the record keeps these facts (compile's `field_citations` and `fields` columns),
-and a view that forgets one (that a page was read through a third party's copy, that a press relay is not the
-vendor, that two documents disagree) misleads silently. The numbers go through the one formatter (`format`).
-"""
+"""How every view words a field's evidence (a citation, a conflict between documents, a stated figure's check):
+one wording for show, audit, the report and the explorer, since a view that forgets one of these facts (a page
+read through a copy, two documents disagreeing) misleads silently."""
 
 from __future__ import annotations
 
@@ -32,9 +27,7 @@ RESOLVED_BY = {
 
 
 def citation_label(c: Mapping[str, Any]) -> str:
-    """'servethehome-amd-mi400-hot-chips-2026 (press, 2026-08-24, transcription, read via a copy)': the source, the
-    kind of evidence it is, when it was published (when known), what its pinned hash proves (origin), and whether
-    it was read from a copy rather than the publisher's own address."""
+    """'servethehome-amd-mi400-hot-chips-2026 (press, 2026-08-24, transcription, read via a copy)'."""
     parts = [c.get("publisher_kind"), c.get("published_on"), c.get("origin")]
     if c.get("read_via"):
         parts.append(READ_VIA_A_COPY)
@@ -44,7 +37,7 @@ def citation_label(c: Mapping[str, Any]) -> str:
 
 def conflict_text(citations: Sequence[Mapping[str, Any]], resolved_by: str | None) -> str:
     """'conflicting sources: 23.3 TB/s from servethehome-… (2026-08-24, taken) vs 19.6 TB/s from turtlesai-…
-    (2025-06); resolved by the declared rule (…)': every claim's value with its date, the one taken first."""
+    (2025-06); resolved by the declared rule (…)'."""
     ordered = sorted(citations, key=lambda c: (not c.get("chosen"), _newest_first(c.get("published_on"))))
     claims = []
     for c in ordered:
@@ -62,8 +55,7 @@ def _newest_first(published_on: str | None) -> str:
 
 
 def check_of(field: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A field row's check (`check_formula`, `check_value`, `check_digits`, `check_agrees` columns) as one record:
-    formula, value, digits, agrees; None when the field has none."""
+    """A field row's `check_*` columns as one record; None when the field has no check."""
     if not field.get("check_formula"):
         return None
     return {
@@ -76,8 +68,7 @@ def check_of(field: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def check_text(check: Mapping[str, Any], stated: Mapping[str, Any]) -> str:
     """'check: scale_up.aggregate_bandwidth / accelerator.count = 1.81 TB/s bidirectional, agrees with the stated
-    1.8 TB/s bidirectional': a check (`check_of`) beside the stated figure it checks (a field row: value_number,
-    unit, direction, digits), each at its own precision."""
+    1.8 TB/s bidirectional', each at its own precision."""
     derived = {
         "value_number": check["value"],
         "unit": stated.get("unit"),

@@ -1,18 +1,11 @@
-"""The one confidence rule: how strong the footing of a number is, and how that follows from its status.
-
-A field's *status* says how it was obtained (stated, announced, computed, labelled as an assumption, missing);
-its *confidence* says how far a reader can trust it. They coincide except for computed figures: a derived
-field, a topology link or a traffic phase is only as strong as the weakest record it rests on. Every stage
-that reports a confidence takes it from here, so the rule cannot drift between copies.
-"""
+"""The one confidence rule: a record's confidence follows from its status, except that a computed figure is only
+as strong as the weakest record it rests on."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-# Strongest first. `derived` is not a confidence: it is resolved to the weakest of its inputs. `measured` (a
-# calibration number from a benchmark log pinned by hash) is as firm as the hardware it ran on; no registry field
-# carries it.
+# Strongest first. `derived` is not a confidence: it is resolved to the weakest of its inputs.
 ORDER: tuple[str, ...] = ("published", "measured", "preliminary", "assumed", "unknown")
 
 # Statuses whose confidence is the status itself; a labelled assumption or a model's design choice is `assumed`.

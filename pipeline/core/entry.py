@@ -1,9 +1,4 @@
-"""`python -m fabricref.<stage>`: how dvc.yaml runs a stage, without the CLI.
-
-Each stage package has a `__main__.py` that calls `run_stage`, so a stage's import closure is its own package
-plus pipeline/core (tests/unit/test_dvc_deps.py computes it and checks dvc.yaml declares it). The CLI verbs call the
-same library functions; they are for people, DVC runs these.
-"""
+"""`python -m fabricref.<stage>`: how dvc.yaml runs a stage without the CLI, so its import closure stays small."""
 
 from __future__ import annotations
 
@@ -19,11 +14,8 @@ from .paths import command, layout, settle
 
 
 def run_stage(work: Callable[..., str]) -> NoReturn:
-    """Run `work(layout)` in the checkout found from the working directory; print its one-line summary.
-
-    Exit codes as the CLI: 0 done, 1 a check failed, 2 bad usage. The stage holds the checkout's writer lock
-    (the one `fabricref compile`, `measured import`, `new`, `pin` and `retrieve --refresh` take), so no two
-    writers interleave, and runs within the command time limit (pipeline/core/deadline.py)."""
+    """Run `work(layout)` under the checkout's writer lock and the time limit; print its one-line summary. Exit
+    codes as the CLI: 0 done, 1 a check failed, 2 bad usage."""
     try:
         with bounded(), command():
             lay = settle(layout())
@@ -46,8 +38,8 @@ def run_stage(work: Callable[..., str]) -> NoReturn:
 
 
 def _under_dvc() -> str:
-    """What to run after a stage DVC ran has failed: DVC removed the stage's outputs before running it (files git
-    tracks are outputs of stages that did not run), and `dvc exp run -S` left its value in params.yaml."""
+    """What to run after a stage DVC ran has failed: DVC removed its outputs first, `dvc exp run -S` changed
+    params.yaml."""
     stage = os.environ.get("DVC_STAGE")
     if not stage:
         return ""

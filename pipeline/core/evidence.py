@@ -1,9 +1,5 @@
-"""One evidence policy: which kind of publisher may make a field `published` and which only `preliminary`.
-
-A vendor's own documents and press releases state its products; a relay (press, a reseller), a measurement
-or a maintainer's statement in an issue thread is evidence of a different kind and never makes a vendor
-figure `published`. compile enforces this per source and per rule (README, "Evidence policy").
-"""
+"""One evidence policy: only a vendor's own documents make a field `published`; a relay, a measurement or a
+maintainer's statement makes it `preliminary` at most (README, "Evidence policy")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""A reference's facts as the registry holds them: its fields, and labelled assumptions where a field is unknown.
-
-Topology builds its graphs from these and the traffic stage reads accelerator fields through them; both read
-the compile stage's tables here, so neither imports the other.
-"""
+"""A reference's facts as the compile tables hold them: its fields, and labelled assumptions for unknown ones."""
 
 from __future__ import annotations
 
@@ -16,19 +12,16 @@ from .registry import Tables, table_paths
 
 # The compile tables a reference's facts come from (a stage reading facts declares these in dvc.yaml).
 FACT_TABLES = ("reference_models", "fields", "assumptions", "parameters")
-# Form factors built as a system of parts (accelerators, NICs, switches) by the topology stage. A `switch` or `nic`
-# reference is a network product: it has no accelerators and no system topology of its own; a cluster names a
-# switch product for its fabric's radix and port speed instead.
+# Form factors the topology stage builds as a system of parts; a `switch` or `nic` reference is a network product
+# with no topology of its own.
 SYSTEM_FORM_FACTORS = ("server", "rack")
 NETWORK_PRODUCT_FORM_FACTORS = ("switch", "nic")
 
 
 @dataclass(frozen=True)
 class Fact:
-    """A value with where it came from: the field key, its status and confidence, or 'assumed' with the reason.
-
-    The confidence of a derived field comes from the registry (the weakest of its inputs); for every other
-    status it follows from the status by the one rule in `core.confidence`."""
+    """A value with its field key, status and confidence (a derived one's from the registry), or 'assumed' with
+    the reason."""
 
     key: str
     value: float | None

@@ -1,14 +1,9 @@
-"""One way to print a number with its unit, for every human-facing view (CLI tables, audit trees, diffs, report).
+"""One way to print a number with its unit, for every human-facing view (machine output keeps exact numbers).
 
-Bits stay bits and bytes stay bytes (Gb/s is never shown as GB/s); decimal units get SI prefixes (1000), binary
-units (GiB, TiB/s) IEC prefixes (1024); the direction of a bandwidth is spelled out. Three significant digits by
-default, trailing zeros dropped, large mantissas with thousands separators and never in exponent notation.
-Machine-readable output (JSON, CSV, Parquet) keeps the exact number; this module is only for reading.
-
-A registry field is printed with `format_field`, at the precision its record carries (`digits`): a stated figure
-with the significant digits the document states (AMD's 1,307.4 TFLOP/s is never shown as "1,310"), a derived one
-with the fewest digits among its inputs (130 TB/s ÷ 72 is "1.81 TB/s", not "1,805.56 GB/s"): rounding a stated
-figure hides what the document says, and printing a quotient's every digit claims a precision no input has.
+Bits stay bits and bytes bytes; decimal units get SI prefixes, binary ones IEC prefixes; a bandwidth's direction
+is spelled out; three significant digits by default, never exponent notation. A registry field is printed at the
+precision its record carries: a stated figure with the digits the document states, a derived one with the
+fewest among its inputs (130 TB/s ÷ 72 is "1.81 TB/s", not "1,805.56 GB/s").
 """
 
 from __future__ import annotations
@@ -56,9 +51,8 @@ def _split(unit: str) -> tuple[str, float, bool, str] | None:
 
 
 def _number(x: float, digits: int) -> str:
-    """`digits` significant digits, trailing zeros dropped, never in exponent notation ('0.00018', not '1.8e-04');
-    from 10**digits up, a whole number with separators. A whole part of four digits or more always has separators
-    ('1,307.4', not '1307.4'), at any precision."""
+    """`digits` significant digits, trailing zeros dropped, never in exponent notation ('0.00018'); from
+    10**digits up, a whole number; thousands separators always ('1,307.4')."""
     if x == 0:
         return "0"
     if abs(x) < 1000 and abs(r := _round(x, digits)) < 1000:
@@ -95,8 +89,7 @@ def format_count(value: float, digits: int = 3) -> str:
 
 
 def format_percent(fraction: float | None, digits: int = 2, signed: bool = False) -> str:
-    """A fraction as a percentage: 0.4567 → '46%', 0.004 → '0.4%' (never a '0%' that hides a small share), 1e6 →
-    '100,000,000%'; `signed` marks a change '+12.3%' / '-4%'; None or not finite → '—'."""
+    """A fraction as a percentage: 0.4567 → '46%', 0.004 → '0.4%'; `signed`: '+12.3%'; None or not finite → '—'."""
     if fraction is None or not math.isfinite(fraction):
         return MISSING
     text = _number(fraction * 100, digits)
@@ -104,11 +97,8 @@ def format_percent(fraction: float | None, digits: int = 2, signed: bool = False
 
 
 def format_exact(value: float, digits: int = 10, separators: bool = True) -> str:
-    """A stored number as a record shows it: up to `digits` significant digits (every digit a document states,
-    where the three of `format_quantity` would round a stated 2,614.9 to 2,610), thousands separators, trailing
-    zeros dropped and never exponent notation: '2,614.9', '0.000000125', '40,277.77778'. For records shown as they
-    are (query results); estimates go through `format_quantity`. Without `separators`, the plain number a
-    registry text field stores ('1080000')."""
+    """A stored number as a record shows it: up to `digits` significant digits, never exponent notation
+    ('2,614.9', '0.000000125'); without `separators`, as a registry text field stores it ('1080000')."""
     if not math.isfinite(value):
         return str(value)
     text = format(Decimal(f"{float(value):.{digits}g}"), ",f" if separators else "f")
@@ -118,11 +108,8 @@ def format_exact(value: float, digits: int = 10, separators: bool = True) -> str
 def format_quantity(
     value: float | int | str | None, unit: str | None = None, direction: str | None = None, digits: int = 3
 ) -> str:
-    """'1.26 TB', '4.9 s', '70 µs', '400 Gb/s per direction', '3.35 TB/s', '18,432'; None → '—'.
-
-    `value` is in `unit` (as stored in the registry); the printed prefix is chosen for reading, the base unit
-    (bits, bytes, seconds, watts) and binary vs decimal are kept. Text values are printed as they are.
-    """
+    """'1.26 TB', '70 µs', '400 Gb/s per direction', '18,432'; None → '—'; text as it is. `value` is in `unit`;
+    the prefix is chosen for reading, the base unit and binary vs decimal are kept."""
     if value is None:
         return MISSING
     if isinstance(value, str):
@@ -155,9 +142,8 @@ def format_distinct(
     old_direction: str | None = None,
     digits: int = DEFAULT_DIGITS,
 ) -> tuple[str, str]:
-    """Two values of one field, with at least `digits` significant digits (the documents' own, where they state
-    more) and just enough more that different numbers never print the same (a diff must not show
-    '1.8 TB/s → 1.8 TB/s' for 1800 → 1801 GB/s)."""
+    """Two values of one field, with at least `digits` significant digits and just enough more that different
+    numbers never print the same ('1.8 TB/s → 1.8 TB/s' for 1800 → 1801 GB/s)."""
     old_dir = direction if old_direction is None else old_direction
     for shown in range(min(digits, MAX_DIGITS), MAX_DIGITS + 1):
         a = format_quantity(old, unit, old_dir, shown)
@@ -171,12 +157,8 @@ _NUMBER_RE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?|\.\d+)")
 
 
 def significant_digits(text: str | None) -> int | None:
-    """The significant digits of the first number written in `text` ('1,307.4 TFLOPS' → 5, '1.8 TB/s' → 2,
-    '130 TB/s' → 3, '0.05' → 1); None when it writes no number in digits ('eight', a model name).
-
-    Every written digit after the leading zeros counts, trailing zeros of a whole number included: '400 Gb/s' is a
-    nominal port rate, exact to the digits printed, and reading it as one digit would print 2 × 400 / 3 as
-    '300 Gb/s'. Counting more digits than a document meant prints one digit too many; counting fewer hides one."""
+    """The significant digits of the first number written in `text` ('1,307.4 TFLOPS' → 5, '0.05' → 1); None
+    when there is none. A whole number's trailing zeros count: '400 Gb/s' is a nominal rate, exact as printed."""
     if not text:
         return None
     match = _NUMBER_RE.search(text)
@@ -199,9 +181,8 @@ def stated_number(text: str | None) -> tuple[float, int] | None:
 
 
 def format_field(row: Mapping[str, Any], digits: int | None = None) -> str:
-    """A registry value (a field, a claim, a check) as it is printed in every view: `value_number` in `unit` and
-    `direction` at the precision of `digits` (argument, else the row's `digits`, else three significant digits),
-    or its text (`value_text`) when it is not a number; '—' when it has neither (an unknown field)."""
+    """A registry row's value as every view prints it: `value_number` at `digits` (else the row's, else three),
+    else `value_text`, else '—'."""
     number = row.get("value_number")
     if number is None:
         return row.get("value_text") or MISSING

@@ -1,10 +1,7 @@
-"""Topology graphs as the topology stage wrote them: rebuilt from registry/topology/*.parquet.
+"""Topology graphs rebuilt from registry/topology/*.parquet, exactly as the topology stage built them.
 
-The traffic stage lays workloads on these graphs. It reads the topology stage's outputs instead of importing
-the topology package to build them again, so `dvc.yaml` can say exactly what traffic depends on (the tables),
-and a change to the topology code reruns topology first. The rebuilt graph is the built one: same nodes in the
-same order, same attributes, every node's neighbours in the same order (tests/pipeline/test_graphs.py checks it).
-"""
+The traffic stage reads the topology stage's outputs instead of importing its code, so `dvc.yaml` says exactly
+what traffic depends on."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ from ..errors import UnknownIdError, UsageError
 from .paths import Layout
 from .registry import Tables, table_paths
 
-# Attribute names the exports carry (pipeline/topology/tables.py refuses a graph with any other), nodes' with the
-# type of their column in topology_nodes.
+# The attribute names the exports carry; nodes' with their column's type in topology_nodes.
 NODE_TYPES = {
     "kind": "VARCHAR",
     "role": "VARCHAR",
@@ -81,8 +77,7 @@ TOPOLOGY_TABLES = ("topology_graphs", "topology_nodes", "topology_edges", "topol
 
 @dataclass
 class Topology:
-    """An installed topology: the graph, its summary (as the topology stage computed it) and the endpoint
-    latency (models/topology/defaults.yaml, as the topology stage read it)."""
+    """An installed topology: the graph, its summary and the endpoint latency, as the topology stage wrote them."""
 
     graph: nx.Graph
     summary: dict[str, Any]
@@ -90,11 +85,9 @@ class Topology:
 
 
 class EdgeAttrs(dict):
-    """The attributes of the edges that have the same ones, shared (the 24,576-GPU cluster's 233,792 edges have
-    8 distinct rows: one dict each instead of one per edge). Read-only, so that no code can
-    change one edge's attributes and silently another's: changing them raises TypeError (`dict(d)` is a copy
-    that can be changed, and so is `copy.copy`). A deep copy or a pickle of a graph keeps them shared and read-only:
-    both keep one copy per object, so a plain dict there would be one changeable dict under many edges."""
+    """The attributes shared by the edges that have the same ones (233,792 edges of the largest cluster have 8
+    distinct rows). Read-only, so that changing one edge's cannot silently change another's (`dict(d)` and
+    `copy.copy` give a changeable copy); a deep copy or a pickle keeps them shared and read-only."""
 
     __slots__ = ()
 
@@ -110,14 +103,11 @@ class EdgeAttrs(dict):
         return dict(self)  # one edge's attributes to change
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (EdgeAttrs, (dict(self),))  # copy.deepcopy, pickle: still read-only (see the class docstring)
+        return (EdgeAttrs, (dict(self),))  # copy.deepcopy, pickle: still read-only
 
 
 class Topologies:
-    """Reads topologies from registry/topology/, each rebuilt once and kept.
-
-    `read_only` (the traffic stage): edges share read-only attribute dicts (`EdgeAttrs`); otherwise each edge
-    has a dict of its own."""
+    """Topologies from registry/topology/, each rebuilt once; `read_only`: edges share `EdgeAttrs`."""
 
     def __init__(self, lay: Layout, read_only: bool = True) -> None:
         self.read_only = read_only
@@ -182,8 +172,7 @@ class Topologies:
         )[1]
 
     def _edge_attrs(self, topology_id: str) -> dict[int, dict[str, Any]] | None:
-        """The distinct attribute rows of a topology's edges by their hash (a few per topology, where reading
-        every edge's own row would read 10^5 copies of each); None if two distinct rows share a hash."""
+        """The distinct attribute rows of a topology's edges by their hash; None if two distinct rows share one."""
         _, rows = self.tables.tuples(
             f"SELECT {_EDGE_HASH} AS h, {', '.join(EDGE_ATTRS)} FROM topology_edges WHERE topology_id = ? GROUP BY ALL",
             topology_id,
@@ -192,8 +181,7 @@ class Topologies:
         return protos if len(protos) == len(rows) else None
 
     def _edge_rows(self, topology_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """Every edge's own row (a dict of its own; also when the distinct rows cannot be told apart by their
-        hash)."""
+        """Every edge with a dict of its own."""
         names, rows = self.tables.tuples(
             f"SELECT source, target, {', '.join(EDGE_ATTRS)} FROM topology_edges WHERE topology_id = ? "
             "ORDER BY position",
@@ -204,8 +192,8 @@ class Topologies:
 
 
 def _add_edges(g: nx.Graph, ends: list[tuple[str, str, int]], protos: dict[int, dict[str, Any]]) -> None:
-    """The edges (source, target, hash of their attributes' row), the edges with the same row sharing one
-    read-only `EdgeAttrs`, set straight into the adjacency dicts (`add_edges_from` would give each a copy)."""
+    """The edges, those with the same row sharing one `EdgeAttrs`, set straight into the adjacency dicts
+    (`add_edges_from` would give each a copy)."""
     attrs = {h: EdgeAttrs(d) for h, d in protos.items()}
     adj = g._adj
     for u, v, h in ends:
@@ -213,6 +201,6 @@ def _add_edges(g: nx.Graph, ends: list[tuple[str, str, int]], protos: dict[int, 
 
 
 def load_topology(lay: Layout, topology_id: str) -> Topology:
-    """One topology, every edge with attributes of its own (the notebook API's graph: its user may change it)."""
+    """One topology, every edge with attributes of its own (its user may change them)."""
     with Topologies(lay, read_only=False) as topologies:
         return topologies.get(topology_id)

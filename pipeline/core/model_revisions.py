@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, ValidationError
-from .files import Transaction, checkout_lock, transaction
+from .files import checkout_lock, transaction
 from .paths import Layout
 from .schemas import load_json, validate
 from .store import sha256_bytes, sha256_file
@@ -36,8 +36,8 @@ def history(lay: Layout, model: str) -> list[dict[str, Any]]:
 
 
 def revised(lay: Layout, model: str, content: bytes, today: str | None = None) -> dict[str, Any] | None:
-    """The model's revisions file with a revision for `content` appended (validated), or None when its last
-    revision already pins that content. Nothing is written: the caller writes it with what else changes."""
+    """The model's revisions file with a revision for `content` appended (validated, not written), or None when
+    its last revision already pins that content."""
     revs = history(lay, model)
     sha = sha256_bytes(content)
     if revs and revs[-1]["sha256"] == sha:
@@ -49,28 +49,24 @@ def revised(lay: Layout, model: str, content: bytes, today: str | None = None) -
 
 
 def pin(lay: Layout, only: list[str] | None = None, today: str | None = None) -> list[tuple[str, int]]:
-    """Append a revision for every model whose content changed since its last pinned revision: every file
-    validated first, then all written as one transaction under the checkout's lock."""
+    """Append a revision for every model whose content changed since its last pinned revision, as one
+    transaction under the checkout's lock."""
     with checkout_lock(lay.root), transaction(lay.root) as tx:
-        return _pin(lay, tx, only, today)
-
-
-def _pin(lay: Layout, tx: Transaction, only: list[str] | None, today: str | None) -> list[tuple[str, int]]:
-    pinned = []
-    files = model_files(lay)
-    names = {name for model, _path in files for name in (model, model.split("/", 1)[1])}
-    unknown = sorted(set(only or []) - names)
-    if unknown:  # a model id that does not exist is bad usage, never "already pinned"
-        raise UsageError(f"no model {', '.join(map(repr, unknown))}; known: {', '.join(sorted(m for m, _p in files))}")
-    for model, path in files:
-        if only and model.split("/", 1)[1] not in only and model not in only:
-            continue
-        data = revised(lay, model, path.read_bytes(), today)
-        if data is None:
-            continue
-        tx.write_json(revisions_file(lay, model), data)
-        pinned.append((model, len(data["revisions"])))
-    return pinned
+        pinned = []
+        files = model_files(lay)
+        names = {name for model, _path in files for name in (model, model.split("/", 1)[1])}
+        unknown = sorted(set(only or []) - names)
+        if unknown:  # a model id that does not exist is bad usage, never "already pinned"
+            known = ", ".join(sorted(m for m, _p in files))
+            raise UsageError(f"no model {', '.join(map(repr, unknown))}; known: {known}")
+        for model, path in files:
+            if only and model.split("/", 1)[1] not in only and model not in only:
+                continue
+            data = revised(lay, model, path.read_bytes(), today)
+            if data is not None:
+                tx.write_json(revisions_file(lay, model), data)
+                pinned.append((model, len(data["revisions"])))
+        return pinned
 
 
 def rows(lay: Layout) -> list[tuple[Any, ...]]:

@@ -11,16 +11,9 @@ import regex
 from ..errors import ValidationError
 
 MAX_PATTERN_LENGTH = 500
-# Generous for a rule over one element's text (microseconds in practice); a pathological pattern stops here.
+# Generous for one element's text (microseconds in practice); a pathological pattern stops here.
 MATCH_TIMEOUT_SECONDS = 1.0
-# Text a pattern is run over: one element's text, already short; the bound keeps the worst case bounded too.
 MAX_SUBJECT_LENGTH = 100_000
-
-
-def _unbounded(op: Any, arg: Any) -> bool:
-    from re import _constants as c  # type: ignore[attr-defined]
-
-    return op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and arg[1] == c.MAXREPEAT
 
 
 def _nested_unbounded(items: Any, inside: bool) -> bool:
@@ -31,7 +24,7 @@ def _nested_unbounded(items: Any, inside: bool) -> bool:
         children: list[Any] = []
         now_inside = inside
         if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
-            if _unbounded(op, arg):
+            if arg[1] == c.MAXREPEAT:
                 if inside:
                     return True
                 now_inside = True

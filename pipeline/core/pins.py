@@ -75,8 +75,7 @@ def load_file(path: Path, source_id: str) -> PinHistory:
 
 
 def appended(lay: Layout, source_id: str, revision: Revision) -> dict[str, object]:
-    """The pins file with one revision appended (earlier revisions exactly as they were), validated; nothing is
-    written (the caller writes it with the bytes it names, in one transaction). Caller holds the checkout lock."""
+    """The pins file with one revision appended, validated, not written; the caller holds the checkout lock."""
     check_slug(source_id, "source id")
     check_timestamp(revision.retrieved_at, f"{lay.relative(lay.pins_file(source_id))}: retrieved_at")
     check_not_future(revision.retrieved_at, f"{lay.relative(lay.pins_file(source_id))}: retrieved_at")
@@ -90,9 +89,8 @@ def appended(lay: Layout, source_id: str, revision: Revision) -> dict[str, objec
 
 
 def edited_transcription(lay: Layout, source_id: str, current: Revision) -> str | None:
-    """Why a source's transcription no longer matches its current revision, or None when it does (or the current
-    revision is not a transcription, or its file is gone). The pinned bytes may still be intact in the store, but
-    the file a reader opens then says something the registry was not built from."""
+    """Why a source's transcription file no longer matches its current revision (a reader would open something
+    the registry was not built from), or None."""
     if current.origin != "transcription":
         return None
     transcription = lay.transcription_file(source_id)
@@ -112,8 +110,7 @@ def lock_path(lay: Layout) -> Path:
 
 
 def measured_problems(lay: Layout) -> list[str]:
-    """Every measured log's pin (sources/measured/) checked like a snapshot's: its bytes in the store, of the
-    pinned size, hashing to the pinned SHA-256. One message per log that fails, naming the pin."""
+    """One message per measured log's pin (sources/measured/) whose bytes are not sound in the store."""
     directory = lay.sources_dir / "measured"
     if not directory.is_dir():
         return []

@@ -37,8 +37,7 @@ def _checkout_of(path: Path) -> Layout | None:
 
 
 def load_source(path: Path, lay: Layout | None = None) -> Source:
-    """One source file, checked against its format and against the vocabulary of `lay` (default: the checkout
-    the file sits in, else the one in use)."""
+    """One source file, checked against its format and the vocabulary of `lay` (else of its checkout)."""
     data, doc = load_yaml(path)
     if isinstance(data, dict) and "id" in data:
         # The id becomes part of paths: refuse tricks before anything else looks at it.

@@ -1,10 +1,6 @@
-"""Text is data: what a user types may hold no control characters, and what a document holds is shown with its
-control characters made visible, so no byte of either drives a terminal, a page or a drawing.
-
-Control characters here are the C0 set (ESC starts a terminal sequence, CR rewrites a line, BEL rings), DEL,
-the C1 set (U+009B is a one-byte CSI to some terminals) and the bidirectional overrides and isolates (they
-reorder what is shown: "Trojan Source"). A character reference (`&#x1b;`, `&#27;`) counts as the character it
-decodes to: a page or a template decodes it later."""
+"""Text is data: what a user types may hold no control characters (C0, DEL, C1, the bidirectional overrides and
+isolates), and what a document holds is shown with them made visible. A character reference (`&#x1b;`) counts
+as the character it decodes to: a page decodes it later."""
 
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ from ..formats.common import FORMAT_CHARS
 _CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 CONTROL_RE = re.compile(f"[{_CONTROL}]")
 CONTROL_OR_LAYOUT_RE = re.compile(f"[{_CONTROL}\t\n\u2028\u2029]")
-# What no line of plain text holds (a log's line; a title once tab and newline are refused too): the control
-# characters, the separators that end a line as a newline does, and the invisible format characters (a
-# zero-width space, a bidirectional mark, the BOM), with which two names that look the same differ.
+# What no line of plain text holds: the control characters, the line separators and the invisible format
+# characters (with which two names that look the same differ).
 NOT_IN_A_LINE_RE = re.compile(f"[{_CONTROL}\u2028\u2029{FORMAT_CHARS}]")
 _ONE_LINE_RE = re.compile(f"[{_CONTROL}\t\n\u2028\u2029{FORMAT_CHARS}]")
 # A character reference that could decode to anything: decoded before the check, as an HTML parser decodes it
@@ -39,9 +34,8 @@ def _decoded(value: str) -> str:
 
 
 def control_problem(value: str, *, layout_ok: bool = True) -> str | None:
-    """Why `value` is not text a user may declare (a control character, raw or as a character reference), or
-    None. `layout_ok=False` also refuses tab, newline and the invisible format characters (a title, an id: one
-    line that names something)."""
+    """Why `value` is not text a user may declare, or None; `layout_ok=False` also refuses tab, newline and the
+    invisible format characters."""
     pattern = CONTROL_RE if layout_ok else _ONE_LINE_RE
     for text, how in ((value, ""), (_decoded(value) if _REFERENCE_RE.search(value) else value, " (decoded)")):
         found = pattern.search(text)
@@ -96,7 +90,5 @@ _NON_ASCII_RE = re.compile("[^\x00-\x7f]")
 
 
 def json_ascii(text: str) -> str:
-    """JSON text with every non-ASCII character as a \\u escape (a surrogate pair beyond U+FFFF), as json.dumps
-    writes it by default: the same data, printable in any encoding. (In JSON such characters stand only inside
-    strings, where the escape is valid.)"""
+    """JSON text with every non-ASCII character as a \\u escape, as json.dumps writes it by default."""
     return _NON_ASCII_RE.sub(lambda m: json.dumps(m.group())[1:-1], text)

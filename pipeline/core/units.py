@@ -1,8 +1,5 @@
-"""Units with their dimensions, decimal vs binary prefixes and bandwidth direction kept explicit.
-
-Most errors in this field are unit errors (Gb/s vs GB/s, GB vs GiB, per direction vs bidirectional), so
-units are case-sensitive and nothing is guessed: an unknown unit is an error.
-"""
+"""Units with their dimensions, decimal vs binary prefixes and bandwidth direction kept explicit: most errors in
+this field are unit errors (Gb/s vs GB/s), so units are case-sensitive and an unknown unit is an error."""
 
 from __future__ import annotations
 
@@ -185,10 +182,8 @@ _AMOUNT_DIMS = {"bytes": DATA, "rate": RATE, "time": TIME}
 
 
 def parse_amount(text: str, kind: str) -> float:
-    """The one parser of every amount a calculator takes: `kind` 'count' (parameters, tokens: '70B' → 7e10,
-    '1.2T', '128k', '70e9', '70,000,000,000'; B is a billion, as model sizes are written), 'bytes' ('1.5GiB' →
-    bytes), 'rate' ('400Gb/s' → bytes per second) or 'time' ('5us' → seconds). A missing or wrong unit, a
-    negative or non-finite number is an error naming what was expected."""
+    """Every amount a calculator takes: `kind` 'count' ('70B' → 7e10: B is a billion, as model sizes are
+    written), 'bytes' ('1.5GiB'), 'rate' ('400Gb/s' → bytes per second) or 'time' ('5us' → seconds)."""
     cleaned = text.strip().replace(" ", "")
     what = {
         "count": "a number",

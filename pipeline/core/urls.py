@@ -1,11 +1,7 @@
 """Canonical URLs only: a source records the publisher's public address, never a mirror's, a private or a
-personal one (a link no one else can open is dead in the report and in every refresh).
-
-A host is judged as the client will reach it, not as it is spelt: `127.1`, `0x7f.0.0.1`, `0177.0.0.1`,
-`2130706433` and `169.254.43518` are what `inet_aton` (and so the resolver and the socket) make of them, a
-dotted quad, and that address is judged; an IPv6 literal that embeds an IPv4 address (mapped, compatible,
-6to4, NAT64, Teredo) is judged by the address it embeds. A name is taken through IDNA (UTS 46) and refused
-when one of its labels mixes scripts (`nvіdia` with a Cyrillic `і` looks like the vendor's and is not)."""
+personal one. A host is judged as the client will reach it (`127.1`, `0x7f.0.0.1` and `2130706433` are what
+`inet_aton` makes of them; an IPv6 literal embedding an IPv4 address by the one it embeds); a name is taken
+through IDNA and refused when a label mixes scripts (`nvіdia` with a Cyrillic `і`)."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _PRIVATE_SUFFIXES = (".ts.net", ".localhost", ".local", ".internal", ".lan", ".home.arpa", ".intranet")
 # What a host is made of once IDNA has encoded it: LDH labels, nothing else (no spaces, no `%`, no `_`).
 _ASCII_HOST_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$")
-# A last label the resolver reads as a number: all digits, or 0x-hex. No top-level domain looks like this, so
-# such a host is an IPv4 literal, well or badly spelt.
+# A last label the resolver reads as a number (no top-level domain does): the host is an IPv4 literal.
 _NUMERIC_LABEL_RE = re.compile(r"^(?:\d+|0x[0-9a-f]*)$")
 # Scripts that one writing system mixes by design (Japanese, Korean): one group each.
 _SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "BOPOMOFO": "CJK"}
@@ -67,8 +62,7 @@ def url_problem(url: str) -> str | None:
 
 
 def host_problem(host: str, *, private_ok: bool = False) -> str | None:
-    """Why `host` (as `urlsplit(...).hostname` gives it) is not a public host spelt canonically, or None.
-    `private_ok`: a private or loopback address is fine (a mirror the user runs), a bad spelling still is not."""
+    """Why `host` is not a public host spelt canonically, or None; `private_ok`: a private address is fine."""
     if _UNICODE_DOTS_RE.sub(".", host).endswith(".."):  # the resolver refuses an empty last label
         return f"names {host!r}, which ends in an empty label (one trailing dot at most)"
     host = host.rstrip(".").lower()
@@ -85,8 +79,7 @@ def host_problem(host: str, *, private_ok: bool = False) -> str | None:
 
 
 def address_problem(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, shown: str | None = None) -> str | None:
-    """Why a client must not fetch a public document from `ip` (loopback, link-local, private, reserved,
-    shared or an IPv6 address embedding one of those), or None. `shown`: how the address was written."""
+    """Why a client must not fetch a public document from `ip`, or None; `shown`: how it was written."""
     shown = shown or str(ip)
     embedded = _embedded_v4(ip)
     if embedded is not None:
@@ -141,8 +134,7 @@ def _literal(host: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address |
 
 
 def name_problem(host: str, *, private_ok: bool = False) -> str | None:
-    """Why a host name is not a public one spelt plainly: invalid IDNA, a label mixing scripts, characters a
-    DNS name cannot hold, a private or single-label name (unless `private_ok`)."""
+    """Why a host name is not a public one spelt plainly, or None; `private_ok`: a private name is fine."""
     try:
         ascii_host = idna.encode(host, uts46=True).decode("ascii")
         labels = [idna.decode(label) if label.startswith("xn--") else label for label in ascii_host.split(".")]

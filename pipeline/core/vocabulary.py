@@ -1,6 +1,4 @@
-"""The field vocabulary (`schemas/vocabulary.json` of the checkout in use): every key a reference carries,
-with its unit. Read from the Layout's root (so `--root` and FABRICREF_ROOT are honoured) and cached by path
-and content, so an edited vocabulary is never served stale."""
+"""The field vocabulary (`schemas/vocabulary.json` of the checkout in use), cached by path and content."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ _CACHE: dict[tuple[str, str], dict[str, FieldSpec]] = {}
 
 
 def vocabulary(lay: Layout | Path | None = None) -> dict[str, FieldSpec]:
-    """Every vocabulary key with its spec, sorted by key. `lay` is the checkout (a Layout or its root);
-    without it the checkout is found as the CLI finds it ($FABRICREF_ROOT, else from the cwd)."""
+    """Every vocabulary key with its spec, sorted by key, of the checkout `lay` (or its root, else found)."""
     if not isinstance(lay, Layout):
         lay = layout(lay)
     path = lay.schemas_dir / "vocabulary.json"
