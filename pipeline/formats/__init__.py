@@ -1,9 +1,5 @@
-"""One source of truth per format: pydantic models for every declarative file and record.
-
-`schemas/*.schema.json` are generated from these models (`python -m fabricref.core.generate`); a test fails when the
-committed files differ from what the models generate. Validation runs the model (pipeline/core/schemas.py turns
-its errors into messages with file, line and JSON path); the committed schemas accept the same documents.
-"""
+"""Pydantic models for every declarative file and record: `schemas/*.schema.json` are generated from them
+(`python -m fabricref.core.generate`; a test fails when the committed files differ)."""
 
 from __future__ import annotations
 
@@ -47,10 +43,8 @@ TITLES: dict[str, str] = {
 
 
 def model(name: str) -> Any:
-    """The model of one format, by its schema file name. Imported on first use, not with the package: a stage
-    reads two or three formats, and building every format's pydantic models would be paid by each process. Each
-    import is written out (not `importlib`): a stage's declared deps are checked against its static import
-    closure (tests/unit/test_dvc_deps.py, tests/e2e/test_stage_audit.py)."""
+    """The model of one format, by its schema file name, imported on first use (a stage reads two or three).
+    Each import is written out, not `importlib`: a stage's declared deps are checked against its static imports."""
     match name:
         case "calibration.schema.json":
             from .calibration import Calibration as found

@@ -1,8 +1,4 @@
-"""Building blocks shared by every format: a strict base model, constrained strings, and the schema writer.
-
-The pydantic models in this package are the one source of truth for every declarative file and record;
-`schemas/*.json` are generated from them (`python -m fabricref.core.generate`), so the two can never drift.
-"""
+"""Building blocks shared by every format: a strict base model, constrained strings, and the schema writer."""
 
 from __future__ import annotations
 
@@ -22,12 +18,8 @@ NAME_PATTERN = r"^[a-z][a-z0-9_]*$(?!\n)"
 SHA256_PATTERN = r"^[0-9a-f]{64}$(?!\n)"
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$(?!\n)"
 CITE_PATTERN = r"^[a-z0-9-]+#[a-z0-9-]+$(?!\n)"
-# One line with something visible on it: a title is shown in tables, headings and drawings, and is permanent.
-# U+2028 / U+2029 (line and paragraph separators) end a line as a newline does. Refused as well: the invisible
-# format characters (Unicode category Cf: zero-width spaces and joiners, bidirectional marks, the BOM, tag
-# characters), which make two titles that look the same differ; numeric character references (`&#10;`), which a
-# page or template decodes into whatever they name; and a named one that decodes to any of those
-# (`_decoded_title`). (C0, DEL and C1 controls are refused in every text of every document: core/text.py.)
+# A title is one line with something visible on it: no line separators, no invisible format characters (Unicode
+# Cf, with which two titles that look the same differ), no character reference decoding to one (`&#10;`).
 FORMAT_CHARS = (
     r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
     r"\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
@@ -42,9 +34,8 @@ _TITLE_RE = re.compile(TITLE_PATTERN)
 
 
 def _decoded_title(value: str) -> str:
-    """A title read as a page reads it: a named character reference (`&Tab;`, `&shy` without its semicolon) stands
-    for the character it names, which must be one a title may hold (numeric references are refused outright, by
-    the pattern). `AT&T;` names nothing and stays as written."""
+    """A title read as a page reads it: a named character reference (`&Tab;`, `&shy`) must decode to what a title
+    may hold."""
     decoded = html.unescape(value)
     if decoded != value and not _TITLE_RE.search(decoded):
         raise ValueError(
@@ -100,8 +91,7 @@ Dtype = Literal["fp32", "bf16", "fp16", "fp8"]
 
 
 class Strict(BaseModel):
-    """Unknown keys are refused (a misspelt key is an error, never silently ignored) and nothing is coerced
-    (the string "8" is not the number 8), so the model accepts exactly what its generated schema accepts."""
+    """Unknown keys are refused and nothing is coerced, so the model accepts exactly what its schema accepts."""
 
     # Python's engine, so the patterns' `$(?!\n)` is read as in the JSON Schema: `$` alone would let a value
     # with a trailing newline ("a-rule\n") through jsonschema (Python `re`), and Rust's engine has no look-ahead.
@@ -109,15 +99,13 @@ class Strict(BaseModel):
 
 
 class _Generator(GenerateJsonSchema):
-    """pydantic's generator without a title on every property (noise in a schema people read), and with
-    pattern-keyed maps closed."""
+    """pydantic's generator without a title on every property, and with pattern-keyed maps closed."""
 
     def field_title_should_be_set(self, schema: Any) -> bool:
         return False
 
     def dict_schema(self, schema: Any) -> Any:
-        """A map whose keys follow a pattern refuses every other key, as pydantic does (`patternProperties`
-        alone would let them through)."""
+        """A map whose keys follow a pattern refuses every other key, as pydantic does."""
         out = super().dict_schema(schema)
         patterns = out.pop("patternProperties", None)
         if patterns:

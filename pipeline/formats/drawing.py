@@ -1,10 +1,5 @@
-"""A topology as it is drawn (views/drawing.py builds it, views/layout.py places it) and a workload's load per drawn
-link (views/loads.py): the models the explorer's responses (pipeline/explore/models.py) and the report's pages
-share, so both views draw the same picture from the same data.
-
-Responses carry exact numbers and, beside them in `shown`, the text the page prints (formatted once, by
-pipeline/core/format.py), so an export is what is shown.
-"""
+"""A topology as it is drawn and a workload's load per drawn link: the models the explorer and the report share,
+so both draw the same picture. Exact numbers carry, in `shown`, the text the page prints."""
 
 from __future__ import annotations
 

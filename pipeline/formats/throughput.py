@@ -1,7 +1,5 @@
-"""`models/calibration/throughput.yaml`: achieved compute throughput per accelerator, each number with its status
-and provenance — the step and token-time estimates divide work by these, never by a single MFU knob. A number's
-status is a promise the format keeps: published names a source, fitted the one published result it was solved
-from, assumed says why in a note."""
+"""`models/calibration/throughput.yaml`: achieved compute throughput per accelerator (what the step estimates
+divide work by, never an MFU knob), each number with its status and provenance."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""`models/validation/<id>.yaml`: one publication's training or serving results, each with the configuration it
-was measured on, so `fabricref validate` can run the model on the same configuration and print model vs
-published. The table is kept as transcribed (the publication's own labels and digits) beside the parsed rows."""
+"""`models/validation/<id>.yaml`: one publication's results, each with the configuration it was measured on, for
+`fabricref validate`; the table is kept as transcribed beside the parsed rows."""
 
 from __future__ import annotations
 
