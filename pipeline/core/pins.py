@@ -12,17 +12,7 @@ from .paths import Layout, check_slug
 from .schemas import load_json, load_model, validate
 from .store import SnapshotStore, sha256_file
 
-__all__ = [
-    "Origin",
-    "PinHistory",
-    "Revision",
-    "appended",
-    "edited_transcription",
-    "load",
-    "load_file",
-    "lock_path",
-    "utc_now",
-]
+__all__ = ["Origin", "PinHistory", "Revision"]  # re-exported: the stages name them as `pins.Revision`
 
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"

@@ -288,19 +288,14 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
     problem = number_problem(value)
     if problem is not None:
         return parts, problem
-    if isinstance(value, dict):
-        for key, item in value.items():
-            problem = control_problem(key) if isinstance(key, str) else None
-            if problem is not None:
-                return (*parts, key), f"the key {_short(key)} {problem}"
-            found = _find_bad_number(item, (*parts, key))
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _find_bad_number(item, (*parts, index))
-            if found is not None:
-                return found
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        problem = control_problem(key) if isinstance(key, str) else None  # list indices are ints
+        if problem is not None:
+            return (*parts, key), f"the key {_short(key)} {problem}"
+        found = _find_bad_number(item, (*parts, key))
+        if found is not None:
+            return found
     return None
 
 
