@@ -57,7 +57,7 @@ def model(name: str) -> Any:
         case "measured-pin.schema.json":
             from .measured import MeasuredPin as found
         case "model-revisions.schema.json":
-            from .revisions import ModelRevisions as found
+            from .pins import ModelRevisions as found
         case "pins.schema.json":
             from .pins import PinHistory as found
         case "reference.schema.json":
@@ -67,7 +67,7 @@ def model(name: str) -> Any:
         case "throughput.schema.json":
             from .throughput import Throughput as found
         case "topology-defaults.schema.json":
-            from .topology import TopologyDefaults as found
+            from .cluster import TopologyDefaults as found
         case "validation.schema.json":
             from .validation import ValidationFile as found
         case "vocabulary.schema.json":

@@ -1,5 +1,6 @@
 """`models/clusters/<id>.yaml`: building blocks of one reference on a declared scale-out fabric and a separate
-frontend. Counts may name a parameter of the building block's reference (`{param: name}`)."""
+frontend (counts may name a parameter of the building block's reference, `{param: name}`); and
+`models/topology/defaults.yaml`, the labelled teaching defaults every topology is built with."""
 
 from __future__ import annotations
 
@@ -154,3 +155,24 @@ class ClusterFile(Strict):
         if self.kind == "modelled-design" and not self.assumptions:
             raise ValueError("a modelled-design cluster lists its design choices under `assumptions`")
         return self
+
+
+class LatencyNs(Strict):
+    scale_up: float = Field(gt=0)
+    host: float = Field(gt=0)
+    scale_out: float = Field(gt=0)
+    frontend: float = Field(gt=0)
+    endpoint: float = Field(ge=0)
+
+
+class HostLink(Strict):
+    bandwidth: float = Field(gt=0)
+    unit: str
+    why: str
+
+
+class TopologyDefaults(Strict):
+    """Labelled teaching defaults for topologies (latencies, host link)."""
+
+    latency_ns: LatencyNs
+    host_link: HostLink

@@ -1,4 +1,5 @@
-"""`sources/pins/<id>.json`: the append-only revision history of one source."""
+"""Append-only revision histories: of one source (`sources/pins/<id>.json`) and of one reference or cluster model
+(`models/revisions/<kind>/<id>.json`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..errors import ValidationError
-from .common import Sha256, Slug, Strict
+from .common import Day, Sha256, Slug, Strict
 
 Origin = Literal["retrieved", "transcription"]
 
@@ -44,3 +45,16 @@ class PinHistory(Strict):
             f"source {self.source_id} has no revision {number}: "
             f"it has {', '.join(str(r.revision) for r in self.revisions)}"
         )
+
+
+class ModelRevision(Strict):
+    revision: int = Field(ge=1)
+    sha256: Sha256
+    changed_on: Day
+
+
+class ModelRevisions(Strict):
+    """Append-only revisions of one reference or cluster model."""
+
+    model: str = Field(pattern=r"^(references|clusters)/[a-z0-9]+(?:-[a-z0-9]+)*$(?!\n)")
+    revisions: list[ModelRevision] = Field(min_length=1)
