@@ -16,8 +16,7 @@ class UsageError(FabricrefError):
 
 
 class InputError(UsageError):
-    """A request refused with where in the request it went wrong (`loc`, as FastAPI's 422 names fields), so a page
-    can show the message next to the control that caused it."""
+    """A request refused naming where it went wrong (`loc`, as FastAPI's 422 names fields)."""
 
     def __init__(self, message: str, loc: tuple[str, ...]) -> None:
         super().__init__(message)
@@ -49,8 +48,7 @@ LIST_KNOWN = 30
 
 
 class UnknownIdError(UsageError):
-    """A misspelt id (reference, topology, workload, field...): bad usage that names the closest known ids, so the
-    reader retypes one instead of listing them. `known` is kept for a caller that widens the search."""
+    """A misspelt id: bad usage naming the closest known ids (`known` is kept for a caller that widens the search)."""
 
     def __init__(self, what: str, name: str, known: list[str], hint: str = "", within: str = "") -> None:
         self.what, self.name, self.known = what, name, sorted(set(known))
@@ -78,8 +76,7 @@ def did_you_mean(name: str, known: list[str], n: int = 3) -> list[str]:
 
 
 def os_error_message(exc: BaseException) -> str | None:
-    """What an OSError (or DuckDB's IOException) that escaped a command means, in one line naming the file: a
-    read-only checkout, a full disk, a missing permission. None for any other exception."""
+    """An OSError (or DuckDB IOException) that escaped a command, in one line naming the file; None for others."""
     import errno
 
     if isinstance(exc, OSError):

@@ -1,4 +1,1 @@
-"""The ground floor: errors, paths, files, schemas, units, the store and the record models.
-
-Nothing here imports a pipeline stage or the CLI.
-"""
+"""The ground floor (paths, files, schemas, units, the store, the registry): it imports no stage or CLI."""

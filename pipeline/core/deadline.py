@@ -117,8 +117,7 @@ def _disarm() -> None:
 
 @contextlib.contextmanager
 def bounded() -> Iterator[None]:
-    """The running command, limited to FABRICREF_TIME_LIMIT seconds from now; only the outermost block in the
-    main thread arms the clock."""
+    """The running command, limited to FABRICREF_TIME_LIMIT seconds; only the outermost main-thread block arms."""
     if _CLOCK.armed or threading.current_thread() is not threading.main_thread():
         yield
         return

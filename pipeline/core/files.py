@@ -254,8 +254,7 @@ def _finish(root: Path, entries: list[list[str]]) -> None:
 
 
 def recover(root: Path) -> None:
-    """Finish a transaction a killed process committed, and remove what killed processes staged. Under
-    `checkout_lock`."""
+    """Finish what a killed process committed, remove what killed ones staged (under `checkout_lock`)."""
     journal = root / JOURNAL
     if journal.exists():
         try:

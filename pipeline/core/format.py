@@ -169,8 +169,7 @@ def significant_digits(text: str | None) -> int | None:
 
 
 def stated_number(text: str | None) -> tuple[float, int] | None:
-    """The first number written in digits in `text`, with its significant digits ('1,440 GB' → (1440.0, 4));
-    None when there is none."""
+    """The first number written in `text` with its significant digits ('1,440 GB' → (1440.0, 4)), or None."""
     if not text:
         return None
     match = _NUMBER_RE.search(text)

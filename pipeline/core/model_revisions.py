@@ -49,8 +49,7 @@ def revised(lay: Layout, model: str, content: bytes, today: str | None = None) -
 
 
 def pin(lay: Layout, only: list[str] | None = None, today: str | None = None) -> list[tuple[str, int]]:
-    """Append a revision for every model whose content changed since its last pinned revision, as one
-    transaction under the checkout's lock."""
+    """Append a revision for every model whose content changed, as one transaction under the checkout's lock."""
     with checkout_lock(lay.root), transaction(lay.root) as tx:
         pinned = []
         files = model_files(lay)

@@ -79,8 +79,7 @@ def appended(lay: Layout, source_id: str, revision: Revision) -> dict[str, objec
 
 
 def edited_transcription(lay: Layout, source_id: str, current: Revision) -> str | None:
-    """Why a source's transcription file no longer matches its current revision (a reader would open something
-    the registry was not built from), or None."""
+    """Why a source's transcription file no longer matches its current revision, or None."""
     if current.origin != "transcription":
         return None
     transcription = lay.transcription_file(source_id)

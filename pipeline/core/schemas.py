@@ -300,8 +300,7 @@ def _find_bad_number(value: Any, parts: tuple[Any, ...] = ()) -> tuple[tuple[Any
 
 
 def validate(instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:
-    """The typed object the format behind schemas/<schema_name> builds from `instance`; every error gives
-    file[:line], JSON path and what was expected."""
+    """The typed object schemas/<schema_name>'s format builds; errors give file[:line], JSON path, what was expected."""
     from ..formats import adapter
 
     return _checked(adapter(schema_name), instance, schema_name, where, doc)

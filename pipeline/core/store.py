@@ -38,8 +38,7 @@ class SnapshotStore:
         return self.root / "sha256" / sha256[:2] / sha256
 
     def put(self, data: bytes) -> str:
-        """Store bytes; a snapshot already present is verified, never overwritten — unless it is corrupt, in
-        which case these bytes (which hash to its name) repair it."""
+        """Store bytes; one already present is verified, never overwritten unless corrupt (these bytes repair it)."""
         sha = sha256_bytes(data)
         if not self.holds(sha, len(data)):
             self.repair(sha, data)
@@ -56,8 +55,7 @@ class SnapshotStore:
         atomic_write_bytes(path, data, mode=0o444)
 
     def read(self, sha256: str, size: int | None = None) -> bytes:
-        """The stored bytes, re-hashed now. The entry must be a regular file (no FIFO, device or symbolic link)
-        of the pinned size, and is read with a bound: a missing, altered or odd entry is an error naming it."""
+        """The stored bytes, re-hashed now, from a regular file of the pinned size read with a bound."""
         path = contained(self.path_for(sha256))
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

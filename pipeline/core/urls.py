@@ -34,8 +34,7 @@ _UNICODE_DOTS_RE = re.compile("[\u3002\uff0e\uff61]")
 
 
 def url_problem(url: str) -> str | None:
-    """Why `url` is not a public canonical address (user info, a private, loopback, link-local, reserved or
-    tailnet host however spelt, a look-alike name), or None when it is one."""
+    """Why `url` is not a public canonical address (however its host is spelt), or None."""
     try:
         parts = urlsplit(url)
         host = parts.hostname
