@@ -182,13 +182,12 @@ class Topologies:
 
     def _edge_rows(self, topology_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """Every edge with a dict of its own."""
-        names, rows = self.tables.tuples(
+        _, rows = self.tables.tuples(
             f"SELECT source, target, {', '.join(EDGE_ATTRS)} FROM topology_edges WHERE topology_id = ? "
             "ORDER BY position",
             topology_id,
         )
-        keys = names[2:]
-        return ((r[0], r[1], dict(zip(keys, r[2:], strict=True))) for r in rows)
+        return ((r[0], r[1], dict(zip(EDGE_ATTRS, r[2:], strict=True))) for r in rows)
 
 
 def _add_edges(g: nx.Graph, ends: list[tuple[str, str, int]], protos: dict[int, dict[str, Any]]) -> None:

@@ -176,22 +176,21 @@ COUNT_SUFFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T"
 _COUNT_RE = re.compile(
     r"^(?P<num>(?:\d{1,3}(?:,\d{3})+|[\d_]+)(?:\.\d+)?(?:[eE][+-]?\d+)?|\.\d+)(?P<suffix>[a-zA-Z]?)$"
 )
-AMOUNT_EXAMPLES = {"count": "70B, 1.2T, 128k or 70e9", "bytes": "1.5GiB or 80GB", "rate": "400Gb/s or 900GB/s",
-                   "time": "5us"}  # fmt: skip
-_AMOUNT_DIMS = {"bytes": DATA, "rate": RATE, "time": TIME}
+# kind → (what it is, examples, dimensions)
+_AMOUNTS = {
+    "count": ("a number", "70B, 1.2T, 128k or 70e9", DIMENSIONLESS),
+    "bytes": ("a size with its unit", "1.5GiB or 80GB", DATA),
+    "rate": ("a rate with its unit", "400Gb/s or 900GB/s", RATE),
+    "time": ("a time with its unit", "5us", TIME),
+}
 
 
 def parse_amount(text: str, kind: str) -> float:
     """Every amount a calculator takes: `kind` 'count' ('70B' → 7e10: B is a billion, as model sizes are
     written), 'bytes' ('1.5GiB'), 'rate' ('400Gb/s' → bytes per second) or 'time' ('5us' → seconds)."""
     cleaned = text.strip().replace(" ", "")
-    what = {
-        "count": "a number",
-        "bytes": "a size with its unit",
-        "rate": "a rate with its unit",
-        "time": "a time with its unit",
-    }
-    expected = f"expected {what[kind]}, e.g. {AMOUNT_EXAMPLES[kind]}"
+    what, examples, dimensions = _AMOUNTS[kind]
+    expected = f"expected {what}, e.g. {examples}"
     if kind == "count":
         match = _COUNT_RE.match(cleaned)
         if match is None or match["suffix"] not in COUNT_SUFFIXES:
@@ -203,7 +202,7 @@ def parse_amount(text: str, kind: str) -> float:
         except ValidationError as exc:
             raise ValidationError(f"{text!r}: {exc}; {expected}") from None
         factor, dims = unit_info(q.unit)
-        if dims != _AMOUNT_DIMS[kind]:
+        if dims != dimensions:
             raise ValidationError(f"{text!r}: {expected}")
         value = q.value * factor
     if not math.isfinite(value) or value < 0:
