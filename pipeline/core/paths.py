@@ -26,62 +26,28 @@ def check_slug(value: str, what: str = "id") -> str:
     return value
 
 
+def _below(*parts: str) -> property:
+    """A Layout property: the path `parts` below the checkout root."""
+    return property(lambda lay: lay.root.joinpath(*parts))
+
+
 @dataclass(frozen=True)
 class Layout:
     root: Path
 
-    @property
-    def sources_dir(self) -> Path:
-        return self.root / "sources"
-
-    @property
-    def pins_dir(self) -> Path:
-        return self.sources_dir / "pins"
-
-    @property
-    def store_dir(self) -> Path:
-        return self.sources_dir / "snapshots"
-
-    @property
-    def transcriptions_dir(self) -> Path:
-        return self.sources_dir / "transcriptions"
-
-    @property
-    def schemas_dir(self) -> Path:
-        return self.root / "schemas"
-
-    @property
-    def registry_dir(self) -> Path:
-        return self.root / "registry"
-
-    @property
-    def claims_dir(self) -> Path:
-        return self.registry_dir / "claims"
-
-    @property
-    def tables_dir(self) -> Path:
-        return self.registry_dir / "tables"
-
-    @property
-    def snapshots_manifest(self) -> Path:
-        return self.registry_dir / "snapshots.json"
-
-    @property
-    def duckdb_path(self) -> Path:
-        return self.registry_dir / "registry.duckdb"
-
-    @property
-    def queries_dir(self) -> Path:
-        return self.registry_dir / "queries"
-
-    @property
-    def references_dir(self) -> Path:
-        return self.root / "models" / "references"
-
-    @property
-    def plans_dir(self) -> Path:
-        """`fabricref plan`'s tables: git-ignored, outside every DVC output."""
-        return self.root / "plans"
+    sources_dir = _below("sources")
+    pins_dir = _below("sources", "pins")
+    store_dir = _below("sources", "snapshots")
+    transcriptions_dir = _below("sources", "transcriptions")
+    schemas_dir = _below("schemas")
+    registry_dir = _below("registry")
+    claims_dir = _below("registry", "claims")
+    tables_dir = _below("registry", "tables")
+    snapshots_manifest = _below("registry", "snapshots.json")
+    duckdb_path = _below("registry", "registry.duckdb")
+    queries_dir = _below("registry", "queries")
+    references_dir = _below("models", "references")
+    plans_dir = _below("plans")  # `fabricref plan`'s tables: git-ignored, outside every DVC output
 
     def source_file(self, source_id: str) -> Path:
         return self.sources_dir / f"{check_slug(source_id, 'source id')}.yaml"
