@@ -15,7 +15,6 @@ from .common import SHA256_PATTERN, Sha256, Strict
 
 CALIBRATION_PATH = Path("models") / "calibration" / "collectives.yaml"
 PROTOCOLS = ("LL", "LL128", "Simple")
-Protocol = Literal["LL", "LL128", "Simple"]
 Status = Literal["published", "measured", "assumed"]
 SHA_RE = SHA256_PATTERN
 
