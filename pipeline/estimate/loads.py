@@ -327,40 +327,33 @@ def cost_phase(
 
 
 def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
-    """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation."""
+    """One row per physical link the phase uses: both endpoints, network, tier, bytes each way, utilisation.
+    An edge is stored (u, v) with u <= v by name, its arc 2e running u → v: `bytes_forward` is that arc's."""
     nl = wiring.n_links
-    lb, lu, lf = _fit(load.link_bytes, nl), _fit(load.utilization, nl), _fit(load.flows_per_link, nl)
-    edges = wiring.edges
-    # Plain ints and lists from here on, converted once: numpy scalars cost per access.
-    used = np.flatnonzero(lb > 0).tolist()
-    arcs: list[tuple[str, str, int]] = [(edges[i // 2][i % 2], edges[i // 2][1 - i % 2], i) for i in used]
-    idx = np.fromiter((i for _, _, i in arcs), dtype=np.int64, count=len(arcs))
-    arc_bytes, arc_util = lb[idx].tolist(), lu[idx].tolist()
-    arc_flows = lf[idx].astype(np.int64).tolist()
-    arc_gbps = (wiring.capacity[idx] / 1e9 * 8).tolist()
-    network, eu, ev, kind = wiring.network, wiring.eu, wiring.ev, wiring.kind
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for (tail, head, i), nbytes, util, flows, gbps in zip(arcs, arc_bytes, arc_util, arc_flows, arc_gbps, strict=True):
-        a, b = (tail, head) if tail <= head else (head, tail)
-        row = rows.get((a, b))
-        if row is None:
-            e = i // 2
-            tier = tier_name(kind[eu[e]], kind[ev[e]])
-            row = rows[(a, b)] = {
-                "source": a,
-                "target": b,
-                "network": network[e],
-                "tier": tier,
-                "bytes_forward": 0.0,
-                "bytes_reverse": 0.0,
-                "capacity_gbps": gbps,
-                "utilization": 0.0,
-                "flows": 0,
-            }
-        row["bytes_forward" if tail == a else "bytes_reverse"] += nbytes
-        row["utilization"] = max(row["utilization"], util)
-        row["flows"] += flows
-    return [rows[k] for k in sorted(rows)]
+    lb, lu, lf = (_fit(a, nl)[:nl].reshape(-1, 2) for a in (load.link_bytes, load.utilization, load.flows_per_link))
+    on = lb > 0  # an arc carrying no bytes adds nothing to its link's row
+    used = np.flatnonzero(on.any(axis=1))
+    on = on[used]
+    forward, reverse = np.where(on, lb[used], 0.0).T.tolist()
+    util = np.where(on, lu[used], 0.0).max(axis=1).tolist()
+    flows = np.where(on, lf[used], 0).astype(np.int64).sum(axis=1).tolist()
+    gbps = (wiring.capacity[np.where(on[:, 0], 2 * used, 2 * used + 1)] / 1e9 * 8).tolist()
+    edges, network, eu, ev, kind = wiring.edges, wiring.network, wiring.eu, wiring.ev, wiring.kind
+    ids = used.tolist()
+    return [
+        {
+            "source": edges[e][0],
+            "target": edges[e][1],
+            "network": network[e],
+            "tier": tier_name(kind[eu[e]], kind[ev[e]]),
+            "bytes_forward": forward[k],
+            "bytes_reverse": reverse[k],
+            "capacity_gbps": gbps[k],
+            "utilization": util[k],
+            "flows": flows[k],
+        }
+        for k, e in sorted(enumerate(ids), key=lambda ke: edges[ke[1]])
+    ]
 
 
 def hot_links(rows: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
