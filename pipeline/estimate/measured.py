@@ -16,6 +16,7 @@ from ..core.schemas import load_json, load_model
 from ..core.store import SnapshotStore, sha256_bytes
 from ..core.text import control_problem, visible
 from ..errors import FabricrefError, UsageError
+from ..formats.common import SLUG_MAX_LENGTH
 from ..formats.measured import MeasuredPin
 from .collectives import ALGORITHMS
 from .nccl_log import Log, parse_bytes
@@ -68,6 +69,13 @@ def import_log(
         raise UsageError(f"{visible(str(file), keep_layout=False)}: the file name {problem}; rename the file")
     data = read_bounded(file, MAX_LOG_BYTES, "an nccl-tests / rccl-tests log (a text file)")
     log = parse_bytes(data, str(file), op)
+    room = SLUG_MAX_LENGTH - len(f"-{log.op}-") - 12
+    if len(topology_id) > room:
+        raise UsageError(
+            f"--topology {topology_id}: {len(topology_id)} characters; a measurement id is "
+            f"`<topology>-{log.op}-<12 hex digits>`, at most {SLUG_MAX_LENGTH} characters, so the topology id "
+            f"of a {log.op} log has at most {room}"
+        )
     from .view import view_for
 
     view = view_for(lay, topology_id)

@@ -59,12 +59,13 @@ PATTERN_WORDS = {
     ),
 }
 
+SLUG_MAX_LENGTH = 80
 Slug = Annotated[
     str,
     Field(
         pattern=SLUG_PATTERN,
         min_length=1,
-        max_length=80,
+        max_length=SLUG_MAX_LENGTH,
         description="Lowercase letters, digits and single hyphens: becomes part of paths.",
     ),
 ]

@@ -211,3 +211,13 @@ def test_every_error_of_the_parser_is_a_fabricref_error():
     for text in ("", "#\n", RING.replace("float", "\x00"), RING.replace("sum", "²")):
         with pytest.raises(FabricrefError):
             parse_text(text, "x.log")
+
+
+def test_a_topology_id_too_long_to_name_a_measurement_is_a_usage_error(built_copy, cli):
+    """The measurement id is `<topology>-<op>-<12 hex>`, a slug of at most 80 characters: a topology id that
+    leaves it no room is refused by name, not by a validation error of the pin the import would build."""
+    long_id = "a" * 70
+    result = cli("measured", "import", str(LOG), "--topology", long_id, root=built_copy.root)
+    assert result.code == 2, result.err
+    assert f"--topology {long_id}: 70 characters" in result.err and "at most 80 characters" in result.err
+    assert "Traceback" not in result.err and "validation error" not in result.err
