@@ -147,7 +147,10 @@ class Topologies:
         (graph_row,) = self.tables.rows("SELECT * FROM topology_graphs WHERE topology_id = ?", topology_id)
         endpoint = graph_row.pop("endpoint_latency_ns")
         g = nx.Graph(**{k: v for k, v in graph_row.items() if v is not None})
-        g.add_nodes_from(self._nodes(topology_id))
+        # Straight into networkx's node and adjacency dicts, as `add_nodes_from` would fill them on a new graph
+        # (which also checks every node for being new and copies its attributes).
+        g._node.update(self._nodes(topology_id))
+        g._adj.update((n, {}) for n in g._node)
         protos = self._edge_attrs(topology_id) if self.read_only else None
         if protos is None:
             g.add_edges_from(self._edge_rows(topology_id))
