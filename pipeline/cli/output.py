@@ -29,17 +29,15 @@ from ..errors import FabricrefError, UsageError
 
 
 class _TextConsole(Console):
-    """A console through which every string printed (a message, a table cell) has its control characters made
-    visible first (`␛` for ESC): text from documents, logs and users is data, never terminal commands. rich's
-    own styling is added after this, so colours still work."""
+    """A console that makes control characters visible (`␛` for ESC) in every string it prints: text from
+    documents, logs and users is data, never terminal commands."""
 
     def render_str(self, text: str, **kwargs: Any) -> Any:
         return super().render_str(visible(text), **kwargs)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        """Text wraps between words, and a word longer than the line (a path, a SHA-256) is printed whole on a
-        line of its own, never folded as rich folds it: it must stay one word to copy or search for. Tables keep
-        their own layout."""
+        """Text wraps between words; a word longer than the line (a path, a SHA-256) stays whole on a line of its
+        own, so it can be copied or searched for."""
         if objects and all(isinstance(o, str) for o in objects) and "soft_wrap" not in kwargs:
             text = kwargs.pop("sep", " ").join(objects)
             width = self.width
@@ -56,23 +54,20 @@ out = _TextConsole(highlight=False, markup=False, width=None if sys.stdout.isatt
 
 
 def encodes_unicode(stream: Any) -> bool:
-    """True when `stream` can take any character (its encoding is a UTF one)."""
     encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
     return encoding.startswith("utf")
 
 
 def safe_streams() -> None:
-    """stdout and stderr in an encoding that cannot hold every character (LC_ALL=en_US.ISO-8859-1) write what
-    they cannot encode as backslash escapes instead of failing with UnicodeEncodeError; JSON output is then
-    pure ASCII (its escapes are JSON's own, so the data is exact)."""
+    """Streams in an encoding that cannot hold every character (LC_ALL=en_US.ISO-8859-1) write backslash escapes
+    instead of failing; JSON output is then pure ASCII (JSON's own escapes, so the data is exact)."""
     for stream in (sys.stdout, sys.stderr):
         if not encodes_unicode(stream) and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
 
 
 def set_width() -> None:
-    """The table width for this command: COLUMNS when set (as a terminal or a CI job declares it), the terminal's
-    own width, or 200 when printing to a pipe or file (so redirected output is not wrapped at 80)."""
+    """COLUMNS when set, else the terminal's width, else 200 (redirected output is not wrapped at 80)."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         out.width = int(columns)
@@ -85,25 +80,21 @@ def set_width() -> None:
 def make_table(
     *columns: str, keys: int = 1, title: str | None = None, rows: list[list[Any]] | None = None, exact: bool = False
 ) -> Any:
-    """Rows as a table whose first `keys` columns are identifiers, never cut to an ellipsis: kept whole on one
-    line when they fit beside the other columns, else wrapped (folded); other columns wrap too. When even the
-    narrowest layout is wider than the terminal, each row is printed as its own block of `column  value` lines
-    (keys first), so nothing is cut at any width. Nested cells (dicts, lists) become sub-tables (`cell`).
-    The layout is chosen when the table is printed, for the width of the console it is printed on (a
-    table laid out for one width and printed at another would cut its ids). `exact` shows records' numbers with
-    the digits they hold instead of an estimate's three."""
-    return _KeyedTable(columns, keys, title, [[exact_cell(v) for v in r] for r in rows or []] if exact else rows or [])
+    """Rows as a table whose first `keys` columns are identifiers, never cut to an ellipsis: whole when they fit,
+    else folded; when even the narrowest layout is too wide, each row becomes a block of `column  value` lines.
+    The layout is chosen at print time, for that console's width. `exact`: floats with the digits their record
+    holds (`format_exact`) instead of an estimate's three."""
+    if exact:
+        rows = [[format_exact(float(v)) if isinstance(v, float | Decimal) else v for v in r] for r in rows or []]
+    return _KeyedTable(columns, keys, title, rows or [])
 
 
 def records_table(columns: dict[str, Callable[[Any], Any]], records: Iterable[Any], **options: Any) -> Any:
-    """`make_table` of records, each column given as its header and the function that makes its cell from a record
-    (so a header stands beside what it shows)."""
+    """`make_table` of records, each column given as its header and the function that makes its cell."""
     return make_table(*columns, rows=[[shown(r) for shown in columns.values()] for r in records], **options)
 
 
 class _KeyedTable:
-    """`make_table`'s renderable: builds the rich table for the width it is rendered at."""
-
     def __init__(self, columns: tuple[str, ...], keys: int, title: str | None, rows: list[list[Any]]) -> None:
         self.columns, self.keys, self.title, self.rows = columns, keys, title, rows
 
@@ -150,11 +141,9 @@ class _KeyedTable:
 
 
 def cell(value: Any) -> Any:
-    """A table cell: None `—`, a number through the one formatter (core/format: three significant digits, never
-    a float's repr or exponent notation; whole numbers of five digits or more with separators, shorter ones such
-    as a year or a revision as they are), a dict a two-column sub-table (key, value), a list of dicts a sub-table
-    with their keys as columns, a list of scalars one item per line; everything else its text. Never raw dicts or
-    JSON."""
+    """A table cell: None `—`, a number through core/format (whole numbers under 10,000, a year or a revision, as
+    they are), a dict a key-value sub-table, a list of dicts a sub-table with their keys as columns, a list of
+    scalars one item per line; anything else its text."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
@@ -189,17 +178,8 @@ def cell(value: Any) -> Any:
     return str(value)  # made visible as it is printed (_TextConsole)
 
 
-def exact_cell(value: Any) -> Any:
-    """A record's cell: a float with the digits its record holds (`format_exact`); anything else as `cell` shows it."""
-    if isinstance(value, float | Decimal):
-        return format_exact(float(value))
-    return value
-
-
 def unit_of_key(key: str) -> str | None:
-    """The unit a result carries by its key's name (JSON keeps exact numbers under these names): `*_seconds` s,
-    `*_gbps` Gb/s, `*_gb_per_s` GB/s, `*bytes*` B, `tflops*` TFLOP/s, `flops*` FLOP; None for counts, fractions
-    and labels."""
+    """The unit a result's number carries by its key's name; None for counts, fractions and labels."""
     if key == "seconds" or key.endswith("_seconds"):
         return "s"
     if key.endswith("_gb_per_s"):
@@ -220,9 +200,8 @@ NETWORK_FIELDS = ("scale_up.", "scale_out.", "frontend.", "host")
 
 
 def in_bits(row: dict[str, Any]) -> str | None:
-    """A network field stated as a byte rate (NVLink's 1.8 TB/s), converted to the bit rates its neighbours are
-    stated in ('14.4 Tb/s'), at the digits of its record; None for any other field (the document's own figure
-    stays as it is, beside this)."""
+    """A network field stated as a byte rate (NVLink's 1.8 TB/s) in the bit rates its neighbours are stated in
+    ('14.4 Tb/s'), at its record's digits; None for any other field."""
     unit, number = row.get("unit") or "", row.get("value_number")
     if number is None or not unit.endswith("B/s") or unit.endswith("iB/s"):
         return None
@@ -233,9 +212,8 @@ def in_bits(row: dict[str, Any]) -> str | None:
 
 
 def readable(value: Any, key: str = "", direction: str | None = None) -> Any:
-    """A result's value for a table: numbers with the unit their key names (`unit_of_key`; a rate `direction`
-    as given), `—` for none, yes / no for a flag; dicts and lists keep their shape (sub-tables, `cell`) with every
-    number inside made readable the same way."""
+    """A result's value for a table: numbers with the unit their key names (a rate with `direction`), `—` for
+    none, yes / no for a flag; dicts and lists keep their shape, their numbers made readable the same way."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
@@ -255,14 +233,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def lay_of(root: Path | None) -> Layout:
-    """The checkout a command works on (--root, or found from the cwd), found once: until the command ends,
-    anything that looks for the checkout itself gets this one."""
+    """The checkout a command works on (--root, or found from the cwd), settled for the rest of the command."""
     return settle(layout(root))
 
 
 def strict(data: Any) -> Any:
-    """JSON-ready data: NaN and ±Infinity become null (RFC 8259 has no such numbers, and `json.loads` in other
-    languages refuses them), tuples become lists, anything else non-JSON its string."""
+    """JSON-ready data: NaN and ±Infinity null (RFC 8259 has no such numbers), tuples lists, other objects their
+    string."""
     if isinstance(data, float):
         return data if math.isfinite(data) else None
     if isinstance(data, dict):
@@ -278,26 +255,29 @@ def strict(data: Any) -> Any:
     return str(data)
 
 
+def _write_json(text: str) -> None:
+    text = json_safe(text)
+    sys.stdout.write(text if encodes_unicode(sys.stdout) else json_ascii(text))
+
+
 def print_json(data: Any) -> None:
-    """Keys in the order the result (and its table) has them, and a trailing newline: JSON output is stable and
-    diffable, and reads in the order of the table it stands for."""
+    """Keys in the order of the result (and its table), and a trailing newline."""
     try:
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False)
     except ValueError:
         # NaN / Infinity are not JSON: an input was out of range; say so rather than print invalid JSON.
         raise FabricrefError("the result holds a NaN or infinite number (an input is out of range)") from None
-    text = json_safe(text)
-    sys.stdout.write((text if encodes_unicode(sys.stdout) else json_ascii(text)) + "\n")
+    _write_json(text + "\n")
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell: a STRUCT, MAP or LIST as compact JSON (not a Python repr), a non-finite number empty."""
+    """A CSV cell: a STRUCT, MAP or LIST as compact JSON, a non-finite number empty, text made visible."""
     if isinstance(value, dict | list | tuple):
         return json.dumps(strict(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, str):
-        return visible(value)  # CSV is read on terminals too: no control character reaches one
+        return visible(value)
     return value
 
 
@@ -312,8 +292,8 @@ def emit(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool, title: 
 
 
 def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
-    """Rows as CSV with a header line (None written as an empty cell, nested values as JSON), written batch by
-    batch as the rows arrive (the same text whatever the batches; one batch in memory at a time)."""
+    """Rows as CSV with a header line, written batch by batch as they arrive (the same text whatever the
+    batches)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
@@ -331,15 +311,8 @@ def write_csv_batches(columns: list[str], batches: Iterable[list[tuple[Any, ...]
 
 
 def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]) -> None:
-    """`emit(..., as_json=True)`, written row by row as the batches arrive: the same text as `print_json` of the
-    whole list (NaN / infinity as null, as `strict` makes them)."""
-    ascii_only = not encodes_unicode(sys.stdout)
+    """`emit(..., as_json=True)` written batch by batch as they arrive: the same text as for the whole list."""
     opening = "[\n"
-
-    def write(text: str) -> None:
-        text = json_safe(text)
-        sys.stdout.write(json_ascii(text) if ascii_only else text)
-
     try:
         for batch in batches:
             parts = []
@@ -347,30 +320,25 @@ def print_json_rows(columns: list[str], batches: Iterable[list[tuple[Any, ...]]]
                 record = json.dumps(strict(dict(zip(columns, row, strict=True))), indent=2, ensure_ascii=False)
                 parts.append(f"{opening}  " + record.replace("\n", "\n  "))  # as it stands inside the list
                 opening = ",\n"
-            write("".join(parts))
+            _write_json("".join(parts))
     except FabricrefError as exc:  # still valid JSON: its last record says the rows are not all
         error = json.dumps(f"incomplete result: {exc}", ensure_ascii=False)
-        write(f'{opening}  {{"error": {error}, "complete": false}}\n]\n')
+        _write_json(f'{opening}  {{"error": {error}, "complete": false}}\n]\n')
         raise
     sys.stdout.write("[]\n" if opening == "[\n" else "\n]\n")
 
 
 def output_path(path: Path, option: str = "--output") -> Path:
-    """A file the user names to write (`--output PATH`, `--plot PATH`) is a new file or a regular file to
-    replace: the rename that puts the output in place would replace a device (`--output /dev/full`, run as root:
-    the device node gone), a FIFO, a socket or a symbolic link with a plain file. UsageError otherwise, before
-    anything is written."""
+    """A file the user names to write (`--output PATH`, `--plot PATH`) must be new or a regular file: the rename
+    that puts the output in place would replace a device (`/dev/full`, run as root), a FIFO, a socket or a symbolic
+    link with a plain file. UsageError otherwise, before anything is written."""
     try:
         mode = path.lstat().st_mode
     except OSError:
         return path  # absent (or its directory is): the write names why it cannot be made
     if not stat.S_ISREG(mode):
-        kind = (
-            "a directory"
-            if stat.S_ISDIR(mode)
-            else "a symbolic link"
-            if stat.S_ISLNK(mode)
-            else "a device, FIFO or socket"
+        kind = {stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symbolic link"}.get(
+            stat.S_IFMT(mode), "a device, FIFO or socket"
         )
         raise UsageError(f"{option} {visible(str(path))}: is {kind}; expected a new file or a regular file to replace")
     return path
@@ -378,8 +346,8 @@ def output_path(path: Path, option: str = "--output") -> Path:
 
 @contextlib.contextmanager
 def written_whole(path: Path | None) -> Iterator[None]:
-    """stdout as it is (None), or stdout sent to a temporary file beside `path` that replaces `path` once the
-    block completes: an error midway leaves no half file, and whatever was at `path` as it was."""
+    """stdout as it is (None), or sent to a temporary file beside `path` that replaces it once the block
+    completes: an error midway leaves no half file."""
     if path is None:
         yield
         return

@@ -44,8 +44,7 @@ UNREAD_FUNCTIONS = {"checkpoint", "force_checkpoint", "query", "nextval", "setva
 
 @dataclass(frozen=True)
 class Limits:
-    """What one `fabricref query` may use: a cross join of two billion-row ranges must stop, not eat the
-    machine. Defaults suit the registry (a few MB); the CLI options raise them."""
+    """What one `fabricref query` may use: a cross join of two billion-row ranges must stop, not eat the machine."""
 
     timeout: float = 30.0
     memory_limit: str = "1GB"
@@ -73,7 +72,7 @@ class Limits:
 
 
 class QueryError(FabricrefError):
-    """DuckDB refused the statement (syntax error, unknown table...)."""
+    """DuckDB refused the statement, or it passed a limit."""
 
 
 # Rows fetched from DuckDB at a time when a result is streamed: Python holds one batch, never the whole result.
@@ -85,8 +84,7 @@ STACK_PER_THREAD = 16 * 1024 * 1024
 
 
 def run(lay: Layout, sql: str, limits: Limits | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """One read-only statement under a time limit, a memory limit, a thread count and a row cap (see `stream`).
-    Every row in memory: for big results use `stream`."""
+    """`stream`'s columns and every row, in memory."""
     with stream(lay, sql, limits, batch_rows=(limits or Limits()).max_rows + 1) as (columns, batches):
         return columns, [row for batch in batches for row in batch]
 
@@ -95,14 +93,13 @@ def run(lay: Layout, sql: str, limits: Limits | None = None) -> tuple[list[str],
 def stream(
     lay: Layout, sql: str, limits: Limits | None = None, batch_rows: int = BATCH_ROWS
 ) -> Iterator[tuple[list[str], Iterator[list[tuple[Any, ...]]]]]:
-    """`run`, with the rows as batches of at most `batch_rows` fetched as they are consumed, so writing a
-    270,000-row result as CSV or JSON holds one batch in Python at a time.
+    """One read-only statement under the `limits`: its columns, and its rows in batches of at most `batch_rows`
+    fetched as they are consumed (Python holds one batch at a time).
 
     The statement runs in a forked child whose address space is limited to what it had plus the memory limit
-    (and some slack): an allocation DuckDB's memory_limit does not count fails there, not in this process. The
-    time limit covers the query, fetching included, and not the caller's handling of the batches (a slow disk or
-    terminal): it counts the time spent waiting for the child, which is killed when it passes. A result over the
-    row cap raises QueryError before the batch that crosses it is handed out."""
+    (and some slack): an allocation DuckDB's memory_limit does not count fails there. The time limit counts only
+    the waits for the child (not the caller's writing of the batches), which is killed when it passes. A result
+    over the row cap raises QueryError before the batch that crosses it is handed out."""
     limits = (limits or Limits()).checked()
     child = _Child(lay, sql, limits, batch_rows)
     try:
@@ -193,13 +190,10 @@ class _Child:
 def _vm_size() -> int:
     """This process's address space now (bytes), from /proc; 0 where the kernel does not say."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _serve(lay: Layout, sql: str, limits: Limits, batch_rows: int, send: Callable[[Any], None]) -> None:
@@ -245,17 +239,11 @@ class _OutOfMemory(Exception):
     pass
 
 
-def plan_files(lay: Layout) -> list[Path]:
-    """The Parquet files of `fabricref plan` (one per search) under the checkout's plans/ folder."""
-    folder = lay.plans_dir
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-
-
 def _plans_view(con: Any, tables: Any, lay: Layout, sql: str) -> list[Path]:
-    """The `plans` view over every plan file, columns matched by name (training and serving plans differ); the
-    files it reads, so the lock-down allows their folder. No plans: no view (a query naming it says so). An
-    unreadable plan file stops only a query that names `plans`."""
-    files = plan_files(lay)
+    """The `plans` view over every plan file of `fabricref plan`, columns matched by name (training and serving
+    plans differ); the files it reads, so the lock-down allows their folder. An unreadable plan file stops only a
+    query that names `plans`."""
+    files = sorted(lay.plans_dir.glob("*.parquet")) if lay.plans_dir.is_dir() else []
     if not files or "plans" in tables.paths:
         return []
     for path in files:
@@ -289,7 +277,7 @@ def _statement(con: Any, tables: Any, sql: str, limits: Limits, lay: Layout) -> 
 
 def reading_statement(con: Any, sql: str) -> Any:
     """The one statement of `sql` when every node of it reads (module docstring); else UsageError (not one
-    statement) or QueryError (a write, or what cannot be checked), before anything runs."""
+    statement) or QueryError (a write, or what cannot be checked)."""
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
@@ -453,8 +441,7 @@ def _nodes(node: Any) -> Iterator[tuple[str | None, str | None]]:
 
 @contextlib.contextmanager
 def _reported() -> Iterator[None]:
-    """DuckDB's memory and SQL errors: out of memory (however DuckDB words it) as _OutOfMemory, others as
-    QueryError naming DuckDB's message."""
+    """Out of memory (however DuckDB words it) as _OutOfMemory, other DuckDB errors as QueryError."""
     try:
         yield
     except duckdb.OutOfMemoryException:
@@ -470,8 +457,8 @@ MAX_QUERY_FILE_BYTES = 1 << 20
 
 
 def saved_query(path: Path) -> str:
-    """The SQL of `query --file PATH`: a regular UTF-8 text file of at most MAX_QUERY_FILE_BYTES, without NUL
-    bytes (what is not a saved query is refused naming the file, and its content never appears in a message)."""
+    """The SQL of `query --file PATH`: a UTF-8 text file of at most MAX_QUERY_FILE_BYTES, without NUL bytes
+    (anything else is refused naming the file, never quoting it)."""
     data = read_bounded(path, MAX_QUERY_FILE_BYTES, "a saved query (a text file of SQL)")
     if b"\0" in data:
         raise UsageError(f"{path}: holds NUL bytes; expected a saved query (a text file of SQL)")
@@ -483,8 +470,8 @@ def saved_query(path: Path) -> str:
 
 @contextlib.contextmanager
 def quiet_errors(path: Path | None) -> Iterator[None]:
-    """For a query read from a file: DuckDB's messages quote the statement (`LINE 1: ...`, `near "..."`), so
-    an error names the file, DuckDB's kind of error and the line, never the text."""
+    """For a query read from a file: an error names the file, DuckDB's kind of error and the line, never the
+    text (DuckDB's messages quote the statement)."""
     if path is None:
         yield
         return
@@ -510,8 +497,7 @@ def rows(lay: Layout, sql: str, params: list[Any] | None = None) -> tuple[list[s
 
 
 def reference_summaries(lay: Layout) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Every reference: id, kind, form factor (server, rack, cluster, switch, nic), title and how many of its
-    fields have each status."""
+    """Every reference: id, kind, form factor, title and how many of its fields have each status."""
     return rows(
         lay,
         """
