@@ -1,10 +1,7 @@
 """fabricref: an AI-cluster network explorer on a provenance registry.
 
-The package is imported as `fabricref` (pyproject.toml maps the `pipeline/` folder to that name). The Python API
-of api.py — `fabricref.registry()`, `fabricref.graph(id)`, `fabricref.estimate_workload(topology, workload)`,
-`fabricref.audit(ref, field)`, the planner's `fabricref.plan_train(model, cluster, ...)` / `plan_serve` — is loaded on
-first use, so importing the package stays light.
-The version is pyproject.toml's (`fabricref --version` reads the installed metadata); it is not repeated here.
+Imported as `fabricref` (pyproject.toml maps the `pipeline/` folder to that name). The Python API (api.py) is
+loaded on first use, so importing the package stays light; the version is pyproject.toml's.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""The command line: the only package that knows about argv, exit codes and printing.
+"""The command line: the only package that knows about argv, exit codes (0 success, 1 a check failed, 2 bad
+usage) and printing.
 
-Exit codes: 0 success, 1 a check or validation failed, 2 bad usage.
-
-Where verbs go: one module per verb group, each registering its commands on `app` (pipeline/cli/app.py):
-stages.py (one verb per DVC stage), inspect.py (read the registry / pins / models), estimate.py (the `estimate`
-sub-app), plan.py (the `plan` sub-app: layout search), measured.py (measured logs), new.py (authoring: `new
-reference`), explore.py (the web application). A new group gets its own module, imported below. Commands stay
-thin: they parse options, call a library function and print through output.py (numbers with units through
-pipeline/core/format.py); SQL lives in the library with bound parameters. Never import a stage package at module
-level here: import it inside the command, so each verb loads only the code its stage declares.
+One module per verb group, each registering its commands on `app` (app.py). Commands parse options, call a
+library function and print through output.py. A stage package is imported inside its command, never at module
+level, so each verb loads only the code its stage declares.
 """
 
 from __future__ import annotations
@@ -36,10 +31,8 @@ __all__ = ["app", "main"]
 
 @cache
 def _command() -> click.Command:
-    """The click command Typer builds from `app`, built once per process: `app(...)` rebuilds it on every call
-    (inspecting every verb's signature and type hints), which a process calling `main` many times (the tests)
-    would repeat.
-    Click keeps no state in a command between invocations (each gets a fresh context)."""
+    """The click command Typer builds from `app`, once per process (`app(...)` rebuilds it on every call; click
+    keeps no state in a command between invocations)."""
     return typer.main.get_command(app)
 
 

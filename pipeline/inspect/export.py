@@ -1,17 +1,10 @@
 """`fabricref export graph`: a topology's graph as GraphML or node-link JSON, written on demand from the topology
-stage's tables (nothing in the pipeline reads either format, so the stage does not write them on every run).
+stage's tables by networkx's own writers (so networkx reads them back as the same graph). GraphML has no null: a
+None attribute is left out of both formats.
 
-Both are networkx's own writers, so `networkx.read_graphml` and `networkx.node_link_graph` read the files back
-as the same graph. GraphML has no null: an attribute that is None (an unknown bandwidth) is left out of both
-formats. The bytes depend on the tables alone: same registry, same file.
-
-Besides the registry's own attributes, every edge carries what graph tools look for:
-`weight`, the link's rate per direction in Gb/s (Gephi's edge weight; a rate, so a larger weight is a fatter
-link, not a longer one), and `compute_path`, false for the frontend and management networks (filter on it before
-a shortest path between accelerators, or the path may run over the frontend). With a workload, the traffic
-stage's per-link loads of that workload on this topology become edge attributes (`add_workload`). Aggregated
-(tier × pod), the parts of each kind (and role) in each pod are one node and the links between two such groups
-one edge: a 24,576-GPU cluster in a few dozen nodes.
+Every edge also carries `weight`, its rate per direction in Gb/s (a rate: a larger weight is a fatter link), and
+`compute_path`, false for the frontend and management networks (filter on it before a shortest path between
+accelerators).
 """
 
 from __future__ import annotations
@@ -36,14 +29,12 @@ NOT_COMPUTE = ("frontend", "management")
 def graph_bytes(
     lay: Layout, topology_id: str, fmt: str = "graphml", workload: str | None = None, aggregate: bool = False
 ) -> bytes:
-    """The topology's graph, as registry/topology/ holds it, in `fmt` (one of FORMATS); with `workload`, that
-    workload's per-link loads (registry/traffic/) on its edges; `aggregate`: tier × pod."""
+    """The topology's graph in `fmt` (one of FORMATS), with `workload`'s per-link loads; `aggregate`: tier × pod."""
     return export_bytes(export_graph(lay, topology_id, workload, aggregate), fmt)
 
 
 def export_graph(lay: Layout, topology_id: str, workload: str | None = None, aggregate: bool = False) -> nx.Graph:
-    """The graph an export writes: the registry's, with `weight` and `compute_path` (and a workload's loads) on its
-    edges."""
+    """The graph an export writes: the registry's, with `weight`, `compute_path` and a workload's loads on edges."""
     g = load_topology(lay, check_slug(topology_id, "topology id")).graph
     for _u, _v, d in g.edges(data=True):
         d.update(tool_attrs(d))
@@ -60,12 +51,10 @@ def tool_attrs(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_workload(lay: Layout, g: nx.Graph, topology_id: str, workload: str) -> None:
-    """The traffic stage's loads of `workload` on `topology_id` as edge attributes (zero on links it leaves
-    idle): `workload_bytes_forward` (source to target) and `workload_bytes_reverse` per iteration (every phase ×
-    its count), `workload_bytes` both, and `workload_time_share`, the fraction of the workload's communication
-    time the link is busy (Σ over phases of utilisation × phase time, over the sum of phase times; aggregated:
-    weighted by the links' rates). A pair the traffic stage did not lay out is bad usage naming the workloads it
-    did lay out there."""
+    """The traffic stage's loads of `workload` as edge attributes (zero on idle links): `workload_bytes_forward`
+    (source to target), `workload_bytes_reverse` and `workload_bytes` per iteration, and `workload_time_share`,
+    the fraction of the workload's communication time the link is busy (Σ utilisation × phase time ÷ Σ phase
+    time)."""
     tables = Tables({k: v for k, v in table_paths(lay, "traffic").items() if k in ("traffic", "traffic_links")})
     try:
         phases = tables.rows(
@@ -109,9 +98,8 @@ def add_workload(lay: Layout, g: nx.Graph, topology_id: str, workload: str) -> N
 
 
 def _group_of(g: nx.Graph) -> dict[str, str]:
-    """Each node's group: its kind (and role, for a kind whose parts play several), in its pod. A part without a
-    pod of its own (a server's GPU, NIC, tray) is in the pod of the leaves its server's NICs reach; one above the
-    pods (a core switch, the frontend) or in a topology with no pods is in no pod."""
+    """Each node's group: its kind (and role, for a kind whose parts play several), in its pod; a part without a
+    pod of its own (a server's GPU, NIC) is in the pod of the leaves its server's NICs reach."""
     block_pod: dict[Any, Any] = {}
     for u, v in g.edges():
         for a, b in ((u, v), (v, u)):
@@ -132,8 +120,7 @@ def _group_of(g: nx.Graph) -> dict[str, str]:
 
 def aggregated(g: nx.Graph) -> nx.Graph:
     """Tier × pod: one node per group (`_group_of`) with its `parts` count, one edge per pair of groups with the
-    links between them summed (`links`, `edges`, `weight`, workload bytes), `network` their networks, and
-    `compute_path` true when any of them is one."""
+    links between them summed (`links`, `edges`, `weight`, workload bytes; the time share weighted by rate)."""
     groups = _group_of(g)
     out = nx.Graph(**{**g.graph, "aggregated": "tier x pod"})
     for n, d in g.nodes(data=True):
