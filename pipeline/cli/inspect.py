@@ -72,16 +72,12 @@ def audit(
         raise FabricrefError("not verified: " + "; ".join(problems))
 
 
-def _value_text(node: dict[str, Any]) -> str:
+def _audit_label(node: dict[str, Any]) -> str:
     """The node's value at its record's precision (the digits the document states, or its inputs justify)."""
     value = node["value"]
     number = None if isinstance(value, str) else value
-    return format_field({**node, "value_number": number, "value_text": value if number is None else None})
-
-
-def _audit_label(node: dict[str, Any]) -> str:
-    status = f"[{node['status']}, confidence {node['confidence']}]"
-    return f"{node['reference_id']} {node['field']} = {_value_text(node)}  {status}"
+    shown = format_field({**node, "value_number": number, "value_text": value if number is None else None})
+    return f"{node['reference_id']} {node['field']} = {shown}  [{node['status']}, confidence {node['confidence']}]"
 
 
 _HASH_PROVES = {

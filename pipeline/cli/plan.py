@@ -6,7 +6,6 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -105,14 +104,6 @@ def _progress(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-def _engine_of(engine: str, address: str | None, workers: int) -> Any:
-    from ..plan.engines import engine as make
-
-    if workers < 1:
-        raise UsageError(f"--workers {workers}: expected at least 1")
-    return make(engine, address, workers)
-
-
 @plan_app.command("train")
 def plan_train(
     model: ModelOpt,
@@ -170,11 +161,14 @@ def plan_train(
         "schedule": _words(schedule),
         "micro_batch": _ints(micro_batch, "--micro-batch"),
     }
+    from ..plan.engines import engine as make_engine
     from ..plan.space import OBJECTIVES
 
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
-    eng = _engine_of(engine, address, workers)
+    if workers < 1:
+        raise UsageError(f"--workers {workers}: expected at least 1")
+    eng = make_engine(engine, address, workers)
     try:
         with _progress(not as_json and sys.stderr.isatty()) as progress:
             result = api.plan_train(
@@ -235,17 +229,12 @@ def _keep(lay: Any, result: Any, save: str | None, saver: Any, as_json: bool, en
     """Write the plan's rows to plans/, save its best layout as workload `save` if asked (`saver`), and report."""
     from ..plan import store
 
-    path = store.write(lay, result)
+    where = lay.relative(store.write(lay, result))
     saved = None
     if save:
         row, files = saver(lay, result, save)
         files = [lay.relative(f) for f in files]
         saved = {"workload": save, "layout_id": row["layout_id"], "rank": row["rank"], "files": files}
-    _report(lay, result, path, saved, as_json, engine)
-
-
-def _report(lay: Any, result: Any, path: Path, saved: dict[str, Any] | None, as_json: bool, engine: str) -> None:
-    where = lay.relative(path)
     if as_json:
         print_json({**api.plan_record(result), "parquet": where, "saved": saved, "engine": engine})
         return

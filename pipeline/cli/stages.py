@@ -145,7 +145,9 @@ def topology_(
     g = stage.build(lay, topology_id)
     summary = summarize(g)
     by_role = nodes_by_kind_and_role(g)
-    shown = _topology_rows(summary, by_role)
+    # The summary's rows the table shows, in its order (parts counted per role where a kind has several).
+    shown = [(key, by_role if key == "nodes_by_kind" else summary[key]) for key in TOPOLOGY_ROWS]
+    shown = [(key, value) for key, value in shown if value is not None]
     if as_json:  # the table's rows first, in its order (with the per-role counts it shows), then the rest
         data: dict[str, Any] = {"topology_id": summary["topology_id"], "title": summary["title"]}
         for key, _ in shown:
@@ -173,12 +175,6 @@ TOPOLOGY_ROWS = (
     "scale_out_protocol",
     "scale_out_in_network_reduction",
 )
-
-
-def _topology_rows(summary: dict[str, Any], by_role: dict[str, int]) -> list[tuple[str, Any]]:
-    """The summary's rows the table shows, in its order (parts counted per role where a kind has several)."""
-    rows = [(key, by_role if key == "nodes_by_kind" else summary[key]) for key in TOPOLOGY_ROWS]
-    return [(key, value) for key, value in rows if value is not None]
 
 
 def _readable(key: str, value: Any) -> Any:

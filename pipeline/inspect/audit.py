@@ -221,13 +221,12 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
         lineage = []
         for entry in row["lineage"]:
             reference_id, field = entry["reference_id"], entry["field"]
-            found = con.rows("SELECT 1 FROM fields WHERE reference_id = ? AND field = ?", reference_id, field)
-            node = (
-                _audit(con, lay, reference_id, field, seen=())
-                if found
-                else calibration_node(lay, entry)
-                if reference_id == "calibration"
-                else {
+            if con.rows("SELECT 1 FROM fields WHERE reference_id = ? AND field = ?", reference_id, field):
+                lineage.append(_audit(con, lay, reference_id, field, seen=()))
+            elif reference_id == "calibration":
+                lineage.append(calibration_node(lay, entry))
+            else:
+                node = {
                     "reference_id": reference_id,
                     "field": field,
                     "status": entry["status"],
@@ -237,8 +236,7 @@ def audit_traffic(lay: Layout, target: str, phase: str) -> dict[str, Any]:
                     "why": "a labelled topology assumption (models/topology/defaults.yaml or the model's "
                     "`assumptions:`), not a vendor fact",
                 }
-            )
-            lineage.append(node)
+                lineage.append(node)
     return {
         "reference_id": target,
         "field": phase,
@@ -293,24 +291,11 @@ def audit_at_revision(lay: Layout, reference_id: str, field: str, revision: int)
             **_checked(lay, source.id, lay.relative(path), rev.sha256),
         }
         if value is None:
-            leaf.update(
-                {
-                    "excerpt": None,
-                    "stated": None,
-                    "note": f"revision {revision} not read: {unread}"
-                    if unread
-                    else f"rule did not match revision {revision}: {errors.get(p['rule_id'])}",
-                }
-            )
+            note = f"rule did not match revision {revision}: {errors.get(p['rule_id'])}"
+            leaf.update(excerpt=None, stated=None, note=f"revision {revision} not read: {unread}" if unread else note)
         else:
-            leaf.update(
-                {
-                    "locator": value["locator"],
-                    "excerpt": value["excerpt"],
-                    "stated": value["stated"],
-                    "status_then": value["status"],
-                }
-            )
+            leaf.update(locator=value["locator"], excerpt=value["excerpt"], stated=value["stated"])
+            leaf["status_then"] = value["status"]
             values.append(value)
         result["provenance"].append(leaf)
     if values:
