@@ -31,13 +31,9 @@ def checkout(root: str | Path | None = None) -> Path:
 
 
 def registry(root: str | Path | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection to the registry: tables and views as `fabricref query` sees them, each table's
-    recorded SHA-256 checked first.
-
-    An in-memory database whose views read the Parquet files: nothing is written (no registry.duckdb, no
-    views.json), so it works on a read-only checkout, and with file access off (COPY TO, ATTACH refused) a
-    notebook cannot alter the pipeline's output. Settings (threads, memory_limit) stay the caller's. Close it
-    when done (or use it in a `with` block)."""
+    """A DuckDB connection to the registry as `fabricref query` sees it, each table's SHA-256 checked first: an
+    in-memory database over the Parquet files with file access off (COPY TO, ATTACH refused), so it writes nothing.
+    Settings (threads, memory_limit) stay the caller's; close it when done (or use it in a `with` block)."""
     from .core.registry import open_tables
 
     tables = open_tables(_lay(root))

@@ -81,10 +81,8 @@ def check_float_options(group: typer.Typer) -> None:
 
 
 def amount(flag: str, kind: str = "count", whole: bool = False) -> Callable[[Any], Any]:
-    """The typer `parser` of an option `flag` that takes an amount as people write it (core/units.parse_amount:
-    '70B' parameters, '128k' tokens, '80GB'); `whole`: a whole number (tokens, sequences). A plain number ('7e9',
-    'nan', '-1') is read as a float and left to the group's one check (`check_value`); any other bad text is bad
-    usage (exit 2) naming the option and what was expected."""
+    """The typer `parser` of an option taking an amount as people write it ('70B', '128k', '80GB'; `whole`: a
+    whole number). A plain number ('7e9', 'nan') is left to the group's one check (`check_value`)."""
 
     def parse(value: Any) -> Any:
         if not isinstance(value, str):  # a default, already a number

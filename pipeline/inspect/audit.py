@@ -14,9 +14,8 @@ from ..errors import IntegrityError, UnknownIdError, UsageError, ValidationError
 
 
 def _problem(lay: Layout, source_id: str, snapshot_path: str, sha256: str) -> str | None:
-    """What breaks the promise of a citation's hash, or None when the cited bytes are what was pinned: the stored
-    snapshot re-hashes to its SHA-256 and, for a transcription, the file a reader opens under
-    sources/transcriptions/ is still the one pinned."""
+    """What breaks the promise of a citation's hash (the stored snapshot re-hashes to it and, for a transcription,
+    the file under sources/transcriptions/ is still the one pinned), or None."""
     path = lay.root / snapshot_path
     try:
         contained(path, lay.root, strict=True)  # a table's `snapshot_path` of `../..` must not read /etc

@@ -51,12 +51,9 @@ def reference_skeleton(lay: Layout, ref_id: str, form_factor: str, title: str, k
 
 
 def new_reference(lay: Layout, ref_id: str, form_factor: str, title: str, kind: str = "vendor") -> list[Path]:
-    """Write models/references/ID.yaml, register ID in models/identities.json, pin its first model revision.
-
-    Everything is validated first (the id, the options, the title as models/identities.json and the model file
-    will hold it); then, under the checkout's lock (so parallel runs each see the others' identities), the three
-    files are written as one transaction: all of them or none. Bad arguments or an id already in use are bad
-    usage (exit 2); nothing is written then."""
+    """Write models/references/ID.yaml, register ID in models/identities.json, pin its first model revision:
+    everything validated first, then the three files written as one transaction under the checkout's lock (so
+    parallel runs each see the others' identities). Bad arguments or an id in use are bad usage."""
     try:
         check_slug(ref_id, "reference id")
     except FabricrefError as exc:

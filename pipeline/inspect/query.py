@@ -94,12 +94,9 @@ def stream(
     lay: Layout, sql: str, limits: Limits | None = None, batch_rows: int = BATCH_ROWS
 ) -> Iterator[tuple[list[str], Iterator[list[tuple[Any, ...]]]]]:
     """One read-only statement under the `limits`: its columns, and its rows in batches of at most `batch_rows`
-    fetched as they are consumed (Python holds one batch at a time).
-
-    The statement runs in a forked child whose address space is limited to what it had plus the memory limit
-    (and some slack): an allocation DuckDB's memory_limit does not count fails there. The time limit counts only
-    the waits for the child (not the caller's writing of the batches), which is killed when it passes. A result
-    over the row cap raises QueryError before the batch that crosses it is handed out."""
+    fetched as they are consumed. It runs in a forked child whose address space is capped at what it had plus the
+    memory limit (an allocation DuckDB does not count fails there); the time limit counts only the waits for the
+    child; a result over the row cap raises QueryError before the batch that crosses it is handed out."""
     limits = (limits or Limits()).checked()
     child = _Child(lay, sql, limits, batch_rows)
     try:

@@ -1,7 +1,6 @@
 """Status at a glance: sources (revision, hashes, rules), references (fields by status, unknowns), models.
-Anything that needs attention makes the command exit non-zero, so it can guard CI. Conflicting sources (cited
-documents that disagree, resolved by the declared rule or a model's take) and checks that disagree with a stated
-figure are listed as information: they are the record as it is, kept and shown, not a fault to fix."""
+Anything that needs attention makes the command exit non-zero, so it can guard CI; conflicting sources and checks
+that disagree with a stated figure are information: the record as it is, not a fault to fix."""
 
 from __future__ import annotations
 
@@ -74,10 +73,8 @@ def status(lay: Layout) -> dict[str, Any]:
 
 
 def _damaged_outputs(lay: Layout) -> list[str]:
-    """Every Parquet file the stages wrote beside registry/tables (topology, traffic, validation, comparison...)
-    checked against its recorded hash: status speaks for the whole registry, not only the tables it reads
-    (those `_references` opens, verified as they are opened). Leftovers of a killed build (`.tables.<pid>`) are
-    no output."""
+    """Every Parquet file the stages wrote beside registry/tables checked against its recorded hash (the tables
+    are verified as `_references` opens them; a killed build's leftovers, `.tables.<pid>`, are no output)."""
     from ..core.registry import verify_file
 
     problems = []
