@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -15,7 +15,7 @@ from ..core.format import format_quantity
 from ..errors import UsageError
 from .app import app
 from .options import amount
-from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json
+from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json, records_table
 
 plan_app = typer.Typer(
     no_args_is_help=True,
@@ -239,8 +239,8 @@ def _keep(lay: Any, result: Any, save: str | None, saver: Any, as_json: bool, en
         print_json({**api.plan_record(result), "parquet": where, "saved": saved, "engine": engine})
         return
     c = result.counts
+    _tables(result)
     if result.kind == "train":
-        _train_tables(result)
         t = result.timings
         rate = c["legal"] / t["search"] if t.get("search") else 0.0
         out.print(
@@ -249,7 +249,6 @@ def _keep(lay: Any, result: Any, save: str | None, saver: Any, as_json: bool, en
             f"top {len(result.top)} routed per link in {t['route']:.1f} s, {result.seconds:.1f} s in all."
         )
     else:
-        _serve_tables(result)
         out.print(
             f"{c['legal']:,} serving layouts: {c['not_fitting']:,} do not fit, {c['missing_targets']:,} miss the "
             f"targets; in {result.seconds:.1f} s."
@@ -282,59 +281,56 @@ def _gb(value: Any) -> str:
     return format_quantity(value, "B")
 
 
-def _train_tables(result: Any) -> None:
-    columns = ("rank", "layout", "step", "routed step", "exposed comm", "memory/rank", "headroom", "dominant",
-               "must talk (largest group)", "confidence", "costing")  # fmt: skip
-    rows = [
-        [
-            str(r["rank"]),
-            r["layout_id"],
-            _s(r["step_seconds"]),
-            _s(r["routed_step_seconds"]),
-            _s(r["exposed_communication_seconds"]),
-            _gb(r["memory_per_rank_bytes"]),
-            _gb(r["headroom_bytes"]),
-            r["dominant"],
-            f"{r['must_talk']:,} ({r['largest_group_phase']} {r['largest_group']} over "
-            f"{r['largest_group_domains']} domain{'s' if r['largest_group_domains'] != 1 else ''})",
-            r["confidence"],
-            r["costing"],
-        ]
-        for r in result.top
-    ]
-    q = result.request
-    title = f"{q['model']} on {q['cluster']}: top {len(rows)} by {q['objective']}"
-    out.print(make_table(*columns, title=title, rows=rows))
-    front = [[r["layout_id"], _s(r["step_seconds"]), _gb(r["headroom_bytes"]), str(r["rank"])] for r in result.pareto]
-    out.print(make_table("layout", "step", "headroom", "rank", title="Pareto front: step time vs memory headroom",
-                         rows=front))  # fmt: skip
-
-
-def _serve_tables(result: Any) -> None:
-    columns = ("rank", "layout", "GPUs", "groups (prefill:decode)", "TTFT", "TPOT", "request", "memory/rank",
-               "dominant", "must talk", "confidence", "costing")  # fmt: skip
-    rows = [
-        [
-            str(r["rank"]),
-            r["layout_id"],
-            f"{r['gpus']:,}",
-            str(r["groups"]) if r["mode"] == "aggregated" else f"{r['prefill_groups']}:{r['decode_groups']}",
-            _s(r["ttft_seconds"]),
-            _s(r["tpot_seconds"]),
-            _s(r["request_seconds"]),
-            _gb(r["memory_per_rank_bytes"]),
-            r["dominant"],
-            str(r["must_talk"]),
-            r["confidence"],
-            r["costing"],
-        ]
-        for r in result.top
-    ]
-    q = result.request
-    title = (
-        f"{q['model']} on {q['cluster']}: {q['requests_per_second']:g} requests/s, {q['prompt']} in / {q['output']} out"
+def _must_talk(r: dict[str, Any]) -> str:
+    n = r["largest_group_domains"]
+    return (
+        f"{r['must_talk']:,} ({r['largest_group_phase']} {r['largest_group']} over {n} domain{'s' if n != 1 else ''})"
     )
-    out.print(make_table(*columns, title=title, rows=rows))
-    front = [[r["layout_id"], f"{r['gpus']:,}", _s(r["request_seconds"])] for r in result.pareto]
-    out.print(make_table("layout", "GPUs", "request", title="Pareto front: accelerators vs request latency",
-                         rows=front))  # fmt: skip
+
+
+# The tables of `plan train` and `plan serve` (the top K; their Pareto fronts show a few of these columns).
+TRAIN_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "rank": lambda r: str(r["rank"]),
+    "layout": lambda r: r["layout_id"],
+    "step": lambda r: _s(r["step_seconds"]),
+    "routed step": lambda r: _s(r["routed_step_seconds"]),
+    "exposed comm": lambda r: _s(r["exposed_communication_seconds"]),
+    "memory/rank": lambda r: _gb(r["memory_per_rank_bytes"]),
+    "headroom": lambda r: _gb(r["headroom_bytes"]),
+    "dominant": lambda r: r["dominant"],
+    "must talk (largest group)": _must_talk,
+    "confidence": lambda r: r["confidence"],
+    "costing": lambda r: r["costing"],
+}
+SERVE_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "rank": lambda r: str(r["rank"]),
+    "layout": lambda r: r["layout_id"],
+    "GPUs": lambda r: f"{r['gpus']:,}",
+    "groups (prefill:decode)": lambda r: (
+        str(r["groups"]) if r["mode"] == "aggregated" else f"{r['prefill_groups']}:{r['decode_groups']}"
+    ),
+    "TTFT": lambda r: _s(r["ttft_seconds"]),
+    "TPOT": lambda r: _s(r["tpot_seconds"]),
+    "request": lambda r: _s(r["request_seconds"]),
+    "memory/rank": lambda r: _gb(r["memory_per_rank_bytes"]),
+    "dominant": lambda r: r["dominant"],
+    "must talk": lambda r: str(r["must_talk"]),
+    "confidence": lambda r: r["confidence"],
+    "costing": lambda r: r["costing"],
+}
+
+
+def _tables(result: Any) -> None:
+    """The top K and the Pareto front of a plan."""
+    q = result.request
+    if result.kind == "train":
+        columns, front = TRAIN_COLUMNS, ("layout", "step", "headroom", "rank")
+        title = f"{q['model']} on {q['cluster']}: top {len(result.top)} by {q['objective']}"
+        front_title = "Pareto front: step time vs memory headroom"
+    else:
+        columns, front = SERVE_COLUMNS, ("layout", "GPUs", "request")
+        title = f"{q['model']} on {q['cluster']}: {q['requests_per_second']:g} requests/s, {q['prompt']} in / "
+        title += f"{q['output']} out"
+        front_title = "Pareto front: accelerators vs request latency"
+    out.print(records_table(columns, result.top, title=title))
+    out.print(records_table({k: columns[k] for k in front}, result.pareto, title=front_title))
