@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -89,10 +90,7 @@ def _progress(enabled: bool) -> Iterator[Any]:
         started: dict[str, float] = {}
 
         def update(doing: str, done: int, total: int, best: str) -> None:
-            """Layouts bounded, then layouts done (evaluated, pruned or not fitting), the rate of the current
-            pass, and the best layout found so far."""
-            import time
-
+            """Layouts done (evaluated, pruned or not fitting), the rate of the current pass, the best so far."""
             now = time.perf_counter()
             first = started.setdefault(doing, now)
             if doing == "evaluating" and "base" not in started:
