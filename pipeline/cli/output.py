@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..core.files import new_file_mode
 from ..core.format import MISSING, format_exact, format_quantity
@@ -132,8 +132,7 @@ class _KeyedTable:
             narrowest = Measurement.get(console, unbounded, others).minimum + sum(w + 3 for w in key_width)
         if narrowest <= width or len(columns) <= 2:
             return t
-        records = Table("column", "value", title=title, show_lines=False)
-        records.columns[0].overflow = records.columns[1].overflow = "fold"
+        records = Table(Column("column", overflow="fold"), Column("value", overflow="fold"), title=title)
         for r in rows:
             for i, (name, v) in enumerate(zip(columns, r, strict=True)):
                 records.add_row(name, cell(v), end_section=i == len(columns) - 1)
@@ -155,9 +154,8 @@ def cell(value: Any) -> Any:
     if isinstance(value, dict):
         if not value:
             return ""
-        sub = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0))
-        sub.add_column(overflow="fold")
-        sub.add_column(overflow="fold")
+        folded = (Column(overflow="fold"), Column(overflow="fold"))
+        sub = Table(*folded, show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0))
         for k, v in value.items():
             sub.add_row(str(k), cell(v))
         return sub
@@ -169,8 +167,7 @@ def cell(value: Any) -> Any:
                 sub.add_row(*(cell(v.get(k)) for k in names))
             return sub
         if any(isinstance(v, dict | list | tuple) for v in value):
-            sub = Table(show_header=False, box=None, pad_edge=False, padding=(0, 0, 0, 0))
-            sub.add_column(overflow="fold")
+            sub = Table(Column(overflow="fold"), show_header=False, box=None, pad_edge=False, padding=(0, 0, 0, 0))
             for v in value:
                 sub.add_row(cell(v))
             return sub
