@@ -22,10 +22,6 @@ KINDS = ("vendor", "illustrative")
 TO_BE_SOURCED = "to be sourced"
 
 
-def identities_file(lay: Layout) -> Path:
-    return lay.root / "models" / "identities.json"
-
-
 def identities_json(data: dict[str, Any]) -> bytes:
     """models/identities.json in its committed layout (one line per reference, sorted by id), so adding one
     reference adds one line to the diff."""
@@ -42,14 +38,6 @@ def identities_json(data: dict[str, Any]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def reference_skeleton(lay: Layout, ref_id: str, form_factor: str, title: str, kind: str) -> dict[str, Any]:
-    """The model as data: every applicable vocabulary key unknown, in vocabulary order."""
-    fields = {
-        key: {"unknown": TO_BE_SOURCED} for key, spec in vocabulary(lay).items() if form_factor in spec.applies_to
-    }
-    return {"id": ref_id, "kind": kind, "title": title, "form_factor": form_factor, "fields": fields}
-
-
 def new_reference(lay: Layout, ref_id: str, form_factor: str, title: str, kind: str = "vendor") -> list[Path]:
     """Write models/references/ID.yaml, register ID in models/identities.json, pin its first model revision:
     everything validated first, then the three files written as one transaction under the checkout's lock (so
@@ -62,13 +50,15 @@ def new_reference(lay: Layout, ref_id: str, form_factor: str, title: str, kind: 
         raise UsageError(f"--form-factor {form_factor!r}: expected one of {', '.join(FORM_FACTORS)}")
     if kind not in KINDS:
         raise UsageError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
-    data = reference_skeleton(lay, ref_id, form_factor, title, kind)
+    # Every applicable vocabulary key unknown, in vocabulary order.
+    fields = {k: {"unknown": TO_BE_SOURCED} for k, spec in vocabulary(lay).items() if form_factor in spec.applies_to}
+    data = {"id": ref_id, "kind": kind, "title": title, "form_factor": form_factor, "fields": fields}
     try:
         load_model(ReferenceFile, data, "reference.schema.json", f"new reference {ref_id}")
     except FabricrefError as exc:
         raise UsageError(f"cannot create reference {ref_id!r}: {exc}") from None
     model_path = lay.references_dir / f"{ref_id}.yaml"
-    ids_path = identities_file(lay)
+    ids_path = lay.root / "models" / "identities.json"
     text = dump_yaml(data).encode()
     model = f"references/{ref_id}"
     with checkout_lock(lay.root):
