@@ -63,39 +63,38 @@ def _topology_id(topology: str | nx.Graph) -> str:
 def phase_records(result: Any) -> list[dict[str, Any]]:
     """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
     seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""
-    return [_phase_record(p) for p in result.phases]
-
-
-def _phase_record(p: Any) -> dict[str, Any]:
-    return {
-        "phase": p.phase,
-        "collective": p.collective,
-        "algorithm": p.algorithm,
-        "group_size": p.group_size,
-        "concurrent_groups": p.concurrent_groups,
-        "count": p.count,
-        "bytes_per_rank": p.bytes_per_rank,
-        "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
-        "network": p.network,
-        "tier": p.tier,
-        "hops": p.hops,
-        "bottleneck_gbps": p.bottleneck_gbps,
-        "effective_gbps": p.effective_gbps,
-        "latency_seconds": p.term("latency_s"),
-        "bandwidth_seconds": p.term("bandwidth_s"),
-        "queueing_seconds": p.term("queueing_s"),
-        "seconds": p.seconds,
-        "total_seconds": p.total_seconds,
-        "dominant": p.dominant,
-        "confidence": p.confidence,
-        "lineage": p.lineage_records(),
-        "description": p.description,
-        "notes": p.notes,
-        "unknown_reason": p.unknown or None,
-        "max_link_utilization": p.max_link_utilization,
-        "hot_links": list(p.hot_links),
-        "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
-    }
+    return [
+        {
+            "phase": p.phase,
+            "collective": p.collective,
+            "algorithm": p.algorithm,
+            "group_size": p.group_size,
+            "concurrent_groups": p.concurrent_groups,
+            "count": p.count,
+            "bytes_per_rank": p.bytes_per_rank,
+            "bytes_on_wire_per_rank": p.bytes_on_wire_per_rank,
+            "network": p.network,
+            "tier": p.tier,
+            "hops": p.hops,
+            "bottleneck_gbps": p.bottleneck_gbps,
+            "effective_gbps": p.effective_gbps,
+            "latency_seconds": p.term("latency_s"),
+            "bandwidth_seconds": p.term("bandwidth_s"),
+            "queueing_seconds": p.term("queueing_s"),
+            "seconds": p.seconds,
+            "total_seconds": p.total_seconds,
+            "dominant": p.dominant,
+            "confidence": p.confidence,
+            "lineage": p.lineage_records(),
+            "description": p.description,
+            "notes": p.notes,
+            "unknown_reason": p.unknown or None,
+            "max_link_utilization": p.max_link_utilization,
+            "hot_links": list(p.hot_links),
+            "bytes_on_wire_per_rank_by_network": p.bytes_on_wire_by_network,
+        }
+        for p in result.phases
+    ]
 
 
 def _workload(lay: Layout, workload_id: str, knobs: Knobs) -> Any:
