@@ -23,175 +23,60 @@ from ..core.registry import remove_leftovers as _remove_leftovers
 from ..core.registry import write_table
 from ..errors import FabricrefError
 
-# table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract.
+# A column's DuckDB type: VARCHAR but for these (a name has one type in every table; `chosen` is the cited claim's
+# id in `fields`, a flag in `field_citations`).
+TYPES = {
+    **dict.fromkeys(("value", "value_number", "check_value"), "DOUBLE"),
+    **dict.fromkeys(
+        ("revision", "digits", "check_digits", "carried_from_revision", "position", "rule_count"), "INTEGER"
+    ),
+    **dict.fromkeys(("is_current", "pinned", "conflict", "check_agrees", "agrees"), "BOOLEAN"),
+    "size": "BIGINT",
+}
+
+
+def _table(columns: str, key: str, **types: str) -> tuple[list[tuple[str, str]], list[str]]:
+    return [(c, types.get(c) or TYPES.get(c, "VARCHAR")) for c in columns.split()], key.split()
+
+
+# table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract; columns
+# added later are appended (positional readers keep theirs).
 TABLES: dict[str, tuple[list[tuple[str, str]], list[str]]] = {
-    "reference_models": (
-        [
-            ("reference_id", "VARCHAR"),
-            ("kind", "VARCHAR"),
-            ("title", "VARCHAR"),
-            ("form_factor", "VARCHAR"),
-            ("summary", "VARCHAR"),
-            ("model_path", "VARCHAR"),
-            ("model_sha256", "VARCHAR"),
-        ],
-        ["reference_id"],
+    "reference_models": _table("reference_id kind title form_factor summary model_path model_sha256", "reference_id"),
+    "parameters": _table("reference_id name value unit direction why", "reference_id name"),
+    "model_revisions": _table("model revision sha256 changed_on is_current pinned", "model revision"),
+    "assumptions": _table("reference_id field value unit direction why", "reference_id field"),
+    # Appended after `description`: the precision views print, whether the cited documents disagree and how that
+    # was resolved, and a stated figure's check derivation.
+    "fields": _table(
+        "reference_id field value_number value_text unit direction status confidence formula reason evidence_needed "
+        "chosen choice_reason description digits conflict resolved_by check_formula check_value check_digits "
+        "check_agrees",
+        "reference_id field",
     ),
-    "parameters": (
-        [
-            ("reference_id", "VARCHAR"),
-            ("name", "VARCHAR"),
-            ("value", "DOUBLE"),
-            ("unit", "VARCHAR"),
-            ("direction", "VARCHAR"),
-            ("why", "VARCHAR"),
-        ],
-        ["reference_id", "name"],
+    # Appended after `chosen`: each cited claim as the field weighs it (in the field's unit), so SQL sees a
+    # conflict's every value with its date, and a citation says what kind of evidence it is and how it was read.
+    "field_citations": _table(
+        "reference_id field source_id rule_id revision sha256 retrieved_at url snapshot_path locator excerpt stated "
+        "origin carried_from_revision chosen value_number value_text unit direction status digits agrees scope "
+        "published_on publisher_kind read_via",
+        "reference_id field source_id rule_id",
+        chosen="BOOLEAN",
     ),
-    "model_revisions": (
-        [
-            ("model", "VARCHAR"),
-            ("revision", "INTEGER"),
-            ("sha256", "VARCHAR"),
-            ("changed_on", "VARCHAR"),
-            ("is_current", "BOOLEAN"),
-            ("pinned", "BOOLEAN"),
-        ],
-        ["model", "revision"],
+    "field_inputs": _table("reference_id field position input", "reference_id field position"),
+    "sources": _table(
+        "source_id url publisher title document_type media_type status read_on rule_count publisher_kind read_via "
+        "published_on",
+        "source_id",
     ),
-    "assumptions": (
-        [
-            ("reference_id", "VARCHAR"),
-            ("field", "VARCHAR"),
-            ("value", "DOUBLE"),
-            ("unit", "VARCHAR"),
-            ("direction", "VARCHAR"),
-            ("why", "VARCHAR"),
-        ],
-        ["reference_id", "field"],
+    "snapshots": _table(
+        "source_id revision retrieved_at sha256 size media_type url final_url etag last_modified origin "
+        "snapshot_path is_current",
+        "source_id revision",
     ),
-    "fields": (
-        [
-            ("reference_id", "VARCHAR"),
-            ("field", "VARCHAR"),
-            ("value_number", "DOUBLE"),
-            ("value_text", "VARCHAR"),
-            ("unit", "VARCHAR"),
-            ("direction", "VARCHAR"),
-            ("status", "VARCHAR"),
-            ("confidence", "VARCHAR"),
-            ("formula", "VARCHAR"),
-            ("reason", "VARCHAR"),
-            ("evidence_needed", "VARCHAR"),
-            ("chosen", "VARCHAR"),
-            ("choice_reason", "VARCHAR"),
-            ("description", "VARCHAR"),
-            # Appended (positional readers keep their columns): the precision views print, whether the cited
-            # documents disagree and how that was resolved, and a stated figure's check derivation.
-            ("digits", "INTEGER"),
-            ("conflict", "BOOLEAN"),
-            ("resolved_by", "VARCHAR"),
-            ("check_formula", "VARCHAR"),
-            ("check_value", "DOUBLE"),
-            ("check_digits", "INTEGER"),
-            ("check_agrees", "BOOLEAN"),
-        ],
-        ["reference_id", "field"],
-    ),
-    "field_citations": (
-        [
-            ("reference_id", "VARCHAR"),
-            ("field", "VARCHAR"),
-            ("source_id", "VARCHAR"),
-            ("rule_id", "VARCHAR"),
-            ("revision", "INTEGER"),
-            ("sha256", "VARCHAR"),
-            ("retrieved_at", "VARCHAR"),
-            ("url", "VARCHAR"),
-            ("snapshot_path", "VARCHAR"),
-            ("locator", "VARCHAR"),
-            ("excerpt", "VARCHAR"),
-            ("stated", "VARCHAR"),
-            ("origin", "VARCHAR"),
-            ("carried_from_revision", "INTEGER"),
-            ("chosen", "BOOLEAN"),
-            # Appended: each cited claim as the field weighs it (in the field's unit), so SQL sees a conflict's
-            # every value with its date, and a citation says what kind of evidence it is and how it was read.
-            ("value_number", "DOUBLE"),
-            ("value_text", "VARCHAR"),
-            ("unit", "VARCHAR"),
-            ("direction", "VARCHAR"),
-            ("status", "VARCHAR"),
-            ("digits", "INTEGER"),
-            ("agrees", "BOOLEAN"),
-            ("scope", "VARCHAR"),
-            ("published_on", "VARCHAR"),
-            ("publisher_kind", "VARCHAR"),
-            ("read_via", "VARCHAR"),
-        ],
-        ["reference_id", "field", "source_id", "rule_id"],
-    ),
-    "field_inputs": (
-        [
-            ("reference_id", "VARCHAR"),
-            ("field", "VARCHAR"),
-            ("position", "INTEGER"),
-            ("input", "VARCHAR"),
-        ],
-        ["reference_id", "field", "position"],
-    ),
-    "sources": (
-        [
-            ("source_id", "VARCHAR"),
-            ("url", "VARCHAR"),
-            ("publisher", "VARCHAR"),
-            ("title", "VARCHAR"),
-            ("document_type", "VARCHAR"),
-            ("media_type", "VARCHAR"),
-            ("status", "VARCHAR"),
-            ("read_on", "VARCHAR"),
-            ("rule_count", "INTEGER"),
-            ("publisher_kind", "VARCHAR"),
-            ("read_via", "VARCHAR"),
-            ("published_on", "VARCHAR"),
-        ],
-        ["source_id"],
-    ),
-    "snapshots": (
-        [
-            ("source_id", "VARCHAR"),
-            ("revision", "INTEGER"),
-            ("retrieved_at", "VARCHAR"),
-            ("sha256", "VARCHAR"),
-            ("size", "BIGINT"),
-            ("media_type", "VARCHAR"),
-            ("url", "VARCHAR"),
-            ("final_url", "VARCHAR"),
-            ("etag", "VARCHAR"),
-            ("last_modified", "VARCHAR"),
-            ("origin", "VARCHAR"),
-            ("snapshot_path", "VARCHAR"),
-            ("is_current", "BOOLEAN"),
-        ],
-        ["source_id", "revision"],
-    ),
-    "claims": (
-        [
-            ("source_id", "VARCHAR"),
-            ("rule_id", "VARCHAR"),
-            ("field", "VARCHAR"),
-            ("subject", "VARCHAR"),
-            ("value_number", "DOUBLE"),
-            ("value_text", "VARCHAR"),
-            ("unit", "VARCHAR"),
-            ("direction", "VARCHAR"),
-            ("status", "VARCHAR"),
-            ("revision", "INTEGER"),
-            ("sha256", "VARCHAR"),
-            ("locator", "VARCHAR"),
-            ("excerpt", "VARCHAR"),
-        ],
-        ["source_id", "rule_id"],
+    "claims": _table(
+        "source_id rule_id field subject value_number value_text unit direction status revision sha256 locator excerpt",
+        "source_id rule_id",
     ),
 }
 

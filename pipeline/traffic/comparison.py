@@ -17,31 +17,14 @@ from pathlib import Path
 from ..core.paths import Layout
 from ..core.registry import write_table
 from ..estimate.measured import measured_rows, model_rows
+from .tables import _columns
 
 TABLE = "measured_vs_model"
-COLUMNS = [
-    ("measurement_id", "VARCHAR"),
-    ("sha256", "VARCHAR"),
-    ("origin", "VARCHAR"),
-    ("file_name", "VARCHAR"),
-    ("pin", "VARCHAR"),
-    ("topology_id", "VARCHAR"),
-    ("op", "VARCHAR"),
-    ("ranks", "INTEGER"),
-    ("hosts", "INTEGER"),
-    ("placement", "VARCHAR"),
-    ("bytes", "BIGINT"),
-    ("line", "INTEGER"),
-    ("measured_seconds", "DOUBLE"),
-    ("model_seconds", "DOUBLE"),
-    ("measured_busbw_gb_per_s", "DOUBLE"),
-    ("model_busbw_gb_per_s", "DOUBLE"),
-    ("ratio", "DOUBLE"),
-    ("algorithm", "VARCHAR"),
-    ("protocol", "VARCHAR"),
-    ("algorithm_declared", "VARCHAR"),
-    ("confidence", "VARCHAR"),
-]
+COLUMNS = _columns(
+    "measurement_id sha256 origin file_name pin topology_id op ranks:INTEGER hosts:INTEGER placement bytes:BIGINT "
+    "line:INTEGER measured_seconds:DOUBLE model_seconds:DOUBLE measured_busbw_gb_per_s:DOUBLE "
+    "model_busbw_gb_per_s:DOUBLE ratio:DOUBLE algorithm protocol algorithm_declared confidence"
+)
 
 
 def comparison_dir(lay: Layout) -> Path:
