@@ -1,14 +1,9 @@
 """Reference models (`models/references/<id>.yaml`) resolved into field records.
 
-Cited fields take their value from claims. Every cited claim is kept on the record (`claims`) with its value, the
-digits it states, its document's date and kind. Claims agree when they are equal within the digits each states
-(1.4 TB and 1,440 GB agree; the more precise is taken). Claims that disagree are a conflict: the value follows one
-declared rule (README, Evidence policy) — the most specific product's document (a rule's `scope`), and among those
-the latest (`published_on`) — and a `take:` in the model settles only what the rule cannot (an undated document, a
-disagreement in what the documents count). A stated field may carry a `check_formula:`: the registry's own
-derivation of the same figure, recorded beside the stated value with whether it agrees. Derived fields are
-evaluated with the safe formula language in dependency order, carrying the fewest digits among their inputs.
-Unknown fields stay empty with their reason.
+Cited fields take their value from claims; claims agree when equal within the digits each states (the more precise
+is taken). Claims that disagree follow the declared rule (README, Evidence policy): the most specific product's
+document, among those the latest; a `take:` settles only what the rule cannot. Derived fields are evaluated in
+dependency order with the fewest digits among their inputs; unknown fields stay empty with their reason.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ PARAM_PREFIX = "param."
 
 @dataclass
 class Reference:
-    """A reference model as loaded: its typed declarations (pipeline/formats/reference.py, defaults included),
-    the file it came from, the vocabulary it was checked against, and (after `resolve`) its field records."""
+    """A reference model as loaded and checked against `vocab`; `records` are filled by `resolve`."""
 
     id: str
     kind: str
@@ -54,8 +48,7 @@ class Reference:
 
 
 def load_reference(path: Path, lay: Layout | None = None) -> Reference:
-    """One reference model, checked against its format and the vocabulary of `lay` (default: the checkout the
-    file sits in, `<root>/models/references/<id>.yaml`)."""
+    """One reference model, checked against its format and the vocabulary of `lay` (default: the file's checkout)."""
     data, doc = load_yaml(path)
     model: ReferenceFile = load_model(ReferenceFile, data, "reference.schema.json", path, doc)
     check_slug(model.id, f"reference id in {path}")
@@ -90,14 +83,8 @@ def load_reference(path: Path, lay: Layout | None = None) -> Reference:
             "cite them, derive them, or declare them unknown with a reason"
         )
     return Reference(
-        id=model.id,
-        kind=model.kind,
-        title=model.title,
-        form_factor=model.form_factor,
-        summary=model.summary,
-        parameters=dict(model.parameters),
-        assumptions=dict(model.assumptions),
-        fields=dict(model.fields),
+        **{k: getattr(model, k) for k in ("id", "kind", "title", "form_factor", "summary")},
+        **{k: dict(getattr(model, k)) for k in ("parameters", "assumptions", "fields")},
         path=path,
         model_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         vocab=vocab,
@@ -105,7 +92,6 @@ def load_reference(path: Path, lay: Layout | None = None) -> Reference:
 
 
 def _checkout_of(path: Path) -> Layout | None:
-    """The checkout a model file sits in (`<root>/models/references/<id>.yaml`), when it is one."""
     root = path.resolve().parents[2]
     return Layout(root) if (root / "schemas" / "vocabulary.json").is_file() else None
 
@@ -148,16 +134,14 @@ def _same_text(a: str, b: str) -> bool:
 
 
 def _halfwidth(value: float, digits: int | None) -> float:
-    """How far the true figure may lie from `value` printed to `digits` significant digits: half a unit in the last
-    digit (0 for an exact figure: a count, a parameter, a literal)."""
+    """Half a unit in the last of `digits` significant digits (0 for an exact figure)."""
     if digits is None or value == 0:
         return 0.0
     return 0.5 * 10 ** (math.floor(math.log10(abs(value))) - digits + 1)
 
 
 def _claim_halfwidth(claim: dict[str, Any]) -> float:
-    """`_halfwidth` of a claim, in the field's unit: half a unit in the last digit the document wrote, scaled by the
-    conversion to the field's unit (1.8 TB/s per direction stored as 3,600 GB/s bidirectional is ±100 GB/s)."""
+    """`_halfwidth` of the digits the document wrote, scaled to the field's unit (1.8 TB/s → 3,600 GB/s: ±100)."""
     stated = stated_number(claim["value_text"])
     if stated is None or claim["value_number"] is None or stated[0] == 0:
         return 0.0
@@ -165,18 +149,19 @@ def _claim_halfwidth(claim: dict[str, Any]) -> float:
     return _halfwidth(number, digits) * abs(claim["value_number"] / number)
 
 
+def _within(x: float, y: float, halfwidths: float) -> bool:
+    """Equal, or the ranges the digits allow overlap; they may touch (989.4 and 1,979 ÷ 2): a relative epsilon keeps
+    a sum's last bit from parting them."""
+    return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) or abs(x - y) <= halfwidths * (1 + 1e-9)
+
+
 def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two claims state the same figure: equal text (up to case, spacing and quote marks), or numbers within the
-    digits each states (each figure is the truth rounded to its digits, so they agree when the ranges overlap)."""
-    if a["value_number"] is not None or b["value_number"] is not None:
-        if a["value_number"] is None or b["value_number"] is None:
-            return False
-        x, y = a["value_number"], b["value_number"]
-        if math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12):
-            return True
-        # The ranges may touch (989.4 and 1,979 ÷ 2): a relative epsilon keeps a sum's last bit from parting them.
-        return abs(x - y) <= (_claim_halfwidth(a) + _claim_halfwidth(b)) * (1 + 1e-9)
-    return _same_text(a["value_text"], b["value_text"])
+    digits each states."""
+    x, y = a["value_number"], b["value_number"]
+    if x is None and y is None:
+        return _same_text(a["value_text"], b["value_text"])
+    return x is not None and y is not None and _within(x, y, _claim_halfwidth(a) + _claim_halfwidth(b))
 
 
 def _describe(claim: dict[str, Any]) -> str:
@@ -215,15 +200,12 @@ def _weighed(cite: str, claim: dict[str, Any], source: Source | None) -> dict[st
         "claim": claim,
         "digits": significant_digits(claim["value_text"]) if claim["value_number"] is not None else None,
         "scope": rule.scope if rule is not None else "product",
-        "published_on": source.published_on if source is not None else None,
-        "publisher_kind": source.publisher_kind if source is not None else None,
-        "read_via": source.read_via if source is not None else None,
+        **{k: getattr(source, k, None) for k in ("published_on", "publisher_kind", "read_via")},
     }
 
 
 def _most_precise(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    """Among claims that agree, the one stating the most digits (an exact figure most of all); the first cited on a
-    tie."""
+    """The claim stating the most digits (an exact figure most of all); the first cited on a tie."""
     return max(candidates, key=lambda w: float("inf") if w["digits"] is None else w["digits"])
 
 
@@ -340,17 +322,9 @@ def _cited(
 def _claim_record(w: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
     claim = w["claim"]
     return {
-        "cite": w["cite"],
-        "value_number": claim["value_number"],
-        "value_text": claim["value_text"],
-        "unit": claim["unit"],
-        "direction": claim["direction"],
-        "status": claim["status"],
-        "digits": w["digits"],
-        "published_on": w["published_on"],
+        **{k: claim[k] for k in ("value_number", "value_text", "unit", "direction", "status")},
+        **{k: w[k] for k in ("cite", "digits", "published_on", "read_via", "scope")},
         "publisher_kind": w["publisher_kind"] or "unknown",
-        "read_via": w["read_via"],
-        "scope": w["scope"],
         "agrees": _agree(claim, chosen),
     }
 
@@ -365,11 +339,8 @@ def _check_minimum(key: str, spec: FieldSpec, number: float, where: str) -> None
 
 
 def _in_field_unit(claim: dict[str, Any], key: str, spec: FieldSpec, where: str) -> dict[str, Any]:
-    """The claim converted from the unit and direction it states to the field's stored ones (never relabelled).
-
-    A claim's number is in its own `unit`; the vocabulary may have changed since it was extracted, or the
-    claim may be read under another key (`reads:`), so the number is always converted, or refused.
-    """
+    """The claim converted from its own unit and direction to the field's stored ones (never relabelled): the
+    vocabulary may have changed since extraction, or the claim be read under another key (`reads:`)."""
     number = claim["value_number"]
     if number is None:
         if spec.type != "text":
@@ -392,8 +363,8 @@ def _in_field_unit(claim: dict[str, Any], key: str, spec: FieldSpec, where: str)
 def resolve(
     ref: Reference, claims: dict[str, dict[str, Any]], sources: Mapping[str, Source] | None = None
 ) -> dict[str, dict[str, Any]]:
-    """All field records of one reference, validated against schemas/field.schema.json. `sources` (by id) give the
-    dates, scopes and kinds the conflict rule and the views weigh; by default the checkout's the model sits in."""
+    """All field records of one reference, validated against schemas/field.schema.json. `sources` (by id; default:
+    those of the model's checkout) give the dates, scopes and kinds the conflict rule weighs."""
     if sources is None:
         lay = _checkout_of(ref.path)
         sources = {s.id: s for s in load_sources(lay)} if lay is not None else {}
@@ -475,10 +446,9 @@ def _names(ref: Reference, formula: str, where: str) -> list[str]:
 def _evaluate(
     ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]], where: str
 ) -> tuple[float, list[str], int | None]:
-    """A formula over this reference's records, in the field's unit: the number, the confidences of its inputs,
-    and the fewest significant digits among the inputs that are not exact (None when all are: counts, parameters,
-    literals). Fewest digits is the rule for products and quotients, the formulas here; it is what the result may
-    claim and what views print."""
+    """A formula over this reference's records, in the field's unit: the number, its inputs' confidences, and the
+    fewest significant digits among its inexact inputs (None when all are exact), the rule for products and
+    quotients."""
     confidences: list[str] = []
     digits: list[int] = []
 
@@ -540,8 +510,8 @@ def _derive(
 
 
 def _check(ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]]) -> dict:
-    """A stated field's `check_formula`, evaluated after every derivation: the value it gives, its precision, and
-    whether it agrees with the stated figure within the digits each carries (a check never changes the value)."""
+    """A stated field's `check_formula` after every derivation: its value, precision, and whether it agrees with
+    the stated figure within the digits each carries (a check never changes the value)."""
     where = f"{ref.path}: at $.fields.{key}.check_formula"
     names = _names(ref, formula, where)
     if key in names:
@@ -550,9 +520,7 @@ def _check(ref: Reference, key: str, spec: FieldSpec, formula: str, records: dic
     if record["value_number"] is None:
         raise CompileError(f"{where}: {key} is text; only numbers are checked")
     number, _, digits = _evaluate(ref, key, spec, formula, records, where)
-    tolerance = (_claim_halfwidth(record) + _halfwidth(number, digits)) * (1 + 1e-9)
-    stated = record["value_number"]
-    agrees = math.isclose(number, stated, rel_tol=1e-9, abs_tol=1e-12) or abs(number - stated) <= tolerance
+    agrees = _within(number, record["value_number"], _claim_halfwidth(record) + _halfwidth(number, digits))
     return {
         "formula": formula,
         "inputs": names,

@@ -1,5 +1,5 @@
-"""What a source's rules read from one pinned revision: the extract stage's library, which the inspect verbs
-(audit, diff, status) read through too. Every call parses the snapshot's bytes afresh; DVC caches the stage."""
+"""What a source's rules read from one pinned revision (the extract stage's library; audit, diff and status read
+through it too). Every call parses the snapshot afresh; DVC caches the stage."""
 
 from __future__ import annotations
 
@@ -42,15 +42,9 @@ def _provenance(
     return {
         "source_id": source.id,
         "rule_id": rule_id,
-        "revision": rev.revision,
-        "sha256": rev.sha256,
-        "retrieved_at": rev.retrieved_at,
-        "url": rev.url,
+        **rev.model_dump(include={"revision", "sha256", "retrieved_at", "url", "origin"}),
         "snapshot_path": lay.relative(SnapshotStore(lay.store_dir).path_for(rev.sha256)),
-        "locator": value["locator"],
-        "excerpt": value["excerpt"],
-        "origin": rev.origin,
-        "stated": value["stated"],
+        **{k: value[k] for k in ("locator", "excerpt", "stated")},
         "carried_from_revision": carried_from,
     }
 
@@ -77,10 +71,7 @@ def extract_source(lay: Layout, source: Source, revision: int | None = None) -> 
             "rule_id": rule.id,
             "field": rule.field,
             "subject": rule.subject,
-            "value_number": value["value_number"],
-            "value_text": value["value_text"],
-            "unit": value["unit"],
-            "direction": value["direction"],
+            **{k: value[k] for k in ("value_number", "value_text", "unit", "direction")},
             "status": claim_status(source, rule, value),
             "provenance": _provenance(lay, source, used_rev, rule.id, value, carried_from),
         }
@@ -127,12 +118,9 @@ def claims_at(
         raise ExtractionError(f"source {source.id}: no pin")
     rev = history.get(revision)
     parsed, errors = parse_snapshot(lay, source, rev)
-    out = {}
-    for rule in source.rules:
-        if rule.id in parsed:
-            out[rule.id] = {
-                **parsed[rule.id],
-                "field": rule.field,
-                "status": claim_status(source, rule, parsed[rule.id]),
-            }
+    out = {
+        rule.id: {**parsed[rule.id], "field": rule.field, "status": claim_status(source, rule, parsed[rule.id])}
+        for rule in source.rules
+        if rule.id in parsed
+    }
     return out, errors, rev

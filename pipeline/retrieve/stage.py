@@ -115,35 +115,31 @@ def refresh(
     policy = policy or FetchPolicy.from_env()
     outcomes: dict[str, RefreshOutcome] = {}
     end = time.monotonic() + policy.refresh_deadline
+
+    def settle(outcome: RefreshOutcome) -> None:
+        outcomes[outcome.source_id] = outcome
+        if progress is not None:
+            progress(outcome, len(outcomes), len(sources))
+
     with checkout_lock(lay.root, wait=wait_for_lock):
-        histories = {s.id: pins.load(lay, s.id) for s in sources}
-        currents = {sid: h.current if h else None for sid, h in histories.items()}
+        currents = {s.id: h.current if (h := pins.load(lay, s.id)) else None for s in sources}
         with ThreadPoolExecutor(max_workers=max(1, min(policy.concurrency, len(sources) or 1))) as pool:
-            fetched = [s for s in sources if s.url is not None]
             for source in (s for s in sources if s.url is None):
                 # A design statement with no address: its pinned transcription is the statement itself.
                 current = currents[source.id]
-                outcome = RefreshOutcome(
-                    source.id,
-                    "unchanged",
-                    "no URL to fetch (a design statement): its pinned transcription is the statement",
-                    current.revision if current else None,
-                )
-                outcomes[source.id] = outcome
-                if progress is not None:
-                    progress(outcome, len(outcomes), len(sources))
-            futures = {pool.submit(_fetch_one, s, currents[s.id], mirror, policy, end): s for s in fetched}
+                why = "no URL to fetch (a design statement): its pinned transcription is the statement"
+                settle(RefreshOutcome(source.id, "unchanged", why, current.revision if current else None))
+            futures = {
+                pool.submit(_fetch_one, s, currents[s.id], mirror, policy, end): s for s in sources if s.url is not None
+            }
             for future in as_completed(futures):
                 source = futures[future]
                 try:
                     result = future.result()
                 except FabricrefError as exc:  # this document could not be had: the others go on
-                    outcome = RefreshOutcome(source.id, "failed", str(exc))
+                    settle(RefreshOutcome(source.id, "failed", str(exc)))
                 else:  # a failure to write (disk, permissions) is not this source's: it stops the refresh
-                    outcome = _record(lay, source, currents[source.id], result)
-                outcomes[source.id] = outcome
-                if progress is not None:
-                    progress(outcome, len(outcomes), len(sources))
+                    settle(_record(lay, source, currents[source.id], result))
     return [outcomes[s.id] for s in sources]
 
 
@@ -168,11 +164,12 @@ def _record(lay: Layout, source: Source, current: pins.Revision | None, result: 
                 current.revision,
             )
         return RefreshOutcome(source.id, "unchanged", f"same bytes ({sha[:12]}), no new revision", current.revision)
-    revision = pins.Revision(
-        revision=(current.revision + 1) if current else 1,
+    return _new_revision(
+        lay,
+        source.id,
+        current,
+        result.data,
         retrieved_at=pins.utc_now(),
-        sha256=sha,
-        size=len(result.data),
         media_type=result.media_type,
         url=source.url,
         final_url=result.final_url,
@@ -180,18 +177,23 @@ def _record(lay: Layout, source: Source, current: pins.Revision | None, result: 
         last_modified=result.last_modified,
         origin="retrieved",
     )
-    _pin_with_bytes(lay, source.id, revision, result.data)
-    return RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(result.data)} bytes", revision.revision)
 
 
-def _pin_with_bytes(lay: Layout, source_id: str, revision: pins.Revision, data: bytes) -> None:
-    """The bytes and the pin naming them, validated, then written as one transaction: both or neither."""
+def _new_revision(
+    lay: Layout, source_id: str, current: pins.Revision | None, data: bytes, **fields: str | None
+) -> RefreshOutcome:
+    """`data` as the revision after `current`: the bytes and the pin naming them, validated, then written as one
+    transaction (both or neither)."""
+    sha = sha256_bytes(data)
+    number = (current.revision + 1) if current else 1
+    revision = pins.Revision(revision=number, sha256=sha, size=len(data), **fields)  # type: ignore[arg-type]
     record = pins.appended(lay, source_id, revision)
     snapshots = store(lay)
     with transaction(lay.root) as tx:
-        if not snapshots.holds(revision.sha256, len(data)):
-            tx.write(snapshots.path_for(revision.sha256), data, mode=0o444)
+        if not snapshots.holds(sha, len(data)):
+            tx.write(snapshots.path_for(sha), data, mode=0o444)
         tx.write_json(lay.pins_file(source_id), record)
+    return RefreshOutcome(source_id, "new-revision", f"{sha[:12]}, {len(data)} bytes", number)
 
 
 def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at: str | None = None) -> RefreshOutcome:
@@ -209,21 +211,19 @@ def pin_file(lay: Layout, source: Source, file: Path | None = None, retrieved_at
     with checkout_lock(lay.root):
         history = pins.load(lay, source.id)
         current = history.current if history else None
-        sha = sha256_bytes(data)
-        if current is not None and current.sha256 == sha:
+        if current is not None and current.sha256 == sha256_bytes(data):
             return RefreshOutcome(
                 source.id, "unchanged", f"already pinned as revision {current.revision}", current.revision
             )
-        revision = pins.Revision(
-            revision=(current.revision + 1) if current else 1,
+        return _new_revision(
+            lay,
+            source.id,
+            current,
+            data,
             retrieved_at=when,
-            sha256=sha,
-            size=len(data),
             media_type=source.media_type,
             url=source.url,
             final_url=source.url,
             origin="transcription",
             note="Project transcription of the document's facts in its own labels; not the vendor's bytes.",
         )
-        _pin_with_bytes(lay, source.id, revision, data)
-    return RefreshOutcome(source.id, "new-revision", f"{sha[:12]}, {len(data)} bytes", revision.revision)

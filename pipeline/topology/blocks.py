@@ -53,8 +53,8 @@ def link_attrs(
     status: str | None = None,
     note: str = "",
 ) -> dict[str, Any]:
-    """A link's attributes; `status` overrides the fact's (an assumed design resting on a fact), and the
-    confidence is then the weaker of the fact's and the override's."""
+    """A link's attributes; `status` overrides the fact's (an assumed design resting on a fact), the confidence then
+    the weaker of the two."""
     fact_confidence = fact.confidence if fact else "assumed"
     own = fact_confidence if status is None else confidence.weakest([fact_confidence, confidence.of_status(status)])
     return {
@@ -120,15 +120,8 @@ def server_template(facts: Facts, dflt: Defaults) -> Template:
     t.node("host-tray", "tray", role="cpu_tray", within="system", label="CPU / host tray")
     counts = ("cpu.count", "accelerator.count", "scale_out.nic.count", "frontend.nic.count")
     cpus, gpus, nics, fnics = _parts(t, facts, "", counts, gpu_within="baseboard", host_within="host-tray")
-    switches = [
-        t.node(
-            f"sus{i}",
-            "scale_up_switch",
-            within="baseboard",
-            label=facts.text("scale_up.technology") or "scale-up switch",
-        )
-        for i in range(n_sw)
-    ]
+    label = facts.text("scale_up.technology") or "scale-up switch"
+    switches = [t.node(f"sus{i}", "scale_up_switch", within="baseboard", label=label) for i in range(n_sw)]
     _scale_up(t, facts, dflt, gpus, switches)
     _host_wiring(t, facts, dflt, gpus, cpus, nics, fnics)
     _finish(t, facts, gpus, nics, fnics)
@@ -187,49 +180,21 @@ def _parts(
     index_base: int = 0,
 ) -> tuple[list[str], list[str], list[str], list[str]]:
     """CPUs, accelerators, backend NICs (one rail each) and frontend NICs of one server or compute tray, as many as
-    the `counts` fields state (in that order).
-
-    A part whose count rests on a labelled assumption says so (`assumed`)."""
+    the `counts` fields state (in that order); a part whose count rests on an assumption says so (`assumed`)."""
     n_cpu, n_gpu, n_nic, n_fnic = (facts.count(key) for key in counts)
     cpu_assumed, nic_assumed = (facts.get(key).status == "assumed" for key in (counts[0], counts[2]))
-    cpus = [
-        t.node(
-            f"{prefix}cpu{i}", "cpu", within=host_within, label=facts.text("cpu.model") or "CPU", assumed=cpu_assumed
-        )
-        for i in range(n_cpu)
-    ]
+    cpu, gpu = facts.text("cpu.model") or "CPU", facts.text("accelerator.model") or "GPU"
+    nic, fnic = facts.text("scale_out.nic.model") or "backend NIC", facts.text("frontend.nic.model") or "frontend NIC"
+    p, host = prefix, host_within
+    cpus = [t.node(f"{p}cpu{i}", "cpu", within=host, label=cpu, assumed=cpu_assumed) for i in range(n_cpu)]
     gpus = [
-        t.node(
-            f"{prefix}gpu{i}",
-            "accelerator",
-            within=gpu_within,
-            label=facts.text("accelerator.model") or "GPU",
-            index=index_base + i,
-        )
-        for i in range(n_gpu)
+        t.node(f"{p}gpu{i}", "accelerator", within=gpu_within, label=gpu, index=index_base + i) for i in range(n_gpu)
     ]
     nics = [
-        t.node(
-            f"{prefix}nic{i}",
-            "nic",
-            role="scale_out",
-            rail=i,
-            within=host_within,
-            label=facts.text("scale_out.nic.model") or "backend NIC",
-            assumed=nic_assumed,
-        )
+        t.node(f"{p}nic{i}", "nic", role="scale_out", rail=i, within=host, label=nic, assumed=nic_assumed)
         for i in range(n_nic)
     ]
-    fnics = [
-        t.node(
-            f"{prefix}fnic{i}",
-            "nic",
-            role="frontend",
-            within=host_within,
-            label=facts.text("frontend.nic.model") or "frontend NIC",
-        )
-        for i in range(n_fnic)
-    ]
+    fnics = [t.node(f"{p}fnic{i}", "nic", role="frontend", within=host, label=fnic) for i in range(n_fnic)]
     return cpus, gpus, nics, fnics
 
 

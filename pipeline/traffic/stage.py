@@ -1,5 +1,5 @@
-"""The traffic stages: a workload on each of its targets, a sharing pair, the KV-transfer curve, and `run_all`
-(every one of them, then the combined tables) for `fabricref traffic`."""
+"""The traffic stages: a workload on its targets, a sharing pair, the KV-transfer curve, and `run_all` (all of them,
+then the combined tables) for `fabricref traffic`."""
 
 from __future__ import annotations
 
@@ -31,11 +31,9 @@ def _number(value: Any) -> float | int | None:
     return float(f"{value:.9g}") if math.isfinite(value) else None
 
 
-# The metrics DVC shows (`dvc metrics show` prints one row per file, one column per key): one small file per
-# workload and target, metrics/<workload>/<target>.json (the `traffic` stage writes them from the parts), with short
-# keys that carry their unit (s: seconds, gb: 1e9 bytes; util: a fraction of capacity), so the table stays narrow
-# (the memory per rank is a column of traffic_workloads; free_gb carries the fit). The full-precision figures and
-# the words are columns of traffic_workloads.
+# What `dvc metrics show` prints, one file per workload and target (metrics/<workload>/<target>.json): short keys
+# carrying their unit (s: seconds, gb: 1e9 bytes; util: a fraction of capacity) keep its table narrow; the full
+# figures and the words are columns of traffic_workloads.
 METRICS = {
     "step_s": "step_seconds",  # a training step; for inference, one request (TTFT + output × TPOT)
     "ttft_s": "ttft_seconds",
@@ -48,8 +46,7 @@ METRICS = {
 
 
 def metric_numbers(st: dict[str, Any], max_link_utilization: float | None) -> dict[str, float | int]:
-    """A workload's metrics on one target from its step estimate: numbers only, a figure the model cannot give
-    left out (never a word)."""
+    """A workload's metrics on one target: numbers only, a figure the model cannot give left out."""
     raw: dict[str, Any] = {key: st.get(source) for key, source in METRICS.items()}
     raw["free_gb"] = None if raw["free_gb"] is None else raw["free_gb"] / 1e9
     raw["util"] = max_link_utilization  # the busiest link's offered load over its capacity, over the phases
@@ -57,8 +54,7 @@ def metric_numbers(st: dict[str, Any], max_link_utilization: float | None) -> di
 
 
 def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], dict[str, dict[str, Any]]]:
-    """One workload on each of its targets: its rows of WORKLOAD_TABLES, and its metrics (numbers only, keyed by
-    target; the words — dominant phase, confidence, caveat — are columns of traffic_workloads)."""
+    """One workload on each of its targets: its rows of WORKLOAD_TABLES, and its metrics by target."""
     out: dict[str, list[tuple]] = {name: [] for name in WORKLOAD_TABLES}
     metrics: dict[str, dict[str, Any]] = {}
     for target in w.targets:
@@ -69,8 +65,7 @@ def workload_tables(w: Workload, views: Views) -> tuple[dict[str, list[tuple]], 
 
 
 def workload_on(w: Workload, target: str, views: Views) -> tuple[dict[str, list[tuple]], dict[str, Any]]:
-    """One workload on one of its targets (the stage's item): its rows of WORKLOAD_TABLES and its metrics there.
-    Nothing in it reads another target."""
+    """One workload on one target: its rows of WORKLOAD_TABLES and its metrics there."""
     out: dict[str, list[tuple]] = {name: [] for name in WORKLOAD_TABLES}
     view = views(target)
     r = estimate(views.lay, target, w, 0, view)
@@ -122,22 +117,13 @@ def _views(lay: Layout, views: Views | None) -> AbstractContextManager[Views]:
 def workload_result(
     lay: Layout, workload_id: str, views: Views | None = None
 ) -> tuple[dict[str, list[tuple]], dict[str, dict[str, Any]]]:
-    """One workload on its targets, computed afresh and written nowhere: its rows of WORKLOAD_TABLES and its
-    metrics per target (what the stage stores for it)."""
+    """`workload_tables` for a workload id, computed afresh and written nowhere."""
     with _views(lay, views) as own:
         return workload_tables(find_workload(lay, workload_id), own)
 
 
-def sharing_rows(lay: Layout, w: Workload, other: Workload, views: Views | None = None) -> list[tuple]:
-    """Workload `w` and `other` (its `shares_with`) side by side on every target both name: rows of
-    traffic_sharing."""
-    with _views(lay, views) as own:
-        return [row for t in w.targets if t in other.targets for row in sharing(lay, t, w, other, own(t))[2]]
-
-
 def run_workload(lay: Layout, workload_id: str, views: Views | None = None) -> str:
-    """`python -m fabricref.traffic workload ID` (the DVC stage `traffic-workload@ID`): the workload on its targets,
-    written as its part of the tables and its metrics."""
+    """`python -m fabricref.traffic workload ID` (the DVC stage `traffic-workload@ID`): the workload's part."""
     rows, metrics = workload_result(lay, workload_id, views)
     write_workload(lay, workload_id, rows, metrics)
     return f"estimated {workload_id} on {len(metrics)} target(s) into {lay.relative(workload_dir(lay, workload_id))}/"
@@ -149,7 +135,9 @@ def run_sharing(lay: Layout, workload_id: str, views: Views | None = None) -> st
     w = find_workload(lay, workload_id)
     if not w.shares_with:
         raise FabricrefError(f"{workload_id} shares its cluster with no workload (its file names no shares_with)")
-    rows = sharing_rows(lay, w, find_workload(lay, w.shares_with), views)
+    other = find_workload(lay, w.shares_with)
+    with _views(lay, views) as own:
+        rows = [row for t in w.targets if t in other.targets for row in sharing(lay, t, w, other, own(t))[2]]
     path = write_sharing(lay, workload_id, rows)
     return f"{workload_id} beside {w.shares_with}: {len(rows)} phase row(s) into {lay.relative(path)}"
 
@@ -166,8 +154,7 @@ def run_kv(lay: Layout, views: Views | None = None) -> str:
 
 
 def run_all(lay: Layout) -> list[str]:
-    """Every traffic stage in one process, in the order `dvc repro` runs them (`fabricref traffic`): each
-    topology's view built once for all of them."""
+    """Every traffic stage in one process, in `dvc repro`'s order (`fabricref traffic`), each view built once."""
     from . import comparison  # the measured logs' part: not loaded by the per-workload stages
 
     workloads = [find_workload(lay, path.stem) for path in workload_paths(lay)]
