@@ -1,7 +1,5 @@
 """`python -m fabricref.report PART` (the DVC stages `report-models` and `report`): one part of the static HTML
-report, from the registry's outputs alone (`fabricref report` writes both). PART is `models` (the reference and
-cluster pages with their drawings, which take no traffic number) or `workloads` (the workload pages with their
-heat maps, the plots, the model-vs-measured page and the index)."""
+report (report/stage.py: PARTS)."""
 
 import sys
 

@@ -1,8 +1,4 @@
-"""The report's plots with matplotlib: time per workload split into its terms, KV-transfer time by prompt length.
-Topologies and their link loads are drawn as the explorer draws them (views/, report/drawn.py), not here.
-
-SVG output is deterministic (fixed hash salt, no date metadata, text kept as text), so DVC's lock holds.
-"""
+"""The report's plots with matplotlib (topologies are drawn by views/): deterministic SVG, so DVC's lock holds."""
 
 from __future__ import annotations
 
@@ -19,9 +15,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from ..core.format import format_quantity
 from . import STYLE
 
-# STYLE is applied only while a drawing is made (rc_context), never at import: importing this module changes no
-# global matplotlib state (no backend switch, no rcParams), so a notebook or another library keeps its own settings.
-# Figures are plain `Figure` objects (no pyplot, no backend, nothing to close).
+# STYLE only while a drawing is made: importing this changes no global matplotlib state. Plain `Figure`s: no pyplot.
 
 P = ParamSpec("P")
 
@@ -83,8 +77,7 @@ def line_chart(title: str, x: list[float], series: dict[str, list[float]], xlabe
 
 @_styled
 def busbw_chart(log: dict[str, Any]) -> bytes:
-    """One measured log (report/measured.py): measured busbw (crosses) and the model's (line, one marker per chosen
-    algorithm / protocol) against the buffer size on a log2 axis."""
+    """One measured log: measured busbw (crosses) and the model's (line, a marker per algorithm / protocol)."""
     fig, ax = _figure(figsize=(7, 3.4))
     rows = log["rows"]
     sizes = [r["bytes"] for r in rows]

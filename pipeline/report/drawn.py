@@ -1,6 +1,5 @@
-"""The report's drawings, drawn as the explorer draws them (views/): a system part by part with its dense NVLink or
-Infinity-Fabric links bundled per tray, a large cluster as tiers × pods; a workload's heat map is the same drawing
-with each link coloured by the time it is busy per step or request, as a share of the busiest drawn link."""
+"""The report's drawings, as the explorer draws them (views/); a workload's heat map is the same drawing with each
+link coloured by the time it is busy, as a share of the busiest drawn link."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ class Drawer:
     """Every topology of registry/topology/, loaded when first drawn and kept while the report is written."""
 
     def __init__(self, lay: Layout, technology: dict[str, str]) -> None:
-        """`technology`: reference → its scale-up technology (the `scale_up.technology` field)."""
+        """`technology`: reference → its `scale_up.technology`."""
         self.topologies = Topologies(lay)
         self.ids = list(self.topologies.ids)
         self.technology = technology

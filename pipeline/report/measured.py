@@ -1,13 +1,8 @@
-"""The report's model-vs-measured page: measured busbw of every pinned nccl-tests / rccl-tests log beside the
-model's busbw at the same sizes, one plot per log, each log cited by its file name, origin, pin and SHA-256.
-
-Reads registry/comparison/measured_vs_model.parquet (the `comparison` stage's output) and nothing else, so the
-report stays a function of the registry. Without measured logs the page says how to import one.
-"""
+"""The report's model-vs-measured page: each pinned nccl-tests / rccl-tests log's busbw beside the model's, one plot
+per log, cited by file name, origin, pin and SHA-256. Reads only registry/comparison/measured_vs_model.parquet."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +48,7 @@ def _logs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot(log: dict[str, Any]) -> bytes:
-    """Measured busbw beside the model's against the buffer size (drawings.py draws it: matplotlib is loaded only
-    when a plot is made)."""
+    """Measured busbw beside the model's against the buffer size (matplotlib is loaded only when a plot is made)."""
     from .drawings import busbw_chart
 
     return busbw_chart(log)
@@ -67,18 +61,12 @@ def read(lay: Layout) -> list[dict[str, Any]]:
     return _logs(rows)
 
 
-def write_page(
-    out: Path,
-    env: Any,
-    caveats: list[str],
-    logs: list[dict[str, Any]],
-    write: Callable[[Path, bytes], None] = atomic_write_bytes,
-) -> dict[str, Any]:
-    """Write measured.html under `out` with `write` (the plots are the caller's); return the index's link to it."""
+def write_page(out: Path, env: Any, caveats: list[str], logs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write measured.html under `out` (the plots are the caller's); return the index's link to it."""
     page = env.get_template("measured.html.j2").render(
         title="Model vs measured (nccl-tests / rccl-tests logs)", root="", caveats=caveats, logs=logs
     )
-    write(out / PAGE, page.encode())
+    atomic_write_bytes(out / PAGE, page.encode())
     return {"page": PAGE, "logs": len(logs)}
 
 

@@ -1,8 +1,5 @@
 """Build registry/report/ from the registry alone: pages per reference, cluster and workload, drawings, plots.
-
-Everything is escaped (jinja2 autoescape): vendor text and excerpts are data, never markup. The report is
-self-contained: relative links and local SVG files only, no scripts, no network.
-"""
+Autoescaped (vendor text is data, never markup); self-contained: relative links and local SVG only, no scripts."""
 
 from __future__ import annotations
 
@@ -35,10 +32,8 @@ CAVEAT_LINE = (
     "Figures teach relationships (alpha-beta costs on the installed wiring); they are not an exact NCCL/RCCL schedule "
     "and do not predict measured throughput."
 )
-# Two parts, one DVC stage each: the reference and cluster pages with their drawings (`models`), which take no
-# traffic number, so a changed workload does not rerun them, and the workload pages with their link-load heat maps,
-# the plots, the model-vs-measured page, the validation page, the caveats page and the index (`workloads`).
-# The topologies' graphs are read by core.graphs.Topologies (registry/topology/'s four tables), not here.
+# Two parts, one DVC stage each: the reference and cluster pages (`models`) take no traffic number, so a changed
+# workload does not rerun them; `workloads` writes every other page.
 MODEL_READS = ("reference_models", "fields", "field_citations", "assumptions", "topology_summaries")
 PAGE_READS = (
     "reference_models",
@@ -56,8 +51,7 @@ PAGE_PARTS = ("workload", "load", "plots", "measured.html", "validation.html", "
 
 
 def _caveats(lay: Layout, con: Tables) -> list[str]:
-    """The caveats the stages wrote beside their numbers (traffic and failures, as the traffic stage lists them in
-    registry/traffic/caveats.json; topology), then the report's own."""
+    """The caveats the traffic and topology stages wrote beside their numbers, then the report's own."""
     path = lay.registry_dir / "traffic" / "caveats.json"
     if not path.exists():
         raise FabricrefError(f"{lay.relative(path)} is missing: run `dvc repro` (the traffic stage writes it)")
@@ -69,21 +63,19 @@ def _caveats(lay: Layout, con: Tables) -> list[str]:
 
 
 def _value(f: dict[str, Any]) -> str:
-    """A number with its unit and direction at its record's precision, printed by the one formatter the CLI uses."""
+    """A field's value as the CLI prints it."""
     return format_field(f) if f["value_number"] is not None else f["value_text"] or ""
 
 
 def _evidence(f: dict[str, Any]) -> None:
-    """The words every view uses for a field's evidence (core/citing.py), for the template: a conflict's claims
-    with their dates, a stated figure's check."""
+    """The words every view uses for a field's conflict and check (core/citing.py)."""
     f["conflict_text"] = conflict_text(f["citations"], f["resolved_by"]) if f["conflict"] else None
     check = check_of(f)
     f["check_text"] = check_text(check, f) if check is not None else None
 
 
 def _env() -> Environment:
-    """The report's templates and the ones it shares with the explorer (views/templates/), numbers printed by the
-    one formatter."""
+    """The report's templates and the ones it shares with the explorer (views/templates/)."""
     env = render.environment("fabricref.report", strict=True)
     env.globals["caveat_line"] = CAVEAT_LINE
     return env
@@ -104,33 +96,26 @@ def _open(lay: Layout, reads: tuple[str, ...]) -> Tables:
     return Tables({name: paths[name] for name in reads})
 
 
-def _references(con: Tables) -> list[dict[str, Any]]:
-    return con.rows(
+def _begin(lay: Layout, con: Tables) -> _Common:
+    summaries = {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
+    clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
+    refs = con.rows(
         """SELECT r.*, count(*) FILTER (WHERE f.status = 'published') AS published,
         count(*) FILTER (WHERE f.status = 'preliminary') AS preliminary,
         count(*) FILTER (WHERE f.status = 'derived') AS derived,
         count(*) FILTER (WHERE f.status = 'unknown') AS unknown
         FROM reference_models r JOIN fields f USING (reference_id) GROUP BY ALL ORDER BY r.reference_id""",
     )
-
-
-def _summaries(con: Tables) -> dict[str, dict[str, Any]]:
-    return {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
+    return _Common(_caveats(lay, con), refs, summaries, clusters)
 
 
 class _Common(NamedTuple):
-    """What both parts of the report start from (read once, with the model tables)."""
+    """What both parts of the report start from."""
 
     caveats: list[str]
     refs: list[dict[str, Any]]
     summaries: dict[str, dict[str, Any]]
     clusters: list[dict[str, Any]]  # the summaries with a bisection
-
-
-def _begin(lay: Layout, con: Tables) -> _Common:
-    summaries = _summaries(con)
-    clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
-    return _Common(_caveats(lay, con), _references(con), summaries, clusters)
 
 
 def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
@@ -146,14 +131,13 @@ PARTS = ("models", "workloads")
 
 
 def _technology(con: Tables) -> dict[str, str]:
-    """Each reference's scale-up technology (its `scale_up.technology` field), for the drawings' link labels."""
+    """Each reference's `scale_up.technology`, for the drawings' link labels."""
     rows = con.rows("SELECT reference_id, value_text FROM fields WHERE field = 'scale_up.technology'")
     return {r["reference_id"]: r["value_text"] for r in rows if r["value_text"]}
 
 
 def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
-    """`python -m fabricref.report PART` (the DVC stages `report-models` and `report`, and the `fabricref report`
-    verb, which writes both): the part's pages, then its drawings."""
+    """`python -m fabricref.report PART` and `fabricref report` (both parts): each part's pages, then its drawings."""
     out = lay.registry_dir / "report"
     env = _env()
     for part in parts:
@@ -169,17 +153,14 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
 
 
 def _page(env: Environment, out: Path, page: str, **context: Any) -> None:
-    """One page of the report: its template (`reference.html.j2` for `reference/ID.html`) rendered with
-    `context`, its links relative to the report's root."""
+    """One page (`reference/ID.html` from `reference.html.j2`), its links relative to the report's root."""
     template = page.split("/")[0].removesuffix(".html") + ".html.j2"
     html = env.get_template(template).render(root="../" * page.count("/"), **context)
     atomic_write_bytes(out / page, html.encode())
 
 
 def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Drawings:
-    """The reference and cluster pages with their drawings (no traffic number: MODEL_READS only). Each table is
-    read once (grouped per reference here), not once per reference. Every topology is drawn as the explorer
-    draws it (views/)."""
+    """The reference and cluster pages with their drawings; each table read once, grouped per reference here."""
     caveats, refs, summaries, clusters = common
     fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
     cites_of = _grouped(
@@ -218,8 +199,7 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
 
 
 def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Drawings:
-    """The workload pages with their heat maps, the plots, the model-vs-measured page, the validation page, the
-    caveats page and the index (the part a changed workload moves)."""
+    """The workload pages with their heat maps, the plots, the measured, validation and caveats pages, the index."""
     caveats, refs, _summaries, clusters = common
     drawn = set(drawer.ids)
     workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
@@ -304,8 +284,7 @@ def _edge_bytes(con: Tables, tid: str, wid: str) -> list[tuple[str, str, float, 
 
 
 def _plots(made: Drawings, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
-    """The index's plots (their drawings appended to `made`). Matplotlib is loaded here: the models part draws
-    through views/ and never needs it."""
+    """The index's plots (their drawings appended to `made`); matplotlib is loaded here, never by the models part."""
     from . import drawings
 
     cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])

@@ -1,6 +1,5 @@
-"""HTTP retrieval with the limits a registry needs: timeouts, a total deadline over connect + headers + body,
-bounded retries with backoff, a size cap applied to decoded bytes as they stream, same-site redirects only
-(judged on decoded, normalised paths), conditional requests, and no credentials in anything stored or printed."""
+"""HTTP retrieval with a registry's limits: timeouts and a total deadline, bounded retries, a size cap on decoded
+bytes as they stream, same-site redirects only, conditional requests, no credentials stored or printed."""
 
 from __future__ import annotations
 
@@ -95,8 +94,8 @@ class FetchResult:
 
 
 def check_mirror(mirror: str) -> str:
-    """A `--mirror` the client can reach as written: http(s), a host spelt plainly (a private or loopback one
-    is fine: mirrors are local), a valid port, no query or fragment. Bad usage otherwise, naming the option."""
+    """A `--mirror` the client can reach as written (http(s), a plain host, private ones too, a valid port, no
+    query or fragment); bad usage otherwise, naming the option."""
     try:
         parts = urlsplit(mirror)
         host = parts.hostname
@@ -125,7 +124,7 @@ def check_mirror(mirror: str) -> str:
 
 
 def redact_url_safe(url: str) -> str:
-    """`redact_url` for text that may not parse as a URL at all (then only a user:password@ is cut)."""
+    """`redact_url` for text that may not parse as a URL (then only a user:password@ is cut)."""
     try:
         return redact_url(url)
     except ValueError:
@@ -143,8 +142,8 @@ def mirror_url(url: str, mirror: str | None) -> str:
 
 
 def canonical_of(final: str, url: str, mirror: str | None) -> str:
-    """The publisher's address of what was fetched: through a mirror, `MIRROR/host/path` (the start or where
-    a same-site redirect led) is `scheme://host/path` again, so no pin records the mirror's address."""
+    """The publisher's address of what was fetched: `MIRROR/host/path` is `scheme://host/path` again, so no pin
+    records the mirror's address."""
     if not mirror:
         return final
     prefix = redact_url(mirror).rstrip("/") + "/"
@@ -184,8 +183,8 @@ def _same_site(start: str, target: str, mirror: str | None, original_host: str) 
 
 
 class _Deadline:
-    """Wall-clock end of a whole fetch. Read and connect timeouts bound one socket call each; a server that
-    drips one byte per call would pass them forever, so every call is also clamped to what is left of this."""
+    """Wall-clock end of a whole fetch: every socket call is clamped to what is left of it (a server dripping one
+    byte per call passes every read timeout forever)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -223,8 +222,8 @@ class _DeadlineStream(httpcore.NetworkStream):
 
 
 class _DeadlineBackend(httpcore.NetworkBackend):
-    """`public_only`: the host is resolved here and the socket connects to an address that was judged public,
-    so a name that resolves (or is rebound) to a private, loopback or link-local address is never reached."""
+    """`public_only`: the socket connects to the very address judged public here, so a name resolving (or
+    rebound) to a private, loopback or link-local address is never reached."""
 
     def __init__(self, deadline: _Deadline, public_only: bool = False) -> None:
         self._inner, self._deadline, self._public_only = httpcore.SyncBackend(), deadline, public_only
@@ -240,9 +239,8 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 
 class _DeadlineTransport(httpx.HTTPTransport):
-    """httpx's transport on a network backend that honours the total deadline. httpx exposes no backend option,
-    so the pool is rebuilt with the same settings (constraints.txt pins httpx; a test covers the behaviour).
-    Through a proxy the pool is httpcore's HTTPProxy on the same backend: the deadline holds there too."""
+    """httpx's transport on a backend that honours the total deadline (httpx has no backend option, so the pool
+    is rebuilt with the same settings; constraints.txt pins httpx), through a proxy too."""
 
     def __init__(
         self, deadline: _Deadline, proxy: _Proxy | None = None, trust_env: bool = False, public_only: bool = False
@@ -270,9 +268,8 @@ class _Proxy:
 
 
 def proxy_for(url: str) -> _Proxy | None:
-    """The forward proxy the environment names for `url` (HTTPS_PROXY for https, HTTP_PROXY for http, else
-    ALL_PROXY; upper or lower case), or None when there is none or NO_PROXY exempts the host. Only http:// and
-    https:// proxies are supported; credentials in the proxy URL go to the proxy only, never into a message."""
+    """The http(s) forward proxy the environment names for `url` (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY), or None
+    (none, or NO_PROXY exempts the host); its credentials go to the proxy only, never into a message."""
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
     chosen = proxies.get(parts.scheme.lower()) or proxies.get("all")
@@ -294,8 +291,7 @@ def proxy_for(url: str) -> _Proxy | None:
 
 
 def public_address(host: str, port: int) -> str:
-    """The first address `host` resolves to, when every one it resolves to is public; else FetchError naming
-    the host, the address and why (the socket then connects to exactly the address judged here)."""
+    """The first address `host` resolves to, when every one is public; else FetchError naming host, address, why."""
     import ipaddress
 
     try:
@@ -316,7 +312,7 @@ def public_address(host: str, port: int) -> str:
 
 
 def _resolves(url: str) -> bool:
-    """A host name that does not resolve will not resolve on retry either (and a retry would only sleep)."""
+    """A name that does not resolve will not on retry either."""
     host = urlsplit(url).hostname
     if not host:
         return False
@@ -332,11 +328,8 @@ _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflat
 
 
 class _BoundedDecoder:
-    """Decodes a Content-Encoding incrementally, never producing more than the cap allows (zlib max_length).
-
-    A gzip body may hold several members (RFC 1952; `cat a.gz b.gz`): each is decoded in turn and the document is
-    all of them, never the first alone. Anything after the last stream that does not start another gzip member
-    (trailing garbage, a second deflate stream) is refused: the pin must be exactly the document sent."""
+    """Decodes a Content-Encoding incrementally, never beyond the cap (zlib max_length). Every member of a gzip
+    body is decoded (RFC 1952); anything else after the stream is refused: the pin is exactly the document sent."""
 
     def __init__(self, encoding: str, url: str, max_bytes: int) -> None:
         self.url, self.max_bytes, self.size = url, max_bytes, 0
@@ -402,7 +395,7 @@ class _BoundedDecoder:
 
 
 class _Finished:
-    """A decompressor whose stream has ended: what follows it is judged by `_after_stream`, not decoded."""
+    """A finished stream: what follows is judged by `_after_stream`, not decoded."""
 
     eof = True
     unused_data = b""
@@ -416,7 +409,7 @@ class _Finished:
 
 
 def _looks_binary(data: bytes) -> bool:
-    """Text documents carry no NUL bytes and few C0 controls; an image or archive labelled text/html does."""
+    """NUL bytes or many C0 controls: an image or archive labelled text."""
     sample = data[:65536]
     if b"\0" in sample:
         return True
@@ -573,13 +566,10 @@ def _one_attempt(
                         )
                     current = target
                     continue
+                final_url = canonical_of(shown, original_url, mirror)
+                etag, last_modified = response.headers.get("etag"), response.headers.get("last-modified")
                 if response.status_code == 304:
-                    return FetchResult(
-                        not_modified=True,
-                        final_url=canonical_of(shown, original_url, mirror),
-                        etag=response.headers.get("etag"),
-                        last_modified=response.headers.get("last-modified"),
-                    )
+                    return FetchResult(True, final_url=final_url, etag=etag, last_modified=last_modified)
                 if response.status_code in RETRYABLE_STATUS:
                     wait = _retry_after(response) if response.status_code in (429, 503) else None
                     raise _Retry(f"HTTP {response.status_code}", wait)
@@ -590,14 +580,8 @@ def _one_attempt(
                     raise FetchError(f"{shown}: response has no Content-Type; expected {expected_media_type}")
                 if media_type != expected_media_type:
                     raise FetchError(f"{shown}: Content-Type {media_type}; expected {expected_media_type}")
-                return FetchResult(
-                    not_modified=False,
-                    data=_read_body(response, shown, media_type, policy, deadline),
-                    media_type=media_type,
-                    final_url=canonical_of(shown, original_url, mirror),
-                    etag=response.headers.get("etag"),
-                    last_modified=response.headers.get("last-modified"),
-                )
+                data = _read_body(response, shown, media_type, policy, deadline)
+                return FetchResult(False, data, media_type, final_url, etag, last_modified)
         except httpx.TimeoutException as exc:
             if deadline.left() <= 0:
                 raise FetchError(f"{shown}: total deadline of {policy.deadline:g}s exceeded") from None

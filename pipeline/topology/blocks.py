@@ -1,9 +1,6 @@
-"""One building block (a server or a rack) as a template of parts and links, instantiated cheaply many times.
-
-Parts are separate concepts (system, tray, cpu, accelerator, nic, scale_up_switch); containment is a node
-attribute (`within`), never a link. Links carry their network, per-direction bandwidth in Gb/s, a latency
-assumption, and the field the bandwidth came from with its status and confidence. Wiring no source states (which NIC
-sits beside which GPU) is an explicit, labelled assumption on the edge.
+"""One building block (a server or a rack) as a template of parts and links, stamped cheaply many times.
+Containment is a node attribute (`within`), never a link; links carry network, per-direction Gb/s, latency, and the
+field behind the bandwidth with its status; wiring no source states is a labelled assumption on the edge.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Build networkx graphs: one building block for a reference, or a whole cluster on its fabric.
-
-The regular parts are stamped from one template per block (one attribute dict shared per link class),
-so a 131,072-accelerator cluster builds in seconds while the interface stays a plain networkx Graph.
-"""
+"""Build networkx graphs: one building block for a reference, or a whole cluster on its fabric. Blocks are stamped
+from one template (one attribute dict per link class), so a 131,072-accelerator cluster builds in seconds."""
 
 from __future__ import annotations
 
@@ -44,11 +41,9 @@ def _stamp(
 
 
 class _Shared:
-    """One read-only attribute dict (`EdgeAttrs`, as the traffic stage's graphs have) per link class of a build
-    (the same items, of the same types): the 24,576-GPU cluster's 233,792 edges share 8 dicts instead of one
-    copy each (~150 MB). Changing one raises TypeError instead of silently changing every edge of its class.
-    Looked up by the given dict's id first (templates reuse one dict per link class); that dict is kept alive
-    here, so its id stays its own."""
+    """One read-only attribute dict (`EdgeAttrs`) per link class (the same items, of the same types): the
+    24,576-GPU cluster's 233,792 edges share 8 dicts instead of ~150 MB of copies, and changing one raises.
+    Looked up by the given dict's id first; that dict is kept alive here, so its id stays its own."""
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[dict[str, Any], EdgeAttrs]] = {}
@@ -63,9 +58,8 @@ class _Shared:
 
 
 def _add_edges(g: nx.Graph, edges: list[tuple[str, str, dict[str, Any]]], shared: _Shared) -> None:
-    """`g.add_edges_from(edges)`, every edge of one link class holding its class's shared read-only dict (set in
-    networkx's own adjacency dicts: its `add_edge` would copy and merge into a dict per edge). An edge added twice
-    gets the merged attributes, as networkx merges them."""
+    """`g.add_edges_from(edges)` with each link class's shared dict set in networkx's adjacency (its `add_edge`
+    would copy one per edge); an edge added twice gets the merged attributes, as networkx merges them."""
     adj = g._adj
     for u, v, d in edges:
         if u not in adj or v not in adj:
@@ -103,10 +97,8 @@ def _check(condition: bool, cluster: Cluster, message: str) -> None:
 
 @dataclass(frozen=True)
 class SwitchProduct:
-    """The switch reference a cluster names: its radix and port speed, each with the field it came from.
-
-    `ports` and `port_speed` are the reference's own facts, keyed `<reference>:<field>` so that a link or a
-    traffic figure resting on them audits back to that reference's sources."""
+    """The switch reference a cluster names: its facts keyed `<reference>:<field>`, so a link or a traffic figure
+    resting on them audits back to that reference's sources."""
 
     reference_id: str
     ports: Fact
@@ -320,7 +312,7 @@ def _split_note(switch: SwitchProduct | None) -> str:
 
 
 def _frontend(g: nx.Graph, cluster: Cluster, t: Template, width: int, latency: float, shared: _Shared) -> None:
-    """A separate frontend/service network: frontend NICs (attached to CPUs) → frontend switches → one core."""
+    """The frontend network: frontend NICs → frontend switches → one core."""
     if not t.frontend_nics:
         return
     speed = t.frontend_speed.gbps() if t.frontend_speed and t.frontend_speed.known else None

@@ -88,8 +88,7 @@ def _in_network(so: ScaleOut) -> dict[str, str | None]:
 
 
 def load_cluster(path: Path, params_for: Any) -> Cluster:
-    """A cluster model with its defaults (pipeline/formats/cluster.py) and every `{param: name}` count resolved
-    from the parameters of the reference `parameters_from` names (`params_for(reference_id)`)."""
+    """A cluster model, every `{param: name}` count resolved from `params_for(parameters_from)`."""
     data, doc = load_yaml(path)
     model: ClusterFile = load_model(ClusterFile, data, "cluster.schema.json", path, doc)
     check_slug(model.id, f"cluster id in {path}")

@@ -33,8 +33,7 @@ def _params(read: Callable[[str], Facts]) -> Callable[[str], dict[str, Any]]:
 
 
 def build(lay: Layout, topology_id: str, read: Callable[[str], Facts] | None = None) -> nx.Graph:
-    """Choosing a reference or a cluster rebuilds its topology from the registry (`read`: how facts are read,
-    `load_facts` unless the caller holds them all)."""
+    """A reference's or a cluster's topology rebuilt from the registry (`read`: how facts are read)."""
     read = read or partial(load_facts, lay)
     try:
         path = find_cluster(lay, topology_id)
@@ -73,9 +72,8 @@ def _build_cluster(lay: Layout, cluster: Cluster, path: Path, read: Callable[[st
 
 
 def run(lay: Layout) -> list[dict[str, Any]]:
-    """Build every topology (each checked before anything is written), then write the tables the traffic stage and
-    the report read and summaries.json. The graphs' exports (GraphML, node-link JSON) are written on demand by
-    `fabricref export graph`: nothing in the pipeline reads them."""
+    """Build every topology, one alive at a time, into the tables the traffic stage and the report read, and
+    summaries.json (exports are `fabricref export graph`'s, on demand)."""
     out = topology_dir(lay)
     out.mkdir(parents=True, exist_ok=True)
     read = cache(partial(load_facts, lay))  # each reference's facts read once, for all the builds below

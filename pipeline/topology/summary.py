@@ -1,8 +1,5 @@
-"""What a topology amounts to: counts, per-accelerator bandwidth by network, oversubscription, bisection, hops.
-
-Computed from the graph's structure in one pass over the edges plus two small searches, never by
-enumerating every pair of accelerators, so it stays fast at 131,072 accelerators.
-"""
+"""What a topology amounts to: counts, per-accelerator bandwidth by network, oversubscription, bisection, hops;
+one pass over the edges and two small searches, never every pair of accelerators."""
 
 from __future__ import annotations
 
@@ -145,8 +142,7 @@ def _hops(g: nx.Graph, kind: dict[str, str], accelerators: list[str], domains: C
 
 
 def nodes_by_kind_and_role(g: nx.Graph) -> dict[str, int]:
-    """`nodes_by_kind`, with a kind whose nodes play several roles counted per role: 'system (rack)' and
-    'system (server)', 'nic (scale_out)' and 'nic (frontend)', never one count of racks and servers together."""
+    """`nodes_by_kind`, a kind with several roles counted per role ('nic (scale_out)', 'nic (frontend)')."""
     pairs = Counter((d["kind"], d.get("role")) for _, d in g.nodes(data=True) if "kind" in d)
     roles: dict[str, set[Any]] = defaultdict(set)
     for kind, role in pairs:

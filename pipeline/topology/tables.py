@@ -1,5 +1,4 @@
-"""The topology stage's tables: one row per graph, node and edge, carrying every attribute of the graph, so that
-the traffic stage rebuilds the very same networkx graph from them (pipeline/core/graphs.py)."""
+"""The topology stage's tables: one row per graph, node and edge."""
 
 from __future__ import annotations
 
@@ -62,10 +61,9 @@ def edge_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
 
 
 def insertion_order(g: nx.Graph) -> list[tuple[Any, Any, dict[str, Any]]]:
-    """Edges in an order that, added to a graph holding the same nodes, gives every node its neighbours in the
-    same order as in `g` (networkx iterates neighbours in insertion order, and the traffic stage's tie-breaks
-    follow it). Kahn's algorithm over the per-node neighbour lists: an edge is emitted once it is next in the
-    lists of both its ends; the order the graph was built in proves such an order exists."""
+    """Edges in an order that, added to a graph of the same nodes, gives every node its neighbours in `g`'s order
+    (the traffic stage's tie-breaks follow it). Kahn's algorithm over the neighbour lists: an edge is emitted once
+    it is next at both its ends; the order the graph was built in proves one exists."""
     raw = dict(g.adjacency())  # the neighbour dicts themselves (g.adj[u][v] goes through two views per edge)
     adj = {u: list(nbrs) for u, nbrs in raw.items()}
     head = dict.fromkeys(adj, 0)

@@ -1,8 +1,6 @@
-"""How a topology is drawn, for the explorer and the static report alike: every part and link of a system (NVLink
-and Infinity-Fabric links bundled per tray where they are too many to draw one by one), or a large cluster's tiers
-× pods (which the explorer opens into one pod or one scale-up domain: explore/drawing.py); and which drawn link
-each graph edge belongs to (for a workload's load per link and for failing what is clicked). Positions come from
-`layout.lay_out`, the SVG from the `drawing.svg.j2` template: both views draw the same picture from the same graph.
+"""How a topology is drawn, for the explorer and the report alike: every part and link of a system (dense links
+bundled per tray), or a large cluster's tiers × pods (explore/drawing.py opens a pod or a domain); and which drawn
+link each graph edge belongs to (for a workload's load per link and for failing what is clicked).
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ BUNDLE_SCALE_OUT_ABOVE = 96
 
 
 class Wired:
-    """What a drawing reads of a topology, for a caller without the traffic library's view (the report stage):
-    the graph, the topology stage's summary of it and the reference's scale-up technology."""
+    """What a drawing reads of a topology (the traffic library's view has the same), for the report stage."""
 
     def __init__(self, g: Any, summary: dict[str, Any], technology: str | None = None) -> None:
         self.g, self.summary, self.scale_up_technology = g, summary, technology
@@ -47,9 +44,8 @@ FAILABLE_KINDS = ("nic", "scale_up_switch", "leaf", "spine", "core", "frontend_s
 
 
 class Groups:
-    """How one topology is drawn at each level, and which drawn link each graph edge belongs to (for the heat map
-    of a workload's load and for failing what is clicked). Built once per topology and level, then kept. A
-    subclass draws more levels by extending `check_level` and `_draw`."""
+    """How one topology is drawn at each level (built once per level, then kept), and which drawn link each graph
+    edge belongs to. A subclass draws more levels by extending `check_level` and `_draw`."""
 
     def __init__(self, view: Any) -> None:
         """`view`: the traffic library's view of the topology, or a `Wired` (the same attributes)."""
@@ -84,8 +80,7 @@ class Groups:
         return "aggregate" if self.aggregated else "full"
 
     def check_level(self, open: str | None) -> str:
-        """The level `open` names (None: the default): here the whole topology, as `default_level` draws it. The
-        explorer also opens one pod or one domain of an aggregated topology (explore/drawing.py)."""
+        """The level `open` names (None: the default); here only the whole topology."""
         level = open or self.default_level()
         if level != self.default_level():
             raise InputError(
@@ -182,9 +177,8 @@ class Groups:
         return False
 
     def _bundles(self, nodes: dict[str, Any], scan: list[str]) -> dict[str, dict[str, str]]:
-        """Per network, a part → the tray it is drawn from, for links too dense to draw one by one: an NVL72's 648
-        GPU–switch links become 162 tray–switch bundles, a Helios rack's 216 NIC–leaf links one bundle per tray
-        and leaf. Empty for a network whose links are few enough to draw each."""
+        """Per network whose links are too dense to draw one by one, a part → the tray it is drawn from (an NVL72's
+        648 GPU–switch links become 162 tray–switch bundles)."""
         g = self.g
         out: dict[str, dict[str, str]] = {}
         for network, kind, above in (
@@ -279,8 +273,8 @@ class Groups:
 
 
 class Drawn:
-    """One drawing as it is built: its nodes by id, the drawn node each graph node belongs to, and the graph nodes
-    whose edges are looked at (a level draws only the links that leave what it aggregates)."""
+    """One drawing as it is built: its nodes, the drawn node of each graph node, and the graph nodes whose edges
+    are looked at (a level draws only the links that leave what it aggregates)."""
 
     def __init__(self, groups: Groups) -> None:
         self.groups = groups

@@ -1,8 +1,5 @@
-"""Where each part of a drawing goes: rows top to bottom (scale-up switches, accelerators, CPUs, NICs, the fabric
-below them), each tray a block whose rows line up, blocks side by side and wrapped into lines when they would
-not fit the page, trays nested in their system's box. Deterministic, so a reload draws the same picture.
-
-The browser only draws what this computes (plain SVG); nothing is laid out there, so a test can check positions.
+"""Where each part of a drawing goes: rows top to bottom, each tray a block whose rows line up, blocks side by side
+and wrapped into lines, trays nested in their system's box. Deterministic; the browser only draws what this places.
 """
 
 from __future__ import annotations

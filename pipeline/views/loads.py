@@ -1,9 +1,6 @@
-"""A workload's load on each drawn link over one step or one request, the same for the explorer and the report.
-
-A drawn link's load is the bytes its graph edges carry (both directions, each phase's bytes times how often the
-phase runs) and the time it is busy at its line rate (the busier direction); its share is that of the busiest
-drawn link, by bytes or by time. Not utilisation: a max-min fair share saturates every bottleneck by construction,
-so utilisation is 1.0 on every bottleneck link and says nothing about where the load is.
+"""A workload's load on each drawn link over one step or request, for the explorer and the report: the bytes its
+edges carry and the time it is busy at line rate, as a share of the busiest drawn link. Not utilisation: a max-min
+fair share saturates every bottleneck by construction, so utilisation says nothing about where the load is.
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ def link_loads(
     heat: str,
     communication_seconds: float | None = None,
 ) -> list[Any]:
-    """`rows`: (source, target, bytes forward, bytes reverse) per graph edge and phase, times the phase's count;
-    `edge_map`: a graph edge (its ends sorted) → (the drawn link, whether it runs against it). The loads of the
-    drawing's links, sorted by link id."""
+    """The loads of the drawing's links, sorted by id. `rows`: (source, target, bytes forward, bytes reverse) per
+    graph edge; `edge_map`: a graph edge (ends sorted) → (its drawn link, whether it runs against it)."""
     from ..formats.drawing import LinkLoad
 
     totals: dict[str, list[float]] = {}

@@ -1,13 +1,11 @@
-"""The Jinja environment the explorer's pages and the report's pages are rendered in: each package's own
-templates first, then the shared ones of views/templates/ (`shared.j2`'s macros, `drawing.svg.j2`), autoescaped,
-with every number printed by the one formatter (core/format.py) through these filters:
+"""The Jinja environment of the explorer's and the report's pages: each package's templates, then the shared ones
+(views/templates/), autoescaped, every number printed by the one formatter (core/format.py) through these filters:
 
     {{ x | quantity("B") }}  '1.26 TB'        {{ x | seconds }}  '5.6 µs'      {{ x | count }}  '18,432'
     {{ x | quantity("Gb/s", "per_direction") }}  '400 Gb/s per direction'
     {{ x | ratio }}  '7:1'                    {{ x | share }}  '38%'
 
-A drawing is drawn from a laid-out `Drawing` (views/drawing.py, views/layout.py) by `svg`, the same SVG the
-explorer's page builds in the browser (same positions, colours, line widths).
+`svg` draws a laid-out `Drawing` as the explorer's page does in the browser (same positions, colours, widths).
 """
 
 from __future__ import annotations
@@ -23,28 +21,18 @@ from . import loads as heat
 NETWORK_COLOUR = {"scale_up": "#6a3d9a", "scale_out": "#1f78b4", "frontend": "#33a02c", "host": "#8c8c8c"}
 NETWORK_NAME = {"scale_up": "scale-up", "scale_out": "scale-out", "frontend": "frontend", "host": "host (PCIe / C2C)"}
 NETWORK_DASH = {"scale_out": "6 2", "frontend": "2 2", "host": "1 2"}
-KIND_FILL = {
-    "accelerator": "#2e7d32",
-    "cpu": "#1565c0",
-    "nic": "#ef6c00",
-    "scale_up_switch": "#6a1b9a",
-    "leaf": "#37474f",
-    "spine": "#455a64",
-    "core": "#263238",
-    "frontend_switch": "#558b2f",
-    "domain": "#2e7d32",
-    "pod": "#fafafa",
-}
-KIND_NAME = {
-    "accelerator": "accelerator",
-    "cpu": "CPU",
-    "nic": "NIC",
-    "scale_up_switch": "scale-up switch",
-    "leaf": "leaf switch",
-    "spine": "spine switch",
-    "core": "core switch",
-    "frontend_switch": "frontend switch",
-    "domain": "scale-up domain",
+# A drawn kind's fill and its name in the legend (a pod is a box: no legend entry).
+KINDS = {
+    "accelerator": ("#2e7d32", "accelerator"),
+    "cpu": ("#1565c0", "CPU"),
+    "nic": ("#ef6c00", "NIC"),
+    "scale_up_switch": ("#6a1b9a", "scale-up switch"),
+    "leaf": ("#37474f", "leaf switch"),
+    "spine": ("#455a64", "spine switch"),
+    "core": ("#263238", "core switch"),
+    "frontend_switch": ("#558b2f", "frontend switch"),
+    "domain": ("#2e7d32", "scale-up domain"),
+    "pod": ("#fafafa", None),
 }
 IDLE = "#cfd8dc"  # a drawn link the workload leaves idle, on a heat map
 
@@ -90,7 +78,7 @@ def _short_label(n: Any) -> str:
 
 def svg(drawing: Any, loads: list[Any] | None = None) -> dict[str, Any]:
     """What `drawing.svg.j2` draws: boxes, links (coloured by network, or by `loads`' share on a heat map) and
-    parts, each with its attributes computed here, as the explorer's script computes them."""
+    parts, with the attributes the explorer's script computes."""
     nodes = {n.id: n for n in drawing.nodes}
     by_link = {x.id: x for x in loads} if loads is not None else None
     boxes = []
@@ -131,7 +119,7 @@ def svg(drawing: Any, loads: list[Any] | None = None) -> dict[str, Any]:
     parts = []
     for n in drawing.nodes:
         if n.row >= 0 and n.kind != "pod":
-            fill = KIND_FILL.get(n.kind, "#607d8b")
+            fill = KINDS.get(n.kind, ("#607d8b",))[0]
             parts.append(
                 {
                     "n": n,
@@ -151,13 +139,13 @@ def legend(drawing: Any, heat_basis: str | None = None) -> dict[str, Any]:
     kinds = {n.kind for n in drawing.nodes if n.row >= 0 and not n.aggregate}
     shown = ("accelerator", "scale_up_switch", "nic", "cpu", "leaf", "spine", "core")
     counts = " · ".join(
-        f"{format_count(v)} {KIND_NAME.get(k, k)}{'' if v == 1 else 's'}"
+        f"{format_count(v)} {KINDS.get(k, (None, None))[1] or k}{'' if v == 1 else 's'}"
         for k, v in drawing.counts.items()
         if k in shown
     )
     return {
         "networks": [(NETWORK_COLOUR[n], NETWORK_NAME[n], NETWORK_DASH.get(n)) for n in NETWORK_COLOUR if n in present],
-        "kinds": [(KIND_FILL[k], KIND_NAME[k]) for k in KIND_NAME if k in kinds],
+        "kinds": [(fill, name) for k, (fill, name) in KINDS.items() if name and k in kinds],
         "counts": counts,
         "heat": heat.LEGEND.get(heat_basis) if heat_basis else None,
     }

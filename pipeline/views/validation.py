@@ -1,6 +1,5 @@
-"""The validation table as both views show it (`fabricref validate`'s rows, from registry/validation/): model vs
-published, their ratio, the tolerance and whether the model is within it, and what the result is used for
-(calibration: it set a number; check: an acceptance check; held-out: it set nothing)."""
+"""The validation table (registry/validation/) as both views show it: model vs published, ratio, tolerance,
+verdict, and what the result is used for."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ ROLES = {
 
 
 def shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each validation row with its numbers printed by the one formatter at four digits (a ratio of 1.04 must not
-    read as 1), and the exact numbers under `values`."""
+    """Each row printed at four digits (a ratio of 1.04 must not read as 1), the exact numbers under `values`."""
     out = []
     for r in rows:
         unit = r.get("unit") or None
