@@ -4,6 +4,7 @@ from one template (one attribute dict per link class), so a 131,072-accelerator 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -90,9 +91,14 @@ def _speeds(g: nx.Graph, t: Template) -> None:
     g.graph["frontend_nic_gbps"] = t.frontend_speed.gbps() if t.frontend_speed and t.frontend_speed.known else None
 
 
-def _check(condition: bool, cluster: Cluster, message: str) -> None:
-    if not condition:
-        raise CompileError(f"{cluster.path or cluster.id}: {message}")
+def _checker(cluster: Cluster) -> Callable[[bool, str], None]:
+    """`need(condition, message)`: a CompileError naming the cluster file unless `condition` holds."""
+
+    def need(condition: bool, message: str) -> None:
+        if not condition:
+            raise CompileError(f"{cluster.path or cluster.id}: {message}")
+
+    return need
 
 
 @dataclass(frozen=True)
@@ -151,24 +157,23 @@ def switch_product(cluster: Cluster, product: Facts) -> SwitchProduct:
 def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: SwitchProduct | None = None) -> nx.Graph:
     t = template(facts, dflt)
     f = cluster.fabric
+    need = _checker(cluster)
     rails = len(t.scale_out_nics)
-    _check(rails > 0, cluster, f"building block {cluster.building_block} has no scale-out NICs")
+    need(rails > 0, f"building block {cluster.building_block} has no scale-out NICs")
     nodes, links = cluster.blocks * len(t.nodes), cluster.blocks * (len(t.edges) + rails)
-    _check(
+    need(
         nodes <= MAX_NODES and links <= MAX_LINKS,
-        cluster,
         f"at $.building_blocks: {cluster.blocks:,} blocks of {cluster.building_block} ({len(t.nodes)} nodes, "
         f"{len(t.edges) + rails} links each) make {nodes:,} nodes and {links:,} links before the fabric; expected at "
         f"most {MAX_NODES:,} nodes and {MAX_LINKS:,} links (the topology is built node by node)",
     )
     speed = t.nic_speed.gbps() if t.nic_speed else None
-    _check(speed is not None, cluster, "the building block's scale_out.nic.speed is unknown")
+    need(speed is not None, "the building block's scale_out.nic.speed is unknown")
     # A named switch sets the radix and the rate of every switch-to-switch link, with its own lineage.
     trunk_gbps, trunk_fact, trunk_status = speed, t.nic_speed, None
     if switch is not None:
-        _check(
+        need(
             speed <= switch.port_gbps + 1e-9,  # type: ignore[operator]
-            cluster,
             f"at $.scale_out.switch_product: the building block's NICs run at {speed:g} Gb/s, faster than "
             f"{switch.reference_id}'s {switch.port_gbps:g} Gb/s ports"
             + (f" (split in {switch.split})" if switch.split != 1 else ""),
@@ -177,31 +182,23 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
         trunk_gbps, trunk_fact = switch.port_gbps, switch.port_speed
         trunk_status = "assumed" if switch.split != 1 else None
     endpoints = cluster.blocks * rails
-    _check(
-        endpoints % f.leaf_down == 0,
-        cluster,
-        f"{endpoints} endpoints do not fill leaves of {f.leaf_down} down ports evenly",
-    )
+    need(endpoints % f.leaf_down == 0, f"{endpoints} endpoints do not fill leaves of {f.leaf_down} down ports evenly")
     if f.rail_optimized:
-        _check(
+        need(
             cluster.blocks % f.leaf_down == 0,
-            cluster,
             f"rail-optimized: {cluster.blocks} blocks must be a multiple of the {f.leaf_down} leaf down ports",
         )
     leaves = endpoints // f.leaf_down
-    _check(leaves % f.leaves_per_pod == 0, cluster, f"{leaves} leaves do not split into pods of {f.leaves_per_pod}")
+    need(leaves % f.leaves_per_pod == 0, f"{leaves} leaves do not split into pods of {f.leaves_per_pod}")
     pods = leaves // f.leaves_per_pod
-    _check(
+    need(
         f.leaf_up % f.spines_per_pod == 0,
-        cluster,
         f"{f.leaf_up} leaf uplinks do not split evenly over {f.spines_per_pod} spines per pod",
     )
     leaf_trunk = f.leaf_up // f.spines_per_pod
     spine_down = f.leaves_per_pod * leaf_trunk
     if f.radix:
-        _check(
-            f.leaf_down + f.leaf_up <= f.radix, cluster, f"leaf uses {f.leaf_down + f.leaf_up} ports > radix {f.radix}"
-        )
+        need(f.leaf_down + f.leaf_up <= f.radix, f"leaf uses {f.leaf_down + f.leaf_up} ports > radix {f.radix}")
     g = nx.Graph(
         topology_id=cluster.id,
         reference=cluster.building_block,
@@ -256,16 +253,14 @@ def build_cluster(cluster: Cluster, facts: Facts, dflt: Defaults, switch: Switch
     if f.tiers == 3:
         c = f.cores_per_plane
         if f.spine_up is not None:
-            _check(f.spine_up % c == 0, cluster, f"{f.spine_up} spine uplinks do not split over {c} cores per plane")
+            need(f.spine_up % c == 0, f"{f.spine_up} spine uplinks do not split over {c} cores per plane")
             links = f.spine_up // c
             core_trunk = trunk_of(links, "spine → core")
             if f.radix:
-                _check(
-                    spine_down + f.spine_up <= f.radix,
-                    cluster,
-                    f"spine uses {spine_down + f.spine_up} ports > radix {f.radix}",
+                need(
+                    spine_down + f.spine_up <= f.radix, f"spine uses {spine_down + f.spine_up} ports > radix {f.radix}"
                 )
-                _check(pods * links <= f.radix, cluster, f"core uses {pods * links} ports > radix {f.radix}")
+                need(pods * links <= f.radix, f"core uses {pods * links} ports > radix {f.radix}")
         else:
             bw = speed * spine_down / f.spine_oversubscription / c  # type: ignore[operator]
             core_trunk = link_attrs(
