@@ -1,7 +1,5 @@
-"""Apply one declarative rule to a parsed document. Pure: bytes in, a parsed value or an error out.
-
-HTML is only ever parsed (html.parser), never rendered or executed; scripts and styles are ignored.
-"""
+"""Apply one declarative rule to a parsed document. Pure: bytes in, a parsed value or an error out. HTML is only
+parsed (html.parser), never rendered or executed; scripts and styles are ignored."""
 
 from __future__ import annotations
 
@@ -63,7 +61,7 @@ def _locator(tag: Tag) -> str:
         if parent is None:
             parts.append(node.name)
             break
-        same = [s for s in parent.find_all(node.name, recursive=False)]
+        same = parent.find_all(node.name, recursive=False)
         parts.append(f"{node.name}:nth-of-type({same.index(node) + 1})" if len(same) > 1 else node.name)
         node = parent if isinstance(parent, Tag) else None
     return " > ".join(reversed(parts))
@@ -127,36 +125,36 @@ def apply(soup: BeautifulSoup, rule: Rule, spec: FieldSpec, source_id: str, revi
         unit_text = groups.get("unit")
     value_text = value_text.strip()
     try:
-        if rule.parse.type == "text":
-            if not value_text:
-                raise ValidationError("empty text")
-            return Parsed(None, value_text, None, None, value_text, _locator(anchor), excerpt)
-        if rule.parse.type == "count":
-            number = parse_number(value_text)
-            if number < 0 or number != int(number):
-                raise ValidationError(f"{value_text!r} is not a whole, non-negative count")
-            return Parsed(number, value_text, "count", None, value_text, _locator(anchor), excerpt)
-        if unit_text and rule.parse.unit and unit_info(unit_text) != unit_info(rule.parse.unit):
-            # The document's own unit is what it states; a rule that expected another one is out of date.
-            raise ValidationError(
-                f"the document states {unit_text!r} but the rule declares unit {rule.parse.unit!r}; "
-                "fix the rule (the claim records the unit the document states)"
-            )
-        unit = unit_text or rule.parse.unit
-        if not unit:
-            raise ValidationError("no unit: add a 'unit' group to the pattern or parse.unit to the rule")
-        stated = parse_quantity(f"{value_text} {unit}", rule.parse.direction)
-        if stated.value < 0:
-            raise ValidationError(f"{value_text!r} is negative")
-        canonical = stated.to(spec.unit or unit, spec.direction)
-        return Parsed(
-            canonical.value,
-            f"{value_text} {unit}",
-            canonical.unit,
-            canonical.direction,
-            str(stated),
-            _locator(anchor),
-            excerpt,
-        )
+        read = _read(rule, spec, value_text, unit_text)
     except ValidationError as exc:
         raise ExtractionError(f"{where}: value does not parse: {exc}") from None
+    return Parsed(*read, _locator(anchor), excerpt)
+
+
+def _read(
+    rule: Rule, spec: FieldSpec, value_text: str, unit_text: str | None
+) -> tuple[float | None, str, str | None, str | None, str]:
+    """The value as the rule types it: number, text, unit and direction in the vocabulary's terms, as stated."""
+    if rule.parse.type == "text":
+        if not value_text:
+            raise ValidationError("empty text")
+        return None, value_text, None, None, value_text
+    if rule.parse.type == "count":
+        number = parse_number(value_text)
+        if number < 0 or number != int(number):
+            raise ValidationError(f"{value_text!r} is not a whole, non-negative count")
+        return number, value_text, "count", None, value_text
+    if unit_text and rule.parse.unit and unit_info(unit_text) != unit_info(rule.parse.unit):
+        # The document's own unit is what it states; a rule that expected another one is out of date.
+        raise ValidationError(
+            f"the document states {unit_text!r} but the rule declares unit {rule.parse.unit!r}; "
+            "fix the rule (the claim records the unit the document states)"
+        )
+    unit = unit_text or rule.parse.unit
+    if not unit:
+        raise ValidationError("no unit: add a 'unit' group to the pattern or parse.unit to the rule")
+    stated = parse_quantity(f"{value_text} {unit}", rule.parse.direction)
+    if stated.value < 0:
+        raise ValidationError(f"{value_text!r} is negative")
+    canonical = stated.to(spec.unit or unit, spec.direction)
+    return canonical.value, f"{value_text} {unit}", canonical.unit, canonical.direction, str(stated)

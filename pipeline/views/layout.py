@@ -188,35 +188,30 @@ def _depth(key: str, boxes: dict[str, Any]) -> int:
     return d
 
 
+def _greedy(items: list[Any], width: Any, gap: float) -> list[list[Any]]:
+    """`items` in lines, each taking the next item while it fits MAX_WIDTH."""
+    lines: list[list[Any]] = [[]]
+    used = 0.0
+    for item in items:
+        w = width(item)
+        if lines[-1] and used + w > MAX_WIDTH:
+            lines.append([])
+            used = 0.0
+        lines[-1].append(item)
+        used += w + gap
+    return lines
+
+
 def _wrap_row(block: _Block) -> list[_Block]:
-    """A row of parts in no box, wrapped into several rows of at most MAX_WIDTH (a pod's 192 leaves)."""
-    out: list[_Block] = []
-    current: list[DrawNode] = []
-    width = 0.0
-    step = 0
-    for n in block.nodes:
-        w = size(n)[0] + GAP_X
-        if current and width + w > MAX_WIDTH:
-            out.append(_Block(f"{block.key}:{step}", current))
-            current, width, step = [], 0.0, step + 1
-        current.append(n)
-        width += w
-    if current:
-        out.append(_Block(f"{block.key}:{step}", current))
-    # Sub-rows keep their row number ('row:R:0', 'row:R:1', ...) and stack, each after the previous one.
-    return out
+    """A row of parts in no box, wrapped into several rows of at most MAX_WIDTH (a pod's 192 leaves). Sub-rows keep
+    their row number ('row:R:0', 'row:R:1', ...) and stack, each after the previous one."""
+    rows = _greedy(block.nodes, lambda n: size(n)[0] + GAP_X, 0.0)
+    return [_Block(f"{block.key}:{step}", ns) for step, ns in enumerate(rows) if ns]
 
 
 def _lines(band: list[_Block]) -> list[list[_Block]]:
     """Blocks of a band in lines of at most MAX_WIDTH (eighteen compute trays in two lines of nine)."""
-    lines: list[list[_Block]] = [[]]
-    width = 0.0
-    for b in band:
-        if lines[-1] and width + b.width > MAX_WIDTH:
-            lines.append([])
-            width = 0.0
-        lines[-1].append(b)
-        width += b.width + BLOCK_GAP
+    lines = _greedy(band, lambda b: b.width, BLOCK_GAP)
     if len(lines) > 1:  # even lines: 18 trays as 9 + 9, not 14 + 4
         per = -(-len(band) // len(lines))
         lines = [band[i : i + per] for i in range(0, len(band), per)]
