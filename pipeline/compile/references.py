@@ -172,16 +172,10 @@ def _describe(claim: dict[str, Any]) -> str:
     return repr(claim["value_text"])
 
 
-def _base_record(ref: Reference, key: str, spec: FieldSpec) -> dict[str, Any]:
-    return {
-        "record": "field",
-        "reference_id": ref.id,
-        "field": key,
-        "value_number": None,
-        "value_text": None,
-        "unit": spec.stored_unit,
-        "direction": spec.direction,
-    }
+def _record(ref: Reference, key: str, spec: FieldSpec, **fields: Any) -> dict[str, Any]:
+    """A field record: `fields` over an empty value in the field's stored unit and direction."""
+    base = {"value_number": None, "value_text": None, "unit": spec.stored_unit, "direction": spec.direction}
+    return {"record": "field", "reference_id": ref.id, "field": key, **base, **fields}
 
 
 def _span(published_on: str) -> tuple[str, str]:
@@ -298,25 +292,25 @@ def _cited(
     chosen = by_cite[chosen_id]["claim"] if chosen_id else cited[0][1]
     statuses = [c["status"] for _, c in cited]
     status = chosen["status"] if chosen_id else ("published" if "published" in statuses else "preliminary")
-    record = _base_record(ref, key, spec)
-    record.update(
-        {
-            "value_number": chosen["value_number"],
-            "value_text": chosen["value_text"],
-            "status": status,
-            "confidence": confidence.of_status(status),
-            "provenance": [c["provenance"] for _, c in cited],
-            "chosen": chosen_id,
-            "choice_reason": reason if chosen_id else None,
-            "digits": (by_cite[chosen_id] if chosen_id else _most_precise(weighed))["digits"],
-            "claims": [_claim_record(w, chosen) for w in weighed],
-            "conflict": conflict,
-            "resolved_by": resolved_by,
-        }
+    return _record(
+        ref,
+        key,
+        spec,
+        value_number=chosen["value_number"],
+        value_text=chosen["value_text"],
+        status=status,
+        confidence=confidence.of_status(status),
+        provenance=[c["provenance"] for _, c in cited],
+        chosen=chosen_id,
+        choice_reason=reason if chosen_id else None,
+        # A count is exact, whatever digits it is written with.
+        digits=None
+        if spec.type == "count"
+        else (by_cite[chosen_id] if chosen_id else _most_precise(weighed))["digits"],
+        claims=[_claim_record(w, chosen) for w in weighed],
+        conflict=conflict,
+        resolved_by=resolved_by,
     )
-    if spec.type == "count":
-        record["digits"] = None  # a count is exact, whatever digits it is written with
-    return record
 
 
 def _claim_record(w: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
@@ -376,17 +370,10 @@ def resolve(
         if isinstance(decl, Cite):
             records[key] = _cited(ref, key, spec, decl, claims, sources)
         elif isinstance(decl, Unknown):
-            record = _base_record(ref, key, spec)
-            record.update(
-                {
-                    "status": "unknown",
-                    "confidence": confidence.of_status("unknown"),
-                    "provenance": [],
-                    "reason": decl.unknown,
-                    "evidence_needed": decl.evidence_needed,
-                }
+            unknown = {"reason": decl.unknown, "evidence_needed": decl.evidence_needed}
+            records[key] = _record(
+                ref, key, spec, status="unknown", confidence=confidence.of_status("unknown"), provenance=[], **unknown
             )
-            records[key] = record
         else:
             if spec.type == "text":
                 raise CompileError(f"{ref.path}: at $.fields.{key}.formula: {key} is text; only numbers are derived")
@@ -492,21 +479,20 @@ def _derive(
         number = float(round(number))
         digits = None  # a whole count is exact
     _check_minimum(key, spec, number, where)
-    record = _base_record(ref, key, spec)
-    record.update(
-        {
-            "value_number": number,
-            # Six significant digits, as `g` gives, but never in exponent notation: SQL and every view read it.
-            "value_text": format_exact(number, 6, separators=False),
-            "status": "derived",
-            "confidence": confidence.of_status("derived", confidences),
-            "formula": formula,
-            "inputs": expr.names(formula),
-            "provenance": [],
-            "digits": digits,
-        }
+    return _record(
+        ref,
+        key,
+        spec,
+        value_number=number,
+        # Six significant digits, as `g` gives, but never in exponent notation: SQL and every view read it.
+        value_text=format_exact(number, 6, separators=False),
+        status="derived",
+        confidence=confidence.of_status("derived", confidences),
+        formula=formula,
+        inputs=expr.names(formula),
+        provenance=[],
+        digits=digits,
     )
-    return record
 
 
 def _check(ref: Reference, key: str, spec: FieldSpec, formula: str, records: dict[str, dict[str, Any]]) -> dict:

@@ -1,13 +1,11 @@
-"""What the validate stage writes: the `validation` table (registry/validation/validation.parquet), one row per
-published result with model vs published and the ratio, its schema.json (the views file's dep), and
-registry/validation/metrics.json (errors by use: calibration, check, held-out). Thin: the work is the traffic
-library's (`estimate/validation.py`)."""
+"""What the validate stage writes: the `validation` table (registry/validation/validation.parquet, one row per
+published result, model vs published), its schema.json (the views file's dep), and registry/validation/metrics.json
+(errors by use: calibration, check, held-out). The work is the traffic library's (`estimate/validation.py`)."""
 
 from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from ..core.files import atomic_write_bytes
@@ -16,18 +14,8 @@ from ..core.registry import write_schema, write_table
 from ..estimate import validation
 
 TABLE = "validation"
-COLUMN_TYPES = {
-    "published": "DOUBLE",
-    "model": "DOUBLE",
-    "ratio": "DOUBLE",
-    "tolerance": "DOUBLE",
-    "within": "BOOLEAN",
-}
-COLUMNS = [(c, COLUMN_TYPES.get(c, "VARCHAR")) for c in validation.COLUMNS]
-
-
-def out_dir(lay: Layout) -> Path:
-    return lay.root / "registry" / "validation"
+TYPES = {**dict.fromkeys(("published", "model", "ratio", "tolerance"), "DOUBLE"), "within": "BOOLEAN"}
+COLUMNS = [(c, TYPES.get(c, "VARCHAR")) for c in validation.COLUMNS]
 
 
 def _metric(value: Any) -> Any:
@@ -39,16 +27,16 @@ def _metric(value: Any) -> Any:
 
 
 def write(lay: Layout, rows: list[validation.Row]) -> str:
-    directory = out_dir(lay)
+    directory = lay.root / "registry" / "validation"
     directory.mkdir(parents=True, exist_ok=True)
     write_table(directory, TABLE, COLUMNS, ["file", "result"], [r.as_tuple() for r in rows])
     # The table's columns, which the database stage declares instead of the table: its numbers move with every
     # calibration change, its views only with its columns.
     write_schema(directory)
     summary = validation.summary(rows)
-    metrics = directory / "metrics.json"
-    metrics.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(metrics, (json.dumps(_metric(summary), indent=2, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(
+        directory / "metrics.json", (json.dumps(_metric(summary), indent=2, sort_keys=True) + "\n").encode()
+    )
     check = summary["check"]
     return (
         f"validated {len(rows)} published results into registry/validation/: checks within tolerance "
