@@ -1,7 +1,5 @@
-"""The compile stage's tables: their columns, their row order, and writing them all at once.
-
-Reading and writing Parquet, and the DuckDB views file, live in pipeline/core/registry.py (shared by every stage).
-"""
+"""The compile stage's tables: their columns, their row order, and writing them all at once (Parquet itself is
+pipeline/core/registry.py's)."""
 
 from __future__ import annotations
 

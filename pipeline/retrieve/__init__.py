@@ -1,4 +1,2 @@
-"""Stage 1 — retrieve: pin vendor documents by SHA-256 and check the pins.
-
-`fetch` talks HTTP; `stage` decides what becomes a revision. Neither knows about extraction.
-"""
+"""Stage 1 — retrieve: pin vendor documents by SHA-256 and check the pins (`fetch` talks HTTP; `stage` decides
+what becomes a revision)."""

@@ -9,9 +9,8 @@ import networkx as nx
 
 from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS, NODE_TYPES
 
-# The tables carry every attribute of the graph, so the traffic stage rebuilds the very same networkx graph from
-# them (pipeline/core/graphs.py) instead of importing this stage. `position` keeps networkx's iteration order:
-# node order, and an edge order under which every node's neighbours come back in the order they were added.
+# Every attribute of the graph, so the traffic stage rebuilds the very same graph (pipeline/core/graphs.py).
+# `position` keeps networkx's iteration order: nodes, and edges so every node's neighbours come back in order.
 NODE_COLUMNS = [("topology_id", "VARCHAR"), ("node", "VARCHAR"), ("position", "INTEGER"), *NODE_TYPES.items()]
 EDGE_COLUMNS = [
     ("topology_id", "VARCHAR"),

@@ -1,9 +1,8 @@
 """`python -m fabricref.traffic PART`: one stage of the traffic work (dvc.yaml; people: `fabricref traffic`).
 
-PART is `workload ID` (a workload on its targets), `sharing ID` (a workload beside its `shares_with`), `curves`
-(what no workload changes: the KV-transfer curve and the measured logs beside the model, one stage because each
-alone costs less than a stage's start) or `combine` (the tables every reader knows, from the parts the others
-wrote). Each part imports only what it runs: the combine step none of the traffic library."""
+PART is `workload ID`, `sharing ID`, `curves` (the KV-transfer curve and the measured logs beside the model, which
+no workload changes) or `combine` (the tables from the others' parts). Each part imports only what it runs: the
+combine step none of the traffic library."""
 
 import sys
 

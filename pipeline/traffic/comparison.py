@@ -1,14 +1,6 @@
-"""Every pinned measured log beside the model, for the report (part of the traffic stage, `stage.run`).
-
-Reads the measured pins (sources/measured/*.json) and the logs' bytes from the snapshot store (never the
-`measurements` table, which `fabricref measured import` writes outside DVC), costs each measured size with the
-calibrated model on the topology the log ran on, and writes registry/comparison/measured_vs_model.parquet: one row
-per log, placement and size, with the log's hash, file name and origin so the report can cite it. No pins: an
-empty table (the report then says how to import one).
-
-Computed on every run of the stage, never cached: with no pins it costs a directory listing, and a pin's log is
-read from the store whatever the cache would hold.
-"""
+"""Every pinned measured log (sources/measured/, its bytes from the store; never the `measurements` table, written
+outside DVC) beside the calibrated model on its topology: registry/comparison/measured_vs_model.parquet, one row per
+log, placement and size, with what the report cites. Never cached: with no pins it costs a directory listing."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The traffic stage's tables: their columns and sort order, where each stage of the traffic work writes its part,
-and the combine step that joins the parts into the tables every reader knows (registry/traffic/<table>.parquet).
-
-Each workload's stage writes its rows of WORKLOAD_TABLES and its metrics under registry/traffic/workloads/<id>/,
-each sharing pair's stage its rows of traffic_sharing as registry/traffic/sharing/<id>.parquet; `combine` writes
-each table from its parts, sorted on the table's key (one row per key), so the bytes do not depend on which part was
-written when, and metrics/ from the workloads' metrics."""
+"""The traffic stage's tables: columns and sort order, where each stage of the traffic work writes its part, and
+`combine`, which writes each table from its parts sorted on its key (so the bytes do not depend on which part was
+written when) into registry/traffic/<table>.parquet, and metrics/ from the workloads' metrics."""
 
 from __future__ import annotations
 
@@ -81,11 +77,9 @@ def sharing_path(lay: Layout, workload_id: str) -> Path:
     return traffic_dir(lay) / "sharing" / f"{workload_id}.parquet"
 
 
-# A workload's metrics in its part ({target: numbers}): the `traffic` stage writes them out as metrics/. The git-tracked
-# metrics files are that stage's output, not the workload stage's, because DVC removes a stage's outputs before it
-# runs it: a workload stage that fails (a knob set to a value it refuses, `dvc exp run -S`) then removes only its
-# part, which `dvc checkout` restores, and the combining stage, which runs only when every part is written, never
-# starts.
+# A workload's metrics in its part ({target: numbers}); metrics/ is the `traffic` stage's output, not the workload
+# stage's, because DVC removes a stage's outputs before running it: a workload stage that fails (`dvc exp run -S`
+# with a refused knob) removes only its part, and the combining stage never starts.
 PART_METRICS = "metrics.json"
 
 
