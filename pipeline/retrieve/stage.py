@@ -102,12 +102,9 @@ def refresh(
     wait_for_lock: bool = True,
     progress: ProgressFn | None = None,
 ) -> list[RefreshOutcome]:
-    """Fetch each source; changed bytes become a new revision, unchanged bytes add nothing.
-
-    Documents are fetched a few at a time (policy.concurrency) under one deadline for the whole refresh; what
-    they become is recorded one at a time by this thread, so pins and store see one writer. `progress` is told
-    of each source as it is settled. Outcomes come back in the order of `sources`.
-    """
+    """Fetch each source (a few at a time, under one deadline); changed bytes become a new revision, recorded by
+    this thread alone, so pins and store see one writer. `progress` hears of each source as it is settled;
+    outcomes come back in the order of `sources`."""
     from .fetch import FetchPolicy, check_mirror
 
     if mirror is not None:

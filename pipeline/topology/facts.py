@@ -20,9 +20,8 @@ class Defaults:
     host_why: str
 
 
-# The teaching defaults people vary live in the checkout's params.yaml under `topology`, at the same path as in
-# defaults.yaml (`topology.latency_ns.scale_up`, `topology.host_link.bandwidth`); defaults.yaml keeps the host
-# link's unit and why. Never both places.
+# The defaults people vary live in params.yaml under `topology`, at their path in defaults.yaml
+# (`topology.latency_ns.scale_up`), never in both; defaults.yaml keeps the host link's unit and why.
 KNOBS = {
     "latency_ns": ("scale_up", "host", "scale_out", "frontend", "endpoint"),
     "host_link": ("bandwidth",),

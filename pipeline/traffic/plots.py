@@ -20,14 +20,8 @@ KV_MODEL = {"layers": 80, "kv_heads": 8, "head_dim": 128, "dtype": "bf16"}  # th
 
 def _csv_bytes(header: list[str], rows: list[list[Any]]) -> bytes:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    csv.writer(buf, lineterminator="\n").writerows([header, *rows])
     return buf.getvalue().encode()
-
-
-def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
-    atomic_write_bytes(path, _csv_bytes(header, rows))
 
 
 TERMS = (("overhead", "latency_s"), ("bandwidth", "bandwidth_s"), ("queueing", "queueing_s"))
@@ -42,7 +36,7 @@ def write_phases(out: Path, tables: Tables) -> None:
         case = f"{r['workload_id']} @ {r['topology_id']} : {r['phase']}"
         for term, column in TERMS:
             rows.append([case, term, round(r[column] * r["count"], 9)])
-    _csv(out / "phase_times.csv", ["phase", "term", "seconds"], rows)
+    atomic_write_bytes(out / "phase_times.csv", _csv_bytes(["phase", "term", "seconds"], rows))
     # Only the rows that can rank among the 25 busiest are read into Python (~100,000 links otherwise): a row
     # whose rounded utilization ties or beats the 25th-largest rounded one is within 1e-6 of the 25th-largest raw
     # one (rounding to 6 places moves a value by at most 5e-7 and keeps the order). NaN rows are always read.
@@ -69,7 +63,7 @@ def write_phases(out: Path, tables: Tables) -> None:
         ),
         key=lambda x: (-x[1], x[0]),
     )[:25]
-    _csv(out / "link_utilization.csv", ["link", "utilization"], util)
+    atomic_write_bytes(out / "link_utilization.csv", _csv_bytes(["link", "utilization"], util))
 
 
 def kv_csv(views: dict[str, View]) -> bytes:
