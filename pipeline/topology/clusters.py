@@ -102,17 +102,14 @@ def load_cluster(path: Path, params_for: Any) -> Cluster:
         return None if value is None else _resolve(value, params, f"{path}: at $.scale_out.{key}")
 
     fabric = Fabric(
-        tiers=so.tiers,
-        rail_optimized=so.rail_optimized,
+        **{k: getattr(so, k) for k in ("tiers", "rail_optimized", "spine_oversubscription", "protocol")},
         leaf_down=r("leaf_down_ports"),
         leaf_up=r("leaf_up_ports"),
         leaves_per_pod=r("leaves_per_pod"),
         spines_per_pod=r("spines_per_pod"),
         spine_up=r("spine_up_ports"),
-        spine_oversubscription=so.spine_oversubscription,
         cores_per_plane=r("cores_per_plane"),
         radix=r("switch_radix"),
-        protocol=so.protocol,
         switch_product=so.switch_product,
         port_split=so.switch_port_split,
         ecmp_mode=so.ecmp.mode,
@@ -124,13 +121,8 @@ def load_cluster(path: Path, params_for: Any) -> Cluster:
             f"{path}: at $.scale_out: a three-tier fabric needs spine_up_ports or spine_oversubscription (exactly one)"
         )
     return Cluster(
-        id=model.id,
-        title=model.title,
-        kind=model.kind,
-        summary=model.summary,
-        building_block=model.building_block,
+        **{k: getattr(model, k) for k in ("id", "title", "kind", "summary", "building_block", "blocks_per_rack")},
         blocks=_resolve(model.building_blocks, params, f"{path}: at $.building_blocks", MAX_BUILDING_BLOCKS),
-        blocks_per_rack=model.blocks_per_rack,
         fabric=fabric,
         frontend_blocks_per_switch=model.frontend.blocks_per_switch,
         path=path,
