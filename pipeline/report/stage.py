@@ -8,7 +8,7 @@ import shutil
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from jinja2 import Environment
 
@@ -96,6 +96,10 @@ def _open(lay: Layout, reads: tuple[str, ...]) -> Tables:
     return Tables({name: paths[name] for name in reads})
 
 
+# What both parts of the report start from: caveats, references, summaries, clusters (the summaries with a bisection).
+_Common = tuple[list[str], list[dict[str, Any]], dict[str, dict[str, Any]], list[dict[str, Any]]]
+
+
 def _begin(lay: Layout, con: Tables) -> _Common:
     summaries = {r["topology_id"]: json.loads(r["summary"]) for r in con.rows("SELECT * FROM topology_summaries")}
     clusters = [s for _, s in sorted(summaries.items()) if s.get("bisection_bandwidth_gbps")]
@@ -106,16 +110,7 @@ def _begin(lay: Layout, con: Tables) -> _Common:
         count(*) FILTER (WHERE f.status = 'unknown') AS unknown
         FROM reference_models r JOIN fields f USING (reference_id) GROUP BY ALL ORDER BY r.reference_id""",
     )
-    return _Common(_caveats(lay, con), refs, summaries, clusters)
-
-
-class _Common(NamedTuple):
-    """What both parts of the report start from."""
-
-    caveats: list[str]
-    refs: list[dict[str, Any]]
-    summaries: dict[str, dict[str, Any]]
-    clusters: list[dict[str, Any]]  # the summaries with a bisection
+    return _caveats(lay, con), refs, summaries, clusters
 
 
 def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:

@@ -94,7 +94,7 @@ def _scale_up(t: Template, facts: Facts, dflt: Defaults, gpus: list[str], switch
 
 
 def _host_wiring(
-    t: Template, facts: Facts, dflt: Defaults, gpus: list[str], cpus: list[str], nics: list[str], fnics: list[str]
+    t: Template, dflt: Defaults, gpus: list[str], cpus: list[str], nics: list[str], fnics: list[str]
 ) -> None:
     host_fact = Fact("host_link", dflt.host_gbps, "Gb/s", "per_direction", "assumed", dflt.host_why)
     host = link_attrs("host", dflt.host_gbps, host_fact, dflt.latency_ns["host"], status="assumed", note=dflt.host_why)
@@ -120,7 +120,7 @@ def server_template(facts: Facts, dflt: Defaults) -> Template:
     label = facts.text("scale_up.technology") or "scale-up switch"
     switches = [t.node(f"sus{i}", "scale_up_switch", within="baseboard", label=label) for i in range(n_sw)]
     _scale_up(t, facts, dflt, gpus, switches)
-    _host_wiring(t, facts, dflt, gpus, cpus, nics, fnics)
+    _host_wiring(t, dflt, gpus, cpus, nics, fnics)
     _finish(t, facts, gpus, nics, fnics)
     return t
 
@@ -133,12 +133,7 @@ def rack_template(facts: Facts, dflt: Defaults) -> Template:
     chips = facts.get("scale_up.switch.count", required=False)
     _check_domain(facts, trays * per_tray_gpu)
     t.node("system", "system", role="rack", label=facts.title)
-    counts = (
-        "tray.compute.cpus",
-        "tray.compute.accelerators",
-        "tray.compute.scale_out_nics",
-        "tray.compute.frontend_nics",
-    )
+    counts = tuple(f"tray.compute.{part}" for part in ("cpus", "accelerators", "scale_out_nics", "frontend_nics"))
     gpus: list[str] = []
     nics: list[str] = []
     fnics: list[str] = []
@@ -147,7 +142,7 @@ def rack_template(facts: Facts, dflt: Defaults) -> Template:
         cpus, tg, tn, tf = _parts(
             t, facts, f"ct{k}/", counts, gpu_within=tray, host_within=tray, index_base=k * per_tray_gpu
         )
-        _host_wiring(t, facts, dflt, tg, cpus, tn, tf)
+        _host_wiring(t, dflt, tg, cpus, tn, tf)
         gpus += tg
         nics += tn
         fnics += tf

@@ -56,8 +56,8 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
         per_acc["scale_up_gbps"] = None if not su or None in su else _round(sum(su))
         block_nodes = _block_members(g, first)
         gpus = sum(1 for n in block_nodes if kind[n] == "accelerator")
-        for r, key in (("scale_out", "scale_out"), ("frontend", "frontend")):
-            nics = [n for n in block_nodes if kind[n] == "nic" and role.get(n) == r]
+        for key in ("scale_out", "frontend"):
+            nics = [n for n in block_nodes if kind[n] == "nic" and role.get(n) == key]
             speed = g.graph.get(f"{key}_nic_gbps")
             per_acc[f"{key}_nics"] = _round(len(nics) / gpus) if gpus else None
             per_acc[f"{key}_gbps"] = None if speed is None or not gpus else _round(len(nics) * speed / gpus)
@@ -70,15 +70,6 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
     if endpoint_total and not unknown_bw:
         capacities = [endpoint_total, *(tier_up_total[t] for t in sorted(tier_up_total))]
         bisection = _round(min(capacities) / 2)
-    switch = None
-    if g.graph.get("switch_product"):
-        # The named switch product and the fields its radix and port speed came from (with their statuses).
-        switch = {
-            "product": g.graph["switch_product"],
-            "radix": g.graph.get("switch_radix"),
-            "port_gbps": g.graph.get("switch_port_gbps"),
-            "lineage": json.loads(g.graph.get("switch_lineage") or "[]"),
-        }
     out = {
         "topology_id": g.graph["topology_id"],
         "title": g.graph.get("title"),
@@ -99,8 +90,14 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
         "scale_out_in_network_reduction": g.graph.get("scale_out_in_network_reduction"),
         "caveat": g.graph.get("caveat"),
     }
-    if switch is not None:
-        out["switch"] = switch
+    if g.graph.get("switch_product"):
+        # The named switch product and the fields its radix and port speed came from (with their statuses).
+        out["switch"] = {
+            "product": g.graph["switch_product"],
+            "radix": g.graph.get("switch_radix"),
+            "port_gbps": g.graph.get("switch_port_gbps"),
+            "lineage": json.loads(g.graph.get("switch_lineage") or "[]"),
+        }
     return out
 
 

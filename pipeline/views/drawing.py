@@ -203,7 +203,6 @@ class Groups:
         from ..core import confidence
 
         g = self.g
-        seen: set[tuple[str, str]] = set()
         acc: dict[tuple[str, str, str], dict[str, Any]] = {}
         edge_map: dict[tuple[str, str], tuple[str, bool]] = {}
         for u in scan:
@@ -215,9 +214,8 @@ class Groups:
                 if bv is None or au == bv:
                     continue
                 e = (u, v) if u <= v else (v, u)
-                if e in seen:
+                if e in edge_map:  # seen from its other end
                     continue
-                seen.add(e)
                 a, b = au, bv
                 trays = bundle.get(d["network"]) if bundle else None
                 if trays:
