@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec
 
 import matplotlib
 import matplotlib.text
@@ -14,80 +15,87 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from ..core.format import format_quantity
 from . import STYLE
 
+# STYLE only while a drawing is made: importing this changes no global matplotlib state. Plain `Figure`s: no pyplot.
 
-def _svg(figsize: tuple[float, float], draw: Callable[[Any], None]) -> bytes:
-    """`draw(ax)` on a plain `Figure` (no pyplot) under STYLE, applied only meanwhile (importing this changes no
-    global matplotlib state), saved as deterministic SVG."""
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=figsize)
-        draw(fig.subplots())
-        buf = io.BytesIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
+P = ParamSpec("P")
+
+
+def _styled(draw: Callable[P, bytes]) -> Callable[P, bytes]:
+    @functools.wraps(draw)
+    def inside_style(*args: P.args, **kwargs: P.kwargs) -> bytes:
+        with matplotlib.rc_context(STYLE):
+            return draw(*args, **kwargs)
+
+    return inside_style
+
+
+def _figure(figsize: tuple[float, float]) -> tuple[Figure, Any]:
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots()
+
+
+def _svg(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "fabricref"}, bbox_inches="tight")
     return buf.getvalue()
 
 
+@_styled
 def bar_chart(title: str, labels: list[str], series: dict[str, list[float]], xlabel: str) -> bytes:
     """Horizontal stacked bars (e.g. overhead / bandwidth / queueing seconds per workload)."""
-
-    def draw(ax: Any) -> None:
-        left = [0.0] * len(labels)
-        palette = ["#1f77b4", "#2ca02c", "#d62728", "#ff7f0e", "#9467bd"]
-        for (name, values), color in zip(series.items(), palette, strict=False):
-            ax.barh(labels, values, left=left, label=name, color=color)
-            left = [a + b for a, b in zip(left, values, strict=True)]
-        ax.set_xlabel(xlabel)
-        ax.set_title(title, loc="left", fontsize=10)
-        ax.invert_yaxis()
-        ax.legend(loc="lower right", fontsize=7)
-
-    return _svg((9, 0.35 * len(labels) + 1.2), draw)
+    fig, ax = _figure(figsize=(9, 0.35 * len(labels) + 1.2))
+    left = [0.0] * len(labels)
+    palette = ["#1f77b4", "#2ca02c", "#d62728", "#ff7f0e", "#9467bd"]
+    for (name, values), color in zip(series.items(), palette, strict=False):
+        ax.barh(labels, values, left=left, label=name, color=color)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize=7)
+    return _svg(fig)
 
 
+@_styled
 def line_chart(title: str, x: list[float], series: dict[str, list[float]], xlabel: str, ylabel: str) -> bytes:
-
-    def draw(ax: Any) -> None:
-        for name, ys in series.items():
-            ax.plot(x, ys, marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        # Plain tick labels ("1024", "0.001"): the default log labels are mathtext, whose parser costs about a second
-        # of the report stage to set up for this one chart.
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-            axis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, loc="left", fontsize=10)
-        ax.legend(fontsize=7)
-
-    return _svg((7, 3.5), draw)
+    fig, ax = _figure(figsize=(7, 3.5))
+    for name, ys in series.items():
+        ax.plot(x, ys, marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    # Plain tick labels ("1024", "0.001"): the default log labels are mathtext, whose parser costs about a second
+    # of the report stage to set up for this one chart.
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="left", fontsize=10)
+    ax.legend(fontsize=7)
+    return _svg(fig)
 
 
+@_styled
 def busbw_chart(log: dict[str, Any]) -> bytes:
     """One measured log: measured busbw (crosses) and the model's (line, a marker per algorithm / protocol)."""
-
-    def draw(ax: Any) -> None:
-        rows = log["rows"]
-        sizes = [r["bytes"] for r in rows]
-        ax.plot(sizes, [r["model_busbw_gb_per_s"] for r in rows], color="#1f77b4", label="model")
-        for label in sorted({f"{r['algorithm']} / {r['protocol']}" for r in rows}):
-            pts = [r for r in rows if f"{r['algorithm']} / {r['protocol']}" == label]
-            ax.scatter(
-                [r["bytes"] for r in pts], [r["model_busbw_gb_per_s"] for r in pts], s=14, label=f"model: {label}"
-            )
-        ax.scatter(sizes, [r["measured_busbw_gb_per_s"] for r in rows], marker="x", color="black", label="measured")
-        ax.set_xscale("log", base=2)
-        # Plain tick labels: the log axis's own are mathtext, which STYLE turns off (text is drawn as written).
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_quantity(v / 2**10, "KiB")))  # 512 B, 4 KiB
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("buffer size S (bytes)")
-        ax.set_ylabel("busbw (GB/s, nccl-tests convention)")
-        ax.set_title(
-            f"{log['op']} on {log['topology_id']}, {log['ranks']} ranks: {log['file_name']} "
-            f"(sha256 {log['sha256'][:12]})",
-            fontsize=8,
-        )
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-
-    return _svg((7, 3.4), draw)
+    fig, ax = _figure(figsize=(7, 3.4))
+    rows = log["rows"]
+    sizes = [r["bytes"] for r in rows]
+    ax.plot(sizes, [r["model_busbw_gb_per_s"] for r in rows], color="#1f77b4", label="model")
+    for label in sorted({f"{r['algorithm']} / {r['protocol']}" for r in rows}):
+        pts = [r for r in rows if f"{r['algorithm']} / {r['protocol']}" == label]
+        ax.scatter([r["bytes"] for r in pts], [r["model_busbw_gb_per_s"] for r in pts], s=14, label=f"model: {label}")
+    ax.scatter(sizes, [r["measured_busbw_gb_per_s"] for r in rows], marker="x", color="black", label="measured")
+    ax.set_xscale("log", base=2)
+    # Plain tick labels: the log axis's own are mathtext, which STYLE turns off (text is drawn as written).
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_quantity(v / 2**10, "KiB")))  # 512 B, 4 KiB
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("buffer size S (bytes)")
+    ax.set_ylabel("busbw (GB/s, nccl-tests convention)")
+    ax.set_title(
+        f"{log['op']} on {log['topology_id']}, {log['ranks']} ranks: {log['file_name']} (sha256 {log['sha256'][:12]})",
+        fontsize=8,
+    )
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return _svg(fig)
