@@ -145,7 +145,8 @@ class Wiring:
         self.index = dict(zip(self.nodes, range(len(self.nodes)), strict=True))
         self.kind = np.array([d.get("kind", "") for _, d in node_data], dtype=object)
         self._endpoint = np.isin(self.kind, ("accelerator", "nic"))
-        self._link_ids: dict[tuple[int, int], int] = {}  # (tail, head) node indices → directed link id
+        # Registered edges (u, v) as the integers u * len(nodes) + v, sorted, and the edge id of each.
+        self._keys, self._key_edge = np.zeros(0, np.int64), np.zeros(0, np.int64)
         self._edge_ends: list[tuple[int, int]] = []  # node indices (u, v) of each registered edge
         self.edges: list[tuple[str, str]] = []
         self.edge_data: list[dict[str, Any]] = []
@@ -230,21 +231,33 @@ class Wiring:
 
     def _links_between(self, tails: Sequence[int], heads: Sequence[int]) -> np.ndarray:
         """Directed link ids tails[i] → heads[i] (node indices), registering new edges in order of first use, each
-        stored (u, v) with u <= v by name."""
-        ids, nodes, adj = self._link_ids, self.nodes, self.g._adj
-        out = np.empty(len(tails), dtype=np.int64)
-        for k, (a, b) in enumerate(zip(tails, heads, strict=True)):
-            link = ids.get((a, b))
-            if link is None:
-                u, v = (a, b) if nodes[a] <= nodes[b] else (b, a)
-                edge = len(self.edges)
-                self.edges.append((nodes[u], nodes[v]))
-                self.edge_data.append(adj[nodes[u]][nodes[v]])
-                self._edge_ends.append((u, v))
-                ids[(u, v)], ids[(v, u)] = 2 * edge, 2 * edge + 1
-                link = ids[(a, b)]
-            out[k] = link
-        return out
+        stored (u, v) with u <= v by name: edge e's link 2e runs u → v, 2e + 1 back."""
+        t, h = np.asarray(tails, dtype=np.int64), np.asarray(heads, dtype=np.int64)
+        rank, n = self._name_rank, len(self.nodes)
+        back = rank[t] > rank[h]
+        key = np.where(back, h, t) * n + np.where(back, t, h)  # the edge (u, v) as one integer
+        known = np.isin(key, self._keys)
+        fresh, first = np.unique(key[~known], return_index=True)
+        fresh = fresh[np.argsort(first)]  # in order of first use
+        start, nodes, adj = len(self.edges), self.nodes, self.g._adj
+        for k in fresh.tolist():
+            u, v = divmod(k, n)
+            self.edges.append((nodes[u], nodes[v]))
+            self.edge_data.append(adj[nodes[u]][nodes[v]])
+            self._edge_ends.append((u, v))
+        keys = np.concatenate([self._keys, fresh])
+        edges = np.concatenate([self._key_edge, np.arange(start, start + fresh.size, dtype=np.int64)])
+        order = np.argsort(keys)
+        self._keys, self._key_edge = keys[order], edges[order]
+        # A self-loop's one edge is its link 2e + 1 (the back link, as for any edge read from v).
+        return 2 * self._key_edge[np.searchsorted(self._keys, key)] + (back | (t == h))
+
+    @cached_property
+    def _name_rank(self) -> np.ndarray:
+        """Each node's place in name order: `u <= v by name` compared as integers."""
+        rank = np.empty(len(self.nodes), dtype=np.int64)
+        rank[sorted(range(len(self.nodes)), key=self.nodes.__getitem__)] = np.arange(len(self.nodes))
+        return rank
 
     @cached_property
     def _scale_out_rail(self) -> dict[str, int]:
