@@ -27,6 +27,8 @@ def main(lay: Layout) -> str:
         from . import stage
 
         return getattr(stage, f"run_{args[0]}")(lay, args[1])
+    if args in (["kv"], ["comparison"]):
+        raise UsageError(f"`{args[0]}` is part of `curves` (the DVC stage traffic-curves); {USAGE}")
     raise UsageError(USAGE)
 
 

@@ -121,6 +121,15 @@ def test_bad_stage_arguments_are_usage_errors(args: list[str], tmp_path):
     assert "usage: python -m fabricref.traffic workload ID | sharing ID | curves | combine" in done.stderr
 
 
+@pytest.mark.parametrize("part", ["kv", "comparison"])
+def test_a_part_merged_into_curves_names_it(part: str, tmp_path):
+    bare_checkout(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "fabricref.traffic", part], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and f"`{part}` is part of `curves` (the DVC stage traffic-curves)" in done.stderr
+
+
 def test_an_unknown_workload_is_a_usage_error_naming_the_closest_ids(no_sources: Layout):
     done = subprocess.run(
         [sys.executable, "-m", "fabricref.traffic", "workload", "llama8b-fsdp-dp46"],
