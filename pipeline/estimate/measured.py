@@ -55,6 +55,19 @@ def table_dir(lay: Layout) -> Path:
 MAX_LOG_BYTES = 4 * 1024 * 1024
 
 
+def measurement_id(topology_id: str, op: str, sha256: str) -> str:
+    """`<topology>-<op>-<12 hex digits>`, a slug: a topology id that leaves it no room is refused by name."""
+    mid = f"{topology_id}-{op}-{sha256[:12]}"
+    if len(mid) > SLUG_MAX_LENGTH:
+        room = SLUG_MAX_LENGTH - len(mid) + len(topology_id)
+        raise UsageError(
+            f"--topology {topology_id}: {len(topology_id)} characters; a measurement id is `{mid[len(topology_id) :]}` "
+            f"after the topology id, at most {SLUG_MAX_LENGTH} characters in all, so for this log the topology id "
+            f"can have at most {room}"
+        )
+    return mid
+
+
 def import_log(
     lay: Layout, file: Path, topology_id: str, algorithm: str | None = None, op: str | None = None
 ) -> tuple[MeasuredPin, Log, bool]:
@@ -69,13 +82,6 @@ def import_log(
         raise UsageError(f"{visible(str(file), keep_layout=False)}: the file name {problem}; rename the file")
     data = read_bounded(file, MAX_LOG_BYTES, "an nccl-tests / rccl-tests log (a text file)")
     log = parse_bytes(data, str(file), op)
-    room = SLUG_MAX_LENGTH - len(f"-{log.op}-") - 12
-    if len(topology_id) > room:
-        raise UsageError(
-            f"--topology {topology_id}: {len(topology_id)} characters; a measurement id is "
-            f"`<topology>-{log.op}-<12 hex digits>`, at most {SLUG_MAX_LENGTH} characters, so the topology id "
-            f"of a {log.op} log has at most {room}"
-        )
     from .view import view_for
 
     view = view_for(lay, topology_id)
@@ -86,7 +92,7 @@ def import_log(
         )
     sha = sha256_bytes(data)
     pin = MeasuredPin(
-        measurement_id=f"{topology_id}-{log.op}-{sha[:12]}",
+        measurement_id=measurement_id(topology_id, log.op, sha),
         sha256=sha,
         size=len(data),
         file_name=file.name,

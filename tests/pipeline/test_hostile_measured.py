@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fabricref.errors import FabricrefError, ValidationError
+from fabricref.errors import FabricrefError, UsageError, ValidationError
+from fabricref.estimate.measured import measurement_id
 from fabricref.estimate.nccl_log import MAX_ROWS, parse_text
 from test_measured import FIXTURES, RING, _replace_cell, _row_line
 
@@ -213,11 +214,13 @@ def test_every_error_of_the_parser_is_a_fabricref_error():
             parse_text(text, "x.log")
 
 
-def test_a_topology_id_too_long_to_name_a_measurement_is_a_usage_error(built_copy, cli):
+def test_a_topology_id_too_long_to_name_a_measurement_is_a_usage_error():
     """The measurement id is `<topology>-<op>-<12 hex>`, a slug of at most 80 characters: a topology id that
     leaves it no room is refused by name, not by a validation error of the pin the import would build."""
-    long_id = "a" * 70
-    result = cli("measured", "import", str(LOG), "--topology", long_id, root=built_copy.root)
-    assert result.code == 2, result.err
-    assert f"--topology {long_id}: 70 characters" in result.err and "at most 80 characters" in result.err
-    assert "Traceback" not in result.err and "validation error" not in result.err
+    sha = "0123456789ab" + "0" * 52
+    assert measurement_id("a" * 56, "all-reduce", sha) == "a" * 56 + "-all-reduce-0123456789ab"
+    with pytest.raises(UsageError) as err:
+        measurement_id("a" * 57, "all-reduce", sha)
+    said = str(err.value)
+    assert said.startswith(f"--topology {'a' * 57}: 57 characters;") and "`-all-reduce-0123456789ab`" in said
+    assert "at most 80 characters in all" in said and "can have at most 56" in said
