@@ -249,8 +249,7 @@ class Wiring:
         edges = np.concatenate([self._key_edge, np.arange(start, start + fresh.size, dtype=np.int64)])
         order = np.argsort(keys)
         self._keys, self._key_edge = keys[order], edges[order]
-        # A self-loop's one edge is its link 2e + 1 (the back link, as for any edge read from v).
-        return 2 * self._key_edge[np.searchsorted(self._keys, key)] + (back | (t == h))
+        return 2 * self._key_edge[np.searchsorted(self._keys, key)] + back
 
     @cached_property
     def _name_rank(self) -> np.ndarray:
