@@ -17,8 +17,8 @@ import duckdb
 from ..core.deadline import critical
 from ..core.files import current_umask
 from ..core.paths import Layout
+from ..core.registry import columns, write_table
 from ..core.registry import remove_leftovers as _remove_leftovers
-from ..core.registry import write_table
 from ..errors import FabricrefError
 
 # A column's DuckDB type: VARCHAR but for these (a name has one type in every table; `chosen` is the cited claim's
@@ -33,8 +33,8 @@ TYPES = {
 }
 
 
-def _table(columns: str, key: str, **types: str) -> tuple[list[tuple[str, str]], list[str]]:
-    return [(c, types.get(c) or TYPES.get(c, "VARCHAR")) for c in columns.split()], key.split()
+def _table(names: str, key: str, **types: str) -> tuple[list[tuple[str, str]], list[str]]:
+    return columns(names, TYPES, **types), key.split()
 
 
 # table → (columns with DuckDB types, sort key). The order of columns and rows is part of the contract; columns

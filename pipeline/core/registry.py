@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +205,17 @@ def table_writer(
             _copy_sorted(con, directory, name, order)
     finally:
         con.close()
+
+
+def columns(names: str | Iterable[str], types: Mapping[str, str] | None = None, **more: str) -> list[tuple[str, str]]:
+    """Column declarations in order: `"a b:DOUBLE"` (or the names as a list), each VARCHAR unless its `:TYPE`,
+    `types` or a keyword (a type with spaces) says otherwise; a keyword wins over `types`, both over `:TYPE`."""
+    known = {**(types or {}), **more}
+    out = []
+    for c in names.split() if isinstance(names, str) else names:
+        name, _, typed = c.partition(":")
+        out.append((name, known.get(name) or typed or "VARCHAR"))
+    return out
 
 
 def write_table(

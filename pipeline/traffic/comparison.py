@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.paths import Layout
-from ..core.registry import write_table
+from ..core.registry import columns, write_table
 from ..estimate.measured import measured_rows, model_rows
-from .tables import _columns
 
 TABLE = "measured_vs_model"
-COLUMNS = _columns(
+COLUMNS = columns(
     "measurement_id sha256 origin file_name pin topology_id op ranks:INTEGER hosts:INTEGER placement bytes:BIGINT "
     "line:INTEGER measured_seconds:DOUBLE model_seconds:DOUBLE measured_busbw_gb_per_s:DOUBLE "
     "model_busbw_gb_per_s:DOUBLE ratio:DOUBLE algorithm protocol algorithm_declared confidence"

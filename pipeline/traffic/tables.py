@@ -9,18 +9,11 @@ from pathlib import Path
 
 from ..core.files import atomic_write_bytes, canonical_json
 from ..core.paths import Layout, workload_paths
-from ..core.registry import Tables, concat_tables, remove_stale, table_writer, write_schema, write_table
+from ..core.registry import Tables, columns, concat_tables, remove_stale, table_writer, write_schema, write_table
 from ..core.schemas import load_yaml
 from ..errors import FabricrefError
 
-
-def _columns(names: str, **types: str) -> list[tuple[str, str]]:
-    """'a b:DOUBLE' → [('a', 'VARCHAR'), ('b', 'DOUBLE')]; a type with spaces is given by keyword."""
-    pairs = [(*c.split(":"), "VARCHAR")[:2] for c in names.split()]
-    return [(c, types.get(c, t)) for c, t in pairs]
-
-
-TRAFFIC_COLUMNS = _columns(
+TRAFFIC_COLUMNS = columns(
     "topology_id workload_id phase description collective algorithm group_size:INTEGER concurrent_groups:INTEGER "
     "count:BIGINT bytes_per_rank:DOUBLE bytes_on_wire_per_rank:DOUBLE network tier hops:INTEGER "
     "bottleneck_gbps:DOUBLE effective_gbps:DOUBLE latency_s:DOUBLE bandwidth_s:DOUBLE queueing_s:DOUBLE "
@@ -29,24 +22,24 @@ TRAFFIC_COLUMNS = _columns(
     lineage="STRUCT(reference_id VARCHAR, field VARCHAR, status VARCHAR, confidence VARCHAR)[]",
 )
 # One row per physical link and phase (both directions of the link in one row).
-LINK_COLUMNS = _columns(
+LINK_COLUMNS = columns(
     "topology_id workload_id phase source target network tier bytes_forward:DOUBLE bytes_reverse:DOUBLE "
     "capacity_gbps:DOUBLE utilization:DOUBLE flows:INTEGER"
 )
 LINK_KEYS = ("source", "target", "network", "tier", "bytes_forward", "bytes_reverse", "capacity_gbps")
 # `teaching`: a teaching example's label (its workload file's `teaching`), else null.
-WORKLOAD_COLUMNS = _columns(
+WORKLOAD_COLUMNS = columns(
     "topology_id workload_id accelerators:INTEGER accelerators_per_progress:INTEGER fits_in_one_domain:BOOLEAN "
     "communication_seconds:DOUBLE dominant_phase confidence sizing memory_per_rank_bytes:DOUBLE "
     "accelerator_memory_bytes:DOUBLE fits headroom_bytes:DOUBLE compute_seconds:DOUBLE "
     "exposed_communication_seconds:DOUBLE exposed_communication_at_least_seconds:DOUBLE step_seconds:DOUBLE "
     "ttft_seconds:DOUBLE tpot_seconds:DOUBLE step_missing step_assumptions caveat teaching"
 )
-FAILURE_COLUMNS = _columns(
+FAILURE_COLUMNS = columns(
     "topology_id workload_id failure route_survives:BOOLEAN bandwidth_before_gbps:DOUBLE "
     "bandwidth_after_gbps:DOUBLE explanation not_established"
 )
-SHARING_COLUMNS = _columns(
+SHARING_COLUMNS = columns(
     "topology_id workload_id other_workload phase network other_utilization:DOUBLE added_queueing_s:DOUBLE "
     "protected:BOOLEAN explanation"
 )

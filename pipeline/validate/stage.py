@@ -10,12 +10,12 @@ from typing import Any
 
 from ..core.files import atomic_write_bytes
 from ..core.paths import Layout
-from ..core.registry import write_schema, write_table
+from ..core.registry import columns, write_schema, write_table
 from ..estimate import validation
 
 TABLE = "validation"
 TYPES = {**dict.fromkeys(("published", "model", "ratio", "tolerance"), "DOUBLE"), "within": "BOOLEAN"}
-COLUMNS = [(c, TYPES.get(c, "VARCHAR")) for c in validation.COLUMNS]
+COLUMNS = columns(validation.COLUMNS, TYPES)
 
 
 def _metric(value: Any) -> Any:

@@ -39,3 +39,13 @@ def test_a_failure_while_filling_writes_nothing(tmp_path: Path):
     except RuntimeError:
         pass
     assert not list(tmp_path.iterdir())
+
+
+def test_columns_are_varchar_unless_a_type_is_given_and_a_keyword_wins():
+    assert registry.columns("a b:DOUBLE c d:INTEGER", {"c": "BOOLEAN", "d": "BIGINT"}, d="STRUCT(x VARCHAR)[]") == [
+        ("a", "VARCHAR"),
+        ("b", "DOUBLE"),
+        ("c", "BOOLEAN"),
+        ("d", "STRUCT(x VARCHAR)[]"),
+    ]
+    assert registry.columns(["x", "y"], {"y": "DOUBLE"}) == [("x", "VARCHAR"), ("y", "DOUBLE")]
