@@ -14,7 +14,7 @@ import networkx as nx
 
 from ..errors import UnknownIdError, UsageError
 from .paths import Layout
-from .registry import Tables, table_paths
+from .registry import Tables, columns, table_paths
 
 # The attribute names the exports carry; nodes' with their column's type in topology_nodes.
 NODE_TYPES = {
@@ -45,30 +45,12 @@ EDGE_ATTRS = (
     "note",
     "confidence",
 )
-GRAPH_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("reference", "VARCHAR"),
-    ("form_factor", "VARCHAR"),
-    ("kind", "VARCHAR"),
-    ("title", "VARCHAR"),
-    ("caveat", "VARCHAR"),
-    ("scale_out_protocol", "VARCHAR"),
-    ("scale_out_in_network_reduction", "VARCHAR"),
-    ("scale_out_in_network_reduction_basis", "VARCHAR"),
-    ("scale_out_nic_gbps", "DOUBLE"),
-    ("frontend_nic_gbps", "DOUBLE"),
-    ("pods", "INTEGER"),
-    ("leaves", "INTEGER"),
-    ("rails", "INTEGER"),
-    ("ecmp_mode", "VARCHAR"),
-    ("ecmp_seed", "BIGINT"),
-    ("placement", "VARCHAR"),
-    ("endpoint_latency_ns", "DOUBLE"),
-    ("switch_product", "VARCHAR"),
-    ("switch_radix", "INTEGER"),
-    ("switch_port_gbps", "DOUBLE"),
-    ("switch_lineage", "VARCHAR"),
-]
+GRAPH_COLUMNS = columns(
+    "topology_id reference form_factor kind title caveat scale_out_protocol scale_out_in_network_reduction "
+    "scale_out_in_network_reduction_basis scale_out_nic_gbps:DOUBLE frontend_nic_gbps:DOUBLE pods:INTEGER "
+    "leaves:INTEGER rails:INTEGER ecmp_mode ecmp_seed:BIGINT placement endpoint_latency_ns:DOUBLE switch_product "
+    "switch_radix:INTEGER switch_port_gbps:DOUBLE switch_lineage"
+)
 # An edge's attribute row by its hash. The values are hashed as text, so that rows SQL calls equal but Python
 # tells apart (0.0 and -0.0) get different hashes and each edge keeps its own values.
 _EDGE_HASH = f"hash({', '.join(f'CAST({a} AS VARCHAR)' for a in EDGE_ATTRS)})"

@@ -8,26 +8,15 @@ from typing import Any
 import networkx as nx
 
 from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS, NODE_TYPES
+from ..core.registry import columns
 
 # Every attribute of the graph, so the traffic stage rebuilds the very same graph (pipeline/core/graphs.py).
 # `position` keeps networkx's iteration order: nodes, and edges so every node's neighbours come back in order.
 NODE_COLUMNS = [("topology_id", "VARCHAR"), ("node", "VARCHAR"), ("position", "INTEGER"), *NODE_TYPES.items()]
-EDGE_COLUMNS = [
-    ("topology_id", "VARCHAR"),
-    ("source", "VARCHAR"),
-    ("target", "VARCHAR"),
-    ("position", "INTEGER"),
-    ("network", "VARCHAR"),
-    ("bandwidth_gbps", "DOUBLE"),
-    ("unit", "VARCHAR"),
-    ("direction", "VARCHAR"),
-    ("links", "INTEGER"),
-    ("latency_ns", "DOUBLE"),
-    ("field", "VARCHAR"),
-    ("status", "VARCHAR"),
-    ("confidence", "VARCHAR"),
-    ("note", "VARCHAR"),
-]
+EDGE_COLUMNS = columns(
+    "topology_id source target position:INTEGER network bandwidth_gbps:DOUBLE unit direction links:INTEGER "
+    "latency_ns:DOUBLE field status confidence note"
+)
 _EDGE_VALUES = [c for c, _ in EDGE_COLUMNS[4:]]
 
 
