@@ -44,23 +44,24 @@ def _nested_unbounded(items: Any, inside: bool) -> bool:
     return False
 
 
-def check(pattern: str, where: str) -> None:
-    """Refuse a pattern that does not compile, is too long, or nests unbounded quantifiers (whose matching
-    time can grow exponentially with the text); `where` is file:line: at JSON path."""
+def problem(pattern: str) -> str | None:
+    """Why a pattern is refused: it does not compile, is too long, or nests unbounded quantifiers (whose matching
+    time can grow exponentially with the text); None when it is fine."""
     if len(pattern) > MAX_PATTERN_LENGTH:
-        raise ValidationError(f"{where}: pattern longer than {MAX_PATTERN_LENGTH} characters")
+        return f"pattern longer than {MAX_PATTERN_LENGTH} characters"
     try:
         from re import _parser  # type: ignore[attr-defined]
 
         parsed = _parser.parse(pattern)
         regex.compile(pattern)
     except (re.error, regex.error, RecursionError, OverflowError) as exc:
-        raise ValidationError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
+        return f"invalid regular expression {pattern!r}: {exc}"
     if _nested_unbounded(parsed, False):
-        raise ValidationError(
-            f"{where}: {pattern!r} nests unbounded quantifiers (like (a+)+ or (\\d*,?)*), which can take exponential "
+        return (
+            f"{pattern!r} nests unbounded quantifiers (like (a+)+ or (\\d*,?)*), which can take exponential "
             "time; write it with one quantifier per repeated part"
         )
+    return None
 
 
 def search(pattern: str, text: str, where: str) -> regex.Match[str] | None:

@@ -311,7 +311,8 @@ class Merged(NamedTuple):
 
     parts: tuple[str, ...]  # its JSON path in the document
     value: Any
-    at: str  # where params.yaml writes it: `params.yaml:LINE: at $.<its path there>`
+    at: Callable[[], str]  # where params.yaml writes it: `params.yaml:LINE: at $.<its path there>` (a line is
+    # looked up only for an error: it needs the slow round-trip document)
 
 
 # `place(document, path under the block, value)`: the value's JSON path in the document, or ValueError saying why not.
@@ -356,14 +357,17 @@ def params_overlay(data: Any, doc: Any, path: Path, block: tuple[str, ...], plac
                 walk(value, (*parts, str(key)))
                 continue
             dotted = ".".join((*block, *parts, str(key)))
-            set_at = line((*block, *parts, key))
-            where = f"{set_at}: at $.{dotted}"
+            at = (*block, *parts, key)
+
+            def where(at: tuple[Any, ...] = at, dotted: str = dotted) -> str:
+                return f"{line(at)}: at $.{dotted}"
+
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValidationError(f"{where}: expected a number, got {value!r}")
+                raise ValidationError(f"{where()}: expected a number, got {value!r}")
             try:
                 target = place(data, (*parts, str(key)), value)
             except ValueError as e:
-                raise ValidationError(f"{where}: {e}") from None
+                raise ValidationError(f"{where()}: {e}") from None
             parent = data
             for k in target[:-1]:
                 parent = parent.setdefault(k, {})
@@ -371,7 +375,7 @@ def params_overlay(data: Any, doc: Any, path: Path, block: tuple[str, ...], plac
                     raise ValidationError(f"{path}:{_line_of(doc, target)}: at {json_path(target)}: expected a mapping")
             if target[-1] in parent:
                 raise ValidationError(
-                    f"{path}:{_line_of(doc, target)}: at {json_path(target)}: also set in {set_at} ({dotted}); "
+                    f"{path}:{_line_of(doc, target)}: at {json_path(target)}: also set in {line(at)} ({dotted}); "
                     f"a value lives in one place: remove it from {path.name}"
                 )
             parent[target[-1]] = value
@@ -403,7 +407,7 @@ def at_params(e: ValidationError, path: Path, merged: list[Merged]) -> Validatio
     m = re.match(rf"^{re.escape(str(path))}(?::\d+)?: at (\$[\w.\[\]-]+): (.*)$", str(e), re.S)
     if m is None or m.group(1) not in where:
         return e
-    return ValidationError(f"{where[m.group(1)]}: {m.group(2)} (merged into {path} as {m.group(1)})")
+    return ValidationError(f"{where[m.group(1)]()}: {m.group(2)} (merged into {path} as {m.group(1)})")
 
 
 def load_model(model: Any, instance: Any, schema_name: str, where: Path | str, doc: Any = None) -> Any:

@@ -65,11 +65,11 @@ def load_source(path: Path, lay: Layout | None = None) -> Source:
             (["rules", index, "parse", "pattern"], rule.parse.pattern),
             (["rules", index, "preliminary_when"], rule.preliminary_when),
         ):
-            if pattern is not None:
+            refused = patterns.problem(pattern) if pattern is not None else None
+            if refused:
                 line = _line_of(doc, parts)
-                patterns.check(
-                    pattern, f"{path}:{line}: at {json_path(parts)}" if line else f"{path}: at {json_path(parts)}"
-                )
+                where = f"{path}:{line}: at {json_path(parts)}" if line else f"{path}: at {json_path(parts)}"
+                raise ValidationError(f"{where}: {refused}")
         if spec.direction and kind == "quantity" and rule.parse.direction is None:
             raise ValidationError(
                 f"{where}.parse.direction: {rule.field} is a bandwidth: say whether the document states it "

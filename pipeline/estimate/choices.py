@@ -57,10 +57,13 @@ def load_step_choices(root: Path) -> StepChoices:
     for key, meaning in CHOICES.items():
         if key not in block:
             raise ValidationError(f"{path}:{_line_of(doc, ['step'])}: at $.step: {key} is missing ({meaning})")
-        value, where = block[key], f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}"
+        value = block[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValidationError(f"{where}: expected a number: {meaning}; got {value!r}")
-        if not 0 <= value < 1:
-            raise ValidationError(f"{where}: {value!r} is out of range: {meaning}")
-        values[key] = float(value)
+            problem = f"expected a number: {meaning}; got {value!r}"
+        elif not 0 <= value < 1:
+            problem = f"{value!r} is out of range: {meaning}"
+        else:
+            values[key] = float(value)
+            continue
+        raise ValidationError(f"{path}:{_line_of(doc, ['step', key])}: at $.step.{key}: {problem}")
     return StepChoices(**values)
