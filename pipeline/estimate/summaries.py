@@ -33,15 +33,13 @@ def revealing(view: View, w: Workload, offset: int = 0) -> dict[str, Any]:
 
 
 def sizing_summary(w: Workload) -> dict[str, Any]:
-    """Memory the workload holds: training state per rank, or weights, KV cache and serving capacity."""
+    """Memory the workload holds: its whole training state, or weights, KV cache and serving capacity. A rank's
+    share (ZeRO, EP and the pipeline stage it holds) is the step estimate's memory fit, not repeated here."""
     m = w.model
     out: dict[str, Any] = {}
     if w.training:
-        t = w.training
-        mem = sizing.memory(m.params, t.optimizer_layout)
-        shards = t.tp * t.pp * (t.dp if t.sharded else 1)
+        mem = sizing.memory(m.params, w.training.optimizer_layout)
         out["training_state_bytes"] = mem["bytes"]
-        out["training_state_bytes_per_rank"] = mem["bytes"] / shards
         out["training_state_layout"] = mem["breakdown"]
     else:
         i = w.inference

@@ -40,7 +40,7 @@ def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -
     """The traffic table as `dvc repro` wrote it (conftest.built_pipeline)."""
     result = cli(
         "query", "--format", "json",
-        "SELECT workload_id, topology_id, memory_per_rank_bytes, fits, headroom_bytes, step_missing "
+        "SELECT workload_id, topology_id, memory_per_rank_bytes, fits, headroom_bytes, step_missing, sizing "
         "FROM traffic_workloads ORDER BY 1, 2",
         root=built_pipeline,
     )  # fmt: skip
@@ -56,6 +56,11 @@ def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -
     # ZeRO-1 over 512 replicas: 70B of BF16 weights and gradients over TP 8, the FP32 optimizer state sharded.
     dense = rows[("llama70b-train-tp8-dp512", "illustrative-h100-4096")]
     assert 40e9 < dense["memory_per_rank_bytes"] < 80e9
+    # A rank's memory is stated once, by the fit: the workload's sizing states the whole model's, no second
+    # per-rank figure that ZeRO, EP or the pipeline stage would contradict.
+    for key, r in rows.items():
+        per_rank = [k for k in json.loads(r["sizing"]) if "per_rank" in k]
+        assert not per_rank, (key, per_rank)
 
 
 def test_a_traffic_figure_on_the_helios_fabric_audits_to_the_switch_source(built_pipeline, cli):
