@@ -12,8 +12,9 @@ from ..errors import UsageError
 from ..formats.calibration import Calibration
 from . import collectives
 from .calibration import load_calibration
-from .collectives import GBPS_TO_BYTES, Estimate, Shape, Tier
+from .collectives import Estimate, Shape, Tier
 from .loads import rank_ceiling
+from .routing import GBPS_TO_BYTES
 from .view import Lineage, Path, View, technology
 
 

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from ..formats.calibration import Calibration, LinkClass, Number
     from .view import Lineage
 
-GBPS_TO_BYTES = 1e9 / 8
-
 # Per operation: the bytes each rank sends on a flat ring over n ranks as a multiple of S, which is also the
 # nccl-tests bus factor (busbw = algbw × it), and the ring's latency-bearing steps.
 OPERATIONS: dict[str, tuple[Callable[[int], float], Callable[[int], int]]] = {

@@ -16,10 +16,11 @@ from ..errors import UsageError
 from ..formats.calibration import Calibration
 from . import collectives
 from .calculator import collnet_note, place
-from .collectives import GBPS_TO_BYTES, Estimate, Shape
+from .collectives import Estimate, Shape
 from .decompose import Communication, decompose
 from .loads import RoutedPhase, hot_links, lineage_links, link_rows, route
 from .placement import place as place_ranks
+from .routing import GBPS_TO_BYTES
 from .view import TIER_NAMES, Lineage, View
 from .workloads import Workload
 

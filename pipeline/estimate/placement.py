@@ -11,11 +11,12 @@ Every tensor-parallel group must lie inside one scale-up domain.
 from __future__ import annotations
 
 from itertools import groupby
-from typing import Any
+from typing import Any, get_args
 
 import networkx as nx
 
 from ..errors import UsageError
+from ..formats.workload import PlacementStrategy
 from .decompose import Decomposition, check_degrees
 from .routing import accelerator_domains, ordered_accelerators
 from .view import View
@@ -24,9 +25,6 @@ from .workloads import Workload
 
 class PlacementError(UsageError):
     """A workload cannot be laid onto the topology as declared (exit code 2: the request is wrong)."""
-
-
-STRATEGIES = ("fill-domains", "spread", "explicit")
 
 
 def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0, order: list[str] | None = None) -> dict[int, str]:
@@ -51,7 +49,9 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0, order: list[str] | N
     if strategy == "spread":
         return {r: a for r, a in zip(ranks, _spread(g, order, span, offset, f"{where}: at {key}"), strict=True)}
     if strategy != "explicit":
-        raise PlacementError(f"{where}: at {key}: unknown strategy {strategy!r}; expected one of {STRATEGIES}")
+        raise PlacementError(
+            f"{where}: at {key}: unknown strategy {strategy!r}; expected one of {get_args(PlacementStrategy)}"
+        )
     index = {a: i for i, a in enumerate(order)}
     out: dict[int, str] = {}
     range_of: dict[int, int] = {}  # rank -> the index of the range that placed it, to name colliding ranges

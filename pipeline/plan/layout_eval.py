@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..estimate import collectives, flops, memory
+from ..estimate import flops, memory
 from ..estimate import step as step_model
 from ..estimate.collectives import Shape
 from ..estimate.cost import Cost, bytes_by_network, timed, unrouted_terms
+from ..estimate.routing import GBPS_TO_BYTES
 from ..estimate.view import TIER_NAMES
 
 
@@ -53,9 +54,9 @@ def group_cost(calibration: Any, placed: GroupShape, op: str, size: float, concu
     network = "scale_up" if shape.domains == 1 else ("scale_out" if shape.local == 1 else "scale_up+scale_out")
     slowest = max(real.stages, key=lambda x: x.bandwidth_seconds, default=None)
     tier = shape.out if shape.domains > 1 else shape.up
-    line = tier.bytes_per_s / collectives.GBPS_TO_BYTES if tier is not None else None
+    line = tier.bytes_per_s / GBPS_TO_BYTES if tier is not None else None
     effective = (
-        slowest.bytes_per_rank / slowest.bandwidth_seconds / collectives.GBPS_TO_BYTES
+        slowest.bytes_per_rank / slowest.bandwidth_seconds / GBPS_TO_BYTES
         if slowest and slowest.bandwidth_seconds > 0
         else None
     )
