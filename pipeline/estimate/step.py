@@ -119,7 +119,7 @@ def rates_for(acc: Accelerator, dtype: str, root: Path, mfu: float | None = None
     r = throughput.rates(cal, acc.reference_id, dtype, peaks, hbm.value if hbm else None)
     if mfu is not None:
         compute.check_mfu(mfu)
-        r = throughput.what_if(r, mfu, peaks.get("bf16" if dtype == "fp16" else dtype))
+        r = throughput.what_if(r, mfu, peaks.get(throughput.PEAK_DTYPE.get(dtype, dtype)))
     return r
 
 
@@ -357,7 +357,7 @@ def training(
                 "tflops_per_accelerator": model_flops / (tp * pp * replicas) / step_s / 1e12,
             }
         )
-        peak = acc.fields.get(PEAK_FIELD.get("bf16" if m.dtype == "fp16" else m.dtype, ""))
+        peak = acc.fields.get(PEAK_FIELD.get(throughput.PEAK_DTYPE.get(m.dtype, m.dtype), ""))
         if peak is not None and peak.value:
             out["mfu"] = model_flops / (tp * pp * replicas * peak.value * step_s)
             out["mfu_note"] = (

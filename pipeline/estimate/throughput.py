@@ -20,6 +20,9 @@ from ..errors import UsageError
 from ..formats.throughput import THROUGHPUT_PATH, Throughput
 from .flops import Op
 
+# fp16 runs on bf16's tensor cores: its registry peak is bf16's, and so is its GEMM entry when it has none.
+PEAK_DTYPE = {"fp16": "bf16"}
+
 
 @cache
 def _load(path: Path, mtime: float) -> Throughput:
@@ -124,9 +127,9 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         out.missing += out.unknown_calibration
         return out
     name, acc = entry
-    peak_dtype = "bf16" if dtype == "fp16" else dtype
-    peak = peaks.get(peak_dtype)
-    g = acc.gemm.get(dtype) or (acc.gemm.get("bf16") if dtype == "fp16" else None)
+    base = PEAK_DTYPE.get(dtype, dtype)
+    peak = peaks.get(base)
+    g = acc.gemm.get(dtype) or acc.gemm.get(base)
     if g is None:
         out.unknown_calibration.append(f"{THROUGHPUT_PATH}: accelerators.{name}.gemm has no {dtype} entry")
         out.missing.append(out.unknown_calibration[-1])
@@ -137,9 +140,9 @@ def rates(cal: Throughput, reference: str, dtype: str, peaks: dict[str, float | 
         use(f"{name}.gemm.{dtype}", f"{format_exact(g.tflops)} TFLOP/s", g)
     elif peak is None:
         out.missing.append(
-            f"{reference}:accelerator.peak_dense_{peak_dtype} is unknown, and {name}.gemm.{dtype} is a fraction of it"
+            f"{reference}:accelerator.peak_dense_{base} is unknown, and {name}.gemm.{dtype} is a fraction of it"
         )
-        out.unknown_fields[f"accelerator.peak_dense_{peak_dtype}"] = (
+        out.unknown_fields[f"accelerator.peak_dense_{base}"] = (
             f"the {dtype} compute rate is a fraction of it ({THROUGHPUT_PATH}: accelerators.{name}.gemm.{dtype})"
         )
     else:
