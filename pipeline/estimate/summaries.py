@@ -43,9 +43,8 @@ def sizing_summary(w: Workload) -> dict[str, Any]:
         out["training_state_layout"] = mem["breakdown"]
     else:
         i = w.inference
-        weights = sizing.memory(m.params, "bf16-weights" if m.dtype == "bf16" else "fp8-weights")
         kv = sizing.kv_cache(m.layers, m.kv_heads, m.head_dim, m.dtype, i.prompt_tokens)
-        out["weights_bytes"] = weights["bytes"]
+        out["weights_bytes"] = m.params * sizing.dtype_bytes(m.dtype)  # as the step estimate holds them
         out["kv_bytes_per_token"] = kv["bytes_per_token"]
         out["kv_bytes_per_request"] = kv["bytes"]
         if i.requests_per_second and i.group_tokens_per_second:
