@@ -8,7 +8,6 @@ representative one the collective is costed on.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,7 +160,7 @@ def training(w: Workload) -> Decomposition:
     if cp > 1:
         # Ring attention: each rank's K and V blocks travel once around the CP ring per layer forward, and twice
         # backward (the blocks again, and their gradients back); nccl-tests' S is the whole sequence's K and V.
-        kv = 2.0 * math.ceil(m.kv_heads / tp) * m.head_dim * by
+        kv = sizing.kv_bytes_per_token(1, m.kv_heads, m.head_dim, by, tp)
         out.append(
             Communication(
                 phase="cp-kv-exchange",

@@ -161,12 +161,11 @@ def activations_per_layer(
 
 
 def kv_bytes_per_token_per_rank(layers: int, kv_heads: int, head_dim: int, dtype_bytes: float, tp: int) -> float:
-    """K and V per token on one TP rank: KV heads are split over TP; when TP exceeds the KV heads each rank
-    keeps (at least) one head, replicated."""
+    """`sizing.kv_bytes_per_token`, its inputs checked."""
     for name, value in (("layers", layers), ("kv heads", kv_heads), ("head dim", head_dim), ("tp", tp)):
         check_degree(value, name)
     check_number(dtype_bytes, "bytes per element", strict=True)
-    return 2.0 * layers * math.ceil(kv_heads / tp) * head_dim * dtype_bytes
+    return sizing.kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes, tp)
 
 
 def inference_fit(

@@ -58,11 +58,16 @@ def dtype_bytes(dtype: str) -> float:
         raise UsageError(f"unknown dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}") from None
 
 
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, element_bytes: float, tp: int = 1) -> float:
+    """K and V of one token on one of `tp` ranks: 2 × layers × kv_heads × head_dim × bytes. KV heads, not query
+    heads (GQA), split over TP; when TP exceeds them each rank keeps (at least) one head, replicated."""
+    return 2.0 * layers * math.ceil(kv_heads / tp) * head_dim * element_bytes
+
+
 def kv_cache(layers: int, kv_heads: int, head_dim: int, dtype: str, tokens: int) -> dict[str, object]:
-    """K and V per layer per token: 2 × kv_heads × head_dim × bytes. KV heads, not query heads (GQA)."""
     if min(layers, kv_heads, head_dim) < 1 or tokens < 0:
         raise UsageError("layers, kv-heads and head-dim must be positive and tokens non-negative")
-    per_token = 2 * layers * kv_heads * head_dim * dtype_bytes(dtype)
+    per_token = kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes(dtype))
     return {"bytes_per_token": per_token, "tokens": tokens, "bytes": per_token * tokens}
 
 
