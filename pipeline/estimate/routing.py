@@ -70,7 +70,6 @@ class CannotRoute(UsageError):
 
 
 @cache  # once per pair of kinds: a link row asks for every link
-@cache
 def tier_name(kind_a: str, kind_b: str) -> str:
     """Name a link by what it joins. Plain ASCII: it is an identifier in machine output (traffic_links.tier) that a
     user types in SQL as `'NIC-leaf'`."""
