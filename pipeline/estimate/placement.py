@@ -32,11 +32,11 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0, order: list[str] | N
     fill-domains and spread past the first `offset` accelerators (explicit ranges ignore it); `order`: g's
     `ordered_accelerators` when the caller holds them."""
     tid = g.graph.get("topology_id", "?")
-    where = f"{w.path}" if getattr(w, "path", None) else f"workload {w.id}"
+    where = f"{w.path}" if w.path else f"workload {w.id}"
     ranks = w.used_ranks
     span = max(ranks) + 1
     order = ordered_accelerators(g) if order is None else order
-    declared = getattr(w, "placement", None)
+    declared = w.placement
     # The workload's declared strategy, else the cluster's default, else fill-domains.
     strategy = declared.strategy if declared is not None else g.graph.get("placement") or "fill-domains"
     key = "$.placement" if declared is not None else f"topology {tid}'s default placement"
