@@ -180,11 +180,11 @@ def on_topology(
     lay: Layout, view: View, op: str, ranks: int, size: float, algorithm: str | None = None
 ) -> tuple[Estimate, Shape]:
     """One collective on the topology's first `ranks` accelerators: the chosen algorithm and protocol."""
-    cal, shape = _first(lay, view, ranks)
+    cal, shape = first_ranks(lay, view, ranks)
     return collectives.estimate(cal, op, shape, size, algorithm), shape
 
 
-def _first(lay: Layout, view: View, ranks: int) -> tuple[Calibration, Shape]:
+def first_ranks(lay: Layout, view: View, ranks: int) -> tuple[Calibration, Shape]:
     """The view's calibration (else the checkout's) and `ranks` placed on its first accelerators."""
     cal = view.calibration or load_calibration(lay.root)
     tech = view.scale_up_technology if view.scale_up_technology is not None else technology(lay, view.reference)
@@ -211,7 +211,7 @@ def sweep(
     """One row per power-of-two size from low to high, like `all_reduce_perf -b low -e high -f 2`."""
     if low < 1 or high < low:
         raise UsageError(f"--sweep {low}:{high}: expected 1 <= MIN <= MAX")
-    cal, shape = _first(lay, view, ranks)
+    cal, shape = first_ranks(lay, view, ranks)
     keys = ("seconds", "algbw_gb_per_s", "busbw_gb_per_s", "algorithm", "protocol")
     rows = []
     size = low

@@ -192,21 +192,18 @@ def _write_rows(directory: Path, rows: list[tuple[Any, ...]]) -> Path:
 def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The model beside each measured row (same order): the same op, ranks and forced algorithm on the topology
     the log ran on; its time, busbw, model / measured busbw ratio, chosen algorithm and protocol, confidence."""
-    from .calculator import confidence, place
-    from .calibration import load_calibration
+    from .calculator import confidence, first_ranks
     from .collectives import estimate
-    from .view import technology, view_for
+    from .view import view_for
 
     if not measured:
         return []
-    cal = load_calibration(lay.root)
     view = view_for(lay, topology_id)
-    tech = technology(lay, view.reference)
     shapes: dict[int, Any] = {}
     out = []
     for m in measured:
         ranks = m["ranks"]
-        shape = shapes.get(ranks) or shapes.setdefault(ranks, place(view, cal, ranks, technology=tech))
+        cal, shape = shapes.get(ranks) or shapes.setdefault(ranks, first_ranks(lay, view, ranks))
         cost = estimate(cal, m["op"], shape, float(m["bytes"]), m["algorithm_declared"] or None)
         busbw = m["measured_busbw_gb_per_s"]
         out.append(
