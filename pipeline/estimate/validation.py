@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ..core.paths import Layout
 from ..core.schemas import load_model, load_yaml
 from ..errors import FabricrefError, ValidationError
-from ..formats.validation import UNITS, Result, ValidationFile
+from ..formats.validation import UNITS, Result, Use, ValidationFile
 from .workloads import Workload
 
 VALIDATION_DIR = Path("models") / "validation"
@@ -132,7 +132,7 @@ def _row(lay: Layout, views: Any, f: ValidationFile, r: Result) -> Row:
 def summary(rows: list[Row]) -> dict[str, Any]:
     """Counts and errors by use (calibration / check / held-out): the figures a report and `dvc metrics` show."""
     out: dict[str, Any] = {}
-    for use in ("calibration", "check", "held-out"):
+    for use in get_args(Use):
         chosen = [r for r in rows if r.use == use]
         errors = [abs(r.ratio - 1.0) for r in chosen if r.ratio is not None]
         out[use] = {

@@ -11,6 +11,7 @@ from .common import Slug, Strict, Title
 from .workload import Inference, ModelShape, Training
 
 Quantity = Literal["step_seconds", "tflops_per_gpu", "ttft_seconds", "tpot_seconds"]
+Use = Literal["calibration", "check", "held-out"]
 UNITS = {"step_seconds": "s", "tflops_per_gpu": "TFLOP/s", "ttft_seconds": "s", "tpot_seconds": "s"}
 
 
@@ -36,7 +37,7 @@ class Measured(Strict):
 class Result(Strict):
     id: Slug
     label: str = Field(min_length=1, description="The row as the publication labels it.")
-    use: Literal["calibration", "check", "held-out"] = Field(
+    use: Use = Field(
         description="calibration: a number of models/calibration/throughput.yaml was fitted on it; check: an "
         "acceptance check; held-out: never used to set any number"
     )
