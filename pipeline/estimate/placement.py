@@ -121,13 +121,11 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
             )
     if w.training is not None:
         check_degrees(w.model, w.training, f"workload {w.id}")
-    nodes = view.g.nodes
     for comm in tied:
         for i, group in enumerate(comm.parts[0].groups):
             spans: dict[str, list[str]] = {}
             for r in group:
-                a = accelerators[r]
-                spans.setdefault(nodes[a].get("domain") or a, []).append(a)  # as `accelerator_domains` has it
+                spans.setdefault(view.domain(accelerators[r]), []).append(accelerators[r])
             if len(spans) > 1:
                 where = "; ".join(f"domain {k}: {', '.join(v)}" for k, v in spans.items())
                 raise PlacementError(

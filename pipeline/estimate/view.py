@@ -90,7 +90,7 @@ class View:
         return size if isinstance(size, int) else min(size)
 
     def domain(self, acc: str) -> str:
-        return self.g.nodes[acc]["domain"]
+        return self.wiring.domain_of[acc]
 
     def nics(self, acc: str) -> list[str]:
         return [
