@@ -206,7 +206,7 @@ def _phase(view: View, comm: Communication, shape: Shape, real: Estimate, free: 
     moving = free.bandwidth_seconds + load.queueing_s
     slowest = max(real.stages, key=lambda s: s.bandwidth_seconds, default=None)
     if moving > 0:
-        effective: float | None = real.bytes_on_wire_per_rank * 8 / moving / 1e9
+        effective: float | None = real.bytes_on_wire_per_rank / moving / GBPS_TO_BYTES
     elif slowest and slowest.bandwidth_seconds > 0:
         effective = slowest.bytes_per_rank / slowest.bandwidth_seconds / GBPS_TO_BYTES
     else:

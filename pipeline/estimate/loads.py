@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from ..errors import UsageError
 from . import collectives
 from .decompose import Communication
-from .routing import Routes, Wiring, tier_name
+from .routing import GBPS_TO_BYTES, Routes, Wiring, tier_name
 
 EPS = 1e-9
 
@@ -137,7 +137,7 @@ def cost_stage(wiring: Wiring, stage: Stage, endpoint_s: float, capacity: np.nda
         injected(wiring, inc, b),
         routes.notes,
         float(routes.hops.max(initial=0.0)),
-        float(alone[slow] * 8 / 1e9) if b.size and np.isfinite(alone[slow]) else None,
+        float(alone[slow] / GBPS_TO_BYTES) if b.size and np.isfinite(alone[slow]) else None,
     )
 
 
@@ -337,7 +337,7 @@ def link_rows(wiring: Wiring, load: PhaseLoad) -> list[dict[str, Any]]:
     forward, reverse = np.where(on, lb[used], 0.0).T.tolist()
     util = np.where(on, lu[used], 0.0).max(axis=1).tolist()
     flows = np.where(on, lf[used], 0).astype(np.int64).sum(axis=1).tolist()
-    gbps = (wiring.capacity[np.where(on[:, 0], 2 * used, 2 * used + 1)] / 1e9 * 8).tolist()
+    gbps = (wiring.capacity[np.where(on[:, 0], 2 * used, 2 * used + 1)] / GBPS_TO_BYTES).tolist()
     edges, network, eu, ev, kind = wiring.edges, wiring.network, wiring.eu, wiring.ev, wiring.kind
     ids = used.tolist()
     return [
