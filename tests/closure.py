@@ -5,6 +5,7 @@ tests/unit/test_dvc_deps.py and tests/e2e/test_stage_audit.py."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ def module_of(path: Path) -> str:
     return ".".join(["fabricref", *parts])
 
 
-def imports(path: Path) -> set[str]:
+@functools.cache  # a module's file does not change while the tests run; every closure and layout test reads it
+def imports(path: Path) -> frozenset[str]:
     """Every fabricref module `path` names in an import statement, wherever it stands (function-level too)."""
     name = module_of(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -39,7 +41,7 @@ def imports(path: Path) -> set[str]:
                 continue
             found.add(target)
             found |= {f"{target}.{a.name}" for a in node.names if module_exists(f"{target}.{a.name}")}
-    return found
+    return frozenset(found)
 
 
 def module_exists(module: str) -> bool:
