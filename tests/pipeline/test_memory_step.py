@@ -342,7 +342,23 @@ def test_workload_memory_options_are_checked(tmp_path) -> None:
     assert load_workload(good).training.recompute == "full"
 
 
-def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(printed, built_registry) -> None:
+# (topology, workload, kind, fully sharded): a dense training, a fully sharded one and a service. The calibration a
+# step lists depends on the workload, not on the size of the system it runs on: the fast tier runs the sharded
+# training and the service on the smallest of the workload's systems (a 64-GPU cluster, one DGX H100), the whole
+# suite on the 4,096-GPU cluster as well.
+CALIBRATION_CASES = [
+    ("illustrative-h100-4096", "llama70b-train-tp8-dp512", "training", False),
+    ("illustrative-h100-64", "llama8b-fsdp-dp64", "training", True),
+    ("nvidia-dgx-h100", "llama70b-serve-aggregated", "inference", False),
+    pytest.param("illustrative-h100-4096", "llama8b-fsdp-dp64", "training", True, marks=pytest.mark.slow),
+    pytest.param("illustrative-h100-4096", "llama70b-serve-aggregated", "inference", False, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("topology", "workload", "kind", "sharded"), CALIBRATION_CASES)
+def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(
+    printed, built_registry, topology, workload, kind, sharded
+) -> None:
     """CLI (text and JSON) and API: a training step lists the GEMM rate, the fitted fraction and the optimizer's
     bytes, never the decode step's overhead; only a fully sharded run lists the per-layer sharded overhead; a
     service's TTFT / TPOT list the decode step's overhead and not the optimizer's."""
@@ -356,26 +372,20 @@ def test_every_step_ttft_and_tpot_names_the_calibration_it_used_with_status(prin
         return out
 
     root = built_registry.root
-    cases = {
-        "llama70b-train-tp8-dp512": ("training", False),
-        "llama8b-fsdp-dp64": ("training", True),
-        "llama70b-serve-aggregated": ("inference", False),
-    }
-    for workload, (kind, sharded) in cases.items():
-        got = printed("estimate", "step", "illustrative-h100-4096", workload, "--json", root=root)
-        assert got.code == 0, got.err
-        data = json.loads(got.out)
-        used = numbers(data["calibration"])
-        assert used["nvidia-h100-sxm.gemm.bf16"] == "assumed" and used["kernels.gemm_sustained_fraction"] == "fitted"
-        assert all(status in ("published", "fitted", "assumed") for status in used.values())
-        if kind == "training":
-            assert data["step_seconds"] is not None and "kernels.optimizer_bytes_per_param" in used
-            assert "kernels.decode_step_overhead_us" not in used
-            assert ("kernels.sharded_layer_overhead_us" in used) is sharded
-        else:
-            assert data["ttft_seconds"] is not None and data["tpot_seconds"] is not None
-            assert used["kernels.decode_step_overhead_us"] == "assumed"
-            assert "kernels.optimizer_bytes_per_param" not in used
-        text = printed("estimate", "step", "illustrative-h100-4096", workload, root=root)
-        assert text.out.count("calibration: ") == len(data["calibration"]), text.out
-        assert api.step("illustrative-h100-4096", workload, root=root)["calibration"] == data["calibration"]
+    got = printed("estimate", "step", topology, workload, "--json", root=root)
+    assert got.code == 0, got.err
+    data = json.loads(got.out)
+    used = numbers(data["calibration"])
+    assert used["nvidia-h100-sxm.gemm.bf16"] == "assumed" and used["kernels.gemm_sustained_fraction"] == "fitted"
+    assert all(status in ("published", "fitted", "assumed") for status in used.values())
+    if kind == "training":
+        assert data["step_seconds"] is not None and "kernels.optimizer_bytes_per_param" in used
+        assert "kernels.decode_step_overhead_us" not in used
+        assert ("kernels.sharded_layer_overhead_us" in used) is sharded
+    else:
+        assert data["ttft_seconds"] is not None and data["tpot_seconds"] is not None
+        assert used["kernels.decode_step_overhead_us"] == "assumed"
+        assert "kernels.optimizer_bytes_per_param" not in used
+    text = printed("estimate", "step", topology, workload, root=root)
+    assert text.out.count("calibration: ") == len(data["calibration"]), text.out
+    assert api.step(topology, workload, root=root)["calibration"] == data["calibration"]
