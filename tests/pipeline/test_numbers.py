@@ -292,11 +292,18 @@ def _table_keys(text: str) -> list[str]:
     ]
 
 
-def test_json_keeps_the_column_order_of_the_table(built_registry, cli, monkeypatch):
+# A training step on a 64-GPU cluster (a fifth of a CPU second), and in the whole suite on the 4,096-GPU one.
+STEPS = [
+    ("estimate", "step", "illustrative-h100-64", "llama8b-fsdp-dp64"),
+    pytest.param(("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512"), marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda v: v[2])
+def test_json_keeps_the_column_order_of_the_table(built_registry, cli, monkeypatch, step):
     """Seen: `--json` re-sorted the columns alphabetically."""
     root = built_registry.root
     monkeypatch.setenv("COLUMNS", "400")  # wide enough for every table to print as columns, no key wrapped
-    step = ("estimate", "step", "illustrative-h100-4096", "llama70b-train-tp8-dp512")
     keys = list(json.loads(cli(*step, "--json", root=root).out))
     shown = _table_keys(cli(*step, root=root).out)
     assert [k for k in keys if k in shown] == shown
