@@ -63,8 +63,15 @@ def test_two_bytes_flipped_in_a_compressed_page_are_refused_not_a_traceback(buil
         fabricref.graph("nvidia-dgx-h100", root=built_copy.root)
 
 
+# One table outside registry/tables in the fast tier (a `status` reads every source: most of a CPU second), each of
+# the topology stage's tables in the whole suite.
 @pytest.mark.parametrize(
-    "table", ["topology/topology_edges.parquet", "topology/topology_nodes.parquet", "topology/topology_graphs.parquet"]
+    "table",
+    [
+        "topology/topology_edges.parquet",
+        pytest.param("topology/topology_nodes.parquet", marks=pytest.mark.slow),
+        pytest.param("topology/topology_graphs.parquet", marks=pytest.mark.slow),
+    ],
 )
 def test_status_names_a_damaged_table_beside_registry_tables(built_copy, cli, table):
     """Status read only registry/tables: a flipped bit in a table another stage writes (topology, traffic,
