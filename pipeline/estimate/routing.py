@@ -57,11 +57,13 @@ def accelerator_domains(g: nx.Graph) -> dict[str, str]:
     return {n: d.get("domain") or n for n, d in g.nodes(data=True) if d.get("kind") == "accelerator"}
 
 
-def ordered_accelerators(g: nx.Graph) -> list[str]:
-    """Accelerators domain by domain (domains in topology order), each domain by accelerator index."""
+def ordered_accelerators(g: nx.Graph, domains: dict[str, str] | None = None) -> list[str]:
+    """Accelerators domain by domain (domains in topology order), each domain by accelerator index; `domains`:
+    `accelerator_domains(g)` when the caller holds it."""
     by_domain: dict[str, list[tuple[int, str]]] = {}
-    for n, dom in accelerator_domains(g).items():
-        by_domain.setdefault(dom, []).append((int(g.nodes[n].get("index", 0)), n))
+    nodes = g.nodes
+    for n, dom in (accelerator_domains(g) if domains is None else domains).items():
+        by_domain.setdefault(dom, []).append((int(nodes[n].get("index", 0)), n))
     return [n for members in by_domain.values() for _, n in sorted(members)]
 
 
@@ -200,14 +202,16 @@ class Wiring:
     def _accelerators(self, node_data: list[tuple[str, dict[str, Any]]]) -> None:
         """Accelerators with their domain (numbered by first appearance) and local index (`ordered_accelerators`)."""
         self.acc_node = np.flatnonzero(self.kind == "accelerator")  # node index of each accelerator
-        acc = [node_data[i][0] for i in self.acc_node.tolist()]
+        acc_data = [node_data[i] for i in self.acc_node.tolist()]
+        acc = [name for name, _ in acc_data]
         self.accs = acc
         self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
         n = len(acc)
-        self.domain_of = domain = accelerator_domains(self.g)  # per topology: every phase's stages read it
+        # Per topology, read by every phase's stages and by placement (the view's `domain` and `order`).
+        self.domain_of = domain = {a: d.get("domain") or a for a, d in acc_data}
         number = {name: i for i, name in enumerate(dict.fromkeys(map(domain.__getitem__, acc)))}
         self.acc_domain = np.fromiter((number[domain[a]] for a in acc), dtype=np.int64, count=n)
-        names = ordered_accelerators(self.g)
+        self.order = names = ordered_accelerators(self.g, domain)
         order = self.positions(names)  # accelerator positions domain by domain, each in local order
         sizes = np.bincount(self.acc_domain, minlength=len(number))
         starts = np.cumsum(sizes) - sizes

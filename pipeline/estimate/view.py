@@ -15,7 +15,7 @@ from ..core.graphs import Topologies, load_topology
 from ..core.paths import Layout
 from ..formats.calibration import Calibration
 from .calibration import load_calibration
-from .routing import Routes, Wiring, ordered_accelerators
+from .routing import Routes, Wiring
 
 if TYPE_CHECKING:
     from ..core.facts import Facts
@@ -79,10 +79,10 @@ class View:
         """The same graph as arrays for routing every flow (built once per view, links indexed as used)."""
         return Wiring(self.g)
 
-    @cached_property
+    @property
     def order(self) -> list[str]:
         """The accelerators in the order placement lays ranks (`ordered_accelerators`), once per topology."""
-        return ordered_accelerators(self.g)
+        return self.wiring.order
 
     @cached_property
     def domain_size(self) -> int:
