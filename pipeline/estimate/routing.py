@@ -61,7 +61,7 @@ def ordered_accelerators(g: nx.Graph, domains: dict[str, str] | None = None) -> 
     """Accelerators domain by domain (domains in topology order), each domain by accelerator index; `domains`:
     `accelerator_domains(g)` when the caller holds it."""
     by_domain: dict[str, list[tuple[int, str]]] = {}
-    nodes = g.nodes
+    nodes = g._node  # the node dict itself: a `g.nodes[n]` lookup goes through a view
     for n, dom in (accelerator_domains(g) if domains is None else domains).items():
         by_domain.setdefault(dom, []).append((int(nodes[n].get("index", 0)), n))
     return [n for members in by_domain.values() for _, n in sorted(members)]
