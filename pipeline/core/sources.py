@@ -68,8 +68,8 @@ def load_source(path: Path, lay: Layout | None = None) -> Source:
             refused = patterns.problem(pattern) if pattern is not None else None
             if refused:
                 line = _line_of(doc, parts)
-                where = f"{path}:{line}: at {json_path(parts)}" if line else f"{path}: at {json_path(parts)}"
-                raise ValidationError(f"{where}: {refused}")
+                at = f"{path}:{line}: at {json_path(parts)}" if line else f"{path}: at {json_path(parts)}"
+                raise ValidationError(f"{at}: {refused}")
         if spec.direction and kind == "quantity" and rule.parse.direction is None:
             raise ValidationError(
                 f"{where}.parse.direction: {rule.field} is a bandwidth: say whether the document states it "
