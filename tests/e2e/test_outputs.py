@@ -59,8 +59,9 @@ def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -
     # A rank's memory is stated once, by the fit: the workload's sizing states the whole model's, no second
     # per-rank figure that ZeRO, EP or the pipeline stage would contradict.
     for key, r in rows.items():
-        per_rank = [k for k in json.loads(r["sizing"]) if "per_rank" in k]
-        assert not per_rank, (key, per_rank)
+        sizing = json.loads(r["sizing"])
+        assert sizing.get("training_state_bytes", sizing.get("weights_bytes", 0)) > 0, (key, sizing)
+        assert not [k for k in sizing if "per_rank" in k], (key, sizing)
 
 
 def test_a_traffic_figure_on_the_helios_fabric_audits_to_the_switch_source(built_pipeline, cli):

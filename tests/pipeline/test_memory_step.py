@@ -218,6 +218,26 @@ def test_step_names_the_field_it_lacked() -> None:
     assert "nvidia-dgx-h100:accelerator.memory is unknown (no source)" in unknown["missing"]
 
 
+@pytest.mark.parametrize(("dtype", "per_param"), [("fp32", 4), ("fp16", 2), ("bf16", 2), ("fp8", 1)])
+def test_a_services_weights_in_its_sizing_are_its_params_at_its_dtype(dtype: str, per_param: int) -> None:
+    """The sizing summary holds the weights as the step estimate does: params × the model dtype's bytes."""
+    from fabricref.estimate.summaries import sizing_summary
+
+    i = {"mode": "aggregated", "tp": 8, "batch": 1, "prompt_tokens": 8192, "output_tokens": 200}
+    w = _workload("inference", {**LLAMA70B, "dtype": dtype}, inference=i)
+    assert sizing_summary(w)["weights_bytes"] == 70e9 * per_param
+
+
+def test_a_trainings_sizing_is_its_whole_state_and_no_share_per_rank() -> None:
+    """The whole model's state (18 B/param for mixed Adam); a rank's share is the step's memory fit alone."""
+    from fabricref.estimate.summaries import sizing_summary
+
+    t = {"tp": 8, "pp": 1, "dp": 512, "zero": 1, "micro_batch": 1, "microbatches": 4, "seq_len": 4096}
+    got = sizing_summary(_workload("training", LLAMA70B, training=t))
+    assert got["training_state_bytes"] == 70e9 * 18
+    assert not [k for k in got if "per_rank" in k]
+
+
 def test_step_inference_ttft_and_tpot() -> None:
     i = {"mode": "aggregated", "tp": 8, "batch": 1, "prompt_tokens": 8192, "output_tokens": 200}
     w = _workload("inference", LLAMA70B, inference=i)
