@@ -314,8 +314,9 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
 
 @pytest.fixture(scope="session")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Result]:
-    """`printed(*args, root=...)`: what the in-process CLI prints, run once per test run for each argv, root and
-    COLUMNS (a command's output is a function of those), for the tests that read one command's output several
+    """`printed(*args, root=...)`: what the in-process CLI prints, run once per test run for each argv, root,
+    working directory and the environment the CLI reads (COLUMNS, NO_COLOR, TERM, FABRICREF_*: a command's output
+    is a function of those), for the tests that read one command's output several
     ways. Only for commands that change nothing; `cli` runs one afresh. Every xdist worker of the run shares the
     outputs (files under the run's directory, written under a lock): the tests reading one command's output land
     on different workers, and a step estimate of a 4,096-GPU cluster costs a CPU second each time."""
@@ -327,12 +328,13 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Result]:
 
     store = shared_base(tmp_path_factory) / "printed"
     store.mkdir(exist_ok=True)
-    seen: dict[tuple[tuple[str, ...], Path | None, str | None], Result] = {}
+    seen: dict[str, Result] = {}
 
     def run(*args: str, root: Path | None = None) -> Result:
-        key = (args, root, os.environ.get("COLUMNS"))
+        env = sorted((k, v) for k, v in os.environ.items() if k in ("COLUMNS", "NO_COLOR", "TERM") or "FABRICREF" in k)
+        key = json.dumps([args, str(root) if root else None, os.getcwd(), env])
         if key not in seen:
-            name = hashlib.sha256(json.dumps([args, str(root) if root else None, key[2]]).encode()).hexdigest()
+            name = hashlib.sha256(key.encode()).hexdigest()
             done = store / f"{name}.json"
             with open(store / f"{name}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
