@@ -95,7 +95,7 @@ def _rank_map(view: View, gpus: int) -> dict[int, str]:
         inference=None,
         used_ranks=list(range(gpus)),
     )
-    return rank_accelerators(view.g, job)
+    return rank_accelerators(view.g, job, order=view.order)
 
 
 def place_shapes(view: View, summary: ClusterSummary, keys: set[GroupKey], sends: set[GroupKey]) -> dict[GroupKey, str]:
