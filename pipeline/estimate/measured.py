@@ -22,6 +22,7 @@ from .collectives import ALGORITHMS
 from .nccl_log import Log, parse_bytes
 
 TABLE = "measurements"
+# Written out, not through core.registry.columns: importing this module must not load DuckDB.
 COLUMNS = [
     ("measurement_id", "VARCHAR"),
     ("sha256", "VARCHAR"),
@@ -222,25 +223,19 @@ def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) ->
 
 def compare(lay: Layout, topology_id: str, placement: str = "out-of-place") -> list[dict[str, Any]]:
     """Per measured size: measured busbw, the model's busbw for the same op, ranks and algorithm, their ratio."""
-    import duckdb
+    from ..core.registry import Tables
 
     path = table_dir(lay) / f"{TABLE}.parquet"
     if not path.exists():
         raise UsageError(f"no measurements imported yet ({lay.relative(path)} does not exist): run measured import")
-    from ..core.registry import verify_file
-
-    verify_file(path)
-    con = duckdb.connect(":memory:")
-    try:
-        cur = con.execute(
+    with Tables({TABLE: path}) as t:
+        measured = t.rows(
             "SELECT measurement_id, sha256, op, ranks, bytes, time_us * 1e-6 AS measured_seconds, "
             "busbw_gb_per_s AS measured_busbw_gb_per_s, NULLIF(algorithm, '') AS algorithm_declared "
-            f"FROM read_parquet('{path}') WHERE topology_id = ? AND placement = ? ORDER BY measurement_id, bytes",
-            [topology_id, placement],
+            f"FROM {TABLE} WHERE topology_id = ? AND placement = ? ORDER BY measurement_id, bytes",
+            topology_id,
+            placement,
         )
-        measured = [dict(zip([d[0] for d in cur.description], row, strict=True)) for row in cur.fetchall()]
-    finally:
-        con.close()
     if not measured:
         raise UsageError(f"no measurements for topology {topology_id!r}: run measured import FILE --topology ID")
     # The model's rows name the declared algorithm themselves, after its figures.
