@@ -7,7 +7,7 @@ from typing import Any
 
 import networkx as nx
 
-from ..core.graphs import EDGE_ATTRS, GRAPH_COLUMNS, NODE_ATTRS, NODE_TYPES
+from ..core.graphs import GRAPH_COLUMNS, NODE_ATTRS, NODE_TYPES
 from ..core.registry import columns
 
 # Every attribute of the graph, so the traffic stage rebuilds the very same graph (pipeline/core/graphs.py).
@@ -39,7 +39,7 @@ def edge_rows(g: nx.Graph) -> list[tuple[Any, ...]]:
     it), `position` its rank in `insertion_order`."""
     tid = g.graph.get("topology_id")
     edges = insertion_order(g)
-    _check_attrs(tid, {k for _, _, d in edges for k in d}, EDGE_ATTRS, "edge")
+    _check_attrs(tid, {k for _, _, d in edges for k in d}, _EDGE_VALUES, "edge")  # what is written
     rank = {n: i for i, n in enumerate(g)}
     rows = []
     for position, (u, v, d) in enumerate(edges):
@@ -86,7 +86,7 @@ def graph_row(g: nx.Graph, endpoint_latency_ns: float) -> tuple[Any, ...]:
     return tuple(attrs.get(c) for c, _ in GRAPH_COLUMNS)
 
 
-def _check_attrs(tid: Any, names: Iterable[str], known: tuple[str, ...], what: str) -> None:
+def _check_attrs(tid: Any, names: Iterable[str], known: Iterable[str], what: str) -> None:
     """A new attribute must get a column, or the graph the traffic stage rebuilds would silently lack it."""
     extra = set(names) - set(known)
     if extra:
