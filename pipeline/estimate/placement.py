@@ -18,7 +18,7 @@ import networkx as nx
 from ..errors import UsageError
 from ..formats.workload import PlacementStrategy
 from .decompose import Decomposition, check_degrees
-from .routing import accelerator_domains, ordered_accelerators
+from .routing import node_domain, ordered_accelerators
 from .view import View
 from .workloads import Workload
 
@@ -84,7 +84,8 @@ def rank_accelerators(g: nx.Graph, w: Any, offset: int = 0, order: list[str] | N
 def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -> list[str]:
     """Every k-th scale-up domain (k = domains available ÷ domains needed), each filled by accelerator index."""
     tid = g.graph.get("topology_id", "?")
-    domains = [list(members) for _, members in groupby(order, key=accelerator_domains(g).__getitem__)]
+    nodes = g._node  # the accelerators in `order` only, not a walk over every node
+    domains = [list(members) for _, members in groupby(order, key=lambda a: node_domain(a, nodes[a]))]
     sizes = {len(d) for d in domains}
     if len(sizes) != 1:
         raise PlacementError(f"{where}: spread needs scale-up domains of one size; topology {tid} has {sorted(sizes)}")

@@ -52,9 +52,14 @@ def ecmp_choice(key: np.ndarray, hop: int, candidates: np.ndarray) -> np.ndarray
     return (z % candidates.astype(np.uint64)).astype(np.int64)
 
 
+def node_domain(name: str, data: dict[str, Any]) -> str:
+    """An accelerator's scale-up domain: the one its node names, else itself."""
+    return data.get("domain") or name
+
+
 def accelerator_domains(g: nx.Graph) -> dict[str, str]:
-    """Each accelerator's scale-up domain (itself when it names none), in topology order."""
-    return {n: d.get("domain") or n for n, d in g.nodes(data=True) if d.get("kind") == "accelerator"}
+    """Each accelerator's scale-up domain (`node_domain`), in topology order."""
+    return {n: node_domain(n, d) for n, d in g.nodes(data=True) if d.get("kind") == "accelerator"}
 
 
 def ordered_accelerators(g: nx.Graph, domains: dict[str, str] | None = None) -> list[str]:
@@ -208,7 +213,7 @@ class Wiring:
         self.acc_pos = dict(zip(acc, range(len(acc)), strict=True))
         n = len(acc)
         # Per topology, read by every phase's stages and by placement (the view's `domain` and `order`).
-        self.domain_of = domain = {a: d.get("domain") or a for a, d in acc_data}
+        self.domain_of = domain = {a: node_domain(a, d) for a, d in acc_data}
         number = {name: i for i, name in enumerate(dict.fromkeys(map(domain.__getitem__, acc)))}
         self.acc_domain = np.fromiter((number[domain[a]] for a in acc), dtype=np.int64, count=n)
         self.order = names = ordered_accelerators(self.g, domain)

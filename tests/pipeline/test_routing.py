@@ -10,8 +10,8 @@ from fabricref.estimate import cost, loads
 from fabricref.estimate.calibration import load_calibration
 from fabricref.estimate.decompose import decompose, gradient_shards, training_groups
 from fabricref.estimate.loads import Stage, collective_stages, cost_phase, send_stage
-from fabricref.estimate.placement import PlacementError, accelerator_domains, ordered_accelerators, place
-from fabricref.estimate.routing import Wiring
+from fabricref.estimate.placement import PlacementError, ordered_accelerators, place
+from fabricref.estimate.routing import Wiring, accelerator_domains
 from fabricref.estimate.view import View
 from fabricref.estimate.workloads import find_workload, load_workload
 from fabricref.topology.build import build_cluster

@@ -364,7 +364,7 @@ def test_an_estimate_at_an_offset_counts_the_domains_its_ranks_sit_on(built_regi
 def test_accelerator_domains_name_each_accelerator_s_domain_or_itself():
     """accelerator_domains: each accelerator's domain, itself when it names none; switches are not accelerators."""
     import networkx as nx
-    from fabricref.estimate.placement import accelerator_domains
+    from fabricref.estimate.routing import accelerator_domains
 
     g = nx.Graph()
     g.add_node("d0-a0", kind="accelerator", domain="d0", index=0)
