@@ -164,8 +164,6 @@ def plan_train(
 
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
-    if workers < 1:
-        raise UsageError(f"--workers {workers}: expected at least 1")
     eng = make_engine(engine, address, workers)
     try:
         with _progress(not as_json and sys.stderr.isatty()) as progress:

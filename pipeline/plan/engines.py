@@ -174,6 +174,9 @@ def _check_address(address: str) -> None:
 
 
 def engine(name: str, address: str | None = None, workers: int = 2) -> LocalEngine | RayEngine:
+    """The engine a search runs on, its options checked for the CLI and the Python API alike."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UsageError(f"--workers {workers}: expected at least 1")
     if name not in ENGINES:
         raise UsageError(f"--engine {name!r}: expected one of {', '.join(ENGINES)}")
     if address and name != "ray":

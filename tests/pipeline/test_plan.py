@@ -214,6 +214,7 @@ def test_bad_options_name_the_option(built_registry: Layout, cli) -> None:
         (["--recompute", "some"], "--recompute 'some': expected one of none, selective, full"),
         (["--engine", "spark"], "--engine 'spark': expected one of local, ray"),
         (["--address", "127.0.0.1:6379"], "--address names a Ray cluster: use it with --engine ray"),
+        (["--engine", "ray", "--workers", "0"], "--workers 0: expected at least 1"),
         (["--gpus", "64", "--max-layouts", "10"], "raise --max-layouts"),
     ]:
         r = cli(*base, *extra, root=root)
@@ -536,3 +537,12 @@ def test_a_search_reports_its_progress_layouts_done_and_the_best_so_far(built_re
         done = [c[1] for c in part]
         assert done == sorted(done) and done[-1] == n
     assert evaluating[-1][3].startswith(f"{r.top[0]['layout_id']} (")
+
+
+@pytest.mark.parametrize("workers", [0, -1, True, 1.5])
+def test_an_engine_refuses_a_worker_count_that_is_not_a_positive_whole_number(workers) -> None:
+    """The Python API's `engine` checks what the CLI's --workers is checked for (before any Ray starts)."""
+    from fabricref.plan.engines import engine
+
+    with pytest.raises(UsageError, match=r"--workers .*: expected at least 1"):
+        engine("ray", workers=workers)
