@@ -204,7 +204,7 @@ def collective_on_topology(
     from .estimate.view import view_for
 
     lay = _lay(root)
-    return result_dict(*on_topology(lay, view_for(lay, topology_id), op, ranks, size, algorithm))
+    return result_dict(*on_topology(view_for(lay, topology_id), op, ranks, size, algorithm))
 
 
 def collective_sweep(
@@ -221,7 +221,7 @@ def collective_sweep(
     from .estimate.view import view_for
 
     lay = _lay(root)
-    return sweep(lay, view_for(lay, topology_id), op, ranks, low, high, algorithm)
+    return sweep(view_for(lay, topology_id), op, ranks, low, high, algorithm)
 
 
 def memory(params: float, layout_name: str = "mixed-adam", **degrees: Any) -> dict[str, Any]:

@@ -7,15 +7,13 @@ from dataclasses import asdict
 from typing import Any
 
 from ..core import confidence as rule
-from ..core.paths import Layout
 from ..errors import UsageError
 from ..formats.calibration import Calibration
 from . import collectives
-from .calibration import load_calibration
 from .collectives import Estimate, Shape, Tier
 from .loads import rank_ceiling
 from .routing import GBPS_TO_BYTES
-from .view import Lineage, Path, View, technology
+from .view import Lineage, Path, View
 
 
 def _reach(view: View, src: list[str], path: Path, line_gbps: float, network: str, notes: list[str]) -> float:
@@ -176,19 +174,18 @@ def confidence(est: Estimate, shape: Shape) -> str:
     return rule.weakest([*used, *(x.confidence for x in shape.lineage | collnet_lineage(est, shape))])
 
 
-def on_topology(
-    lay: Layout, view: View, op: str, ranks: int, size: float, algorithm: str | None = None
-) -> tuple[Estimate, Shape]:
+def on_topology(view: View, op: str, ranks: int, size: float, algorithm: str | None = None) -> tuple[Estimate, Shape]:
     """One collective on the topology's first `ranks` accelerators: the chosen algorithm and protocol."""
-    cal, shape = first_ranks(lay, view, ranks)
+    cal, shape = first_ranks(view, ranks)
     return collectives.estimate(cal, op, shape, size, algorithm), shape
 
 
-def first_ranks(lay: Layout, view: View, ranks: int) -> tuple[Calibration, Shape]:
-    """The view's calibration (else the checkout's) and `ranks` placed on its first accelerators."""
-    cal = view.calibration or load_calibration(lay.root)
-    tech = view.scale_up_technology if view.scale_up_technology is not None else technology(lay, view.reference)
-    return cal, place(view, cal, ranks, technology=tech)
+def first_ranks(view: View, ranks: int) -> tuple[Calibration, Shape]:
+    """The view's calibration and `ranks` placed on its first accelerators (a view from `view_for`, which holds
+    both the calibration and the scale-up technology the calibration is matched on)."""
+    if view.calibration is None:
+        raise UsageError("the view carries no calibration (build it with view_for)")
+    return view.calibration, place(view, view.calibration, ranks, technology=view.scale_up_technology)
 
 
 def result_dict(est: Estimate, shape: Shape) -> dict[str, Any]:
@@ -205,13 +202,11 @@ def result_dict(est: Estimate, shape: Shape) -> dict[str, Any]:
     }
 
 
-def sweep(
-    lay: Layout, view: View, op: str, ranks: int, low: int, high: int, algorithm: str | None = None
-) -> list[dict[str, Any]]:
+def sweep(view: View, op: str, ranks: int, low: int, high: int, algorithm: str | None = None) -> list[dict[str, Any]]:
     """One row per power-of-two size from low to high, like `all_reduce_perf -b low -e high -f 2`."""
     if low < 1 or high < low:
         raise UsageError(f"--sweep {low}:{high}: expected 1 <= MIN <= MAX")
-    cal, shape = first_ranks(lay, view, ranks)
+    cal, shape = first_ranks(view, ranks)
     keys = ("seconds", "algbw_gb_per_s", "busbw_gb_per_s", "algorithm", "protocol")
     rows = []
     size = low

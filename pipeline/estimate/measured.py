@@ -204,7 +204,7 @@ def model_rows(lay: Layout, topology_id: str, measured: list[dict[str, Any]]) ->
     out = []
     for m in measured:
         ranks = m["ranks"]
-        cal, shape = shapes.get(ranks) or shapes.setdefault(ranks, first_ranks(lay, view, ranks))
+        cal, shape = shapes.get(ranks) or shapes.setdefault(ranks, first_ranks(view, ranks))
         cost = estimate(cal, m["op"], shape, float(m["bytes"]), m["algorithm_declared"] or None)
         busbw = m["measured_busbw_gb_per_s"]
         out.append(
