@@ -39,6 +39,7 @@ class Layout:
     pins_dir = _below("sources", "pins")
     store_dir = _below("sources", "snapshots")
     transcriptions_dir = _below("sources", "transcriptions")
+    measured_dir = _below("sources", "measured")  # pins of measured logs (`fabricref measured import`)
     schemas_dir = _below("schemas")
     registry_dir = _below("registry")
     claims_dir = _below("registry", "claims")

@@ -100,7 +100,7 @@ def lock_path(lay: Layout) -> Path:
 
 def measured_problems(lay: Layout) -> list[str]:
     """One message per measured log's pin (sources/measured/) whose bytes are not sound in the store."""
-    directory = lay.sources_dir / "measured"
+    directory = lay.measured_dir
     if not directory.is_dir():
         return []
     from ..formats.measured import MeasuredPin

@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..core.paths import PARAMS_FILE
+from ..core.paths import PARAMS_FILE, Layout
 from ..core.schemas import _line_of, at_params, json_path, load_json, load_model, load_yaml, params_overlay, params_text
 from ..core.store import SnapshotStore
 from ..errors import ValidationError
@@ -77,9 +77,10 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
         path.parent.parent.parent if path.parent.name == "calibration" and path.parent.parent.name == "models" else None
     )
     pinned: set[str] = set()
-    store = SnapshotStore(root / "sources" / "snapshots") if root is not None else None
-    if root is not None and (root / "sources" / "measured").is_dir():
-        for pin in sorted((root / "sources" / "measured").glob("*.json")):
+    lay = Layout(root) if root is not None else None
+    if lay is not None and lay.measured_dir.is_dir():
+        store = SnapshotStore(lay.store_dir)
+        for pin in sorted(lay.measured_dir.glob("*.json")):
             data = load_json(pin)
             sha = data.get("sha256") if isinstance(data, dict) else None
             if isinstance(sha, str) and re.fullmatch(SHA_RE, sha) and store.path_for(sha).is_file():
@@ -87,7 +88,7 @@ def _check_measured(cal: Calibration, path: Path, doc: object) -> None:
     for dotted, n in measured:
         if n.measured_sha256 not in pinned:
             parts = [*dotted.split("."), "measured_sha256"]
-            where = "sources/measured/" if root is None else f"{root / 'sources' / 'measured'}/"
+            where = "sources/measured/" if lay is None else f"{lay.measured_dir}/"
             raise ValidationError(
                 f"{_where(path, doc, parts)}: at {json_path(parts)}: {n.measured_sha256} names no measured log pinned "
                 f"in {where} with its bytes in the store; a number is `measured` only with the log it was read from "
@@ -112,7 +113,7 @@ def load_calibration(root: Path) -> Calibration:
     except FileNotFoundError:
         raise ValidationError(f"{path}: calibration file not found") from None
     params = root / PARAMS_FILE
-    pins = root / "sources" / "measured"  # a pin added or removed changes what a measured number may name
+    pins = Layout(root).measured_dir  # a pin added or removed changes what a measured number may name
     return _cached(
         str(path),
         stamp,

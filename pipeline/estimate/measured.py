@@ -43,10 +43,6 @@ COLUMNS = [
 ]
 
 
-def measured_dir(lay: Layout) -> Path:
-    return lay.sources_dir / "measured"
-
-
 def table_dir(lay: Layout) -> Path:
     return lay.registry_dir / "measurements"
 
@@ -108,7 +104,7 @@ def import_log(
 
     from ..core.registry import hash_path
 
-    target = measured_dir(lay) / f"{pin.measurement_id}.json"
+    target = lay.measured_dir / f"{pin.measurement_id}.json"
     with checkout_lock(lay.root):
         new = True
         if target.exists():
@@ -142,7 +138,7 @@ def _logs(lay: Layout) -> list[tuple[Path, MeasuredPin, Log]]:
     """Every pinned log, parsed again from the store (the bytes the pin names, not the file imported)."""
     store = SnapshotStore(lay.store_dir)
     out = []
-    for path in sorted(measured_dir(lay).glob("*.json")):
+    for path in sorted(lay.measured_dir.glob("*.json")):
         pin = load_model(MeasuredPin, load_json(path), "measured-pin.schema.json", path)
         where = f"{lay.relative(path)} ({pin.file_name}, sha256 {pin.sha256[:12]})"
         out.append((path, pin, parse_bytes(store.read(pin.sha256), where, pin.op)))

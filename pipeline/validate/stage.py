@@ -27,7 +27,7 @@ def _metric(value: Any) -> Any:
 
 
 def write(lay: Layout, rows: list[validation.Row]) -> str:
-    directory = lay.root / "registry" / "validation"
+    directory = lay.registry_dir / "validation"
     directory.mkdir(parents=True, exist_ok=True)
     write_table(directory, TABLE, COLUMNS, ["file", "result"], [r.as_tuple() for r in rows])
     # The table's columns, which the database stage declares instead of the table: its numbers move with every
