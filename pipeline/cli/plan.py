@@ -16,7 +16,7 @@ from ..core.format import format_quantity
 from ..errors import UsageError
 from .app import app
 from .options import amount
-from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json, records_table
+from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json, readable, records_table
 
 plan_app = typer.Typer(
     no_args_is_help=True,
@@ -269,14 +269,6 @@ def _keep(lay: Any, result: Any, save: str | None, saver: Any, as_json: bool, en
         )
 
 
-def _s(value: Any) -> str:
-    return format_quantity(value, "s")
-
-
-def _gb(value: Any) -> str:
-    return format_quantity(value, "B")
-
-
 def _must_talk(r: dict[str, Any]) -> str:
     n = r["largest_group_domains"]
     return (
@@ -284,15 +276,20 @@ def _must_talk(r: dict[str, Any]) -> str:
     )
 
 
+def _by_key(key: str) -> Callable[[dict[str, Any]], Any]:
+    """A column showing one result value in the unit its key names (`readable`)."""
+    return lambda r: readable(r[key], key)
+
+
 # The tables of `plan train` and `plan serve` (the top K; their Pareto fronts show a few of these columns).
 TRAIN_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "rank": lambda r: str(r["rank"]),
     "layout": lambda r: r["layout_id"],
-    "step": lambda r: _s(r["step_seconds"]),
-    "routed step": lambda r: _s(r["routed_step_seconds"]),
-    "exposed comm": lambda r: _s(r["exposed_communication_seconds"]),
-    "memory/rank": lambda r: _gb(r["memory_per_rank_bytes"]),
-    "headroom": lambda r: _gb(r["headroom_bytes"]),
+    "step": _by_key("step_seconds"),
+    "routed step": _by_key("routed_step_seconds"),
+    "exposed comm": _by_key("exposed_communication_seconds"),
+    "memory/rank": _by_key("memory_per_rank_bytes"),
+    "headroom": _by_key("headroom_bytes"),
     "dominant": lambda r: r["dominant"],
     "must talk (largest group)": _must_talk,
     "confidence": lambda r: r["confidence"],
@@ -305,10 +302,10 @@ SERVE_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "groups (prefill:decode)": lambda r: (
         str(r["groups"]) if r["mode"] == "aggregated" else f"{r['prefill_groups']}:{r['decode_groups']}"
     ),
-    "TTFT": lambda r: _s(r["ttft_seconds"]),
-    "TPOT": lambda r: _s(r["tpot_seconds"]),
-    "request": lambda r: _s(r["request_seconds"]),
-    "memory/rank": lambda r: _gb(r["memory_per_rank_bytes"]),
+    "TTFT": _by_key("ttft_seconds"),
+    "TPOT": _by_key("tpot_seconds"),
+    "request": _by_key("request_seconds"),
+    "memory/rank": _by_key("memory_per_rank_bytes"),
     "dominant": lambda r: r["dominant"],
     "must talk": lambda r: str(r["must_talk"]),
     "confidence": lambda r: r["confidence"],
