@@ -1,22 +1,38 @@
 """The report's drawings, as the explorer draws them (views/); a workload's heat map is the same drawing with each
-link coloured by the time it is busy, as a share of the busiest drawn link."""
+link coloured by the time it is busy, as a share of the busiest drawn link.
+
+The models part draws every topology and writes, beside each picture, the drawing as data (`drawings/ID.json`:
+the laid-out drawing and the drawn link of every graph edge it draws). The workloads part colours those drawings
+from that file, so a heat map is the reference page's drawing by construction and a workload's pages never load
+a topology's wiring.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from ..core.graphs import Topologies
 from ..core.paths import Layout
+from ..errors import FabricrefError
+from ..formats.drawing import Drawing
 from ..views import render
 from ..views.drawing import Groups, Wired
 from ..views.layout import lay_out
 from ..views.loads import link_loads
 
 HEAT_BASIS = "time"
+EdgeMap = dict[tuple[str, str], tuple[str, bool]]  # a graph edge (ends sorted) → (its drawn link, runs against it)
+
+
+def _svg(env: Any, drawing: Drawing, loads: list[Any] | None) -> bytes:
+    return env.get_template("drawing.svg.j2").render(s=render.svg(drawing, loads)).encode()
 
 
 class Drawer:
-    """Every topology of registry/topology/, loaded when first drawn and kept while the report is written."""
+    """Every topology of registry/topology/, loaded when first drawn and kept while the reference pages are
+    written."""
 
     def __init__(self, lay: Layout, technology: dict[str, str]) -> None:
         """`technology`: reference → its `scale_up.technology`."""
@@ -24,7 +40,7 @@ class Drawer:
         self.ids = list(self.topologies.ids)
         self.technology = technology
         self._groups: dict[str, Groups] = {}
-        self._drawn: dict[str, Any] = {}
+        self._drawn: dict[str, Drawing] = {}
         self.env = render.environment("fabricref.report", strict=True)
 
     def close(self) -> None:
@@ -43,17 +59,56 @@ class Drawer:
             self._groups[topology_id] = Groups(Wired(t.graph, t.summary, self.technology.get(str(reference))))
         return self._groups[topology_id]
 
-    def drawing(self, topology_id: str) -> Any:
+    def drawing(self, topology_id: str) -> Drawing:
         """The topology's first drawing (what the explorer opens on), laid out."""
         if topology_id not in self._drawn:
             self._drawn[topology_id] = lay_out(self.groups(topology_id).drawing(None))
         return self._drawn[topology_id]
 
+    def svg(self, topology_id: str) -> bytes:
+        return _svg(self.env, self.drawing(topology_id), None)
+
+    def data(self, topology_id: str) -> bytes:
+        """`drawings/ID.json`: the drawing and, per drawn link, the graph edges it stands for (`[source, target,
+        against]`, in the drawing's edge order), sorted keys."""
+        edges: dict[str, list[list[Any]]] = {}
+        for (u, v), (link, against) in self.groups(topology_id).level(None)[1].items():
+            edges.setdefault(link, []).append([u, v, against])
+        doc = {"drawing": self.drawing(topology_id).model_dump(mode="json"), "edges": edges}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+class Drawings:
+    """The drawings the models part wrote (`drawings/ID.json`), read when a heat map first needs one."""
+
+    def __init__(self, folder: Path, lay: Layout) -> None:
+        self.folder, self.lay = folder, lay
+        self.ids = sorted(p.name.removesuffix(".json") for p in folder.glob("*.json"))
+        self._read: dict[str, tuple[Drawing, EdgeMap]] = {}
+        self.env = render.environment("fabricref.report", strict=True)
+
+    def _get(self, topology_id: str) -> tuple[Drawing, EdgeMap]:
+        if topology_id not in self._read:
+            path = self.folder / f"{topology_id}.json"
+            try:
+                doc = json.loads(path.read_bytes())
+                drawing = Drawing.model_validate(doc["drawing"])
+                edge_map = {(u, v): (link, bool(a)) for link, es in doc["edges"].items() for u, v, a in es}
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise FabricrefError(
+                    f"{self.lay.relative(path)}: not a drawing the report's models part wrote ({exc}); "
+                    "run `dvc repro` (the report-models stage writes it)"
+                ) from exc
+            self._read[topology_id] = (drawing, edge_map)
+        return self._read[topology_id]
+
+    def drawing(self, topology_id: str) -> Drawing:
+        return self._get(topology_id)[0]
+
     def svg(self, topology_id: str, loads: list[Any] | None = None) -> bytes:
-        drawing = self.drawing(topology_id)
-        return self.env.get_template("drawing.svg.j2").render(s=render.svg(drawing, loads)).encode()
+        return _svg(self.env, self.drawing(topology_id), loads)
 
     def loads(self, topology_id: str, rows: list[tuple[str, str, float, float]], communication: float | None) -> Any:
         """A workload's load on each drawn link (`rows`: per graph edge, bytes each way over one step or request)."""
-        edge_map = self.groups(topology_id).level(None)[1]
-        return link_loads(rows, edge_map, self.drawing(topology_id), HEAT_BASIS, communication)
+        drawing, edge_map = self._get(topology_id)
+        return link_loads(rows, edge_map, drawing, HEAT_BASIS, communication)

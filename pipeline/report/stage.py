@@ -20,7 +20,7 @@ from ..core.registry import Tables, table_paths
 from ..errors import FabricrefError
 from ..views import render, validation
 from . import LAYOUT_CAVEAT, measured
-from .drawn import HEAT_BASIS, Drawer
+from .drawn import HEAT_BASIS, Drawer, Drawings
 
 STATUSES = (
     "Statuses: published (a vendor document states it), preliminary (announced, not shipped), derived "
@@ -121,7 +121,7 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, A
     return groups
 
 
-Drawings = list[tuple[Path, Callable[..., bytes], tuple[Any, ...]]]  # (file in the report, drawing, arguments)
+Made = list[tuple[Path, Callable[..., bytes], tuple[Any, ...]]]  # (file in the report, its bytes' maker, arguments)
 PARTS = ("models", "workloads")
 
 
@@ -141,8 +141,8 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
             "workloads": (PAGE_READS, PAGE_PARTS, _pages),
         }[part]
         _clear(out, outputs)
-        with _open(lay, reads) as con, Drawer(lay, _technology(con)) as drawer:
-            for path, draw, args in make(lay, out, env, con, _begin(lay, con), drawer):
+        with _open(lay, reads) as con:
+            for path, draw, args in make(lay, out, env, con, _begin(lay, con)):
                 atomic_write_bytes(path, draw(*args))
     return out
 
@@ -154,8 +154,14 @@ def _page(env: Environment, out: Path, page: str, **context: Any) -> None:
     atomic_write_bytes(out / page, html.encode())
 
 
-def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Drawings:
-    """The reference and cluster pages with their drawings; each table read once, grouped per reference here."""
+def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> Made:
+    """The reference and cluster pages with their drawings (each as a picture and as data, drawn.py); each table
+    read once, grouped per reference here."""
+    with Drawer(lay, _technology(con)) as drawer:
+        return _model_pages(out, env, con, common, drawer)
+
+
+def _model_pages(out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Made:
     caveats, refs, summaries, clusters = common
     fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
     cites_of = _grouped(
@@ -163,7 +169,12 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
     )
     assumptions_of = _grouped(con.rows("SELECT * FROM assumptions ORDER BY reference_id, field"), "reference_id")
     drawn = set(drawer.ids)
-    found: Drawings = [(out / "drawings" / f"{tid}.svg", drawer.svg, (tid,)) for tid in drawer.ids]
+    found: Made = []
+    for tid in drawer.ids:
+        found += [
+            (out / "drawings" / f"{tid}.svg", drawer.svg, (tid,)),
+            (out / "drawings" / f"{tid}.json", drawer.data, (tid,)),
+        ]
 
     for ref in refs:
         rid = ref["reference_id"]
@@ -193,16 +204,18 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
     return found
 
 
-def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Drawings:
-    """The workload pages with their heat maps, the plots, the measured, validation and caveats pages, the index."""
+def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> Made:
+    """The workload pages with their heat maps (on the models part's drawings), the plots, the measured,
+    validation and caveats pages, the index."""
     caveats, refs, _summaries, clusters = common
+    drawer = Drawings(out / "drawings", lay)
     drawn = set(drawer.ids)
     workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
     traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")
     failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
     sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     checks = validation.shown(con.rows(validation.SQL))
-    found: Drawings = []
+    found: Made = []
     heat_maps: dict[tuple[str, str], dict[str, Any]] = {}
     for w in workloads:
         tid, wid = w["topology_id"], w["workload_id"]
@@ -278,7 +291,7 @@ def _edge_bytes(con: Tables, tid: str, wid: str) -> list[tuple[str, str, float, 
     return [(a, b, f, r) for a, b, f, r in rows]
 
 
-def _plots(made: Drawings, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
+def _plots(made: Made, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
     """The index's plots (their drawings appended to `made`); matplotlib is loaded here, never by the models part."""
     from . import drawings
 

@@ -164,7 +164,7 @@ def lay_out(drawing: Drawing) -> Drawing:
         placed = {k: (x + dx, y + dy, w, h) for k, (x, y, w, h) in placed.items()}
 
     nodes = [
-        n.model_copy(update=dict(zip(("x", "y", "w", "h"), (round(v, 1) for v in placed[n.id]), strict=True)))
+        n.model_copy(update=dict(zip(("x", "y", "w", "h"), (round(float(v), 1) for v in placed[n.id]), strict=True)))
         for n in drawing.nodes
         if n.id in placed
     ]
