@@ -37,32 +37,11 @@ def write_phases(out: Path, tables: Tables) -> None:
         for term, column in TERMS:
             rows.append([case, term, round(r[column] * r["count"], 9)])
     atomic_write_bytes(out / "phase_times.csv", _csv_bytes(["phase", "term", "seconds"], rows))
-    # Only the rows that can rank among the 25 busiest are read into Python (~100,000 links otherwise): a row
-    # whose rounded utilization ties or beats the 25th-largest rounded one is within 1e-6 of the 25th-largest raw
-    # one (rounding to 6 places moves a value by at most 5e-7 and keeps the order). NaN rows are always read.
-    top = [
-        r[0]
-        for r in tables.tuples(
-            "SELECT utilization FROM traffic_links WHERE utilization IS NOT NULL AND NOT isnan(utilization) "
-            "ORDER BY 1 DESC LIMIT 25"
-        )[1]
-    ]
-    floor = top[-1] - 1e-6 if len(top) == 25 else float("-inf")
-    links = tables.rows(
-        "SELECT workload_id, topology_id, phase, source, target, utilization FROM traffic_links "
-        "WHERE utilization IS NOT NULL AND (isnan(utilization) OR utilization >= ?)",
-        floor,
+    # NaN (a link of unknown rate) sorts above every number, as the busiest.
+    _, util = tables.tuples(
+        "SELECT workload_id || ' @ ' || topology_id || ' : ' || phase || ' : ' || source || ' – ' || target AS link, "
+        "round(utilization, 6) AS u FROM traffic_links WHERE utilization IS NOT NULL ORDER BY u DESC, link LIMIT 25"
     )
-    util = sorted(
-        (
-            [
-                f"{r['workload_id']} @ {r['topology_id']} : {r['phase']} : {r['source']} – {r['target']}",
-                round(r["utilization"], 6),
-            ]
-            for r in links
-        ),
-        key=lambda x: (-x[1], x[0]),
-    )[:25]
     atomic_write_bytes(out / "link_utilization.csv", _csv_bytes(["link", "utilization"], util))
 
 
