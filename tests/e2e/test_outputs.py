@@ -98,3 +98,21 @@ def test_every_topology_with_traffic_has_a_heat_map_drawn_as_the_explorer_draws_
         assert f"../load/{tid}/{wid}.svg" in page and "not utilisation" in page
         topologies.add(tid)
     assert {p[0] for p in pairs} == topologies
+
+
+def test_a_heat_map_colours_the_drawing_its_topology_page_shows(built_pipeline: Path):
+    """The report's workload part draws no topology of its own: each drawings/ID.json, read back, renders the very
+    picture beside it, and every heat map of that topology draws the same links."""
+    from fabricref.core.paths import Layout
+    from fabricref.report.drawn import Drawings
+
+    folder = built_pipeline / "registry" / "report" / "drawings"
+    drawings = Drawings(folder, Layout(built_pipeline))
+    assert drawings.ids == sorted(p.stem for p in folder.glob("*.svg")) and "meta-style-h100-24576" in drawings.ids
+    ids = re.compile(r'<line [^>]*data-id="([^"]+)"')
+    for tid in drawings.ids:
+        picture = (folder / f"{tid}.svg").read_bytes()
+        assert drawings.svg(tid) == picture, tid
+        for heat_map in sorted((built_pipeline / "registry" / "report" / "load" / tid).glob("*.svg")):
+            # (in another order: a heat map draws its loaded links last, the hottest on top)
+            assert sorted(ids.findall(heat_map.read_text())) == sorted(ids.findall(picture.decode())), heat_map
