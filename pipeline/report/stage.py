@@ -136,15 +136,19 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
     out = lay.registry_dir / "report"
     env = _env()
     for part in parts:
-        reads, outputs, make = {
-            "models": (MODEL_READS, MODEL_PARTS, _models),
-            "workloads": (PAGE_READS, PAGE_PARTS, _pages),
-        }[part]
-        _clear(out, outputs)
-        with _open(lay, reads) as con:
-            for path, draw, args in make(lay, out, env, con, _begin(lay, con)):
-                atomic_write_bytes(path, draw(*args))
+        _clear(out, MODEL_PARTS if part == "models" else PAGE_PARTS)
+        with _open(lay, MODEL_READS if part == "models" else PAGE_READS) as con:
+            if part == "models":
+                with Drawer(lay, _technology(con)) as drawer:
+                    _write(_models(out, env, con, _begin(lay, con), drawer))
+            else:
+                _write(_pages(lay, out, env, con, _begin(lay, con)))
     return out
+
+
+def _write(made: Made) -> None:
+    for path, draw, args in made:
+        atomic_write_bytes(path, draw(*args))
 
 
 def _page(env: Environment, out: Path, page: str, **context: Any) -> None:
@@ -154,14 +158,9 @@ def _page(env: Environment, out: Path, page: str, **context: Any) -> None:
     atomic_write_bytes(out / page, html.encode())
 
 
-def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> Made:
+def _models(out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Made:
     """The reference and cluster pages with their drawings (each as a picture and as data, drawn.py); each table
     read once, grouped per reference here."""
-    with Drawer(lay, _technology(con)) as drawer:
-        return _model_pages(out, env, con, common, drawer)
-
-
-def _model_pages(out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Made:
     caveats, refs, summaries, clusters = common
     fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
     cites_of = _grouped(
