@@ -71,3 +71,12 @@ class LinkLoad(Response):
     busy_seconds: float = Field(description="Time the link is busy per step or request at its line rate.")
     share: float = Field(ge=0, le=1, description="Of the busiest drawn link, by the request's heat basis.")
     shown: Shown
+
+
+class DrawingFile(Response):
+    """`registry/report/drawings/ID.json`, which the report's models part writes beside each picture: the topology's
+    first drawing, laid out, and per drawn link the graph edges it stands for, each as (source, target, whether the
+    edge runs against the link: its source at the link's target end)."""
+
+    drawing: Drawing
+    edges: dict[str, list[tuple[str, str, bool]]]

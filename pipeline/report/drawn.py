@@ -13,10 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..core.graphs import Topologies
 from ..core.paths import Layout
 from ..errors import FabricrefError
-from ..formats.drawing import Drawing
+from ..formats.drawing import Drawing, DrawingFile
 from ..views import render
 from ..views.drawing import Groups, Wired
 from ..views.layout import lay_out
@@ -69,12 +71,11 @@ class Drawer:
         return _svg(self.env, self.drawing(topology_id), None)
 
     def data(self, topology_id: str) -> bytes:
-        """`drawings/ID.json`: the drawing and, per drawn link, the graph edges it stands for (`[source, target,
-        against]`, in the drawing's edge order), sorted keys."""
-        edges: dict[str, list[list[Any]]] = {}
+        """`drawings/ID.json` (`DrawingFile`), keys sorted; each link's edges in the drawing's edge order."""
+        edges: dict[str, list[tuple[str, str, bool]]] = {}
         for (u, v), (link, against) in self.groups(topology_id).level(None)[1].items():
-            edges.setdefault(link, []).append([u, v, against])
-        doc = {"drawing": self.drawing(topology_id).model_dump(mode="json"), "edges": edges}
+            edges.setdefault(link, []).append((u, v, against))
+        doc = DrawingFile(drawing=self.drawing(topology_id), edges=edges).model_dump(mode="json")
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -91,15 +92,16 @@ class Drawings:
         if topology_id not in self._read:
             path = self.folder / f"{topology_id}.json"
             try:
-                doc = json.loads(path.read_bytes())
-                drawing = Drawing.model_validate(doc["drawing"])
-                edge_map = {(u, v): (link, bool(a)) for link, es in doc["edges"].items() for u, v, a in es}
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+                doc = DrawingFile.model_validate_json(path.read_bytes())
+            except (OSError, ValidationError) as exc:
+                first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+                why = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}" if first else str(exc)
                 raise FabricrefError(
-                    f"{self.lay.relative(path)}: not a drawing the report's models part wrote ({exc}); "
+                    f"{self.lay.relative(path)}: not a drawing the report's models part wrote ({why}); "
                     "run `dvc repro` (the report-models stage writes it)"
                 ) from exc
-            self._read[topology_id] = (drawing, edge_map)
+            edge_map = {(u, v): (link, against) for link, es in doc.edges.items() for u, v, against in es}
+            self._read[topology_id] = (doc.drawing, edge_map)
         return self._read[topology_id]
 
     def drawing(self, topology_id: str) -> Drawing:
