@@ -37,7 +37,7 @@ def write_phases(out: Path, tables: Tables) -> None:
         for term, column in TERMS:
             rows.append([case, term, round(r[column] * r["count"], 9)])
     atomic_write_bytes(out / "phase_times.csv", _csv_bytes(["phase", "term", "seconds"], rows))
-    # NaN (a link of unknown rate) sorts above every number, as the busiest.
+    # Ties (many links of a fair share at 1.0) broken by name, so the file is the same from run to run.
     _, util = tables.tuples(
         "SELECT workload_id || ' @ ' || topology_id || ' : ' || phase || ' : ' || source || ' – ' || target AS link, "
         "round(utilization, 6) AS u FROM traffic_links WHERE utilization IS NOT NULL ORDER BY u DESC, link LIMIT 25"
