@@ -15,7 +15,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..core.graphs import Topologies
 from ..core.paths import Layout
 from ..errors import FabricrefError
 from ..formats.drawing import Drawing, DrawingFile
@@ -38,6 +37,9 @@ class Drawer:
 
     def __init__(self, lay: Layout, technology: dict[str, str]) -> None:
         """`technology`: reference → its `scale_up.technology`."""
+        # Here, not at the top: the workloads part reads drawings as data and never loads networkx.
+        from ..core.graphs import Topologies
+
         self.topologies = Topologies(lay)
         self.ids = list(self.topologies.ids)
         self.technology = technology

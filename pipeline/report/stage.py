@@ -216,11 +216,12 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
     checks = validation.shown(con.rows(validation.SQL))
     found: Made = []
     heat_maps: dict[tuple[str, str], dict[str, Any]] = {}
+    edge_bytes = _edge_bytes(con)
     for w in workloads:
         tid, wid = w["topology_id"], w["workload_id"]
         if tid not in drawn:
             continue
-        loads = drawer.loads(tid, _edge_bytes(con, tid, wid), w["communication_seconds"])
+        loads = drawer.loads(tid, edge_bytes.get((tid, wid), []), w["communication_seconds"])
         if not loads:
             continue
         path = f"load/{tid}/{wid}.svg"
@@ -275,19 +276,21 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
     return found
 
 
-def _edge_bytes(con: Tables, tid: str, wid: str) -> list[tuple[str, str, float, float]]:
-    """A workload's bytes on each graph edge over one step or request: each phase's bytes times its count."""
+def _edge_bytes(con: Tables) -> dict[tuple[str, str], list[tuple[str, str, float, float]]]:
+    """Per (topology, workload), its bytes on each graph edge over one step or request: each phase's bytes times its
+    count, in edge order."""
     _, rows = con.tuples(
         """
-        SELECT l.source, l.target, sum(l.bytes_forward * t.count), sum(l.bytes_reverse * t.count)
+        SELECT l.topology_id, l.workload_id, l.source, l.target,
+               sum(l.bytes_forward * t.count), sum(l.bytes_reverse * t.count)
         FROM traffic_links l JOIN traffic t USING (topology_id, workload_id, phase)
-        WHERE l.topology_id = ? AND l.workload_id = ?
-        GROUP BY ALL ORDER BY 1, 2
-        """,
-        tid,
-        wid,
+        GROUP BY ALL ORDER BY 1, 2, 3, 4
+        """
     )
-    return [(a, b, f, r) for a, b, f, r in rows]
+    out: dict[tuple[str, str], list[tuple[str, str, float, float]]] = defaultdict(list)
+    for tid, wid, a, b, f, r in rows:
+        out[(tid, wid)].append((a, b, f, r))
+    return out
 
 
 def _plots(made: Made, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
