@@ -115,9 +115,21 @@ def test_a_compile_killed_between_tables_leaves_the_old_registry_whole(tables):
         con.close()
 
 
+def _duckdb_started(lay: Layout) -> bool:
+    """DuckDB has written the temp database's header: the name alone exists for an instant before, empty, while the
+    build reserves it (mkstemp, then unlink), and a kill then would leave nothing behind."""
+    for path in lay.registry_dir.glob(".registry.*.duckdb"):
+        try:
+            if path.stat().st_size > 0:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
+
+
 def test_a_killed_duckdb_build_leaves_no_temp_files(tables):
     proc = _child("duckdb", tables)
-    _kill_when(proc, lambda: any(tables.registry_dir.glob(".registry.*.duckdb")))
+    _kill_when(proc, lambda: _duckdb_started(tables))
     assert list(tables.registry_dir.glob(".registry.*"))  # what SIGKILL left behind
     path = views.build_database(tables)
     assert [p.name for p in tables.registry_dir.iterdir() if p.name.startswith(".")] == []
