@@ -3,9 +3,10 @@ so both draw the same picture. Exact numbers carry, in `shown`, the text the pag
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Response(BaseModel):
@@ -80,3 +81,36 @@ class DrawingFile(Response):
 
     drawing: Drawing
     edges: dict[str, list[tuple[str, str, bool]]]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DrawingFile:
+        """What the writer guarantees and a heat map relies on: ids unique, every link between drawn nodes with a
+        finite positive rate (or none), finite sizes, and each link's `members` graph edges listed under it, no
+        graph edge under two links."""
+        d = self.drawing
+        for what, n, numbers in [("width, height", "", (d.width, d.height))] + [
+            ("x, y, w, h, order", f"nodes.{i}.", (x.x, x.y, x.w, x.h, x.order)) for i, x in enumerate(d.nodes)
+        ]:
+            if not all(map(math.isfinite, numbers)) or min(numbers[2:4] if n else numbers) < 0:
+                raise ValueError(f"drawing.{n}{what}: expected finite numbers, sizes not negative")
+        nodes = {x.id for x in d.nodes}
+        links = {x.id for x in d.links}
+        if len(nodes) != len(d.nodes) or len(links) != len(d.links):
+            raise ValueError("drawing.nodes / drawing.links: each id may appear once")
+        for i, x in enumerate(d.links):
+            if x.source not in nodes or x.target not in nodes:
+                raise ValueError(f"drawing.links.{i}: {x.source!r} -> {x.target!r} is not between drawn nodes")
+            if x.gbps is not None and not (math.isfinite(x.gbps) and x.gbps > 0):
+                raise ValueError(f"drawing.links.{i}.gbps: {x.gbps}; expected a finite rate above 0, or null")
+            if len(self.edges.get(x.id, ())) != x.members:
+                raise ValueError(f"edges.{x.id}: expected the link's {x.members} graph edge(s)")
+        if set(self.edges) - links:
+            raise ValueError(f"edges.{min(set(self.edges) - links)}: not a link of the drawing")
+        seen: set[tuple[str, str]] = set()
+        for link, es in self.edges.items():
+            for u, v, _ in es:
+                pair = (u, v) if u <= v else (v, u)
+                if pair in seen:
+                    raise ValueError(f"edges.{link}: the graph edge {u} - {v} is listed under two links")
+                seen.add(pair)
+        return self

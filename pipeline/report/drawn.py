@@ -35,8 +35,8 @@ class Drawer:
     """Every topology of registry/topology/, loaded when first drawn and kept while the reference pages are
     written."""
 
-    def __init__(self, lay: Layout, technology: dict[str, str]) -> None:
-        """`technology`: reference → its `scale_up.technology`."""
+    def __init__(self, lay: Layout, technology: dict[str, str], env: Any) -> None:
+        """`technology`: reference → its `scale_up.technology`; `env`: the report's templates."""
         # Here, not at the top: the workloads part reads drawings as data and never loads networkx.
         from ..core.graphs import Topologies
 
@@ -45,7 +45,7 @@ class Drawer:
         self.technology = technology
         self._groups: dict[str, Groups] = {}
         self._drawn: dict[str, Drawing] = {}
-        self.env = render.environment("fabricref.report", strict=True)
+        self.env = env
 
     def close(self) -> None:
         self.topologies.close()
@@ -82,28 +82,34 @@ class Drawer:
 
 
 class Drawings:
-    """The drawings the models part wrote (`drawings/ID.json`), read when a heat map first needs one."""
+    """The drawings the models part wrote (`drawings/ID.json`), one per topology, every one read and checked before
+    the workloads part writes a page."""
 
-    def __init__(self, folder: Path, lay: Layout) -> None:
-        self.folder, self.lay = folder, lay
-        self.ids = sorted(p.name.removesuffix(".json") for p in folder.glob("*.json"))
-        self._read: dict[str, tuple[Drawing, EdgeMap]] = {}
-        self.env = render.environment("fabricref.report", strict=True)
+    def __init__(self, folder: Path, lay: Layout, ids: list[str], env: Any) -> None:
+        self.folder, self.lay, self.env = folder, lay, env
+        self.ids = ids
+        self._read = {tid: self._load(tid) for tid in ids}
+
+    def _refused(self, path: Path, why: str) -> FabricrefError:
+        return FabricrefError(
+            f"{self.lay.relative(path)}: not a drawing the report's models part wrote ({why}); "
+            "run `dvc repro` (the report-models stage writes it)"
+        )
+
+    def _load(self, topology_id: str) -> tuple[Drawing, EdgeMap]:
+        path = self.folder / f"{topology_id}.json"
+        try:
+            doc = DrawingFile.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError) as exc:
+            first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+            why = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}" if first else str(exc)
+            raise self._refused(path, why) from exc
+        if doc.drawing.topology_id != topology_id:
+            raise self._refused(path, f"drawing.topology_id: {doc.drawing.topology_id!r}, not {topology_id!r}")
+        edge_map = {(u, v): (link, against) for link, es in doc.edges.items() for u, v, against in es}
+        return doc.drawing, edge_map
 
     def _get(self, topology_id: str) -> tuple[Drawing, EdgeMap]:
-        if topology_id not in self._read:
-            path = self.folder / f"{topology_id}.json"
-            try:
-                doc = DrawingFile.model_validate_json(path.read_bytes())
-            except (OSError, ValidationError) as exc:
-                first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-                why = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}" if first else str(exc)
-                raise FabricrefError(
-                    f"{self.lay.relative(path)}: not a drawing the report's models part wrote ({why}); "
-                    "run `dvc repro` (the report-models stage writes it)"
-                ) from exc
-            edge_map = {(u, v): (link, against) for link, es in doc.edges.items() for u, v, against in es}
-            self._read[topology_id] = (doc.drawing, edge_map)
         return self._read[topology_id]
 
     def drawing(self, topology_id: str) -> Drawing:
@@ -115,4 +121,9 @@ class Drawings:
     def loads(self, topology_id: str, rows: list[tuple[str, str, float, float]], communication: float | None) -> Any:
         """A workload's load on each drawn link (`rows`: per graph edge, bytes each way over one step or request)."""
         drawing, edge_map = self._get(topology_id)
+        # An edge the drawing lists the other way round would lose its bytes unseen: the file is not the writer's.
+        flipped = next(((u, v) for u, v, _, _ in rows if (u, v) not in edge_map and (v, u) in edge_map), None)
+        if flipped:
+            why = f"edges: the graph edge {flipped[0]} - {flipped[1]} listed from its other end"
+            raise self._refused(self.folder / f"{topology_id}.json", why)
         return link_loads(rows, edge_map, drawing, HEAT_BASIS, communication)

@@ -132,17 +132,22 @@ def _technology(con: Tables) -> dict[str, str]:
 
 
 def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
-    """`python -m fabricref.report PART` and `fabricref report` (both parts): each part's pages, then its drawings."""
-    out = lay.registry_dir / "report"
+    """`python -m fabricref.report PART` and `fabricref report` (both parts): each part's inputs read and checked,
+    then what it wrote last time cleared and its pages and drawings written."""
+    out = contained(lay.registry_dir / "report")  # a link out of the checkout is refused before anything is read
     env = _env()
     for part in parts:
-        _clear(out, MODEL_PARTS if part == "models" else PAGE_PARTS)
-        with _open(lay, MODEL_READS if part == "models" else PAGE_READS) as con:
-            if part == "models":
-                with Drawer(lay, _technology(con)) as drawer:
-                    _write(_models(out, env, con, _begin(lay, con), drawer))
+        models = part == "models"
+        with _open(lay, MODEL_READS if models else PAGE_READS) as con:
+            common = _begin(lay, con)
+            if models:
+                with Drawer(lay, _technology(con), env) as drawer:
+                    _clear(out, MODEL_PARTS)
+                    _write(_models(out, env, con, common, drawer))
             else:
-                _write(_pages(lay, out, env, con, _begin(lay, con)))
+                drawings = Drawings(out / "drawings", lay, sorted(common[2]), env)
+                _clear(out, PAGE_PARTS)
+                _write(_pages(lay, out, env, con, common, drawings))
     return out
 
 
@@ -203,11 +208,10 @@ def _models(out: Path, env: Environment, con: Tables, common: _Common, drawer: D
     return found
 
 
-def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common) -> Made:
+def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawings) -> Made:
     """The workload pages with their heat maps (on the models part's drawings), the plots, the measured,
     validation and caveats pages, the index."""
     caveats, refs, _summaries, clusters = common
-    drawer = Drawings(out / "drawings", lay)
     drawn = set(drawer.ids)
     workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
     traffic = con.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase")

@@ -105,10 +105,12 @@ def test_a_heat_map_colours_the_drawing_its_topology_page_shows(built_pipeline: 
     picture beside it, and every heat map of that topology draws the same links."""
     from fabricref.core.paths import Layout
     from fabricref.report.drawn import Drawings
+    from fabricref.report.stage import _env
 
     folder = built_pipeline / "registry" / "report" / "drawings"
-    drawings = Drawings(folder, Layout(built_pipeline))
-    assert drawings.ids == sorted(p.stem for p in folder.glob("*.svg")) and "meta-style-h100-24576" in drawings.ids
+    ids = sorted(json.loads((built_pipeline / "registry" / "topology" / "summaries.json").read_text()))
+    drawings = Drawings(folder, Layout(built_pipeline), ids, _env())
+    assert ids == sorted(p.stem for p in folder.glob("*.svg")) and "meta-style-h100-24576" in ids
     ids = re.compile(r'<line [^>]*data-id="([^"]+)"')
     for tid in drawings.ids:
         picture = (folder / f"{tid}.svg").read_bytes()
@@ -116,3 +118,22 @@ def test_a_heat_map_colours_the_drawing_its_topology_page_shows(built_pipeline: 
         for heat_map in sorted((built_pipeline / "registry" / "report" / "load" / tid).glob("*.svg")):
             # (in another order: a heat map draws its loaded links last, the hottest on top)
             assert sorted(ids.findall(heat_map.read_text())) == sorted(ids.findall(picture.decode())), heat_map
+
+
+def test_a_refused_drawing_leaves_the_last_report_whole(pipeline_copy: Path):
+    """The workloads part reads and checks every drawing before it clears what it wrote last time: a damaged one
+    is refused by name, and the pages and heat maps of the last run stay as they were."""
+    from fabricref.core.paths import Layout
+    from fabricref.errors import FabricrefError
+    from fabricref.report import stage
+
+    report = pipeline_copy / "registry" / "report"
+    before = {p.relative_to(report): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
+    drawing = report / "drawings" / "nvidia-dgx-h100.json"
+    damaged = drawing.read_text().replace('"gbps":', '"gbps":-', 1)
+    drawing.write_text(damaged)
+    with pytest.raises(FabricrefError, match=r"drawings/nvidia-dgx-h100\.json.*gbps.*report-models"):
+        stage.run(Layout(pipeline_copy), ("workloads",))
+    after = {p.relative_to(report): p.read_bytes() for p in sorted(report.rglob("*")) if p.is_file()}
+    before[drawing.relative_to(report)] = damaged.encode()
+    assert after == before

@@ -96,9 +96,9 @@ def test_the_report_draws_a_system_as_the_explorer_does(http, built_registry, to
     """The same SVG from the report's drawer and from the explorer's /drawing/ID.svg: every accelerator and
     scale-up switch, NVLink lines visible, and an NVL72's 648 GPU–switch links bundled per tray (not a hairball)."""
     from fabricref.report.drawn import Drawer
-    from fabricref.report.stage import _open, _technology
+    from fabricref.report.stage import _env, _open, _technology
 
-    with _open(built_registry, ("fields",)) as con, Drawer(built_registry, _technology(con)) as drawer:
+    with _open(built_registry, ("fields",)) as con, Drawer(built_registry, _technology(con), _env()) as drawer:
         report = drawer.svg(topology).decode()
     served = http.get(f"/drawing/{topology}.svg")
     assert served.status_code == 200 and served.headers["content-type"].startswith("image/svg+xml")

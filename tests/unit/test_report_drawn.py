@@ -1,24 +1,139 @@
-"""The report's workload part reads the drawings its models part wrote: a damaged one is refused by name."""
+"""The report's workload part reads the drawings its models part wrote: one that is damaged, another topology's,
+inconsistent in itself or missing is refused by name, before any page is written."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fabricref.core.paths import Layout
 from fabricref.errors import FabricrefError
 from fabricref.report.drawn import Drawings
+from fabricref.report.stage import _env
+
+
+def _node(id: str, x: float = 0.0) -> dict[str, Any]:
+    return {"id": id, "kind": "accelerator", "label": id, "row": 0, "order": 0.0, "x": x, "w": 10.0, "h": 10.0}
+
+
+def _link(id: str, source: str, target: str, gbps: float | None = 900.0, members: int = 1) -> dict[str, Any]:
+    return {
+        "id": id,
+        "source": source,
+        "target": target,
+        "network": "scale_up",
+        "gbps": gbps,
+        "links": 1,
+        "members": members,
+        "field": None,
+        "status": "published",
+        "confidence": "high",
+        "shown": {},
+    }
+
+
+def _doc(tid: str = "t") -> dict[str, Any]:
+    """A drawing as the models part writes it: two links between three accelerators."""
+    drawing = {
+        "topology_id": tid,
+        "reference": tid,
+        "title": tid,
+        "level": "full",
+        "levels": ["full"],
+        "nodes": [_node("a"), _node("b"), _node("c")],
+        "links": [_link("l1", "a", "b"), _link("l2", "b", "c")],
+        "counts": {"accelerator": 3},
+        "width": 100.0,
+        "height": 50.0,
+        "caveat": "",
+    }
+    return {"drawing": drawing, "edges": {"l1": [["a", "b", False]], "l2": [["b", "c", False]]}}
+
+
+def _folder(tmp_path: Path, files: dict[str, str]) -> Path:
+    folder = tmp_path / "registry" / "report" / "drawings"
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _refused(tmp_path: Path, files: dict[str, str], ids: list[str]) -> str:
+    folder = _folder(tmp_path, files)
+    with pytest.raises(FabricrefError) as err:
+        Drawings(folder, Layout(tmp_path), ids, _env())
+    message = str(err.value)
+    assert "registry/report/drawings/" in message and "report-models" in message, message
+    return message
+
+
+def test_a_drawing_as_the_writer_writes_it_is_read(tmp_path: Path):
+    folder = _folder(tmp_path, {"t.json": json.dumps(_doc())})
+    drawings = Drawings(folder, Layout(tmp_path), ["t"], _env())
+    loads = drawings.loads("t", [("a", "b", 8e9, 0.0), ("b", "c", 0.0, 4e9)], None)
+    assert [(x.id, x.bytes, x.share) for x in loads] == [("l1", 8e9, 1.0), ("l2", 4e9, 0.5)]
 
 
 @pytest.mark.parametrize(
     "text", ["", "{", '{"drawing": {}}', '{"drawing": {"topology_id": "t"}, "edges": {}}', '{"edges": []}', "[]"]
 )
 def test_a_damaged_drawing_file_is_refused_naming_it_and_the_stage_that_writes_it(tmp_path: Path, text: str):
-    folder = tmp_path / "registry" / "report" / "drawings"
-    folder.mkdir(parents=True)
-    (folder / "t.json").write_text(text)
-    drawings = Drawings(folder, Layout(tmp_path))
-    assert drawings.ids == ["t"]
+    _refused(tmp_path, {"t.json": text}, ["t"])
+
+
+def test_a_missing_drawing_is_refused_not_left_out(tmp_path: Path):
+    message = _refused(tmp_path, {"t.json": json.dumps(_doc())}, ["t", "u"])
+    assert "drawings/u.json" in message
+
+
+def test_another_topologys_drawing_under_this_name_is_refused(tmp_path: Path):
+    message = _refused(tmp_path, {"t.json": json.dumps(_doc("other"))}, ["t"])
+    assert "drawing.topology_id" in message and "'other'" in message
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[int(last) if isinstance(node, list) else last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (_set("edges.l9", [["a", "c", False]]), "edges.l9"),  # a link the drawing does not have
+        (_set("edges.l2", [["a", "b", True]]), "edges.l2"),  # one graph edge under two links
+        (_set("edges", {}), "edges.l1"),  # a link without its graph edges
+        (_set("drawing.links.1.id", "l1"), "each id may appear once"),
+        (_set("drawing.links.1.target", "ghost"), "drawing.links.1"),
+        (_set("drawing.links.0.gbps", float("nan")), "drawing.links.0.gbps"),
+        (_set("drawing.links.0.gbps", float("inf")), "drawing.links.0.gbps"),
+        (_set("drawing.links.0.gbps", -900.0), "drawing.links.0.gbps"),
+        (_set("drawing.links.0.gbps", 0.0), "drawing.links.0.gbps"),
+        (_set("drawing.nodes.2.x", float("nan")), "drawing.nodes.2."),
+        (_set("drawing.nodes.2.x", 1e400), "drawing.nodes.2."),
+        (_set("drawing.nodes.2.w", -1.0), "drawing.nodes.2."),
+        (_set("drawing.width", float("inf")), "drawing.width"),
+    ],
+)
+def test_a_drawing_inconsistent_in_itself_is_refused_naming_the_field(tmp_path: Path, change, named: str):
+    doc = _doc()
+    change(doc)
+    text = json.dumps(doc).replace("Infinity", "1e400")  # what a parser reads as infinity; NaN it reads as NaN
+    message = _refused(tmp_path, {"t.json": text}, ["t"])
+    assert named in message, message
+
+
+def test_an_edge_listed_from_its_other_end_is_refused_not_dropped(tmp_path: Path):
+    folder = _folder(tmp_path, {"t.json": json.dumps(_doc())})
+    drawings = Drawings(folder, Layout(tmp_path), ["t"], _env())
     with pytest.raises(FabricrefError) as err:
-        drawings.loads("t", [("a", "b", 1.0, 0.0)], None)
-    assert "registry/report/drawings/t.json" in str(err.value) and "report-models" in str(err.value)
+        drawings.loads("t", [("b", "a", 8e9, 0.0)], None)
+    assert "b - a" in str(err.value) and "drawings/t.json" in str(err.value)
