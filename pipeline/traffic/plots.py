@@ -1,5 +1,5 @@
-"""Plot data for `dvc plots show`: time per phase split into overhead / bandwidth / queueing, utilization of
-the busiest physical links, and local versus cross-domain KV transfer times across prompt lengths."""
+"""Plot data for `dvc plots show`: time per phase split into overhead / bandwidth / queueing, how long the
+busiest link of each class is busy, and local versus cross-domain KV transfer times across prompt lengths."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ TERMS = (("overhead", "latency_s"), ("bandwidth", "bandwidth_s"), ("queueing", "
 
 
 def write_phases(out: Path, tables: Tables) -> None:
-    """phase_times.csv (long form: one row per phase and term, stacked in the plot) and link_utilization.csv
-    (the 25 busiest physical links), from the combined traffic tables as written."""
+    """phase_times.csv (long form: one row per phase and term, stacked in the plot) and busiest_link_classes.csv,
+    from the combined traffic tables as written."""
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for r in tables.rows("SELECT * FROM traffic ORDER BY workload_id, topology_id, phase"):
@@ -37,12 +37,31 @@ def write_phases(out: Path, tables: Tables) -> None:
         for term, column in TERMS:
             rows.append([case, term, round(r[column] * r["count"], 9)])
     atomic_write_bytes(out / "phase_times.csv", _csv_bytes(["phase", "term", "seconds"], rows))
-    # Ties (many links of a fair share at 1.0) broken by name, so the file is the same from run to run.
-    _, util = tables.tuples(
-        "SELECT workload_id || ' @ ' || topology_id || ' : ' || phase || ' : ' || source || ' – ' || target AS link, "
-        "round(utilization, 6) AS u FROM traffic_links WHERE utilization IS NOT NULL ORDER BY u DESC, link LIMIT 25"
+    atomic_write_bytes(out / "busiest_link_classes.csv", _csv_bytes(*_busiest_link_classes(tables)))
+
+
+def _busiest_link_classes(tables: Tables) -> tuple[list[str], list[list[Any]]]:
+    """Per workload, target and link class (tier), its busiest link: the time it is busy per step or request at
+    line rate (its bytes each way over every phase, times the phase's count), and that time as a share of the
+    workload's communication time, as the heat maps measure a link. Not utilisation: a max-min fair share
+    saturates every bottleneck by construction, so most links sit at 1.0 and a ranking by it says nothing."""
+    _, found = tables.tuples(
+        """
+        WITH edge AS (
+            SELECT l.workload_id, l.topology_id, l.tier, l.capacity_gbps,
+                   greatest(sum(l.bytes_forward * t.count), sum(l.bytes_reverse * t.count)) AS bytes
+            FROM traffic_links l JOIN traffic t USING (topology_id, workload_id, phase)
+            WHERE l.capacity_gbps > 0
+            GROUP BY l.workload_id, l.topology_id, l.tier, l.source, l.target, l.capacity_gbps
+        )
+        SELECT e.workload_id || ' @ ' || e.topology_id || ' : ' || e.tier AS link_class,
+               max(e.bytes * 8 / (e.capacity_gbps * 1e9)) AS busy, w.communication_seconds AS comm
+        FROM edge e JOIN traffic_workloads w USING (workload_id, topology_id)
+        GROUP BY ALL ORDER BY link_class
+        """
     )
-    atomic_write_bytes(out / "link_utilization.csv", _csv_bytes(["link", "utilization"], util))
+    rows = [[name, round(busy, 9), round(busy / comm, 6) if comm else None] for name, busy, comm in found]
+    return ["link_class", "busy_seconds", "share_of_communication"], rows
 
 
 def kv_csv(views: dict[str, View]) -> bytes:

@@ -47,7 +47,7 @@ def test_dvc_plots_show_draws_a_plot_with_no_network(built_pipeline: Path, tmp_p
     assert done.returncode == 0, done.stderr
     html = (out / "index.html").read_text(encoding="utf-8")
     assert "cdn.jsdelivr" not in html and not re.search(r"<script[^>]+src=\"https?:", html)
-    for title in ("stacked overhead / bandwidth / queueing", "busiest link classes", "KV-cache transfer time"):
+    for title in ("stacked overhead / bandwidth / queueing", "Busiest link of each class", "KV-cache transfer time"):
         assert title in html, title
     # The phase plot is stacked: one bar per phase, coloured by term.
     assert '"stack": "zero"' in html and '"field": "term"' in html
