@@ -47,6 +47,17 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
         LEFT JOIN sources s ON s.source_id = c.source_id
         """,
     ),
+    # Each graph edge a workload uses, with its bytes each way over one step or request (every phase's bytes times
+    # its count): what the report's heat maps colour and the traffic plots rank.
+    "traffic_link_steps": (
+        ("traffic", "traffic_links"),
+        """
+        SELECT l.topology_id, l.workload_id, l.source, l.target, l.network, l.tier, l.capacity_gbps,
+               sum(l.bytes_forward * t.count) AS bytes_forward, sum(l.bytes_reverse * t.count) AS bytes_reverse
+        FROM traffic_links l JOIN traffic t USING (topology_id, workload_id, phase)
+        GROUP BY ALL
+        """,
+    ),
 }
 
 BUILD_TABLE = "_registry_build"

@@ -281,15 +281,10 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
 
 
 def _edge_bytes(con: Tables) -> dict[tuple[str, str], list[tuple[str, str, float, float]]]:
-    """Per (topology, workload), its bytes on each graph edge over one step or request: each phase's bytes times its
-    count, in edge order."""
+    """Per (topology, workload), its bytes on each graph edge over one step or request, in edge order."""
     _, rows = con.tuples(
-        """
-        SELECT l.topology_id, l.workload_id, l.source, l.target,
-               sum(l.bytes_forward * t.count), sum(l.bytes_reverse * t.count)
-        FROM traffic_links l JOIN traffic t USING (topology_id, workload_id, phase)
-        GROUP BY ALL ORDER BY 1, 2, 3, 4
-        """
+        "SELECT topology_id, workload_id, source, target, bytes_forward, bytes_reverse FROM traffic_link_steps "
+        "ORDER BY 1, 2, 3, 4"
     )
     out: dict[tuple[str, str], list[tuple[str, str, float, float]]] = defaultdict(list)
     for tid, wid, a, b, f, r in rows:

@@ -47,16 +47,11 @@ def _busiest_link_classes(tables: Tables) -> tuple[list[str], list[list[Any]]]:
     saturates every bottleneck by construction, so most links sit at 1.0 and a ranking by it says nothing."""
     _, found = tables.tuples(
         """
-        WITH edge AS (
-            SELECT l.workload_id, l.topology_id, l.tier, l.capacity_gbps,
-                   greatest(sum(l.bytes_forward * t.count), sum(l.bytes_reverse * t.count)) AS bytes
-            FROM traffic_links l JOIN traffic t USING (topology_id, workload_id, phase)
-            WHERE l.capacity_gbps > 0
-            GROUP BY l.workload_id, l.topology_id, l.tier, l.source, l.target, l.capacity_gbps
-        )
         SELECT e.workload_id || ' @ ' || e.topology_id || ' : ' || e.tier AS link_class,
-               max(e.bytes * 8 / (e.capacity_gbps * 1e9)) AS busy, w.communication_seconds AS comm
-        FROM edge e JOIN traffic_workloads w USING (workload_id, topology_id)
+               max(greatest(e.bytes_forward, e.bytes_reverse) * 8 / (e.capacity_gbps * 1e9)) AS busy,
+               w.communication_seconds AS comm
+        FROM traffic_link_steps e JOIN traffic_workloads w USING (workload_id, topology_id)
+        WHERE e.capacity_gbps > 0
         GROUP BY ALL ORDER BY link_class
         """
     )

@@ -64,6 +64,36 @@ def test_traffic_table_shows_the_fit_beside_each_workload(cli, built_pipeline) -
         assert not [k for k in sizing if "per_rank" in k], (key, sizing)
 
 
+def test_a_links_bytes_per_step_are_its_phases_bytes_times_their_counts(cli, built_pipeline) -> None:
+    """`traffic_link_steps`, the view the heat maps and the plots read, by hand for one workload's scale-out edge:
+    the sum over its phases of each phase's bytes on it times the phase's count."""
+
+    def rows(sql: str) -> list[dict]:
+        result = cli("query", "--format", "json", sql, root=built_pipeline)
+        assert result.code == 0, result.err
+        return json.loads(result.out)
+
+    (edge,) = rows(
+        "SELECT * FROM traffic_link_steps WHERE workload_id = 'llama70b-train-tp8-dp512' "
+        "AND topology_id = 'illustrative-h100-4096' AND network = 'scale_out' ORDER BY bytes_forward DESC, source, "
+        "target LIMIT 1"
+    )
+    phases = rows(
+        "SELECT phase, bytes_forward, bytes_reverse FROM traffic_links WHERE workload_id = 'llama70b-train-tp8-dp512' "
+        f"AND topology_id = 'illustrative-h100-4096' AND source = '{edge['source']}' AND target = '{edge['target']}'"
+    )
+    counts = {
+        r["phase"]: r["count"]
+        for r in rows(
+            "SELECT phase, count FROM traffic WHERE workload_id = 'llama70b-train-tp8-dp512' "
+            "AND topology_id = 'illustrative-h100-4096'"
+        )
+    }
+    assert phases and edge["bytes_forward"] > 0
+    assert edge["bytes_forward"] == pytest.approx(sum(p["bytes_forward"] * counts[p["phase"]] for p in phases))
+    assert edge["bytes_reverse"] == pytest.approx(sum(p["bytes_reverse"] * counts[p["phase"]] for p in phases))
+
+
 def test_a_traffic_figure_on_the_helios_fabric_audits_to_the_switch_source(built_pipeline, cli):
     # llama70b-train-tp8-pp4-dp32's pipeline sends cross racks: over Vulcano NICs and Tomahawk 6 trunks.
     result = cli(
