@@ -88,11 +88,13 @@ class DrawingFile(Response):
         finite positive rate (or none), finite sizes, and each link's `members` graph edges listed under it, no
         graph edge under two links."""
         d = self.drawing
-        for what, n, numbers in [("width, height", "", (d.width, d.height))] + [
-            ("x, y, w, h, order", f"nodes.{i}.", (x.x, x.y, x.w, x.h, x.order)) for i, x in enumerate(d.nodes)
-        ]:
-            if not all(map(math.isfinite, numbers)) or min(numbers[2:4] if n else numbers) < 0:
-                raise ValueError(f"drawing.{n}{what}: expected finite numbers, sizes not negative")
+        sized = [("drawing.width, height", (), (d.width, d.height))]
+        sized += [
+            (f"drawing.nodes.{i}.x, y, w, h, order", (x.x, x.y, x.order), (x.w, x.h)) for i, x in enumerate(d.nodes)
+        ]
+        for where, places, sizes in sized:
+            if not all(map(math.isfinite, (*places, *sizes))) or min(sizes) < 0:
+                raise ValueError(f"{where}: expected finite numbers, sizes not negative")
         nodes = {x.id for x in d.nodes}
         links = {x.id for x in d.links}
         if len(nodes) != len(d.nodes) or len(links) != len(d.links):

@@ -109,18 +109,15 @@ class Drawings:
         edge_map = {(u, v): (link, against) for link, es in doc.edges.items() for u, v, against in es}
         return doc.drawing, edge_map
 
-    def _get(self, topology_id: str) -> tuple[Drawing, EdgeMap]:
-        return self._read[topology_id]
-
     def drawing(self, topology_id: str) -> Drawing:
-        return self._get(topology_id)[0]
+        return self._read[topology_id][0]
 
     def svg(self, topology_id: str, loads: list[Any] | None = None) -> bytes:
         return _svg(self.env, self.drawing(topology_id), loads)
 
     def loads(self, topology_id: str, rows: list[tuple[str, str, float, float]], communication: float | None) -> Any:
         """A workload's load on each drawn link (`rows`: per graph edge, bytes each way over one step or request)."""
-        drawing, edge_map = self._get(topology_id)
+        drawing, edge_map = self._read[topology_id]
         # An edge the drawing lists the other way round would lose its bytes unseen: the file is not the writer's.
         flipped = next(((u, v) for u, v, _, _ in rows if (u, v) not in edge_map and (v, u) in edge_map), None)
         if flipped:
