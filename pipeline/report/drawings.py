@@ -41,22 +41,6 @@ def _svg(fig: Any) -> bytes:
 
 
 @_styled
-def bar_chart(title: str, labels: list[str], series: dict[str, list[float]], xlabel: str) -> bytes:
-    """Horizontal stacked bars (e.g. overhead / bandwidth / queueing seconds per workload)."""
-    fig, ax = _figure(figsize=(9, 0.35 * len(labels) + 1.2))
-    left = [0.0] * len(labels)
-    palette = ["#1f77b4", "#2ca02c", "#d62728", "#ff7f0e", "#9467bd"]
-    for (name, values), color in zip(series.items(), palette, strict=False):
-        ax.barh(labels, values, left=left, label=name, color=color)
-        left = [a + b for a, b in zip(left, values, strict=True)]
-    ax.set_xlabel(xlabel)
-    ax.set_title(title, loc="left", fontsize=10)
-    ax.invert_yaxis()
-    ax.legend(loc="lower right", fontsize=7)
-    return _svg(fig)
-
-
-@_styled
 def line_chart(title: str, x: list[float], series: dict[str, list[float]], xlabel: str, ylabel: str) -> bytes:
     fig, ax = _figure(figsize=(7, 3.5))
     for name, ys in series.items():

@@ -32,8 +32,9 @@ CAVEAT_LINE = (
     "Figures teach relationships (alpha-beta costs on the installed wiring); they are not an exact NCCL/RCCL schedule "
     "and do not predict measured throughput."
 )
-# Two parts, one DVC stage each: the reference and cluster pages (`models`) take no traffic number, so a changed
-# workload does not rerun them; `workloads` writes every other page.
+# Two parts, one DVC stage each: `models` writes what takes no workload's number (the reference and cluster pages
+# with their drawings, the measured page, the curve plots, all drawn with matplotlib), so a changed workload does
+# not rerun them nor load matplotlib; `workloads` writes every other page.
 MODEL_READS = ("reference_models", "fields", "field_citations", "assumptions", "topology_summaries")
 PAGE_READS = (
     "reference_models",
@@ -46,8 +47,15 @@ PAGE_READS = (
     "traffic_links",
     "validation",
 )
-MODEL_PARTS = ("reference", "cluster", "drawings")
-PAGE_PARTS = ("workload", "load", "plots", "measured.html", "validation.html", "caveats.html", "index.html")
+MODEL_PARTS = ("reference", "cluster", "drawings", "plots", measured.PAGE)
+PAGE_PARTS = ("workload", "load", "validation.html", "caveats.html", "index.html")
+KV_PLOT = "plots/kv-transfer.svg"
+# The stacked bars of the index's time table: each term's colour (the heat maps' palette stays the drawings').
+TERMS = {
+    "overhead": ("latency_s", "#1f77b4"),
+    "bandwidth": ("bandwidth_s", "#2ca02c"),
+    "queueing": ("queueing_s", "#d62728"),
+}
 
 
 def _caveats(lay: Layout, con: Tables) -> list[str]:
@@ -143,7 +151,7 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
             if models:
                 with Drawer(lay, _technology(con), env) as drawer:
                     _clear(out, MODEL_PARTS)
-                    _write(_models(out, env, con, common, drawer))
+                    _write(_models(lay, out, env, con, common, drawer))
             else:
                 drawings = Drawings(out / "drawings", lay, sorted(common[2]), env)
                 _clear(out, PAGE_PARTS)
@@ -163,9 +171,9 @@ def _page(env: Environment, out: Path, page: str, **context: Any) -> None:
     atomic_write_bytes(out / page, html.encode())
 
 
-def _models(out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Made:
-    """The reference and cluster pages with their drawings (each as a picture and as data, drawn.py); each table
-    read once, grouped per reference here."""
+def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawer) -> Made:
+    """The reference and cluster pages with their drawings (each as a picture and as data, drawn.py), the measured
+    page with a plot per log, the KV-transfer curve; each table read once, grouped per reference here."""
     caveats, refs, summaries, clusters = common
     fields_of = _grouped(con.rows("SELECT * FROM fields ORDER BY reference_id, field"), "reference_id")
     cites_of = _grouped(
@@ -204,13 +212,15 @@ def _models(out: Path, env: Environment, con: Tables, common: _Common, drawer: D
         tid = s["topology_id"]
         drawing = drawer.drawing(tid) if tid in drawn else None
         _page(env, out, f"cluster/{tid}.html", title=s["title"], caveats=caveats, s=s, drawn=drawing)
-
-    return found
+    logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
+    found += [(out / log["plot"], measured.plot, (log,)) for log in logs]
+    measured.write_page(out, env, caveats, logs)
+    return found + _kv_plot(out, lay)
 
 
 def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawings) -> Made:
-    """The workload pages with their heat maps (on the models part's drawings), the plots, the measured,
-    validation and caveats pages, the index."""
+    """The workload pages with their heat maps (on the models part's drawings), the validation and caveats pages,
+    the index (with the time per workload, and the models part's curve plot)."""
     caveats, refs, _summaries, clusters = common
     drawn = set(drawer.ids)
     workloads = con.rows("SELECT * FROM traffic_workloads ORDER BY workload_id, topology_id")
@@ -231,9 +241,6 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
         path = f"load/{tid}/{wid}.svg"
         found.append((out / path, drawer.svg, (tid, loads)))
         heat_maps[(tid, wid)] = {"src": path, "drawing": drawer.drawing(tid), "basis": HEAT_BASIS}
-    plots = _plots(found, out, traffic, lay)
-    logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
-    found += [(out / log["plot"], measured.plot, (log,)) for log in logs]
 
     # The pages of the other part that carry a drawing: every reference with a topology, then every cluster.
     cluster_ids = {c["topology_id"] for c in clusters}
@@ -258,7 +265,6 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
         )
     for wid, targets in sorted(by_workload.items()):
         _page(env, out, f"workload/{wid}.html", title=f"Workload {wid}", caveats=caveats, targets=targets)
-    compared = measured.write_page(out, env, caveats, logs)
     summary = validation.summary(checks)
     _page(env, out, "validation.html", title="Validation: model vs published", rows=checks, summary=summary)
     _page(env, out, "caveats.html", title="Caveats", caveats=caveats)
@@ -272,8 +278,10 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
         clusters=clusters,
         workloads=workloads,
         drawings=drawing_links,
-        plots=plots,
-        measured=compared,
+        phase_times=_phase_times(traffic),
+        terms=[(name, colour) for name, (_, colour) in TERMS.items()],
+        plots=[{"src": KV_PLOT, "alt": "KV transfer time local vs cross-domain"}] if (out / KV_PLOT).exists() else [],
+        measured={"page": measured.PAGE, "logs": len(measured.read(lay))},
         validation=summary,
     )
 
@@ -292,32 +300,38 @@ def _edge_bytes(con: Tables) -> dict[tuple[str, str], list[tuple[str, str, float
     return out
 
 
-def _plots(made: Made, out: Path, traffic: list[dict[str, Any]], lay: Layout) -> list[dict[str, str]]:
-    """The index's plots (their drawings appended to `made`); matplotlib is loaded here, never by the models part."""
-    from . import drawings
-
-    cases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+def _phase_times(traffic: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per workload @ topology, its phases' overhead, bandwidth and queueing seconds per step or request, each with
+    its bar segment (x, width) on a 0..100 scale shared by every row, the longest total spanning it."""
+    cases: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(TERMS, 0.0))
     for p in traffic:
-        key = f"{p['workload_id']} @ {p['topology_id']}"
-        for i, term in enumerate(("latency_s", "bandwidth_s", "queueing_s")):
-            cases[key][i] += p[term] * p["count"]
-    labels = sorted(cases)
-    series = {name: [cases[k][i] for k in labels] for i, name in enumerate(("overhead", "bandwidth", "queueing"))}
-    title = "Communication time per step / request: overhead, bandwidth, queueing"
-    made.append((out / "plots/phase-times.svg", drawings.bar_chart, (title, labels, series, "seconds")))
+        case = cases[f"{p['workload_id']} @ {p['topology_id']}"]
+        for name, (column, _) in TERMS.items():
+            case[name] += p[column] * p["count"]
+    longest = max((sum(c.values()) for c in cases.values()), default=0.0) or 1.0
+    rows = []
+    for label, case in sorted(cases.items()):
+        x, segments = 0.0, []
+        for name, (_, colour) in TERMS.items():
+            width = 100.0 * case[name] / longest
+            segments.append({"term": name, "x": f"{x:.3f}", "width": f"{width:.3f}", "colour": colour})
+            x += width
+        rows.append({"label": label, **case, "total": sum(case.values()), "segments": segments})
+    return rows
+
+
+def _kv_plot(out: Path, lay: Layout) -> Made:
+    """The KV-transfer curve (registry/traffic/plots/kv_transfer.csv, the curves stage's), when it has points."""
+    from . import drawings  # matplotlib: loaded by the models part alone
+
     kv_csv = lay.registry_dir / "traffic" / "plots" / "kv_transfer.csv"
-    result = [{"src": "plots/phase-times.svg", "alt": "time per workload split into overhead, bandwidth, queueing"}]
-    if kv_csv.exists():
-        lines = [line.split(",") for line in kv_csv.read_text().splitlines()[1:]]
-        if lines:
-            x = [float(r[0]) for r in lines]
-            title = "KV-cache transfer: local inside NVL72 vs across the fabric (70B, per decode rank)"
-            series = {
-                "local (NVL72 scale-up)": [float(r[1]) for r in lines],
-                "cross-domain (400G fabric)": [float(r[2]) for r in lines],
-            }
-            made.append(
-                (out / "plots/kv-transfer.svg", drawings.line_chart, (title, x, series, "prompt tokens", "seconds"))
-            )
-            result.append({"src": "plots/kv-transfer.svg", "alt": "KV transfer time local vs cross-domain"})
-    return result
+    lines = [line.split(",") for line in kv_csv.read_text().splitlines()[1:]] if kv_csv.exists() else []
+    if not lines:
+        return []
+    x = [float(r[0]) for r in lines]
+    title = "KV-cache transfer: local inside NVL72 vs across the fabric (70B, per decode rank)"
+    series = {
+        "local (NVL72 scale-up)": [float(r[1]) for r in lines],
+        "cross-domain (400G fabric)": [float(r[2]) for r in lines],
+    }
+    return [(out / KV_PLOT, drawings.line_chart, (title, x, series, "prompt tokens", "seconds"))]

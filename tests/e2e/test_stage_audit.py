@@ -93,6 +93,20 @@ def test_every_stage_reads_only_what_it_declares_and_writes_only_its_outputs(bui
     assert not sorted(set(problems)), "\n".join(sorted(set(problems)))
 
 
+@pytest.mark.slow
+def test_a_workload_knob_reruns_no_stage_that_loads_matplotlib_or_a_topology(built_pipeline: Path):
+    """The stages a changed workload reruns (its own, the combine step, the workload part of the report): the
+    report's workload part draws its time bars in the page and colours the models part's drawings as data, so it
+    loads neither matplotlib nor networkx; the models part, which a knob never reruns, draws with both."""
+    heavy = {}
+    for path in stage_audit_dir(built_pipeline).glob("*.json"):
+        record = json.loads(path.read_text())
+        heavy[record["stage"]] = set(record["heavy"])
+    assert {"matplotlib", "networkx"} <= heavy["report-models"]
+    assert heavy["report"].isdisjoint({"matplotlib", "networkx"}), heavy["report"]
+    assert "matplotlib" not in heavy["traffic"] and "matplotlib" not in heavy["traffic-workload@moe-train-ep16"]
+
+
 # -- dvc status names what an edit makes stale ---------------------------------------------------------------
 
 

@@ -148,7 +148,7 @@ def test_a_dollar_in_a_plotted_title_is_drawn_as_written(tmp_path):
     matplotlib's mathtext parser on every later run."""
     from fabricref.report import drawings, measured
 
-    svg = drawings.bar_chart("Helios at $\\alphabet$ scale", ["a"], {"x": [1.0]}, "seconds").decode()
+    svg = drawings.line_chart("Helios at $\\alphabet$ scale", [1.0, 2.0], {"x": [1.0, 2.0]}, "tokens", "s").decode()
     assert "Helios at $\\alphabet$ scale" in svg
     rows = [
         {

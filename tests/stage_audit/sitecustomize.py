@@ -34,14 +34,22 @@ def _audit(out_dir: str, stage: str) -> None:
 
     def write() -> None:
         """At exit, as the stage left the tree: which logged paths are files now (a temporary file renamed into
-        place is not), and what it loaded."""
+        place is not), and what it loaded (fabricref's modules; which heavy libraries)."""
         loaded = sorted(
             m.__file__
             for n, m in list(sys.modules.items())
             if (n == "fabricref" or n.startswith("fabricref.")) and getattr(m, "__file__", None)
         )
         entries = [(kind, path, os.path.isfile(path)) for kind, path in log]
-        record = {"stage": stage, "argv": sys.orig_argv[1:], "pid": os.getpid(), "log": entries, "loaded": loaded}
+        heavy = sorted(m for m in ("matplotlib", "networkx", "scipy") if m in sys.modules)  # third-party, top level
+        record = {
+            "stage": stage,
+            "argv": sys.orig_argv[1:],
+            "pid": os.getpid(),
+            "log": entries,
+            "loaded": loaded,
+            "heavy": heavy,
+        }
         with open(os.path.join(out_dir, f"{os.getpid()}.json"), "w") as handle:
             json.dump(record, handle)
 

@@ -8,7 +8,6 @@ import pytest
 from fabricref.report import STYLE, drawings
 
 CALLS = [
-    ("bar chart", drawings.bar_chart, ("b", ["x", "y"], {"overhead": [1.0, 2.0], "bandwidth": [0.5, 0.25]}, "s")),
     ("line chart", drawings.line_chart, ("l", [1024.0, 2048.0], {"a": [0.1, 0.2]}, "tokens", "s")),
 ]
 
