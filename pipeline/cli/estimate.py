@@ -222,10 +222,10 @@ def _collective_on_topology(
         rows = api.collective_sweep(topology_id, op, ranks, low, high, algorithm, root)
         if plot is not None:
             from ..core.files import atomic_write_bytes
-            from ..estimate.curves import sweep_svg
+            from ..views.charts import busbw_chart
 
             title = f"{op} over {ranks} ranks on {topology_id}" + (f" ({algorithm})" if algorithm else "")
-            atomic_write_bytes(plot, sweep_svg(title, rows))
+            atomic_write_bytes(plot, busbw_chart(title, [("", rows)], model="busbw_gb_per_s", measured=None))
         if as_json:
             print_json({"topology_id": topology_id, "op": op, "ranks": ranks, "rows": rows, "caveat": CAVEAT})
             return

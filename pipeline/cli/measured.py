@@ -84,9 +84,14 @@ def measured_compare(
     rows = compare(lay_of(root), topology_id, placement)
     if plot is not None:
         from ..core.files import atomic_write_bytes
-        from ..estimate.curves import compare_svg
+        from ..views.charts import busbw_chart
 
-        atomic_write_bytes(plot, compare_svg(f"model vs measured on {topology_id} ({placement})", rows))
+        panels = [
+            (f"{mine[0]['measurement_id']}: {mine[0]['op']}, {mine[0]['ranks']} ranks", mine)
+            for mid in sorted({r["measurement_id"] for r in rows})
+            if (mine := [r for r in rows if r["measurement_id"] == mid])
+        ]
+        atomic_write_bytes(plot, busbw_chart(f"model vs measured on {topology_id} ({placement})", panels))
     if as_json:
         print_json({"topology_id": topology_id, "placement": placement, "rows": rows})
         return

@@ -49,9 +49,12 @@ def _logs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def plot(log: dict[str, Any]) -> bytes:
     """Measured busbw beside the model's against the buffer size (matplotlib is loaded only when a plot is made)."""
-    from .drawings import busbw_chart
+    from ..views.charts import busbw_chart
 
-    return busbw_chart(log)
+    title = (
+        f"{log['op']} on {log['topology_id']}, {log['ranks']} ranks: {log['file_name']} (sha256 {log['sha256'][:12]})"
+    )
+    return busbw_chart(title, [("", log["rows"])])
 
 
 def read(lay: Layout) -> list[dict[str, Any]]:

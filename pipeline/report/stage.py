@@ -322,7 +322,7 @@ def _phase_times(traffic: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _kv_plot(out: Path, lay: Layout) -> Made:
     """The KV-transfer curve (registry/traffic/plots/kv_transfer.csv, the curves stage's), when it has points."""
-    from . import drawings  # matplotlib: loaded by the models part alone
+    from ..views.charts import line_chart  # matplotlib: loaded by the models part alone
 
     kv_csv = lay.registry_dir / "traffic" / "plots" / "kv_transfer.csv"
     lines = [line.split(",") for line in kv_csv.read_text().splitlines()[1:]] if kv_csv.exists() else []
@@ -334,4 +334,4 @@ def _kv_plot(out: Path, lay: Layout) -> Made:
         "local (NVL72 scale-up)": [float(r[1]) for r in lines],
         "cross-domain (400G fabric)": [float(r[2]) for r in lines],
     }
-    return [(out / KV_PLOT, drawings.line_chart, (title, x, series, "prompt tokens", "seconds"))]
+    return [(out / KV_PLOT, line_chart, (title, x, series, "prompt tokens", "seconds"))]
