@@ -60,9 +60,12 @@ class Layout:
         return self.transcriptions_dir / f"{check_slug(source_id, 'source id')}.html"
 
     def relative(self, path: Path) -> str:
-        """A path relative to the checkout, with forward slashes, for records and messages."""
+        """A path relative to the checkout, with forward slashes, for records and messages: the file as named (a
+        link is named, not where it points), its folders resolved."""
         try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
+            named = path.absolute()
+            named = named.resolve() if named.name in ("", "..") else named.parent.resolve() / named.name
+            return named.relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return str(path)
 

@@ -102,7 +102,9 @@ class Drawings:
             doc = DrawingFile.model_validate_json(path.read_bytes())
         except (OSError, ValidationError) as exc:
             first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-            why = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}" if first else str(exc)
+            # An OSError's own text would repeat the path in full (a dangling link: where it pointed): its reason only.
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            why = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}" if first else reason
             raise self._refused(path, why) from exc
         if doc.drawing.topology_id != topology_id:
             raise self._refused(path, f"drawing.topology_id: {doc.drawing.topology_id!r}, not {topology_id!r}")

@@ -86,7 +86,18 @@ def test_a_damaged_drawing_file_is_refused_naming_it_and_the_stage_that_writes_i
 
 def test_a_missing_drawing_is_refused_not_left_out(tmp_path: Path):
     message = _refused(tmp_path, {"t.json": json.dumps(_doc())}, ["t", "u"])
-    assert "drawings/u.json" in message
+    assert "drawings/u.json" in message and "No such file" in message
+    assert str(tmp_path) not in message  # the checkout's own path, relative
+
+
+def test_a_dangling_link_is_refused_naming_the_drawing_not_where_it_pointed(tmp_path: Path):
+    folder = _folder(tmp_path, {"t.json": json.dumps(_doc())})
+    (folder / "u.json").symlink_to(tmp_path / "elsewhere" / "gone.json")
+    with pytest.raises(FabricrefError) as err:
+        Drawings(folder, Layout(tmp_path), ["t", "u"], _env())
+    message = str(err.value)
+    assert message.startswith("registry/report/drawings/u.json: ") and "No such file" in message, message
+    assert "elsewhere" not in message and str(tmp_path) not in message
 
 
 def test_another_topologys_drawing_under_this_name_is_refused(tmp_path: Path):
