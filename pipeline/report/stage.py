@@ -302,7 +302,9 @@ def _edge_bytes(con: Tables) -> dict[tuple[str, str], list[tuple[str, str, float
 
 def _phase_times(traffic: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per workload @ topology, its phases' overhead, bandwidth and queueing seconds per step or request, each with
-    its bar segment (x, width) on a 0..100 scale shared by every row, the longest total spanning it."""
+    its bar segment (x, width) on a 0..100 scale shared by every row, the longest total spanning it. Drawn as
+    rectangles in the page rather than by matplotlib: a knob reruns this part, and loading matplotlib was half its
+    time (benchmarks/README.md)."""
     cases: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(TERMS, 0.0))
     for p in traffic:
         case = cases[f"{p['workload_id']} @ {p['topology_id']}"]
