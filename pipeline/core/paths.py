@@ -64,7 +64,10 @@ class Layout:
         link is named, not where it points), its folders resolved."""
         try:
             named = path.absolute()
-            named = named.resolve() if named.name in ("", "..") else named.parent.resolve() / named.name
+            if named.name in ("", "..") or named == self.root.absolute():
+                named = named.resolve()
+            else:
+                named = named.parent.resolve() / named.name
             return named.relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return str(path)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..core.files import read_bounded
 from ..core.paths import Layout
 from ..errors import FabricrefError
 from ..formats.drawing import Drawing, DrawingFile
@@ -81,6 +82,9 @@ class Drawer:
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
+MAX_DRAWING_BYTES = 64 * 1024 * 1024  # a 131,072-GPU cluster's drawing (tier × pod) is a few MB
+
+
 class Drawings:
     """The drawings the models part wrote (`drawings/ID.json`), one per topology, every one read and checked before
     the workloads part writes a page."""
@@ -99,13 +103,13 @@ class Drawings:
     def _load(self, topology_id: str) -> tuple[Drawing, EdgeMap]:
         path = self.folder / f"{topology_id}.json"
         try:
-            doc = DrawingFile.model_validate_json(path.read_bytes())
-        except (OSError, ValidationError) as exc:
-            first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-            # An OSError's own text would repeat the path in full (a dangling link: where it pointed): its reason only.
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            why = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}" if first else reason
-            raise self._refused(path, why) from exc
+            # A regular file inside the checkout, of a size the models part writes (a link to a device is refused).
+            doc = DrawingFile.model_validate_json(read_bounded(path, MAX_DRAWING_BYTES, "a drawing", FabricrefError))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise self._refused(path, f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}") from exc
+        except FabricrefError as exc:  # its reason, without the path it starts with (a dangling link: its target)
+            raise self._refused(path, str(exc).removeprefix(f"{path}: ")) from exc
         if doc.drawing.topology_id != topology_id:
             raise self._refused(path, f"drawing.topology_id: {doc.drawing.topology_id!r}, not {topology_id!r}")
         edge_map = {(u, v): (link, against) for link, es in doc.edges.items() for u, v, against in es}

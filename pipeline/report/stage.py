@@ -4,6 +4,7 @@ Autoescaped (vendor text is data, never markup); self-contained: relative links 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from collections import defaultdict
 from collections.abc import Callable
@@ -141,7 +142,7 @@ def _technology(con: Tables) -> dict[str, str]:
 
 def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
     """`python -m fabricref.report PART` and `fabricref report` (both parts): each part's inputs read and checked,
-    then what it wrote last time cleared and its pages and drawings written."""
+    then what it wrote last time cleared (in `_models` and `_pages`) and its pages and drawings written."""
     out = contained(lay.registry_dir / "report")  # a link out of the checkout is refused before anything is read
     env = _env()
     for part in parts:
@@ -150,11 +151,9 @@ def run(lay: Layout, parts: tuple[str, ...] = PARTS) -> Path:
             common = _begin(lay, con)
             if models:
                 with Drawer(lay, _technology(con), env) as drawer:
-                    _clear(out, MODEL_PARTS)
                     _write(_models(lay, out, env, con, common, drawer))
             else:
                 drawings = Drawings(out / "drawings", lay, sorted(common[2]), env)
-                _clear(out, PAGE_PARTS)
                 _write(_pages(lay, out, env, con, common, drawings))
     return out
 
@@ -180,6 +179,9 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
         con.rows("SELECT * FROM field_citations ORDER BY reference_id, field, source_id"), "reference_id"
     )
     assumptions_of = _grouped(con.rows("SELECT * FROM assumptions ORDER BY reference_id, field"), "reference_id")
+    logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
+    kv_plot = _kv_plot(out, lay)
+    _clear(out, MODEL_PARTS)  # every input read
     drawn = set(drawer.ids)
     found: Made = []
     for tid in drawer.ids:
@@ -212,10 +214,9 @@ def _models(lay: Layout, out: Path, env: Environment, con: Tables, common: _Comm
         tid = s["topology_id"]
         drawing = drawer.drawing(tid) if tid in drawn else None
         _page(env, out, f"cluster/{tid}.html", title=s["title"], caveats=caveats, s=s, drawn=drawing)
-    logs = measured.read(lay)  # model vs measured logs: a page of their own, a plot each
     found += [(out / log["plot"], measured.plot, (log,)) for log in logs]
     measured.write_page(out, env, caveats, logs)
-    return found + _kv_plot(out, lay)
+    return found + kv_plot
 
 
 def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Common, drawer: Drawings) -> Made:
@@ -228,9 +229,12 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
     failures = con.rows("SELECT * FROM traffic_failures ORDER BY workload_id, topology_id, failure")
     sharing = con.rows("SELECT * FROM traffic_sharing ORDER BY workload_id, topology_id, phase")
     checks = validation.shown(con.rows(validation.SQL))
+    edge_bytes = _edge_bytes(con)
+    times = _phase_times(traffic)
+    logs = len(measured.read(lay))
+    _clear(out, PAGE_PARTS)  # every input read and checked
     found: Made = []
     heat_maps: dict[tuple[str, str], dict[str, Any]] = {}
-    edge_bytes = _edge_bytes(con)
     for w in workloads:
         tid, wid = w["topology_id"], w["workload_id"]
         if tid not in drawn:
@@ -278,10 +282,10 @@ def _pages(lay: Layout, out: Path, env: Environment, con: Tables, common: _Commo
         clusters=clusters,
         workloads=workloads,
         drawings=drawing_links,
-        phase_times=_phase_times(traffic),
+        phase_times=times,
         terms=[(name, colour) for name, (_, colour) in TERMS.items()],
         plots=[{"src": KV_PLOT, "alt": "KV transfer time local vs cross-domain"}] if (out / KV_PLOT).exists() else [],
-        measured={"page": measured.PAGE, "logs": len(measured.read(lay))},
+        measured={"page": measured.PAGE, "logs": logs},
         validation=summary,
     )
 
@@ -309,7 +313,14 @@ def _phase_times(traffic: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for p in traffic:
         case = cases[f"{p['workload_id']} @ {p['topology_id']}"]
         for name, (column, _) in TERMS.items():
-            case[name] += p[column] * p["count"]
+            value = p[column] * p["count"] if p[column] is not None and p["count"] is not None else None
+            if value is None or not math.isfinite(value) or value < 0:
+                raise FabricrefError(
+                    f"registry/traffic/traffic.parquet: {p['workload_id']} on {p['topology_id']}, phase "
+                    f"{p['phase']}: {column} {p[column]!r} × count {p['count']!r}; expected a finite number of "
+                    "seconds ≥ 0; rebuild it with `dvc repro --force traffic`"
+                )
+            case[name] += value
     longest = max((sum(c.values()) for c in cases.values()), default=0.0) or 1.0
     rows = []
     for label, case in sorted(cases.items()):

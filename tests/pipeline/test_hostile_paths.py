@@ -98,3 +98,14 @@ def test_a_link_into_the_checkouts_dvc_cache_is_the_checkouts_own(no_sources, tm
     link.parent.mkdir(exist_ok=True)
     link.symlink_to(cache / "files" / "md5" / "ab")
     assert paths.contained(link, no_sources.root) == link
+
+
+def test_a_path_is_named_as_given_relative_to_the_checkout_even_through_a_linked_root(tmp_path: Path):
+    """Messages and records name a file as the user or the document named it, not where a link leads."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    lay = paths.Layout(tmp_path / "link")
+    assert lay.relative(tmp_path / "link") == "." and lay.relative(tmp_path / "link" / "a.json") == "a.json"
+    (tmp_path / "real" / "target.json").write_text("{}")
+    (tmp_path / "real" / "named.json").symlink_to(tmp_path / "real" / "target.json")
+    assert lay.relative(tmp_path / "link" / "named.json") == "named.json"

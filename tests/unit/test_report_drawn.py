@@ -4,6 +4,7 @@ inconsistent in itself or missing is refused by name, before any page is written
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ def test_a_damaged_drawing_file_is_refused_naming_it_and_the_stage_that_writes_i
 
 def test_a_missing_drawing_is_refused_not_left_out(tmp_path: Path):
     message = _refused(tmp_path, {"t.json": json.dumps(_doc())}, ["t", "u"])
-    assert "drawings/u.json" in message and "No such file" in message
+    assert "drawings/u.json" in message and "file not found" in message
     assert str(tmp_path) not in message  # the checkout's own path, relative
 
 
@@ -96,8 +97,18 @@ def test_a_dangling_link_is_refused_naming_the_drawing_not_where_it_pointed(tmp_
     with pytest.raises(FabricrefError) as err:
         Drawings(folder, Layout(tmp_path), ["t", "u"], _env())
     message = str(err.value)
-    assert message.startswith("registry/report/drawings/u.json: ") and "No such file" in message, message
+    assert message.startswith("registry/report/drawings/u.json: ") and "file not found" in message, message
     assert "elsewhere" not in message and str(tmp_path) not in message
+
+
+def test_a_drawing_that_is_no_regular_file_is_refused_without_reading_it(tmp_path: Path):
+    """A FIFO would block the stage forever on its read; a device link would read without end."""
+    folder = _folder(tmp_path, {"t.json": json.dumps(_doc())})
+    os.mkfifo(folder / "u.json")
+    with pytest.raises(FabricrefError) as err:
+        Drawings(folder, Layout(tmp_path), ["t", "u"], _env())
+    assert str(err.value).startswith("registry/report/drawings/u.json: not a drawing"), err.value
+    assert "(not a regular file (a FIFO, socket or device)" in str(err.value)
 
 
 def test_another_topologys_drawing_under_this_name_is_refused(tmp_path: Path):
@@ -148,3 +159,42 @@ def test_an_edge_listed_from_its_other_end_is_refused_not_dropped(tmp_path: Path
     with pytest.raises(FabricrefError) as err:
         drawings.loads("t", [("b", "a", 8e9, 0.0)], None)
     assert "b - a" in str(err.value) and "drawings/t.json" in str(err.value)
+
+
+def _phase(**change: Any) -> dict[str, Any]:
+    row = {"workload_id": "w", "topology_id": "t", "phase": "p", "count": 2, "latency_s": 1.0, "bandwidth_s": 2.0}
+    return {**row, "queueing_s": 0.5, **change}
+
+
+def test_the_time_bars_share_one_scale_the_longest_spanning_it():
+    from fabricref.report.stage import _phase_times
+
+    rows = _phase_times([_phase(), _phase(topology_id="u", count=1), _phase(phase="q")])
+    assert [r["label"] for r in rows] == ["w @ t", "w @ u"]
+    assert (rows[0]["overhead"], rows[0]["bandwidth"], rows[0]["queueing"], rows[0]["total"]) == (4.0, 8.0, 2.0, 14.0)
+    assert [s["width"] for s in rows[0]["segments"]] == ["28.571", "57.143", "14.286"]
+    assert [s["x"] for s in rows[1]["segments"]] == ["0.000", "7.143", "21.429"]
+    assert _phase_times([]) == []
+    assert [
+        s["width"] for s in _phase_times([_phase(latency_s=0.0, bandwidth_s=0.0, queueing_s=0.0)])[0]["segments"]
+    ] == ["0.000"] * 3
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"latency_s": None},
+        {"bandwidth_s": float("nan")},
+        {"queueing_s": float("inf")},
+        {"latency_s": -1.0},
+        {"count": None},
+    ],
+    ids=repr,
+)
+def test_a_phase_time_that_is_no_finite_number_of_seconds_is_refused_naming_the_phase(change):
+    from fabricref.report.stage import _phase_times
+
+    with pytest.raises(FabricrefError) as err:
+        _phase_times([_phase(), _phase(phase="bad", **change)])
+    message = str(err.value)
+    assert message.startswith("registry/traffic/traffic.parquet: w on t, phase bad: ") and "finite" in message, message
