@@ -82,45 +82,64 @@ def test_dvc_exp_run_set_param_reruns_only_that_workload_and_moves_its_metric(pi
     assert _metric_files(built_pipeline, wid) == before
 
 
-@pytest.mark.slow
-def test_dvc_exp_run_set_a_step_choice_reruns_the_stages_that_read_it(pipeline_copy: Path):
-    """`-S step.memory_headroom=0.1`: every workload's stage and validate rerun (they read `step`), not the sharing
-    pair or the KV curve (which do not); topology does not rerun; every fit headroom drops by 10 % of the
-    accelerator memory (8 GB on the 80 GB H100s)."""
-    built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
-    before = {wid: _metric_files(built_pipeline, wid) for wid in WORKLOADS}
-    out = _sh(["dvc", "exp", "run", "-S", "step.memory_headroom=0.1"], built_pipeline)
-    assert _ran(out) == ["report", "traffic", *(f"traffic-workload@{w}" for w in WORKLOADS), "validate"], out
-    for wid in WORKLOADS:
-        after = _metric_files(built_pipeline, wid)
-        for target in ("illustrative-h100-4096", "meta-style-h100-24576"):
-            if target in after:
-                assert after[target]["free_gb"] == pytest.approx(before[wid][target]["free_gb"] - 8.0, abs=1e-6)
-                assert after[target].get("step_s") == before[wid][target].get("step_s")
-    diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
-    assert list(diff["params.yaml"]) == ["step.memory_headroom"]
-    moved = diff["params.yaml"]["step.memory_headroom"]
-    assert (moved["old"], moved["new"]) == (0.0, 0.1)
+def _stale(root: Path, edits: dict[str, tuple[str, str]]) -> list[str]:
+    """The stages `dvc status` names stale, each for a changed params.yaml entry, once params.yaml carries `edits`
+    (key: text before, text after); params.yaml is put back afterwards."""
+    params = root / "params.yaml"
+    text = params.read_text()
+    try:
+        edited = text
+        for old, new in edits.values():
+            assert edited.count(old) == 1, old
+            edited = edited.replace(old, new)
+        params.write_text(edited)
+        status = json.loads(_sh(["dvc", "status", "--json"], root))
+    finally:
+        params.write_text(text)
+    for stage, changes in status.items():  # each for the edited params and nothing else
+        assert changes == [{"changed deps": {"params.yaml": dict.fromkeys(edits, "modified")}}], (stage, changes)
+    return sorted(status)
 
 
 @pytest.mark.slow
-def test_dvc_exp_run_set_a_calibration_number_reruns_the_stages_that_cost_collectives(pipeline_copy: Path):
+def test_dvc_exp_run_set_a_step_choice_and_a_calibration_number_reruns_the_stages_that_read_them(
+    pipeline_copy: Path,
+) -> None:
+    """The stages each knob makes stale are the ones that read it, as `dvc status` names them: `step` every
+    workload's stage and validate, not the sharing pair or the KV curve; a calibration number (NVLink 5's
+    efficiency) every stage that costs collectives. One `dvc exp run` with both then reruns those and what reads
+    their outputs (topology does not rerun), and the metrics move by the hand-computed amounts: every fit headroom
+    on the 80 GB H100s drops by 10 % of the memory (8 GB) with their step time unmoved (no NVLink 5 there), and
+    the KV transfer over NVLink 5 takes longer."""
     built_pipeline = pipeline_copy  # a copy of its own (conftest): nothing to put back
-    wid, target = "llama70b-serve-disaggregated", "nvidia-gb200-nvl72"
-    before = _metric_files(built_pipeline, wid)[target]
-    key = "calibration.link_classes.nvlink5.efficiency"
-    out = _sh(["dvc", "exp", "run", "-S", f"{key}=0.7"], built_pipeline)
+    step_key, calibration_key = "step.memory_headroom", "calibration.link_classes.nvlink5.efficiency"
+    step_edit = ("memory_headroom: 0.0\n", "memory_headroom: 0.1\n")
     sharing = [f"traffic-sharing@{k}" for k in _raw_stages()["traffic-sharing"]["foreach"]]
     workloads = [f"traffic-workload@{w}" for w in WORKLOADS]
+    assert _stale(built_pipeline, {"step": step_edit}) == sorted([*workloads, "validate"])
+    calibration = yaml.safe_load((built_pipeline / "params.yaml").read_text())["calibration"]
+    assert calibration["link_classes"]["nvlink5"]["efficiency"] == 0.822
+    calibration_stale = sorted([*sharing, *workloads, "traffic-curves", "validate"])
+    assert _stale(built_pipeline, {"calibration": ("efficiency: 0.822", "efficiency: 0.7")}) == calibration_stale
+
+    wid, target = "llama70b-serve-disaggregated", "nvidia-gb200-nvl72"
+    before = {w: _metric_files(built_pipeline, w) for w in WORKLOADS}
+    out = _sh(["dvc", "exp", "run", "-S", f"{step_key}=0.1", "-S", f"{calibration_key}=0.7"], built_pipeline)
     # The KV-transfer curve and the measured comparison move too, so report-models redraws their plots.
     expected = ["report", "report-models", "traffic", "traffic-curves", *sharing, *workloads, "validate"]
-    assert _ran(out) == sorted(expected), out  # every stage that costs collectives, and what reads them
-    after = _metric_files(built_pipeline, wid)[target]
+    assert _ran(out) == sorted(expected), out  # every stage that reads a knob, and what reads their outputs
+    for w in WORKLOADS:
+        after = _metric_files(built_pipeline, w)
+        for t in ("illustrative-h100-4096", "meta-style-h100-24576"):
+            if t in after:
+                assert after[t]["free_gb"] == pytest.approx(before[w][t]["free_gb"] - 8.0, abs=1e-6)
+                assert after[t].get("step_s") == before[w][t].get("step_s")
     moved = 1_342_177_280 / (900e9 * 0.7) - 1_342_177_280 / (900e9 * 0.822)  # the KV transfer over NVLink 5
-    assert after["ttft_s"] - before["ttft_s"] >= moved - 3e-8
-    diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))
-    assert list(diff["params.yaml"]) == [key]
-    assert (diff["params.yaml"][key]["old"], diff["params.yaml"][key]["new"]) == (0.822, 0.7)
+    assert _metric_files(built_pipeline, wid)[target]["ttft_s"] - before[wid][target]["ttft_s"] >= moved - 3e-8
+    diff = json.loads(_sh(["dvc", "params", "diff", "--json"], built_pipeline))["params.yaml"]
+    assert sorted(diff) == sorted([step_key, calibration_key])
+    assert (diff[step_key]["old"], diff[step_key]["new"]) == (0.0, 0.1)
+    assert (diff[calibration_key]["old"], diff[calibration_key]["new"]) == (0.822, 0.7)
 
 
 @pytest.mark.slow
