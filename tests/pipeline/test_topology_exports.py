@@ -73,12 +73,13 @@ def _assert_same(built: nx.Graph, back: nx.Graph, what: str) -> None:
     node_types = _types(tables.NODE_COLUMNS)
     for n, d in built.nodes(data=True):
         assert _typed(back.nodes[n]) == _expected(d, node_types), (what, n)
+    edge_types = _types(tables.EDGE_COLUMNS)
     expected: dict[tuple, dict[str, tuple[type, Any]]] = {}  # by the built edge's items: most edges share them
     for a, b, d in built.edges(data=True):
         key = tuple((k, type(v), v) for k, v in d.items())
         if key not in expected:
             tools = _typed({k: v for k, v in tool_attrs(d).items() if v is not None})  # derived for graph tools
-            expected[key] = {**_expected(d, _types(tables.EDGE_COLUMNS)), **tools}
+            expected[key] = {**_expected(d, edge_types), **tools}
         assert _typed(back.edges[a, b]) == expected[key], (what, a, b)
 
 
