@@ -73,9 +73,13 @@ def _place(data: dict[str, Any], parts: tuple[str, ...], value: Any) -> list[str
     kind = data.get("kind")
     if kind not in KNOBS:
         raise ValueError("the workload file must say its kind (training or inference)")
-    if len(parts) != 1 or parts[0] not in KNOBS[kind]:
+    block = data.get(kind)
+    mode = block.get("mode") if isinstance(block, dict) and isinstance(block.get("mode"), str) else None
+    knobs = knobs_of(kind, mode)
+    if len(parts) != 1 or parts[0] not in knobs:
+        what = f"{mode} {kind}" if knobs != KNOBS[kind] else kind
         raise ValueError(
-            f"not a knob of a {kind} workload; expected one of {', '.join(KNOBS[kind])} (the rest of a workload "
+            f"not a knob of a {what} workload; expected one of {', '.join(knobs)} (the rest of a workload "
             f"lives in its file, models/workloads/{data.get('id')}.yaml)"
         )
     return [kind, parts[0]]
@@ -203,19 +207,29 @@ def _check_ranges(w: Workload, path: Path) -> None:
 CHOICES = {"training": ("placement",), "inference": ("mode", "placement")}
 
 
+def knobs_of(kind: str, mode: str | None = None) -> tuple[str, ...]:
+    """The knobs a workload of `kind` reads: a service only its `mode`'s pool sizes (every mode's when None)."""
+    return Inference.knobs(mode) if kind == "inference" and mode in Inference.POOLS else KNOBS[kind]
+
+
 def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
     """`w` with some knobs (or its `mode`, or a `placement` strategy) set otherwise, validated as its file would be."""
     if not knobs:
         return w
-    allowed = (*KNOBS[w.kind], *CHOICES[w.kind])
-    for key in knobs:
-        if key not in allowed:
-            raise UsageError(f"{key}: not a knob of this {w.kind} workload; expected one of {', '.join(allowed)}")
     block = w.training if w.training is not None else w.inference
     assert block is not None
+    mode = knobs.get("mode", getattr(block, "mode", None))
+    allowed = (*knobs_of(w.kind, mode if isinstance(mode, str) else None), *CHOICES[w.kind])
+    for key in knobs:
+        if key not in allowed:
+            what = f"{mode} {w.kind}" if w.inference is not None and mode in Inference.POOLS else w.kind
+            raise UsageError(f"{key}: not a knob of this {what} workload; expected one of {', '.join(allowed)}")
     data = {f.name: getattr(w, f.name) for f in fields(w) if f.name not in ("path", "training", "inference")}
     data["targets"] = list(w.targets)
-    data[w.kind] = {**block.model_dump(), **{k: v for k, v in knobs.items() if k != "placement"}}
+    written = block.model_dump(exclude_unset=True)
+    if w.inference is not None and mode != w.inference.mode:  # the file's pool sizes are its own mode's
+        written = {k: v for k, v in written.items() if k not in Inference.POOLS[w.inference.mode]}
+    data[w.kind] = {**written, **{k: v for k, v in knobs.items() if k != "placement"}}
     if "placement" in knobs:  # a block of its own
         data["placement"] = {"strategy": knobs["placement"]}
     return _checked(data, None, w.path or Path(f"{w.id}.yaml"))

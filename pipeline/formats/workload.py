@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from ..errors import UsageError
 from .common import Dtype, Slug, Strict, Title
@@ -145,6 +145,28 @@ class Inference(Strict):
     requests_per_second: NonNegative | None = None
     group_tokens_per_second: PositiveNumber | None = None
     bytes_per_token_on_frontend: PositiveNumber = 4.0
+
+    # What sizes each mode's groups: an aggregated service is one TP group, a disaggregated one a prefill and a
+    # decode pool. A size of the other mode is refused where it is written, never read as nothing.
+    POOLS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "aggregated": ("tp",),
+        "disaggregated": ("prefill_tp", "decode_tp", "decode_pool_start"),
+    }
+
+    @classmethod
+    def knobs(cls, mode: str) -> tuple[str, ...]:
+        """The knobs a service in `mode` reads (KNOBS less the other mode's pool sizes)."""
+        other = {k for m, pools in cls.POOLS.items() if m != mode for k in pools}
+        return tuple(k for k in cls.KNOBS if k not in other)
+
+    @field_validator("tp", "prefill_tp", "decode_tp", "decode_pool_start")
+    @classmethod
+    def _of_its_mode(cls, value: int | None, info: ValidationInfo) -> int | None:
+        mode = info.data.get("mode")
+        if value is not None and mode in cls.POOLS and info.field_name not in cls.POOLS[mode]:
+            sized = "one TP group, tp" if mode == "aggregated" else "a prefill and a decode pool: prefill_tp, decode_tp"
+            raise ValueError(f"a {mode} service does not read it (it is sized by {sized}); leave it out")
+        return value
 
     @property
     def ranks(self) -> int:

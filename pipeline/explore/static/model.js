@@ -139,6 +139,8 @@ document.addEventListener("DOMContentLoaded", () => {
   function knobValues() {
     const out = {};
     for (const [k, v] of Object.entries(S.knobs)) {
+      const label = document.querySelector(`.knob[data-knob="${k}"]`);
+      if (label && label.hidden) continue;  // the other serving mode's pool size, which the server refuses
       if (CHOICES[k]) out[k] = v;
       else {
         const n = Number(v);
