@@ -178,7 +178,7 @@ def collective(
     """One collective at the bandwidth per rank and per-step latency given (parametric mode): time, algbw and
     busbw (nccl-tests conventions). A `bidirectional` bandwidth is halved: the estimate moves bytes one way."""
     from .errors import UsageError
-    from .estimate.collectives import parametric
+    from .estimate.collectives import parametric, shown_algorithm
 
     if direction not in ("per_direction", "bidirectional"):
         raise UsageError(f"--direction {direction!r}: expected per_direction or bidirectional")
@@ -186,6 +186,7 @@ def collective(
     est = parametric(op, ranks, size, rate, latency_s, algorithm=algorithm or "ring", efficiency=efficiency)
     return {
         **{k: v for k, v in est.as_dict().items() if k not in ("confidence", "calibration", "candidates", "stages")},
+        "algorithm": shown_algorithm(op, est.algorithm),
         "protocol": "as given (parametric: the bandwidth and latency stated on the command line)",
     }
 

@@ -48,11 +48,15 @@ COST_KEYS = (
 
 
 def _qty(text: str, kind: str, option: str) -> float:
-    """'1.5GiB' → bytes, '400Gb/s' → bytes/s, '5us' → seconds (core/units.parse_amount); bad text is bad usage."""
+    """'1.5GiB' → bytes, '400Gb/s' → bytes/s, '5us' → seconds (core/units.parse_amount); bad text is bad usage,
+    and so is a zero rate (nothing would ever arrive)."""
     try:
-        return parse_amount(text, kind)
+        value = parse_amount(text, kind)
     except FabricrefError as exc:
         raise UsageError(f"{option} {exc}") from None
+    if kind == "rate" and value == 0:
+        raise UsageError(f"{option} {text!r}: expected a rate above zero, e.g. 400Gb/s or 900GB/s")
+    return value
 
 
 def _emit_estimate(data: dict[str, Any], as_json: bool, title: str) -> None:

@@ -197,14 +197,15 @@ def parse_amount(text: str, kind: str) -> float:
             raise ValidationError(f"{text!r}: {expected}")
         value = float(match["num"].replace(",", "").replace("_", "")) * COUNT_SUFFIXES[match["suffix"]]
     else:
+        match = _QUANTITY_RE.match(cleaned)
+        if match is None or UNITS.get(match["unit"], (None, None))[1] != dimensions:
+            units = ", ".join(u for u, (_, dims) in UNITS.items() if dims == dimensions)
+            case = " (case matters: Gb/s is bits, GB/s bytes)" if dimensions in (DATA, RATE) else ""
+            raise ValidationError(f"{text!r}: {expected}, in one of {units}{case}")
         try:
-            q = parse_quantity(cleaned)
+            value = parse_number(match["num"]) * UNITS[match["unit"]][0]
         except ValidationError as exc:
             raise ValidationError(f"{text!r}: {exc}; {expected}") from None
-        factor, dims = unit_info(q.unit)
-        if dims != dimensions:
-            raise ValidationError(f"{text!r}: {expected}")
-        value = q.value * factor
     if not math.isfinite(value) or value < 0:
         raise ValidationError(f"{text!r}: {expected} (finite, not negative)")
     return value

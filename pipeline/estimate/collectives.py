@@ -541,6 +541,11 @@ ALGORITHMS = {
 }
 
 
+def shown_algorithm(op: str, algorithm: str) -> str:
+    """The algorithm a result names: a send runs on NCCL's point-to-point channels, timed with the ring's figures."""
+    return "point-to-point" if op == "send" else algorithm
+
+
 def available(op: str, f: Shape, ctx: Numbers) -> dict[str, str | None]:
     """Every algorithm, with None when it can run this operation here or the reason it cannot."""
     out: dict[str, str | None] = {}

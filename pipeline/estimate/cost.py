@@ -174,8 +174,8 @@ def unrouted_terms(shape: Shape, real: Estimate, free: Estimate) -> dict[str, An
 
 
 def _label(op: str, shape: Shape, real: Estimate) -> str:
-    """The algorithm column: a send runs on NCCL's point-to-point channels (timed with the ring's figures)."""
-    algorithm = "point-to-point" if op == "send" else real.algorithm
+    """The algorithm column (`collectives.shown_algorithm`), its protocol and whether it is pipelined."""
+    algorithm = collectives.shown_algorithm(op, real.algorithm)
     pipelined = shape.local > 1 and shape.domains > 1 and op != "send"
     return f"{algorithm} / {real.protocol}" + (" (hierarchical, pipelined)" if pipelined else "")
 

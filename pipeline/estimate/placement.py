@@ -106,12 +106,7 @@ def _spread(g: nx.Graph, order: list[str], span: int, offset: int, where: str) -
 def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[int, str]:
     """The accelerator of each rank the workload uses; a workload too large, degrees that do not divide what they
     split, or a tensor-parallel group beyond or across scale-up domains is refused with what to change."""
-    if offset + d.ranks > len(view.accelerators):
-        raise UsageError(
-            f"workload {d.workload_id} needs {offset + d.ranks} accelerators; topology {view.g.graph['topology_id']} "
-            f"has {len(view.accelerators)}"
-        )
-    accelerators = rank_accelerators(view.g, w, offset, view.order)
+    # The scale-up rule first: on a lone 8-GPU server TP 16 is too large for its domain, not only for the server.
     tied = [c for c in d.communications if c.one_domain is not None]
     for comm in tied:
         if len(comm.group) > view.domain_size:
@@ -120,6 +115,12 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
                 f"{view.reference} ({view.domain_size} accelerators); tensor parallelism must stay inside one "
                 "scale-up domain"
             )
+    if offset + d.ranks > len(view.accelerators):
+        raise UsageError(
+            f"workload {d.workload_id} needs {offset + d.ranks} accelerators; topology {view.g.graph['topology_id']} "
+            f"has {len(view.accelerators)}"
+        )
+    accelerators = rank_accelerators(view.g, w, offset, view.order)
     if w.training is not None:
         check_degrees(w.model, w.training, f"workload {w.id}")
     for comm in tied:

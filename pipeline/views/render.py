@@ -133,13 +133,18 @@ def svg(drawing: Any, loads: list[Any] | None = None) -> dict[str, Any]:
     return {"d": drawing, "boxes": boxes, "links": links, "parts": parts}
 
 
+def _plural(name: str, count: int) -> str:
+    """`name` as `count` of them: a switch, 2 switches; a NIC, 2 NICs."""
+    return name if count == 1 else name + ("es" if name.endswith(("ch", "sh", "s", "x")) else "s")
+
+
 def legend(drawing: Any, heat_basis: str | None = None) -> dict[str, Any]:
     """The networks and kinds a drawing shows, its counts line and, on a heat map, what the colour encodes."""
     present = {x.network for x in drawing.links}
     kinds = {n.kind for n in drawing.nodes if n.row >= 0 and not n.aggregate}
     shown = ("accelerator", "scale_up_switch", "nic", "cpu", "leaf", "spine", "core")
     counts = " · ".join(
-        f"{format_count(v)} {KINDS.get(k, (None, None))[1] or k}{'' if v == 1 else 's'}"
+        f"{format_count(v)} {_plural(KINDS.get(k, (None, None))[1] or k, v)}"
         for k, v in drawing.counts.items()
         if k in shown
     )

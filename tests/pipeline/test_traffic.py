@@ -105,6 +105,9 @@ def test_tp_beyond_the_domain_is_an_error_that_says_so(built_registry, tmp_path)
     # The same TP 16 fits inside one 72-GPU NVL72 domain.
     r = estimate(built_registry, "nvidia-gb200-nvl72", _workload(tmp_path, BIG_TP))
     assert r.revealing["fits_in_one_domain"]
+    # On a lone 8-GPU server the scale-up rule is what is said, not only that the server is too small.
+    with pytest.raises(UsageError, match=r"tensor parallel degree 16 exceeds the scale-up domain of nvidia-dgx-h100"):
+        estimate(built_registry, "nvidia-dgx-h100", _workload(tmp_path, BIG_TP))
 
 
 def test_kv_transfer_is_local_in_nvl72_and_crosses_the_fabric_between_8_gpu_servers(built_registry):
@@ -256,8 +259,11 @@ def test_cli_estimate_commands(cli, built_registry):
         cli("estimate", "transfer", "--bytes", "900GB", "--bandwidth", "1.8TB/s", "--latency", "1us", "--json").out
     )
     assert bidir["bandwidth_seconds"] == pytest.approx(0.5)
+    assert bidir["algorithm"] == "point-to-point"  # a send, as a workload's send phase names it: never a ring
     assert cli("estimate", "transfer", "--bytes", "1GB", "--bandwidth", "400", "--latency", "1us").code == 2
     assert cli("estimate", "transfer", "--bytes", "1GB", "--bandwidth", "1GB", "--latency", "1us").code == 2
+    zero = cli("estimate", "transfer", "--bytes", "1GB", "--bandwidth", "0Gb/s", "--latency", "1us")
+    assert zero.code == 2 and "--bandwidth '0Gb/s': expected a rate above zero" in zero.said, zero.said
     mem = json.loads(cli("estimate", "memory", "--params", "70e9", "--layout", "mixed-adam", "--json").out)
     assert mem["bytes"] == 1.26e12
     wl = json.loads(

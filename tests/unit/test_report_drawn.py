@@ -198,3 +198,16 @@ def test_a_phase_time_that_is_no_finite_number_of_seconds_is_refused_naming_the_
         _phase_times([_phase(), _phase(phase="bad", **change)])
     message = str(err.value)
     assert message.startswith("registry/traffic/traffic.parquet: w on t, phase bad: ") and "finite" in message, message
+
+
+def test_a_legend_counts_its_parts_in_plain_english_plurals():
+    """The counts line under every drawing: '2 scale-up switches', never 'switchs'; one of a kind stays singular."""
+    from types import SimpleNamespace
+
+    from fabricref.views.render import legend
+
+    counts = {"accelerator": 8, "scale_up_switch": 4, "leaf": 1, "spine": 2, "nic": 8, "cpu": 2}
+    drawing = SimpleNamespace(links=[], nodes=[], counts=counts)
+    assert legend(drawing)["counts"] == (
+        "8 accelerators · 4 scale-up switches · 1 leaf switch · 2 spine switches · 8 NICs · 2 CPUs"
+    )

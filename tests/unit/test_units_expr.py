@@ -112,3 +112,19 @@ def test_a_nul_in_a_formula_is_refused_the_same_on_every_python():
     # escaped as a traceback from the hypothesis test there.
     with pytest.raises(ValidationError, match="a NUL character is not allowed"):
         expr.parse("scale_up.bandwidth_per_accelerator\x00 * 2")
+
+
+@pytest.mark.parametrize(("kind", "text", "listed", "not_listed"), [
+    ("rate", "400gbps", "Gb/s", "W"),
+    ("rate", "1GB", "GB/s", "ms"),
+    ("time", "5", "us", "GB"),
+    ("bytes", "1e9", "GiB", "Gb/s"),
+])  # fmt: skip
+def test_an_amount_of_the_wrong_unit_lists_only_the_units_of_its_kind(kind, text, listed, not_listed):
+    """`--bandwidth 400gbps` listed W, kW, s and count among the expected units of a rate."""
+    from fabricref.core.units import parse_amount
+
+    with pytest.raises(ValidationError) as caught:
+        parse_amount(text, kind)
+    units = str(caught.value).split("in one of ", 1)[1].split(" (", 1)[0].split(", ")
+    assert listed in units and not_listed not in units, str(caught.value)
