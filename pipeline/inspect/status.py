@@ -54,7 +54,7 @@ def status(lay: Layout) -> dict[str, Any]:
         )
         sources.append(row)
     attention += pins.measured_problems(lay)
-    attention += _damaged_outputs(lay)
+    attention += _damaged_outputs(lay) + _gutted_outputs(lay)
     model_rows = []
     for model, revision, _sha, changed_on, is_current, pinned in model_revisions.rows(lay):
         if is_current:
@@ -86,6 +86,28 @@ def _damaged_outputs(lay: Layout) -> list[str]:
             verify_file(path)
         except FabricrefError as exc:
             problems.append(f"registry: {exc}")
+    return problems
+
+
+# registry/<directory> → the directory its stage reads (dvc.yaml): a stage that failed midway under DVC leaves its
+# output directory removed or empty while what was built from it is still there.
+_BUILT_FROM = {"topology": "tables", "traffic": "topology", "validation": "topology"}
+
+
+def _gutted_outputs(lay: Layout) -> list[str]:
+    """A stage's table directory without its tables while a directory built from it holds some: every reader of
+    it fails until `dvc repro` (or `dvc checkout`) puts it back."""
+
+    def built(sub: str) -> bool:
+        return any((lay.registry_dir / sub).rglob("*.parquet"))
+
+    problems = []
+    for sub, source in _BUILT_FROM.items():
+        if built(sub) and not built(source):
+            problems.append(
+                f"registry: registry/{source}/ holds no table while registry/{sub}/, built from it, does; run "
+                "`dvc repro` (or `dvc checkout`)"
+            )
     return problems
 
 

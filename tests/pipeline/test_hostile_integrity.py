@@ -82,6 +82,27 @@ def test_status_names_a_damaged_table_beside_registry_tables(built_copy, cli, ta
     assert f"{table.split('/')[-1]}: damaged" in result.said and "Traceback" not in result.err
 
 
+@pytest.mark.parametrize("left", ["empty", "missing"])
+def test_status_names_a_stage_output_a_failed_run_removed(built_copy, cli, left):
+    """A refused `topology` knob under `dvc repro` leaves registry/topology/ emptied (DVC removes a stage's outputs
+    before running it) beside the traffic built from it: every estimate then failed, while status exited 0."""
+    import shutil
+
+    assert cli("status", root=built_copy.root).code == 0
+    topology = built_copy.registry_dir / "topology"
+    part = built_copy.registry_dir / "traffic" / "workloads" / "w"
+    part.mkdir(parents=True)
+    for suffix in ("", ".sha256"):  # a table with its recorded hash
+        shutil.copy(topology / f"topology_graphs.parquet{suffix}", part / f"traffic.parquet{suffix}")
+    assert cli("status", root=built_copy.root).code == 0
+    shutil.rmtree(topology)
+    if left == "empty":
+        topology.mkdir()
+    result = cli("status", root=built_copy.root)
+    assert result.code == 1, result.out[-300:]
+    assert "registry/topology/ holds no table while registry/traffic/, built from it, does" in result.said
+
+
 def test_a_table_without_its_recorded_hash_is_refused(built_copy, cli):
     (built_copy.tables_dir / "fields.parquet.sha256").unlink()
     result = cli("show", "nvidia-dgx-h100", root=built_copy.root)
