@@ -154,3 +154,22 @@ def test_query_results_show_structs_and_lists_as_sub_tables(built_registry, cli)
     assert "{" not in r.out and "'" not in r.out and "[" not in r.out
     lines = [line.replace("│", " ").split() for line in r.out.splitlines()]
     assert ["a", "published", "3", "x", "y"] in lines and ["derived", "1", "1", "two"] in lines, r.out
+
+
+def test_a_failed_stage_under_dvc_says_to_put_back_the_file_its_error_names(no_sources, monkeypatch):
+    """A workload file edited by hand broke its stage; the hint said `git checkout -- params.yaml`, which left the
+    edit in place. The file the error names is what to put back; params.yaml when none is named."""
+    from fabricref.core.entry import _under_dvc
+
+    monkeypatch.setenv("DVC_STAGE", "traffic-workload@w")
+    monkeypatch.chdir(no_sources.root)
+    path = no_sources.root / "models" / "workloads" / "llama8b-fsdp-dp64.yaml"
+    for named in (str(path), "models/workloads/llama8b-fsdp-dp64.yaml"):
+        hint = _under_dvc(f"{named}:8: at $.model.hidden: expected at least 1")
+        assert "`git checkout -- models/workloads/llama8b-fsdp-dp64.yaml && dvc checkout` (undoing the edit)" in hint
+    for error in ("params.yaml:60: at $.workloads.w.seq_len: ...", "no file named here", "/etc/passwd: odd"):
+        assert "`git checkout -- params.yaml && dvc checkout` (undoing a `dvc exp run -S` or an edit)" in _under_dvc(
+            error
+        ), error
+    monkeypatch.delenv("DVC_STAGE")
+    assert _under_dvc(str(path)) == ""
