@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ..core.files import checkout_lock
-from ..core.format import format_quantity
+from ..core.format import MISSING, format_quantity
 from ..errors import FabricrefError, UsageError
 from .app import app
 from .output import JsonOpt, RootOpt, lay_of, make_table, out, print_json, readable
@@ -156,7 +156,7 @@ def topology_(
                 data["nodes_by_kind_and_role"] = by_role
         print_json({**data, **{k: v for k, v in summary.items() if k not in data}})
         return
-    rows = [[key, _readable(key, value)] for key, value in shown]
+    rows = [[key, _labelled(key, _readable(key, value), summary)] for key, value in shown]
     out.print(make_table("property", "value", title=f"{summary['topology_id']} — {summary['title']}", rows=rows))
     out.print(summary["caveat"])
 
@@ -175,6 +175,20 @@ TOPOLOGY_ROWS = (
     "scale_out_protocol",
     "scale_out_in_network_reduction",
 )
+
+
+def _labelled(key: str, shown: Any, summary: dict[str, Any]) -> Any:
+    """What no source states said so: `unknown` for a figure the wiring cannot give, `(assumed)` beside a count or
+    figure resting on a labelled assumption, `(one aggregate node)` beside parts a source does not count."""
+    if key == "nodes_by_kind":
+        notes = {p: "assumed" for p in summary["assumed_parts"]} | {
+            p: "one aggregate node" for p in summary["aggregate_parts"]
+        }
+        return {part: f"{n} ({notes[part]})" if part in notes else n for part, n in shown.items()}
+    if key == "per_accelerator":
+        assumed = {f.split(".", 1)[1] for f in summary["assumed_figures"]}
+        return {k: "unknown" if v == MISSING else f"{v} (assumed)" if k in assumed else v for k, v in shown.items()}
+    return "unknown" if shown in ("", MISSING) else shown
 
 
 def _readable(key: str, value: Any) -> Any:

@@ -47,7 +47,8 @@ EDGE_ATTRS = (
 )
 GRAPH_COLUMNS = columns(
     "topology_id reference form_factor kind title caveat scale_out_protocol scale_out_in_network_reduction "
-    "scale_out_in_network_reduction_basis scale_out_nic_gbps:DOUBLE frontend_nic_gbps:DOUBLE pods:INTEGER "
+    "scale_out_in_network_reduction_basis scale_out_nic_gbps:DOUBLE scale_out_nic_status frontend_nic_gbps:DOUBLE "
+    "frontend_nic_status pods:INTEGER "
     "leaves:INTEGER rails:INTEGER ecmp_mode ecmp_seed:BIGINT placement endpoint_latency_ns:DOUBLE switch_product "
     "switch_radix:INTEGER switch_port_gbps:DOUBLE switch_lineage"
 )

@@ -118,7 +118,10 @@ def server_template(facts: Facts, dflt: Defaults) -> Template:
     counts = ("cpu.count", "accelerator.count", "scale_out.nic.count", "frontend.nic.count")
     cpus, gpus, nics, fnics = _parts(t, facts, "", counts, gpu_within="baseboard", host_within="host-tray")
     label = facts.text("scale_up.technology") or "scale-up switch"
-    switches = [t.node(f"sus{i}", "scale_up_switch", within="baseboard", label=label) for i in range(n_sw)]
+    sw_assumed = _assumed(facts, "scale_up.switch.count")
+    switches = [
+        t.node(f"sus{i}", "scale_up_switch", within="baseboard", label=label, assumed=sw_assumed) for i in range(n_sw)
+    ]
     _scale_up(t, facts, dflt, gpus, switches)
     _host_wiring(t, dflt, gpus, cpus, nics, fnics)
     _finish(t, facts, gpus, nics, fnics)
@@ -137,8 +140,11 @@ def rack_template(facts: Facts, dflt: Defaults) -> Template:
     gpus: list[str] = []
     nics: list[str] = []
     fnics: list[str] = []
+    trays_assumed = _assumed(facts, "tray.compute.count")
     for k in range(trays):
-        tray = t.node(f"ct{k}", "tray", role="compute", within="system", label=f"compute tray {k}")
+        tray = t.node(
+            f"ct{k}", "tray", role="compute", within="system", label=f"compute tray {k}", assumed=trays_assumed
+        )
         cpus, tg, tn, tf = _parts(
             t, facts, f"ct{k}/", counts, gpu_within=tray, host_within=tray, index_base=k * per_tray_gpu
         )
@@ -151,8 +157,11 @@ def rack_template(facts: Facts, dflt: Defaults) -> Template:
     if chips.known and chips.value and int(chips.value) % switch_trays == 0:
         per_switch_tray, aggregate = int(chips.value) // switch_trays, False
     switches = []
+    st_assumed = _assumed(facts, "tray.switch.count")
     for s in range(switch_trays):
-        tray = t.node(f"st{s}", "tray", role="switch", within="system", label=f"scale-up switch tray {s}")
+        tray = t.node(
+            f"st{s}", "tray", role="switch", within="system", label=f"scale-up switch tray {s}", assumed=st_assumed
+        )
         for c in range(per_switch_tray):
             label = "aggregate of this tray's switch chips (chip count not stated)" if aggregate else "switch chip"
             switches.append(t.node(f"st{s}/sw{c}", "scale_up_switch", within=tray, label=label, aggregate=aggregate))
@@ -174,7 +183,7 @@ def _parts(
     """CPUs, accelerators, backend NICs (one rail each) and frontend NICs of one server or compute tray, as many as
     the `counts` fields state (in that order); a part whose count rests on an assumption says so (`assumed`)."""
     n_cpu, n_gpu, n_nic, n_fnic = (facts.count(key) for key in counts)
-    cpu_assumed, nic_assumed = (facts.get(key).status == "assumed" for key in (counts[0], counts[2]))
+    cpu_assumed, nic_assumed, fnic_assumed = (_assumed(facts, key) for key in (counts[0], counts[2], counts[3]))
     cpu, gpu = facts.text("cpu.model") or "CPU", facts.text("accelerator.model") or "GPU"
     nic, fnic = facts.text("scale_out.nic.model") or "backend NIC", facts.text("frontend.nic.model") or "frontend NIC"
     p, host = prefix, host_within
@@ -186,8 +195,16 @@ def _parts(
         t.node(f"{p}nic{i}", "nic", role="scale_out", rail=i, within=host, label=nic, assumed=nic_assumed)
         for i in range(n_nic)
     ]
-    fnics = [t.node(f"{p}fnic{i}", "nic", role="frontend", within=host, label=fnic) for i in range(n_fnic)]
+    fnics = [
+        t.node(f"{p}fnic{i}", "nic", role="frontend", within=host, label=fnic, assumed=fnic_assumed)
+        for i in range(n_fnic)
+    ]
     return cpus, gpus, nics, fnics
+
+
+def _assumed(facts: Facts, key: str) -> bool:
+    """Whether a part counted by `key` exists on a labelled assumption (the `assumed` of its nodes)."""
+    return facts.get(key, required=False).status == "assumed"
 
 
 def _check_domain(facts: Facts, accelerators: int) -> None:

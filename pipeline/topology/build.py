@@ -87,8 +87,11 @@ def build_reference(facts: Facts, dflt: Defaults) -> nx.Graph:
 
 
 def _speeds(g: nx.Graph, t: Template) -> None:
-    g.graph["scale_out_nic_gbps"] = t.nic_speed.gbps() if t.nic_speed and t.nic_speed.known else None
-    g.graph["frontend_nic_gbps"] = t.frontend_speed.gbps() if t.frontend_speed and t.frontend_speed.known else None
+    """Each NIC role's port speed and the status of the figure it rests on (an assumed one is labelled)."""
+    for role, speed in (("scale_out", t.nic_speed), ("frontend", t.frontend_speed)):
+        known = speed is not None and speed.known
+        g.graph[f"{role}_nic_gbps"] = speed.gbps() if known else None  # type: ignore[union-attr]
+        g.graph[f"{role}_nic_status"] = speed.status if known else None  # type: ignore[union-attr]
 
 
 def _checker(cluster: Cluster) -> Callable[[bool, str], None]:

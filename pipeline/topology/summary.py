@@ -51,9 +51,13 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
     sizes = sorted(set(domains.values()))
     first = accelerators[0] if accelerators else None
     per_acc: dict[str, Any] = {}
+    assumed: list[str] = []  # the figures below that rest on a labelled assumption, as `per_accelerator.KEY`
     if first is not None:
-        su = [d["bandwidth_gbps"] for _, _, d in g.edges(first, data=True) if d["network"] == "scale_up"]
+        su_links = [d for _, _, d in g.edges(first, data=True) if d["network"] == "scale_up"]
+        su = [d["bandwidth_gbps"] for d in su_links]
         per_acc["scale_up_gbps"] = None if not su or None in su else _round(sum(su))
+        if per_acc["scale_up_gbps"] is not None and any(d.get("status") == "assumed" for d in su_links):
+            assumed.append("per_accelerator.scale_up_gbps")
         block_nodes = _block_members(g, first)
         gpus = sum(1 for n in block_nodes if kind[n] == "accelerator")
         for key in ("scale_out", "frontend"):
@@ -61,6 +65,12 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
             speed = g.graph.get(f"{key}_nic_gbps")
             per_acc[f"{key}_nics"] = _round(len(nics) / gpus) if gpus else None
             per_acc[f"{key}_gbps"] = None if speed is None or not gpus else _round(len(nics) * speed / gpus)
+            counted = any(g.nodes[n].get("assumed") for n in nics)
+            if counted and per_acc[f"{key}_nics"]:
+                assumed.append(f"per_accelerator.{key}_nics")
+            if per_acc[f"{key}_gbps"] and (counted or g.graph.get(f"{key}_nic_status") == "assumed"):
+                assumed.append(f"per_accelerator.{key}_gbps")
+    labels = _part_labels(g)
     oversub: dict[str, Any] = {}
     for tier_kind in ("leaf", "spine"):
         sw = next((n for n, k in kind.items() if k == tier_kind), None)
@@ -80,6 +90,11 @@ def summarize(g: nx.Graph) -> dict[str, Any]:
         "scale_up_domains": len(domains),
         "scale_up_domain_size": sizes[0] if len(sizes) == 1 else sizes,
         "per_accelerator": per_acc,
+        "assumed_figures": assumed,
+        # Parts (as `nodes_by_kind_and_role` names them) counted on a labelled assumption, and parts drawn as one
+        # aggregate node for several a source does not count (a rack's switch chips).
+        "assumed_parts": sorted({labels[n] for n, d in g.nodes(data=True) if d.get("assumed")}),
+        "aggregate_parts": sorted({labels[n] for n, d in g.nodes(data=True) if d.get("aggregate")}),
         "oversubscription": oversub,
         "bisection_bandwidth_gbps": bisection,
         "bisection_note": None
@@ -138,13 +153,19 @@ def _hops(g: nx.Graph, kind: dict[str, str], accelerators: list[str], domains: C
     return out
 
 
+def _part_labels(g: nx.Graph) -> dict[str, str]:
+    """Each node's part: its kind, with its role where the kind has several ('nic (scale_out)', 'nic (frontend)')."""
+    roles: dict[str, set[Any]] = defaultdict(set)
+    for _, d in g.nodes(data=True):
+        if "kind" in d:
+            roles[d["kind"]].add(d.get("role"))
+    return {
+        n: d["kind"] if len(roles[d["kind"]]) == 1 or d.get("role") is None else f"{d['kind']} ({d['role']})"
+        for n, d in g.nodes(data=True)
+        if "kind" in d
+    }
+
+
 def nodes_by_kind_and_role(g: nx.Graph) -> dict[str, int]:
     """`nodes_by_kind`, a kind with several roles counted per role ('nic (scale_out)', 'nic (frontend)')."""
-    pairs = Counter((d["kind"], d.get("role")) for _, d in g.nodes(data=True) if "kind" in d)
-    roles: dict[str, set[Any]] = defaultdict(set)
-    for kind, role in pairs:
-        roles[kind].add(role)
-    counts: Counter[str] = Counter()
-    for (kind, role), n in pairs.items():
-        counts[kind if len(roles[kind]) == 1 or role is None else f"{kind} ({role})"] += n
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(_part_labels(g).values()).items()))
