@@ -16,6 +16,17 @@ from .routing import GBPS_TO_BYTES
 from .view import Lineage, Path, View
 
 
+class UnknownBandwidth(UsageError):
+    """A collective over a network whose bandwidth no source or assumption states: its time cannot be given. A
+    workload's phase takes it as an unknown time naming `field` (REFERENCE:FIELD); a calculator refuses."""
+
+    def __init__(self, network: str, view: View, field: str) -> None:
+        self.field = f"{view.reference}:{field}"
+        super().__init__(
+            f"the {network} bandwidth of {view.reference} is unknown: no source or assumption states it ({self.field})"
+        )
+
+
 def _reach(view: View, src: list[str], path: Path, line_gbps: float, network: str, notes: list[str]) -> float:
     """Bytes/s per direction a rank moves on one network: its line rate, unless the routed paths to its peers hold
     it to less (a mesh pair has one link of a rank's seven)."""
@@ -71,11 +82,11 @@ def place(
     nvls = one_shot = False
     first = accs[0]
     if local > 1:
-        bws = [d["bandwidth_gbps"] for d in view.g[first].values() if d["network"] == "scale_up"]
+        links = [d for d in view.g[first].values() if d["network"] == "scale_up"]
+        bws = [d["bandwidth_gbps"] for d in links]
         if not bws or None in bws:
-            raise UsageError(
-                f"the scale-up bandwidth of {view.reference} is unknown: no source or assumption states it"
-            )
+            unknown = next((d["field"] for d in links if d["bandwidth_gbps"] is None and d.get("field")), None)
+            raise UnknownBandwidth("scale-up", view, unknown or "scale_up.bandwidth_per_accelerator")
         tech = technology if technology is not None else view.g.graph.get("scale_up_technology", "")
         name, lc = cal.link_class("scale_up", tech)
         techs["scale_up"] = f"{tech or 'not stated'} -> {name}"
@@ -104,9 +115,7 @@ def place(
             )
         edges = [d for nic in view.nics(first) for m, d in view.g[nic].items() if view.kind[m] == "leaf"]
         if not edges:
-            raise UsageError(
-                f"the scale-out bandwidth of {view.reference} is unknown: no source or assumption states it"
-            )
+            raise UnknownBandwidth("scale-out", view, "scale_out.nic.speed")
         proto = view.g.graph.get("scale_out_protocol", "")
         name, lc = cal.link_class("scale_out", proto)
         techs["scale_out"] = f"{proto or 'not stated'} -> {name}"

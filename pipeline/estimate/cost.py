@@ -15,7 +15,7 @@ from ..core import confidence
 from ..errors import UsageError
 from ..formats.calibration import Calibration
 from . import collectives
-from .calculator import collnet_note, place
+from .calculator import UnknownBandwidth, collnet_note, place
 from .collectives import Estimate, Shape
 from .decompose import Communication, decompose
 from .loads import RoutedPhase, hot_links, lineage_links, link_rows, route
@@ -126,11 +126,34 @@ def phases(view: View, w: Workload, cal: Calibration, offset: int = 0) -> tuple[
         if comm.network == "frontend":
             out.append(Phase.of(comm, frontend(view, comm.phase, comm.bytes_per_rank, group[0])))
             continue
-        shape, real, free = library(view, cal, comm.collective, group, comm.bytes_per_rank, comm.concurrency)
+        try:
+            shape, real, free = library(view, cal, comm.collective, group, comm.bytes_per_rank, comm.concurrency)
+        except UnknownBandwidth as exc:  # the phase keeps its bytes and reports no time; the others are costed
+            out.append(Phase.of(comm, _unknown(comm, exc)))
+            continue
         r = route(view.wiring, comm, accelerators, real.algorithm, view.endpoint_s, f"workload {w.id}")
         routed[comm.phase] = r
         out.append(_phase(view, comm, shape, real, free, r))
     return out, routed
+
+
+def _unknown(comm: Communication, exc: UnknownBandwidth) -> Cost:
+    """A backend phase on a network whose bandwidth no source states: its bytes, the field to settle, no time."""
+    network = "scale_up" if "scale-up" in str(exc) else "scale_out"
+    return Cost(
+        algorithm="unknown",
+        bytes_on_wire_per_rank=comm.bytes_per_rank,
+        network=network,
+        tier=TIER_NAMES[0] if network == "scale_up" else "scale-out fabric",
+        hops=0,
+        bottleneck_gbps=None,
+        effective_gbps=None,
+        latency_s=0.0,
+        bandwidth_s=0.0,
+        queueing_s=0.0,
+        notes=f"seconds unknown: {exc}",
+        unknown=f"{comm.phase}: {exc.field} is unknown (no source states it), so the time of this phase is unknown",
+    )
 
 
 def library(

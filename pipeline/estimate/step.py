@@ -453,9 +453,11 @@ def inference(
         out["compute_seconds"] = prefill_compute + decode_compute * output
         if prefill_comm is not None:
             out["ttft_seconds"] = prefill_compute + prefill_comm
-    if hbm is not None and decode_comm is not None and ok:
-        floor = (weights / dtp + batch * kv_decode * context) / hbm
+    # The floor reads the weights and the KV cache once per token at the memory's rate: no compute rate needed.
+    floor = None if hbm is None else (weights / dtp + batch * kv_decode * context) / hbm
+    if floor is not None and decode_comm is not None:
         out["tpot_memory_floor_seconds"] = floor + decode_comm
+    if floor is not None and decode_comm is not None and ok:
         out["tpot_seconds"] = decode_compute + decode_comm + rates.decode_step_overhead_s
         out["tpot_bound"] = "memory" if floor * 1.0 >= 0.5 * decode_compute else "compute"
         out["tokens_per_second_per_group"] = batch / out["tpot_seconds"]

@@ -115,3 +115,57 @@ def test_the_traffic_table_holds_nulls_for_the_unknown_phase(built_registry: Lay
     (summary,) = tables["traffic_workloads"]
     assert summary[5] is None and summary[7] == "unknown"  # communication_seconds, confidence
     assert "communication_seconds" not in json.dumps(metrics)
+
+
+def _unknown_scale_up() -> list[str]:
+    """The shipped systems whose scale-up bandwidth no source or assumption states (models/)."""
+    from conftest import ROOT, SYSTEM_REFERENCES
+
+    keys = ("scale_up.bandwidth_per_accelerator", "scale_up.bandwidth_per_link")
+    found = []
+    for ref in SYSTEM_REFERENCES:
+        model = yaml.safe_load((ROOT / "models" / "references" / f"{ref}.yaml").read_text())
+        fields, assumed = model.get("fields") or {}, model.get("assumptions") or {}
+        if all("unknown" in fields.get(k, {"unknown": ""}) and k not in assumed for k in keys):
+            found.append(ref)
+    return found
+
+
+@pytest.mark.parametrize("ref", _unknown_scale_up())
+def test_a_tp_phase_on_an_unknown_scale_up_bandwidth_is_unknown_and_the_memory_fit_is_still_given(
+    built_registry: Layout, cli, ref
+):
+    """`estimate step nvidia-vera-rubin-nvl144 …` exited 2 ("the scale-up bandwidth … is unknown") and gave no
+    memory fit, while its 288 GB memory is stated: each phase on the unknown link is unknown naming the field, the
+    totals adding it are unknown, and every figure that needs neither is given."""
+    r = cli("estimate", "workload", ref, WID, "--json", root=built_registry.root)
+    assert r.code == 0, r.err
+    rows = {p["phase"]: p for p in json.loads(r.out)["phases"]}
+    for name in ("prefill-tp-all-reduce", "decode-tp-all-reduce"):
+        tp = rows[name]
+        assert tp["total_seconds"] is None and tp["confidence"] == "unknown" and tp["bytes_per_rank"] > 0, name
+        assert f"{ref}:scale_up.bandwidth_per_accelerator is unknown" in tp["unknown_reason"], name
+    st = cli("estimate", "step", ref, WID, "--json", root=built_registry.root)
+    assert st.code == 0, st.err
+    step = json.loads(st.out)
+    assert step["fits"] is True and step["memory_per_rank_bytes"] > 0 and step["headroom_bytes"] > 0
+    assert step["communication_seconds"] is None and step["ttft_seconds"] is None
+    assert any(f"{ref}:scale_up.bandwidth_per_accelerator is unknown" in m for m in step["missing"])
+    # A calculator still refuses: it has no phase to leave unknown.
+    calc = cli("estimate", "collective", "--op", "all-reduce", "--ranks", "8", "--bytes", "1GB", "--topology", ref,
+               root=built_registry.root)  # fmt: skip
+    assert calc.code == 2 and f"({ref}:scale_up.bandwidth_per_accelerator)" in calc.said, calc.said
+
+
+def test_the_memory_floor_of_a_token_needs_the_memory_bandwidth_not_the_compute_rate(built_registry: Layout, cli):
+    """amd-helios states its HBM bandwidth but no BF16 rate: TPOT is unknown, its memory floor is not."""
+    st = json.loads(cli("estimate", "step", "amd-helios", WID, "--json", root=built_registry.root).out)
+    assert st["tpot_seconds"] is None and any("peak_dense_bf16 is unknown" in m for m in st["missing"])
+    floor = st["tpot_memory_floor_seconds"]
+    w = find_workload(built_registry, WID)
+    m, i = w.model, w.inference
+    kv = 2 * m.layers * m.kv_heads * m.head_dim * 2 / i.tp * (i.prompt_tokens + i.output_tokens // 2) * i.batch
+    phases = json.loads(cli("estimate", "workload", "amd-helios", WID, "--json", root=built_registry.root).out)
+    decode = next(p for p in phases["phases"] if p["phase"] == "decode-tp-all-reduce")["total_seconds"]
+    hbm = 23.3e12  # amd-helios accelerator.memory_bandwidth, 23.3 TB/s
+    assert floor == pytest.approx((m.params * 2 / i.tp + kv) / hbm + decode / i.output_tokens, rel=1e-3)
