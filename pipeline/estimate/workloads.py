@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..core.paths import Layout, check_slug, workload_paths
+from ..core.paths import Layout, check_slug, checkout_params, workload_paths
 from ..core.schemas import at_params, load_model, load_yaml, params_overlay, params_text
 from ..errors import UnknownIdError, UsageError, ValidationError
 from ..formats.workload import (
@@ -96,7 +97,24 @@ def load_workload(path: Path) -> Workload:
     try:
         return _checked(data, doc, path)
     except ValidationError as e:
-        raise at_params(e, path, merged) from None
+        raise _knobs_missing(e, path, data) or at_params(e, path, merged) from None
+
+
+def _knobs_missing(e: ValidationError, path: Path, data: Any) -> ValidationError | None:
+    """Knobs the workload needs and neither params.yaml nor the file sets: named where they belong, params.yaml's
+    `workloads.<id>` in a checkout (not the file's block, where they were never written)."""
+    params = checkout_params(path, "workloads")
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if params is None or kind not in KNOBS:
+        return None
+    missing = re.findall(rf"at \$\.{kind}\.(\w+): (?:as `{kind}`: )?Field required", str(e))
+    missing = [k for k in missing if k in KNOBS[kind]]
+    if not missing:
+        return None
+    return ValidationError(
+        f"{params}: at $.workloads.{path.stem}: {', '.join(missing)} missing: a workload's knobs live in "
+        f"params.yaml under workloads.{path.stem} (its file, {path}, keeps the rest)"
+    )
 
 
 def _checked(data: Any, doc: Any, path: Path) -> Workload:
@@ -232,7 +250,14 @@ def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
     data[w.kind] = {**written, **{k: v for k, v in knobs.items() if k != "placement"}}
     if "placement" in knobs:  # a block of its own
         data["placement"] = {"strategy": knobs["placement"]}
-    return _checked(data, None, w.path or Path(f"{w.id}.yaml"))
+    try:
+        return _checked(data, None, w.path or Path(f"{w.id}.yaml"))
+    except ValidationError as exc:  # a knob set for this estimate: named as it was given, not as the file's
+        key = next((k for k in knobs if f"at $.{w.kind}.{k}: " in str(exc)), None)
+        if key is None:
+            raise
+        reason = str(exc).split(f"at $.{w.kind}.{key}: ", 1)[1].removeprefix(f"as `{w.kind}`: ")
+        raise UsageError(f"{key}={knobs[key]}: {reason}") from None
 
 
 def find_workload(lay: Layout, workload_id: str) -> Workload:

@@ -57,9 +57,7 @@ def knob_of(message: str) -> str | None:
     """The knob a library message is about: the explorer shows the CLI's message beside that control."""
     import re
 
-    m = re.match(r"(\w+)(?:: not a knob|=.*: expected a )", message) or re.search(
-        r"at \$\.(?:training|inference)\.(\w+)", message
-    )
+    m = re.match(r"(\w+)(?:: not a knob|=)", message) or re.search(r"at \$\.(?:training|inference)\.(\w+)", message)
     if m:
         return m.group(1)
     if re.search(r"at \$\.placement", message):

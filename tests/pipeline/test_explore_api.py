@@ -285,13 +285,13 @@ def test_context_parallel_is_a_knob_the_explorer_sets_and_its_phase_is_a_cp_grou
 def test_the_apis_workload_estimate_takes_knob_overrides(built_registry) -> None:
     """The same override path the explorer uses, for notebooks: params.yaml's knob replaced, checked alike."""
     import fabricref
-    from fabricref.errors import ValidationError
+    from fabricref.errors import UsageError
 
     phases = fabricref.estimate_workload(
         "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, knobs={"dp": 16}
     )
     assert next(p for p in phases if p["phase"] == "dp-all-reduce")["group_size"] == 16
-    with pytest.raises(ValidationError, match=r"at \$\.training\.dp: .*greater than or equal to 1"):
+    with pytest.raises(UsageError, match=r"^dp=0: Input should be greater than or equal to 1"):  # named as given
         fabricref.estimate_workload(
             "illustrative-h100-4096", "llama70b-train-tp8-pp4-dp32", built_registry.root, knobs={"dp": 0}
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fabricref.cli.output import cell, make_table
-from fabricref.errors import UnknownIdError, did_you_mean
+from fabricref.errors import FabricrefError, UnknownIdError, did_you_mean
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,3 +173,37 @@ def test_a_failed_stage_under_dvc_says_to_put_back_the_file_its_error_names(no_s
         ), error
     monkeypatch.delenv("DVC_STAGE")
     assert _under_dvc(str(path)) == ""
+
+
+WORKLOADS = sorted(p.stem for p in (ROOT / "models" / "workloads").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("wid", WORKLOADS)
+def test_a_workload_whose_knobs_params_yaml_lost_is_named_there_not_in_its_file(no_sources, wid):
+    """Deleting `workloads.<id>` from params.yaml gave one "Field required" per knob at the workload file's line,
+    where the knobs are never written."""
+    import yaml
+    from fabricref.estimate.workloads import KNOBS, find_workload
+
+    params = no_sources.root / "params.yaml"
+    data = yaml.safe_load(params.read_text(encoding="utf-8"))
+    knobs = list(data["workloads"].pop(wid))
+    params.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(FabricrefError) as caught:
+        find_workload(no_sources, wid)
+    said = str(caught.value)
+    assert said.startswith(f"{params}: at $.workloads.{wid}: "), said
+    assert "a workload's knobs live in params.yaml" in said and "\n" not in said, said
+    kind = yaml.safe_load((no_sources.root / "models" / "workloads" / f"{wid}.yaml").read_text())["kind"]
+    assert set(knobs) <= set(KNOBS[kind])
+    # Those the model cannot do without are named (a knob with a default may go unnamed).
+    named = said.split(": ", 2)[2].split(" missing")[0].split(", ")
+    assert named and set(named) <= set(knobs), said
+
+
+def test_a_knob_set_for_one_estimate_is_named_as_given_not_as_the_workload_file(built_registry, cli):
+    """`--set tp=0` was refused as `models/workloads/….yaml: at $.inference.tp …`: a file that says no such thing."""
+    wid = "llama70b-serve-aggregated"
+    done = cli("estimate", "workload", "nvidia-dgx-h100", wid, "--set", "tp=0", root=built_registry.root)
+    assert done.code == 2 and "tp=0: Input should be greater than or equal to 1 (got 0)" in done.said, done.said
+    assert ".yaml" not in done.said, done.said
