@@ -317,6 +317,11 @@ def test_plan_serve_ranks_by_accelerators_and_meets_the_targets(built_registry: 
                        prompt=2048, output=128, tpot=0.001)  # fmt: skip
 
 
+# The search both Ray tests run: TP 4 and 8 only (of every degree), which still has layouts that do not fit and
+# layouts pruned by earlier waves, so every path of the search meets both engines.
+RAY_SEARCH = {"gpus": (64,), "global_batch": 64, "seq": 4096, "top": 5, "route_top": 1, "tp": (4, 8)}
+
+
 @pytest.mark.slow
 def test_ray_gives_the_same_table_as_the_local_engine(built_registry: Layout) -> None:
     """A local Ray instance (127.0.0.1 only, no dashboard, no usage statistics, a capped object store) runs the
@@ -325,8 +330,8 @@ def test_ray_gives_the_same_table_as_the_local_engine(built_registry: Layout) ->
     from fabricref import api
     from fabricref.plan import engines
 
-    opts = {"gpus": (64,), "global_batch": 64, "seq": 4096, "top": 5, "route_top": 1}
-    local = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, **opts)
+    local = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, **RAY_SEARCH)
+    assert local.counts["pruned"] > 0 and local.counts["not_fitting"] > 0  # every path of the search taken
     ray_engine = engines.engine("ray", workers=2)
     try:
         import ray
@@ -334,7 +339,7 @@ def test_ray_gives_the_same_table_as_the_local_engine(built_registry: Layout) ->
         assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
         assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
         assert _listening_addresses(ray) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
-        remote = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, engine=ray_engine, **opts)
+        remote = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, engine=ray_engine, **RAY_SEARCH)
     finally:
         ray_engine.close()
     assert remote.counts == local.counts
@@ -384,8 +389,7 @@ def test_ray_on_an_existing_cluster_gives_the_same_table_as_the_local_engine(bui
             assert time.monotonic() < deadline, "the Ray head did not listen within 120 s"
             time.sleep(0.5)
         started = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
-        opts = {"gpus": (64,), "global_batch": 64, "seq": 4096, "top": 5, "route_top": 1}
-        local = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, **opts)
+        local = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, **RAY_SEARCH)
         with pytest.raises(UsageError, match="expected HOST:PORT"):
             engines.engine("ray", address="127.0.0.1")
         ray_engine = engines.engine("ray", address=f"127.0.0.1:{port}")
@@ -397,7 +401,7 @@ def test_ray_on_an_existing_cluster_gives_the_same_table_as_the_local_engine(bui
             assert ray_engine.workers == 2
             head_side = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
             assert _listening(head_side) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
-            remote = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, engine=ray_engine, **opts)
+            remote = api.plan_train(MODEL_70B, SMALL, root=built_registry.root, engine=ray_engine, **RAY_SEARCH)
         finally:
             ray_engine.close()
         assert remote.counts == local.counts
