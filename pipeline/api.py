@@ -60,6 +60,14 @@ def _topology_id(topology: str | nx.Graph) -> str:
     return tid
 
 
+def stale_topology(root: str | Path | None = None) -> list[str]:
+    """The `topology` knobs params.yaml sets otherwise than the built wiring (registry/topology/) was built with:
+    every estimate reads the built wiring, so it uses the old values until `dvc repro`."""
+    from .topology.facts import stale_defaults
+
+    return stale_defaults(_lay(root))
+
+
 def phase_records(result: Any) -> list[dict[str, Any]]:
     """The phases of a traffic estimate as plain records (the rows `fabricref estimate workload --json` prints):
     seconds in seconds, bytes in bytes, bandwidth in Gb/s per direction."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,6 +46,12 @@ COST_KEYS = (
     "algorithm",
     "dominant",
 )
+
+
+def _warn_if_stale(root: Path) -> None:
+    """Say on stderr when params.yaml's `topology` knobs moved since the wiring an estimate reads was built."""
+    for moved in api.stale_topology(root):
+        sys.stderr.write(f"warning: {moved}\n")
 
 
 def _qty(text: str, kind: str, option: str) -> float:
@@ -214,6 +221,7 @@ def _collective_on_topology(
     plot: Path | None = None,
 ) -> None:
     root = lay_of(root).root
+    _warn_if_stale(root)
     if plot is not None:
         output_path(plot, "--plot")
     if sweep is not None:
@@ -373,7 +381,9 @@ def estimate_step(
     inference). A figure that needs an unknown registry field is unknown, and the field is named."""
     from ..estimate.step import fit_verdict
 
-    data = api.step(topology_id, workload_id, mfu, lay_of(root).root, _knobs(settings))
+    root = lay_of(root).root
+    _warn_if_stale(root)
+    data = api.step(topology_id, workload_id, mfu, root, _knobs(settings))
     if as_json:
         print_json(data)
         return
@@ -450,7 +460,9 @@ def estimate_workload(
     root: RootOpt = None,
 ) -> None:
     """The per-phase table of a workload laid onto a topology's installed wiring."""
-    data = api.workload_report(topology_id, workload_id, lay_of(root).root, _knobs(settings))
+    root = lay_of(root).root
+    _warn_if_stale(root)
+    data = api.workload_report(topology_id, workload_id, root, _knobs(settings))
     if as_json:
         print_json(data)
         return

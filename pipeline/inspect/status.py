@@ -54,7 +54,7 @@ def status(lay: Layout) -> dict[str, Any]:
         )
         sources.append(row)
     attention += pins.measured_problems(lay)
-    attention += _damaged_outputs(lay) + _gutted_outputs(lay)
+    attention += _damaged_outputs(lay) + _gutted_outputs(lay) + _stale_topology(lay)
     model_rows = []
     for model, revision, _sha, changed_on, is_current, pinned in model_revisions.rows(lay):
         if is_current:
@@ -87,6 +87,16 @@ def _damaged_outputs(lay: Layout) -> list[str]:
         except FabricrefError as exc:
             problems.append(f"registry: {exc}")
     return problems
+
+
+def _stale_topology(lay: Layout) -> list[str]:
+    """The `topology` knobs params.yaml changed since the topology was built (the estimates use the old wiring)."""
+    from ..topology.facts import stale_defaults
+
+    try:
+        return [f"params.yaml: {m}" for m in stale_defaults(lay)]
+    except FabricrefError as exc:  # params.yaml itself refused: said where it is read
+        return [f"params.yaml: {exc}"]
 
 
 # registry/<directory> → the directory its stage reads (dvc.yaml): a stage that failed midway under DVC leaves its

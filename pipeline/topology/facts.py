@@ -60,3 +60,41 @@ def defaults(lay: Layout) -> Defaults:
     return _defaults(
         lay.root / "models" / "topology" / "defaults.yaml", params.stat().st_mtime_ns if params.is_file() else 0
     )
+
+
+# registry/topology/defaults.json: the defaults the topology was built with, so a reader of the built wiring can
+# tell that params.yaml has moved on since (`stale_defaults`).
+BUILT_WITH = "defaults.json"
+
+
+def built_with(lay: Layout) -> dict[str, Any]:
+    """The `topology` knobs as the topology stage uses them (params.yaml over defaults.yaml)."""
+    d = defaults(lay)
+    return {"latency_ns": dict(sorted(d.latency_ns.items())), "host_link": {"bandwidth_gbps": d.host_gbps}}
+
+
+def stale_defaults(lay: Layout) -> list[str]:
+    """Each `topology` knob params.yaml now sets otherwise than registry/topology/ was built with: the estimates
+    read the built wiring, so until `dvc repro` they use the old value."""
+    import json
+
+    path = lay.registry_dir / "topology" / BUILT_WITH
+    try:
+        built = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # not built yet, or built before the file existed: `dvc status` tells
+    moved = []
+    for section, values in built_with(lay).items():
+        for key, value in values.items():
+            old = (built.get(section) or {}).get(key) if isinstance(built, dict) else None
+            if old != value:
+                knob, unit = ("bandwidth", "Gb/s per direction") if key == "bandwidth_gbps" else (key, "ns")
+                moved.append(
+                    f"topology.{section}.{knob}: registry/topology/ was built with {_shown(old, unit)}, params.yaml "
+                    f"now gives {_shown(value, unit)}; the estimates use the built wiring until `dvc repro`"
+                )
+    return moved
+
+
+def _shown(value: Any, unit: str) -> str:
+    return f"{value:g} {unit}" if isinstance(value, int | float) else "no value"

@@ -19,7 +19,7 @@ from ..errors import CompileError, UnknownIdError, UsageError
 from . import tables
 from .build import build_cluster, build_reference, switch_product
 from .clusters import Cluster, cluster_paths, find_cluster, load_cluster
-from .facts import Facts, defaults, load_facts
+from .facts import BUILT_WITH, Facts, built_with, defaults, load_facts
 from .summary import summarize
 
 
@@ -100,7 +100,8 @@ def run(lay: Layout) -> list[dict[str, Any]]:
             summaries.append((tid, json.dumps(summarize(g), sort_keys=True)))
         add("topology_summaries", summaries)
     atomic_write_json(out / "summaries.json", {tid: json.loads(s) for tid, s in summaries})
-    written = {f"{name}.parquet" for name in TOPOLOGY_TABLES} | {"summaries.json"}
+    atomic_write_json(out / BUILT_WITH, built_with(lay))
+    written = {f"{name}.parquet" for name in TOPOLOGY_TABLES} | {"summaries.json", BUILT_WITH}
     written |= {f"{name}.parquet.sha256" for name in TOPOLOGY_TABLES}  # each table's recorded hash
     for stale in out.iterdir():
         if stale.is_file() and stale.name not in written:

@@ -485,3 +485,38 @@ def test_a_topology_default_moves_the_graph_by_the_hand_computed_amount(built_co
     for a, b, d in before.edges(data=True):
         if d["network"] != "scale_up":
             assert after.edges[a, b] == d
+
+
+@pytest.mark.parametrize(
+    ("text", "knob", "built", "now"),
+    [
+        ("scale_out: 600 ", "topology.latency_ns.scale_out", "600 ns", "60000 ns"),
+        ("bandwidth: 64 ", "topology.host_link.bandwidth", "512 Gb/s per direction", "1024 Gb/s per direction"),
+    ],
+)
+def test_a_topology_knob_changed_since_the_wiring_was_built_is_said_by_every_estimate_and_status(
+    built_copy, cli, text, knob, built, now
+):
+    """`topology.latency_ns.scale_out: 60000` in params.yaml left every estimate at the old latency, silently:
+    the estimates read the built wiring. Each says so on stderr, and status needs attention, until `dvc repro`."""
+    root = built_copy.root
+    assert cli("status", root=root).code == 0
+    params = root / "params.yaml"
+    old = params.read_text(encoding="utf-8")
+    assert text in old
+    value = now.split()[0]
+    params.write_text(old.replace(text, f"{text.split(':')[0]}: {int(value) // 8 if 'Gb/s' in now else value} ", 1))
+    said = f"{knob}: registry/topology/ was built with {built}, params.yaml now gives {now}"
+    for args in (
+        ("estimate", "workload", "illustrative-h100-64", "llama8b-fsdp-dp64"),
+        ("estimate", "step", "illustrative-h100-64", "llama8b-fsdp-dp64"),
+        ("estimate", "collective", "--op", "all-reduce", "--ranks", "8", "--bytes", "1GB",
+         "--topology", "nvidia-dgx-h100"),
+    ):  # fmt: skip
+        done = cli(*args, root=root)
+        assert done.code == 0 and f"warning: {said}" in done.err, (args, done.err)
+    status = cli("status", root=root)
+    assert status.code == 1 and said in status.said, status.said[-600:]
+    params.write_text(old, encoding="utf-8")  # back as built: nothing to say
+    assert cli("status", root=root).code == 0
+    assert "warning" not in cli("estimate", "workload", "illustrative-h100-64", "llama8b-fsdp-dp64", root=root).err
