@@ -141,10 +141,10 @@ def test_meta_style_cluster_hand_sums(graphs):
 
 def test_the_stage_writes_the_tables_and_summaries_only(built_registry):
     """GraphML and node-link JSON are written on demand (`fabricref export graph`), not by the stage: its tables,
-    each with its recorded SHA-256, and summaries.json."""
+    each with its recorded SHA-256, summaries.json and the defaults it built with (defaults.json)."""
     names = sorted(p.name for p in (built_registry.registry_dir / "topology").iterdir())
     tables = [f"{t}.parquet{suffix}" for t in TOPOLOGY_TABLES for suffix in ("", ".sha256")]
-    assert names == sorted(["summaries.json", *tables])
+    assert names == sorted(["summaries.json", "defaults.json", *tables])
 
 
 def test_an_export_is_byte_identical_from_run_to_run_and_reads_back_typed(built_registry):
