@@ -16,7 +16,7 @@ from typing import Any, get_args
 import networkx as nx
 
 from ..errors import UsageError
-from ..formats.workload import PlacementStrategy
+from ..formats.workload import PlacementStrategy, check_serving_degrees
 from .decompose import Decomposition, check_degrees
 from .routing import node_domain, ordered_accelerators
 from .view import View
@@ -123,6 +123,8 @@ def place(view: View, d: Decomposition, w: Workload, offset: int = 0) -> dict[in
     accelerators = rank_accelerators(view.g, w, offset, view.order)
     if w.training is not None:
         check_degrees(w.model, w.training, f"workload {w.id}")
+    if w.inference is not None:
+        check_serving_degrees(w.model, w.inference, f"workload {w.id}")
     for comm in tied:
         for i, group in enumerate(comm.parts[0].groups):
             spans: dict[str, list[str]] = {}

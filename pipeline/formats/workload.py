@@ -263,3 +263,17 @@ def check_degrees(m: ModelShape, t: Training, what: str) -> None:
     for degree, key, value, of in checks:
         if value % degree:
             raise UsageError(f"{what}: at $.{key}: {degree} must divide {of} = {value}")
+
+
+def check_serving_degrees(m: ModelShape, i: Inference, what: str) -> None:
+    """Each pool's TP must split what a serving engine splits: the hidden size, the attention heads and the KV heads
+    (unless there are fewer KV heads than ranks: then each rank keeps one, replicated)."""
+    heads = m.heads or m.hidden // m.head_dim
+    for key in ("tp",) if i.mode == "aggregated" else ("prefill_tp", "decode_tp"):
+        tp = getattr(i, key)
+        checks = [(m.hidden, "model.hidden"), (heads, "model.heads" if m.heads else "model.hidden / model.head_dim")]
+        if m.kv_heads >= tp:
+            checks.append((m.kv_heads, "model.kv_heads"))
+        for value, of in checks:
+            if value % tp:
+                raise UsageError(f"{what}: at $.inference.{key}: {tp} must divide {of} = {value}")

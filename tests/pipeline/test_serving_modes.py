@@ -102,3 +102,18 @@ def test_tp_16_on_a_disaggregated_service_is_refused_by_the_cli_not_printed_as_t
     assert done.code == 2, done.said
     assert "tp: not a knob of this disaggregated inference workload" in done.said, done.said
     assert "prefill_tp, decode_tp" in done.said, done.said
+
+
+@pytest.mark.parametrize("wid", SERVING)
+def test_a_pool_tp_that_does_not_split_the_model_is_refused_naming_the_knob(built_registry, wid):
+    """TP 3 on a model of hidden 8,192 and 64 heads was costed as if a serving engine could split it."""
+    from fabricref.estimate.traffic import estimate
+    from fabricref.estimate.workloads import find_workload, with_knobs
+
+    w = find_workload(built_registry, wid)
+    m = w.model
+    heads = m.heads or m.hidden // m.head_dim
+    tp = next(t for t in range(3, 64) if heads % t or m.hidden % t)
+    for key in Inference.POOLS[w.inference.mode][:2]:
+        with pytest.raises(UsageError, match=rf"^workload {wid}: at \$\.inference\.{key}: {tp} must divide model\."):
+            estimate(built_registry, "illustrative-h100-4096", with_knobs(w, {key: tp}))
