@@ -440,6 +440,8 @@ PHASE_COLUMNS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "n": lambda p: format_quantity(p["group_size"]),
     "network / tier": lambda p: f"{p['network']} / {p['tier']}",
     "bytes/rank": lambda p: format_quantity(p["bytes_per_rank"], "B"),
+    # What the time is computed from: the buffer times the algorithm's wire factor (e.g. 2(n−1)/n for a ring).
+    "on wire/rank": lambda p: format_quantity(p["bytes_on_wire_per_rank"], "B"),
     "eff. bw per direction": lambda p: format_quantity(p["effective_gbps"] or None, "Gb/s"),
     "latency": lambda p: format_quantity(p["latency_seconds"], "s"),
     "bandwidth": lambda p: format_quantity(p["bandwidth_seconds"], "s"),

@@ -322,3 +322,20 @@ def test_decode_pool_start_places_the_decode_pool(built_registry, tmp_path):
     # The old, misleading name is refused rather than silently ignored.
     with pytest.raises(ValidationError, match="prefill_offset"):
         _workload(tmp_path, DISAGGREGATED.replace("START", ", prefill_offset: 64"))
+
+
+def test_the_workload_table_shows_the_bytes_its_time_is_computed_from(built_registry, cli):
+    """The table showed the buffer size alone, while each time uses the bytes on the wire (9/8 of it for NVLS,
+    (n − 1) times it for one-shot): both columns, as the JSON has them."""
+    import re
+
+    wid = "llama70b-serve-aggregated"
+    data = json.loads(cli("estimate", "workload", "nvidia-dgx-h100", wid, "--json", root=built_registry.root).out)
+    table = cli("estimate", "workload", "nvidia-dgx-h100", wid, root=built_registry.root).out
+    assert "on wire/rank" in table
+    from fabricref.core.format import format_quantity
+
+    for p in data["phases"]:
+        row = next(line for line in table.splitlines() if line.startswith(f"│ {p['phase']} "))
+        cells = [c.strip() for c in re.split(r"│", row)[1:-1]]
+        assert format_quantity(p["bytes_on_wire_per_rank"], "B") in cells, (p["phase"], cells)
