@@ -324,10 +324,12 @@ def test_decode_pool_start_places_the_decode_pool(built_registry, tmp_path):
         _workload(tmp_path, DISAGGREGATED.replace("START", ", prefill_offset: 64"))
 
 
-def test_the_workload_table_shows_the_bytes_its_time_is_computed_from(built_registry, cli):
+def test_the_workload_table_shows_the_bytes_its_time_is_computed_from(built_registry, cli, monkeypatch):
     """The table showed the buffer size alone, while each time uses the bytes on the wire (9/8 of it for NVLS,
     (n − 1) times it for one-shot): both columns, as the JSON has them."""
     import re
+
+    monkeypatch.setenv("COLUMNS", "400")  # one row per line, whatever the terminal
 
     wid = "llama70b-serve-aggregated"
     data = json.loads(cli("estimate", "workload", "nvidia-dgx-h100", wid, "--json", root=built_registry.root).out)
