@@ -59,41 +59,31 @@ def test_switching_the_mode_takes_the_new_modes_pools_and_drops_the_files(no_sou
     assert not set(Inference.POOLS[w.inference.mode]) & switched.inference.model_fields_set
 
 
+@pytest.mark.parametrize("where", ["params.yaml", "workload file"])
 @pytest.mark.parametrize("wid", SERVING)
-def test_another_modes_pool_size_in_params_yaml_is_refused_at_its_line(no_sources, wid):
+def test_another_modes_pool_size_written_in_a_file_is_refused_at_its_line(no_sources, wid, where):
+    """In params.yaml's block of the workload, or in the workload file's `inference` block."""
     from fabricref.estimate.workloads import find_workload
 
     mode = _mode(no_sources, wid)
     key = Inference.POOLS[OTHER[mode]][0]
-    params = no_sources.root / "params.yaml"
-    text = params.read_text(encoding="utf-8")
-    head = f"\n  {wid}:\n"
-    assert head in text
-    params.write_text(text.replace(head, f"{head}    {key}: 4\n", 1), encoding="utf-8")
-    line = params.read_text(encoding="utf-8").splitlines().index(f"    {key}: 4") + 1
-    with pytest.raises(FabricrefError) as caught:
-        find_workload(no_sources, wid)
-    said = str(caught.value)
-    assert re.search(rf"params\.yaml:{line}: at \$\.workloads\.{re.escape(wid)}\.{key}: ", said), said
-    assert f"not a knob of a {mode} inference workload" in said, said
-
-
-@pytest.mark.parametrize("wid", SERVING)
-def test_another_modes_pool_size_in_the_workload_file_is_refused_at_its_line(no_sources, wid):
-    from fabricref.estimate.workloads import find_workload
-
-    mode = _mode(no_sources, wid)
-    key = Inference.POOLS[OTHER[mode]][0]
-    path = no_sources.root / "models" / "workloads" / f"{wid}.yaml"
+    if where == "params.yaml":
+        path, after, indent = no_sources.root / "params.yaml", f"\n  {wid}:\n", "    "
+        at, says = (
+            rf"params\.yaml:{{}}: at \$\.workloads\.{re.escape(wid)}\.{key}: ",
+            f"not a knob of a {mode} inference",
+        )
+    else:
+        path, after, indent = no_sources.root / "models" / "workloads" / f"{wid}.yaml", f"  mode: {mode}\n", "  "
+        at, says = rf"{re.escape(wid)}\.yaml:{{}}: at \$\.inference\.{key}: ", f"a {mode} service does not read it"
     text = path.read_text(encoding="utf-8")
-    assert f"  mode: {mode}\n" in text
-    path.write_text(text.replace(f"  mode: {mode}\n", f"  mode: {mode}\n  {key}: 4\n", 1), encoding="utf-8")
-    line = path.read_text(encoding="utf-8").splitlines().index(f"  {key}: 4") + 1
+    assert after in text
+    path.write_text(text.replace(after, f"{after}{indent}{key}: 4\n", 1), encoding="utf-8")
+    line = path.read_text(encoding="utf-8").splitlines().index(f"{indent}{key}: 4") + 1
     with pytest.raises(FabricrefError) as caught:
         find_workload(no_sources, wid)
     said = str(caught.value)
-    assert re.search(rf"{re.escape(wid)}\.yaml:{line}: at \$\.inference\.{key}: ", said), said
-    assert f"a {mode} service does not read it" in said, said
+    assert re.search(at.format(line), said) and says in said, said
 
 
 def test_tp_16_on_a_disaggregated_service_is_refused_by_the_cli_not_printed_as_tp_8(built_registry, cli):
