@@ -21,9 +21,10 @@ class UnknownBandwidth(UsageError):
     workload's phase takes it as an unknown time naming `field` (REFERENCE:FIELD); a calculator refuses."""
 
     def __init__(self, network: str, view: View, field: str) -> None:
-        self.field = f"{view.reference}:{field}"
+        self.network, self.field = network, f"{view.reference}:{field}"
         super().__init__(
-            f"the {network} bandwidth of {view.reference} is unknown: no source or assumption states it ({self.field})"
+            f"the {network.replace('_', '-')} bandwidth of {view.reference} is unknown: no source or assumption "
+            f"states it ({self.field})"
         )
 
 
@@ -86,7 +87,7 @@ def place(
         bws = [d["bandwidth_gbps"] for d in links]
         if not bws or None in bws:
             unknown = next((d["field"] for d in links if d["bandwidth_gbps"] is None and d.get("field")), None)
-            raise UnknownBandwidth("scale-up", view, unknown or "scale_up.bandwidth_per_accelerator")
+            raise UnknownBandwidth("scale_up", view, unknown or "scale_up.bandwidth_per_accelerator")
         tech = technology if technology is not None else view.g.graph.get("scale_up_technology", "")
         name, lc = cal.link_class("scale_up", tech)
         techs["scale_up"] = f"{tech or 'not stated'} -> {name}"
@@ -115,7 +116,7 @@ def place(
             )
         edges = [d for nic in view.nics(first) for m, d in view.g[nic].items() if view.kind[m] == "leaf"]
         if not edges:
-            raise UnknownBandwidth("scale-out", view, "scale_out.nic.speed")
+            raise UnknownBandwidth("scale_out", view, "scale_out.nic.speed")
         proto = view.g.graph.get("scale_out_protocol", "")
         name, lc = cal.link_class("scale_out", proto)
         techs["scale_out"] = f"{proto or 'not stated'} -> {name}"

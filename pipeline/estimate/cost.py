@@ -139,12 +139,11 @@ def phases(view: View, w: Workload, cal: Calibration, offset: int = 0) -> tuple[
 
 def _unknown(comm: Communication, exc: UnknownBandwidth) -> Cost:
     """A backend phase on a network whose bandwidth no source states: its bytes, the field to settle, no time."""
-    network = "scale_up" if "scale-up" in str(exc) else "scale_out"
     return Cost(
         algorithm="unknown",
         bytes_on_wire_per_rank=comm.bytes_per_rank,
-        network=network,
-        tier=TIER_NAMES[0] if network == "scale_up" else "scale-out fabric",
+        network=exc.network,
+        tier=TIER_NAMES[0] if exc.network == "scale_up" else "scale-out fabric",
         hops=0,
         bottleneck_gbps=None,
         effective_gbps=None,

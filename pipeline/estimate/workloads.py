@@ -78,10 +78,9 @@ def _place(data: dict[str, Any], parts: tuple[str, ...], value: Any) -> list[str
     mode = block.get("mode") if isinstance(block, dict) and isinstance(block.get("mode"), str) else None
     knobs = knobs_of(kind, mode)
     if len(parts) != 1 or parts[0] not in knobs:
-        what = f"{mode} {kind}" if knobs != KNOBS[kind] else kind
         raise ValueError(
-            f"not a knob of a {what} workload; expected one of {', '.join(knobs)} (the rest of a workload "
-            f"lives in its file, models/workloads/{data.get('id')}.yaml)"
+            f"not a knob of a {_kind_label(kind, mode)} workload; expected one of {', '.join(knobs)} (the rest of a "
+            f"workload lives in its file, models/workloads/{data.get('id')}.yaml)"
         )
     return [kind, parts[0]]
 
@@ -230,6 +229,11 @@ def knobs_of(kind: str, mode: str | None = None) -> tuple[str, ...]:
     return Inference.knobs(mode) if kind == "inference" and mode in Inference.POOLS else KNOBS[kind]
 
 
+def _kind_label(kind: str, mode: Any) -> str:
+    """'training', or a service with its mode ('disaggregated inference') when the mode decides its knobs."""
+    return f"{mode} {kind}" if kind == "inference" and mode in Inference.POOLS else kind
+
+
 def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
     """`w` with some knobs (or its `mode`, or a `placement` strategy) set otherwise, validated as its file would be."""
     if not knobs:
@@ -240,8 +244,8 @@ def with_knobs(w: Workload, knobs: dict[str, Any] | None) -> Workload:
     allowed = (*knobs_of(w.kind, mode if isinstance(mode, str) else None), *CHOICES[w.kind])
     for key in knobs:
         if key not in allowed:
-            what = f"{mode} {w.kind}" if w.inference is not None and mode in Inference.POOLS else w.kind
-            raise UsageError(f"{key}: not a knob of this {what} workload; expected one of {', '.join(allowed)}")
+            label = _kind_label(w.kind, mode)
+            raise UsageError(f"{key}: not a knob of this {label} workload; expected one of {', '.join(allowed)}")
     data = {f.name: getattr(w, f.name) for f in fields(w) if f.name not in ("path", "training", "inference")}
     data["targets"] = list(w.targets)
     written = block.model_dump(exclude_unset=True)
